@@ -1,0 +1,33 @@
+"""The `mlmprep` command line. Each command lives in its own module and imports the library lazily,
+so `mlmprep --help` answers without loading numba, datasets or torch."""
+
+from __future__ import annotations
+
+import typer
+
+HELP = """Pretraining data for T5- and BERT-style models.
+
+  mlmprep build --seeds 4            # built-in sample corpus -> ./mlmprep-data
+  mlmprep inspect mlmprep-data       # what was built, with decoded examples
+  mlmprep train mlmprep-data --model tiny --out runs/a
+"""
+
+app = typer.Typer(help=HELP, no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+
+
+def main() -> None:
+    app()
+
+
+def _register() -> None:
+    """Import the command modules; each adds its commands to `app`."""
+    import importlib
+
+    for name in COMMAND_MODULES:
+        importlib.import_module(f"mlmprep.cli.{name}")
+
+
+COMMAND_MODULES: tuple[str, ...] = ()
+
+
+_register()

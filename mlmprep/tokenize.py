@@ -1,0 +1,199 @@
+"""Tokenizers: load one, train a T5-style Unigram one, encode documents to int32 arrays.
+
+No special tokens are added while encoding; the pipeline adds EOS between documents and the masking
+kernels add sentinels. Special ids are looked up by name, never assumed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from mlmprep.errors import TokenizerError
+
+PAD, EOS, UNK, MASK = "<pad>", "</s>", "<unk>", "<mask>"
+SPECIAL_TOKENS = (PAD, EOS, UNK, MASK)  # ids 0, 1, 2, 3 in a tokenizer mlmprep trains
+N_SENTINELS = 100
+SCORE_DECIMALS = 6  # Unigram scores are rounded so that training is reproducible (see canonical_unigram)
+
+
+def sentinel_name(k: int) -> str:
+    return f"<extra_id_{k}>"
+
+
+@dataclass(frozen=True)
+class SpecialIds:
+    """The ids mlmprep needs, looked up by name in a tokenizer."""
+
+    pad: int
+    eos: int
+    unk: int | None
+    mask: int | None
+    sentinels: np.ndarray  # int32; sentinels[k] is the id of <extra_id_k>
+    vocab_size: int
+
+    def all(self) -> np.ndarray:
+        """Every special id (sorted, int32): never drawn as a random replacement, never a word piece."""
+        ids = [self.pad, self.eos, *(x for x in (self.unk, self.mask) if x is not None), *self.sentinels.tolist()]
+        return np.unique(np.asarray(ids, dtype=np.int32))
+
+
+def load_tokenizer(path: str | Path):
+    """A `tokenizers.Tokenizer` from a tokenizer.json file or a local transformers-style directory."""
+    from tokenizers import Tokenizer
+
+    path = Path(path)
+    if path.is_dir():
+        if (path / "tokenizer.json").is_file():
+            path = path / "tokenizer.json"
+        else:
+            return _from_transformers_dir(path)
+    if not path.is_file():
+        raise TokenizerError(f"--tokenizer {path}: no such file or directory")
+    try:
+        return Tokenizer.from_file(str(path))
+    except Exception as exc:
+        raise TokenizerError(f"--tokenizer {path}: not a tokenizer.json file ({str(exc).splitlines()[0]})") from None
+
+
+def _from_transformers_dir(path: Path):
+    """Convert a slow transformers tokenizer directory (e.g. spiece.model) to a fast one, offline."""
+    try:
+        from transformers import AutoTokenizer
+
+        tok = AutoTokenizer.from_pretrained(str(path), local_files_only=True, use_fast=True)
+        return tok.backend_tokenizer
+    except Exception as exc:
+        raise TokenizerError(
+            f"--tokenizer {path}: directory has no tokenizer.json and transformers could not load it "
+            f"({str(exc).splitlines()[0]}); pass a tokenizer.json file"
+        ) from None
+
+
+def tokenizer_sha256(tok) -> str:
+    return hashlib.sha256(tok.to_str().encode("utf-8")).hexdigest()
+
+
+def train_tokenizer(texts: Iterable[str], vocab_size: int, *, n_sentinels: int = N_SENTINELS):
+    """Train a Unigram tokenizer laid out like T5's: <pad>=0, </s>=1, <unk>=2, <mask>=3, then pieces,
+    then the sentinels with <extra_id_0> at the highest id. `vocab_size` counts everything.
+
+    The tokenizers Unigram trainer is not reproducible run to run (its scores differ in the last bits
+    and near-ties swap places), so the result is canonicalised: scores rounded, pieces re-sorted.
+    """
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    n_pieces = vocab_size - n_sentinels
+    if n_pieces <= len(SPECIAL_TOKENS) + 1:
+        raise TokenizerError(f"--vocab-size {vocab_size} is too small to hold {n_sentinels} sentinels and pieces")
+    tok = Tokenizer(models.Unigram())
+    tok.pre_tokenizer = pre_tokenizers.Metaspace()
+    tok.decoder = decoders.Metaspace()
+    trainer = trainers.UnigramTrainer(
+        vocab_size=n_pieces, special_tokens=list(SPECIAL_TOKENS), unk_token=UNK, show_progress=False
+    )
+    tok.train_from_iterator(texts, trainer)
+    tok = canonical_unigram(tok)
+    tok.add_special_tokens([sentinel_name(k) for k in reversed(range(n_sentinels))])
+    return tok
+
+
+def canonical_unigram(tok):
+    """Round Unigram scores and sort pieces by (score desc, piece) after the special tokens."""
+    from tokenizers import Tokenizer
+
+    data = json.loads(tok.to_str())
+    vocab = data["model"]["vocab"]
+    n_special = len(SPECIAL_TOKENS)
+    specials, pieces = vocab[:n_special], vocab[n_special:]
+    if [p for p, _ in specials] != list(SPECIAL_TOKENS):
+        raise TokenizerError(f"trained tokenizer does not start with {SPECIAL_TOKENS}")
+    pieces = sorted(((p, round(s, SCORE_DECIMALS)) for p, s in pieces), key=lambda ps: (-ps[1], ps[0]))
+    data["model"]["vocab"] = [[p, s] for p, s in specials] + [[p, s] for p, s in pieces]
+    return Tokenizer.from_str(json.dumps(data, ensure_ascii=False))
+
+
+def _first_id(tok, names: Iterable[str]) -> int | None:
+    for name in names:
+        idx = tok.token_to_id(name)
+        if idx is not None:
+            return idx
+    return None
+
+
+def special_ids(tok, *, where: str = "tokenizer") -> SpecialIds:
+    """Look up pad, EOS, unk, mask and the <extra_id_k> sentinels by name; check the sentinels' order."""
+    pad = _first_id(tok, (PAD, "[PAD]"))
+    eos = _first_id(tok, (EOS, "[SEP]", "<|endoftext|>"))
+    if eos is None:
+        raise TokenizerError(f"{where}: has no end-of-sequence token ({EOS} or [SEP]); add one or train with mlmprep")
+    if pad is None:
+        raise TokenizerError(f"{where}: has no padding token ({PAD} or [PAD]); add one or train with mlmprep")
+    sentinels = []
+    while (idx := tok.token_to_id(sentinel_name(len(sentinels)))) is not None:
+        sentinels.append(idx)
+    arr = np.asarray(sentinels, dtype=np.int32)
+    if arr.size > 1:
+        steps = np.diff(arr)
+        if not (np.all(steps == -1) or np.all(steps == 1)):
+            raise TokenizerError(f"{where}: sentinel ids <extra_id_k> are not consecutive in k; the tokenizer is damaged")
+    return SpecialIds(
+        pad=pad,
+        eos=eos,
+        unk=_first_id(tok, (UNK, "[UNK]")),
+        mask=_first_id(tok, (MASK, "[MASK]")),
+        sentinels=arr,
+        vocab_size=tok.get_vocab_size(with_added_tokens=True),
+    )
+
+
+def encode(tok, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Encode documents without special tokens: (flat int32 ids, int64 lengths per document)."""
+    encodings = tok.encode_batch_fast(texts, add_special_tokens=False)
+    lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings))
+    if not encodings:
+        return np.zeros(0, dtype=np.int32), lengths
+    flat = np.concatenate([np.asarray(e.ids, dtype=np.int32) for e in encodings])
+    return flat, lengths
+
+
+@dataclass(frozen=True)
+class WordTables:
+    """Per-id facts about a token's text, for word-boundary statistics and whole-word masking."""
+
+    starts_word: np.ndarray  # bool: a word boundary precedes this token (▁/Ġ prefix, or special)
+    first_alnum: np.ndarray  # bool: the token's first visible character is a letter or digit
+    last_alnum: np.ndarray  # bool: the token's last character is a letter or digit
+
+    def cuts_word(self, left: np.ndarray, right: np.ndarray) -> np.ndarray:
+        """True where a boundary between token `left` and token `right` falls inside a word."""
+        return ~self.starts_word[right] & self.last_alnum[left] & self.first_alnum[right]
+
+
+def word_tables(tok) -> WordTables:
+    size = tok.get_vocab_size(with_added_tokens=True)
+    starts = np.zeros(size, dtype=bool)
+    first = np.zeros(size, dtype=bool)
+    last = np.zeros(size, dtype=bool)
+    specials = {t.content for t in tok.get_added_tokens_decoder().values() if t.special}
+    wordpiece = type(tok.model).__name__ == "WordPiece"
+    for piece, idx in tok.get_vocab(with_added_tokens=True).items():
+        if piece in specials:
+            starts[idx] = True
+            continue
+        text = piece
+        if text.startswith(("▁", "Ġ")):
+            starts[idx] = True
+            text = text[1:]
+        elif wordpiece:
+            starts[idx] = not text.startswith("##")
+            text = text.removeprefix("##")
+        first[idx] = bool(text) and text[0].isalnum()
+        last[idx] = bool(text) and text[-1].isalnum()
+    return WordTables(starts_word=starts, first_alnum=first, last_alnum=last)
+

@@ -1,0 +1,65 @@
+"""Shared fixtures: a tiny corpus and tokenizer the tests write themselves, and the shared real corpora."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+CORPORA = Path(__file__).resolve().parents[2] / "shared" / "corpora"
+
+WORDS = (
+    "the a of and to in is was for on that with as by at from it this be are or an not which have "
+    "river mountain library window teacher garden morning journey silver quiet ancient message "
+    "build train token window span model data cache seed epoch batch mask corpus vocabulary "
+    "walked carried opened noticed remembered explained measured wrote sang followed "
+    "quickly slowly carefully often never always nearly together"
+).split()
+
+
+def tiny_documents(n_docs: int = 300, seed: int = 0) -> list[str]:
+    """Deterministic pseudo-English documents of 1 to 6 sentences."""
+    rng = random.Random(seed)
+    docs = []
+    for _ in range(n_docs):
+        sentences = []
+        for _ in range(rng.randint(1, 6)):
+            words = [rng.choice(WORDS) for _ in range(rng.randint(4, 14))]
+            sentences.append(" ".join(words).capitalize() + rng.choice([".", ".", "!", "?"]))
+        docs.append(" ".join(sentences))
+    return docs
+
+
+@pytest.fixture(scope="session")
+def tiny_corpus(tmp_path_factory) -> Path:
+    """A .txt corpus, one document per line."""
+    path = tmp_path_factory.mktemp("corpus") / "tiny.txt"
+    path.write_text("\n".join(tiny_documents()) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_tokenizer_path(tmp_path_factory) -> Path:
+    """A T5-style Unigram tokenizer (<pad>, </s>, <unk>, <mask>, pieces, 100 sentinels) trained on the tiny corpus."""
+    from mlmprep.tokenize import train_tokenizer
+
+    tok = train_tokenizer(tiny_documents(), vocab_size=400)
+    path = tmp_path_factory.mktemp("tokenizer") / "tokenizer.json"
+    tok.save(str(path))
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_tokenizer(tiny_tokenizer_path):
+    from mlmprep.tokenize import load_tokenizer
+
+    return load_tokenizer(tiny_tokenizer_path)
+
+
+@pytest.fixture(scope="session")
+def corpora() -> Path:
+    """The shared real corpora (../shared/corpora); tests that need real text skip when it is absent."""
+    if not (CORPORA / "kjv.txt").is_file():
+        pytest.skip("../shared/corpora is not present")
+    return CORPORA
