@@ -1,0 +1,127 @@
+"""`mlmprep build`, `mlmprep remask` and `mlmprep tokenizer train`: thin wrappers over mlmprep.build."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from mlmprep.cli import app
+from mlmprep.cli._util import cli_errors, given
+
+BUILD_EXAMPLES = """Examples:
+
+  mlmprep build --seeds 4                                   # the built-in sample corpus
+
+  mlmprep build data/*.jsonl --text-column text --tokenizer tok.json --out cache/ --seeds 4 --input-length 512 --noise-density 0.15 --mean-span-length 3
+
+  mlmprep build books/ --method text --out cache-text/      # the naive text-segmentation baseline
+
+  mlmprep build corpus.txt --objective mlm --whole-word     # BERT-style masking
+"""
+
+tokenizer_app = typer.Typer(help="Train a T5-style Unigram tokenizer.", no_args_is_help=True)
+app.add_typer(tokenizer_app, name="tokenizer")
+
+
+@app.command(epilog=BUILD_EXAMPLES)
+@cli_errors
+def build(
+    corpus: Annotated[Optional[list[str]], typer.Argument(help="Files, directories or globs (.txt .jsonl .json .parquet .csv .arrow). None: the built-in sample.", show_default=False)] = None,
+    *,
+    config: Annotated[Optional[Path], typer.Option(help="JSON/YAML file of options; the command line overrides it.")] = None,
+    out: Annotated[Optional[str], typer.Option(help="Output directory. [default: mlmprep-data]", show_default=False)] = None,
+    seeds: Annotated[Optional[int], typer.Option(help="Differently masked copies, one per epoch slot. [default: 4]", show_default=False)] = None,
+    seed: Annotated[Optional[int], typer.Option(help="Base seed of masks and the validation hold-out. [default: 0]", show_default=False)] = None,
+    dataset: Annotated[Optional[str], typer.Option(help="A `datasets` name, NAME or NAME:CONFIG (from the local cache when offline).")] = None,
+    dataset_split: Annotated[Optional[str], typer.Option(help="Split of --dataset. [default: train]", show_default=False)] = None,
+    text_column: Annotated[Optional[str], typer.Option(help="Text field of .jsonl/.json/.parquet/.csv/.arrow records. [default: text]", show_default=False)] = None,
+    doc_sep: Annotated[Optional[str], typer.Option(help="In .txt files a document is a 'line' or a 'blank'-line separated paragraph. [default: line]", show_default=False)] = None,
+    on_decode_error: Annotated[Optional[str], typer.Option(help="Undecodable bytes: replace, skip the line, or fail. [default: replace]", show_default=False)] = None,
+    normalize_whitespace: Annotated[Optional[bool], typer.Option("--normalize-whitespace/--keep-whitespace", help="Collapse runs of whitespace to one space. [default: keep]", show_default=False)] = None,
+    nfkc: Annotated[Optional[bool], typer.Option("--nfkc/--no-nfkc", help="Unicode NFKC normalisation. [default: no]", show_default=False)] = None,
+    tokenizer: Annotated[Optional[str], typer.Option(help="tokenizer.json or a local transformers directory. None: train a Unigram tokenizer on the corpus.")] = None,
+    vocab_size: Annotated[Optional[int], typer.Option(help="Vocabulary of a trained tokenizer, sentinels included. [default: 32000]", show_default=False)] = None,
+    method: Annotated[Optional[str], typer.Option(help="'tokens': exact token windows; 'text': naive (input_length-2)*4-character segments. [default: tokens]", show_default=False)] = None,
+    pack: Annotated[Optional[str], typer.Option(help="'stream': windows cross documents; 'doc': each document starts a window. [default: stream]", show_default=False)] = None,
+    input_length: Annotated[Optional[int], typer.Option(help="Encoder input length after masking. [default: 512]", show_default=False)] = None,
+    objective: Annotated[Optional[str], typer.Option(help="'span': T5 span corruption; 'mlm': BERT 80/10/10 masking. [default: span]", show_default=False)] = None,
+    noise_density: Annotated[Optional[float], typer.Option(help="Fraction of tokens masked, in (0, 1). [default: 0.15]", show_default=False)] = None,
+    mean_span_length: Annotated[Optional[float], typer.Option(help="Mean masked span length, >= 1. [default: 3]", show_default=False)] = None,
+    random_roll: Annotated[Optional[bool], typer.Option("--random-roll/--no-random-roll", help="Rotate each mask so the last token is not always noise. [default: no]", show_default=False)] = None,
+    mlm_probability: Annotated[Optional[float], typer.Option(help="Fraction of tokens masked for --objective mlm. [default: 0.15]", show_default=False)] = None,
+    whole_word: Annotated[Optional[bool], typer.Option("--whole-word/--no-whole-word", help="MLM masks whole words. [default: no]", show_default=False)] = None,
+    validation_fraction: Annotated[Optional[float], typer.Option(help="Share of windows held out for validation. [default: 0.02]", show_default=False)] = None,
+    threads: Annotated[Optional[int], typer.Option(help="Cores for tokenizing and masking (0: all); never changes the output. [default: 0]", show_default=False)] = None,
+    force: Annotated[Optional[bool], typer.Option("--force", help="Rebuild even if --out is up to date or was built with other options.")] = None,
+) -> None:
+    """Build N differently seeded, masked Arrow datasets plus a validation split from a corpus."""
+    from mlmprep.build import build as run_build
+    from mlmprep.config import BuildConfig, config_from
+    from mlmprep.report import build_summary
+
+    options = given(
+        corpus=tuple(corpus) if corpus else None, out=out, seeds=seeds, seed=seed, dataset=dataset,
+        dataset_split=dataset_split, text_column=text_column, doc_sep=doc_sep, on_decode_error=on_decode_error,
+        normalize_whitespace=normalize_whitespace, nfkc=nfkc, tokenizer=tokenizer, vocab_size=vocab_size,
+        method=method, pack=pack, input_length=input_length, objective=objective, noise_density=noise_density,
+        mean_span_length=mean_span_length, random_roll=random_roll, mlm_probability=mlm_probability,
+        whole_word=whole_word, validation_fraction=validation_fraction, threads=threads, force=force,
+    )
+    cfg = config_from(BuildConfig, str(config) if config else None, options)
+    result = run_build(cfg, log=lambda line: typer.echo(line, err=True))
+    if result.up_to_date:
+        typer.echo(f"{result.out}: up to date (same corpus and options); --force rebuilds it")
+        return
+    typer.echo(build_summary(result.out, result.manifest))
+
+
+@app.command()
+@cli_errors
+def remask(
+    directory: Annotated[Path, typer.Argument(help="A directory written by mlmprep build.")],
+    *,
+    seeds: Annotated[int, typer.Option(help="Total number of seeded splits wanted; new ones are masked from the stored windows.")],
+    threads: Annotated[int, typer.Option(help="Cores for masking (0: all).")] = 0,
+) -> None:
+    """Add seeded splits to a build from its stored windows, without re-tokenizing."""
+    from mlmprep.build import remask as run_remask
+
+    added = run_remask(directory, seeds, threads=threads)
+    typer.echo(f"{directory}: added {', '.join(added)}" if added else f"{directory}: already has {seeds} seeds")
+
+
+@app.command("inspect")
+@cli_errors
+def inspect_build(
+    directory: Annotated[Path, typer.Argument(help="A directory written by mlmprep build.")],
+    *,
+    split: Annotated[str, typer.Option(help="Which split to show examples from.")] = "seed-0",
+    examples: Annotated[int, typer.Option(help="How many decoded examples to show.")] = 3,
+) -> None:
+    """Summarise a build and show decoded examples with their masked spans."""
+    from mlmprep.load import read_manifest
+    from mlmprep.report import build_summary, show_examples
+
+    manifest = read_manifest(directory)
+    typer.echo(build_summary(directory, manifest))
+    typer.echo(show_examples(directory, manifest, split=split, n=examples))
+
+
+@tokenizer_app.command("train")
+@cli_errors
+def tokenizer_train(
+    corpus: Annotated[Optional[list[str]], typer.Argument(help="Files, directories or globs. None: the built-in sample.", show_default=False)] = None,
+    *,
+    out: Annotated[Path, typer.Option(help="Where to write tokenizer.json.")] = Path("tokenizer.json"),
+    vocab_size: Annotated[int, typer.Option(help="Vocabulary size, <pad> </s> <unk> <mask> and 100 sentinels included.")] = 32000,
+    text_column: Annotated[str, typer.Option(help="Text field of structured corpus files.")] = "text",
+    doc_sep: Annotated[str, typer.Option(help="'line' or 'blank' (paragraphs) for .txt files.")] = "line",
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing --out file.")] = False,
+) -> None:
+    """Train a T5-style Unigram tokenizer: <pad>=0, </s>=1, <unk>=2, <mask>=3, <extra_id_0> highest."""
+    from mlmprep.build import train_tokenizer_file
+
+    path = train_tokenizer_file(corpus or (), out, vocab_size=vocab_size, text_column=text_column, doc_sep=doc_sep, force=force)
+    typer.echo(f"wrote {path}")

@@ -1,0 +1,94 @@
+"""Human-readable views of a build: the summary table and decoded examples with their masked spans."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from mlmprep.write import iter_rows
+
+
+def build_summary(out: Path, manifest: dict) -> str:
+    """A table of splits, windows and masking statistics."""
+    w = manifest["statistics"]["windows"]
+    timings = manifest.get("timings", {})
+    total_s = timings.get("total_s", 0.0)
+    lines = [
+        f"{out}: {manifest['objective']} objective, method {manifest['method']}, "
+        f"input length {manifest['input_length']} (windows of {manifest['window_length']} tokens, "
+        f"targets {manifest['target_length']})",
+        f"corpus: {manifest['corpus']['description']}",
+        f"rows: {w['rows']:,}  tokens kept: {w['tokens_kept']:,}  dropped: {w['tokens_dropped']:,}  "
+        f"padded: {w['tokens_padded']:,}  utilisation: {w['token_utilisation']:.3f}  "
+        f"rows cut inside a word: {w['fragment_rate']:.1%}",
+        "",
+        f"{'split':<20}{'rows':>10}{'MB':>10}  masking",
+    ]
+    masking = manifest["statistics"]["masking"]
+    for name, split in manifest["splits"].items():
+        mb = sum(f["bytes"] for f in split["files"]) / 1e6
+        m = masking.get(name, {})
+        if "noise_fraction" in m:
+            what = f"noise {m['noise_fraction']:.3f}, mean span {m['mean_span_length']:.2f}, spans/row {m['spans_per_row']:.1f}"
+        elif "masked_fraction" in m:
+            what = f"masked {m['masked_fraction']:.3f}"
+        else:
+            what = "unmasked windows"
+        lines.append(f"{name:<20}{split['rows']:>10,}{mb:>10.1f}  {what}")
+    if total_s:
+        lines += ["", f"built in {total_s:.1f} s ({w['tokens_kept'] / total_s / 1e6:.2f} M tokens/s end to end)"]
+    return "\n".join(lines)
+
+
+def first_rows(split_dir: Path, column: str, n: int) -> list[np.ndarray]:
+    rows = []
+    for chunk in iter_rows(split_dir, column):
+        for i in range(len(chunk)):
+            rows.append(chunk.values[chunk.offsets[i] : chunk.offsets[i + 1]])
+            if len(rows) == n:
+                return rows
+    return rows
+
+
+def show_examples(out: Path, manifest: dict, *, split: str = "seed-0", n: int = 3) -> str:
+    """Decode the first `n` rows of `split`: model input, targets, and the text with masked spans in [[ ]]."""
+    from mlmprep.errors import CacheError
+    from mlmprep.tokenize import load_tokenizer, special_ids
+
+    if split not in manifest["splits"]:
+        raise CacheError(f"--split {split}: not in {out}; splits: {', '.join(manifest['splits'])}")
+    tok = load_tokenizer(out / manifest["tokenizer"]["file"])
+    sentinels = special_ids(tok).sentinels
+    inputs, labels = first_rows(out / split, "input_ids", n), first_rows(out / split, "labels", n)
+    blocks = []
+    for i, (x, y) in enumerate(zip(inputs, labels)):
+        if manifest["objective"] == "span":
+            shown = tok.decode(merge_spans_text(tok, x, y, sentinels), skip_special_tokens=False)
+        else:
+            masked = y != -100
+            shown = tok.decode(np.where(masked, y, x).tolist(), skip_special_tokens=False)
+        blocks.append(
+            f"--- {split} row {i} ({len(x)} input, {len(y)} label tokens)\n"
+            f"input:   {tok.decode(x.tolist(), skip_special_tokens=False)}\n"
+            f"targets: {tok.decode(y[y != -100].tolist(), skip_special_tokens=False)}\n"
+            f"text:    {shown}"
+        )
+    return "\n".join(blocks)
+
+
+def merge_spans_text(tok, enc: np.ndarray, labels: np.ndarray, sentinels: np.ndarray) -> list[int]:
+    """Ids of the original text with each masked span wrapped in [[ ]] tokens-as-text, for display."""
+    from mlmprep.mask import merge_spans
+
+    tokens, noise = merge_spans(enc, labels, sentinels)
+    out: list[int] = []
+    open_ids, close_ids = tok.encode(" [[", add_special_tokens=False).ids, tok.encode("]]", add_special_tokens=False).ids
+    for i, (t, is_noise) in enumerate(zip(tokens.tolist(), noise.tolist())):
+        if is_noise and (i == 0 or not noise[i - 1]):
+            out += open_ids
+        out.append(t)
+        if is_noise and (i == len(tokens) - 1 or not noise[i + 1]):
+            out += close_ids
+    return out
+

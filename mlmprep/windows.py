@@ -1,0 +1,234 @@
+"""Cut a token stream into training rows, by token splitting or by the naive text segmentation.
+
+Token splitting (`token_windows`) concatenates documents with EOS between them and cuts exact windows of
+`length` tokens, e.g. with length 4 and EOS = 1::
+
+    documents  [5 6 7] [8 9] [10 11 12 13 14]
+    stream     5 6 7 1 8 9 1 10 11 12 13 14 1
+    windows    [5 6 7 1] [8 9 1 10] [11 12 13 14]      tail [1] dropped and counted
+
+With `pack="doc"` every document starts a new window and its short tail is kept as a shorter row.
+Text segmentation (`text_segments`) cuts the raw text every `(input_length - 2) * 4` characters,
+wherever that falls, as the naive baseline of seed 002 does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import numpy as np
+
+from mlmprep.tokenize import WordTables
+
+MIN_ROW = 2  # the shortest row span corruption can mask (one noise and one kept token)
+
+
+class Rows(NamedTuple):
+    """Ragged int32 rows: row i is values[offsets[i]:offsets[i + 1]]."""
+
+    values: np.ndarray  # [total] int32
+    offsets: np.ndarray  # [n + 1] int64
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def lengths(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+    def take(self, index: np.ndarray) -> Rows:
+        """The rows at `index` (sorted or not), as new contiguous Rows."""
+        lengths = self.lengths()[index]
+        offsets = np.zeros(len(index) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        if len(index) and np.all(lengths == lengths[0]):  # fixed length: one fancy-index gather
+            width = int(lengths[0])
+            cols = self.offsets[index][:, None] + np.arange(width)
+            return Rows(self.values[cols.ravel()], offsets)
+        parts = [self.values[self.offsets[i] : self.offsets[i + 1]] for i in index]
+        return Rows(np.concatenate(parts) if parts else np.zeros(0, np.int32), offsets)
+
+
+def fixed_rows(values: np.ndarray, length: int) -> Rows:
+    """Rows of equal `length` over a flat array whose size is a multiple of it."""
+    n = len(values) // length
+    return Rows(values, np.arange(n + 1, dtype=np.int64) * length)
+
+
+@dataclass
+class WindowStats:
+    """What the windowing kept, dropped and padded, and how often a row boundary cut a word."""
+
+    method: str
+    row_length: int
+    rows: int = 0
+    tokens_kept: int = 0
+    tokens_dropped: int = 0  # tail of the stream, tails too short to mask, tokens truncated off segments
+    tokens_padded: int = 0  # row capacity left empty by short rows
+    rows_truncated: int = 0
+    rows_cut_in_word: int = 0  # rows that begin or end inside a word
+    _boundaries: list[np.ndarray] = field(default_factory=list, repr=False)
+
+    def as_dict(self) -> dict:
+        capacity = self.rows * self.row_length
+        return {
+            "method": self.method,
+            "row_length": self.row_length,
+            "rows": self.rows,
+            "tokens_kept": self.tokens_kept,
+            "tokens_dropped": self.tokens_dropped,
+            "tokens_padded": self.tokens_padded,
+            "rows_truncated": self.rows_truncated,
+            "token_utilisation": self.tokens_kept / capacity if capacity else 0.0,
+            "fragment_rate": self.rows_cut_in_word / self.rows if self.rows else 0.0,
+        }
+
+
+def count_cut_rows(begins: np.ndarray, ends: np.ndarray) -> int:
+    """Rows whose first boundary or last boundary falls inside a word."""
+    return int(np.count_nonzero(begins | ends))
+
+
+def token_windows(
+    chunks: Iterable[tuple[np.ndarray, np.ndarray]],
+    *,
+    length: int,
+    eos_id: int,
+    pack: str,
+    tables: WordTables,
+    stats: WindowStats,
+) -> Iterator[Rows]:
+    """Token splitting: yield Rows for each chunk of (flat document tokens, document lengths)."""
+    if pack == "stream":
+        yield from _stream_windows(chunks, length=length, eos_id=eos_id, tables=tables, stats=stats)
+    else:
+        for flat, doc_lengths in chunks:
+            rows = _doc_windows(flat, doc_lengths, length=length, eos_id=eos_id, tables=tables, stats=stats)
+            if len(rows):
+                yield rows
+
+
+def with_eos(flat: np.ndarray, doc_lengths: np.ndarray, eos_id: int) -> tuple[np.ndarray, np.ndarray]:
+    """Append EOS to every document: (flat tokens, document lengths including EOS)."""
+    ends = np.cumsum(doc_lengths)
+    out = np.insert(flat, ends, eos_id).astype(np.int32, copy=False)
+    return out, doc_lengths + 1
+
+
+def _stream_windows(chunks, *, length, eos_id, tables, stats) -> Iterator[Rows]:
+    carry = np.zeros(0, dtype=np.int32)
+    last_token = -1  # last token of the previous window, -1 at the start of the stream
+    for flat, doc_lengths in chunks:
+        tokens, _ = with_eos(flat, doc_lengths, eos_id)
+        stream = np.concatenate([carry, tokens])
+        n = len(stream) // length
+        carry = stream[n * length :]
+        if n == 0:
+            continue
+        windows = stream[: n * length]
+        firsts, lasts = windows[::length], windows[length - 1 :: length]
+        lefts = np.concatenate([[max(last_token, 0)], lasts[:-1]])
+        cut = tables.cuts_word(lefts, firsts)
+        cut[0] &= last_token >= 0
+        stats._boundaries.append(cut)  # cut[i]: the boundary before window i falls inside a word
+        last_token = int(windows[-1])
+        stats.rows += n
+        stats.tokens_kept += n * length
+        yield fixed_rows(windows, length)
+    stats.tokens_dropped += len(carry)
+    if stats.rows:
+        begins = np.concatenate(stats._boundaries)
+        after_last = bool(len(carry)) and bool(tables.cuts_word(np.array([last_token]), carry[:1])[0])
+        ends = np.append(begins[1:], after_last)
+        stats.rows_cut_in_word = count_cut_rows(begins, ends)
+    stats._boundaries.clear()
+
+
+def _doc_windows(flat, doc_lengths, *, length, eos_id, tables, stats) -> Rows:
+    """Each document (with its EOS) in windows of its own; tails shorter than MIN_ROW are dropped."""
+    tokens, lengths = with_eos(flat, doc_lengths, eos_id)
+    full, tail = np.divmod(lengths, length)
+    kept_tail = np.where(tail >= MIN_ROW, tail, 0)
+    rows_per_doc = full + (kept_tail > 0)
+    row_lengths = np.repeat(np.full(len(lengths), length), rows_per_doc)
+    last_row = np.cumsum(rows_per_doc) - 1
+    has_tail = kept_tail > 0
+    row_lengths[last_row[has_tail]] = kept_tail[has_tail]
+    # gather: every kept row starts at its document start + k * length
+    doc_starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    k = np.arange(len(row_lengths)) - np.repeat(np.cumsum(rows_per_doc) - rows_per_doc, rows_per_doc)
+    starts = np.repeat(doc_starts, rows_per_doc) + k * length
+    offsets = np.zeros(len(row_lengths) + 1, dtype=np.int64)
+    np.cumsum(row_lengths, out=offsets[1:])
+    index = np.repeat(starts - offsets[:-1], row_lengths) + np.arange(offsets[-1])
+    values = tokens[index]
+    # a row that is not the first of its document begins where the previous row of that document ended
+    later = k > 0
+    begins = np.zeros(len(row_lengths), dtype=bool)
+    begins[later] = tables.cuts_word(tokens[starts[later] - 1], tokens[starts[later]])
+    ends = np.zeros_like(begins)
+    ends[:-1] = begins[1:] & later[1:]
+    dropped_tails = tail[(tail > 0) & (tail < MIN_ROW)]
+    stats.rows += len(row_lengths)
+    stats.tokens_kept += int(offsets[-1])
+    stats.tokens_dropped += int(dropped_tails.sum())
+    stats.tokens_padded += int((length - row_lengths).sum())
+    stats.rows_cut_in_word += count_cut_rows(begins, ends)
+    return Rows(values, offsets)
+
+
+def segment_chars(input_length: int) -> int:
+    """Characters per segment of the naive method: (input_length - 2) * 4 (4 characters a token)."""
+    return (input_length - 2) * 4
+
+
+def text_segments(documents: Iterable[str], chars: int) -> Iterator[tuple[str, bool]]:
+    """Cut the text of all documents, joined by spaces, every `chars` characters.
+
+    Yields (segment, cut_in_word), where cut_in_word says the cut after this segment split a word.
+    The last segment is shorter. Whitespace-only segments are skipped.
+    """
+    buffer = ""
+    for doc in documents:
+        buffer = f"{buffer} {doc}" if buffer else doc
+        pos = 0
+        while len(buffer) - pos > chars:  # strictly longer: the character after the cut must exist
+            segment, pos = buffer[pos : pos + chars], pos + chars
+            if segment.strip():
+                yield segment, segment[-1].isalnum() and buffer[pos].isalnum()
+        buffer = buffer[pos:]
+    if buffer.strip():
+        yield buffer, False
+
+
+def segment_rows(
+    token_flat: np.ndarray,
+    token_lengths: np.ndarray,
+    cut_after: np.ndarray,
+    cut_before_first: bool,
+    *,
+    length: int,
+    stats: WindowStats,
+) -> Rows:
+    """Rows from tokenized text segments: longer than `length` truncated (loss counted), shorter kept.
+
+    `cut_after[i]` says segment i's end split a word; `cut_before_first` whether the first one began inside a word.
+    Segments that tokenize to fewer than MIN_ROW tokens are dropped and counted.
+    """
+    kept_lengths = np.minimum(token_lengths, length)
+    keep = kept_lengths >= MIN_ROW
+    starts = np.concatenate([[0], np.cumsum(token_lengths)[:-1]])[keep]
+    kept_lengths = kept_lengths[keep]
+    offsets = np.zeros(len(kept_lengths) + 1, dtype=np.int64)
+    np.cumsum(kept_lengths, out=offsets[1:])
+    index = np.repeat(starts - offsets[:-1], kept_lengths) + np.arange(offsets[-1])
+    begins = np.concatenate([[cut_before_first], cut_after[:-1]])[keep]
+    ends = cut_after[keep]
+    stats.rows += len(kept_lengths)
+    stats.tokens_kept += int(offsets[-1])
+    stats.tokens_dropped += int(token_lengths.sum() - offsets[-1])
+    stats.tokens_padded += int((length - kept_lengths).sum())
+    stats.rows_truncated += int(np.count_nonzero(token_lengths > length))
+    stats.rows_cut_in_word += count_cut_rows(begins, ends)
+    return Rows(token_flat[index].astype(np.int32, copy=False), offsets)

@@ -1,0 +1,250 @@
+"""Write splits as `datasets.save_to_disk` directories, streamed, plus the manifest, last and atomically.
+
+A split directory holds Arrow IPC stream files `data-0000k-of-0000K.arrow`, `dataset_info.json` and
+`state.json`, so `datasets.load_from_disk` opens it and the trainer memory-maps it. Columns are int32:
+`fixed_size_list<int32>[L]` when every row has length L (a zero-copy 2-D view), `list<int32>` otherwise.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from mlmprep.errors import CacheError
+from mlmprep.windows import Rows
+
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+MAX_SHARD_BYTES = 512 << 20  # start a new data file past this size, like datasets' default shard size
+
+
+def manifest_path(build_dir: str | Path) -> Path:
+    return Path(build_dir) / MANIFEST
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 22):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def write_json(path: Path, data: dict) -> None:
+    """Write JSON (sorted keys) to a temporary name, then rename: readers see the old or the new file."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(data, f, indent=2, sort_keys=True, ensure_ascii=False)
+        f.write("\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def arrow_column(rows: Rows, width: int | None) -> pa.Array:
+    """int32 list column: fixed-size when `width` is given (every row has that length)."""
+    values = pa.array(rows.values, type=pa.int32())
+    if width is not None:
+        return pa.FixedSizeListArray.from_arrays(values, width)
+    return pa.ListArray.from_arrays(pa.array(rows.offsets.astype("int32"), type=pa.int32()), values)
+
+
+class SplitWriter:
+    """Streams rows of named int32 list columns into one split directory; `close()` returns its manifest entry.
+
+    `widths` maps each column to its fixed row length, or None for variable-length rows.
+    """
+
+    def __init__(self, directory: Path, widths: dict[str, int | None]):
+        self.directory = directory
+        self.widths = widths
+        self.schema = pa.schema(
+            [(name, pa.list_(pa.int32(), w) if w is not None else pa.list_(pa.int32())) for name, w in widths.items()]
+        )
+        self.rows = 0
+        self.shards: list[Path] = []
+        self._writer: pa.ipc.RecordBatchStreamWriter | None = None
+        self._sink: pa.OSFile | None = None
+        directory.mkdir(parents=True, exist_ok=True)
+
+    def write(self, columns: dict[str, Rows]) -> None:
+        n = len(next(iter(columns.values())))
+        if n == 0:
+            return
+        batch = pa.record_batch([arrow_column(columns[name], w) for name, w in self.widths.items()], schema=self.schema)
+        if self._writer is None or self._sink.tell() >= MAX_SHARD_BYTES:
+            self._next_shard()
+        self._writer.write_batch(batch)
+        self.rows += n
+
+    def _next_shard(self) -> None:
+        self._close_shard()
+        path = self.directory / f"shard-{len(self.shards):05d}.arrow"
+        self.shards.append(path)
+        self._sink = pa.OSFile(str(path), "wb")
+        self._writer = pa.ipc.new_stream(self._sink, self.schema)
+
+    def _close_shard(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._sink.close()
+            self._writer = self._sink = None
+
+    def close(self) -> dict:
+        """Finish the data files, name them as datasets does, write its metadata; return rows and file hashes."""
+        if not self.shards:  # an empty split still gets one (empty) data file so it loads
+            self._next_shard()
+        self._close_shard()
+        total = len(self.shards)
+        names = []
+        for k, path in enumerate(self.shards):
+            name = f"data-{k:05d}-of-{total:05d}.arrow"
+            path.rename(self.directory / name)
+            names.append(name)
+        self._write_datasets_metadata(names)
+        files = [
+            {"name": name, "bytes": (self.directory / name).stat().st_size, "sha256": file_sha256(self.directory / name)}
+            for name in sorted(os.listdir(self.directory))
+        ]
+        return {"rows": self.rows, "files": files}
+
+    def _write_datasets_metadata(self, names: list[str]) -> None:
+        from datasets import Features
+
+        features = Features.from_arrow_schema(self.schema)
+        info = {"citation": "", "description": "", "features": features.to_dict(), "homepage": "", "license": ""}
+        state = {
+            "_data_files": [{"filename": name} for name in names],
+            "_fingerprint": hashlib.sha256(json.dumps(info, sort_keys=True).encode()).hexdigest()[:16],
+            "_format_columns": None,
+            "_format_kwargs": {},
+            "_format_type": None,
+            "_output_all_columns": False,
+            "_split": None,
+        }
+        for filename, data in (("dataset_info.json", info), ("state.json", state)):
+            with open(self.directory / filename, "w", encoding="utf-8") as f:
+                json.dump(data, f, indent=2, sort_keys=True)
+                f.write("\n")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Publishing a build safely: one writer at a time, a staging directory, an atomic rename at the end.
+
+
+@contextlib.contextmanager
+def build_lock(out: Path) -> Iterator[None]:
+    """Hold an exclusive lock on `out` for the whole build; a second build into it fails at once."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    path = out.parent / f".{out.name}.lock"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise CacheError(f"--out {out}: another mlmprep build is writing it now (lock {path}); wait for it") from None
+        if not path.exists() or os.stat(path).st_ino != os.fstat(fd).st_ino:
+            raise CacheError(f"--out {out}: another mlmprep build just finished with it; run the command again")
+        yield
+        path.unlink()
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+@contextlib.contextmanager
+def staging_dir(out: Path) -> Iterator[Path]:
+    """A fresh `.NAME.partial` beside `out` (a leftover from a killed build is removed); removed on failure."""
+    stage = out.parent / f".{out.name}.partial"
+    if stage.exists():
+        shutil.rmtree(stage)
+    stage.mkdir()
+    try:
+        yield stage
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
+
+
+def publish(stage: Path, out: Path) -> None:
+    """Move the finished `stage` to `out`, replacing an old build (only reached with --force or an empty dir)."""
+    old = None
+    if out.exists():
+        old = out.parent / f".{out.name}.old"
+        if old.exists():
+            shutil.rmtree(old)
+        out.rename(old)
+    stage.rename(out)
+    if old is not None:
+        shutil.rmtree(old)
+
+
+def read_existing(out: Path, identity: dict, fingerprint: str, *, tokenizer_sha: str | None, force: bool) -> dict | None:
+    """The manifest of `out` if it already holds this very build (then there is nothing to do), else None.
+
+    Raises CacheError when `out` holds something else and `--force` was not given: nothing the user has
+    is overwritten silently.
+    """
+    if not out.exists():
+        return None
+    if not out.is_dir():
+        raise CacheError(f"--out {out}: exists and is not a directory; choose another --out")
+    path = manifest_path(out)
+    if not path.is_file():
+        if any(out.iterdir()):  # not ours: --force does not replace it either
+            raise CacheError(f"--out {out}: exists and is not an mlmprep build (no {MANIFEST}); choose another --out")
+        return None
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        manifest = {}
+    differences = [
+        f"{key}: {manifest.get('config', {}).get(key)!r} -> {value!r}"
+        for key, value in identity.items()
+        if manifest.get("config", {}).get(key) != value
+    ]
+    if manifest.get("corpus", {}).get("fingerprint") != fingerprint:
+        differences.append("the corpus changed")
+    if tokenizer_sha is not None and manifest.get("tokenizer", {}).get("sha256") != tokenizer_sha:
+        differences.append("the tokenizer changed")
+    if not differences and files_intact(out, manifest):
+        return None if force else manifest
+    if force:
+        return None
+    what = "; ".join(differences[:4]) if differences else "its files are damaged"
+    raise CacheError(f"--out {out}: holds a build made differently ({what}); pass --force to rebuild it or choose another --out")
+
+
+def files_intact(out: Path, manifest: dict) -> bool:
+    """Every file the manifest lists is there with its recorded size (sizes only: `verify` re-hashes)."""
+    for name, split in manifest.get("splits", {}).items():
+        for f in split.get("files", []):
+            path = out / name / f["name"]
+            if not path.is_file() or path.stat().st_size != f["bytes"]:
+                return False
+    return (out / manifest.get("tokenizer", {}).get("file", "tokenizer.json")).is_file()
+
+
+def iter_rows(split_dir: Path, column: str) -> Iterator[Rows]:
+    """Read one int32 list column of a split back, a record batch at a time (the counterpart of SplitWriter)."""
+    state = json.loads((split_dir / "state.json").read_text(encoding="utf-8"))
+    for entry in state["_data_files"]:
+        with pa.memory_map(str(split_dir / entry["filename"])) as source:
+            for batch in pa.ipc.open_stream(source):
+                arr = batch.column(column)
+                values = arr.flatten().to_numpy(zero_copy_only=False).astype("int32", copy=False)
+                if pa.types.is_fixed_size_list(arr.type):
+                    width = arr.type.list_size
+                    offsets = np.arange(len(arr) + 1, dtype=np.int64) * width
+                else:
+                    offsets = arr.offsets.to_numpy().astype(np.int64)
+                    offsets -= offsets[0]
+                yield Rows(values, offsets)
