@@ -1,0 +1,108 @@
+"""Token splitting and text segmentation: exact windows, honest counts, chunking that changes nothing."""
+
+import numpy as np
+import pytest
+
+from mlmprep.tokenize import WordTables, word_tables
+from mlmprep.windows import (
+    Rows,
+    WindowStats,
+    segment_chars,
+    segment_rows,
+    text_segments,
+    token_windows,
+)
+
+EOS = 1
+
+
+def all_word_starts(size: int = 100) -> WordTables:
+    """Every token begins a word, so no boundary is ever inside a word."""
+    ones = np.ones(size, dtype=bool)
+    return WordTables(starts_word=ones, first_alnum=ones, last_alnum=ones)
+
+
+def run(chunks, length, pack="stream", tables=None):
+    stats = WindowStats(method="tokens", row_length=length)
+    rows = list(token_windows(chunks, length=length, eos_id=EOS, pack=pack, tables=tables or all_word_starts(), stats=stats))
+    return rows, stats
+
+
+def docs_to_chunk(docs):
+    return np.concatenate([np.asarray(d, dtype=np.int32) for d in docs]), np.array([len(d) for d in docs])
+
+
+def test_stream_windows_match_the_docstring_example():
+    rows, stats = run([docs_to_chunk([[5, 6, 7], [8, 9], [10, 11, 12, 13, 14]])], length=4)
+    got = np.concatenate([r.values for r in rows]).reshape(-1, 4)
+    assert got.tolist() == [[5, 6, 7, 1], [8, 9, 1, 10], [11, 12, 13, 14]]
+    assert (stats.rows, stats.tokens_kept, stats.tokens_dropped, stats.tokens_padded) == (3, 12, 1, 0)
+
+
+def test_stream_windows_do_not_depend_on_chunking():
+    rng = np.random.default_rng(0)
+    docs = [rng.integers(2, 90, size=rng.integers(1, 40)).tolist() for _ in range(200)]
+    whole, _ = run([docs_to_chunk(docs)], length=16)
+    pieces, _ = run([docs_to_chunk(docs[i : i + 7]) for i in range(0, len(docs), 7)], length=16)
+    assert np.array_equal(np.concatenate([r.values for r in whole]), np.concatenate([r.values for r in pieces]))
+
+
+def test_doc_pack_starts_each_document_in_a_new_window_and_keeps_tails():
+    rows, stats = run([docs_to_chunk([[5, 6, 7, 8, 9], [10], [11, 12]])], length=4)
+    assert (stats.rows, stats.tokens_dropped) == (2, 3)  # stream: 5 6 7 8 | 9 1 10 1 | 11 12 1 dropped
+    rows, stats = run([docs_to_chunk([[5, 6, 7, 8, 9], [10], [11, 12]])], length=4, pack="doc")
+    (r,) = rows
+    got = [r.values[r.offsets[i] : r.offsets[i + 1]].tolist() for i in range(len(r))]
+    assert got == [[5, 6, 7, 8], [9, 1], [10, 1], [11, 12, 1]]
+    assert stats.tokens_kept == 11 and stats.tokens_dropped == 0 and stats.tokens_padded == 16 - 11
+
+
+def test_doc_pack_drops_and_counts_tails_too_short_to_mask():
+    _, stats = run([docs_to_chunk([[5, 6, 7]])], length=4, pack="doc")  # 5 6 7 1: exactly one window
+    assert stats.rows == 1 and stats.tokens_dropped == 0
+    (r,), stats = run([docs_to_chunk([[5, 6, 7, 8]])], length=4, pack="doc")  # tail is the lone EOS
+    assert len(r) == 1 and stats.tokens_dropped == 1
+
+
+def test_fragment_rate_counts_windows_cut_inside_a_word(tiny_tokenizer):
+    tables = word_tables(tiny_tokenizer)
+    ids = np.arange(tables.starts_word.size)
+    word_initial = ids[tables.starts_word & tables.last_alnum][:20]
+    continuation = ids[~tables.starts_word & tables.first_alnum]
+    assert len(word_initial) and len(continuation), "the tiny tokenizer has whole words and word pieces"
+    _, clean = run([docs_to_chunk([word_initial])], length=2, tables=tables)
+    assert clean.rows > 0 and clean.rows_cut_in_word == 0
+    # windows of 3 over "word piece word piece ...": every boundary falls between a word and its piece
+    doc = [word_initial[0], continuation[0]] * 10
+    _, cut = run([docs_to_chunk([doc])], length=3, tables=tables)
+    assert cut.rows_cut_in_word > cut.rows // 2
+
+
+def test_text_segments_cut_every_n_characters_and_flag_cut_words():
+    segments = list(text_segments(["hello world", "foo bar baz"], chars=5))
+    assert [s for s, _ in segments] == ["hello", " worl", "d foo", " bar ", "baz"]
+    assert [c for _, c in segments] == [False, True, False, False, False]
+    assert segment_chars(512) == 2040
+
+
+def test_text_segments_stream_a_long_line_without_quadratic_copies():
+    line = "abc " * 250_000  # 1 MB
+    segments = list(text_segments([line], chars=2040))
+    assert "".join(s for s, _ in segments) == line.rstrip() or "".join(s for s, _ in segments) == line
+
+
+def test_segment_rows_truncate_with_the_loss_counted_and_keep_short_rows():
+    flat = np.arange(2, 2 + 6 + 2 + 1, dtype=np.int32)  # segments of 6, 2 and 1 tokens
+    stats = WindowStats(method="text", row_length=4)
+    rows = segment_rows(flat, np.array([6, 2, 1]), np.array([True, False, False]), False, length=4, stats=stats)
+    assert [len(rows.values[rows.offsets[i] : rows.offsets[i + 1]]) for i in range(len(rows))] == [4, 2]
+    assert stats.tokens_dropped == 2 + 1 and stats.rows_truncated == 1 and stats.tokens_padded == 2
+    assert stats.rows_cut_in_word == 2  # the cut ends row 0 and begins row 1 inside one word
+
+
+def test_rows_take_gathers_fixed_and_ragged_rows():
+    fixed = Rows(np.arange(12, dtype=np.int32), np.arange(4, dtype=np.int64) * 4)
+    assert fixed.take(np.array([2, 0])).values.tolist() == [8, 9, 10, 11, 0, 1, 2, 3]
+    ragged = Rows(np.arange(6, dtype=np.int32), np.array([0, 1, 3, 6]))
+    taken = ragged.take(np.array([2, 0]))
+    assert taken.values.tolist() == [3, 4, 5, 0] and taken.offsets.tolist() == [0, 3, 4]

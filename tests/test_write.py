@@ -1,0 +1,111 @@
+"""The split writer's output opens with datasets, and publishing never exposes or overwrites by surprise."""
+
+import json
+import multiprocessing as mp
+
+import numpy as np
+import pytest
+
+from mlmprep.errors import CacheError
+from mlmprep.windows import Rows, fixed_rows
+from mlmprep.write import SplitWriter, build_lock, iter_rows, publish, read_existing, staging_dir
+
+
+def ragged(rows):
+    lengths = [len(r) for r in rows]
+    return Rows(np.concatenate([np.asarray(r, np.int32) for r in rows]), np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64))
+
+
+def test_fixed_length_split_loads_with_datasets_as_fixed_size_lists(tmp_path):
+    from datasets import load_from_disk
+
+    writer = SplitWriter(tmp_path / "s", {"input_ids": 3, "labels": 2})
+    writer.write({"input_ids": fixed_rows(np.arange(6, dtype=np.int32), 3), "labels": fixed_rows(np.arange(4, dtype=np.int32), 2)})
+    writer.write({"input_ids": fixed_rows(np.arange(6, 9, dtype=np.int32), 3), "labels": fixed_rows(np.arange(4, 6, dtype=np.int32), 2)})
+    entry = writer.close()
+    ds = load_from_disk(str(tmp_path / "s"))
+    assert ds["input_ids"][:] == [[0, 1, 2], [3, 4, 5], [6, 7, 8]]
+    assert ds.features["input_ids"].length == 3
+    assert entry["rows"] == 3 and [f["name"] for f in entry["files"]] == sorted(
+        ["data-00000-of-00001.arrow", "dataset_info.json", "state.json"]
+    )
+
+
+def test_variable_length_split_round_trips(tmp_path):
+    from datasets import load_from_disk
+
+    rows = [[5, 6, 7], [8], [9, 10]]
+    writer = SplitWriter(tmp_path / "s", {"tokens": None})
+    writer.write({"tokens": ragged(rows)})
+    writer.close()
+    assert load_from_disk(str(tmp_path / "s"))["tokens"][:] == rows
+    (back,) = list(iter_rows(tmp_path / "s", "tokens"))
+    assert back.values.tolist() == [5, 6, 7, 8, 9, 10] and back.offsets.tolist() == [0, 3, 4, 6]
+
+
+def test_empty_split_still_loads(tmp_path):
+    from datasets import load_from_disk
+
+    writer = SplitWriter(tmp_path / "s", {"tokens": 4})
+    assert writer.close()["rows"] == 0
+    assert len(load_from_disk(str(tmp_path / "s"))) == 0
+
+
+def hold_lock(out, ready, release):
+    with build_lock(out):
+        ready.set()
+        release.wait(10)
+
+
+def test_a_second_build_into_the_same_output_is_refused_while_the_first_runs(tmp_path):
+    out = tmp_path / "data"
+    ctx = mp.get_context("fork")
+    ready, release = ctx.Event(), ctx.Event()
+    holder = ctx.Process(target=hold_lock, args=(out, ready, release))
+    holder.start()
+    try:
+        assert ready.wait(10)
+        with pytest.raises(CacheError, match="another mlmprep build is writing it"):
+            with build_lock(out):
+                pass
+    finally:
+        release.set()
+        holder.join(10)
+    with build_lock(out):  # free again once the first has finished
+        pass
+    assert not (tmp_path / ".data.lock").exists()
+
+
+def test_a_failed_build_leaves_no_staging_directory_and_publish_replaces_atomically(tmp_path):
+    out = tmp_path / "data"
+    with pytest.raises(RuntimeError):
+        with staging_dir(out) as stage:
+            (stage / "half-written").write_text("x")
+            raise RuntimeError("killed")
+    assert list(tmp_path.iterdir()) == []
+    out.mkdir()
+    (out / "old").write_text("old")
+    with staging_dir(out) as stage:
+        (stage / "new").write_text("new")
+        publish(stage, out)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data"] and (out / "new").exists() and not (out / "old").exists()
+
+
+def test_read_existing_refuses_foreign_or_different_outputs(tmp_path):
+    out = tmp_path / "data"
+    assert read_existing(out, {"seeds": 4}, "fp", tokenizer_sha=None, force=False) is None
+    out.mkdir()
+    (out / "precious.txt").write_text("mine")
+    for force in (False, True):
+        with pytest.raises(CacheError, match="not an mlmprep build"):
+            read_existing(out, {"seeds": 4}, "fp", tokenizer_sha=None, force=force)
+    (out / "precious.txt").unlink()
+    (out / "tokenizer.json").write_text("{}")
+    manifest = {"config": {"seeds": 4}, "corpus": {"fingerprint": "fp"}, "splits": {}, "tokenizer": {"file": "tokenizer.json"}}
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    assert read_existing(out, {"seeds": 4}, "fp", tokenizer_sha=None, force=False) == manifest  # up to date
+    assert read_existing(out, {"seeds": 4}, "fp", tokenizer_sha=None, force=True) is None
+    with pytest.raises(CacheError, match=r"seeds: 4 -> 8.*--force"):
+        read_existing(out, {"seeds": 8}, "fp", tokenizer_sha=None, force=False)
+    with pytest.raises(CacheError, match="the corpus changed"):
+        read_existing(out, {"seeds": 4}, "other", tokenizer_sha=None, force=False)
