@@ -1,0 +1,379 @@
+"""Corpus sources: resolving paths, each file format, decoding policies, counts, fingerprints, datasets."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import subprocess
+import sys
+import textwrap
+import time
+
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+import pytest
+
+from mlmprep.corpus import open_corpus, resolve_sources
+from mlmprep.errors import ConfigError, CorpusError
+
+
+def docs(*paths, **options) -> list[str]:
+    return list(open_corpus([str(p) for p in paths], **options).documents())
+
+
+def write(path, data: bytes | str):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
+    return path
+
+
+# ---------------------------------------------------------------------------------------------------- .txt
+
+
+def test_txt_one_document_per_line_skipping_and_counting_blanks(tmp_path):
+    path = write(tmp_path / "a.txt", "\ufefffirst line\r\n\nsecond line\n   \nthird line")  # BOM, CRLF, no final LF
+    corpus = open_corpus([str(path)])
+    assert list(corpus.documents()) == ["first line", "second line", "third line"]
+    s = corpus.stats
+    assert (s.files, s.documents, s.blank_skipped, s.characters) == (1, 3, 2, 31)
+
+
+def test_txt_paragraphs_with_blank_line_separator(tmp_path):
+    path = write(tmp_path / "a.txt", "\n\npara one\nstill one\n\n \t\npara two\n\n\n")
+    assert docs(path, doc_sep="blank") == ["para one\nstill one", "para two"]
+
+
+def test_documents_is_reiterable_and_stats_count_one_pass(tmp_path):
+    path = write(tmp_path / "a.txt", "a\n\nb\n")
+    corpus = open_corpus([str(path)])
+    assert list(corpus.documents()) == list(corpus.documents()) == ["a", "b"]
+    assert (corpus.stats.documents, corpus.stats.blank_skipped) == (2, 1)
+
+
+def test_documents_stream_before_a_bad_record_is_reached(tmp_path):
+    path = write(tmp_path / "a.jsonl", '{"text": "one"}\n{"text": "two"}\n{"text": broken\n')
+    stream = open_corpus([str(path)]).documents()
+    assert [next(stream), next(stream)] == ["one", "two"]
+    with pytest.raises(CorpusError, match=r"a\.jsonl line 3: not valid JSON"):
+        next(stream)
+
+
+BAD_UTF8 = b"good line\nbad \xff\xfe line\nlast line\n"
+
+
+def test_decode_error_replace(tmp_path):
+    corpus = open_corpus([str(write(tmp_path / "a.txt", BAD_UTF8))], on_decode_error="replace")
+    assert list(corpus.documents()) == ["good line", "bad \ufffd\ufffd line", "last line"]
+    s = corpus.stats
+    assert (s.decode_errors, s.decode_replaced_lines, s.decode_skipped_lines) == (1, 1, 0)
+
+
+def test_decode_error_skip(tmp_path):
+    corpus = open_corpus([str(write(tmp_path / "a.txt", BAD_UTF8))], on_decode_error="skip")
+    assert list(corpus.documents()) == ["good line", "last line"]
+    s = corpus.stats
+    assert (s.decode_errors, s.decode_replaced_lines, s.decode_skipped_lines) == (1, 0, 1)
+
+
+def test_decode_error_fail_names_file_line_and_fix(tmp_path):
+    path = write(tmp_path / "a.txt", BAD_UTF8)
+    with pytest.raises(CorpusError, match=r"a\.txt line 2: invalid UTF-8; use --on-decode-error replace\|skip"):
+        docs(path, on_decode_error="fail")
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + random.Random(0).randbytes(20_000),  # an image
+        "plain English text in UTF-16\n".encode("utf-16") * 50,
+    ],
+    ids=["png", "utf-16"],
+)
+def test_binary_file_is_refused_by_name(tmp_path, data):
+    path = write(tmp_path / "binary.txt", data)
+    with pytest.raises(CorpusError, match=r"binary\.txt: binary or UTF-16 data"):
+        docs(path)
+
+
+def test_stray_nul_bytes_in_text_are_kept_for_the_clean_stage(tmp_path):
+    path = write(tmp_path / "a.txt", "text with a \x00 NUL\n" + "an ordinary line of text\n" * 10)
+    assert docs(path) == ["text with a \x00 NUL"] + ["an ordinary line of text"] * 10
+
+
+def test_a_50_mb_line_streams_in_linear_time(tmp_path):
+    path = write(tmp_path / "long.txt", b"word " * 10_000_000 + b"\nshort\n")
+    start = time.perf_counter()
+    lengths = [len(d) for d in docs(path)]
+    assert lengths == [50_000_000, 5]
+    assert time.perf_counter() - start < 10  # about 0.3 s; a quadratic reader would take hours
+
+
+# ---------------------------------------------------------------------------------------------------- JSON
+
+
+def test_jsonl_text_field_nulls_blanks_and_text_column(tmp_path):
+    lines = ['{"text": "one", "id": 1}', "", '{"text": null}', '{"text": "  "}', '{"text": "two"}']
+    corpus = open_corpus([str(write(tmp_path / "a.jsonl", "\n".join(lines)))])
+    assert list(corpus.documents()) == ["one", "two"]
+    assert (corpus.stats.null_skipped, corpus.stats.blank_skipped) == (1, 1)
+    path = write(tmp_path / "b.jsonl", '{"body": "x", "text": 5}\n')
+    assert docs(path, text_column="body") == ["x"]
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (
+            '{"body": "x", "title": "y"}\n',
+            r"b\.jsonl line 1: no 'text' field; pass --text-column NAME \(fields here: body, title\)",
+        ),
+        ('{"text": "ok"}\n{"text": 5}\n', r"b\.jsonl line 2: field 'text' holds int, not text"),
+        ('{"text": "ok"}\n\n{"text": "no end"\n', r"b\.jsonl line 3: not valid JSON"),
+        ('["text", "in", "a", "list"]\n', r"b\.jsonl line 1: expected a JSON object with a 'text' field, got list"),
+    ],
+)
+def test_jsonl_errors_name_file_and_line(tmp_path, content, message):
+    with pytest.raises(CorpusError, match=message):
+        docs(write(tmp_path / "b.jsonl", content))
+
+
+def test_json_file_as_lines_or_as_one_array(tmp_path):
+    lines = write(tmp_path / "lines.json", '{"text": "a"}\n{"text": "b"}\n')
+    array = write(tmp_path / "array.json", '\ufeff [\n {"text": "c"},\n {"text": null},\n {"text": "d"}\n]\n')
+    assert docs(lines, array) == ["a", "b", "c", "d"]
+    with pytest.raises(CorpusError, match=r"bad\.json line 2: not valid JSON"):
+        docs(write(tmp_path / "bad.json", '[{"text": "c"},\n oops]'))
+    with pytest.raises(CorpusError, match=r"recs\.json record 2: no 'text' field"):
+        docs(write(tmp_path / "recs.json", '[{"text": "c"}, {"txt": "d"}]'))
+
+
+# ---------------------------------------------------------------------------------------------------- columnar
+
+
+TABLE = pa.table({"id": [1, 2, 3, 4], "text": ["alpha", None, "", "delta\nsecond line"]})
+
+
+def write_arrow_file(path, table, *, stream: bool):
+    with pa.OSFile(str(path), "wb") as sink:
+        opener = pa.ipc.new_stream if stream else pa.ipc.new_file
+        with opener(sink, table.schema) as writer:
+            for batch in table.to_batches(max_chunksize=2):
+                writer.write_batch(batch)
+    return path
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "csv", "arrow-file", "arrow-stream"])
+def test_columnar_formats_read_the_text_column(tmp_path, fmt):
+    if fmt == "parquet":
+        path = tmp_path / "t.parquet"
+        pq.write_table(TABLE, path, row_group_size=2)
+    elif fmt == "csv":
+        path = tmp_path / "t.csv"
+        pacsv.write_csv(TABLE, path)  # quotes the multi-line value
+    else:
+        path = write_arrow_file(tmp_path / "t.arrow", TABLE, stream=fmt == "arrow-stream")
+    corpus = open_corpus([str(path)])
+    assert list(corpus.documents()) == ["alpha", "delta\nsecond line"]
+    if fmt != "csv":  # CSV has no nulls: an empty field is an empty string
+        assert (corpus.stats.null_skipped, corpus.stats.blank_skipped) == (1, 1)
+
+
+@pytest.mark.parametrize("suffix", ["parquet", "csv", "arrow"])
+def test_columnar_missing_column_lists_the_columns(tmp_path, suffix):
+    table = pa.table({"body": ["x"], "lang": ["en"]})
+    path = tmp_path / f"t.{suffix}"
+    {"parquet": lambda: pq.write_table(table, path), "csv": lambda: pacsv.write_csv(table, path),
+     "arrow": lambda: write_arrow_file(path, table, stream=False)}[suffix]()
+    message = rf"t\.{suffix}: no column 'text'; pass --text-column NAME \(columns here: body, lang\)"
+    with pytest.raises(CorpusError, match=message):
+        docs(path)
+    assert docs(path, text_column="body") == ["x"]
+
+
+def test_columnar_non_text_column_is_refused(tmp_path):
+    pq.write_table(pa.table({"text": [1, 2]}), tmp_path / "t.parquet")
+    with pytest.raises(CorpusError, match=r"t\.parquet: column 'text' holds int64, not text"):
+        docs(tmp_path / "t.parquet")
+
+
+def test_csv_values_follow_the_decode_policy(tmp_path):
+    path = write(tmp_path / "t.csv", b'id,text\n1,fine\n2,"bad \xff"\n3,also fine\n')
+    assert docs(path) == ["fine", "bad \ufffd", "also fine"]
+    assert docs(path, on_decode_error="skip") == ["fine", "also fine"]
+    with pytest.raises(CorpusError, match=r"t\.csv row 2: invalid UTF-8"):
+        docs(path, on_decode_error="fail")
+
+
+def test_damaged_columnar_files_raise_corpus_errors(tmp_path):
+    pq.write_table(TABLE, tmp_path / "t.parquet")
+    data = (tmp_path / "t.parquet").read_bytes()
+    with pytest.raises(CorpusError, match=r"cut\.parquet: not a readable Parquet file"):
+        docs(write(tmp_path / "cut.parquet", data[: len(data) // 2]))
+    with pytest.raises(CorpusError, match=r"junk\.arrow: not an Arrow IPC file or stream"):
+        docs(write(tmp_path / "junk.arrow", b"not arrow at all" * 10))
+
+
+# ---------------------------------------------------------------------------------------------------- sources
+
+
+def make_tree(root):
+    write(root / "b.txt", "b\n")
+    write(root / "a.txt", "a\n")
+    write(root / "sub" / "c.jsonl", '{"text": "c"}\n')
+    write(root / "sub" / "notes.md", "not a corpus file\n")
+    write(root / ".git" / "objects" / "x.txt", "hidden\n")
+    return root
+
+
+def test_directory_is_searched_recursively_in_sorted_order(tmp_path):
+    root = make_tree(tmp_path / "corpus")
+    assert resolve_sources([str(root)]) == [root / "a.txt", root / "b.txt", root / "sub" / "c.jsonl"]
+    corpus = open_corpus([str(root)])
+    assert list(corpus.documents()) == ["a", "b", "c"]
+    assert corpus.stats.files == 3
+    assert sorted(corpus.stats.files_skipped) == [f"{root / '.git'}/", str(root / "sub" / "notes.md")]
+
+
+def test_globs_and_duplicates(tmp_path):
+    root = make_tree(tmp_path / "corpus")
+    assert resolve_sources([str(root / "*.txt")]) == [root / "a.txt", root / "b.txt"]
+    assert resolve_sources([str(root / "**" / "*.jsonl")]) == [root / "sub" / "c.jsonl"]
+    named_twice = resolve_sources([str(root / "b.txt"), str(root)])
+    assert named_twice == [root / "b.txt", root / "a.txt", root / "sub" / "c.jsonl"]
+
+
+def test_bad_sources_name_the_path_and_the_fix(tmp_path):
+    (tmp_path / "link.txt").symlink_to(tmp_path / "gone.txt")
+    write(tmp_path / "data.xml", "<x/>")
+    (tmp_path / "empty").mkdir()
+    cases = {
+        str(tmp_path / "missing.txt"): r"missing\.txt: no such file or directory",
+        str(tmp_path / "link.txt"): r"link\.txt: broken symbolic link",
+        str(tmp_path / "*.nothing"): r"\*\.nothing: the glob matches nothing",
+        str(tmp_path / "data.xml"): r"data\.xml: unsupported file type \.xml; use one of \.txt, \.jsonl",
+        str(tmp_path / "empty"): r"empty: no corpus files",
+    }
+    for source, message in cases.items():
+        with pytest.raises(CorpusError, match=message):
+            resolve_sources([source])
+
+
+def test_empty_corpus_is_left_for_the_caller_to_report(tmp_path):
+    corpus = open_corpus([str(write(tmp_path / "blank.txt", "\n  \n\t\n"))])
+    assert list(corpus.documents()) == []
+    assert (corpus.stats.documents, corpus.stats.blank_skipped) == (0, 3)
+
+
+def test_a_single_path_need_not_be_in_a_list(tmp_path):
+    path = write(tmp_path / "a.txt", "a\n")
+    assert list(open_corpus(path).documents()) == list(open_corpus(str(path)).documents()) == ["a"]
+
+
+def test_bad_options_are_config_errors(tmp_path):
+    path = str(write(tmp_path / "a.txt", "a\n"))
+    with pytest.raises(ConfigError, match="--doc-sep must be one of line, blank"):
+        open_corpus([path], doc_sep="para")
+    with pytest.raises(ConfigError, match="--on-decode-error must be one of replace, skip, fail"):
+        open_corpus([path], on_decode_error="ignore")
+    with pytest.raises(ConfigError, match="not both"):
+        open_corpus([path], dataset="x")
+
+
+# ---------------------------------------------------------------------------------------------------- fingerprint
+
+
+def test_fingerprint_follows_content_and_order_not_names(tmp_path):
+    a = write(tmp_path / "one" / "a.txt", "alpha\n")
+    b = write(tmp_path / "one" / "b.txt", "beta\n")
+    a2 = write(tmp_path / "two" / "renamed.txt", "alpha\n")
+    b2 = write(tmp_path / "two" / "other.txt", "beta\n")
+    fp = open_corpus([str(a), str(b)]).fingerprint
+    assert open_corpus([str(a2), str(b2)]).fingerprint == fp
+    assert open_corpus([str(b), str(a)]).fingerprint != fp
+    b2.write_text("betA\n")
+    assert open_corpus([str(a2), str(b2)]).fingerprint != fp
+
+
+def test_files_list_sizes_and_hashes(tmp_path):
+    path = write(tmp_path / "a.txt", "some text\n" * 1000)
+    corpus = open_corpus([str(path)])
+    data = path.read_bytes()
+    assert corpus.files == [{"path": str(path), "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}]
+    assert corpus.description == "1 file, 0.0 MB"
+
+
+def test_real_corpus_line_count(corpora):
+    path = corpora / "kjv.txt"
+    corpus = open_corpus([str(path)])
+    n = sum(1 for _ in corpus.documents())
+    lines = path.read_text(encoding="utf-8").splitlines()
+    assert n == corpus.stats.documents == sum(1 for line in lines if line.strip())
+    assert corpus.stats.blank_skipped == len(lines) - n
+
+
+# ---------------------------------------------------------------------------------------------------- sample, dataset
+
+
+def test_no_sources_means_the_builtin_sample():
+    corpus = open_corpus()
+    first = next(corpus.documents())
+    assert corpus.description.startswith("built-in sample: Python ") and first.strip()
+
+
+@pytest.fixture()
+def local_datasets(tmp_path, monkeypatch):
+    """A save_to_disk directory and a plain data directory; the datasets cache redirected to tmp_path."""
+    datasets = pytest.importorskip("datasets")
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "hf-cache")
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
+    rows = {"text": ["first document", "", "second document"], "n": [1, 2, 3]}
+    datasets.DatasetDict({"train": datasets.Dataset.from_dict(rows)}).save_to_disk(str(tmp_path / "saved"))
+    write(tmp_path / "plain" / "train.jsonl", "".join(json.dumps({"body": t}) + "\n" for t in ["x", "y", "z"]))
+    return tmp_path
+
+
+def test_dataset_from_save_to_disk_directory(local_datasets):
+    spec = str(local_datasets / "saved")
+    corpus = open_corpus(dataset=spec)
+    assert list(corpus.documents()) == ["first document", "second document"]
+    assert corpus.stats.blank_skipped == 1 and corpus.description == f"dataset {spec} [train], 3 rows"
+    assert open_corpus(dataset=spec).fingerprint == corpus.fingerprint
+    with pytest.raises(CorpusError, match=r"no split 'test'; pass --dataset-split train"):
+        open_corpus(dataset=spec, dataset_split="test")
+    with pytest.raises(CorpusError, match=r"no column 'body'; pass --text-column NAME \(columns here: text, n\)"):
+        list(open_corpus(dataset=spec, text_column="body").documents())
+
+
+def test_dataset_by_load_dataset_from_a_local_directory(local_datasets):
+    spec = str(local_datasets / "plain")
+    corpus = open_corpus(dataset=spec, text_column="body")
+    assert list(corpus.documents()) == ["x", "y", "z"]
+    assert open_corpus(dataset=spec, text_column="body").fingerprint == corpus.fingerprint  # from the cache
+    assert corpus.fingerprint != open_corpus(dataset=str(local_datasets / "saved")).fingerprint
+    data = local_datasets / "plain" / "train.jsonl"
+    data.write_text('{"body": "changed"}\n')
+    os.utime(data, (time.time() + 10, time.time() + 10))  # a new modification time, as any real edit has
+    changed = open_corpus(dataset=spec, text_column="body")
+    assert changed.fingerprint != corpus.fingerprint and list(changed.documents()) == ["changed"]
+
+
+def test_dataset_missing_offline_is_one_corpus_error_with_the_hint(tmp_path):
+    """In a child process with the HF offline switches set before `datasets` is imported: never the network."""
+    code = textwrap.dedent(
+        """
+        from mlmprep.corpus import open_corpus
+        from mlmprep.errors import CorpusError
+        try:
+            open_corpus(dataset="mlmprep-no-such-user/no-such-dataset:cfg")
+        except CorpusError as exc:
+            print(exc)
+        """
+    )
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    message = out.stdout.strip()
+    assert message.startswith("--dataset mlmprep-no-such-user/no-such-dataset:cfg [train]: cannot load (")
+    assert "offline use needs the dataset in the local Hugging Face cache" in message and "\n" not in message
