@@ -117,6 +117,7 @@ def write_build(cfg: BuildConfig, corpus: Corpus, tok, stage: Path, log: Callabl
     tables = word_tables(tok)
 
     stats = WindowStats(method=cfg.method, row_length=window_length)
+    pipeline_started = time.perf_counter()
     docs = prefetch(cleaned_documents(corpus, cfg, clean_counts))
     if cfg.method == "tokens":
         chunks = (encode(tok, batch) for batch in batched(docs, DOC_BATCH_CHARS))
@@ -161,6 +162,7 @@ def write_build(cfg: BuildConfig, corpus: Corpus, tok, stage: Path, log: Callabl
     if n_train == 0:
         raise CorpusError(f"{corpus.description}: every window went to validation; lower --validation-fraction")
     splits = {name: writer.close() for name, writer in writers.items()}
+    timings["pipeline_s"] = time.perf_counter() - pipeline_started
     timings["total_s"] = time.perf_counter() - started
     return finish_manifest(cfg, corpus, tok, ids, stage, splits, seeds, stats, masker, clean_counts, timings,
                            window_length=window_length, target_length=target_length)

@@ -37,7 +37,10 @@ def build_summary(out: Path, manifest: dict) -> str:
             what = "unmasked windows"
         lines.append(f"{name:<20}{split['rows']:>10,}{mb:>10.1f}  {what}")
     if total_s:
-        lines += ["", f"built in {total_s:.1f} s ({w['tokens_kept'] / total_s / 1e6:.2f} M tokens/s end to end)"]
+        pipeline_s = timings.get("pipeline_s", total_s)
+        trained = f"tokenizer training {timings['train_tokenizer_s']:.1f} s, " if "train_tokenizer_s" in timings else ""
+        lines += ["", f"built in {total_s:.1f} s: {trained}tokenize + mask + write {pipeline_s:.1f} s "
+                      f"({w['tokens_kept'] / pipeline_s / 1e6:.2f} M tokens/s)"]
     return "\n".join(lines)
 
 
@@ -64,7 +67,7 @@ def show_examples(out: Path, manifest: dict, *, split: str = "seed-0", n: int = 
     blocks = []
     for i, (x, y) in enumerate(zip(inputs, labels)):
         if manifest["objective"] == "span":
-            shown = tok.decode(merge_spans_text(tok, x, y, sentinels), skip_special_tokens=False)
+            shown = merge_spans_text(tok, x, y, sentinels)
         else:
             masked = y != -100
             shown = tok.decode(np.where(masked, y, x).tolist(), skip_special_tokens=False)
@@ -77,18 +80,15 @@ def show_examples(out: Path, manifest: dict, *, split: str = "seed-0", n: int = 
     return "\n".join(blocks)
 
 
-def merge_spans_text(tok, enc: np.ndarray, labels: np.ndarray, sentinels: np.ndarray) -> list[int]:
-    """Ids of the original text with each masked span wrapped in [[ ]] tokens-as-text, for display."""
-    from mlmprep.mask import merge_spans
+def merge_spans_text(tok, enc: np.ndarray, labels: np.ndarray, sentinels: np.ndarray) -> str:
+    """The original text of a span-corrupted row with each masked span shown as [[...]]."""
+    from mlmprep.verify import merge_spans
 
     tokens, noise = merge_spans(enc, labels, sentinels)
-    out: list[int] = []
-    open_ids, close_ids = tok.encode(" [[", add_special_tokens=False).ids, tok.encode("]]", add_special_tokens=False).ids
-    for i, (t, is_noise) in enumerate(zip(tokens.tolist(), noise.tolist())):
-        if is_noise and (i == 0 or not noise[i - 1]):
-            out += open_ids
-        out.append(t)
-        if is_noise and (i == len(tokens) - 1 or not noise[i + 1]):
-            out += close_ids
-    return out
-
+    change = np.flatnonzero(np.diff(noise.astype(np.int8))) + 1
+    text = ""
+    for run, run_noise in zip(np.split(tokens, change), np.split(noise, change)):
+        piece = tok.decode(run.tolist(), skip_special_tokens=False)
+        space = " " if text and (tok.id_to_token(int(run[0])) or "").startswith(("▁", "Ġ")) else ""
+        text += space + (f"[[{piece}]]" if run_noise[0] else piece)
+    return text

@@ -1,0 +1,142 @@
+"""End-to-end `mlmprep build --seeds 4` against tokenizing the same corpus alone, at several corpus sizes.
+
+    python -m benchmarks.build                 # pydocs.txt at 1x and 4x
+    python -m benchmarks.build --scales 1,4,16 # the scale run (16x pydocs is about 177 MB)
+    python -m benchmarks.build --quick         # a 2 MB slice, for CI
+
+Each run is a child process so its wall time and peak RSS are its own. Both sides use the same
+tokenizer (trained once, passed with --tokenizer) and all cores. Also measured: the Numba compile a
+first build pays and a second does not, whether --threads 1 and --threads 2 give identical bytes, and
+how fast `mlmprep --help` answers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+CORPORA = Path(__file__).resolve().parents[2] / "shared" / "corpora"
+
+TOKENIZE_ONLY = """
+import sys
+from mlmprep.tokenize import load_tokenizer
+tok = load_tokenizer(sys.argv[1])
+batch, size = [], 0
+with open(sys.argv[2], encoding="utf-8") as f:
+    for line in f:
+        if line.strip():
+            batch.append(line.rstrip("\\n")); size += len(line)
+        if size >= 4 << 20:
+            tok.encode_batch_fast(batch, add_special_tokens=False); batch, size = [], 0
+tok.encode_batch_fast(batch, add_special_tokens=False)
+"""
+
+
+def timed(cmd: list[str], env: dict | None = None) -> tuple[float, float]:
+    """(wall seconds, peak RSS in MB) of a child process; raises if it fails."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed: {proc.stderr.read().decode()[-2000:]}")
+    return wall, usage.ru_maxrss / 1024
+
+
+def make_corpus(source: Path, work: Path, scale: int, limit_bytes: int | None) -> Path:
+    text = source.read_bytes()[:limit_bytes] if limit_bytes else source.read_bytes()
+    path = work / f"corpus-{scale}x.txt"
+    with open(path, "wb") as f:
+        for _ in range(scale):
+            f.write(text)
+    return path
+
+
+def tree_digest(path: Path) -> str:
+    """sha256 over every data file of a build (the manifest's timings differ by design)."""
+    digest = hashlib.sha256()
+    for file in sorted(p for p in path.rglob("*") if p.is_file() and p.name != "manifest.json"):
+        digest.update(file.relative_to(path).as_posix().encode())
+        digest.update(file.read_bytes())
+    return digest.hexdigest()
+
+
+def run(quick: bool = False, scales: tuple[int, ...] = (1, 4), corpus: Path | None = None) -> dict:
+    source = corpus or CORPORA / "pydocs.txt"
+    if not source.is_file():
+        print(f"benchmarks.build: {source} is absent; skipped")
+        return {}
+    limit = 2 << 20 if quick else None
+    scales = (1,) if quick else scales
+    work = Path(tempfile.mkdtemp(prefix="mlmprep-bench-build-"))
+    mlmprep = [sys.executable, "-m", "mlmprep"]
+    try:
+        base = make_corpus(source, work, 1, limit)
+        tok = work / "tok.json"
+        subprocess.run([*mlmprep, "tokenizer", "train", str(base), "--vocab-size", "8000" if quick else "32000",
+                        "--out", str(tok)], check=True, stdout=subprocess.DEVNULL)
+        results: dict = {"corpus": source.name, "runs": []}
+        for scale in scales:
+            path = make_corpus(source, work, scale, limit)
+            tok_wall, tok_rss = timed([sys.executable, "-c", TOKENIZE_ONLY, str(tok), str(path)])
+            out = work / f"out-{scale}x"
+            build_wall, build_rss = timed([*mlmprep, "build", str(path), "--tokenizer", str(tok), "--seeds", "4",
+                                           "--out", str(out)])
+            results["runs"].append({
+                "scale": scale, "mb": path.stat().st_size / 1e6, "tokenize_s": tok_wall, "build_s": build_wall,
+                "ratio": build_wall / tok_wall, "tokenize_rss_mb": tok_rss, "build_rss_mb": build_rss,
+            })
+            shutil.rmtree(out)
+            if scale != 1:
+                path.unlink()
+        results.update(startup(work, base, tok, mlmprep))
+        print_table(results)
+        return results
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def startup(work: Path, corpus: Path, tok: Path, mlmprep: list[str]) -> dict:
+    """Compile cost (a cold Numba cache vs a warm one), --threads 1 vs 2 bytes, and `mlmprep --help` time."""
+    small = work / "small.txt"
+    small.write_bytes(corpus.read_bytes()[: 200_000])
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(work / "numba-cache")}
+    args = ["build", str(small), "--tokenizer", str(tok), "--seeds", "4"]
+    cold, _ = timed([*mlmprep, *args, "--out", str(work / "cold"), "--threads", "1"], env)
+    warm, _ = timed([*mlmprep, *args, "--out", str(work / "warm"), "--threads", "2"], env)
+    same = tree_digest(work / "cold") == tree_digest(work / "warm")
+    helps = [timed(["mlmprep", "--help"])[0] for _ in range(3)]
+    return {"cold_build_s": cold, "warm_build_s": warm, "threads_1_vs_2_identical": same, "help_s": min(helps)}
+
+
+def print_table(r: dict) -> None:
+    print(f"\nbuild --seeds 4 vs tokenize-only, {r['corpus']} (same tokenizer, all cores)")
+    print(f"{'scale':>6}{'MB':>9}{'tokenize s':>12}{'build s':>10}{'ratio':>8}{'tok RSS MB':>12}{'build RSS MB':>14}")
+    for x in r["runs"]:
+        print(f"{x['scale']:>5}x{x['mb']:>9.1f}{x['tokenize_s']:>12.2f}{x['build_s']:>10.2f}{x['ratio']:>8.2f}"
+              f"{x['tokenize_rss_mb']:>12.0f}{x['build_rss_mb']:>14.0f}")
+    print("target: ratio <= 1.5; build RSS flat across scales")
+    print(f"first build (cold Numba cache) {r['cold_build_s']:.2f} s, second {r['warm_build_s']:.2f} s "
+          f"(compile paid once: {r['cold_build_s'] - r['warm_build_s']:.2f} s)")
+    print(f"--threads 1 and --threads 2 byte-identical: {r['threads_1_vs_2_identical']}")
+    print(f"mlmprep --help: {r['help_s']:.2f} s (target < 0.5 s)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a 2 MB slice at 1x only")
+    parser.add_argument("--scales", default="1,4", help="corpus repetitions, e.g. 1,4,16")
+    parser.add_argument("--corpus", type=Path, default=None, help="a .txt corpus (default: shared pydocs.txt)")
+    args = parser.parse_args()
+    run(args.quick, tuple(int(s) for s in args.scales.split(",")), args.corpus)
+
+
+if __name__ == "__main__":
+    main()
