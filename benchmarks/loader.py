@@ -1,0 +1,148 @@
+"""Token-budget batching against a fixed batch size with the same mean tokens per batch, on text-segment rows.
+
+    python -m benchmarks.loader            # all of pydocs.txt (about 5,400 segments)
+    python -m benchmarks.loader --quick    # a 1.5 MB slice, for CI
+
+Rows are what `mlmprep build --method text` makes of pydocs.txt: 2040-character segments ((512 - 2) * 4),
+tokenized with a tokenizer `train_tokenizer` trains on the corpus' first megabyte, then span-corrupted
+(T5 arithmetic). Two length sets: truncated to the 568-token window as the build does, and untruncated
+(how far the same segments spread). Without the shared corpus a synthetic set stands in (stated in the output).
+
+Measured on each: padding efficiency (real tokens / padded slots, encoder and decoder together) and loader
+throughput: real tokens per second through plan + collate to int64 tensors from the memory-mapped split,
+one process, files in the page cache. Both sides use the same collator (pad to multiples of 8).
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from mlmprep.batch import Budget, plan_epoch, plan_stats
+from mlmprep.collate import Collator
+from mlmprep.load import open_epoch
+from tests.fakes import span_lengths, write_fake_build
+
+CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "pydocs.txt"
+SEGMENT_CHARS = (512 - 2) * 4  # the naive method's characters per segment (seed 002)
+WINDOW = 568  # window length the build truncates segments to (input length 512 after span corruption)
+BUDGET = Budget(max_tokens_per_batch=16384, max_tokens_per_microbatch=4096, max_examples_per_microbatch=64,
+                pad_to_multiple_of=8)
+EPOCHS = 3  # timed epochs per side; the best is reported
+
+
+def segment_lengths(quick: bool) -> tuple[np.ndarray, str]:
+    """Tokens per 2040-character segment of pydocs.txt, or a synthetic stand-in when it is absent."""
+    if not CORPUS.is_file():
+        rng = np.random.default_rng(0)  # log-normal fitted to pydocs segments: median ~700, 10-90% ~560-920
+        return np.exp(rng.normal(6.56, 0.2, 600 if quick else 5400)).astype(np.int64), "synthetic log-normal (no pydocs.txt)"
+    from mlmprep.tokenize import encode, train_tokenizer
+
+    text = CORPUS.read_text(encoding="utf-8")[: 1_500_000 if quick else None]
+    tok = train_tokenizer(text[: 300_000 if quick else 1_000_000].splitlines(), vocab_size=2000 if quick else 8000)
+    _, lengths = encode(tok, [text[i : i + SEGMENT_CHARS] for i in range(0, len(text), SEGMENT_CHARS)])
+    return lengths, f"pydocs.txt {len(text) / 1e6:.1f} MB, {len(lengths)} segments"
+
+
+def fixed_batches(n: int, size: int, seed: int) -> list[np.ndarray]:
+    """The usual loader: shuffle, then consecutive batches of `size` rows."""
+    order = np.random.default_rng(seed).permutation(n)
+    return [order[i : i + size] for i in range(0, n, size)]
+
+
+def padding_efficiency(batches: list[np.ndarray], enc: np.ndarray, dec: np.ndarray) -> float:
+    """Real tokens / padded slots when each batch is padded to its longest row (multiples of 8)."""
+    m = BUDGET.pad_to_multiple_of
+    slots = sum(len(b) * (-(-enc[b].max() // m) * m + -(-dec[b].max() // m) * m) for b in batches)
+    return float(enc.sum() + dec.sum()) / slots
+
+
+def best_time(run) -> float:
+    """Seconds of the fastest of EPOCHS runs (the first also warms Numba and the page cache)."""
+    run()
+    times = []
+    for _ in range(EPOCHS):
+        start = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def measure(windows: np.ndarray, work: Path) -> dict:
+    """Both loaders over one span-corrupted build of rows with these window lengths."""
+    split = open_epoch(write_fake_build(work, lengths=windows, n_seeds=1, vocab_size=8000), 0)
+    enc, dec = split.enc_lengths, split.dec_lengths
+    collator = Collator("span", pad_id=0, decoder_start_id=0, pad_to_multiple_of=BUDGET.pad_to_multiple_of)
+    tokens = float(enc.sum() + dec.sum())
+
+    plan = plan_epoch(enc, dec, BUDGET, seed=0, epoch=0)
+    stats = plan_stats(plan, enc, dec, BUDGET)
+    size = max(1, round(stats["tokens_per_batch"] / (tokens / len(split))))  # same mean tokens per batch
+    fixed = fixed_batches(len(split), size, seed=0)
+
+    def budget_epoch():
+        for batch in plan_epoch(enc, dec, BUDGET, seed=0, epoch=1):
+            for mb in batch.ranks[0]:
+                collator.from_split(split, mb.rows)
+
+    def fixed_epoch():
+        for rows in fixed_batches(len(split), size, seed=1):
+            collator.from_split(split, rows)
+
+    def hf_epoch():  # the HF-Trainer path: example dicts, as a map-style dataset hands them over
+        for rows in fixed:
+            collator([split[int(i)] for i in rows])
+
+    plan_seconds = best_time(lambda: plan_epoch(enc, dec, BUDGET, seed=0, epoch=1))
+    return {
+        "rows": len(split),
+        "mean_window": float(windows.mean()),
+        "fixed_batch_size": size,
+        "tokens_per_batch": {"budget": stats["tokens_per_batch"], "fixed": tokens / len(fixed)},
+        "batches": {"budget": stats["batches"], "fixed": len(fixed)},
+        "padding_efficiency": {"budget": stats["padding_efficiency"], "fixed": padding_efficiency(fixed, enc, dec)},
+        "tokens_per_s": {"budget": tokens / best_time(budget_epoch), "fixed": tokens / best_time(fixed_epoch)},
+        "plan_tokens_per_s": tokens / plan_seconds,
+        "hf_call_tokens_per_s": tokens / best_time(hf_epoch),
+    }
+
+
+def run(quick: bool = False) -> dict:
+    lengths, source = segment_lengths(quick)
+    noise, spans = span_lengths(WINDOW)
+    results = {"source": source, "budget": vars(BUDGET), "window": WINDOW,
+               "input_length": int(WINDOW - noise + spans + 1)}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, windows in (("truncated", np.minimum(lengths, WINDOW)), ("untruncated", lengths)):
+            results[name] = measure(windows.astype(np.int64), Path(tmp) / name)
+    return results
+
+
+def print_table(r: dict) -> None:
+    print(f"rows: {r['source']}; budget {r['budget']}")
+    for name in ("truncated", "untruncated"):
+        m = r[name]
+        title = f"truncated to {r['window']} tokens" if name == "truncated" else "untruncated"
+        print(f"\n{title}: {m['rows']} rows, mean window {m['mean_window']:.0f}, "
+              f"fixed batch size {m['fixed_batch_size']}")
+        print(f"  {'':28}{'token budget':>14}{'fixed batch':>14}{'ratio':>8}")
+        for key, fmt in (("tokens_per_batch", "{:14.0f}"), ("batches", "{:14d}"),
+                         ("padding_efficiency", "{:14.3f}"), ("tokens_per_s", "{:14.3g}")):
+            a, b = m[key]["budget"], m[key]["fixed"]
+            print(f"  {key:28}" + fmt.format(a) + fmt.format(b) + f"{a / b:8.2f}")
+        print(f"  plan alone: {m['plan_tokens_per_s']:.3g} tokens/s; HF-style __call__ path: "
+              f"{m['hf_call_tokens_per_s']:.3g} tokens/s")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a 1.5 MB slice of the corpus")
+    print_table(run(quick=parser.parse_args().quick))
+
+
+if __name__ == "__main__":
+    main()

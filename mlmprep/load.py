@@ -1,0 +1,248 @@
+"""Load: open the splits of a build directory in place, memory-mapped, without copying a token.
+
+A split directory is what `datasets.save_to_disk` writes: Arrow IPC *stream* files, each a run of record
+batches. Every data file is mapped once and viewed whole as int32; a `Column` records where each record
+batch's tokens sit in those views. Rows are read straight from the page cache, so the ranks of one
+machine share a single copy, and opening a split costs O(rows), never O(tokens).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+from numba import njit
+
+from mlmprep.errors import CacheError
+from mlmprep.write import FORMAT_VERSION, manifest_path
+
+OBJECTIVES = ("span", "mlm")
+COLUMNS = ("input_ids", "labels")
+IGNORE = -100  # label of a position the loss skips (PyTorch's CrossEntropyLoss ignore_index)
+
+
+def read_manifest(build_dir: str | Path) -> dict:
+    """The manifest of a build directory, checked to be one this version of mlmprep reads."""
+    path = manifest_path(build_dir)
+    if not path.is_file():
+        raise CacheError(f"{build_dir}: no manifest.json; run mlmprep build first")
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise CacheError(f"{path}: unreadable ({str(exc).splitlines()[0]}); rebuild with mlmprep build --force") from None
+    version = manifest.get("format_version")
+    if version != FORMAT_VERSION:
+        raise CacheError(
+            f"{path}: format_version {version!r}, but this mlmprep reads format_version {FORMAT_VERSION}; "
+            "rebuild with this mlmprep or use the mlmprep that wrote it"
+        )
+    return manifest
+
+
+@dataclass(frozen=True, eq=False)
+class Column:
+    """One int32 list column of a split, read in place.
+
+    Row i has offsets[i + 1] - offsets[i] tokens, numbered as if the column were one flat array. The
+    tokens live in `files` (each mapped data file viewed whole as int32, zero-copy); record batch c holds
+    rows from chunks[c, 0] on, whose first token (number chunks[c, 1]) is files[chunks[c, 2]][chunks[c, 3]].
+    """
+
+    offsets: np.ndarray  # int64 [n + 1]
+    files: tuple[np.ndarray, ...]  # int32 [file bytes // 4] per data file, read-only views of the maps
+    chunks: np.ndarray  # int64 [n_chunks, 4]: first row, first token, file index, token position in that file
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def lengths(self) -> np.ndarray:
+        """Tokens per row, int64 [n]."""
+        return np.diff(self.offsets)
+
+    @property
+    def values(self) -> np.ndarray:
+        """All tokens, flat (int32 [offsets[-1]]): a zero-copy view when the column is one record batch;
+        otherwise the batches are not adjacent in the files and this is a copy (`row`, `locate` never copy)."""
+        ends = np.append(self.chunks[1:, 1], self.offsets[-1])
+        parts = [self.files[f][pos : pos + end - first] for (_, first, f, pos), end in zip(self.chunks, ends)]
+        if len(parts) == 1:
+            return parts[0]
+        return np.concatenate(parts) if parts else np.zeros(0, np.int32)
+
+    def locate(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(file index, first token's position in that file, length) of each row; int64 [len(rows)] each."""
+        rows = np.asarray(rows, dtype=np.int64)
+        chunk = np.searchsorted(self.chunks[:, 0], rows, side="right") - 1
+        start = self.offsets[rows]
+        return self.chunks[chunk, 2], self.chunks[chunk, 3] + start - self.chunks[chunk, 1], self.offsets[rows + 1] - start
+
+    def by_file(self, rows: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+        """Per data file holding some of `rows`: (its int32 view, which of `rows` [k], their starts [k], lengths [k])."""
+        file, start, length = self.locate(rows)
+        if len(self.files) == 1:
+            yield self.files[0], np.arange(len(file)), start, length
+            return
+        for f in np.unique(file):
+            which = np.flatnonzero(file == f)
+            yield self.files[f], which, start[which], length[which]
+
+    def row(self, i: int) -> np.ndarray:
+        """Row i, int32 [length]: a view of the mapped file."""
+        file, start, length = (int(x[0]) for x in self.locate(np.array([i])))
+        return self.files[file][start : start + length]
+
+
+@dataclass(frozen=True, eq=False)
+class Split:
+    """One split directory (seed-k, validation) of a build, memory-mapped.
+
+    Encoder tokens are input_ids; decoder tokens are the labels for the span objective and none for
+    mlm (an encoder-only model runs no decoder), which is what the batch planner budgets.
+    """
+
+    path: Path
+    objective: str  # "span" | "mlm"
+    input_ids: Column
+    labels: Column
+    enc_lengths: np.ndarray  # int64 [n]
+    dec_lengths: np.ndarray  # int64 [n]; zeros for mlm
+
+    def __len__(self) -> int:
+        return len(self.enc_lengths)
+
+    def row(self, i: int) -> dict[str, np.ndarray]:
+        """Row i as zero-copy int32 views: {"input_ids": [L_enc], "labels": [L_dec]}."""
+        return {"input_ids": self.input_ids.row(i), "labels": self.labels.row(i)}
+
+    __getitem__ = row  # a map-style dataset for torch's DataLoader and the HF Trainer
+
+    @cached_property
+    def n_targets(self) -> np.ndarray:
+        """Positions the loss counts per row (labels != -100), int64 [n]; one pass over the labels, on first use."""
+        out = np.zeros(len(self), dtype=np.int64)
+        for buf, which, start, length in self.labels.by_file(np.arange(len(self))):
+            out[which] = _count_targets(buf, start, length)
+        return out
+
+
+@njit(cache=True)
+def _count_targets(buf, starts, lengths):
+    """Per row, the tokens in buf[starts[i] : starts[i] + lengths[i]] that are not IGNORE; int64 [n]."""
+    out = np.zeros(len(starts), dtype=np.int64)
+    for i in range(len(starts)):
+        s = starts[i]
+        count = 0
+        for t in range(s, s + lengths[i]):
+            count += buf[t] != IGNORE
+        out[i] = count
+    return out
+
+
+def open_split(path: str | Path, *, objective: str | None = None) -> Split:
+    """Memory-map every data-*.arrow file that state.json lists; fixed-size and variable-length lists.
+
+    `objective` defaults to the one in the build's manifest (the split's parent directory).
+    """
+    path = Path(path)
+    state = path / "state.json"
+    if not state.is_file():
+        raise CacheError(f"{path}: not a split directory (no state.json); run mlmprep build first")
+    if objective is None:
+        objective = read_manifest(path.parent).get("objective")
+    if objective not in OBJECTIVES:
+        raise CacheError(f"{path}: objective {objective!r} is not one of {', '.join(OBJECTIVES)}")
+    try:
+        names = [entry["filename"] for entry in json.loads(state.read_text(encoding="utf-8"))["_data_files"]]
+    except (OSError, ValueError, KeyError, TypeError):
+        raise CacheError(f"{state}: not a datasets state.json (no _data_files list); rebuild the split") from None
+    files, chunks = [], {name: [] for name in COLUMNS}
+    for f, name in enumerate(names):
+        if not (path / name).is_file():
+            raise CacheError(f"{path / name}: listed in state.json but missing; the build is incomplete, rebuild it")
+        mapped = pa.memory_map(str(path / name)).read_buffer()  # zero-copy: the whole file
+        files.append(np.frombuffer(mapped, dtype=np.int32, count=mapped.size // 4))
+        try:
+            batches = list(pa.ipc.open_stream(mapped))
+        except pa.ArrowInvalid as exc:
+            raise CacheError(f"{path / name}: not an Arrow IPC stream ({exc}); rebuild the split") from None
+        for batch in batches:
+            for column in COLUMNS:
+                if column not in batch.schema.names:
+                    raise CacheError(f"{path / name}: no column {column!r} (has {', '.join(batch.schema.names)})")
+                chunks[column].append(_chunk(batch.column(column), mapped, f, f"{path / name}:{column}"))
+    input_ids, labels = (_column(chunks[name], tuple(files)) for name in COLUMNS)
+    if len(input_ids) != len(labels):
+        raise CacheError(f"{path}: {len(input_ids)} input_ids rows but {len(labels)} labels rows; rebuild the split")
+    enc, dec = input_ids.lengths(), labels.lengths()
+    if objective == "mlm":
+        if not np.array_equal(enc, dec):
+            bad = int(np.flatnonzero(enc != dec)[0])
+            raise CacheError(f"{path}: mlm row {bad} has {enc[bad]} input_ids but {dec[bad]} labels; rebuild the split")
+        dec = np.zeros_like(enc)
+    return Split(path=path, objective=objective, input_ids=input_ids, labels=labels, enc_lengths=enc, dec_lengths=dec)
+
+
+def _chunk(arr: pa.Array, mapped: pa.Buffer, file: int, where: str) -> tuple[np.ndarray, int, int]:
+    """(row lengths int64 [k], file index, token position in the file) of one record batch's list column."""
+    if pa.types.is_fixed_size_list(arr.type):
+        lengths = np.full(len(arr), arr.type.list_size, dtype=np.int64)
+        first = arr.offset * arr.type.list_size
+    elif pa.types.is_list(arr.type):
+        offsets = arr.offsets.to_numpy()  # int32 [k + 1], honours a sliced array's offset
+        lengths = np.diff(offsets).astype(np.int64)
+        first = int(offsets[0])
+    else:
+        raise CacheError(f"{where}: type {arr.type}, expected list<int32> or fixed_size_list<int32>; rebuild")
+    child = arr.values
+    if child.type != pa.int32() or arr.null_count or child.null_count:
+        raise CacheError(f"{where}: type {arr.type} with {arr.null_count} null rows; mlmprep reads int32 lists without nulls")
+    byte = child.buffers()[1].address + 4 * (child.offset + first) - mapped.address
+    if byte % 4 or not 0 <= byte <= mapped.size - 4 * int(lengths.sum()):
+        raise CacheError(f"{where}: tokens are not stored in place (a compressed Arrow stream?); rebuild the split")
+    return lengths, file, byte // 4
+
+
+def _column(chunks: list[tuple[np.ndarray, int, int]], files: tuple[np.ndarray, ...]) -> Column:
+    """Join per-batch (lengths, file, position) into one Column; empty batches are left out of the table."""
+    lengths = np.concatenate([c[0] for c in chunks]) if chunks else np.zeros(0, np.int64)
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    rows = np.cumsum([0] + [len(c[0]) for c in chunks])[:-1].astype(np.int64)
+    table = np.array(
+        [(r, offsets[r], f, pos) for r, (ls, f, pos) in zip(rows, chunks) if len(ls)], dtype=np.int64
+    ).reshape(-1, 4)
+    return Column(offsets=offsets, files=files, chunks=table)
+
+
+def epoch_split(manifest: dict, epoch: int) -> str:
+    """The split epoch `epoch` trains on: seed-{epoch % N}, so N masked copies take turns."""
+    seeds = manifest.get("seeds") or []
+    if not seeds:
+        raise CacheError("manifest.json lists no seed splits; rebuild with mlmprep build --seeds N")
+    return seeds[epoch % len(seeds)]["split"]
+
+
+def open_epoch(build_dir: str | Path, epoch: int) -> Split:
+    """Open the split of `epoch`, checking its files and row count against the manifest."""
+    build_dir = Path(build_dir)
+    manifest = read_manifest(build_dir)
+    name = epoch_split(manifest, epoch)
+    entry = manifest.get("splits", {}).get(name)
+    if entry is None:
+        raise CacheError(f"{manifest_path(build_dir)}: lists {name} as a seed but has no splits entry for it; rebuild")
+    for f in entry.get("files", []):
+        file = build_dir / name / f["name"]
+        if not file.is_file() or file.stat().st_size != f["bytes"]:
+            raise CacheError(f"{file}: missing or not the {f['bytes']} bytes the manifest records; rebuild with --force")
+    split = open_split(build_dir / name, objective=manifest["objective"])
+    if len(split) != entry["rows"]:
+        raise CacheError(f"{build_dir / name}: {len(split)} rows, the manifest says {entry['rows']}; rebuild with --force")
+    return split
+
+
+__all__ = ["Column", "Split", "epoch_split", "open_epoch", "open_split", "read_manifest"]
