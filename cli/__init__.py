@@ -27,7 +27,7 @@ def _register() -> None:
         importlib.import_module(f"mlmprep.cli.{name}")
 
 
-COMMAND_MODULES: tuple[str, ...] = ("build", "train")
+COMMAND_MODULES: tuple[str, ...] = ("build", "train", "compare")
 
 
 _register()

@@ -185,3 +185,73 @@ def config_from(cls: type[C], config_file: str | None, cli_values: dict[str, Any
 
 
 __all__ = ["BuildConfig", "config_from", "make_config", "read_config_file", "to_dict"]
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Everything `mlmprep train` needs. Saved in RUN/train_config.json and in every checkpoint, so that
+    `--resume` continues the same run; `mlmprep.checkpoint.RESUMABLE` lists what may change on resume."""
+
+    data: str = "mlmprep-data"  # a directory written by `mlmprep build`
+    out: str = "runs/run"
+    model: str = "tiny"  # tiny | t5-small | t5-base | a config.json | a local pretrained checkpoint directory
+    resume: bool = False
+    # length of the run
+    epochs: int = 1  # epoch e reads split seed-{e % N}
+    max_steps: int = 0  # > 0: exactly this many optimizer steps, epochs or not
+    # token budgets (seed 003); a row costs enc_len + alpha * dec_len effective tokens
+    max_tokens_per_batch: int = 16384  # per optimizer step, all ranks together
+    max_tokens_per_microbatch: int = 4096  # per forward/backward
+    max_examples_per_microbatch: int = 28
+    alpha: float = 2.0
+    pad_to_multiple_of: int = 1
+    max_encoder_len: int | None = None  # truncate longer rows (None: keep whole rows)
+    max_decoder_len: int | None = None
+    # optimizer and learning-rate schedule
+    optimizer: Literal["adamw", "adafactor"] = "adamw"
+    lr: float = 1e-3  # peak, reached after warmup_steps
+    min_lr: float = 1e-5  # reached at the end of the decay
+    schedule: Literal["cosine", "linear", "constant"] = "cosine"
+    warmup_steps: int = 100
+    decay_steps: int = 0  # 0: decay over the whole run; > 0: as nanoGPT's lr_decay_iters
+    weight_decay: float = 0.0  # on matrices only, not on norms and biases
+    beta1: float = 0.9
+    beta2: float = 0.999
+    grad_clip: float = 1.0  # max global gradient norm; 0: off
+    bf16: bool = True  # bfloat16 autocast on CUDA; CPU always runs float32
+    # evaluation, logging, checkpoints
+    eval_every: int = 500  # steps; 0: only at the end
+    validation: str | None = None  # a split directory to evaluate on; None: DATA/validation
+    eval_max_tokens_per_microbatch: int = 4096
+    log_every: int = 10
+    save_every: int = 1000  # steps; 0: only at the end
+    keep_checkpoints: int = 2
+    seed: int = 0
+    # OOM adaptation: limits shrink on an out-of-memory error and grow x1.25 after this many good steps
+    grow_after: int = 100
+
+    def __post_init__(self) -> None:
+        for option, value, low in (
+            ("--epochs", self.epochs, 1), ("--max-steps", self.max_steps, 0),
+            ("--max-tokens-per-batch", self.max_tokens_per_batch, 1),
+            ("--max-tokens-per-microbatch", self.max_tokens_per_microbatch, 1),
+            ("--max-examples-per-microbatch", self.max_examples_per_microbatch, 1),
+            ("--pad-to-multiple-of", self.pad_to_multiple_of, 1), ("--warmup-steps", self.warmup_steps, 0),
+            ("--decay-steps", self.decay_steps, 0), ("--eval-every", self.eval_every, 0),
+            ("--eval-max-tokens-per-microbatch", self.eval_max_tokens_per_microbatch, 1),
+            ("--log-every", self.log_every, 1), ("--save-every", self.save_every, 0),
+            ("--keep-checkpoints", self.keep_checkpoints, 1), ("--grow-after", self.grow_after, 1),
+        ):
+            check_range(option, value, low=low)
+        if self.max_tokens_per_microbatch > self.max_tokens_per_batch:
+            raise ConfigError(
+                f"--max-tokens-per-microbatch ({self.max_tokens_per_microbatch}) must not exceed "
+                f"--max-tokens-per-batch ({self.max_tokens_per_batch})"
+            )
+        if not 0.0 < self.min_lr <= self.lr:
+            raise ConfigError(f"need 0 < --min-lr <= --lr, got --min-lr {self.min_lr} and --lr {self.lr}")
+        if self.alpha < 0 or self.weight_decay < 0 or self.grad_clip < 0:
+            raise ConfigError("--alpha, --weight-decay and --grad-clip must not be negative")
+        if not (0.0 <= self.beta1 < 1.0 and 0.0 <= self.beta2 < 1.0):
+            raise ConfigError(f"--beta1 and --beta2 must be in [0, 1), got {self.beta1} and {self.beta2}")
+

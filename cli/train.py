@@ -1,0 +1,86 @@
+"""`mlmprep train`: a thin wrapper over mlmprep.train.fit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from mlmprep.cli import app
+from mlmprep.cli._util import cli_errors, given
+
+TRAIN_EXAMPLES = """Examples:
+
+  mlmprep train mlmprep-data --model tiny --out runs/a --epochs 3 --max-tokens-per-batch 16384 --max-tokens-per-microbatch 4096 --max-examples-per-microbatch 28
+
+  mlmprep train mlmprep-data --out runs/a --resume        # continue from the last checkpoint, same options
+
+  torchrun --nproc_per_node 2 -m mlmprep train mlmprep-data --out runs/b   # DDP: one process per device
+"""
+
+
+def _opt(text: str):
+    return typer.Option(help=text, show_default=False)
+
+
+@app.command(epilog=TRAIN_EXAMPLES)
+@cli_errors
+def train(
+    data: Annotated[Optional[str], typer.Argument(help="A directory written by mlmprep build. \\[default: mlmprep-data]", show_default=False)] = None,
+    *,
+    config: Annotated[Optional[Path], typer.Option(help="JSON/YAML file of options; the command line overrides it.")] = None,
+    out: Annotated[Optional[str], _opt("Run directory: metrics.jsonl, checkpoint-{step}/, final_metrics.json. \\[default: runs/run]")] = None,
+    resume: Annotated[Optional[bool], typer.Option("--resume", help="Continue the run in --out from its last checkpoint, with its saved options.")] = None,
+    model: Annotated[Optional[str], _opt("tiny, t5-small, t5-base, a config.json, or a local checkpoint directory. T5 for span data, BERT-like for mlm. \\[default: tiny]")] = None,
+    epochs: Annotated[Optional[int], _opt("Passes over the data; epoch e reads split seed-{e % N}. \\[default: 1]")] = None,
+    max_steps: Annotated[Optional[int], _opt("Exactly this many optimizer steps, whatever --epochs says (0: off). \\[default: 0]")] = None,
+    max_tokens_per_batch: Annotated[Optional[int], _opt("Padded effective tokens (enc + alpha*dec) per optimizer step, all ranks. \\[default: 16384]")] = None,
+    max_tokens_per_microbatch: Annotated[Optional[int], _opt("Padded effective tokens per forward/backward. \\[default: 4096]")] = None,
+    max_examples_per_microbatch: Annotated[Optional[int], _opt("Rows per forward/backward. \\[default: 28]")] = None,
+    alpha: Annotated[Optional[float], _opt("Cost of a decoder token relative to an encoder token. \\[default: 2.0]")] = None,
+    pad_to_multiple_of: Annotated[Optional[int], _opt("Pad batch widths to a multiple of this. \\[default: 1]")] = None,
+    max_encoder_len: Annotated[Optional[int], _opt("Truncate longer inputs (keeping </s>). \\[default: none]")] = None,
+    max_decoder_len: Annotated[Optional[int], _opt("Truncate longer span targets (keeping </s>). \\[default: none]")] = None,
+    optimizer: Annotated[Optional[str], _opt("adamw or adafactor. \\[default: adamw]")] = None,
+    lr: Annotated[Optional[float], _opt("Peak learning rate. \\[default: 1e-3]")] = None,
+    min_lr: Annotated[Optional[float], _opt("Learning rate at the end of the decay. \\[default: 1e-5]")] = None,
+    schedule: Annotated[Optional[str], _opt("Decay after warmup: cosine, linear or constant. \\[default: cosine]")] = None,
+    warmup_steps: Annotated[Optional[int], _opt("Linear warmup steps. \\[default: 100]")] = None,
+    decay_steps: Annotated[Optional[int], _opt("Step at which the decay reaches --min-lr (0: the last step). \\[default: 0]")] = None,
+    weight_decay: Annotated[Optional[float], _opt("AdamW weight decay on matrices. \\[default: 0]")] = None,
+    beta1: Annotated[Optional[float], _opt("AdamW beta1. \\[default: 0.9]")] = None,
+    beta2: Annotated[Optional[float], _opt("AdamW beta2. \\[default: 0.999]")] = None,
+    grad_clip: Annotated[Optional[float], _opt("Clip the global gradient norm to this (0: off). \\[default: 1.0]")] = None,
+    bf16: Annotated[Optional[bool], typer.Option("--bf16/--no-bf16", help="bfloat16 autocast on CUDA; CPU always runs float32. \\[default: bf16]", show_default=False)] = None,
+    eval_every: Annotated[Optional[int], _opt("Evaluate on the validation split every N steps (0: at the end only). \\[default: 500]")] = None,
+    validation: Annotated[Optional[str], _opt("A split directory of another build (same tokenizer) to evaluate on. \\[default: DATA/validation]")] = None,
+    eval_max_tokens_per_microbatch: Annotated[Optional[int], _opt("Padded effective tokens per evaluation forward. \\[default: 4096]")] = None,
+    log_every: Annotated[Optional[int], _opt("Write a metrics.jsonl line every N steps. \\[default: 10]")] = None,
+    save_every: Annotated[Optional[int], _opt("Write checkpoint-{step} every N steps (0: at the end only). \\[default: 1000]")] = None,
+    keep_checkpoints: Annotated[Optional[int], _opt("Keep the last K checkpoints. \\[default: 2]")] = None,
+    seed: Annotated[Optional[int], _opt("Seed of the model's initial weights and the batch plan. \\[default: 0]")] = None,
+    grow_after: Annotated[Optional[int], _opt("After an out-of-memory error, good steps before the shrunk limits grow x1.25. \\[default: 100]")] = None,
+) -> None:
+    """Pretrain T5 (span data) or a BERT-style model (mlm data) on a build, with token-budget batches."""
+    from mlmprep import checkpoint
+    from mlmprep.config import TrainConfig, make_config, read_config_file
+    from mlmprep.train import fit
+
+    options = given(
+        data=data, out=out, resume=resume, model=model, epochs=epochs, max_steps=max_steps,
+        max_tokens_per_batch=max_tokens_per_batch, max_tokens_per_microbatch=max_tokens_per_microbatch,
+        max_examples_per_microbatch=max_examples_per_microbatch, alpha=alpha, pad_to_multiple_of=pad_to_multiple_of,
+        max_encoder_len=max_encoder_len, max_decoder_len=max_decoder_len, optimizer=optimizer, lr=lr, min_lr=min_lr,
+        schedule=schedule, warmup_steps=warmup_steps, decay_steps=decay_steps, weight_decay=weight_decay,
+        beta1=beta1, beta2=beta2, grad_clip=grad_clip, bf16=bf16, eval_every=eval_every, validation=validation,
+        eval_max_tokens_per_microbatch=eval_max_tokens_per_microbatch, log_every=log_every, save_every=save_every,
+        keep_checkpoints=keep_checkpoints, seed=seed, grow_after=grow_after,
+    )
+    file_values = read_config_file(config) if config else {}
+    source = f"--config {config}" if config else "options"
+    cfg = make_config(TrainConfig, file_values, options, source=source)
+    if cfg.resume:  # the run's saved options first, so a resume needs only --out
+        cfg = make_config(TrainConfig, checkpoint.saved_config(cfg.out), file_values, options, source=source)
+    final = fit(cfg)
+    typer.echo(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in final.items()))

@@ -1,0 +1,155 @@
+"""Checkpoints of a training run, RUN/checkpoint-{step}/:
+
+    model/              transformers `save_pretrained` (config.json, model.safetensors): `--model` accepts it
+    optimizer.pt        optimizer state (the learning rate is a pure function of the step: lr_at)
+    rng.pt              torch / numpy / random states of every rank
+    state.json          {"step", "epoch", "cursor", "world_size", "adapt", ...}: the loader position is (epoch,
+                        batch cursor) in the plan of that world size
+    train_config.json   the run's TrainConfig
+
+The directory is written under a temporary name and renamed, so a crash never leaves a half checkpoint
+under the real name; only the last `keep` are kept. Beside them RUN holds train_config.json (the base of
+a `--resume`), metrics.jsonl and final_metrics.json.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+from dataclasses import fields
+from pathlib import Path
+
+import numpy as np
+
+from mlmprep.config import TrainConfig, to_dict
+from mlmprep.errors import CacheError, ConfigError
+
+PREFIX = "checkpoint-"
+CONFIG = "train_config.json"
+# Options that may differ between a run and its --resume: they change how long it runs or what it logs,
+# not the steps already taken. (A new --max-steps also moves the end of the decay unless --decay-steps is set.)
+RESUMABLE = frozenset(
+    {"data", "resume", "epochs", "max_steps", "eval_every", "validation", "log_every", "save_every", "keep_checkpoints"}
+)
+
+
+def write_json(path: Path, data: dict) -> None:
+    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def checkpoints(run: str | Path) -> list[Path]:
+    """The run's checkpoints, oldest first."""
+    found = [p for p in Path(run).glob(PREFIX + "*") if p.is_dir() and p.name[len(PREFIX):].isdigit()]
+    return sorted(found, key=lambda p: int(p.name[len(PREFIX):]))
+
+
+def latest(run: str | Path) -> Path | None:
+    found = checkpoints(run)
+    return found[-1] if found else None
+
+
+def rng_state() -> dict:
+    """This process's RNG states, as tensors and lists (loadable with weights_only=True)."""
+    import torch
+
+    name, keys, pos, has_gauss, gauss = np.random.get_state()
+    version, internal, gauss_next = random.getstate()
+    return {
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+        "numpy": [name, keys.tolist(), pos, has_gauss, gauss],
+        "random": [version, list(internal), gauss_next],
+    }
+
+
+def set_rng_state(state: dict) -> None:
+    import torch
+
+    torch.set_rng_state(state["torch"])
+    if state["cuda"]:
+        torch.cuda.set_rng_state_all(state["cuda"])
+    name, keys, pos, has_gauss, gauss = state["numpy"]
+    np.random.set_state((name, np.asarray(keys, dtype=np.uint32), pos, has_gauss, gauss))
+    version, internal, gauss_next = state["random"]
+    random.setstate((version, tuple(internal), gauss_next))
+
+
+def save(run: Path, step: int, *, model, optimizer, state: dict, cfg: TrainConfig, rank: int, world_size: int) -> Path:
+    """Write checkpoint-{step} and delete all but the last cfg.keep_checkpoints. Every rank calls it: rank 0
+    writes, with every rank's RNG state, while the others wait."""
+    import torch
+    import torch.distributed as dist
+
+    rngs = [rng_state()]
+    if world_size > 1:
+        rngs = [None] * world_size
+        dist.all_gather_object(rngs, rng_state())
+    final = run / f"{PREFIX}{step}"
+    if rank == 0:
+        tmp = run / f".{PREFIX}{step}.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        model.save_pretrained(str(tmp / "model"))
+        torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
+        torch.save(rngs, tmp / "rng.pt")
+        write_json(tmp / "state.json", {"step": step, **state})
+        write_json(tmp / CONFIG, to_dict(cfg))
+        os.replace(tmp, final)
+        for old in checkpoints(run)[: -cfg.keep_checkpoints]:
+            shutil.rmtree(old)
+    if world_size > 1:
+        dist.barrier()
+    return final
+
+
+def load(path: Path, optimizer, *, rank: int, world_size: int, device) -> dict:
+    """Restore the optimizer and this rank's RNG states from a checkpoint; return its state.json.
+    (The model's weights are loaded by `build_model(str(path), ...)`.)"""
+    import torch
+
+    state = json.loads((path / "state.json").read_text(encoding="utf-8"))
+    if state["world_size"] != world_size:  # the batch plan, and so the loader position, depends on it
+        raise ConfigError(f"{path}: saved by {state['world_size']} processes; resume it with the same number, not {world_size}")
+    optimizer.load_state_dict(torch.load(path / "optimizer.pt", map_location=device, weights_only=True))
+    set_rng_state(torch.load(path / "rng.pt", weights_only=True)[rank])
+    return state
+
+
+def saved_config(run: str | Path) -> dict:
+    """The options RUN was started with ({} if it has none): the base layer of a --resume."""
+    path = Path(run) / CONFIG
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+
+
+def check_resumable(saved: dict, cfg: TrainConfig) -> None:
+    """Refuse to resume with options that would change the steps already taken."""
+    now = to_dict(cfg)
+    changed = sorted(f.name for f in fields(cfg) if f.name not in RESUMABLE and f.name in saved and saved[f.name] != now[f.name])
+    if changed:
+        options = ", ".join("--" + k.replace("_", "-") for k in changed)
+        raise ConfigError(
+            f"--resume: {options} would change the run saved in {Path(cfg.out) / CONFIG}; drop them or start a new --out"
+        )
+
+
+def trim_metrics(run: Path, step: int) -> None:
+    """Drop RUN/metrics.jsonl lines logged after `step`, the checkpoint a resume starts from: they are redone."""
+    path = run / "metrics.jsonl"
+    if path.is_file():
+        lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+        path.write_text("".join(line for line in lines if json.loads(line).get("step", 0) <= step), encoding="utf-8")
+
+
+def open_run(cfg: TrainConfig) -> Path | None:
+    """Check RUN before any work: a non-empty RUN needs --resume. Returns the checkpoint to resume from."""
+    run = Path(cfg.out)
+    if run.exists() and not run.is_dir():
+        raise CacheError(f"--out {run}: exists and is not a directory")
+    busy = run.is_dir() and any(run.iterdir())
+    if busy and not cfg.resume:
+        raise CacheError(f"--out {run}: not empty; pass --resume to continue that run, or choose another --out")
+    if cfg.resume:
+        check_resumable(saved_config(run), cfg)
+    return latest(run) if cfg.resume else None

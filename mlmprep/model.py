@@ -1,0 +1,106 @@
+"""Models from `transformers`, built from a config (never downloaded): T5 for span data, BERT for mlm data.
+
+`--model` is a preset (`tiny`, `t5-small`, `t5-base`), a config.json, or a local pretrained checkpoint
+directory (a transformers `save_pretrained` directory, or an mlmprep `RUN/checkpoint-{step}`). The vocabulary
+and special ids always follow the build's tokenizer (manifest["tokenizer"]).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from mlmprep.errors import ConfigError
+
+# T5 shapes (the t5-small / t5-base checkpoints of Raffel et al.); mlm data gets a BERT of the same width
+# and depth (t5-base -> exactly bert-base). Dropout is off, as in nanoT5 and T5 v1.1 pretraining.
+PRESETS = {
+    "tiny": dict(d_model=64, d_ff=256, d_kv=16, num_heads=4, num_layers=2),  # a CPU smoke run in seconds
+    "t5-small": dict(d_model=512, d_ff=2048, d_kv=64, num_heads=8, num_layers=6),  # ~60M parameters
+    "t5-base": dict(d_model=768, d_ff=3072, d_kv=64, num_heads=12, num_layers=12),  # ~220M parameters
+}
+VOCAB_MULTIPLE = 128  # embedding rows are padded to a multiple of this, for faster matmuls
+
+
+def round_up(n: int, multiple: int) -> int:
+    return -(-n // multiple) * multiple
+
+
+def preset_config(name: str, objective: str, tokenizer: dict, max_length: int):
+    """The transformers config of a preset, sized for the build's tokenizer and longest row."""
+    from transformers import BertConfig, T5Config
+
+    shape = PRESETS[name]
+    vocab = round_up(tokenizer["vocab_size"], VOCAB_MULTIPLE)
+    if objective == "span":
+        return T5Config(
+            vocab_size=vocab, **shape, dropout_rate=0.0, pad_token_id=tokenizer["pad_id"],
+            eos_token_id=tokenizer["eos_id"], decoder_start_token_id=tokenizer["decoder_start_id"],
+        )
+    return BertConfig(
+        vocab_size=vocab, hidden_size=shape["d_model"], intermediate_size=shape["d_ff"],
+        num_attention_heads=shape["num_heads"], num_hidden_layers=shape["num_layers"],
+        max_position_embeddings=round_up(max(max_length, 512), VOCAB_MULTIPLE),
+        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, pad_token_id=tokenizer["pad_id"],
+    )
+
+
+def file_config(path: Path):
+    """A transformers config from a config.json (its `model_type` picks the class)."""
+    from transformers import AutoConfig
+
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return AutoConfig.for_model(data.pop("model_type"), **data)
+    except (OSError, ValueError, KeyError) as exc:
+        raise ConfigError(f"--model {path}: not a transformers config.json with a model_type ({exc})") from None
+
+
+def auto_class(objective: str):
+    from transformers import AutoModelForMaskedLM, AutoModelForSeq2SeqLM
+
+    return AutoModelForSeq2SeqLM if objective == "span" else AutoModelForMaskedLM
+
+
+def build_model(spec: str, objective: str, tokenizer: dict, *, max_length: int = 512):
+    """A float32 model for `objective` ("span": seq2seq LM, "mlm": masked LM) from a preset name, a
+    config.json or a local checkpoint directory; `tokenizer` is the manifest's tokenizer entry."""
+    import torch
+
+    path = Path(spec)
+    if (path / "model" / "config.json").is_file():  # an mlmprep checkpoint-{step} directory
+        path = path / "model"
+    if spec in PRESETS:
+        source = preset_config(spec, objective, tokenizer, max_length)
+    elif path.is_file():
+        source = file_config(path)
+        source.vocab_size = round_up(tokenizer["vocab_size"], VOCAB_MULTIPLE)
+        source.pad_token_id = tokenizer["pad_id"]
+    elif (path / "config.json").is_file():
+        source = str(path)
+    else:
+        raise ConfigError(
+            f"--model {spec}: not a preset ({', '.join(PRESETS)}), a config.json file or a directory with config.json"
+        )
+    cls = auto_class(objective)
+    try:
+        if isinstance(source, str):
+            model = cls.from_pretrained(source, local_files_only=True, dtype=torch.float32)
+        else:
+            model = cls.from_config(source)
+    except ValueError as exc:  # e.g. a BERT config for span data
+        kind = "a seq2seq model (e.g. T5)" if objective == "span" else "a masked-LM model (e.g. BERT)"
+        raise ConfigError(f"--model {spec}: {objective} data needs {kind} ({str(exc).splitlines()[0]})") from None
+    rows = model.get_input_embeddings().weight.shape[0]
+    if rows < tokenizer["vocab_size"]:
+        raise ConfigError(
+            f"--model {spec}: {rows} embedding rows, fewer than the build's tokenizer vocabulary "
+            f"({tokenizer['vocab_size']}); use a model built for this tokenizer"
+        )
+    if objective == "span":
+        model.config.decoder_start_token_id = tokenizer["decoder_start_id"]
+    return model.float()
+
+
+def parameter_count(model) -> int:
+    return sum(p.numel() for p in model.parameters())
