@@ -7,12 +7,15 @@ import typer
 
 HELP = """Pretraining data for T5- and BERT-style models.
 
+\b
   mlmprep build --seeds 4            # built-in sample corpus -> ./mlmprep-data
   mlmprep inspect mlmprep-data       # what was built, with decoded examples
   mlmprep train mlmprep-data --model tiny --out runs/a
 """
 
-app = typer.Typer(help=HELP, no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+app = typer.Typer(
+    help=HELP, no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None
+)
 
 
 def main() -> None:

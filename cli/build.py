@@ -12,13 +12,12 @@ from mlmprep.cli._util import cli_errors, given
 
 BUILD_EXAMPLES = """Examples:
 
-  mlmprep build --seeds 4                                   # the built-in sample corpus
-
-  mlmprep build data/*.jsonl --text-column text --tokenizer tok.json --out cache/ --seeds 4 --input-length 512 --noise-density 0.15 --mean-span-length 3
-
-  mlmprep build books/ --method text --out cache-text/      # the naive text-segmentation baseline
-
-  mlmprep build corpus.txt --objective mlm --whole-word     # BERT-style masking
+\b
+  mlmprep build --seeds 4                               # the built-in sample corpus
+  mlmprep build data/*.jsonl --text-column text --tokenizer tok.json --out cache/ \\
+      --seeds 4 --input-length 512 --noise-density 0.15 --mean-span-length 3
+  mlmprep build books/ --method text --out cache-text/  # the naive text-segmentation baseline
+  mlmprep build corpus.txt --objective mlm --whole-word # BERT-style masking
 """
 
 tokenizer_app = typer.Typer(help="Train a T5-style Unigram tokenizer.", no_args_is_help=True)
