@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -31,3 +32,9 @@ def cli_errors(command: Callable[..., Any]) -> Callable[..., Any]:
 def given(**options: Any) -> dict[str, Any]:
     """The options the user gave: Typer passes None for the rest, so the config file can fill them."""
     return {k: v for k, v in options.items() if v is not None and v != ()}
+
+
+def note(line: str) -> None:
+    """A progress note on stderr for a person at a terminal; silent otherwise, so that an error stays one line."""
+    if sys.stderr.isatty():
+        typer.echo(line, err=True)

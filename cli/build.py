@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from mlmprep.cli import app
-from mlmprep.cli._util import cli_errors, given
+from mlmprep.cli._util import cli_errors, given, note
 
 BUILD_EXAMPLES = """Examples:
 
@@ -69,7 +69,7 @@ def build(
         whole_word=whole_word, validation_fraction=validation_fraction, threads=threads, force=force,
     )
     cfg = config_from(BuildConfig, str(config) if config else None, options)
-    result = run_build(cfg, log=lambda line: typer.echo(line, err=True))
+    result = run_build(cfg, log=note)
     if result.up_to_date:
         typer.echo(f"{result.out}: up to date (same corpus and options); --force rebuilds it")
         return

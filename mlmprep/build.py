@@ -153,19 +153,27 @@ def write_build(cfg: BuildConfig, corpus: Corpus, tok, stage: Path, log: Callabl
             n_val += len(val)
             bar.update(int(rows.offsets[-1]))
     if corpus.stats.documents == 0:
-        raise CorpusError(f"{corpus.description}: the corpus has no text (no non-blank documents)")
+        raise CorpusError(f"{corpus_name(corpus)}: the corpus has no text (no non-blank documents); check the path")
     if stats.rows == 0:
         raise CorpusError(
-            f"{corpus.description}: too little text for one window of {window_length} tokens; "
+            f"{corpus_name(corpus)}: too little text for one window of {window_length} tokens; "
             "lower --input-length or use --pack doc"
         )
     if n_train == 0:
-        raise CorpusError(f"{corpus.description}: every window went to validation; lower --validation-fraction")
+        raise CorpusError(f"{corpus_name(corpus)}: every window went to validation; lower --validation-fraction")
     splits = {name: writer.close() for name, writer in writers.items()}
     timings["pipeline_s"] = time.perf_counter() - pipeline_started
     timings["total_s"] = time.perf_counter() - started
     return finish_manifest(cfg, corpus, tok, ids, stage, splits, seeds, stats, masker, clean_counts, timings,
                            window_length=window_length, target_length=target_length)
+
+
+def corpus_name(corpus: Corpus) -> str:
+    """The corpus's paths (the first three) for messages, or its description for a dataset or the sample."""
+    paths = [f["path"] for f in corpus.files]
+    if not paths:
+        return corpus.description
+    return ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
 
 
 def row_lengths(cfg: BuildConfig, ids) -> tuple[int, int]:
@@ -354,7 +362,7 @@ def train_tokenizer_file(corpus: Iterable[str], out: Path, *, vocab_size: int, t
     source = open_corpus(cfg.corpus, text_column=text_column, doc_sep=doc_sep)
     tok = train_tokenizer(cleaned_documents(source, cfg, {"characters_removed": 0, "documents_emptied": 0}), vocab_size)
     if source.stats.documents == 0:
-        raise CorpusError(f"{source.description}: the corpus has no text (no non-blank documents)")
+        raise CorpusError(f"{corpus_name(source)}: the corpus has no text (no non-blank documents); check the path")
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")
     tok.save(str(tmp))

@@ -19,6 +19,7 @@ def build_summary(out: Path, manifest: dict) -> str:
         f"input length {manifest['input_length']} (windows of {manifest['window_length']} tokens, "
         f"targets {manifest['target_length']})",
         f"corpus: {manifest['corpus']['description']}",
+        *corpus_losses(manifest["corpus"]["stats"]),
         f"rows: {w['rows']:,}  tokens kept: {w['tokens_kept']:,}  dropped: {w['tokens_dropped']:,}  "
         f"padded: {w['tokens_padded']:,}  utilisation: {w['token_utilisation']:.3f}  "
         f"rows cut inside a word: {w['fragment_rate']:.1%}",
@@ -42,6 +43,25 @@ def build_summary(out: Path, manifest: dict) -> str:
         lines += ["", f"built in {total_s:.1f} s: {trained}tokenize + mask + write {pipeline_s:.1f} s "
                       f"({w['tokens_kept'] / pipeline_s / 1e6:.2f} M tokens/s)"]
     return "\n".join(lines)
+
+
+LOSSES = (  # corpus.stats keys that count something dropped or replaced, and how to say it
+    ("blank_skipped", "blank documents skipped"),
+    ("null_skipped", "null records skipped"),
+    ("decode_replaced_lines", "lines with undecodable bytes replaced (U+FFFD)"),
+    ("decode_skipped_lines", "lines with undecodable bytes skipped"),
+    ("characters_removed", "control/non-text characters removed by cleaning"),
+    ("documents_emptied", "documents emptied by cleaning"),
+)
+
+
+def corpus_losses(stats: dict) -> list[str]:
+    """One line of everything the corpus stage dropped or replaced (nothing is lost silently)."""
+    parts = [f"{stats[key]:,} {what}" for key, what in LOSSES if stats.get(key)]
+    skipped = stats.get("files_skipped") or []
+    if skipped:
+        parts.append(f"{len(skipped)} files skipped ({', '.join(skipped[:3])}{', ...' if len(skipped) > 3 else ''})")
+    return [f"dropped or replaced: {'; '.join(parts)}"] if parts else []
 
 
 def first_rows(split_dir: Path, column: str, n: int) -> list[np.ndarray]:

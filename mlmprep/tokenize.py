@@ -20,6 +20,8 @@ PAD, EOS, UNK, MASK = "<pad>", "</s>", "<unk>", "<mask>"
 SPECIAL_TOKENS = (PAD, EOS, UNK, MASK)  # ids 0, 1, 2, 3 in a tokenizer mlmprep trains
 N_SENTINELS = 100
 SCORE_DECIMALS = 6  # Unigram scores are rounded so that training is reproducible (see canonical_unigram)
+PIECE_CHARS = 1 << 20  # documents longer than this are encoded in whitespace-aligned pieces
+CALL_CHARS = 4 << 20  # characters per tokenizer call: bounds the memory of its per-character alignments
 
 
 def sentinel_name(k: int) -> str:
@@ -104,7 +106,12 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int, *, n_sentinels: int =
 
 
 def canonical_unigram(tok):
-    """Round Unigram scores and sort pieces by (score desc, piece) after the special tokens."""
+    """Round Unigram scores and sort pieces by (score desc, piece) after the special tokens.
+
+    The trainer ends the vocabulary with the corpus's single characters that no piece covers, in hash
+    order, with scores stepping down by 1e-4 in that order; they are re-sorted by character and given
+    the same steps, so their ids and scores no longer depend on the process.
+    """
     from tokenizers import Tokenizer
 
     data = json.loads(tok.to_str())
@@ -113,8 +120,14 @@ def canonical_unigram(tok):
     specials, pieces = vocab[:n_special], vocab[n_special:]
     if [p for p, _ in specials] != list(SPECIAL_TOKENS):
         raise TokenizerError(f"trained tokenizer does not start with {SPECIAL_TOKENS}")
-    pieces = sorted(((p, round(s, SCORE_DECIMALS)) for p, s in pieces), key=lambda ps: (-ps[1], ps[0]))
-    data["model"]["vocab"] = [[p, s] for p, s in specials] + [[p, s] for p, s in pieces]
+    tail = len(pieces)
+    while tail > 0 and len(pieces[tail - 1][0]) == 1:
+        tail -= 1
+    head = sorted(((p, round(s, SCORE_DECIMALS)) for p, s in pieces[:tail]), key=lambda ps: (-ps[1], ps[0]))
+    floor = min((s for _, s in head), default=0.0)
+    chars = sorted(p for p, _ in pieces[tail:])
+    ordered = head + [(c, round(floor - 1e-4 * (k + 1), SCORE_DECIMALS)) for k, c in enumerate(chars)]
+    data["model"]["vocab"] = [[p, s] for p, s in specials] + [[p, s] for p, s in ordered]
     return Tokenizer.from_str(json.dumps(data, ensure_ascii=False))
 
 
@@ -153,13 +166,55 @@ def special_ids(tok, *, where: str = "tokenizer") -> SpecialIds:
 
 
 def encode(tok, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """Encode documents without special tokens: (flat int32 ids, int64 lengths per document)."""
-    encodings = tok.encode_batch_fast(texts, add_special_tokens=False)
-    lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings))
-    if not encodings:
-        return np.zeros(0, dtype=np.int32), lengths
-    flat = np.concatenate([np.asarray(e.ids, dtype=np.int32) for e in encodings])
-    return flat, lengths
+    """Encode documents without special tokens: (flat int32 ids, int64 lengths per document).
+
+    Text that spells a special token (say "<extra_id_0>" in a T5 tutorial) is encoded as plain text, so a
+    sentinel or EOS id only ever comes from the pipeline. A long document is encoded in pieces cut just
+    before whitespace (the same tokens, since the pre-tokenizer splits there) and a few MB per call,
+    so a 50 MB line costs bounded memory.
+    """
+    tok.encode_special_tokens = True
+    pieces, owners = [], []
+    for i, text in enumerate(texts):
+        for piece in whitespace_pieces(text, PIECE_CHARS):
+            pieces.append(piece)
+            owners.append(i)
+    ids, piece_lengths = [], []
+    for start, stop in call_groups([len(p) for p in pieces], CALL_CHARS):
+        for e in tok.encode_batch_fast(pieces[start:stop], add_special_tokens=False):
+            ids.append(np.asarray(e.ids, dtype=np.int32))
+            piece_lengths.append(len(e.ids))
+    lengths = np.bincount(np.asarray(owners, dtype=np.int64), weights=piece_lengths, minlength=len(texts))
+    flat = np.concatenate(ids) if ids else np.zeros(0, dtype=np.int32)
+    return flat, lengths.astype(np.int64)
+
+
+def whitespace_pieces(text: str, size: int) -> list[str]:
+    """`text` cut into pieces of at most about `size` characters, each cut just before a whitespace
+    character (or hard at `size` where a stretch has none)."""
+    if len(text) <= size:
+        return [text]
+    pieces, start = [], 0
+    while len(text) - start > size:
+        cut = max(text.rfind(" ", start + 1, start + size), text.rfind("\n", start + 1, start + size))
+        cut = cut if cut > start else start + size
+        pieces.append(text[start:cut])
+        start = cut
+    pieces.append(text[start:])
+    return pieces
+
+
+def call_groups(sizes: list[int], limit: int) -> list[tuple[int, int]]:
+    """Consecutive (start, stop) ranges of items whose sizes add up to about `limit` (at least one item each)."""
+    groups, start, total = [], 0, 0
+    for i, n in enumerate(sizes):
+        if total and total + n > limit:
+            groups.append((start, i))
+            start, total = i, 0
+        total += n
+    if start < len(sizes):
+        groups.append((start, len(sizes)))
+    return groups
 
 
 @dataclass(frozen=True)

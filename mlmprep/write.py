@@ -154,8 +154,10 @@ def build_lock(out: Path) -> Iterator[None]:
             raise CacheError(f"--out {out}: another mlmprep build is writing it now (lock {path}); wait for it") from None
         if not path.exists() or os.stat(path).st_ino != os.fstat(fd).st_ino:
             raise CacheError(f"--out {out}: another mlmprep build just finished with it; run the command again")
-        yield
-        path.unlink()
+        try:
+            yield
+        finally:
+            path.unlink(missing_ok=True)
     finally:
         os.close(fd)  # closing releases the lock
 
