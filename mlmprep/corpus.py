@@ -6,8 +6,9 @@ memory-mapped in the Hugging Face cache. The exception is a `.json` file holding
 which is parsed whole (use JSON lines for large corpora). All that is skipped or replaced is counted in
 CorpusStats, which the build writes to its manifest.
 
-Binary files: a .txt/.json/.jsonl file whose first 8 KiB hold NUL bytes and either are not UTF-8 (an image,
-an archive) or are over 1% NUL (UTF-16 text) is refused; other NULs are text, dropped by the clean stage.
+Binary files: a .txt/.json/.jsonl file whose first 8 KiB hold NUL bytes and are over 1% undecodable (an
+image, an archive) or over 1% NUL (UTF-16 text) is refused. Other NULs are text, dropped by the clean stage,
+and other undecodable bytes follow --on-decode-error (a stray NUL beside one Latin-1 byte is still text).
 """
 
 from __future__ import annotations
@@ -163,13 +164,11 @@ def _undecodable(raw: bytes, stats: CorpusStats, policy: str, where: str) -> str
 
 
 def _check_text(path: Path, head: bytes) -> None:
+    """Refuse a file whose first bytes hold NULs and are over 1% NUL or over 1% undecodable bytes."""
     if b"\0" in head:
-        try:
-            codecs.getincrementaldecoder("utf-8")().decode(head)  # not final: a cut last character is fine
-            binary = head.count(b"\0") * 100 > len(head)
-        except UnicodeDecodeError:
-            binary = True
-        if binary:
+        decoded = codecs.getincrementaldecoder("utf-8")("replace").decode(head)  # a cut last character is fine
+        undecodable = decoded.count("\ufffd") - head.count("\ufffd".encode())
+        if max(head.count(b"\0"), undecodable) * 100 > len(head):
             raise CorpusError(f"{path}: binary or UTF-16 data (NUL bytes in its first 8 KiB); convert it to UTF-8")
 
 
@@ -353,6 +352,19 @@ def _sha256_file(path: Path) -> tuple[int, str]:
     return size, h.hexdigest()
 
 
+def _read_unchanged(path: Path, size: int, stats: CorpusStats, opts: ReadOptions) -> Iterator[str | None]:
+    """One file's texts. A file deleted, made unreadable or resized since it was hashed is a CorpusError,
+    not a traceback, and never a build whose manifest hashes describe other bytes than were read."""
+    fix = "keep the corpus unchanged while a build reads it, then run the command again"
+    try:
+        yield from READERS[path.suffix.lower()](path, stats, opts)
+        now = path.stat().st_size
+    except OSError as exc:
+        raise CorpusError(f"{path}: cannot be read any more ({exc.strerror or exc}); {fix}") from None
+    if now != size:
+        raise CorpusError(f"{path}: changed during the build ({size} -> {now} bytes); {fix}")
+
+
 def _file_corpus(paths: Sequence[str], opts: ReadOptions) -> Corpus:
     files, skipped = _resolve(paths)
     with ThreadPoolExecutor(max_workers=min(len(files), os.cpu_count() or 1)) as pool:
@@ -363,8 +375,8 @@ def _file_corpus(paths: Sequence[str], opts: ReadOptions) -> Corpus:
     total = sum(size for size, _ in digests)
 
     def read(stats: CorpusStats) -> Iterator[str | None]:
-        for path in files:
-            yield from READERS[path.suffix.lower()](path, stats, opts)
+        for path, (size, _) in zip(files, digests):
+            yield from _read_unchanged(path, size, stats, opts)
 
     return Corpus(
         description=f"{len(files)} file{'s' * (len(files) != 1)}, {total / 1e6:.1f} MB",

@@ -1,0 +1,326 @@
+"""`mlmprep build` from the command line: bad input is refused in one line with nothing left behind;
+good builds are incremental, never replace what is not theirs, and are byte-for-byte reproducible.
+
+Refusals run as real processes (exit code, stderr, no traceback); builds that succeed run in-process
+through Typer's CliRunner, which is faster, except where threads or a fresh process are the point.
+The helpers here (run_cli, run_many, leftovers, data_files) are shared by test_hostile and test_crash.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from conftest import tiny_documents
+
+# ----------------------------------------------------------------------------------------------- helpers
+
+PARALLEL_RUNS = 4  # processes at once in run_many: imports wait on disk as much as on the 2 cores
+
+
+def cli_command(*args: str | Path) -> list[str]:
+    return [sys.executable, "-m", "mlmprep", *map(str, args)]
+
+
+def cli_env() -> dict[str, str]:
+    """This environment without RAYON_NUM_THREADS, which an in-process build sets and a child would inherit."""
+    return {k: v for k, v in os.environ.items() if k != "RAYON_NUM_THREADS"}
+
+
+def run_cli(*args: str | Path, cwd: Path | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+    """`python -m mlmprep ARGS` as a real process."""
+    return subprocess.run(cli_command(*args), cwd=cwd, env=cli_env(), capture_output=True, text=True, timeout=timeout)
+
+
+def run_many(commands: dict[str, list], cwd: Path | None = None) -> dict[str, subprocess.CompletedProcess]:
+    """run_cli for each named command line, a few at a time (start-up is most of each one's time)."""
+    with ThreadPoolExecutor(PARALLEL_RUNS) as pool:
+        futures = {name: pool.submit(run_cli, *args, cwd=cwd) for name, args in commands.items()}
+        return {name: f.result() for name, f in futures.items()}
+
+
+def cli(*args: str | Path):
+    """The CLI in-process; result.exit_code, .stdout and .stderr (a traceback would be result.exception)."""
+    from mlmprep.cli import app
+
+    result = CliRunner().invoke(app, [str(a) for a in args])
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return result
+
+
+def leftovers(out: Path) -> list[str]:
+    """Which of DIR, .DIR.partial and .DIR.lock exist."""
+    names = [out.name, f".{out.name}.partial", f".{out.name}.lock"]
+    return [name for name in names if os.path.lexists(out.parent / name)]
+
+
+def data_files(build: Path) -> dict[str, bytes]:
+    """Every file of a build but manifest.json (data, split metadata, tokenizer.json), by relative path."""
+    return {
+        str(p.relative_to(build)): p.read_bytes()
+        for p in sorted(build.rglob("*"))
+        if p.is_file() and p.name != "manifest.json"
+    }
+
+
+def manifest(build: Path) -> dict:
+    return json.loads((build / "manifest.json").read_text(encoding="utf-8"))
+
+
+def assert_refused(code: int, stderr: str, *mentions: str) -> None:
+    """Exit 2, and stderr is one `error:` line (no traceback, no notes) naming what is wrong and the fix."""
+    assert code == 2, stderr
+    (line,) = stderr.splitlines()
+    assert line.startswith("error: ")
+    for words in mentions:
+        assert words in line
+
+
+@pytest.fixture(scope="module")
+def tok(tiny_tokenizer_path) -> str:
+    return str(tiny_tokenizer_path)
+
+
+def build_args(corpus: Path, out: Path, tok: str, *more: str) -> list[str]:
+    """A fast build: the tiny tokenizer, 32-token inputs, 2 seeds."""
+    return ["build", str(corpus), "--out", str(out), "--tokenizer", tok, "--input-length", "32", "--seeds", "2", *more]
+
+
+# ----------------------------------------------------------------------------------------------- bad input
+
+
+def write_bad_inputs(d: Path, tiny_corpus: Path) -> None:
+    """The files the refusal cases read, in `d`."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    (d / "tiny.txt").write_bytes(tiny_corpus.read_bytes())
+    (d / "empty-dir").mkdir()
+    (d / "notext.jsonl").write_text('{"body": "a record without the text field"}\n', encoding="utf-8")
+    good = "\n".join(tiny_documents(40))
+    (d / "bad.txt").write_bytes(f"{good}\n".encode() + b"an undecodable \xff\xfe line\n" + f"{good}\n".encode())
+    vocab = {"<pad>": 0, "</s>": 1, "<unk>": 2}
+    vocab.update((w, len(vocab) + i) for i, w in enumerate(sorted(set(good.split()))))
+    no_sentinels = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    no_sentinels.pre_tokenizer = pre_tokenizers.Whitespace()
+    no_sentinels.save(str(d / "no-sentinels.json"))
+    (d / "unknown-key.json").write_text('{"input_length": 32, "input_lenght": 64}\n', encoding="utf-8")
+    (d / "bad-type.yaml").write_text("input_length: '32'\n", encoding="utf-8")
+
+
+# case -> (corpus, more options, words the error line must contain); paths are relative to write_bad_inputs' d
+REFUSALS = {
+    "missing-path": ("missing.txt", [], ("missing.txt", "no such file")),
+    "empty-corpus": ("empty-dir", [], ("empty-dir", "no corpus files")),
+    "no-text-column": ("notext.jsonl", [], ("notext.jsonl line 1", "--text-column", "body")),
+    "decode-fail": ("bad.txt", ["--on-decode-error", "fail"], ("bad.txt line 41", "--on-decode-error replace")),
+    "noise-0": ("tiny.txt", ["--noise-density", "0"], ("--noise-density", "(0, 1)")),
+    "noise-1": ("tiny.txt", ["--noise-density", "1"], ("--noise-density", "(0, 1)")),
+    "noise-1.5": ("tiny.txt", ["--noise-density", "1.5"], ("--noise-density", "(0, 1)")),
+    "mean-span-0.5": ("tiny.txt", ["--mean-span-length", "0.5"], ("--mean-span-length", ">= 1")),
+    "input-length-2": ("tiny.txt", ["--input-length", "2"], ("--input-length 2", "at least 3")),
+    "spans-over-sentinels": ("tiny.txt", ["--input-length", "2048"], ("100 sentinels", "lower --input-length")),
+    "no-sentinels": ("tiny.txt", ["--tokenizer", "no-sentinels.json"], ("no <extra_id_k> sentinel", "--objective mlm")),
+    "config-unknown-key": (
+        "tiny.txt", ["--config", "unknown-key.json"], ("unknown-key.json", "'input_lenght'", "valid options")
+    ),
+    "config-bad-type": ("tiny.txt", ["--config", "bad-type.yaml"], ("--input-length", "whole number", "'32'")),
+}
+
+
+@pytest.fixture(scope="module")
+def refusals(tmp_path_factory, tok, tiny_corpus) -> dict[str, tuple[subprocess.CompletedProcess, Path]]:
+    """Every refusal case, run once as a real process in the cases' directory: case -> (result, its --out)."""
+    d = tmp_path_factory.mktemp("bad-input")
+    write_bad_inputs(d, tiny_corpus)
+    commands = {case: build_args(Path(src), Path(f"out-{case}"), tok, *more) for case, (src, more, _) in REFUSALS.items()}
+    results = run_many(commands, cwd=d)
+    return {case: (results[case], d / f"out-{case}") for case in REFUSALS}
+
+
+@pytest.mark.parametrize("case", REFUSALS)
+def test_bad_input_is_refused_in_one_line_leaving_nothing(refusals, case):
+    result, out = refusals[case]
+    assert_refused(result.returncode, result.stderr, *REFUSALS[case][2])
+    assert result.stdout == "" and leftovers(out) == []  # no DIR, no .DIR.partial, no .DIR.lock
+
+
+# ----------------------------------------------------------------------------------------------- config files
+
+
+@pytest.mark.parametrize(
+    "name, text",
+    [
+        ("opts.json", '{"input-length": 64, "seeds": 3, "seed": 5, "noise_density": 0.2, "mean_span_length": 2}'),
+        ("opts.yaml", "input-length: 64\nseeds: 3\nseed: 5\nnoise_density: 0.2\nmean-span-length: 2\n"),
+    ],
+)
+def test_config_file_fills_options_and_the_command_line_wins(tmp_path, tok, tiny_corpus, name, text):
+    (tmp_path / name).write_text(text, encoding="utf-8")
+    out = tmp_path / "out"
+    result = cli(*build_args(tiny_corpus, out, tok, "--config", tmp_path / name, "--seed", "7"))  # 32, 2 seeds
+    assert result.exit_code == 0, result.stderr
+    config = manifest(out)["config"]
+    assert (config["noise_density"], config["mean_span_length"]) == (0.2, 2.0)  # from the file
+    assert (config["input_length"], config["seeds"], config["seed"]) == (32, 2, 7)  # the command line wins
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith("seed-")) == ["seed-0", "seed-1"]
+
+
+# ----------------------------------------------------------------------------------------------- re-running
+
+
+def mtimes(build: Path) -> dict[str, int]:
+    return {str(p.relative_to(build)): p.stat().st_mtime_ns for p in [build, *build.rglob("*")]}
+
+
+def test_same_command_twice_is_up_to_date_and_changes_nothing(tmp_path, tok, tiny_corpus):
+    out = tmp_path / "out"
+    first = cli(*build_args(tiny_corpus, out, tok))
+    assert first.exit_code == 0 and "seed-1" in first.stdout
+    before = mtimes(out)
+    again = cli(*build_args(tiny_corpus, out, tok, "--threads", "1"))  # speed-only options do not matter
+    assert again.exit_code == 0
+    assert again.stdout.strip() == f"{out}: up to date (same corpus and options); --force rebuilds it"
+    assert mtimes(out) == before and leftovers(out) == ["out"]
+
+
+def test_other_options_into_the_same_out_need_force(tmp_path, tok, tiny_corpus):
+    out = tmp_path / "out"
+    assert cli(*build_args(tiny_corpus, out, tok)).exit_code == 0
+    before, old_bytes = mtimes(out), data_files(out)
+    refused = cli(*build_args(tiny_corpus, out, tok, "--seed", "1"))
+    assert_refused(refused.exit_code, refused.stderr, "--force", "seed: 0 -> 1")
+    assert mtimes(out) == before and leftovers(out) == ["out"]  # the old build is untouched
+    forced = cli(*build_args(tiny_corpus, out, tok, "--seed", "1", "--force"))
+    assert forced.exit_code == 0 and manifest(out)["config"]["seed"] == 1
+    assert data_files(out)["seed-0/data-00000-of-00001.arrow"] != old_bytes["seed-0/data-00000-of-00001.arrow"]
+    assert leftovers(out) == ["out"]
+
+
+@pytest.mark.parametrize("force", [False, True])
+def test_a_directory_that_is_not_a_build_is_never_replaced(tmp_path, tok, tiny_corpus, force):
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "notes.txt").write_text("precious", encoding="utf-8")
+    result = cli(*build_args(tiny_corpus, out, tok, *(["--force"] if force else [])))
+    assert_refused(result.exit_code, result.stderr, str(out), "not an mlmprep build")
+    assert [p.name for p in out.iterdir()] == ["notes.txt"] and (out / "notes.txt").read_text() == "precious"
+    assert leftovers(out) == ["mine"]
+
+
+# ----------------------------------------------------------------------------------------------- inspect, remask
+
+
+def test_inspect_shows_the_summary_and_decoded_examples(tmp_path, tok, tiny_corpus):
+    out = tmp_path / "out"
+    assert cli(*build_args(tiny_corpus, out, tok)).exit_code == 0
+    result = cli("inspect", out, "--examples", "2")
+    assert result.exit_code == 0, result.stderr
+    text = result.stdout
+    assert "seed-0" in text and "validation" in text and "noise 0.1" in text
+    assert text.count("--- seed-0 row ") == 2 and "--- seed-0 row 1 (32 input, 8 label tokens)" in text
+    shown = [line for line in text.splitlines() if line.startswith("text:")]
+    assert all("[[" in line and "]]" in line for line in shown)  # masked spans, decoded in place
+    assert "<extra_id_0>" in text and "</s>" in text
+    first_words = tiny_documents(1)[0].lower().split()[:3]
+    assert " ".join(first_words) in shown[0].lower().replace("[[", "").replace("]]", "")
+
+
+def test_remask_adds_seeds_identical_to_a_direct_build(tmp_path, tok, tiny_corpus):
+    grown, direct = tmp_path / "grown", tmp_path / "direct"
+    assert cli(*build_args(tiny_corpus, grown, tok)).exit_code == 0
+    result = cli("remask", grown, "--seeds", "4")
+    assert result.exit_code == 0 and result.stdout.strip() == f"{grown}: added seed-2, seed-3"
+    assert cli(*build_args(tiny_corpus, direct, tok, "--seeds", "4")).exit_code == 0
+    assert data_files(grown) == data_files(direct)
+    assert [s["seed"] for s in manifest(grown)["seeds"]] == [s["seed"] for s in manifest(direct)["seeds"]]
+    assert manifest(grown)["splits"] == manifest(direct)["splits"]
+    again = cli(*build_args(tiny_corpus, grown, tok, "--seeds", "4"))  # the grown build is that build now
+    assert "up to date" in again.stdout
+    assert cli("remask", grown, "--seeds", "3").stdout.strip() == f"{grown}: already has 3 seeds"
+
+
+# ----------------------------------------------------------------------------------------------- variants
+
+
+@pytest.mark.parametrize(
+    "options, fixed",
+    [
+        (["--method", "text"], False),
+        (["--pack", "doc"], False),
+        (["--objective", "mlm"], True),
+        (["--objective", "mlm", "--whole-word"], True),
+        (["--random-roll"], True),
+    ],
+)
+def test_build_variants_load_with_datasets(tmp_path, tok, tiny_corpus, options, fixed):
+    from datasets import load_from_disk
+
+    out = tmp_path / "out"
+    result = cli(*build_args(tiny_corpus, out, tok, *options))
+    assert result.exit_code == 0, result.stderr
+    m = manifest(out)
+    assert m["fixed_length"] is fixed
+    for split in ("seed-0", "seed-1", "validation"):
+        ds = load_from_disk(str(out / split))
+        assert len(ds) == m["splits"][split]["rows"] > 0 and ds.column_names == ["input_ids", "labels"]
+        lengths = {len(row) for row in ds["input_ids"][:50]}
+        assert max(lengths) <= 32 and (lengths == {32}) is fixed
+        labels = ds["labels"][:50]
+        if "mlm" in options:
+            flat = [x for row in labels for x in row]
+            assert -100 in flat and any(x != -100 for x in flat)
+        else:
+            assert all(row[-1] == 1 for row in labels)  # each target ends with </s>
+    assert len(load_from_disk(str(out / "windows"))) == m["splits"]["seed-0"]["rows"]
+
+
+# ----------------------------------------------------------------------------------------------- determinism
+
+
+def comparable(m: dict) -> dict:
+    """A manifest without the fields that may differ between identical builds."""
+    return {k: v for k, v in m.items() if k not in ("timings", "build_options")}
+
+
+def test_same_command_into_two_directories_gives_identical_bytes(tmp_path, tok, tiny_corpus):
+    a, b, other_seed = tmp_path / "a", tmp_path / "b", tmp_path / "s"
+    for out in (a, b):
+        assert cli(*build_args(tiny_corpus, out, tok)).exit_code == 0
+    assert data_files(a) == data_files(b)
+    assert comparable(manifest(a)) == comparable(manifest(b))
+    assert manifest(a)["build_options"]["out"] == str(a)
+    assert cli(*build_args(tiny_corpus, other_seed, tok, "--seed", "1")).exit_code == 0
+    for split in ("seed-0", "windows"):  # other masks, and another hold-out
+        name = f"{split}/data-00000-of-00001.arrow"
+        assert data_files(other_seed)[name] != data_files(a)[name]
+
+
+def test_data_is_identical_across_processes_and_thread_counts(tmp_path, tok, tiny_corpus):
+    results = run_many({t: build_args(tiny_corpus, tmp_path / f"t{t}", tok, "--threads", t) for t in ("1", "2")})
+    assert [r.returncode for r in results.values()] == [0, 0], [r.stderr for r in results.values()]
+    assert data_files(tmp_path / "t1") == data_files(tmp_path / "t2")
+    assert comparable(manifest(tmp_path / "t1")) == comparable(manifest(tmp_path / "t2"))
+    assert manifest(tmp_path / "t1")["build_options"]["threads"] == 1
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="tokenize.canonical_unigram: the trainer's block of single characters (hash order, scores 1e-4 "
+    "apart, ending at the lowest score) is found by scanning back from the end, but a trained piece tied with "
+    "the lowest score can sort after it ('oticed' after 'Q' here), so the block keeps its per-process order",
+)
+def test_a_trained_tokenizer_is_identical_across_processes(tmp_path, tiny_corpus):
+    options = ["--vocab-size", "300", "--input-length", "32", "--seeds", "1"]
+    runs = {out: ["build", tiny_corpus, "--out", tmp_path / out, *options] for out in ("a", "b")}
+    results = run_many(runs)
+    assert [r.returncode for r in results.values()] == [0, 0], [r.stderr for r in results.values()]
+    assert (tmp_path / "a" / "tokenizer.json").read_bytes() == (tmp_path / "b" / "tokenizer.json").read_bytes()
+    assert data_files(tmp_path / "a") == data_files(tmp_path / "b")

@@ -1,0 +1,139 @@
+"""SIGKILL at any point of `mlmprep build` never leaves a half-written directory under the output name, and
+re-running the same command cleans up after it and writes the same bytes as an uninterrupted build.
+
+mlmprep has no test hook, so each kill point is found by watching the staging directory `.DIR.partial`:
+  tokenizing   `seed-0/` exists (the split writers are made just before the first tokenizer call) and no
+               data file has been written yet;
+  writing      `windows/` holds a data file: the seeds are being masked and written, no split is closed;
+  publishing   `manifest.json` exists in the stage: everything is written and only the rename is left.
+The last is microseconds long, so that run rebuilds (--force) over an older build whose `.DIR.old`, left
+by a build killed between publish's two renames, holds thousands of files: publish removes them first.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from conftest import tiny_documents
+from test_cli_build import build_args, cli, cli_command, cli_env, comparable, data_files, leftovers, manifest
+from test_cli_build import tok  # noqa: F401  (the tiny tokenizer fixture)
+
+CORPUS_BYTES = 3_000_000  # a build of a few seconds: about a second of tokenizing, then masking and writing
+OLD_FILES = 6000  # in the stale .DIR.old: ~0.2 s of removal right before the final rename
+POLL_S = 0.002
+
+
+@pytest.fixture(scope="module")
+def big_corpus(tmp_path_factory) -> Path:
+    text = ("\n".join(tiny_documents()) + "\n").encode()
+    path = tmp_path_factory.mktemp("crash") / "big.txt"
+    path.write_bytes(text * (CORPUS_BYTES // len(text)))
+    return path
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory, big_corpus, tok) -> Path:
+    """The uninterrupted build every interrupted one must end up equal to."""
+    out = tmp_path_factory.mktemp("reference") / "out"
+    assert cli(*build_args(big_corpus, out, tok)).exit_code == 0
+    return out
+
+
+def stage_of(out: Path) -> Path:
+    return out.parent / f".{out.name}.partial"
+
+
+def split_files(stage: Path, pattern: str) -> list[Path]:
+    return list(stage.glob(f"*/{pattern}"))
+
+
+def tokenizing(stage: Path) -> bool:
+    return (stage / "seed-0").is_dir() and not split_files(stage, "*.arrow")
+
+
+def writing(stage: Path) -> bool:
+    return any(p.stat().st_size > 0 for p in (stage / "windows").glob("shard-*.arrow"))
+
+
+def publishing(stage: Path) -> bool:
+    return (stage / "manifest.json").is_file()
+
+
+def assert_complete_or_absent(out: Path) -> None:
+    """What anyone may see under the output name: nothing, or a build with its manifest."""
+    try:
+        names = os.listdir(out)
+    except FileNotFoundError:
+        return
+    assert "manifest.json" in names, f"half-written {out}: {sorted(names)}"
+
+
+def kill_when(args: list, out: Path, point: Callable[[Path], bool]) -> None:
+    """Run a build as a real process, SIGKILL it once `point(stage)` holds, checking `out` all the while."""
+    proc = subprocess.Popen(cli_command(*args), env=cli_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    stage = stage_of(out)
+    try:
+        while proc.poll() is None:
+            assert_complete_or_absent(out)
+            try:
+                reached = point(stage)
+            except OSError:  # a file renamed or removed between listing and stat
+                reached = False
+            if reached:
+                proc.send_signal(signal.SIGKILL)
+                break
+            time.sleep(POLL_S)
+        assert proc.wait(60) == -signal.SIGKILL, f"the build ended before the kill point {point.__name__}"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert point(stage), f"killed past {point.__name__}"  # the process is dead: its stage is frozen
+    assert_complete_or_absent(out)
+
+
+def finish(args: list, out: Path, reference: Path) -> None:
+    """Re-run the same command over the leftovers: it builds (never 'up to date' from a stage), cleans up
+    the stage, the lock and any .DIR.old, and writes exactly the reference's bytes."""
+    assert {f".{out.name}.partial", f".{out.name}.lock"} <= set(leftovers(out))  # what the kill left
+    result = cli(*args)
+    assert result.exit_code == 0, result.stderr
+    assert "up to date" not in result.stdout
+    assert leftovers(out) == [out.name] and not (out.parent / f".{out.name}.old").exists()
+    assert data_files(out) == data_files(reference)
+    assert comparable(manifest(out)) == comparable(manifest(reference))
+
+
+def test_a_fresh_build_killed_while_tokenizing_or_writing_leaves_nothing(tmp_path, big_corpus, tok, reference):
+    out = tmp_path / "out"
+    args = build_args(big_corpus, out, tok)
+    kill_when(args, out, tokenizing)
+    assert not out.exists() and (stage_of(out) / "tokenizer.json").is_file()
+    kill_when(args, out, writing)  # over the first kill's stage and lock
+    assert not out.exists() and not split_files(stage_of(out), "state.json")
+    finish(args, out, reference)
+
+
+def test_a_rebuild_killed_just_before_publishing_keeps_the_old_build(tmp_path, big_corpus, tok, reference, tiny_corpus):
+    out = tmp_path / "out"
+    assert cli(*build_args(tiny_corpus, out, tok)).exit_code == 0
+    old = data_files(out)
+    stale = tmp_path / ".out.old" / "seed-0"
+    stale.mkdir(parents=True)
+    for k in range(OLD_FILES):
+        (stale / f"f{k}").write_bytes(b"")
+    args = [*build_args(big_corpus, out, tok), "--force"]
+    kill_when(args, out, publishing)
+    assert data_files(out) == old  # the old build, whole, not a mix
+    staged = manifest(stage_of(out))
+    assert staged["corpus"]["fingerprint"] != manifest(out)["corpus"]["fingerprint"]
+    inspected = cli("inspect", out, "--examples", "1")  # readers see the old build, never the stage
+    assert inspected.exit_code == 0 and "corpus: 1 file, 0.1 MB" in inspected.stdout
+    finish(args, out, reference)

@@ -1,0 +1,270 @@
+"""Hostile corpora: each input below has one expected outcome, and none ends in a traceback.
+
+| input                                          | what mlmprep does                                            |
+|------------------------------------------------|--------------------------------------------------------------|
+| an empty file                                  | exit 2: names the file, the corpus has no text               |
+| a file of blank / whitespace-only lines        | exit 2: names the file, the corpus has no text               |
+| PNG bytes named .png, given by name            | exit 2: unsupported file type .png, lists the supported ones |
+| PNG bytes named .txt                           | exit 2: binary or UTF-16 data, convert it to UTF-8           |
+| invalid UTF-8 mid-file, --on-decode-error fail | exit 2 naming file and line (test_cli_build, decode-fail)    |
+| invalid UTF-8 mid-file, replace / skip         | builds; the line gets U+FFFD / is left out; both counted     |
+| a NUL byte inside a line                       | builds; cleaning drops the NUL and counts it                 |
+| a stray NUL beside a Latin-1 byte in a .txt    | builds: text, not binary; the byte follows --on-decode-error |
+| one 50 MB line, no newline                     | builds ordinary windows in bounded time and memory           |
+| emoji ZWJ sequences, combining marks, RTL, CJK | builds; every script survives cleaning and tokenizing        |
+| a JSONL file with a broken line                | exit 2 naming file:line and the JSON error                   |
+| a directory of .txt .jsonl .md .png            | builds from .txt and .jsonl; .md and .png listed as skipped  |
+| a broken symbolic link                         | exit 2: broken symbolic link                                 |
+| a corpus file deleted during the build         | exit 2: cannot be read any more, keep the corpus unchanged   |
+| a corpus file resized during the build         | exit 2: changed during the build                             |
+
+Everything skipped, replaced or dropped is counted in the manifest's corpus.stats and shown in the
+summary the build prints.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import WORDS, tiny_documents
+from test_cli_build import (
+    assert_refused,
+    build_args,
+    cli,
+    cli_command,
+    cli_env,
+    leftovers,
+    manifest,
+    run_many,
+    tok,  # noqa: F401  (the tiny tokenizer fixture)
+)
+
+PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"
+
+
+def png(n_bytes: int) -> bytes:
+    """A PNG header and random bytes (the same every run)."""
+    return PNG + random.Random(0).randbytes(n_bytes)
+
+
+def text(n_docs: int = 40) -> bytes:
+    return ("\n".join(tiny_documents(n_docs)) + "\n").encode()
+
+
+def windows_text(build: Path) -> str:
+    """The training windows of a build (made with --validation-fraction 0: all windows, in corpus order)
+    decoded as one text; special tokens, such as the EOS between documents, are dropped."""
+    from mlmprep.tokenize import load_tokenizer
+    from mlmprep.write import iter_rows
+
+    ids = [i for rows in iter_rows(build / "windows", "tokens") for i in rows.values.tolist()]
+    return load_tokenizer(build / "tokenizer.json").decode(ids)
+
+
+ALL_WINDOWS = ("--validation-fraction", "0")
+
+
+# ----------------------------------------------------------------------------------------------- refused
+
+
+def write_refused_inputs(d: Path) -> None:
+    """The files the refused cases read, in `d`."""
+    (d / "empty.txt").write_bytes(b"")
+    (d / "blank.txt").write_bytes(b"\n   \n\t\n\r\n \n")
+    (d / "picture.png").write_bytes(png(4096))
+    (d / "picture.txt").write_bytes(png(4096))
+    (d / "broken.jsonl").write_bytes(b'{"text": "one"}\n{"text": "two"}\n{"text": "thr\n{"text": "four"}\n')
+    os.symlink(d / "gone.txt", d / "dangling.txt")
+
+
+# case -> (corpus in write_refused_inputs' d, words the error line must contain)
+REFUSED = {
+    "empty-file": ("empty.txt", ("empty.txt", "no text")),
+    "blank-lines": ("blank.txt", ("blank.txt", "no text")),
+    "png-by-name": ("picture.png", ("picture.png", "unsupported file type .png", ".txt")),
+    "png-as-txt": ("picture.txt", ("picture.txt", "binary", "convert it to UTF-8")),
+    "broken-jsonl": ("broken.jsonl", ("broken.jsonl line 3", "not valid JSON")),
+    "broken-symlink": ("dangling.txt", ("dangling.txt", "broken symbolic link")),
+}
+
+
+@pytest.fixture(scope="module")
+def refused(tmp_path_factory, tok) -> dict[str, tuple[subprocess.CompletedProcess, Path]]:
+    """Every refused input, run once as a real process in the cases' directory: case -> (result, its --out)."""
+    d = tmp_path_factory.mktemp("hostile")
+    write_refused_inputs(d)
+    commands = {case: build_args(Path(source), Path(f"out-{case}"), tok) for case, (source, _) in REFUSED.items()}
+    results = run_many(commands, cwd=d)
+    return {case: (results[case], d / f"out-{case}") for case in REFUSED}
+
+
+@pytest.mark.parametrize("case", REFUSED)
+def test_hostile_input_is_refused_in_one_line_leaving_nothing(refused, case):
+    result, out = refused[case]
+    assert_refused(result.returncode, result.stderr, *REFUSED[case][1])
+    assert leftovers(out) == []
+
+
+# ----------------------------------------------------------------------------------------------- files that change
+
+
+def corpus_dir(tmp_path: Path) -> Path:
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    for name in ("a.txt", "b.txt"):
+        (folder / name).write_bytes(text())
+    return folder
+
+
+def while_reading_a(folder: Path, monkeypatch, action) -> None:
+    """Run `action` when the build starts reading a.txt: after open_corpus has hashed both files."""
+    from mlmprep import corpus
+
+    read_txt = corpus.READERS[".txt"]
+
+    def reader(path, stats, opts):
+        if path.name == "a.txt":
+            action()
+        yield from read_txt(path, stats, opts)
+
+    monkeypatch.setitem(corpus.READERS, ".txt", reader)
+
+
+def test_a_file_deleted_during_the_build_is_a_clear_error(tmp_path, tok, monkeypatch):
+    folder, out = corpus_dir(tmp_path), tmp_path / "out"
+    while_reading_a(folder, monkeypatch, (folder / "b.txt").unlink)
+    result = cli(*build_args(folder, out, tok))
+    assert_refused(result.exit_code, result.stderr, "b.txt", "cannot be read any more", "keep the corpus unchanged")
+    assert leftovers(out) == []
+
+
+def test_a_file_resized_during_the_build_is_a_clear_error(tmp_path, tok, monkeypatch):
+    folder, out = corpus_dir(tmp_path), tmp_path / "out"
+    grown = text() + b"one more line\n"
+    while_reading_a(folder, monkeypatch, lambda: (folder / "b.txt").write_bytes(grown))
+    result = cli(*build_args(folder, out, tok))
+    sizes = f"({len(text())} -> {len(grown)} bytes)"
+    assert_refused(result.exit_code, result.stderr, "b.txt", f"changed during the build {sizes}")
+    assert leftovers(out) == []
+
+
+# ----------------------------------------------------------------------------------------------- built, counted
+
+
+@pytest.mark.parametrize("policy, replaced, skipped", [("replace", 1, 0), ("skip", 0, 1)])
+def test_invalid_utf8_mid_file_is_replaced_or_skipped_and_counted(tmp_path, tok, policy, replaced, skipped):
+    corpus, out = tmp_path / "bad.txt", tmp_path / "out"
+    corpus.write_bytes(text() + b"caf\xe9 latin-1 bytes in a UTF-8 file\n" + text())
+    result = cli(*build_args(corpus, out, tok, "--on-decode-error", policy, *ALL_WINDOWS))
+    assert result.exit_code == 0, result.stderr
+    stats = manifest(out)["corpus"]["stats"]
+    counts = stats["decode_errors"], stats["decode_replaced_lines"], stats["decode_skipped_lines"]
+    assert counts == (1, replaced, skipped)
+    assert stats["documents"] == 80 + replaced
+    assert ("latin" in windows_text(out)) is bool(replaced)
+
+
+def test_a_nul_byte_inside_a_line_is_dropped_and_counted(tmp_path, tok):
+    corpus, out = tmp_path / "nul.txt", tmp_path / "out"
+    corpus.write_bytes(text() + b"the quiet gar\x00den opened\n" + text())
+    result = cli(*build_args(corpus, out, tok, *ALL_WINDOWS))
+    assert result.exit_code == 0, result.stderr
+    stats = manifest(out)["corpus"]["stats"]
+    assert stats["characters_removed"] == 1 and stats["documents"] == 81
+    assert "the quiet garden opened" in windows_text(out)
+
+
+SCRIPTS = (
+    "👩‍👩‍👧‍👦 family, 👨🏽‍💻 coder, 🏳️‍🌈 flag",  # ZWJ sequences, a skin tone, a variation selector
+    "e\u0301te\u0301 na\u0308ive Z\u0351\u036b\u0343a\u0310l\u0352g\u0306o",  # combining marks, stacked
+    "مرحبا بالعالم هذا نص عربي",  # Arabic, right to left
+    "שלום עולם זה טקסט בעברית",  # Hebrew, right to left
+    "中文文本测试 日本語のテキスト 한국어 텍스트",  # CJK without spaces, and Hangul
+)
+
+
+def test_every_script_survives_cleaning_and_tokenizing(tmp_path):
+    corpus, out = tmp_path / "scripts.txt", tmp_path / "out"
+    corpus.write_text("\n".join(SCRIPTS * 60) + "\n", encoding="utf-8")
+    result = cli("build", corpus, "--out", out, "--vocab-size", "300", "--input-length", "32", "--seeds", "1", *ALL_WINDOWS)
+    assert result.exit_code == 0, result.stderr
+    m = manifest(out)
+    assert m["corpus"]["stats"]["characters_removed"] == 0
+    decoded = windows_text(out)
+    for line in SCRIPTS:
+        assert line in decoded  # whole lines, code point for code point: nothing dropped, split or reordered
+    assert "\ufffd" not in decoded and m["statistics"]["windows"]["tokens_kept"] > 0
+
+
+@pytest.fixture(scope="module")
+def mixed(tmp_path_factory, tok):
+    """A directory of .txt (with blank lines, a NUL and a bad byte), .jsonl (with a null), .md and .png, built."""
+    d = tmp_path_factory.mktemp("mixed")
+    folder, out = d / "corpus", d / "out"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "a.txt").write_bytes(text() + b"\n\n  \nthe ri\x00ver \xff sang\n")
+    (folder / "sub" / "b.jsonl").write_bytes(b'{"text": "json text here"}\n{"text": null}\n{"text": "more"}\n')
+    (folder / "notes.md").write_text("# not read\n", encoding="utf-8")
+    (folder / "sub" / "logo.png").write_bytes(png(512))
+    return folder, out, cli(*build_args(folder, out, tok))
+
+
+def test_a_mixed_directory_reads_what_it_can_and_counts_the_rest(mixed):
+    folder, out, result = mixed
+    assert result.exit_code == 0, result.stderr
+    corpus = manifest(out)["corpus"]
+    assert [Path(f["path"]).relative_to(folder).as_posix() for f in corpus["files"]] == ["a.txt", "sub/b.jsonl"]
+    stats = corpus["stats"]
+    assert sorted(Path(p).name for p in stats["files_skipped"]) == ["logo.png", "notes.md"]
+    assert (stats["documents"], stats["blank_skipped"], stats["null_skipped"]) == (43, 3, 1)
+    assert (stats["decode_replaced_lines"], stats["characters_removed"]) == (1, 1)
+
+
+def test_the_summary_shows_what_was_dropped(mixed):
+    _, _, result = mixed
+    summary = result.stdout
+    assert "notes.md" in summary and "logo.png" in summary
+    for count, what in ((3, "blank"), (1, "null"), (1, "undecodable"), (1, "removed")):
+        assert re.search(rf"\b{count}\b[^;\n]*{what}", summary), what  # the count, then what it counts
+
+
+# ----------------------------------------------------------------------------------------------- one 50 MB line
+
+LINE_BYTES = 50_000_000
+MAX_SECONDS = 120  # about 10 M characters/s of reading and cleaning, tokenizing on 2 loaded cores
+MAX_RSS_MB = 1000  # 20x the line: a few copies of the text plus int32 tokens; no per-token Python objects
+
+
+def run_measured(*args) -> tuple[int, str, float, float]:
+    """(exit code, stderr, wall seconds, peak resident MB) of one `mlmprep` process."""
+    with tempfile.TemporaryFile() as err:
+        started = time.perf_counter()
+        proc = subprocess.Popen(cli_command(*args), env=cli_env(), stdout=subprocess.DEVNULL, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        seconds = time.perf_counter() - started
+        err.seek(0)
+        return proc.returncode, err.read().decode(), seconds, usage.ru_maxrss / 1024
+
+
+def test_a_single_50_mb_line_builds_in_bounded_time_and_memory(tmp_path, tok):
+    long_words = [w for w in WORDS if len(w) >= 8]  # few tokens per byte keep the test short
+    sentence = " ".join(long_words) + " "
+    corpus, out = tmp_path / "line.txt", tmp_path / "out"
+    corpus.write_text((sentence * (LINE_BYTES // len(sentence) + 1))[:LINE_BYTES], encoding="ascii")
+    code, stderr, seconds, rss_mb = run_measured(*build_args(corpus, out, tok, "--seeds", "1"))
+    assert code == 0, stderr
+    m = manifest(out)
+    windows = m["statistics"]["windows"]
+    assert m["corpus"]["stats"]["documents"] == 1 and windows["rows"] == windows["tokens_kept"] // m["window_length"]
+    assert windows["rows"] > LINE_BYTES // (len(sentence) / len(long_words)) // m["window_length"] // 2
+    assert seconds < MAX_SECONDS, seconds
+    assert rss_mb < MAX_RSS_MB, rss_mb
