@@ -11,7 +11,7 @@ from mlmprep.cli._util import cli_errors, given
 
 COMPARE_EXAMPLES = """Examples:
 
-  mlmprep compare-methods corpus.txt --out bench-out/        # CPU-sized: tiny T5, 600 steps, minutes on 2 cores
+  mlmprep compare-methods corpus.txt --out bench-out/        # CPU-sized: tiny T5, 400 steps, minutes on 2 cores
 
   mlmprep compare-methods corpus.txt --out bench-out/ --full  # GPU-sized: t5-small shapes, input length 512
 
@@ -38,7 +38,7 @@ def compare_methods(
     vocab_size: Annotated[Optional[int], _opt("Vocabulary of the one tokenizer both methods use. \\[default: 8000]")] = None,
     input_length: Annotated[Optional[int], _opt("Encoder input length after masking. \\[default: 128]")] = None,
     model: Annotated[Optional[str], _opt("Model preset or config.json, the same for both. \\[default: tiny]")] = None,
-    steps: Annotated[Optional[int], _opt("Optimizer steps of each run. \\[default: 600]")] = None,
+    steps: Annotated[Optional[int], _opt("Optimizer steps of each run. \\[default: 400]")] = None,
     eval_every: Annotated[Optional[int], _opt("Evaluate on the common validation set every N steps. \\[default: 50]")] = None,
     max_tokens_per_batch: Annotated[Optional[int], _opt("Padded effective tokens per step. \\[default: 8192]")] = None,
     seed: Annotated[Optional[int], _opt("Seed of the hold-out, masks, weights and batch plans. \\[default: 0]")] = None,

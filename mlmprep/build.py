@@ -70,11 +70,15 @@ def build(cfg: BuildConfig, *, log: Callable[[str], None] = print) -> BuildResul
 
 
 def set_threads(threads: int) -> None:
-    """Use `threads` cores (0: all) for tokenizing and masking; the output does not depend on it."""
+    """Use `threads` cores (0: all) for tokenizing and masking; the output does not depend on it.
+
+    The tokenizer's thread pool starts on first use, so in one Python process the first call decides it.
+    """
     import numba
 
     n = threads or os.cpu_count() or 1
-    os.environ.setdefault("RAYON_NUM_THREADS", str(n))
+    if threads:
+        os.environ["RAYON_NUM_THREADS"] = str(n)
     numba.set_num_threads(min(n, numba.config.NUMBA_NUM_THREADS))
 
 

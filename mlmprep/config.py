@@ -128,7 +128,10 @@ def make_config(cls: type[C], *layers: dict[str, Any], source: str = "config") -
             if key not in fields:
                 valid = ", ".join(sorted(fields))
                 raise ConfigError(f"{source}: unknown option {key!r}; valid options: {valid}")
-            values[key] = coerce(key, value, hints[key])
+            try:
+                values[key] = coerce(key, value, hints[key])
+            except ConfigError as exc:
+                raise ConfigError(f"{source}: {exc}" if source.startswith("--config") else str(exc)) from None
     return cls(**values)
 
 

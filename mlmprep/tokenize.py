@@ -21,6 +21,7 @@ SPECIAL_TOKENS = (PAD, EOS, UNK, MASK)  # ids 0, 1, 2, 3 in a tokenizer mlmprep 
 N_SENTINELS = 100
 SCORE_DECIMALS = 6  # Unigram scores are rounded so that training is reproducible (see canonical_unigram)
 PIECE_CHARS = 1 << 20  # documents longer than this are encoded in whitespace-aligned pieces
+CHAR_STEP = 1e-4  # the score step of the trainer's appended single characters
 CALL_CHARS = 4 << 20  # characters per tokenizer call: bounds the memory of its per-character alignments
 
 
@@ -108,9 +109,9 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int, *, n_sentinels: int =
 def canonical_unigram(tok):
     """Round Unigram scores and sort pieces by (score desc, piece) after the special tokens.
 
-    The trainer ends the vocabulary with the corpus's single characters that no piece covers, in hash
-    order, with scores stepping down by 1e-4 in that order; they are re-sorted by character and given
-    the same steps, so their ids and scores no longer depend on the process.
+    The trainer adds the corpus's single characters that no piece covers in hash order, with scores 1e-4
+    apart ending at the lowest score; they are re-sorted by character and given the same scores in that
+    order, so their ids and scores no longer depend on the process.
     """
     from tokenizers import Tokenizer
 
@@ -120,15 +121,21 @@ def canonical_unigram(tok):
     specials, pieces = vocab[:n_special], vocab[n_special:]
     if [p for p, _ in specials] != list(SPECIAL_TOKENS):
         raise TokenizerError(f"trained tokenizer does not start with {SPECIAL_TOKENS}")
-    tail = len(pieces)
-    while tail > 0 and len(pieces[tail - 1][0]) == 1:
-        tail -= 1
-    head = sorted(((p, round(s, SCORE_DECIMALS)) for p, s in pieces[:tail]), key=lambda ps: (-ps[1], ps[0]))
-    floor = min((s for _, s in head), default=0.0)
-    chars = sorted(p for p, _ in pieces[tail:])
-    ordered = head + [(c, round(floor - 1e-4 * (k + 1), SCORE_DECIMALS)) for k, c in enumerate(chars)]
+    lowest = min((score for _, score in pieces), default=0.0)
+    in_block = [len(p) == 1 and on_grid((score - lowest) / CHAR_STEP) for p, score in pieces]
+    head = sorted(
+        ((p, round(score, SCORE_DECIMALS)) for (p, score), b in zip(pieces, in_block) if not b),
+        key=lambda ps: (-ps[1], ps[0]),
+    )
+    chars = sorted(p for (p, _), b in zip(pieces, in_block) if b)
+    ordered = head + [(c, round(lowest + CHAR_STEP * (len(chars) - 1 - k), SCORE_DECIMALS)) for k, c in enumerate(chars)]
     data["model"]["vocab"] = [[p, s] for p, s in specials] + [[p, s] for p, s in ordered]
     return Tokenizer.from_str(json.dumps(data, ensure_ascii=False))
+
+
+def on_grid(steps: float) -> bool:
+    """A score this many CHAR_STEPs above the lowest lies on the trainer's character grid."""
+    return abs(steps - round(steps)) < 1e-3
 
 
 def _first_id(tok, names: Iterable[str]) -> int | None:

@@ -177,16 +177,35 @@ def staging_dir(out: Path) -> Iterator[Path]:
 
 
 def publish(stage: Path, out: Path) -> None:
-    """Move the finished `stage` to `out`, replacing an old build (only reached with --force or an empty dir)."""
-    old = None
-    if out.exists():
-        old = out.parent / f".{out.name}.old"
-        if old.exists():
-            shutil.rmtree(old)
-        out.rename(old)
-    stage.rename(out)
-    if old is not None:
+    """Move the finished `stage` to `out`, replacing an old build (only reached with --force or an empty dir).
+
+    A replacement is one atomic exchange of the two names where the system has it (Linux renameat2), so
+    `out` is never missing; elsewhere two renames, and a kill between them leaves the old build in `.NAME.old`.
+    """
+    if not out.exists():
+        stage.rename(out)
+        return
+    if exchange(stage, out):
+        shutil.rmtree(stage)  # now holds the old build
+        return
+    old = out.parent / f".{out.name}.old"
+    if old.exists():
         shutil.rmtree(old)
+    out.rename(old)
+    stage.rename(out)
+    shutil.rmtree(old)
+
+
+def exchange(a: Path, b: Path) -> bool:
+    """Atomically swap two paths (renameat2 RENAME_EXCHANGE); False where the system cannot."""
+    import ctypes
+
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (AttributeError, OSError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    return renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0
 
 
 def read_existing(out: Path, identity: dict, fingerprint: str, *, tokenizer_sha: str | None, force: bool) -> dict | None:

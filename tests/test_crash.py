@@ -5,9 +5,10 @@ mlmprep has no test hook, so each kill point is found by watching the staging di
   tokenizing   `seed-0/` exists (the split writers are made just before the first tokenizer call) and no
                data file has been written yet;
   writing      `windows/` holds a data file: the seeds are being masked and written, no split is closed;
-  publishing   `manifest.json` exists in the stage: everything is written and only the rename is left.
-The last is microseconds long, so that run rebuilds (--force) over an older build whose `.DIR.old`, left
-by a build killed between publish's two renames, holds thousands of files: publish removes them first.
+  publishing   `manifest.json` exists in the stage: everything is written and only the swap is left, or
+               the swap is done and the stage now holds the old build being removed.
+The swap itself is one atomic rename, so that run rebuilds (--force) over an older build padded with
+thousands of files: removing them after the swap leaves time to kill in.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from test_cli_build import build_args, cli, cli_command, cli_env, comparable, da
 from test_cli_build import tok  # noqa: F401  (the tiny tokenizer fixture)
 
 CORPUS_BYTES = 3_000_000  # a build of a few seconds: about a second of tokenizing, then masking and writing
-OLD_FILES = 6000  # in the stale .DIR.old: ~0.2 s of removal right before the final rename
+OLD_FILES = 6000  # padding the old build: ~0.2 s of removal right after the swap
 POLL_S = 0.002
 
 
@@ -63,7 +64,8 @@ def writing(stage: Path) -> bool:
 
 
 def publishing(stage: Path) -> bool:
-    return (stage / "manifest.json").is_file()
+    """Written and about to swap, or swapped and removing the old build (padded with `padding/`)."""
+    return (stage / "manifest.json").is_file() or (stage / "padding").is_dir()
 
 
 def assert_complete_or_absent(out: Path) -> None:
@@ -121,19 +123,18 @@ def test_a_fresh_build_killed_while_tokenizing_or_writing_leaves_nothing(tmp_pat
     finish(args, out, reference)
 
 
-def test_a_rebuild_killed_just_before_publishing_keeps_the_old_build(tmp_path, big_corpus, tok, reference, tiny_corpus):
+def test_a_rebuild_killed_while_publishing_shows_the_old_or_the_new_build_whole(tmp_path, big_corpus, tok, reference, tiny_corpus):
     out = tmp_path / "out"
     assert cli(*build_args(tiny_corpus, out, tok)).exit_code == 0
-    old = data_files(out)
-    stale = tmp_path / ".out.old" / "seed-0"
-    stale.mkdir(parents=True)
+    padding = out / "padding"
+    padding.mkdir()
     for k in range(OLD_FILES):
-        (stale / f"f{k}").write_bytes(b"")
+        (padding / f"f{k}").write_bytes(b"")
+    old = data_files(out)
     args = [*build_args(big_corpus, out, tok), "--force"]
     kill_when(args, out, publishing)
-    assert data_files(out) == old  # the old build, whole, not a mix
-    staged = manifest(stage_of(out))
-    assert staged["corpus"]["fingerprint"] != manifest(out)["corpus"]["fingerprint"]
-    inspected = cli("inspect", out, "--examples", "1")  # readers see the old build, never the stage
-    assert inspected.exit_code == 0 and "corpus: 1 file, 0.1 MB" in inspected.stdout
+    assert out.is_dir()  # never missing: the publish is an atomic swap
+    assert data_files(out) in (old, data_files(reference))  # one build whole, not a mix
+    inspected = cli("inspect", out, "--examples", "1")
+    assert inspected.exit_code == 0
     finish(args, out, reference)
