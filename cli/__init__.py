@@ -30,7 +30,7 @@ def _register() -> None:
         importlib.import_module(f"mlmprep.cli.{name}")
 
 
-COMMAND_MODULES: tuple[str, ...] = ("build", "train", "compare")
+COMMAND_MODULES: tuple[str, ...] = ("build", "train", "verify", "compare")
 
 
 _register()

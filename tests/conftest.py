@@ -63,3 +63,19 @@ def corpora() -> Path:
     if not (CORPORA / "kjv.txt").is_file():
         pytest.skip("../shared/corpora is not present")
     return CORPORA
+
+
+def build_tiny(out: Path, corpus: Path, tokenizer: Path, **options) -> Path:
+    """A quick real build of a tiny corpus (input length 32, 2 seeds unless overridden)."""
+    from mlmprep.build import build
+    from mlmprep.config import BuildConfig
+
+    settings = {"input_length": 32, "seeds": 2, "validation_fraction": 0.1, **options}
+    build(BuildConfig(corpus=(str(corpus),), tokenizer=str(tokenizer), out=str(out), **settings), log=lambda _: None)
+    return out
+
+
+@pytest.fixture(scope="session")
+def tiny_build(tmp_path_factory, tiny_corpus, tiny_tokenizer_path) -> Path:
+    """A real span-corruption build of the tiny corpus; tests must not modify it (copy it first)."""
+    return build_tiny(tmp_path_factory.mktemp("build") / "data", tiny_corpus, tiny_tokenizer_path)

@@ -1,0 +1,180 @@
+"""`verify`: prove a build directory is what its manifest says, file by file and row by row.
+
+Checks, in order: every listed file exists with its size and sha256; the tokenizer is the recorded one;
+every split loads and has its recorded row count; every row (or a `sample` of rows) of every masked
+split satisfies the objective's invariants against the stored unmasked window; the observed masking
+statistics equal the manifest's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from mlmprep import _kernels, mask
+from mlmprep.load import read_manifest
+from mlmprep.tokenize import load_tokenizer, special_ids, tokenizer_sha256
+from mlmprep.windows import Rows
+from mlmprep.write import file_sha256, iter_rows
+
+SPAN_PROBLEMS = {
+    1: "encoder length differs from the window's corrupted length",
+    2: "label length differs from the window's target length",
+    3: "input_ids or labels do not end with </s>",
+    4: "sentinels are not <extra_id_0>, <extra_id_1>, ... in order",
+    5: "input_ids and labels do not merge back to the stored window",
+}
+MLM_PROBLEMS = {
+    1: "input_ids or labels length differs from the window's",
+    2: "a label is neither -100 nor the window's token",
+    3: "an unmasked position differs from the window",
+    4: "the number of masked tokens differs from the exact count",
+}
+STAT_TOLERANCE = 1e-9
+
+
+@dataclass
+class Report:
+    problems: list[str] = field(default_factory=list)
+    files: int = 0
+    rows_checked: int = 0
+    splits: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def summary(self) -> str:
+        if self.ok:
+            return f"ok: {self.splits} splits, {self.files} files hashed, {self.rows_checked:,} rows checked"
+        return "\n".join([f"{len(self.problems)} problem(s):", *self.problems])
+
+
+def verify(out: str | Path, *, sample: int | None = None, seed: int = 0) -> Report:
+    """Check `out` against its manifest; `sample` checks that many random rows per split instead of all."""
+    out = Path(out)
+    manifest = read_manifest(out)
+    report = Report()
+    check_files(out, manifest, report)
+    tok = load_tokenizer(out / manifest["tokenizer"]["file"]) if (out / manifest["tokenizer"]["file"]).is_file() else None
+    if tok is not None and tokenizer_sha256(tok) != manifest["tokenizer"]["sha256"]:
+        report.problems.append(f"{manifest['tokenizer']['file']}: not the tokenizer the build used (sha256 differs)")
+    splits = {name: read_split(out, name, manifest, report) for name in manifest["splits"]}
+    report.splits = len(splits)
+    if tok is None or report.problems:
+        return report  # rows cannot be trusted against damaged files
+    ids = special_ids(tok)
+    pairs = [(s["split"], "windows") for s in manifest["seeds"]] + [("validation", "validation-windows")]
+    rng = np.random.default_rng(seed)
+    for name, windows_name in pairs:
+        masked, windows = splits.get(name), splits.get(windows_name)
+        if masked is None or windows is None:
+            continue
+        rows = np.arange(len(windows["tokens"]))
+        if sample is not None and sample < len(rows):
+            rows = np.sort(rng.choice(rows, size=sample, replace=False))
+        check_rows(name, manifest, ids, windows["tokens"], masked, rows, report)
+        report.rows_checked += len(rows)
+        if sample is None:
+            check_statistics(name, manifest, ids, masked, report)
+    return report
+
+
+def check_files(out: Path, manifest: dict, report: Report) -> None:
+    for name, split in manifest["splits"].items():
+        for f in split["files"]:
+            path = out / name / f["name"]
+            report.files += 1
+            if not path.is_file():
+                report.problems.append(f"{name}/{f['name']}: missing")
+            elif path.stat().st_size != f["bytes"]:
+                report.problems.append(f"{name}/{f['name']}: {path.stat().st_size} bytes, manifest says {f['bytes']}")
+            elif file_sha256(path) != f["sha256"]:
+                report.problems.append(f"{name}/{f['name']}: sha256 differs from the manifest (the file changed)")
+
+
+def read_split(out: Path, name: str, manifest: dict, report: Report) -> dict[str, Rows] | None:
+    """All columns of a split as Rows, or None (with a problem recorded) when it does not load."""
+    columns = ("tokens",) if name.endswith("windows") else ("input_ids", "labels")
+    try:
+        split = {c: concat(list(iter_rows(out / name, c))) for c in columns}
+    except Exception as exc:  # any Arrow/JSON/IO failure means the split is damaged
+        report.problems.append(f"{name}: does not load ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})")
+        return None
+    rows = len(split[columns[0]])
+    if rows != manifest["splits"][name]["rows"]:
+        report.problems.append(f"{name}: {rows} rows, manifest says {manifest['splits'][name]['rows']}")
+    return split
+
+
+def concat(chunks: list[Rows]) -> Rows:
+    if len(chunks) == 1:
+        return chunks[0]
+    if not chunks:
+        return Rows(np.zeros(0, np.int32), np.zeros(1, np.int64))
+    lengths = np.concatenate([c.lengths() for c in chunks])
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    return Rows(np.concatenate([c.values for c in chunks]), offsets)
+
+
+def check_rows(name, manifest, ids, windows: Rows, masked: dict[str, Rows], rows: np.ndarray, report: Report) -> None:
+    cfg = manifest["config"]
+    inputs, labels = masked["input_ids"], masked["labels"]
+    if len(inputs) != len(windows):
+        report.problems.append(f"{name}: {len(inputs)} rows but its windows have {len(windows)}")
+        return
+    if manifest["objective"] == "span":
+        num_noise, num_spans = mask.span_counts(np.maximum(windows.lengths(), 2), cfg["noise_density"], cfg["mean_span_length"])
+        step = int(ids.sentinels[1] - ids.sentinels[0]) if len(ids.sentinels) > 1 else 1
+        codes = _kernels.check_span_rows(windows.values, windows.offsets, inputs.values, inputs.offsets, labels.values,
+                                         labels.offsets, rows, num_noise, num_spans, int(ids.sentinels[0]), step,
+                                         len(ids.sentinels), ids.eos)
+        problems = SPAN_PROBLEMS
+    else:
+        expected = mask.mlm_counts(windows.values, windows.offsets, ids.all(), cfg["mlm_probability"])
+        codes = _kernels.check_mlm_rows(windows.values, windows.offsets, inputs.values, inputs.offsets, labels.values,
+                                        labels.offsets, rows, expected, cfg["whole_word"])
+        problems = MLM_PROBLEMS
+    for row, code in zip(rows[codes > 0][:20], codes[codes > 0][:20]):
+        report.problems.append(f"{name} row {row}: {problems[int(code)]}")
+    if np.count_nonzero(codes) > 20:
+        report.problems.append(f"{name}: {np.count_nonzero(codes) - 20} more bad rows")
+
+
+def check_statistics(name: str, manifest: dict, ids, masked: dict[str, Rows], report: Report) -> None:
+    recorded = manifest["statistics"]["masking"].get(name)
+    if recorded is None:
+        report.problems.append(f"{name}: the manifest has no masking statistics for it")
+        return
+    inputs, labels = masked["input_ids"], masked["labels"]
+    if manifest["objective"] == "span":
+        observed = mask.span_stats(labels.values, labels.offsets, inputs.offsets, ids.sentinels)
+    else:
+        observed = mask.mlm_stats(labels.values, labels.offsets)
+    for key, value in recorded.items():
+        if key in observed and abs(observed[key] - value) > STAT_TOLERANCE * max(1.0, abs(value)):
+            report.problems.append(f"{name}: observed {key} {observed[key]:.6f}, manifest says {value:.6f}")
+
+
+def merge_spans(enc: np.ndarray, labels: np.ndarray, sentinels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Undo span corruption of one row: (the window's tokens, True where a token was masked).
+
+    Each sentinel in `enc` is replaced by what follows the same sentinel in `labels`, up to the next one;
+    the final </s> of both is dropped.
+    """
+    is_sentinel = np.isin(labels[:-1], sentinels)
+    starts = np.flatnonzero(is_sentinel)
+    ends = np.append(starts[1:], len(labels) - 1)
+    spans = {int(labels[s]): labels[s + 1 : e] for s, e in zip(starts, ends)}
+    tokens, noise = [], []
+    for t in enc[:-1].tolist():
+        if t in spans:
+            tokens.extend(spans[t].tolist())
+            noise.extend([True] * len(spans[t]))
+        else:
+            tokens.append(t)
+            noise.append(False)
+    return np.asarray(tokens, dtype=np.int32), np.asarray(noise, dtype=bool)

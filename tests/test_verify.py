@@ -1,0 +1,112 @@
+"""`mlmprep verify` says ok on a sound build and names the file, split and row of every kind of damage."""
+
+import json
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import build_tiny
+from mlmprep.verify import merge_spans, verify
+from mlmprep.windows import Rows
+from mlmprep.write import SplitWriter, iter_rows, write_json
+
+
+@pytest.fixture
+def build_copy(tiny_build, tmp_path):
+    out = tmp_path / "data"
+    shutil.copytree(tiny_build, out)
+    return out
+
+
+def data_file(out, split):
+    return next((out / split).glob("data-*.arrow"))
+
+
+def test_a_sound_build_verifies_ok_with_every_row_checked(tiny_build):
+    report = verify(tiny_build)
+    manifest = json.loads((tiny_build / "manifest.json").read_text())
+    rows = sum(manifest["splits"][s["split"]]["rows"] for s in manifest["seeds"]) + manifest["splits"]["validation"]["rows"]
+    assert report.ok, report.problems
+    assert report.rows_checked == rows > 0
+    assert report.summary().startswith("ok: ")
+
+
+def test_a_flipped_byte_and_a_truncated_file_are_each_reported(build_copy):
+    flipped, truncated = data_file(build_copy, "seed-0"), data_file(build_copy, "validation")
+    data = bytearray(flipped.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    flipped.write_bytes(bytes(data))
+    truncated.write_bytes(truncated.read_bytes()[:-10])
+    report = verify(build_copy)
+    assert not report.ok
+    text = "\n".join(report.problems)
+    assert f"seed-0/{flipped.name}: sha256 differs" in text
+    assert f"validation/{truncated.name}:" in text and "bytes, manifest says" in text
+
+
+def rewrite_split(out, split, change):
+    """Rewrite a masked split with `change(input_ids, labels)` applied, and fix up the manifest's hashes,
+    as a buggy writer would: only the row checks can catch this."""
+    manifest = json.loads((out / "manifest.json").read_text())
+    inputs = next(iter_rows(out / split, "input_ids"))
+    labels = next(iter_rows(out / split, "labels"))
+    inputs, labels = Rows(inputs.values.copy(), inputs.offsets), Rows(labels.values.copy(), labels.offsets)
+    change(inputs, labels)
+    shutil.rmtree(out / split)
+    width = manifest["fixed_length"] and {"input_ids": int(inputs.lengths()[0]), "labels": int(labels.lengths()[0])}
+    writer = SplitWriter(out / split, width or {"input_ids": None, "labels": None})
+    writer.write({"input_ids": inputs, "labels": labels})
+    manifest["splits"][split] = writer.close()
+    write_json(out / "manifest.json", manifest)
+
+
+def test_a_row_that_does_not_merge_back_is_reported_by_split_and_row(build_copy):
+    def swap_tokens_of_row_3(inputs, labels):
+        start = inputs.offsets[3]
+        inputs.values[start], inputs.values[start + 1] = inputs.values[start + 1] + 1, inputs.values[start]
+
+    rewrite_split(build_copy, "seed-1", swap_tokens_of_row_3)
+    report = verify(build_copy)
+    assert report.problems == ["seed-1 row 3: input_ids and labels do not merge back to the stored window"]
+
+
+def test_out_of_order_sentinels_are_reported(build_copy):
+    manifest = json.loads((build_copy / "manifest.json").read_text())
+    first_sentinel = manifest["tokenizer"]["vocab_size"] - 1  # <extra_id_0> has the highest id
+
+    def renumber_first_span_of_row_0(inputs, labels):
+        for rows in (inputs, labels):
+            row = rows.values[rows.offsets[0] : rows.offsets[1]]
+            row[row == first_sentinel] = first_sentinel - 1
+
+    rewrite_split(build_copy, "seed-0", renumber_first_span_of_row_0)
+    assert verify(build_copy).problems == ["seed-0 row 0: sentinels are not <extra_id_0>, <extra_id_1>, ... in order"]
+
+
+def test_mlm_and_ragged_builds_verify_and_a_sample_checks_fewer_rows(tmp_path, tiny_corpus, tiny_tokenizer_path):
+    mlm = build_tiny(tmp_path / "mlm", tiny_corpus, tiny_tokenizer_path, objective="mlm", whole_word=True)
+    assert verify(mlm).ok
+    text = build_tiny(tmp_path / "text", tiny_corpus, tiny_tokenizer_path, method="text", random_roll=True)
+    full, sampled = verify(text), verify(text, sample=5)
+    assert full.ok and sampled.ok
+    assert sampled.rows_checked <= 5 * 3 < full.rows_checked  # at most 5 rows of each of three splits
+
+
+def test_merge_spans_undoes_the_seed_000_toy_example():
+    e0, e1, eos = 100, 99, 1
+    enc = np.array([11, 12, 13, e0, 15, 16, 17, 18, 19, 20, e1, eos])
+    labels = np.array([e0, 14, e1, 21, 22, 23, eos])
+    tokens, noise = merge_spans(enc, labels, np.array([e0, e1]))
+    assert tokens.tolist() == list(range(11, 24))
+    assert noise.tolist() == [False] * 3 + [True] + [False] * 6 + [True] * 3
+
+
+def test_the_cli_exits_0_with_ok_and_1_listing_problems(build_copy):
+    ok = subprocess.run([sys.executable, "-m", "mlmprep", "verify", str(build_copy)], capture_output=True, text=True)
+    assert ok.returncode == 0 and ok.stdout.startswith("ok: ")
+    data_file(build_copy, "seed-0").write_bytes(b"not arrow")
+    bad = subprocess.run([sys.executable, "-m", "mlmprep", "verify", str(build_copy)], capture_output=True, text=True)
+    assert bad.returncode == 1 and "seed-0/" in bad.stdout and "Traceback" not in bad.stderr
