@@ -187,8 +187,6 @@ def config_from(cls: type[C], config_file: str | None, cli_values: dict[str, Any
     return make_config(cls, file_values, cli_values, source=f"--config {config_file}" if config_file else "options")
 
 
-__all__ = ["BuildConfig", "config_from", "make_config", "read_config_file", "to_dict"]
-
 
 @dataclass(frozen=True)
 class TrainConfig:
