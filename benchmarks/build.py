@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-CORPORA = Path(__file__).resolve().parents[2] / "shared" / "corpora"
+from benchmarks.common import CORPORA
 
 TOKENIZE_ONLY = """
 import sys

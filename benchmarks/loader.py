@@ -17,17 +17,17 @@ from __future__ import annotations
 
 import argparse
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 
+from benchmarks.common import CORPORA, best_seconds
 from mlmprep.batch import Budget, plan_epoch, plan_stats
 from mlmprep.collate import Collator
 from mlmprep.load import open_epoch
 from tests.fakes import span_lengths, write_fake_build
 
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "pydocs.txt"
+CORPUS = CORPORA / "pydocs.txt"
 SEGMENT_CHARS = (512 - 2) * 4  # the naive method's characters per segment (seed 002)
 WINDOW = 568  # window length the build truncates segments to (input length 512 after span corruption)
 BUDGET = Budget(max_tokens_per_batch=16384, max_tokens_per_microbatch=4096, max_examples_per_microbatch=64,
@@ -61,17 +61,6 @@ def padding_efficiency(batches: list[np.ndarray], enc: np.ndarray, dec: np.ndarr
     return float(enc.sum() + dec.sum()) / slots
 
 
-def best_time(run) -> float:
-    """Seconds of the fastest of EPOCHS runs (the first also warms Numba and the page cache)."""
-    run()
-    times = []
-    for _ in range(EPOCHS):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return min(times)
-
-
 def measure(windows: np.ndarray, work: Path) -> dict:
     """Both loaders over one span-corrupted build of rows with these window lengths."""
     split = open_epoch(write_fake_build(work, lengths=windows, n_seeds=1, vocab_size=8000), 0)
@@ -97,7 +86,7 @@ def measure(windows: np.ndarray, work: Path) -> dict:
         for rows in fixed:
             collator([split[int(i)] for i in rows])
 
-    plan_seconds = best_time(lambda: plan_epoch(enc, dec, BUDGET, seed=0, epoch=1))
+    plan_seconds = best_seconds(lambda: plan_epoch(enc, dec, BUDGET, seed=0, epoch=1), EPOCHS)
     return {
         "rows": len(split),
         "mean_window": float(windows.mean()),
@@ -105,9 +94,9 @@ def measure(windows: np.ndarray, work: Path) -> dict:
         "tokens_per_batch": {"budget": stats["tokens_per_batch"], "fixed": tokens / len(fixed)},
         "batches": {"budget": stats["batches"], "fixed": len(fixed)},
         "padding_efficiency": {"budget": stats["padding_efficiency"], "fixed": padding_efficiency(fixed, enc, dec)},
-        "tokens_per_s": {"budget": tokens / best_time(budget_epoch), "fixed": tokens / best_time(fixed_epoch)},
+        "tokens_per_s": {"budget": tokens / best_seconds(budget_epoch, EPOCHS), "fixed": tokens / best_seconds(fixed_epoch, EPOCHS)},
         "plan_tokens_per_s": tokens / plan_seconds,
-        "hf_call_tokens_per_s": tokens / best_time(hf_epoch),
+        "hf_call_tokens_per_s": tokens / best_seconds(hf_epoch, EPOCHS),
     }
 
 

@@ -13,15 +13,13 @@ Speeds are input tokens per second; compilation is excluded (one warm-up pass ea
 from __future__ import annotations
 
 import argparse
-import time
-from pathlib import Path
 
 import numba
 import numpy as np
 
+from benchmarks.common import CORPORA, best_seconds
 from mlmprep.mask import compute_input_and_target_lengths, span_corrupt
 
-CORPORA = Path(__file__).resolve().parents[2] / "shared" / "corpora"
 INPUT_LENGTH, DENSITY, MEAN_SPAN = 512, 0.15, 3.0
 CHUNK_TOKENS = 1 << 20  # tokens per span_corrupt call, as in a build (BuildConfig.chunk_tokens)
 BATCH = 64  # rows per NumPy collator call
@@ -92,16 +90,6 @@ def numpy_collate(windows: np.ndarray, rng: np.random.Generator, sentinels: np.n
 
 
 # ---------------------------------------------------------------------------- timing
-
-
-def best_seconds(fn, repeats: int) -> float:
-    fn()  # warm-up: compiles (or loads the Numba cache) and faults the pages in
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def numpy_rate(windows: np.ndarray, sentinels: np.ndarray, eos: int, target: int, repeats: int) -> float:

@@ -51,6 +51,12 @@ def tiny_tokenizer_path(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def tok(tiny_tokenizer_path) -> str:
+    """The tiny tokenizer's path as a command-line argument."""
+    return str(tiny_tokenizer_path)
+
+
+@pytest.fixture(scope="session")
 def tiny_tokenizer(tiny_tokenizer_path):
     from mlmprep.tokenize import load_tokenizer
 

@@ -84,11 +84,6 @@ def assert_refused(code: int, stderr: str, *mentions: str) -> None:
         assert words in line
 
 
-@pytest.fixture(scope="module")
-def tok(tiny_tokenizer_path) -> str:
-    return str(tiny_tokenizer_path)
-
-
 def build_args(corpus: Path, out: Path, tok: str, *more: str) -> list[str]:
     """A fast build: the tiny tokenizer, 32-token inputs, 2 seeds."""
     return ["build", str(corpus), "--out", str(out), "--tokenizer", tok, "--input-length", "32", "--seeds", "2", *more]

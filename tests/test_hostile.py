@@ -44,7 +44,6 @@ from test_cli_build import (
     leftovers,
     manifest,
     run_many,
-    tok,  # noqa: F401  (the tiny tokenizer fixture)
 )
 
 PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"

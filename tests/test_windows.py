@@ -1,7 +1,6 @@
 """Token splitting and text segmentation: exact windows, honest counts, chunking that changes nothing."""
 
 import numpy as np
-import pytest
 
 from mlmprep.tokenize import WordTables, word_tables
 from mlmprep.windows import (
