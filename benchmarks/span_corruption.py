@@ -21,7 +21,7 @@ from benchmarks.common import CORPORA, best_seconds
 from mlmprep.mask import compute_input_and_target_lengths, span_corrupt
 
 INPUT_LENGTH, DENSITY, MEAN_SPAN = 512, 0.15, 3.0
-CHUNK_TOKENS = 1 << 20  # tokens per span_corrupt call, as in a build (BuildConfig.chunk_tokens)
+CHUNK_TOKENS = 1 << 20  # tokens per span_corrupt call, as in a build (about what a build masks per chunk)
 BATCH = 64  # rows per NumPy collator call
 
 

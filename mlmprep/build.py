@@ -3,7 +3,9 @@ that is renamed into place at the end. The same inputs, options and seed give by
 
 from __future__ import annotations
 
+import itertools
 import os
+import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -34,7 +36,6 @@ from mlmprep.write import (
 
 VALIDATION_SLOT = 1 << 20  # the validation split is masked once, with the seed of this (never trained) slot
 HOLDOUT_SALT = 0x5EED_0F_0A1D  # keys the held-out choice apart from the mask seeds
-DOC_BATCH_CHARS = 4 << 20  # characters of documents per tokenizer call (speed only)
 
 
 @dataclass(frozen=True)
@@ -113,7 +114,8 @@ def write_build(cfg: BuildConfig, corpus: Corpus, tok, stage: Path, log: Callabl
     started = time.perf_counter()
     if tok is None:
         log(f"training a Unigram tokenizer (vocab {cfg.vocab_size}) on the corpus ...")
-        tok = train_tokenizer(cleaned_documents(corpus, cfg, dict(clean_counts)), cfg.vocab_size)
+        docs = cleaned_documents(corpus, cfg, dict(clean_counts))
+        tok = train_tokenizer(docs, cfg.vocab_size, show_progress=sys.stderr.isatty())
         timings["train_tokenizer_s"] = time.perf_counter() - started
     tok.save(str(stage / "tokenizer.json"))
     ids = special_ids(tok)
@@ -124,10 +126,10 @@ def write_build(cfg: BuildConfig, corpus: Corpus, tok, stage: Path, log: Callabl
     pipeline_started = time.perf_counter()
     docs = prefetch(cleaned_documents(corpus, cfg, clean_counts))
     if cfg.method == "tokens":
-        chunks = (encode(tok, batch) for batch in batched(docs, DOC_BATCH_CHARS))
+        chunks = (encode(tok, batch) for batch in batched(docs, cfg.chunk_chars))
         rows_iter = token_windows(chunks, length=window_length, eos_id=ids.eos, pack=cfg.pack, tables=tables, stats=stats)
     else:
-        rows_iter = text_method_rows(tok, docs, segment_chars(cfg.input_length), window_length, stats)
+        rows_iter = text_method_rows(tok, docs, segment_chars(cfg.input_length), window_length, stats, cfg.chunk_chars)
 
     fixed = cfg.method == "tokens" and cfg.pack == "stream"
     seeds = [mask.row_seed(cfg.seed, k) for k in range(cfg.seeds)]
@@ -139,7 +141,7 @@ def write_build(cfg: BuildConfig, corpus: Corpus, tok, stage: Path, log: Callabl
         **{f"seed-{k}": SplitWriter(stage / f"seed-{k}", masker.widths) for k in range(cfg.seeds)},
     }
     n_train = n_val = 0
-    timings["mask_s"] = 0.0
+    timings["mask_and_write_s"] = 0.0
     with progress(desc="tokenize, mask, write", unit="tok") as bar:
         for rows in rows_iter:
             held = held_out(n_train + n_val, len(rows), cfg.validation_fraction, cfg.seed)
@@ -152,7 +154,7 @@ def write_build(cfg: BuildConfig, corpus: Corpus, tok, stage: Path, log: Callabl
             writers["validation"].write(
                 masker(val, seed=mask.row_seed(cfg.seed, VALIDATION_SLOT), first_row=n_val, split="validation")
             )
-            timings["mask_s"] += time.perf_counter() - t0
+            timings["mask_and_write_s"] += time.perf_counter() - t0
             n_train += len(train)
             n_val += len(val)
             bar.update(int(rows.offsets[-1]))
@@ -193,10 +195,12 @@ def row_lengths(cfg: BuildConfig, ids) -> tuple[int, int]:
     return window_length, target_length
 
 
-def text_method_rows(tok, docs: Iterable[str], chars: int, window_length: int, stats: WindowStats) -> Iterator[Rows]:
+def text_method_rows(tok, docs: Iterable[str], chars: int, window_length: int, stats: WindowStats,
+                     chunk_chars: int) -> Iterator[Rows]:
     """The naive baseline: character segments, tokenized, truncated to the window length."""
+    segments = text_segments(docs, chars)
     previous_cut = False
-    for batch in batched((seg for seg in text_segments(docs, chars)), DOC_BATCH_CHARS):
+    while batch := list(itertools.islice(segments, max(1, chunk_chars // chars))):
         flat, lengths = encode(tok, [text for text, _ in batch])
         cut_after = np.array([cut for _, cut in batch], dtype=bool)
         yield segment_rows(flat, lengths, cut_after, previous_cut, length=window_length, stats=stats)

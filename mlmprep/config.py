@@ -54,7 +54,7 @@ class BuildConfig:
     out: str = "mlmprep-data"
     # speed only: these never change the bytes written
     threads: int = 0  # 0: all cores
-    chunk_tokens: int = 1 << 20  # tokens per masking/writing chunk
+    chunk_chars: int = 4 << 20  # characters of text per tokenize/mask/write chunk
     force: bool = False
 
     def __post_init__(self) -> None:
@@ -62,7 +62,7 @@ class BuildConfig:
         check_range("--seeds", self.seeds, low=1)
         check_range("--vocab-size", self.vocab_size, low=8)
         check_range("--threads", self.threads, low=0)
-        check_range("--chunk-tokens", self.chunk_tokens, low=1)
+        check_range("--chunk-chars", self.chunk_chars, low=1)
         if not 0.0 < self.noise_density < 1.0:
             raise ConfigError(f"--noise-density must be in (0, 1), got {self.noise_density}; T5 uses 0.15")
         if self.mean_span_length < 1.0:
@@ -76,7 +76,7 @@ class BuildConfig:
 
     def identity(self) -> dict[str, Any]:
         """The options that decide the output bytes; two builds with equal identities are the same build."""
-        speed_only = {"threads", "chunk_tokens", "force", "out"}
+        speed_only = {"threads", "chunk_chars", "force", "out"}
         return {k: v for k, v in to_dict(self).items() if k not in speed_only}
 
 

@@ -82,7 +82,7 @@ def tokenizer_sha256(tok) -> str:
     return hashlib.sha256(tok.to_str().encode("utf-8")).hexdigest()
 
 
-def train_tokenizer(texts: Iterable[str], vocab_size: int, *, n_sentinels: int = N_SENTINELS):
+def train_tokenizer(texts: Iterable[str], vocab_size: int, *, n_sentinels: int = N_SENTINELS, show_progress: bool = False):
     """Train a Unigram tokenizer laid out like T5's: <pad>=0, </s>=1, <unk>=2, <mask>=3, then pieces,
     then the sentinels with <extra_id_0> at the highest id. `vocab_size` counts everything.
 
@@ -98,7 +98,7 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int, *, n_sentinels: int =
     tok.pre_tokenizer = pre_tokenizers.Metaspace()
     tok.decoder = decoders.Metaspace()
     trainer = trainers.UnigramTrainer(
-        vocab_size=n_pieces, special_tokens=list(SPECIAL_TOKENS), unk_token=UNK, show_progress=False
+        vocab_size=n_pieces, special_tokens=list(SPECIAL_TOKENS), unk_token=UNK, show_progress=show_progress
     )
     tok.train_from_iterator(texts, trainer)
     tok = canonical_unigram(tok)

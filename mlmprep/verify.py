@@ -16,7 +16,7 @@ import numpy as np
 from mlmprep import _kernels, mask
 from mlmprep.load import read_manifest
 from mlmprep.tokenize import load_tokenizer, special_ids, tokenizer_sha256
-from mlmprep.windows import Rows
+from mlmprep.windows import Rows, concat_rows
 from mlmprep.write import file_sha256, iter_rows
 
 SPAN_PROBLEMS = {
@@ -99,7 +99,7 @@ def read_split(out: Path, name: str, manifest: dict, report: Report) -> dict[str
     """All columns of a split as Rows, or None (with a problem recorded) when it does not load."""
     columns = ("tokens",) if name.endswith("windows") else ("input_ids", "labels")
     try:
-        split = {c: concat(list(iter_rows(out / name, c))) for c in columns}
+        split = {c: concat_rows(list(iter_rows(out / name, c))) for c in columns}
     except Exception as exc:  # any Arrow/JSON/IO failure means the split is damaged
         report.problems.append(f"{name}: does not load ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})")
         return None
@@ -107,17 +107,6 @@ def read_split(out: Path, name: str, manifest: dict, report: Report) -> dict[str
     if rows != manifest["splits"][name]["rows"]:
         report.problems.append(f"{name}: {rows} rows, manifest says {manifest['splits'][name]['rows']}")
     return split
-
-
-def concat(chunks: list[Rows]) -> Rows:
-    if len(chunks) == 1:
-        return chunks[0]
-    if not chunks:
-        return Rows(np.zeros(0, np.int32), np.zeros(1, np.int64))
-    lengths = np.concatenate([c.lengths() for c in chunks])
-    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    return Rows(np.concatenate([c.values for c in chunks]), offsets)
 
 
 def check_rows(name, manifest, ids, windows: Rows, masked: dict[str, Rows], rows: np.ndarray, report: Report) -> None:

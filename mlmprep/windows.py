@@ -37,6 +37,11 @@ class Rows(NamedTuple):
     def lengths(self) -> np.ndarray:
         return np.diff(self.offsets)
 
+    def slice(self, start: int, stop: int) -> Rows:
+        """Rows start..stop-1, as views."""
+        offsets = self.offsets[start : stop + 1]
+        return Rows(self.values[offsets[0] : offsets[-1]], offsets - offsets[0])
+
     def take(self, index: np.ndarray) -> Rows:
         """The rows at `index` (sorted or not), as new contiguous Rows."""
         lengths = self.lengths()[index]
@@ -48,6 +53,18 @@ class Rows(NamedTuple):
             return Rows(self.values[cols.ravel()], offsets)
         parts = [self.values[self.offsets[i] : self.offsets[i + 1]] for i in index]
         return Rows(np.concatenate(parts) if parts else np.zeros(0, np.int32), offsets)
+
+
+def concat_rows(parts: list[Rows]) -> Rows:
+    """One Rows holding `parts` one after another."""
+    if len(parts) == 1:
+        return parts[0]
+    if not parts:
+        return Rows(np.zeros(0, np.int32), np.zeros(1, np.int64))
+    lengths = np.concatenate([p.lengths() for p in parts])
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    return Rows(np.concatenate([p.values for p in parts]), offsets)
 
 
 def fixed_rows(values: np.ndarray, length: int) -> Rows:

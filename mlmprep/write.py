@@ -20,11 +20,12 @@ import numpy as np
 import pyarrow as pa
 
 from mlmprep.errors import CacheError
-from mlmprep.windows import Rows
+from mlmprep.windows import Rows, concat_rows
 
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
 MAX_SHARD_BYTES = 512 << 20  # start a new data file past this size, like datasets' default shard size
+BATCH_ROWS = 1000  # rows per Arrow record batch, whatever the chunks upstream, so the bytes never depend on them
 
 
 def manifest_path(build_dir: str | Path) -> Path:
@@ -72,19 +73,36 @@ class SplitWriter:
         )
         self.rows = 0
         self.shards: list[Path] = []
+        self._pending: dict[str, list[Rows]] = {name: [] for name in widths}
+        self._pending_rows = 0
         self._writer: pa.ipc.RecordBatchStreamWriter | None = None
         self._sink: pa.OSFile | None = None
         directory.mkdir(parents=True, exist_ok=True)
 
     def write(self, columns: dict[str, Rows]) -> None:
-        n = len(next(iter(columns.values())))
-        if n == 0:
-            return
+        """Queue rows; full record batches of BATCH_ROWS rows are written as they fill."""
+        for name in self.widths:
+            self._pending[name].append(columns[name])
+        self._pending_rows += len(next(iter(columns.values())))
+        if self._pending_rows >= BATCH_ROWS:
+            self._flush(final=False)
+
+    def _flush(self, *, final: bool) -> None:
+        merged = {name: concat_rows(parts) for name, parts in self._pending.items()}
+        start = 0
+        while self._pending_rows - start >= BATCH_ROWS or (final and start < self._pending_rows):
+            stop = min(start + BATCH_ROWS, self._pending_rows)
+            self._write_batch({name: rows.slice(start, stop) for name, rows in merged.items()})
+            start = stop
+        self._pending = {name: [rows.slice(start, self._pending_rows)] for name, rows in merged.items()}
+        self._pending_rows -= start
+
+    def _write_batch(self, columns: dict[str, Rows]) -> None:
         batch = pa.record_batch([arrow_column(columns[name], w) for name, w in self.widths.items()], schema=self.schema)
         if self._writer is None or self._sink.tell() >= MAX_SHARD_BYTES:
             self._next_shard()
         self._writer.write_batch(batch)
-        self.rows += n
+        self.rows += batch.num_rows
 
     def _next_shard(self) -> None:
         self._close_shard()
@@ -101,6 +119,7 @@ class SplitWriter:
 
     def close(self) -> dict:
         """Finish the data files, name them as datasets does, write its metadata; return rows and file hashes."""
+        self._flush(final=True)
         if not self.shards:  # an empty split still gets one (empty) data file so it loads
             self._next_shard()
         self._close_shard()

@@ -1,0 +1,401 @@
+"""Text segmentation against token splitting (seed 002) on one corpus: the comparison a user reruns.
+
+    documents ─► ~5% held out (a hash of the index) ─► heldout.jsonl ─► build --method tokens ─► validation
+              └► train.jsonl ─► one tokenizer ─┬► build --method text   ─► fit tiny T5 ─┐
+                                               └► build --method tokens ─► fit tiny T5 ─┴► results, plots
+
+Both datasets come from the same training documents, tokenizer, input length, masking settings and seeds;
+both models train from the same initial weights with the same budgets and steps, and are evaluated on the
+same validation rows, cut by token splitting from documents neither model trains on.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, replace
+from itertools import islice
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from mlmprep.build import batched, build, cleaned_documents, held_out
+from mlmprep.config import BuildConfig, TrainConfig, check_range, make_config, to_dict
+from mlmprep.corpus import open_corpus
+from mlmprep.errors import CacheError, ConfigError, CorpusError
+from mlmprep.tokenize import WordTables, encode, load_tokenizer, special_ids, train_tokenizer, word_tables
+from mlmprep.windows import MIN_ROW, Rows, segment_chars, text_segments
+from mlmprep.write import iter_rows, write_json
+
+METHODS = {"text": "text segmentation", "tokens": "token splitting"}
+COLORS = {"text": "#d6479b", "tokens": "#1f77b4"}
+SEGMENTS_PER_CALL = 4096  # text segments per tokenizer call when replaying the text method (speed only)
+
+# Presets: `default` runs end to end on 2 CPU cores in minutes; `quick` keeps the code path alive in CI;
+# `full` is GPU-sized (t5-small shapes). A CompareConfig field given explicitly overrides its preset.
+MODES: dict[str, dict[str, Any]] = {
+    "default": {},
+    "quick": dict(max_chars=1_000_000, vocab_size=2000, tokenizer_chars=300_000, input_length=64, seeds=1,
+                  steps=20, eval_every=10, warmup_steps=5, max_tokens_per_batch=4096, max_tokens_per_microbatch=4096),
+    "full": dict(model="t5-small", vocab_size=32000, tokenizer_chars=50_000_000, input_length=512, seeds=4,
+                 steps=4000, eval_every=250, warmup_steps=400, lr=1e-3, max_tokens_per_batch=65536,
+                 max_tokens_per_microbatch=16384, max_examples_per_microbatch=64, threads=0),
+}
+
+
+@dataclass(frozen=True)
+class CompareConfig:
+    """Everything the comparison varies; the two methods differ only in `--method`."""
+
+    corpus: tuple[str, ...] = ()  # files, directories or globs; () is the built-in sample
+    out: str = "bench-out"
+    mode: Literal["default", "quick", "full"] = "default"
+    text_column: str = "text"
+    doc_sep: Literal["line", "blank"] = "line"
+    max_chars: int = 0  # > 0: only the first documents of the corpus, up to this many characters
+    heldout_fraction: float = 0.05  # of documents, for the common validation set
+    seed: int = 0  # hold-out, masks, initial weights and batch plans
+    # tokenizer and builds, the same for both methods
+    vocab_size: int = 8000
+    tokenizer_chars: int = 2_000_000  # the tokenizer trains on the first this-many characters of training text
+    input_length: int = 128
+    seeds: int = 2
+    # training, the same for both methods
+    model: str = "tiny"
+    steps: int = 400
+    max_tokens_per_batch: int = 8192  # padded effective tokens per step (TrainConfig)
+    max_tokens_per_microbatch: int = 4096
+    max_examples_per_microbatch: int = 28
+    lr: float = 2e-3
+    warmup_steps: int = 50
+    eval_every: int = 50  # steps; also the metrics log interval, so training tokens at each eval are exact
+    threads: int = 1  # torch CPU threads while training (a tiny model runs fastest on one); 0: torch's default
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.heldout_fraction < 1.0:
+            raise ConfigError(f"--heldout-fraction must be in (0, 1), got {self.heldout_fraction}")
+        for option, value, low in (("--steps", self.steps, 1), ("--eval-every", self.eval_every, 1),
+                                   ("--tokenizer-chars", self.tokenizer_chars, 1), ("--threads", self.threads, 0)):
+            check_range(option, value, low=low)
+
+
+def compare_config(mode: str, options: dict[str, Any]) -> CompareConfig:
+    """The preset `mode` (default, quick, full) with `options` (CompareConfig fields) over it."""
+    if mode not in MODES:
+        raise ConfigError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
+    return make_config(CompareConfig, MODES[mode], {**options, "mode": mode}, source="compare-methods")
+
+
+# ----------------------------------------------------------------------------- documents and tokenizer
+def split_documents(cfg: CompareConfig, data: Path) -> dict[str, int]:
+    """Write the corpus' documents to data/train.jsonl and data/heldout.jsonl (document i is held out by
+    a hash of (seed, i)); return the document counts."""
+    corpus = open_corpus(cfg.corpus, text_column=cfg.text_column, doc_sep=cfg.doc_sep)
+    docs = corpus.documents()
+    if cfg.max_chars:
+        docs = first_chars(docs, cfg.max_chars)
+    data.mkdir(parents=True, exist_ok=True)
+    counts = {"train": 0, "heldout": 0}
+    train, heldout = (open(data / name, "w", encoding="utf-8") for name in ("train.jsonl", "heldout.jsonl"))
+    with train, heldout:
+        for batch in batched(docs, 1 << 20):
+            first = counts["train"] + counts["heldout"]
+            for doc, held in zip(batch, held_out(first, len(batch), cfg.heldout_fraction, cfg.seed)):
+                (heldout if held else train).write(json.dumps({"text": doc}, ensure_ascii=False) + "\n")
+                counts["heldout" if held else "train"] += 1
+    if not counts["train"] or not counts["heldout"]:
+        raise CorpusError(f"{corpus.description}: {counts['train']} training and {counts['heldout']} held-out documents; "
+                          "the comparison needs both (give more text or change --heldout-fraction)")
+    return counts
+
+
+def first_chars(texts: Iterable[str], limit: int) -> Iterator[str]:
+    """The texts up to and including the one that brings the character count to `limit`."""
+    total = 0
+    for text in texts:
+        if total >= limit:
+            return
+        total += len(text)
+        yield text
+
+
+def arm_config(cfg: CompareConfig, data: Path, method: str, corpus: str, tokenizer: Path) -> BuildConfig:
+    """The build of one arm: identical for both methods but for `method`; no windows are held out."""
+    return BuildConfig(corpus=(str(data / corpus),), tokenizer=str(tokenizer), method=method,
+                       input_length=cfg.input_length, seeds=cfg.seeds, seed=cfg.seed, validation_fraction=0.0,
+                       out=str(Path(cfg.out) / f"build-{method}"), force=True)
+
+
+def make_tokenizer(cfg: CompareConfig, data: Path) -> Path:
+    """Train one tokenizer on the cleaned training documents (their first `tokenizer_chars` characters)."""
+    build_cfg = arm_config(cfg, data, "tokens", "train.jsonl", data / "tokenizer.json")
+    docs = cleaned_documents(open_corpus(build_cfg.corpus), build_cfg, {"characters_removed": 0, "documents_emptied": 0})
+    tok = train_tokenizer(first_chars(docs, cfg.tokenizer_chars), cfg.vocab_size)
+    tok.save(build_cfg.tokenizer)
+    return Path(build_cfg.tokenizer)
+
+
+# ----------------------------------------------------------------------------- word fragments
+def fragment_spans(windows: Rows, inputs: Rows, labels: Rows, sentinels: np.ndarray, tables: WordTables,
+                   begins: np.ndarray, ends: np.ndarray) -> tuple[int, int]:
+    """(masked spans, spans that are word fragments) of span-corrupted rows, given their unmasked windows.
+
+    A span is a fragment when its first token continues a word or the token after it continues the span's
+    last word; at a row's edge that is `begins[row]` / `ends[row]` (the row starts / ends inside a word).
+    Span positions come from walking the encoder input: a kept token covers one window position, sentinel k
+    covers as many as span k has label tokens. E.g.
+
+        window   ▁The ▁fun ction ▁is ▁here
+        encoder  ▁The ▁fun E0 ▁is E1 </s>        labels  E0 ction E1 ▁here </s>
+
+    span [ction] is a fragment (it continues ▁fun); [▁here] ends the row, so it is one iff the row ends in a word.
+    """
+    label_sentinels = np.flatnonzero(np.isin(labels.values, sentinels))
+    marks = np.union1d(label_sentinels, labels.offsets[1:] - 1)  # sentinels and each row's closing EOS, sorted
+    span_length = marks[np.searchsorted(marks, label_sentinels) + 1] - label_sentinels - 1  # tokens up to the next mark
+    enc_sentinels = np.flatnonzero(np.isin(inputs.values, sentinels))
+    if len(enc_sentinels) != len(span_length):
+        raise CacheError(f"{len(enc_sentinels)} sentinels in input_ids but {len(span_length)} in labels; rebuild the split")
+    step = np.ones(len(inputs.values), dtype=np.int64)  # window positions each encoder token covers
+    step[inputs.offsets[1:] - 1] = 0  # the appended EOS covers none
+    step[enc_sentinels] = span_length
+    covered = np.cumsum(step)
+    if not np.array_equal(covered[inputs.offsets[1:] - 1], windows.offsets[1:]):
+        raise CacheError("seed-0 rows do not cover the windows they were masked from; rebuild the build")
+    start = (covered - step)[enc_sentinels]  # flat window index of each span's first token
+    end = start + span_length - 1
+    row = np.searchsorted(windows.offsets, start, side="right") - 1
+    w = windows.values
+    left = np.where(start == windows.offsets[row], begins[row], tables.cuts_word(w[np.maximum(start - 1, 0)], w[start]))
+    last = windows.offsets[row + 1] - 1
+    right = np.where(end == last, ends[row], tables.cuts_word(w[end], w[np.minimum(end + 1, len(w) - 1)]))
+    return len(start), int(np.count_nonzero(left | right))
+
+
+def stream_row_cuts(windows: Rows, tables: WordTables) -> tuple[np.ndarray, np.ndarray]:
+    """(begins inside a word, ends inside a word) per row of a token-splitting build whose rows are consecutive
+    pieces of one stream: a boundary cuts a word when the next row's first token continues the previous' last."""
+    firsts, lasts = windows.values[windows.offsets[:-1]], windows.values[windows.offsets[1:] - 1]
+    cut = tables.cuts_word(lasts[:-1], firsts[1:])  # [n - 1] bool: the boundary after row i
+    return np.append(False, cut), np.append(cut, False)
+
+
+def text_row_cuts(build_cfg: BuildConfig, tok, tables: WordTables, window_length: int) -> tuple[np.ndarray, np.ndarray]:
+    """(begins inside a word, ends inside a word) per row of a text-segmentation build, by replaying its
+    segmentation: the tokenizer marks every segment's first word as a word start, so the text cut decides.
+    A row ends inside a word where its segment's end cut one, or for a truncated row, where truncation did."""
+    docs = cleaned_documents(open_corpus(build_cfg.corpus), build_cfg, {"characters_removed": 0, "documents_emptied": 0})
+    segments = text_segments(docs, segment_chars(build_cfg.input_length))
+    begins, ends, previous = [], [], False
+    while chunk := list(islice(segments, SEGMENTS_PER_CALL)):
+        flat, lengths = encode(tok, [text for text, _ in chunk])
+        cut_after = np.array([cut for _, cut in chunk], dtype=bool)
+        starts = np.cumsum(lengths) - lengths
+        kept = np.minimum(lengths, window_length)
+        truncated = lengths > window_length
+        last = starts + kept - 1
+        after = np.where(truncated, starts + kept, last)  # the token truncation removed first (else unused)
+        cut_end = np.where(truncated, tables.cuts_word(flat[np.maximum(last, 0)], flat[np.maximum(after, 0)]), cut_after)
+        keep = kept >= MIN_ROW  # the build drops shorter segments
+        begins.append(np.append(previous, cut_after[:-1])[keep])
+        ends.append(cut_end[keep])
+        previous = bool(cut_after[-1])
+    return np.concatenate(begins), np.concatenate(ends)
+
+
+def read_rows(split_dir: Path, column: str) -> Rows:
+    """One int32 list column of a split, whole."""
+    parts = list(iter_rows(split_dir, column))
+    lengths = np.concatenate([p.lengths() for p in parts])
+    return Rows(np.concatenate([p.values for p in parts]), np.append(0, np.cumsum(lengths)))
+
+
+def fragment_share(build_cfg: BuildConfig, manifest: dict) -> dict[str, float]:
+    """The share of rows that begin or end inside a word, the masked spans of seed-0 and the share of them
+    that are word fragments."""
+    out = Path(build_cfg.out)
+    tok = load_tokenizer(out / manifest["tokenizer"]["file"])
+    tables, windows = word_tables(tok), read_rows(out / "windows", "tokens")
+    if build_cfg.method == "tokens":
+        begins, ends = stream_row_cuts(windows, tables)
+    else:
+        begins, ends = text_row_cuts(build_cfg, tok, tables, manifest["window_length"])
+    if len(begins) != len(windows):
+        raise CacheError(f"{out}: replaying the segmentation gave {len(begins)} rows, the build has {len(windows)}")
+    spans, fragments = fragment_spans(windows, read_rows(out / "seed-0", "input_ids"), read_rows(out / "seed-0", "labels"),
+                                      special_ids(tok).sentinels, tables, begins, ends)
+    return {"fragment_rate": float(np.mean(begins | ends)), "masked_spans": spans, "fragment_spans": fragments,
+            "fragment_span_share": fragments / spans}
+
+
+# ----------------------------------------------------------------------------- the two arms
+def build_arm(build_cfg: BuildConfig, log: Callable[[str], None]) -> dict:
+    """Build one arm; its build time, window statistics and fragment share."""
+    started = time.perf_counter()
+    manifest = build(build_cfg, log=log).manifest
+    seconds = time.perf_counter() - started
+    windows = manifest["statistics"]["windows"]
+    keys = ("rows", "tokens_kept", "tokens_dropped", "tokens_padded", "rows_truncated", "token_utilisation")
+    # the manifest's fragment rate takes a truncated segment's end for the row's; fragment_share's takes the row's
+    return {"seconds": seconds, **{k: windows[k] for k in keys}, "manifest_fragment_rate": windows["fragment_rate"],
+            **fragment_share(build_cfg, manifest)}
+
+
+def train_arm(cfg: CompareConfig, method: str, validation: Path) -> dict:
+    """Fit the model on one arm's build, evaluating on `validation`; final figures and the validation curve."""
+    import torch
+
+    from mlmprep.train import fit
+
+    out = Path(cfg.out)
+    run = out / f"run-{method}"
+    shutil.rmtree(run, ignore_errors=True)  # a rerun starts afresh: same seed, same run
+    train_cfg = TrainConfig(
+        data=str(out / f"build-{method}"), out=str(run), model=cfg.model, max_steps=cfg.steps,
+        max_tokens_per_batch=cfg.max_tokens_per_batch,
+        max_tokens_per_microbatch=min(cfg.max_tokens_per_microbatch, cfg.max_tokens_per_batch),
+        max_examples_per_microbatch=cfg.max_examples_per_microbatch, lr=cfg.lr, warmup_steps=cfg.warmup_steps,
+        eval_every=cfg.eval_every, log_every=cfg.eval_every, save_every=0, keep_checkpoints=1, seed=cfg.seed,
+        validation=str(validation),
+    )
+    threads, started = torch.get_num_threads(), time.perf_counter()
+    torch.set_num_threads(cfg.threads or threads)
+    try:
+        final = fit(train_cfg)
+    finally:
+        torch.set_num_threads(threads)
+    seconds = time.perf_counter() - started
+    curve, step_seconds = read_metrics(run / "metrics.jsonl")
+    return {"steps": final["step"], "training_tokens": final["tokens"], "examples": final["examples"],
+            "seconds": seconds, "step_seconds": step_seconds, "final_loss": final["eval_loss"],
+            "final_accuracy": final["eval_accuracy"], "curve": curve}
+
+
+def read_metrics(metrics: Path) -> tuple[list[dict], float]:
+    """From RUN/metrics.jsonl: every evaluation with the training tokens (encoder + decoder, real) before it,
+    and the seconds spent in training steps (model setup, evaluation and checkpoints excluded)."""
+    tokens, seconds, curve = 0, 0.0, []
+    for line in metrics.read_text(encoding="utf-8").splitlines():
+        record = json.loads(line)
+        if "eval_loss" in record:
+            curve.append({"step": record["step"], "tokens": tokens, "eval_loss": record["eval_loss"],
+                          "eval_accuracy": record["eval_accuracy"]})
+        elif "loss" in record and "event" not in record and record["tokens"]:  # a log line: steps since the last
+            tokens += record["tokens"]
+            seconds += record["tokens"] / record["tokens_per_s"]
+    return curve, seconds
+
+
+# ----------------------------------------------------------------------------- the comparison
+def compare(cfg: CompareConfig, *, log: Callable[[str], None] = print) -> dict:
+    """Run the comparison into cfg.out: results.json, results.md, val_loss.png and val_accuracy.png."""
+    figure = plot_backend()  # fail before the work, not after it
+    out, started = Path(cfg.out), time.perf_counter()
+    data = out / "data"
+    documents = split_documents(cfg, data)
+    log(f"documents: {documents['train']:,} for training, {documents['heldout']:,} held out")
+    tokenizer = make_tokenizer(cfg, data)
+    val_cfg = replace(arm_config(cfg, data, "tokens", "heldout.jsonl", tokenizer), seeds=1,
+                      out=str(out / "build-validation"))
+    val_manifest = build(val_cfg, log=log).manifest
+    methods = {m: {"build": build_arm(arm_config(cfg, data, m, "train.jsonl", tokenizer), log)} for m in METHODS}
+    for method in METHODS:
+        log(f"training on the {METHODS[method]} build ...")
+        methods[method]["train"] = train_arm(cfg, method, out / "build-validation" / "seed-0")
+    results = {
+        "corpus": corpus_name(cfg),
+        "settings": to_dict(cfg),
+        "documents": documents,
+        "window_length": val_manifest["window_length"],
+        "validation": {"rows": val_manifest["splits"]["seed-0"]["rows"],
+                       "window_tokens": val_manifest["statistics"]["windows"]["tokens_kept"]},
+        "methods": methods,
+        "plots": plot_curves(figure, results_title(cfg), methods, out),
+        "seconds": time.perf_counter() - started,
+    }
+    write_json(out / "results.json", results)
+    (out / "results.md").write_text(results_markdown(results), encoding="utf-8")
+    return results
+
+
+def corpus_name(cfg: CompareConfig) -> str:
+    return ", ".join(Path(p).name for p in cfg.corpus) or "built-in sample"
+
+
+def results_title(cfg: CompareConfig) -> str:
+    """One line of the settings, for plot titles and the table's caption."""
+    return (f"{corpus_name(cfg)}: {cfg.model} T5, input length {cfg.input_length}, vocab {cfg.vocab_size}, "
+            f"{cfg.steps} steps of {cfg.max_tokens_per_batch} padded tokens, seed {cfg.seed}")
+
+
+# (label, section, key, format) of the results table
+TABLE = (
+    ("build time (s)", "build", "seconds", "{:.1f}"),
+    ("windows", "build", "rows", "{:,}"),
+    ("token utilisation (real tokens / row capacity)", "build", "token_utilisation", "{:.3f}"),
+    ("tokens lost (truncated or dropped)", "build", "tokens_dropped", "{:,}"),
+    ("rows truncated", "build", "rows_truncated", "{:,}"),
+    ("fragment rate (windows starting or ending inside a word)", "build", "fragment_rate", "{:.1%}"),
+    ("masked spans that are word fragments (seed-0)", "build", "fragment_span_share", "{:.1%}"),
+    ("training steps", "train", "steps", "{:,}"),
+    ("training tokens (encoder + decoder, real)", "train", "training_tokens", "{:,}"),
+    ("training step time (s; setup and evaluation excluded)", "train", "step_seconds", "{:.0f}"),
+    ("final validation loss", "train", "final_loss", "{:.4f}"),
+    ("final validation token accuracy", "train", "final_accuracy", "{:.4f}"),
+)
+
+
+def results_markdown(results: dict) -> str:
+    """The results as a Markdown table, methods side by side, with the settings and the plots."""
+    s, methods = results["settings"], results["methods"]
+    cfg = make_config(CompareConfig, s)
+    lines = [
+        f"### Text segmentation vs token splitting: {results['corpus']}",
+        "",
+        f"{results_title(cfg)}, mode `{s['mode']}`. Documents: {results['documents']['train']:,} for training, "
+        f"{results['documents']['heldout']:,} held out; the common validation set is {results['validation']['rows']:,} "
+        f"windows of {results['window_length']} tokens cut by token splitting from the held-out documents. "
+        f"Total time {results['seconds']:.0f} s.",
+        "",
+        "| | " + " | ".join(METHODS.values()) + " |",
+        "|---|" + "---:|" * len(METHODS),
+    ]
+    for label, section, key, fmt in TABLE:
+        lines.append(f"| {label} | " + " | ".join(fmt.format(methods[m][section][key]) for m in METHODS) + " |")
+    lines += ["", *(f"![{name}]({name})" for name in results["plots"]), ""]
+    return "\n".join(lines)
+
+
+def plot_backend():
+    """matplotlib's Figure (drawn with Agg, no display needed)."""
+    try:
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise ConfigError("the comparison draws its plots with matplotlib: pip install matplotlib") from None
+    return Figure
+
+
+def plot_curves(figure, title: str, methods: dict, out: Path) -> list[str]:
+    """val_loss.png and val_accuracy.png: the validation curve of each method against training tokens, pink
+    for text segmentation and blue for token splitting, as in seed 002's charts."""
+    names = []
+    for key, label, name in (("eval_loss", "validation loss", "val_loss.png"),
+                             ("eval_accuracy", "validation token accuracy", "val_accuracy.png")):
+        fig = figure(figsize=(8, 5), dpi=110)
+        ax = fig.subplots()
+        for method, text in METHODS.items():
+            curve = methods[method]["train"]["curve"]
+            ax.plot([p["tokens"] / 1e6 for p in curve], [p[key] for p in curve], marker="o", markersize=3,
+                    color=COLORS[method], label=text)
+        ax.set_xlabel("training tokens (millions; encoder + decoder, padding excluded)")
+        ax.set_ylabel(label)
+        ax.set_title(f"{label}: text segmentation vs token splitting\n{title}", fontsize=9)
+        ax.grid(alpha=0.3)
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(out / name)
+        names.append(name)
+    return names
