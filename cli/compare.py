@@ -11,10 +11,9 @@ from mlmprep.cli._util import cli_errors, given
 
 COMPARE_EXAMPLES = """Examples:
 
-  mlmprep compare-methods corpus.txt --out bench-out/        # CPU-sized: tiny T5, 400 steps, minutes on 2 cores
-
+\b
+  mlmprep compare-methods corpus.txt --out bench-out/         # CPU-sized: tiny T5, 400 steps, minutes on 2 cores
   mlmprep compare-methods corpus.txt --out bench-out/ --full  # GPU-sized: t5-small shapes, input length 512
-
   mlmprep compare-methods --quick --out /tmp/cmp              # the built-in sample, 20 steps: a smoke run
 """
 
@@ -28,20 +27,21 @@ def _opt(text: str):
 def compare_methods(
     corpus: Annotated[Optional[list[str]], typer.Argument(help="Files, directories or globs. None: the built-in sample.", show_default=False)] = None,
     *,
-    out: Annotated[Optional[str], _opt("Directory for the builds, runs, results.json, results.md and plots. \\[default: bench-out]")] = None,
+    out: Annotated[Optional[str], _opt("Directory for the builds, runs, results.json, results.md and plots. [default: bench-out]")] = None,
     full: Annotated[bool, typer.Option("--full", help="GPU-sized: t5-small shapes, input length 512, 4000 steps.")] = False,
     quick: Annotated[bool, typer.Option("--quick", help="A smoke run: 1 MB of the corpus, input length 64, 20 steps.")] = False,
-    max_mb: Annotated[Optional[float], _opt("Use only the corpus' first documents, up to this many million characters. \\[default: all]")] = None,
-    heldout_fraction: Annotated[Optional[float], _opt("Share of documents held out for the common validation set. \\[default: 0.05]")] = None,
-    text_column: Annotated[Optional[str], _opt("Text field of structured corpus files. \\[default: text]")] = None,
-    doc_sep: Annotated[Optional[str], _opt("In .txt files a document is a 'line' or a 'blank'-line separated paragraph. \\[default: line]")] = None,
-    vocab_size: Annotated[Optional[int], _opt("Vocabulary of the one tokenizer both methods use. \\[default: 8000]")] = None,
-    input_length: Annotated[Optional[int], _opt("Encoder input length after masking. \\[default: 128]")] = None,
-    model: Annotated[Optional[str], _opt("Model preset or config.json, the same for both. \\[default: tiny]")] = None,
-    steps: Annotated[Optional[int], _opt("Optimizer steps of each run. \\[default: 400]")] = None,
-    eval_every: Annotated[Optional[int], _opt("Evaluate on the common validation set every N steps. \\[default: 50]")] = None,
-    max_tokens_per_batch: Annotated[Optional[int], _opt("Padded effective tokens per step. \\[default: 8192]")] = None,
-    seed: Annotated[Optional[int], _opt("Seed of the hold-out, masks, weights and batch plans. \\[default: 0]")] = None,
+    max_mb: Annotated[Optional[float], _opt("Use only the corpus' first documents, up to this many million characters. [default: all]")] = None,
+    heldout_fraction: Annotated[Optional[float], _opt("Share of documents held out for the common validation set. [default: 0.05]")] = None,
+    text_column: Annotated[Optional[str], _opt("Text field of structured corpus files. [default: text]")] = None,
+    doc_sep: Annotated[Optional[str], _opt("In .txt files a document is a 'line' or a 'blank'-line separated paragraph. [default: line]")] = None,
+    vocab_size: Annotated[Optional[int], _opt("Vocabulary of the one tokenizer both methods use. [default: 8000]")] = None,
+    input_length: Annotated[Optional[int], _opt("Encoder input length after masking. [default: 128]")] = None,
+    model: Annotated[Optional[str], _opt("Model preset or config.json, the same for both. [default: tiny]")] = None,
+    steps: Annotated[Optional[int], _opt("Optimizer steps of each run. [default: 400]")] = None,
+    eval_every: Annotated[Optional[int], _opt("Evaluate on the common validation set every N steps. [default: 50]")] = None,
+    max_tokens_per_batch: Annotated[Optional[int], _opt("Padded effective tokens per step. [default: 8192]")] = None,
+    seed: Annotated[Optional[int], _opt("Seed of the hold-out, masks, weights and batch plans. [default: 0]")] = None,
+    threads: Annotated[Optional[int], _opt("Torch CPU threads while training (0: torch's default). [default: 1; --full: 0]")] = None,
 ) -> None:
     """Text segmentation vs token splitting: build both from the same documents, train the same T5 on each,
     evaluate both on one held-out validation set, and write results.json, results.md and plots."""
@@ -53,7 +53,7 @@ def compare_methods(
     options = given(
         corpus=tuple(corpus) if corpus else None, out=out, heldout_fraction=heldout_fraction, text_column=text_column,
         doc_sep=doc_sep, vocab_size=vocab_size, input_length=input_length, model=model, steps=steps,
-        eval_every=eval_every, max_tokens_per_batch=max_tokens_per_batch, seed=seed,
+        eval_every=eval_every, max_tokens_per_batch=max_tokens_per_batch, seed=seed, threads=threads,
         max_chars=round(max_mb * 1e6) if max_mb is not None else None,
     )
     cfg = compare_config("full" if full else "quick" if quick else "default", options)

@@ -1,0 +1,129 @@
+"""compare: word-fragment spans and row-edge cuts on hand-made rows, the document hold-out, and the whole
+comparison in a tiny mode through `mlmprep compare-methods` (results.json fields, both curves, plots)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from mlmprep.cli import app
+from mlmprep.compare import compare_config, fragment_spans, split_documents, stream_row_cuts
+from mlmprep.errors import CacheError
+from mlmprep.tokenize import WordTables
+from mlmprep.windows import Rows
+
+# A hand-made vocabulary: id, piece, starts a word, first and last characters alphanumeric.
+#   0 <pad>  1 </s>  2 ▁The  3 ▁fun  4 ction  5 ▁is  6 ▁here  7 s  8 ,   and sentinels E0 = 99, E1 = 98
+PAD, EOS, THE, FUN, CTION, IS, HERE, S, COMMA, E0, E1 = 0, 1, 2, 3, 4, 5, 6, 7, 8, 99, 98
+SENTINELS = np.array([E0, E1], dtype=np.int32)
+
+
+def tables() -> WordTables:
+    starts = np.ones(100, dtype=bool)
+    alnum = np.zeros(100, dtype=bool)
+    starts[[CTION, S, COMMA]] = False  # continuation pieces
+    alnum[[THE, FUN, CTION, IS, HERE, S]] = True
+    return WordTables(starts_word=starts, first_alnum=alnum, last_alnum=alnum)
+
+
+def rows(*lists) -> Rows:
+    lengths = [len(x) for x in lists]
+    return Rows(np.concatenate([np.asarray(x, np.int32) for x in lists]), np.append(0, np.cumsum(lengths)).astype(np.int64))
+
+
+# row 0: ▁The ▁fun [ction] ▁is [▁here] s   -> [ction] continues ▁fun, [▁here] is continued by s: 2 fragments
+# row 1: ▁is [▁The] ▁fun [▁fun]            -> [▁The] is whole; [▁fun] ends the row: a fragment iff the row does
+# row 2: [ction] ▁is ▁The                   -> [ction] begins the row: a fragment iff the row begins in a word
+WINDOWS = rows([THE, FUN, CTION, IS, HERE, S], [IS, THE, FUN, FUN], [CTION, IS, THE])
+INPUTS = rows([THE, FUN, E0, IS, E1, S, EOS], [IS, E0, FUN, E1, EOS], [E0, IS, THE, EOS])
+LABELS = rows([E0, CTION, E1, HERE, EOS], [E0, THE, E1, FUN, EOS], [E0, CTION, EOS])
+
+
+def test_fragment_spans_inside_rows_and_at_their_edges():
+    inside = fragment_spans(WINDOWS, INPUTS, LABELS, SENTINELS, tables(), np.zeros(3, bool), np.zeros(3, bool))
+    assert inside == (5, 2)
+    edges = fragment_spans(WINDOWS, INPUTS, LABELS, SENTINELS, tables(), np.array([0, 0, 1], bool), np.array([0, 1, 0], bool))
+    assert edges == (5, 4)
+    row_0_begins_in_a_word = np.array([1, 0, 0], bool)
+    assert fragment_spans(WINDOWS, INPUTS, LABELS, SENTINELS, tables(), row_0_begins_in_a_word, np.zeros(3, bool)) == (5, 2)  # no span starts row 0
+
+
+def test_fragment_spans_reject_rows_that_do_not_match_their_windows():
+    short = rows([THE, FUN, CTION, IS, HERE], [IS, THE, FUN, FUN], [CTION, IS, THE])  # row 0 lost its last token
+    with pytest.raises(CacheError, match="do not cover"):
+        fragment_spans(short, INPUTS, LABELS, SENTINELS, tables(), np.zeros(3, bool), np.zeros(3, bool))
+
+
+def test_stream_row_cuts_mark_both_sides_of_a_boundary_inside_a_word():
+    begins, ends = stream_row_cuts(rows([THE, FUN], [CTION, IS], [HERE, S]), tables())
+    assert begins.tolist() == [False, True, False]  # ▁fun | ction cuts a word; ▁is | ▁here does not
+    assert ends.tolist() == [True, False, False]
+
+
+def test_documents_are_held_out_deterministically_and_whole(tiny_corpus, tmp_path):
+    cfg = compare_config("default", {"corpus": (str(tiny_corpus),), "heldout_fraction": 0.1})
+    counts = split_documents(cfg, tmp_path / "a")
+    split_documents(cfg, tmp_path / "b")
+    for name in ("train.jsonl", "heldout.jsonl"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+    read = {name: [json.loads(x)["text"] for x in (tmp_path / "a" / f"{name}.jsonl").read_text().splitlines()]
+            for name in ("train", "heldout")}
+    source = tiny_corpus.read_text(encoding="utf-8").splitlines()
+    assert sorted(read["train"] + read["heldout"]) == sorted(source)  # every document once, on one side
+    assert not set(read["train"]) & set(read["heldout"])
+    assert counts == {"train": len(read["train"]), "heldout": len(read["heldout"])}
+    assert 0.03 < counts["heldout"] / len(source) < 0.2
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tiny_corpus, tmp_path_factory):
+    """The whole comparison on the tiny corpus: 20 steps, evaluated every 10, through the CLI."""
+    out = tmp_path_factory.mktemp("compare") / "out"
+    result = CliRunner().invoke(app, [
+        "compare-methods", str(tiny_corpus), "--quick", "--out", str(out), "--vocab-size", "400",
+        "--input-length", "64", "--steps", "20", "--eval-every", "10", "--heldout-fraction", "0.1",
+        "--max-tokens-per-batch", "1024",
+    ])
+    assert result.exit_code == 0, result.output
+    return out, result.output
+
+
+def test_tiny_comparison_writes_results_for_both_methods(tiny_run):
+    out, output = tiny_run
+    results = json.loads((out / "results.json").read_text())
+    assert results["settings"]["steps"] == 20 and results["validation"]["rows"] > 0
+    for method in ("text", "tokens"):
+        build, train = results["methods"][method]["build"], results["methods"][method]["train"]
+        assert build["rows"] > 0 and 0 < build["token_utilisation"] <= 1
+        assert 0 <= build["fragment_spans"] <= build["masked_spans"] and build["masked_spans"] > 0
+        assert train["steps"] == 20 and train["training_tokens"] > 0
+        curve = train["curve"]
+        assert [p["step"] for p in curve] == [0, 10, 20]
+        assert curve[0]["tokens"] == 0 < curve[1]["tokens"] < curve[2]["tokens"] == train["training_tokens"]
+        assert curve[-1]["eval_loss"] < curve[0]["eval_loss"]  # 20 steps already learn token frequencies
+        assert curve[-1]["eval_loss"] == train["final_loss"]
+    text, tokens = results["methods"]["text"]["build"], results["methods"]["tokens"]["build"]
+    assert tokens["token_utilisation"] == 1.0 and text["token_utilisation"] < 1.0  # segments are padded
+    assert text["fragment_rate"] > tokens["fragment_rate"]  # character cuts fall inside words more often
+    # the replayed row edges agree with the build's own count: exactly for untruncated segments, and for the
+    # token stream but for its last row (the build also looks at the dropped tail)
+    assert text["rows_truncated"] == 0 and text["fragment_rate"] == text["manifest_fragment_rate"]
+    rows_apart = abs(tokens["fragment_rate"] - tokens["manifest_fragment_rate"]) * tokens["rows"]
+    assert round(rows_apart, 6) <= 1
+    assert "| final validation loss |" in output and "token splitting" in output
+
+
+def test_tiny_comparison_draws_both_plots(tiny_run):
+    out, _ = tiny_run
+    for name in ("val_loss.png", "val_accuracy.png"):
+        assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert (out / name).stat().st_size > 10_000
+    assert "![val_loss.png](val_loss.png)" in (out / "results.md").read_text()
+
+
+def test_compare_methods_rejects_contradicting_modes(tmp_path):
+    result = CliRunner().invoke(app, ["compare-methods", "--full", "--quick", "--out", str(tmp_path)])
+    assert result.exit_code == 2 and "--full and --quick" in result.output
