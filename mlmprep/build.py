@@ -126,7 +126,8 @@ def write_build(cfg: BuildConfig, corpus: Corpus, tok, stage: Path, log: Callabl
     pipeline_started = time.perf_counter()
     docs = prefetch(cleaned_documents(corpus, cfg, clean_counts))
     if cfg.method == "tokens":
-        chunks = (encode(tok, batch) for batch in batched(docs, cfg.chunk_chars))
+        # tokenizing runs a chunk ahead in its own thread while this one masks and writes (both release the GIL)
+        chunks = prefetch((encode(tok, batch) for batch in batched(docs, cfg.chunk_chars)), depth=2)
         rows_iter = token_windows(chunks, length=window_length, eos_id=ids.eos, pack=cfg.pack, tables=tables, stats=stats)
     else:
         rows_iter = text_method_rows(tok, docs, segment_chars(cfg.input_length), window_length, stats, cfg.chunk_chars)
