@@ -130,7 +130,8 @@ def write_build(cfg: BuildConfig, corpus: Corpus, tok, stage: Path, log: Callabl
         chunks = prefetch((encode(tok, batch) for batch in batched(docs, cfg.chunk_chars)), depth=2)
         rows_iter = token_windows(chunks, length=window_length, eos_id=ids.eos, pack=cfg.pack, tables=tables, stats=stats)
     else:
-        rows_iter = text_method_rows(tok, docs, segment_chars(cfg.input_length), window_length, stats, cfg.chunk_chars)
+        rows_iter = text_method_rows(tok, docs, segment_chars(cfg.input_length), window_length, tables, stats,
+                                     cfg.chunk_chars)
 
     fixed = cfg.method == "tokens" and cfg.pack == "stream"
     seeds = [mask.row_seed(cfg.seed, k) for k in range(cfg.seeds)]
@@ -196,7 +197,7 @@ def row_lengths(cfg: BuildConfig, ids) -> tuple[int, int]:
     return window_length, target_length
 
 
-def text_method_rows(tok, docs: Iterable[str], chars: int, window_length: int, stats: WindowStats,
+def text_method_rows(tok, docs: Iterable[str], chars: int, window_length: int, tables, stats: WindowStats,
                      chunk_chars: int) -> Iterator[Rows]:
     """The naive baseline: character segments, tokenized, truncated to the window length."""
     segments = text_segments(docs, chars)
@@ -204,7 +205,7 @@ def text_method_rows(tok, docs: Iterable[str], chars: int, window_length: int, s
     while batch := list(itertools.islice(segments, max(1, chunk_chars // chars))):
         flat, lengths = encode(tok, [text for text, _ in batch])
         cut_after = np.array([cut for _, cut in batch], dtype=bool)
-        yield segment_rows(flat, lengths, cut_after, previous_cut, length=window_length, stats=stats)
+        yield segment_rows(flat, lengths, cut_after, previous_cut, length=window_length, tables=tables, stats=stats)
         previous_cut = bool(cut_after[-1])
 
 

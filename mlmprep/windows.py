@@ -226,22 +226,28 @@ def segment_rows(
     cut_before_first: bool,
     *,
     length: int,
+    tables: WordTables,
     stats: WindowStats,
 ) -> Rows:
     """Rows from tokenized text segments: longer than `length` truncated (loss counted), shorter kept.
 
     `cut_after[i]` says segment i's end split a word; `cut_before_first` whether the first one began inside a word.
+    A truncated row ends where it was truncated, which splits a word if the next token continues one.
     Segments that tokenize to fewer than MIN_ROW tokens are dropped and counted.
     """
     kept_lengths = np.minimum(token_lengths, length)
+    starts = np.concatenate([[0], np.cumsum(token_lengths)[:-1]])
+    begins = np.concatenate([[cut_before_first], cut_after[:-1]])  # where the text was cut before each row
+    ends = cut_after.copy()
+    truncated = token_lengths > length
+    last = starts[truncated] + length  # the first token cut off
+    ends[truncated] = tables.cuts_word(token_flat[last - 1], token_flat[last])
     keep = kept_lengths >= MIN_ROW
-    starts = np.concatenate([[0], np.cumsum(token_lengths)[:-1]])[keep]
-    kept_lengths = kept_lengths[keep]
+    starts, kept_lengths = starts[keep], kept_lengths[keep]
     offsets = np.zeros(len(kept_lengths) + 1, dtype=np.int64)
     np.cumsum(kept_lengths, out=offsets[1:])
     index = np.repeat(starts - offsets[:-1], kept_lengths) + np.arange(offsets[-1])
-    begins = np.concatenate([[cut_before_first], cut_after[:-1]])[keep]
-    ends = cut_after[keep]
+    begins, ends = begins[keep], ends[keep]
     stats.rows += len(kept_lengths)
     stats.tokens_kept += int(offsets[-1])
     stats.tokens_dropped += int(token_lengths.sum() - offsets[-1])

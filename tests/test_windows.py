@@ -93,10 +93,19 @@ def test_text_segments_stream_a_long_line_without_quadratic_copies():
 def test_segment_rows_truncate_with_the_loss_counted_and_keep_short_rows():
     flat = np.arange(2, 2 + 6 + 2 + 1, dtype=np.int32)  # segments of 6, 2 and 1 tokens
     stats = WindowStats(method="text", row_length=4)
-    rows = segment_rows(flat, np.array([6, 2, 1]), np.array([True, False, False]), False, length=4, stats=stats)
+    cut_after = np.array([False, True, False])  # the text cut after segment 1 split a word
+    rows = segment_rows(flat, np.array([6, 2, 1]), cut_after, False, length=4, tables=all_word_starts(), stats=stats)
     assert [len(rows.values[rows.offsets[i] : rows.offsets[i + 1]]) for i in range(len(rows))] == [4, 2]
     assert stats.tokens_dropped == 2 + 1 and stats.rows_truncated == 1 and stats.tokens_padded == 2
-    assert stats.rows_cut_in_word == 2  # the cut ends row 0 and begins row 1 inside one word
+    assert stats.rows_cut_in_word == 1  # row 1 ends inside a word; the dropped 1-token row is not counted
+
+
+def test_a_truncated_segment_ends_where_it_was_truncated():
+    flat = np.arange(2, 2 + 6 + 3, dtype=np.int32)  # segments of 6 and 3 tokens, no text cut inside a word
+    no_word_starts = WordTables(np.zeros(20, bool), np.ones(20, bool), np.ones(20, bool))  # every boundary cuts
+    stats = WindowStats(method="text", row_length=4)
+    segment_rows(flat, np.array([6, 3]), np.array([False, False]), False, length=4, tables=no_word_starts, stats=stats)
+    assert stats.rows_cut_in_word == 1  # row 0 stops mid-word at its truncation point; row 1 is whole
 
 
 def test_rows_take_gathers_fixed_and_ragged_rows():
