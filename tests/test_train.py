@@ -190,6 +190,24 @@ def test_cli_smoke_run_learns(tmp_path, real_build):
     assert [p.name for p in checkpoints(run)] == ["checkpoint-30", "checkpoint-32"]
 
 
+def test_cli_smoke_run_on_the_builtin_sample_learns(tmp_path):
+    """The README's main job, scaled down: build the built-in sample, train `tiny` on it, loss drops."""
+    from mlmprep.build import build
+    from mlmprep.config import BuildConfig
+
+    data = tmp_path / "sample"
+    build(BuildConfig(vocab_size=2000, input_length=64, seeds=2, out=str(data)), log=lambda line: None)
+    assert "built-in sample" in json.loads((data / "manifest.json").read_text())["corpus"]["description"]
+    run = tmp_path / "run"
+    result = CliRunner().invoke(app, [
+        "train", str(data), "--out", str(run), "--max-tokens-per-batch", "4096", "--max-tokens-per-microbatch", "2048",
+        "--lr", "0.003", "--warmup-steps", "5", "--max-steps", "30", "--eval-every", "30", "--save-every", "0",
+    ])
+    assert result.exit_code == 0, result.output
+    evals = [r for r in map(json.loads, (run / "metrics.jsonl").open()) if "eval_loss" in r]
+    assert evals[-1]["eval_loss"] < evals[0]["eval_loss"] - 1.0
+
+
 def test_mlm_with_adafactor_and_caps(tmp_path):
     data = write_fake_build(tmp_path / "data", objective="mlm", n_rows=24)
     final = fit(TrainConfig(data=str(data), out=str(tmp_path / "run"), **SMALL, max_steps=3, optimizer="adafactor",
