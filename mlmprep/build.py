@@ -120,16 +120,19 @@ def write_build(cfg: BuildConfig, corpus: Corpus, tok, stage: Path, log: Callabl
     tok.save(str(stage / "tokenizer.json"))
     ids = special_ids(tok)
     window_length, target_length = row_lengths(cfg, ids)
-    tables = word_tables(tok)
 
-    stats = WindowStats(method=cfg.method, row_length=window_length)
     pipeline_started = time.perf_counter()
-    docs = prefetch(cleaned_documents(corpus, cfg, clean_counts))
-    if cfg.method == "tokens":
-        # tokenizing runs a chunk ahead in its own thread while this one masks and writes (both release the GIL)
-        chunks = prefetch((encode(tok, batch) for batch in batched(docs, cfg.chunk_chars)), depth=2)
+    # Three threads: reading and cleaning, tokenizing, and (here) windowing, masking and writing. They start
+    # now, so tokenizing overlaps the set-up below, and hand each other whole chunks, so the GIL changes
+    # hands a few times per chunk; tokenizing and masking release it.
+    doc_batches = prefetch(batched(cleaned_documents(corpus, cfg, clean_counts), cfg.chunk_chars))
+    chunks = prefetch(encode(tok, batch) for batch in doc_batches) if cfg.method == "tokens" else None
+    tables = word_tables(tok)
+    stats = WindowStats(method=cfg.method, row_length=window_length)
+    if chunks is not None:
         rows_iter = token_windows(chunks, length=window_length, eos_id=ids.eos, pack=cfg.pack, tables=tables, stats=stats)
     else:
+        docs = itertools.chain.from_iterable(doc_batches)
         rows_iter = text_method_rows(tok, docs, segment_chars(cfg.input_length), window_length, tables, stats,
                                      cfg.chunk_chars)
 

@@ -22,9 +22,10 @@ def progress(**kwargs) -> tqdm:
     return tqdm(**kwargs)
 
 
-def prefetch(items: Iterable[T], depth: int = 64) -> Iterator[T]:
-    """Iterate `items` in a background thread, `depth` ahead, in the same order (reading and cleaning
-    overlap tokenizing, which releases the GIL). An exception in the producer is re-raised here."""
+def prefetch(items: Iterable[T], depth: int = 2) -> Iterator[T]:
+    """Iterate `items` in a background thread, started now and kept `depth` ahead, in the same order
+    (reading, cleaning and tokenizing overlap masking and writing; tokenizing releases the GIL).
+    An exception in the producer is re-raised in the consumer."""
     q: queue.Queue = queue.Queue(maxsize=depth)
     stop = threading.Event()
 
@@ -41,6 +42,10 @@ def prefetch(items: Iterable[T], depth: int = 64) -> Iterator[T]:
 
     thread = threading.Thread(target=produce, daemon=True)
     thread.start()
+    return _consume(q, stop, thread)
+
+
+def _consume(q: queue.Queue, stop: threading.Event, thread: threading.Thread) -> Iterator:
     try:
         while (item := q.get()) is not _DONE:
             if isinstance(item, BaseException):
