@@ -59,13 +59,6 @@ def arrow_column(rows: Rows, width: int | None) -> pa.Array:
     return pa.ListArray.from_arrays(pa.array(rows.offsets.astype("int32"), type=pa.int32()), values)
 
 
-def datasets_features(schema: pa.Schema) -> dict:
-    """The `datasets` description of the columns, for dataset_info.json (in datasets' own words)."""
-    from datasets import Features
-
-    return Features.from_arrow_schema(schema).to_dict()
-
-
 class SplitWriter:
     """Streams rows of named int32 list columns into one split directory; `close()` returns its manifest entry.
 
@@ -78,7 +71,6 @@ class SplitWriter:
         self.schema = pa.schema(
             [(name, pa.list_(pa.int32(), w) if w is not None else pa.list_(pa.int32())) for name, w in widths.items()]
         )
-        self.features = datasets_features(self.schema)
         self.rows = 0
         self.shards: list[Path] = []
         self._pending: dict[str, list[Rows]] = {name: [] for name in widths}
@@ -145,7 +137,8 @@ class SplitWriter:
         return {"rows": self.rows, "files": files}
 
     def _write_datasets_metadata(self, names: list[str]) -> None:
-        info = {"citation": "", "description": "", "features": self.features, "homepage": "", "license": ""}
+        # no "features": datasets infers them from the Arrow schema, in the words of whichever version reads it
+        info = {"citation": "", "description": "", "homepage": "", "license": ""}
         state = {
             "_data_files": [{"filename": name} for name in names],
             "_fingerprint": hashlib.sha256(json.dumps(info, sort_keys=True).encode()).hexdigest()[:16],
