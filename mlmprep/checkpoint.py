@@ -25,6 +25,7 @@ import numpy as np
 
 from mlmprep.config import TrainConfig, to_dict
 from mlmprep.errors import CacheError, ConfigError
+from mlmprep.write import write_json
 
 PREFIX = "checkpoint-"
 CONFIG = "train_config.json"
@@ -33,10 +34,6 @@ CONFIG = "train_config.json"
 RESUMABLE = frozenset(
     {"data", "resume", "epochs", "max_steps", "eval_every", "validation", "log_every", "save_every", "keep_checkpoints"}
 )
-
-
-def write_json(path: Path, data: dict) -> None:
-    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
 def checkpoints(run: str | Path) -> list[Path]:

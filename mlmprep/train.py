@@ -30,13 +30,21 @@ from tqdm import tqdm
 
 from mlmprep import checkpoint
 from mlmprep.adapt import Adapter, Limits, regime_of
-from mlmprep.batch import Batch, Budget, padded_cost, plan_epoch, plan_stats, split_microbatches
+from mlmprep.batch import (
+    Batch,
+    Budget,
+    padded_cost,
+    plan_epoch,
+    plan_stats,
+    split_microbatches,
+)
 from mlmprep.collate import Collator
 from mlmprep.config import TrainConfig, to_dict
 from mlmprep.errors import CacheError, ConfigError
 from mlmprep.load import IGNORE, epoch_split, open_epoch, open_split, read_manifest
 from mlmprep.model import build_model, parameter_count
 from mlmprep.progress import progress
+from mlmprep.write import write_json
 
 Hook = Callable[[int, int, np.ndarray, bool], None]  # (step, microbatch index, rows, padding) before each forward
 
@@ -366,7 +374,7 @@ def run_fit(cfg: TrainConfig, world: World, hook: Hook | None, on_end: Callable 
     step, epoch, cursor = state.pop("step", 0), state["epoch"], state["cursor"]
     if world.main:
         run.mkdir(parents=True, exist_ok=True)
-        checkpoint.write_json(run / checkpoint.CONFIG, to_dict(cfg))
+        write_json(run / checkpoint.CONFIG, to_dict(cfg))
         checkpoint.trim_metrics(run, step)
     ddp = wrap_ddp(model, world) if world.size > 1 else model
     collator = Collator(objective, tok["pad_id"], tok["decoder_start_id"], max_encoder_len=cfg.max_encoder_len,
@@ -434,7 +442,7 @@ def run_fit(cfg: TrainConfig, world: World, hook: Hook | None, on_end: Callable 
         metrics = run_eval(step)
     final = {"step": step, "epoch": epoch, "loss": loss, **metrics, "tokens": state["tokens"], "examples": state["examples"]}
     if world.main:
-        checkpoint.write_json(run / "final_metrics.json", final)
+        write_json(run / "final_metrics.json", final)
     if on_end is not None:
         on_end(model)
     return final
