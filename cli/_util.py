@@ -38,3 +38,8 @@ def note(line: str) -> None:
     """A progress note on stderr for a person at a terminal; silent otherwise, so that an error stays one line."""
     if sys.stderr.isatty():
         typer.echo(line, err=True)
+
+
+def option(text: str):
+    """An option whose help text states its own default (the value None means "not given")."""
+    return typer.Option(help=text, show_default=False)

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from mlmprep.cli import app
-from mlmprep.cli._util import cli_errors, given
+from mlmprep.cli._util import cli_errors, given, option
 
 COMPARE_EXAMPLES = """Examples:
 
@@ -18,30 +18,26 @@ COMPARE_EXAMPLES = """Examples:
 """
 
 
-def _opt(text: str):
-    return typer.Option(help=text, show_default=False)
-
-
 @app.command("compare-methods", epilog=COMPARE_EXAMPLES)
 @cli_errors
 def compare_methods(
     corpus: Annotated[Optional[list[str]], typer.Argument(help="Files, directories or globs. None: the built-in sample.", show_default=False)] = None,
     *,
-    out: Annotated[Optional[str], _opt("Directory for the builds, runs, results.json, results.md and plots. [default: bench-out]")] = None,
+    out: Annotated[Optional[str], option("Directory for the builds, runs, results.json, results.md and plots. [default: bench-out]")] = None,
     full: Annotated[bool, typer.Option("--full", help="GPU-sized: t5-small shapes, input length 512, 4000 steps.")] = False,
     quick: Annotated[bool, typer.Option("--quick", help="A smoke run: 1 MB of the corpus, input length 64, 20 steps.")] = False,
-    max_mb: Annotated[Optional[float], _opt("Use only the corpus' first documents, up to this many million characters. [default: all]")] = None,
-    heldout_fraction: Annotated[Optional[float], _opt("Share of documents held out for the common validation set. [default: 0.05]")] = None,
-    text_column: Annotated[Optional[str], _opt("Text field of structured corpus files. [default: text]")] = None,
-    doc_sep: Annotated[Optional[str], _opt("In .txt files a document is a 'line' or a 'blank'-line separated paragraph. [default: line]")] = None,
-    vocab_size: Annotated[Optional[int], _opt("Vocabulary of the one tokenizer both methods use. [default: 8000]")] = None,
-    input_length: Annotated[Optional[int], _opt("Encoder input length after masking. [default: 128]")] = None,
-    model: Annotated[Optional[str], _opt("Model preset or config.json, the same for both. [default: tiny]")] = None,
-    steps: Annotated[Optional[int], _opt("Optimizer steps of each run. [default: 400]")] = None,
-    eval_every: Annotated[Optional[int], _opt("Evaluate on the common validation set every N steps. [default: 50]")] = None,
-    max_tokens_per_batch: Annotated[Optional[int], _opt("Padded effective tokens per step. [default: 8192]")] = None,
-    seed: Annotated[Optional[int], _opt("Seed of the hold-out, masks, weights and batch plans. [default: 0]")] = None,
-    threads: Annotated[Optional[int], _opt("Torch CPU threads while training (0: torch's default). [default: 1; --full: 0]")] = None,
+    max_mb: Annotated[Optional[float], option("Use only the corpus' first documents, up to this many million characters. [default: all]")] = None,
+    heldout_fraction: Annotated[Optional[float], option("Share of documents held out for the common validation set. [default: 0.05]")] = None,
+    text_column: Annotated[Optional[str], option("Text field of structured corpus files. [default: text]")] = None,
+    doc_sep: Annotated[Optional[str], option("In .txt files a document is a 'line' or a 'blank'-line separated paragraph. [default: line]")] = None,
+    vocab_size: Annotated[Optional[int], option("Vocabulary of the one tokenizer both methods use. [default: 8000]")] = None,
+    input_length: Annotated[Optional[int], option("Encoder input length after masking. [default: 128]")] = None,
+    model: Annotated[Optional[str], option("Model preset or config.json, the same for both. [default: tiny]")] = None,
+    steps: Annotated[Optional[int], option("Optimizer steps of each run. [default: 400]")] = None,
+    eval_every: Annotated[Optional[int], option("Evaluate on the common validation set every N steps. [default: 50]")] = None,
+    max_tokens_per_batch: Annotated[Optional[int], option("Padded effective tokens per step. [default: 8192]")] = None,
+    seed: Annotated[Optional[int], option("Seed of the hold-out, masks, weights and batch plans. [default: 0]")] = None,
+    threads: Annotated[Optional[int], option("Torch CPU threads while training (0: torch's default). [default: 1; --full: 0]")] = None,
 ) -> None:
     """Text segmentation vs token splitting: build both from the same documents, train the same T5 on each,
     evaluate both on one held-out validation set, and write results.json, results.md and plots."""

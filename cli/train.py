@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from mlmprep.cli import app
-from mlmprep.cli._util import cli_errors, given
+from mlmprep.cli._util import cli_errors, given, option
 
 TRAIN_EXAMPLES = """Examples:
 
@@ -20,47 +20,43 @@ TRAIN_EXAMPLES = """Examples:
 """
 
 
-def _opt(text: str):
-    return typer.Option(help=text, show_default=False)
-
-
 @app.command(epilog=TRAIN_EXAMPLES)
 @cli_errors
 def train(
     data: Annotated[Optional[str], typer.Argument(help="A directory written by mlmprep build. [default: mlmprep-data]", show_default=False)] = None,
     *,
     config: Annotated[Optional[Path], typer.Option(help="JSON/YAML file of options; the command line overrides it.")] = None,
-    out: Annotated[Optional[str], _opt("Run directory: metrics.jsonl, checkpoint-{step}/, final_metrics.json. [default: runs/run]")] = None,
+    out: Annotated[Optional[str], option("Run directory: metrics.jsonl, checkpoint-{step}/, final_metrics.json. [default: runs/run]")] = None,
     resume: Annotated[Optional[bool], typer.Option("--resume", help="Continue the run in --out from its last checkpoint, with its saved options.")] = None,
-    model: Annotated[Optional[str], _opt("tiny, t5-small, t5-base, a config.json, or a local checkpoint directory. T5 for span data, BERT-like for mlm. [default: tiny]")] = None,
-    epochs: Annotated[Optional[int], _opt("Passes over the data; epoch e reads split seed-{e % N}. [default: 1]")] = None,
-    max_steps: Annotated[Optional[int], _opt("Exactly this many optimizer steps, whatever --epochs says (0: off). [default: 0]")] = None,
-    max_tokens_per_batch: Annotated[Optional[int], _opt("Padded effective tokens (enc + alpha*dec) per optimizer step, all ranks. [default: 16384]")] = None,
-    max_tokens_per_microbatch: Annotated[Optional[int], _opt("Padded effective tokens per forward/backward. [default: 4096]")] = None,
-    max_examples_per_microbatch: Annotated[Optional[int], _opt("Rows per forward/backward. [default: 28]")] = None,
-    alpha: Annotated[Optional[float], _opt("Cost of a decoder token relative to an encoder token. [default: 2.0]")] = None,
-    pad_to_multiple_of: Annotated[Optional[int], _opt("Pad batch widths to a multiple of this. [default: 1]")] = None,
-    max_encoder_len: Annotated[Optional[int], _opt("Truncate longer inputs (keeping </s>). [default: none]")] = None,
-    max_decoder_len: Annotated[Optional[int], _opt("Truncate longer span targets (keeping </s>). [default: none]")] = None,
-    optimizer: Annotated[Optional[str], _opt("adamw or adafactor. [default: adamw]")] = None,
-    lr: Annotated[Optional[float], _opt("Peak learning rate. [default: 1e-3]")] = None,
-    min_lr: Annotated[Optional[float], _opt("Learning rate at the end of the decay. [default: 1e-5]")] = None,
-    schedule: Annotated[Optional[str], _opt("Decay after warmup: cosine, linear or constant. [default: cosine]")] = None,
-    warmup_steps: Annotated[Optional[int], _opt("Linear warmup steps. [default: 100]")] = None,
-    decay_steps: Annotated[Optional[int], _opt("Step at which the decay reaches --min-lr (0: the last step). [default: 0]")] = None,
-    weight_decay: Annotated[Optional[float], _opt("AdamW weight decay on matrices. [default: 0]")] = None,
-    beta1: Annotated[Optional[float], _opt("AdamW beta1. [default: 0.9]")] = None,
-    beta2: Annotated[Optional[float], _opt("AdamW beta2. [default: 0.999]")] = None,
-    grad_clip: Annotated[Optional[float], _opt("Clip the global gradient norm to this (0: off). [default: 1.0]")] = None,
+    model: Annotated[Optional[str], option("tiny, t5-small, t5-base, a config.json, or a local checkpoint directory. T5 for span data, BERT-like for mlm. [default: tiny]")] = None,
+    epochs: Annotated[Optional[int], option("Passes over the data; epoch e reads split seed-{e % N}. [default: 1]")] = None,
+    max_steps: Annotated[Optional[int], option("Exactly this many optimizer steps, whatever --epochs says (0: off). [default: 0]")] = None,
+    max_tokens_per_batch: Annotated[Optional[int], option("Padded effective tokens (enc + alpha*dec) per optimizer step, all ranks. [default: 16384]")] = None,
+    max_tokens_per_microbatch: Annotated[Optional[int], option("Padded effective tokens per forward/backward. [default: 4096]")] = None,
+    max_examples_per_microbatch: Annotated[Optional[int], option("Rows per forward/backward. [default: 28]")] = None,
+    alpha: Annotated[Optional[float], option("Cost of a decoder token relative to an encoder token. [default: 2.0]")] = None,
+    pad_to_multiple_of: Annotated[Optional[int], option("Pad batch widths to a multiple of this. [default: 1]")] = None,
+    max_encoder_len: Annotated[Optional[int], option("Truncate longer inputs (keeping </s>). [default: none]")] = None,
+    max_decoder_len: Annotated[Optional[int], option("Truncate longer span targets (keeping </s>). [default: none]")] = None,
+    optimizer: Annotated[Optional[str], option("adamw or adafactor. [default: adamw]")] = None,
+    lr: Annotated[Optional[float], option("Peak learning rate. [default: 1e-3]")] = None,
+    min_lr: Annotated[Optional[float], option("Learning rate at the end of the decay. [default: 1e-5]")] = None,
+    schedule: Annotated[Optional[str], option("Decay after warmup: cosine, linear or constant. [default: cosine]")] = None,
+    warmup_steps: Annotated[Optional[int], option("Linear warmup steps. [default: 100]")] = None,
+    decay_steps: Annotated[Optional[int], option("Step at which the decay reaches --min-lr (0: the last step). [default: 0]")] = None,
+    weight_decay: Annotated[Optional[float], option("AdamW weight decay on matrices. [default: 0]")] = None,
+    beta1: Annotated[Optional[float], option("AdamW beta1. [default: 0.9]")] = None,
+    beta2: Annotated[Optional[float], option("AdamW beta2. [default: 0.999]")] = None,
+    grad_clip: Annotated[Optional[float], option("Clip the global gradient norm to this (0: off). [default: 1.0]")] = None,
     bf16: Annotated[Optional[bool], typer.Option("--bf16/--no-bf16", help="bfloat16 autocast on CUDA; CPU always runs float32. [default: bf16]", show_default=False)] = None,
-    eval_every: Annotated[Optional[int], _opt("Evaluate on the validation split every N steps (0: at the end only). [default: 500]")] = None,
-    validation: Annotated[Optional[str], _opt("A split directory of another build (same tokenizer) to evaluate on. [default: DATA/validation]")] = None,
-    eval_max_tokens_per_microbatch: Annotated[Optional[int], _opt("Padded effective tokens per evaluation forward. [default: 4096]")] = None,
-    log_every: Annotated[Optional[int], _opt("Write a metrics.jsonl line every N steps. [default: 10]")] = None,
-    save_every: Annotated[Optional[int], _opt("Write checkpoint-{step} every N steps (0: at the end only). [default: 1000]")] = None,
-    keep_checkpoints: Annotated[Optional[int], _opt("Keep the last K checkpoints. [default: 2]")] = None,
-    seed: Annotated[Optional[int], _opt("Seed of the model's initial weights and the batch plan. [default: 0]")] = None,
-    grow_after: Annotated[Optional[int], _opt("After an out-of-memory error, good steps before the shrunk limits grow x1.25. [default: 100]")] = None,
+    eval_every: Annotated[Optional[int], option("Evaluate on the validation split every N steps (0: at the end only). [default: 500]")] = None,
+    validation: Annotated[Optional[str], option("A split directory of another build (same tokenizer) to evaluate on. [default: DATA/validation]")] = None,
+    eval_max_tokens_per_microbatch: Annotated[Optional[int], option("Padded effective tokens per evaluation forward. [default: 4096]")] = None,
+    log_every: Annotated[Optional[int], option("Write a metrics.jsonl line every N steps. [default: 10]")] = None,
+    save_every: Annotated[Optional[int], option("Write checkpoint-{step} every N steps (0: at the end only). [default: 1000]")] = None,
+    keep_checkpoints: Annotated[Optional[int], option("Keep the last K checkpoints. [default: 2]")] = None,
+    seed: Annotated[Optional[int], option("Seed of the model's initial weights and the batch plan. [default: 0]")] = None,
+    grow_after: Annotated[Optional[int], option("After an out-of-memory error, good steps before the shrunk limits grow x1.25. [default: 100]")] = None,
 ) -> None:
     """Pretrain T5 (span data) or a BERT-style model (mlm data) on a build, with token-budget batches."""
     from mlmprep import checkpoint
