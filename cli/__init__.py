@@ -3,6 +3,8 @@ so `mlmprep --help` answers without loading numba, datasets or torch."""
 
 from __future__ import annotations
 
+import gc
+
 import typer
 
 HELP = """Pretraining data for T5- and BERT-style models.
@@ -19,7 +21,12 @@ app = typer.Typer(
 
 
 def main() -> None:
-    app()
+    try:
+        app()
+    finally:
+        # At exit the interpreter's last garbage collection walks every object Numba and its compiler made,
+        # about half a second after a build; all of them live until the end anyway, so it is skipped.
+        gc.freeze()
 
 
 def _register() -> None:
