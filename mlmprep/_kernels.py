@@ -14,6 +14,8 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 from numba.cpython.unsafe.numbers import trailing_zeros  # LLVM cttz
 
+from mlmprep.mask import IGNORE
+
 BLOCK_ROWS = 64  # rows per parallel work item: amortises scratch allocation, keeps 2+ threads balanced
 
 GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # SplitMix64 increment (2**64 / golden ratio)
@@ -24,7 +26,6 @@ LOW32 = np.uint64(0xFFFFFFFF)
 ONE = np.uint64(1)
 TWO32 = np.uint64(1 << 32)
 CHUNK = 16  # tokens per overshooting copy step: 64 bytes, one AVX-512 or two AVX2 moves
-IGNORE = -100  # label of a position the MLM loss skips (PyTorch's CrossEntropyLoss ignore_index)
 
 
 # ---------------------------------------------------------------------------- counter-based generator

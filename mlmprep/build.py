@@ -3,6 +3,7 @@ that is renamed into place at the end. The same inputs, options and seed give by
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import sys
@@ -15,11 +16,11 @@ import numpy as np
 
 import mlmprep
 from mlmprep import mask
-from mlmprep.clean import clean_text
+from mlmprep.clean import clean_texts
 from mlmprep.config import BuildConfig
 from mlmprep.corpus import Corpus, open_corpus
 from mlmprep.errors import CorpusError, TokenizerError
-from mlmprep.progress import progress, prefetch
+from mlmprep.progress import prefetch, prefetch_map, progress
 from mlmprep.tokenize import encode, load_tokenizer, special_ids, tokenizer_sha256, train_tokenizer, word_tables
 from mlmprep.windows import Rows, WindowStats, segment_chars, segment_rows, text_segments, token_windows
 from mlmprep.write import (
@@ -47,7 +48,7 @@ class BuildResult:
 
 def build(cfg: BuildConfig, *, log: Callable[[str], None] = print) -> BuildResult:
     """Build `cfg.out`, or report it up to date when it already holds this build of this corpus."""
-    set_threads(cfg.threads)
+    set_tokenizer_threads(cfg.threads)
     out = Path(cfg.out)
     corpus = open_corpus(
         cfg.corpus,
@@ -70,39 +71,40 @@ def build(cfg: BuildConfig, *, log: Callable[[str], None] = print) -> BuildResul
     return BuildResult(out, manifest, up_to_date=False)
 
 
-def set_threads(threads: int) -> None:
-    """Use `threads` cores (0: all) for tokenizing and masking; the output does not depend on it.
-
-    The tokenizer's thread pool starts on first use, so in one Python process the first call decides it.
-    """
-    import numba
-
-    n = threads or os.cpu_count() or 1
+def set_tokenizer_threads(threads: int) -> None:
+    """Tokenize on `threads` cores (0: all); the output does not depend on it. The tokenizer's thread pool
+    starts on first use, so in one Python process the first call decides it."""
     if threads:
-        os.environ["RAYON_NUM_THREADS"] = str(n)
-    numba.set_num_threads(min(n, numba.config.NUMBA_NUM_THREADS))
+        os.environ["RAYON_NUM_THREADS"] = str(threads)
+
+
+def cleaned_batches(corpus: Corpus, cfg: BuildConfig, counts: dict) -> Iterator[list[str]]:
+    """The corpus's documents, cleaned, in lists of about cfg.chunk_chars characters (see `batched`);
+    characters removed and documents left blank are counted in `counts`."""
+    for batch in batched(corpus.documents(), cfg.chunk_chars):
+        texts, removed = clean_texts(batch, normalize_whitespace=cfg.normalize_whitespace, nfkc=cfg.nfkc)
+        counts["characters_removed"] += removed
+        kept = [text for text in texts if text and not text.isspace()]
+        counts["documents_emptied"] += len(texts) - len(kept)
+        if kept:
+            yield kept
 
 
 def cleaned_documents(corpus: Corpus, cfg: BuildConfig, counts: dict) -> Iterator[str]:
-    """The corpus's documents, cleaned; characters removed are counted in `counts`."""
-    for doc in corpus.documents():
-        text, removed = clean_text(doc, normalize_whitespace=cfg.normalize_whitespace, nfkc=cfg.nfkc)
-        counts["characters_removed"] += removed
-        if text.strip():
-            yield text
-        else:
-            counts["documents_emptied"] += 1
+    """The corpus's documents, cleaned, one by one."""
+    return itertools.chain.from_iterable(cleaned_batches(corpus, cfg, counts))
 
 
 def batched(texts: Iterable[str], max_chars: int) -> Iterator[list[str]]:
-    """Group texts into lists of about `max_chars` characters (one tokenizer call each)."""
-    batch, size = [], 0
+    """Group texts into lists of about `max_chars` characters (one tokenizer call each). The first lists
+    are smaller (1/16, 1/8, ... of it), so tokenizing starts soon after reading does."""
+    batch, size, limit = [], 0, max(1, max_chars // 16)
     for text in texts:
         batch.append(text)
         size += len(text)
-        if size >= max_chars:
+        if size >= limit:
             yield batch
-            batch, size = [], 0
+            batch, size, limit = [], 0, min(max_chars, 2 * limit)
     if batch:
         yield batch
 
@@ -118,15 +120,17 @@ def write_build(cfg: BuildConfig, corpus: Corpus, tok, stage: Path, log: Callabl
         tok = train_tokenizer(docs, cfg.vocab_size, show_progress=sys.stderr.isatty())
         timings["train_tokenizer_s"] = time.perf_counter() - started
     tok.save(str(stage / "tokenizer.json"))
+    tok.encode_special_tokens = True  # as encode() sets it, but now: the tokenizing threads must not write it
     ids = special_ids(tok)
     window_length, target_length = row_lengths(cfg, ids)
 
     pipeline_started = time.perf_counter()
-    # Three threads: reading and cleaning, tokenizing, and (here) windowing, masking and writing. They start
-    # now, so tokenizing overlaps the set-up below, and hand each other whole chunks, so the GIL changes
-    # hands a few times per chunk; tokenizing and masking release it.
-    doc_batches = prefetch(batched(cleaned_documents(corpus, cfg, clean_counts), cfg.chunk_chars))
-    chunks = prefetch(encode(tok, batch) for batch in doc_batches) if cfg.method == "tokens" else None
+    # Reading and cleaning run in one thread and tokenizing in two more (so one call's ids are turned into
+    # arrays while the other call keeps the cores busy); they start now, overlapping the set-up below, and
+    # hand over whole chunks. This thread windows, masks and writes; tokenizing and masking release the GIL.
+    doc_batches = prefetch(cleaned_batches(corpus, cfg, clean_counts))
+    chunks = prefetch_map(functools.partial(encode, tok), doc_batches) if cfg.method == "tokens" else None
+    mask.set_threads(cfg.threads)
     tables = word_tables(tok)
     stats = WindowStats(method=cfg.method, row_length=window_length)
     if chunks is not None:
@@ -334,7 +338,7 @@ def remask(out: str | Path, seeds: int, *, threads: int = 0) -> list[str]:
     from mlmprep.config import make_config
     from mlmprep.load import read_manifest
 
-    set_threads(threads)
+    mask.set_threads(threads)
     out = Path(out)
     with build_lock(out):
         manifest = read_manifest(out)

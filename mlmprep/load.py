@@ -19,11 +19,11 @@ import pyarrow as pa
 from numba import njit
 
 from mlmprep.errors import CacheError
+from mlmprep.mask import IGNORE
 from mlmprep.write import FORMAT_VERSION, manifest_path
 
 OBJECTIVES = ("span", "mlm")
 COLUMNS = ("input_ids", "labels")
-IGNORE = -100  # label of a position the loss skips (PyTorch's CrossEntropyLoss ignore_index)
 
 
 def read_manifest(build_dir: str | Path) -> dict:

@@ -18,14 +18,18 @@ kept part first:
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 
 import numpy as np
 
-from mlmprep import _kernels
 from mlmprep.errors import ConfigError
 
+# The kernels (mlmprep._kernels) are imported where they are first called: importing Numba and loading
+# its cache takes about a second of one core, which a build spends while its tokenizer already runs.
+
 MASK64 = (1 << 64) - 1
+IGNORE = -100  # label of a position the MLM loss skips (PyTorch's CrossEntropyLoss ignore_index)
 SLOT_TAG = 0x5EED_5107_D0E5_C0DE  # keeps slot seeds apart from the row streams of the base seed itself
 
 
@@ -144,6 +148,8 @@ def span_corrupt(values, offsets, *, seed: int, first_row: int, noise_density: f
     start of a noise span it falls inside, so spans are never split and lengths never change): the
     last token is then not always noise, and a row may begin with a noise span.
     """
+    from mlmprep import _kernels
+
     values, offsets = _check_rows(values, offsets)
     _check_seed(seed, first_row)
     sentinels = np.ascontiguousarray(sentinels, dtype=np.int32)
@@ -183,6 +189,8 @@ def mlm_mask(values, offsets, *, seed: int, first_row: int, probability: float, 
     elsewhere. With `word_starts` (bool per id: the token begins a word) whole words are chosen in
     random order while the count stays <= m, and at least one word.
     """
+    from mlmprep import _kernels
+
     values, offsets = _check_rows(values, offsets)
     _check_seed(seed, first_row)
     if values.size and (values.min() < 0 or values.max() >= vocab_size):
@@ -209,7 +217,15 @@ def mlm_mask(values, offsets, *, seed: int, first_row: int, probability: float, 
     return input_ids, labels
 
 
-# ---------------------------------------------------------------------------- seeds and statistics
+# ---------------------------------------------------------------------------- threads, seeds and statistics
+
+
+def set_threads(threads: int) -> None:
+    """Run the masking kernels of this thread on `threads` cores (0: all); the output does not depend on it."""
+    import numba
+
+    n = threads or os.cpu_count() or 1
+    numba.set_num_threads(min(n, numba.config.NUMBA_NUM_THREADS))
 
 
 def row_seed(seed: int, k: int) -> int:
@@ -217,6 +233,8 @@ def row_seed(seed: int, k: int) -> int:
 
     Pure, so any slot can be rebuilt alone; hashing (not seed + k) keeps the slots of nearby base seeds apart.
     """
+    from mlmprep import _kernels
+
     _check_seed(seed, 0)
     if k < 0:
         raise ConfigError(f"cache slot must be >= 0, got {k}")
@@ -240,7 +258,7 @@ def span_stats(label_values, label_offsets, enc_offsets, sentinels) -> dict[str,
 def mlm_stats(labels, offsets) -> dict[str, float]:
     """Fraction of all tokens that carry a label (were chosen for masking), and the row count."""
     labels = np.asarray(labels)
-    chosen = int((labels != _kernels.IGNORE).sum())
+    chosen = int((labels != IGNORE).sum())
     return {"masked_fraction": chosen / labels.size if labels.size else 0.0, "rows": float(len(offsets) - 1)}
 
 
@@ -253,6 +271,7 @@ __all__ = [
     "mlm_mask",
     "mlm_stats",
     "row_seed",
+    "set_threads",
     "span_corrupt",
     "span_counts",
     "span_stats",

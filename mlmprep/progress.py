@@ -1,16 +1,18 @@
-"""Progress bars and a one-slot read-ahead thread, shared by the long-running stages."""
+"""Progress bars and read-ahead threads, shared by the long-running stages."""
 
 from __future__ import annotations
 
 import queue
 import sys
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TypeVar
 
 from tqdm import tqdm
 
 T = TypeVar("T")
+R = TypeVar("R")
 _DONE = object()
 
 
@@ -43,6 +45,25 @@ def prefetch(items: Iterable[T], depth: int = 2) -> Iterator[T]:
     thread = threading.Thread(target=produce, daemon=True)
     thread.start()
     return _consume(q, stop, thread)
+
+
+def prefetch_map(fn: Callable[[T], R], items: Iterable[T], workers: int = 2, depth: int = 8) -> Iterator[R]:
+    """fn(item) for each item, in order, computed by `workers` threads started now and kept up to `depth`
+    results ahead of the consumer. For calls that release the GIL for most of their time (tokenizing):
+    while one thread does the Python part of its call, another call keeps the cores busy, and a consumer
+    busy elsewhere for a while (loading Numba) does not stop them."""
+    pool = ThreadPoolExecutor(workers, thread_name_prefix="mlmprep-prefetch")
+    jobs = prefetch((pool.submit(fn, item) for item in items), depth=depth)
+    return _results(pool, jobs)
+
+
+def _results(pool: ThreadPoolExecutor, jobs: Iterator[Future]) -> Iterator:
+    try:
+        for job in jobs:
+            yield job.result()
+    finally:
+        jobs.close()
+        pool.shutdown(wait=False, cancel_futures=True)
 
 
 def _consume(q: queue.Queue, stop: threading.Event, thread: threading.Thread) -> Iterator:

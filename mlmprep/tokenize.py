@@ -180,20 +180,25 @@ def encode(tok, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
     before whitespace (the same tokens, since the pre-tokenizer splits there) and a few MB per call,
     so a 50 MB line costs bounded memory.
     """
-    tok.encode_special_tokens = True
-    pieces, owners = [], []
-    for i, text in enumerate(texts):
-        for piece in whitespace_pieces(text, PIECE_CHARS):
-            pieces.append(piece)
-            owners.append(i)
-    ids, piece_lengths = [], []
+    if not tok.encode_special_tokens:  # set once: calls running in other threads must not see it change
+        tok.encode_special_tokens = True
+    if max(map(len, texts), default=0) <= PIECE_CHARS:  # the usual case: each document is one piece
+        pieces, owners = texts, range(len(texts))
+    else:
+        pieces, owners = [], []
+        for i, text in enumerate(texts):
+            for piece in whitespace_pieces(text, PIECE_CHARS):
+                pieces.append(piece)
+                owners.append(i)
+    ids: list[int] = []  # one list extended in place, converted once: the cheapest way out of Encoding objects
+    piece_lengths = []
     for start, stop in call_groups([len(p) for p in pieces], CALL_CHARS):
         for e in tok.encode_batch_fast(pieces[start:stop], add_special_tokens=False):
-            ids.append(np.asarray(e.ids, dtype=np.int32))
-            piece_lengths.append(len(e.ids))
+            piece_ids = e.ids
+            ids += piece_ids
+            piece_lengths.append(len(piece_ids))
     lengths = np.bincount(np.asarray(owners, dtype=np.int64), weights=piece_lengths, minlength=len(texts))
-    flat = np.concatenate(ids) if ids else np.zeros(0, dtype=np.int32)
-    return flat, lengths.astype(np.int64)
+    return np.array(ids, dtype=np.int32), lengths.astype(np.int64)
 
 
 def whitespace_pieces(text: str, size: int) -> list[str]:
