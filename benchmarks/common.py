@@ -11,10 +11,18 @@ CORPORA = Path(__file__).resolve().parents[2] / "shared" / "corpora"  # ../share
 
 def best_seconds(fn: Callable[[], object], repeats: int) -> float:
     """The fastest of `repeats` timed calls, after one untimed warm-up (Numba compile or cache load, page faults)."""
-    fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
+    return best_of_each({"fn": fn}, repeats)["fn"]
+
+
+def best_of_each(fns: dict[str, Callable[[], object]], repeats: int) -> dict[str, float]:
+    """best_seconds of each function, timed in turn (a, b, a, b, ...), so that a shared machine whose speed
+    drifts during the run slows all of them alike and their ratio stays fair."""
+    for fn in fns.values():
         fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - start)
+    return {name: min(t) for name, t in times.items()}

@@ -16,7 +16,7 @@ from numba.cpython.unsafe.numbers import trailing_zeros  # LLVM cttz
 
 from mlmprep.mask import IGNORE
 
-BLOCK_ROWS = 64  # rows per parallel work item: amortises scratch allocation, keeps 2+ threads balanced
+BLOCK_ROWS = 32  # rows per parallel work item: amortises scratch allocation, keeps 2+ threads balanced
 
 GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # SplitMix64 increment (2**64 / golden ratio)
 MIX1 = np.uint64(0xBF58476D1CE4E5B9)
