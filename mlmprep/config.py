@@ -54,7 +54,7 @@ class BuildConfig:
     out: str = "mlmprep-data"
     # speed only: these never change the bytes written
     threads: int = 0  # 0: all cores
-    chunk_chars: int = 4 << 20  # characters of text per tokenize/mask/write chunk
+    chunk_chars: int = 1 << 20  # characters of text per tokenize/mask/write chunk: bounds the memory in flight
     force: bool = False
 
     def __post_init__(self) -> None:
