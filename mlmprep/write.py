@@ -33,11 +33,8 @@ def manifest_path(build_dir: str | Path) -> Path:
 
 
 def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
     with open(path, "rb") as f:
-        while block := f.read(1 << 22):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def write_json(path: Path, data: dict) -> None:

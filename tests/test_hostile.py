@@ -125,16 +125,16 @@ def corpus_dir(tmp_path: Path) -> Path:
 
 def while_reading_a(folder: Path, monkeypatch, action) -> None:
     """Run `action` when the build starts reading a.txt: after open_corpus has hashed both files."""
-    from mlmprep import corpus
+    from mlmprep import readers
 
-    read_txt = corpus.READERS[".txt"]
+    read_txt = readers.READERS[".txt"]
 
     def reader(path, stats, opts):
         if path.name == "a.txt":
             action()
         yield from read_txt(path, stats, opts)
 
-    monkeypatch.setitem(corpus.READERS, ".txt", reader)
+    monkeypatch.setitem(readers.READERS, ".txt", reader)
 
 
 def test_a_file_deleted_during_the_build_is_a_clear_error(tmp_path, tok, monkeypatch):
