@@ -43,8 +43,10 @@ def span_corruption(r: dict) -> list[Figure]:
 
 
 def build(r: dict) -> list[Figure]:
-    rows = [Figure(f"build --seeds 4 vs tokenize-only, {x['mb']:.0f} MB", f"{x['ratio']:.2f}x", "<= 1.5x", x["ratio"] <= 1.5)
-            for x in r["runs"]]
+    # a quick slice measures start-up more than throughput: its ratio is shown, the target judged on the whole corpus
+    target = "<= 1.5x (whole corpus)" if r["quick"] else "<= 1.5x"
+    rows = [Figure(f"build --seeds 4 vs tokenize-only, {x['mb']:.0f} MB", f"{x['ratio']:.2f}x", target,
+                   None if r["quick"] else x["ratio"] <= 1.5) for x in r["runs"]]
     rss = [x["build_rss_mb"] for x in r["runs"]]
     if len(rss) > 1:
         rows.append(Figure("build peak RSS, largest / smallest corpus", ratio(rss[-1], rss[0]), "flat (<= 1.2x)",

@@ -85,7 +85,7 @@ def run(quick: bool = False, scales: tuple[int, ...] = (1, 4), corpus: Path | No
         tok = work / "tok.json"
         subprocess.run([*mlmprep, "tokenizer", "train", str(base), "--vocab-size", "8000" if quick else "32000",
                         "--out", str(tok)], check=True, stdout=subprocess.DEVNULL)
-        results: dict = {"corpus": source.name, "repeats": repeats, "runs": []}
+        results: dict = {"corpus": source.name, "quick": quick, "repeats": repeats, "runs": []}
         warm_up = work / "warm-up.txt"  # compiles or loads the Numba cache untimed; startup() times that part
         warm_up.write_bytes(base.read_bytes()[:200_000])
         subprocess.run([*mlmprep, "build", str(warm_up), "--tokenizer", str(tok), "--out", str(work / "warm-up")],

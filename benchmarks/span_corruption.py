@@ -137,7 +137,7 @@ def run(quick: bool = False) -> dict:
             "numpy": numpy_pass(windows[:n_numpy], sentinels, eos, target),
             "one": numba_pass(tiled, sentinels, eos, 1),
             "every": numba_pass(tiled, sentinels, eos, threads),
-        }, repeats=3 if quick else 10)
+        }, repeats=10)
     finally:
         numba.set_num_threads(before)
     numpy_tps = windows[:n_numpy].size / seconds["numpy"]
