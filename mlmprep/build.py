@@ -37,6 +37,7 @@ from mlmprep.write import (
 
 VALIDATION_SLOT = 1 << 20  # the validation split is masked once, with the seed of this (never trained) slot
 HOLDOUT_SALT = 0x5EED_0F_0A1D  # keys the held-out choice apart from the mask seeds
+MASK_TOKENS = 1 << 20  # at most this many tokens (or one longer row) are masked and written at a time
 
 
 @dataclass(frozen=True)
@@ -140,6 +141,8 @@ def write_build(cfg: BuildConfig, corpus: Corpus, tok, stage: Path, log: Callabl
         rows_iter = text_method_rows(tok, docs, segment_chars(cfg.input_length), window_length, tables, stats,
                                      cfg.chunk_chars)
 
+    # One long document is one chunk upstream; masking and writing take chunks in pieces, so memory stays bounded.
+    rows_iter = itertools.chain.from_iterable(rows.pieces(MASK_TOKENS) for rows in rows_iter)
     fixed = cfg.method == "tokens" and cfg.pack == "stream"
     seeds = [mask.row_seed(cfg.seed, k) for k in range(cfg.seeds)]
     masker = Masker(cfg, ids, tables, fixed, window_length)

@@ -190,15 +190,17 @@ def encode(tok, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
             for piece in whitespace_pieces(text, PIECE_CHARS):
                 pieces.append(piece)
                 owners.append(i)
-    ids: list[int] = []  # one list extended in place, converted once: the cheapest way out of Encoding objects
-    piece_lengths = []
+    arrays, piece_lengths = [], []
     for start, stop in call_groups([len(p) for p in pieces], CALL_CHARS):
+        ids: list[int] = []  # one list per call, converted once: the cheapest way out of Encoding objects
         for e in tok.encode_batch_fast(pieces[start:stop], add_special_tokens=False):
             piece_ids = e.ids
             ids += piece_ids
             piece_lengths.append(len(piece_ids))
+        arrays.append(np.array(ids, dtype=np.int32))
     lengths = np.bincount(np.asarray(owners, dtype=np.int64), weights=piece_lengths, minlength=len(texts))
-    return np.array(ids, dtype=np.int32), lengths.astype(np.int64)
+    flat = np.concatenate(arrays) if arrays else np.zeros(0, dtype=np.int32)
+    return flat, lengths.astype(np.int64)
 
 
 def whitespace_pieces(text: str, size: int) -> list[str]:

@@ -42,6 +42,15 @@ class Rows(NamedTuple):
         offsets = self.offsets[start : stop + 1]
         return Rows(self.values[offsets[0] : offsets[-1]], offsets - offsets[0])
 
+    def pieces(self, max_tokens: int) -> Iterator[Rows]:
+        """The rows as consecutive views of at most `max_tokens` tokens each (one longer row alone)."""
+        start = 0
+        while start < len(self):
+            fits = int(np.searchsorted(self.offsets, self.offsets[start] + max_tokens, side="right")) - 1
+            stop = min(len(self), max(start + 1, fits))
+            yield self.slice(start, stop)
+            start = stop
+
     def take(self, index: np.ndarray) -> Rows:
         """The rows at `index` (sorted or not), as new contiguous Rows."""
         lengths = self.lengths()[index]

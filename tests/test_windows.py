@@ -1,6 +1,8 @@
 """Token splitting and text segmentation: exact windows, honest counts, chunking that changes nothing."""
 
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mlmprep.tokenize import WordTables, word_tables
 from mlmprep.windows import (
@@ -114,3 +116,17 @@ def test_rows_take_gathers_fixed_and_ragged_rows():
     ragged = Rows(np.arange(6, dtype=np.int32), np.array([0, 1, 3, 6]))
     taken = ragged.take(np.array([2, 0]))
     assert taken.values.tolist() == [3, 4, 5, 0] and taken.offsets.tolist() == [0, 3, 4]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 50), max_size=40), st.integers(1, 120))
+def test_rows_pieces_cover_the_rows_in_order_within_the_limit(lengths, max_tokens):
+    offsets = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)])
+    rows = Rows(np.arange(offsets[-1], dtype=np.int32), offsets)
+    pieces = list(rows.pieces(max_tokens))
+    assert [len(p) for p in pieces if len(p) == 0] == []
+    assert sum(len(p) for p in pieces) == len(rows)
+    assert np.concatenate([p.values for p in pieces] or [np.zeros(0, np.int32)]).tolist() == rows.values.tolist()
+    assert np.concatenate([p.lengths() for p in pieces] or [np.zeros(0, np.int64)]).tolist() == lengths
+    for p in pieces:  # within the limit, or a single row longer than it
+        assert p.offsets[-1] <= max_tokens or len(p) == 1
