@@ -131,7 +131,6 @@ def write_build(cfg: BuildConfig, corpus: Corpus, tok, stage: Path, log: Callabl
     # hand over whole chunks. This thread windows, masks and writes; tokenizing and masking release the GIL.
     doc_batches = prefetch(cleaned_batches(corpus, cfg, clean_counts))
     chunks = prefetch_map(functools.partial(encode, tok), doc_batches) if cfg.method == "tokens" else None
-    mask.set_threads(cfg.threads)
     tables = word_tables(tok)
     stats = WindowStats(method=cfg.method, row_length=window_length)
     if chunks is not None:
@@ -143,6 +142,11 @@ def write_build(cfg: BuildConfig, corpus: Corpus, tok, stage: Path, log: Callabl
 
     # One long document is one chunk upstream; masking and writing take chunks in pieces, so memory stays bounded.
     rows_iter = itertools.chain.from_iterable(rows.pieces(MASK_TOKENS) for rows in rows_iter)
+    # Numba loads (about a second of one core, holding the GIL) once the first windows are out, so that it
+    # does not slow the reading the tokenizer threads wait on at the start.
+    first = list(itertools.islice(rows_iter, 1))
+    rows_iter = itertools.chain(first, rows_iter)
+    mask.set_threads(cfg.threads)
     fixed = cfg.method == "tokens" and cfg.pack == "stream"
     seeds = [mask.row_seed(cfg.seed, k) for k in range(cfg.seeds)]
     masker = Masker(cfg, ids, tables, fixed, window_length)
