@@ -19,10 +19,27 @@ from mlmprep import mask
 from mlmprep.clean import clean_texts
 from mlmprep.config import BuildConfig
 from mlmprep.corpus import Corpus, open_corpus
-from mlmprep.errors import CorpusError, TokenizerError
+from mlmprep.errors import ConfigError, CorpusError, TokenizerError
 from mlmprep.progress import prefetch, prefetch_map, progress
-from mlmprep.tokenize import encode, load_tokenizer, special_ids, tokenizer_sha256, train_tokenizer, word_tables
-from mlmprep.windows import Rows, WindowStats, segment_chars, segment_rows, text_segments, token_windows
+from mlmprep.tokenize import (
+    encode,
+    frame_ids,
+    load_tokenizer,
+    special_ids,
+    tokenizer_sha256,
+    train_tokenizer,
+    word_tables,
+)
+from mlmprep.windows import (
+    MIN_ROW,
+    Rows,
+    WindowStats,
+    frame_rows,
+    segment_chars,
+    segment_rows,
+    text_segments,
+    token_windows,
+)
 from mlmprep.write import (
     FORMAT_VERSION,
     SplitWriter,
@@ -32,6 +49,7 @@ from mlmprep.write import (
     publish,
     read_existing,
     staging_dir,
+    write_hf_tokenizer,
     write_json,
 )
 
@@ -120,10 +138,12 @@ def write_build(cfg: BuildConfig, corpus: Corpus, tok, stage: Path, log: Callabl
         docs = cleaned_documents(corpus, cfg, dict(clean_counts))
         tok = train_tokenizer(docs, cfg.vocab_size, show_progress=sys.stderr.isatty())
         timings["train_tokenizer_s"] = time.perf_counter() - started
-    tok.save(str(stage / "tokenizer.json"))
+    write_hf_tokenizer(tok, stage, model_max_length=cfg.input_length)  # tokenizer.json + the transformers files
     tok.encode_special_tokens = True  # as encode() sets it, but now: the tokenizing threads must not write it
     ids = special_ids(tok)
     window_length, target_length = row_lengths(cfg, ids)
+    prefix, suffix = mlm_frame(cfg, tok, window_length)
+    content_length = window_length - len(prefix) - len(suffix)
 
     pipeline_started = time.perf_counter()
     # Reading and cleaning run in one thread and tokenizing in two more (so one call's ids are turned into
@@ -132,13 +152,15 @@ def write_build(cfg: BuildConfig, corpus: Corpus, tok, stage: Path, log: Callabl
     doc_batches = prefetch(cleaned_batches(corpus, cfg, clean_counts))
     chunks = prefetch_map(functools.partial(encode, tok), doc_batches) if cfg.method == "tokens" else None
     tables = word_tables(tok)
-    stats = WindowStats(method=cfg.method, row_length=window_length)
+    stats = WindowStats(method=cfg.method, row_length=content_length, unk_id=ids.unk)
     if chunks is not None:
-        rows_iter = token_windows(chunks, length=window_length, eos_id=ids.eos, pack=cfg.pack, tables=tables, stats=stats)
+        rows_iter = token_windows(chunks, length=content_length, eos_id=document_eos(cfg, ids, suffix), pack=cfg.pack,
+                                  tables=tables, stats=stats)
     else:
         docs = itertools.chain.from_iterable(doc_batches)
-        rows_iter = text_method_rows(tok, docs, segment_chars(cfg.input_length), window_length, tables, stats,
+        rows_iter = text_method_rows(tok, docs, segment_chars(cfg.input_length), content_length, tables, stats,
                                      cfg.chunk_chars)
+    rows_iter = (frame_rows(rows, prefix, suffix) for rows in rows_iter)
 
     # One long document is one chunk upstream; masking and writing take chunks in pieces, so memory stays bounded.
     rows_iter = itertools.chain.from_iterable(rows.pieces(MASK_TOKENS) for rows in rows_iter)
@@ -209,6 +231,27 @@ def row_lengths(cfg: BuildConfig, ids) -> tuple[int, int]:
     )
     mask.check_span_settings(window_length, cfg.noise_density, cfg.mean_span_length, len(ids.sentinels))
     return window_length, target_length
+
+
+def mlm_frame(cfg: BuildConfig, tok, window_length: int) -> tuple[np.ndarray, np.ndarray]:
+    """(prefix, suffix) around every row: for MLM the tokenizer's own frame of one sequence ([CLS] … [SEP]),
+    counted inside --input-length; none for span corruption, whose kernel ends each row with </s>."""
+    empty = np.zeros(0, dtype=np.int32)
+    if cfg.objective != "mlm":
+        return empty, empty
+    prefix, suffix = frame_ids(tok)
+    if window_length - len(prefix) - len(suffix) < MIN_ROW:
+        raise ConfigError(f"--input-length {cfg.input_length} leaves no room for text inside the tokenizer's "
+                          f"{len(prefix) + len(suffix)} frame tokens; raise it")
+    return prefix, suffix
+
+
+def document_eos(cfg: BuildConfig, ids, suffix: np.ndarray) -> int | None:
+    """The token that ends each document in the windows: EOS, except with --pack doc where the row's own end
+    marks it (span corruption's </s>, an MLM frame's [SEP]), so the end of a document is never masked as text."""
+    if cfg.pack == "doc" and (cfg.objective == "span" or len(suffix)):
+        return None
+    return ids.eos
 
 
 def text_method_rows(tok, docs: Iterable[str], chars: int, window_length: int, tables, stats: WindowStats,

@@ -1,6 +1,8 @@
 """Checkpoints of a training run, RUN/checkpoint-{step}/:
 
-    model/              transformers `save_pretrained` (config.json, model.safetensors): `--model` accepts it
+    model/              transformers `save_pretrained` (config.json, model.safetensors) and the build's tokenizer
+                        (tokenizer.json, tokenizer_config.json, special_tokens_map.json): a complete Hugging Face
+                        model directory, which `--model` accepts too
     optimizer.pt        optimizer state (the learning rate is a pure function of the step: lr_at)
     rng.pt              torch / numpy / random states of every rank
     state.json          {"step", "epoch", "cursor", "world_size", "adapt", ...}: the loader position is (epoch,
@@ -25,7 +27,7 @@ import numpy as np
 
 from mlmprep.config import TrainConfig, to_dict
 from mlmprep.errors import CacheError, ConfigError
-from mlmprep.write import write_json
+from mlmprep.write import write_hf_tokenizer, write_json
 
 PREFIX = "checkpoint-"
 CONFIG = "train_config.json"
@@ -89,6 +91,7 @@ def save(run: Path, step: int, *, model, optimizer, state: dict, cfg: TrainConfi
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
         model.save_pretrained(str(tmp / "model"))
+        save_tokenizer(Path(cfg.data), tmp / "model")
         torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
         torch.save(rngs, tmp / "rng.pt")
         write_json(tmp / "state.json", {"step": step, **state})
@@ -99,6 +102,17 @@ def save(run: Path, step: int, *, model, optimizer, state: dict, cfg: TrainConfi
     if world_size > 1:
         dist.barrier()
     return final
+
+
+def save_tokenizer(data: Path, model_dir: Path) -> None:
+    """The build's tokenizer, with its transformers files, beside the weights: the model directory is then
+    complete for from_pretrained (AutoTokenizer and AutoModel alike)."""
+    from mlmprep.load import read_manifest
+    from mlmprep.tokenize import load_tokenizer
+
+    manifest = read_manifest(data)
+    tok = load_tokenizer(data / manifest["tokenizer"]["file"])
+    write_hf_tokenizer(tok, model_dir, model_max_length=manifest["input_length"])
 
 
 def load(path: Path, optimizer, *, rank: int, world_size: int, device) -> dict:

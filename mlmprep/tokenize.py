@@ -40,9 +40,11 @@ class SpecialIds:
     sentinels: np.ndarray  # int32; sentinels[k] is the id of <extra_id_k>
     vocab_size: int
 
+    others: tuple[int, ...] = ()  # the tokenizer's other special tokens ([CLS], <s>, ...)
     def all(self) -> np.ndarray:
-        """Every special id (sorted, int32): never drawn as a random replacement, never a word piece."""
-        ids = [self.pad, self.eos, *(x for x in (self.unk, self.mask) if x is not None), *self.sentinels.tolist()]
+        """Every special id (sorted, int32): never an MLM target, never drawn as a random replacement, never a word piece."""
+        ids = [self.pad, self.eos, *(x for x in (self.unk, self.mask) if x is not None), *self.sentinels.tolist(),
+               *self.others]
         return np.unique(np.asarray(ids, dtype=np.int32))
 
 
@@ -192,9 +194,29 @@ def encode(tok, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
                 owners.append(i)
     arrays, piece_lengths = [], []
     for start, stop in call_groups([len(p) for p in pieces], CALL_CHARS):
+        others=tuple(sorted(i for i, t in tok.get_added_tokens_decoder().items() if t.special)),
         ids: list[int] = []  # one list per call, converted once: the cheapest way out of Encoding objects
         for e in tok.encode_batch_fast(pieces[start:stop], add_special_tokens=False):
             piece_ids = e.ids
+def frame_ids(tok) -> tuple[np.ndarray, np.ndarray]:
+    """The ids the tokenizer's post-processor puts before and after one sequence (int32 prefix, suffix):
+    [CLS] and [SEP] for BERT, <s> and </s> for RoBERTa, none and </s> for T5; both empty without one."""
+    from tokenizers import Tokenizer
+
+    empty = np.zeros(0, dtype=np.int32)
+    if tok.post_processor is None:
+        return empty, empty
+    plain = Tokenizer.from_str(tok.to_str())  # without the file's padding and truncation settings
+    plain.no_padding()
+    plain.no_truncation()
+    framed = tok.post_processor.process(plain.encode("a", add_special_tokens=False))
+    ids = np.asarray(framed.ids, dtype=np.int32)
+    content = np.flatnonzero(np.asarray(framed.special_tokens_mask) == 0)
+    if content.size == 0:
+        raise TokenizerError("tokenizer: its post-processor's frame cannot be told apart from the text it frames")
+    return ids[: content[0]], ids[content[-1] + 1 :]
+
+
             ids += piece_ids
             piece_lengths.append(len(piece_ids))
         arrays.append(np.array(ids, dtype=np.int32))

@@ -7,7 +7,9 @@ Token splitting (`token_windows`) concatenates documents with EOS between them a
     stream     5 6 7 1 8 9 1 10 11 12 13 14 1
     windows    [5 6 7 1] [8 9 1 10] [11 12 13 14]      tail [1] dropped and counted
 
-With `pack="doc"` every document starts a new window and its short tail is kept as a shorter row.
+With `pack="doc"` every document starts a new window and its short tail is kept as a shorter row; with
+`eos_id=None` no EOS is appended (span corruption ends every row with its own </s>, an MLM frame with its
+[SEP]), so the end of a document is never text to mask. `frame_rows` adds a tokenizer's [CLS] … [SEP].
 Text segmentation (`text_segments`) cuts the raw text every `(input_length - 2) * 4` characters,
 wherever that falls, as the naive baseline of seed 002 does.
 """
@@ -94,6 +96,8 @@ class WindowStats:
     tokens_padded: int = 0  # row capacity left empty by short rows
     rows_truncated: int = 0
     rows_cut_in_word: int = 0  # rows that begin or end inside a word
+    unk_id: int | None = None  # the tokenizer's unknown token, counted in the rows kept
+    unknown_tokens: int = 0
     _boundaries: list[np.ndarray] = field(default_factory=list, repr=False)
 
     def as_dict(self) -> dict:
@@ -108,7 +112,14 @@ class WindowStats:
             "rows_truncated": self.rows_truncated,
             "token_utilisation": self.tokens_kept / capacity if capacity else 0.0,
             "fragment_rate": self.rows_cut_in_word / self.rows if self.rows else 0.0,
+            "unknown_tokens": self.unknown_tokens,
+            "unknown_fraction": self.unknown_tokens / self.tokens_kept if self.tokens_kept else 0.0,
         }
+
+    def count_unknown(self, values: np.ndarray) -> None:
+        """Add the unknown tokens among `values` (tokens kept in rows)."""
+        if self.unk_id is not None:
+            self.unknown_tokens += int(np.count_nonzero(values == self.unk_id))
 
 
 def count_cut_rows(begins: np.ndarray, ends: np.ndarray) -> int:
@@ -120,12 +131,15 @@ def token_windows(
     chunks: Iterable[tuple[np.ndarray, np.ndarray]],
     *,
     length: int,
-    eos_id: int,
+    eos_id: int | None,
     pack: str,
     tables: WordTables,
     stats: WindowStats,
 ) -> Iterator[Rows]:
-    """Token splitting: yield Rows for each chunk of (flat document tokens, document lengths)."""
+    """Token splitting: yield Rows for each chunk of (flat document tokens, document lengths).
+
+    `eos_id` None (pack "doc" only): documents get no EOS of their own.
+    """
     if pack == "stream":
         yield from _stream_windows(chunks, length=length, eos_id=eos_id, tables=tables, stats=stats)
     else:
@@ -161,6 +175,7 @@ def _stream_windows(chunks, *, length, eos_id, tables, stats) -> Iterator[Rows]:
         last_token = int(windows[-1])
         stats.rows += n
         stats.tokens_kept += n * length
+        stats.count_unknown(windows)
         yield fixed_rows(windows, length)
     stats.tokens_dropped += len(carry)
     if stats.rows:
@@ -172,8 +187,8 @@ def _stream_windows(chunks, *, length, eos_id, tables, stats) -> Iterator[Rows]:
 
 
 def _doc_windows(flat, doc_lengths, *, length, eos_id, tables, stats) -> Rows:
-    """Each document (with its EOS) in windows of its own; tails shorter than MIN_ROW are dropped."""
-    tokens, lengths = with_eos(flat, doc_lengths, eos_id)
+    """Each document (with its EOS unless eos_id is None) in windows of its own; tails shorter than MIN_ROW are dropped."""
+    tokens, lengths = with_eos(flat, doc_lengths, eos_id) if eos_id is not None else (flat, doc_lengths)
     full, tail = np.divmod(lengths, length)
     kept_tail = np.where(tail >= MIN_ROW, tail, 0)
     rows_per_doc = full + (kept_tail > 0)
@@ -201,6 +216,27 @@ def _doc_windows(flat, doc_lengths, *, length, eos_id, tables, stats) -> Rows:
     stats.tokens_dropped += int(dropped_tails.sum())
     stats.tokens_padded += int((length - row_lengths).sum())
     stats.rows_cut_in_word += count_cut_rows(begins, ends)
+    stats.count_unknown(values)
+    return Rows(values, offsets)
+
+
+def frame_rows(rows: Rows, prefix: np.ndarray, suffix: np.ndarray) -> Rows:
+    """Every row as prefix + row + suffix: the frame a tokenizer's post-processor gives one sequence
+    ([CLS] … [SEP]), so MLM rows look like the rows the model meets when it is used."""
+    if not (len(prefix) or len(suffix)):
+        return rows
+    width = len(prefix) + len(suffix)
+    lengths = rows.lengths() + width
+    offsets = np.zeros(len(rows) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    values = np.empty(int(offsets[-1]), dtype=np.int32)
+    starts = offsets[:-1]
+    for j, t in enumerate(prefix):
+        values[starts + j] = t
+    for j, t in enumerate(suffix):
+        values[offsets[1:] - len(suffix) + j] = t
+    inner = np.repeat(starts + len(prefix) - rows.offsets[:-1], rows.lengths()) + np.arange(len(rows.values))
+    values[inner] = rows.values
     return Rows(values, offsets)
 
 
@@ -263,4 +299,6 @@ def segment_rows(
     stats.tokens_padded += int((length - kept_lengths).sum())
     stats.rows_truncated += int(np.count_nonzero(token_lengths > length))
     stats.rows_cut_in_word += count_cut_rows(begins, ends)
-    return Rows(token_flat[index].astype(np.int32, copy=False), offsets)
+    values = token_flat[index].astype(np.int32, copy=False)
+    stats.count_unknown(values)
+    return Rows(values, offsets)

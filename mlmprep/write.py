@@ -11,6 +11,7 @@ import contextlib
 import fcntl
 import hashlib
 import json
+import math
 import os
 import shutil
 from collections.abc import Iterator
@@ -37,15 +38,44 @@ def file_sha256(path: Path) -> str:
         return hashlib.file_digest(f, "sha256").hexdigest()
 
 
+def strict(value):
+    """`value` with every non-finite float (NaN, ±inf) replaced by None, so json.dumps(allow_nan=False) holds:
+    strict JSON readers reject the bare NaN / Infinity literals Python writes by default."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: strict(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [strict(v) for v in value]
+    return value
+
+
 def write_json(path: Path, data: dict) -> None:
     """Write JSON (sorted keys) to a temporary name, then rename: readers see the old or the new file."""
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=2, sort_keys=True, ensure_ascii=False)
+        json.dump(strict(data), f, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False)
         f.write("\n")
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
+
+
+def write_hf_tokenizer(tok, directory: Path, *, model_max_length: int) -> None:
+    """tokenizer.json, with the tokenizer_config.json and special_tokens_map.json beside it that
+    transformers' AutoTokenizer.from_pretrained(directory) reads: pad/eos/unk/mask and the sentinels set."""
+    from mlmprep.tokenize import special_ids
+
+    ids, name = special_ids(tok), tok.id_to_token
+    found = {"pad_token": ids.pad, "eos_token": ids.eos, "unk_token": ids.unk, "mask_token": ids.mask,
+             "cls_token": tok.token_to_id("[CLS]"), "sep_token": tok.token_to_id("[SEP]"), "bos_token": tok.token_to_id("<s>")}
+    special = {key: name(idx) for key, idx in found.items() if idx is not None}
+    if len(ids.sentinels):
+        special["additional_special_tokens"] = [name(int(idx)) for idx in ids.sentinels]  # <extra_id_0>, <extra_id_1>, ...
+    tok.save(str(directory / "tokenizer.json"))
+    write_json(directory / "special_tokens_map.json", special)
+    write_json(directory / "tokenizer_config.json",
+               {"tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": model_max_length, **special})
 
 
 def arrow_column(rows: Rows, width: int | None) -> pa.Array:

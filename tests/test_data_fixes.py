@@ -1,0 +1,110 @@
+"""Issue 11's data items: special tokens are structure, never noise or targets; MLM rows carry the
+tokenizer's own frame; unknown tokens are counted; remask's seed semantics; inspect; config numbers."""
+
+import json
+
+import numpy as np
+import pytest
+
+from conftest import build_tiny, tiny_documents
+from mlmprep.write import iter_rows
+
+
+def rows_of(split_dir, column):
+    """Every row of one column of a split, as a list of int arrays."""
+    out = []
+    for chunk in iter_rows(split_dir, column):
+        out += [chunk.values[chunk.offsets[i] : chunk.offsets[i + 1]] for i in range(len(chunk))]
+    return out
+
+
+@pytest.fixture(scope="module")
+def wordpiece_path(tmp_path_factory):
+    """A BERT-style WordPiece tokenizer ([PAD] [UNK] [CLS] [SEP] [MASK], post-processor [CLS] $A [SEP])."""
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
+
+    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer()
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    tok.train_from_iterator(tiny_documents(), trainers.WordPieceTrainer(vocab_size=300, special_tokens=specials))
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", 2), ("[SEP]", 3)]
+    )
+    path = tmp_path_factory.mktemp("wordpiece") / "tokenizer.json"
+    tok.save(str(path))
+    return path
+
+
+# ---------------------------------------------------------------------------- item 1: structure is never noise
+
+
+@pytest.mark.parametrize("options", [{"pack": "doc"}, {"pack": "doc", "random_roll": True},
+                                     {"method": "text", "input_length": 64}], ids=["doc", "doc-roll", "text"])
+def test_span_rows_hold_eos_only_at_their_end(tmp_path, tiny_corpus, tiny_tokenizer_path, options):
+    """A document's end is structure: with --pack doc (and --method text) no </s> is noise, and each
+    input and label row ends with exactly one </s> (the issue's rows ended `</s></s>`)."""
+    out = build_tiny(tmp_path / "b", tiny_corpus, tiny_tokenizer_path, **options)
+    eos = json.loads((out / "manifest.json").read_text())["tokenizer"]["eos_id"]
+    for split in ("seed-0", "seed-1", "validation"):
+        for column in ("input_ids", "labels"):
+            rows = rows_of(out / split, column)
+            assert rows
+            for row in rows:
+                assert row[-1] == eos and np.count_nonzero(row == eos) == 1, (split, column, row)
+    from mlmprep.verify import verify
+
+    assert verify(out).ok
+
+
+def test_doc_windows_use_the_full_input_length_for_text(tmp_path, tiny_corpus, tiny_tokenizer_path):
+    """Without the document's own </s> a --pack doc window holds one more text token; encoder rows stay
+    within --input-length and the longest one reaches it."""
+    out = build_tiny(tmp_path / "b", tiny_corpus, tiny_tokenizer_path, pack="doc", input_length=16)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert max(len(r) for r in rows_of(out / "windows", "tokens")) == manifest["window_length"]
+    assert max(len(r) for r in rows_of(out / "seed-0", "input_ids")) == 16
+
+
+def test_mlm_never_targets_a_special_token(tmp_path, tiny_corpus, tiny_tokenizer_path):
+    out = build_tiny(tmp_path / "b", tiny_corpus, tiny_tokenizer_path, objective="mlm", pack="doc")
+    from mlmprep.tokenize import load_tokenizer, special_ids
+
+    special = special_ids(load_tokenizer(out / "tokenizer.json")).all()
+    windows, labels = rows_of(out / "windows", "tokens"), rows_of(out / "seed-0", "labels")
+    assert any(np.isin(w, special).any() for w in windows)  # there are special tokens to leave alone
+    for w, y in zip(windows, labels):
+        assert not (np.isin(w, special) & (y != -100)).any()
+
+
+# ---------------------------------------------------------------------------- item 2: the tokenizer's frame
+
+
+def test_frame_ids_follow_the_post_processor(wordpiece_path, tiny_tokenizer):
+    from mlmprep.tokenize import frame_ids, load_tokenizer
+
+    prefix, suffix = frame_ids(load_tokenizer(wordpiece_path))
+    assert prefix.tolist() == [2] and suffix.tolist() == [3]
+    prefix, suffix = frame_ids(tiny_tokenizer)  # mlmprep's Unigram tokenizer has no post-processor
+    assert prefix.size == suffix.size == 0
+
+
+@pytest.mark.parametrize("pack", ["stream", "doc"])
+def test_mlm_rows_are_framed_cls_sep_inside_the_input_length(tmp_path, tiny_corpus, wordpiece_path, pack):
+    out = build_tiny(tmp_path / "b", tiny_corpus, wordpiece_path, objective="mlm", pack=pack, input_length=24)
+    cls, sep = 2, 3
+    inputs, labels = rows_of(out / "seed-0", "input_ids"), rows_of(out / "seed-0", "labels")
+    windows = rows_of(out / "windows", "tokens")
+    assert len(windows) > 20
+    for w, x, y in zip(windows, inputs, labels):
+        assert w[0] == cls and w[-1] == sep and x[0] == cls and x[-1] == sep
+        assert np.count_nonzero(w == cls) == 1  # the frame, once
+        assert y[0] == -100 and y[-1] == -100  # the frame is never masked
+        assert len(w) <= 24
+        if pack == "doc":
+            assert np.count_nonzero(w == sep) == 1  # the frame's [SEP] is the document's end, not [SEP][SEP]
+    if pack == "stream":
+        assert {len(w) for w in windows} == {24}
+    from mlmprep.verify import verify
+
+    assert verify(out).ok
