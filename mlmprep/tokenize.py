@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable
+import threading
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,8 +40,8 @@ class SpecialIds:
     mask: int | None
     sentinels: np.ndarray  # int32; sentinels[k] is the id of <extra_id_k>
     vocab_size: int
-
     others: tuple[int, ...] = ()  # the tokenizer's other special tokens ([CLS], <s>, ...)
+
     def all(self) -> np.ndarray:
         """Every special id (sorted, int32): never an MLM target, never drawn as a random replacement, never a word piece."""
         ids = [self.pad, self.eos, *(x for x in (self.unk, self.mask) if x is not None), *self.sentinels.tolist(),
@@ -108,6 +109,28 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int, *, n_sentinels: int =
     return tok
 
 
+def interruptible(fn: Callable, *args):
+    """fn(*args), run in a daemon thread while this one waits in short steps. Python takes Ctrl-C in the
+    main thread only between bytecodes, and the tokenizers trainer holds its calling thread in Rust for
+    minutes; waiting here, the main thread raises KeyboardInterrupt at once and the abandoned call ends
+    with the process."""
+    outcome: dict = {}
+
+    def call() -> None:
+        try:
+            outcome["value"] = fn(*args)
+        except BaseException as exc:  # re-raised in the waiting thread
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=call, name="mlmprep-interruptible", daemon=True)
+    thread.start()
+    while thread.is_alive():
+        thread.join(0.05)
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome.get("value")
+
+
 def canonical_unigram(tok):
     """Round Unigram scores and sort pieces by (score desc, piece) after the special tokens.
 
@@ -171,7 +194,27 @@ def special_ids(tok, *, where: str = "tokenizer") -> SpecialIds:
         mask=_first_id(tok, (MASK, "[MASK]")),
         sentinels=arr,
         vocab_size=tok.get_vocab_size(with_added_tokens=True),
+        others=tuple(sorted(i for i, t in tok.get_added_tokens_decoder().items() if t.special)),
     )
+
+
+def frame_ids(tok) -> tuple[np.ndarray, np.ndarray]:
+    """The ids the tokenizer's post-processor puts before and after one sequence (int32 prefix, suffix):
+    [CLS] and [SEP] for BERT, <s> and </s> for RoBERTa, none and </s> for T5; both empty without one."""
+    from tokenizers import Tokenizer
+
+    empty = np.zeros(0, dtype=np.int32)
+    if tok.post_processor is None:
+        return empty, empty
+    plain = Tokenizer.from_str(tok.to_str())  # without the file's padding and truncation settings
+    plain.no_padding()
+    plain.no_truncation()
+    framed = tok.post_processor.process(plain.encode("a", add_special_tokens=False))
+    ids = np.asarray(framed.ids, dtype=np.int32)
+    content = np.flatnonzero(np.asarray(framed.special_tokens_mask) == 0)
+    if content.size == 0:
+        raise TokenizerError("tokenizer: its post-processor's frame cannot be told apart from the text it frames")
+    return ids[: content[0]], ids[content[-1] + 1 :]
 
 
 def encode(tok, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -194,29 +237,9 @@ def encode(tok, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
                 owners.append(i)
     arrays, piece_lengths = [], []
     for start, stop in call_groups([len(p) for p in pieces], CALL_CHARS):
-        others=tuple(sorted(i for i, t in tok.get_added_tokens_decoder().items() if t.special)),
         ids: list[int] = []  # one list per call, converted once: the cheapest way out of Encoding objects
         for e in tok.encode_batch_fast(pieces[start:stop], add_special_tokens=False):
             piece_ids = e.ids
-def frame_ids(tok) -> tuple[np.ndarray, np.ndarray]:
-    """The ids the tokenizer's post-processor puts before and after one sequence (int32 prefix, suffix):
-    [CLS] and [SEP] for BERT, <s> and </s> for RoBERTa, none and </s> for T5; both empty without one."""
-    from tokenizers import Tokenizer
-
-    empty = np.zeros(0, dtype=np.int32)
-    if tok.post_processor is None:
-        return empty, empty
-    plain = Tokenizer.from_str(tok.to_str())  # without the file's padding and truncation settings
-    plain.no_padding()
-    plain.no_truncation()
-    framed = tok.post_processor.process(plain.encode("a", add_special_tokens=False))
-    ids = np.asarray(framed.ids, dtype=np.int32)
-    content = np.flatnonzero(np.asarray(framed.special_tokens_mask) == 0)
-    if content.size == 0:
-        raise TokenizerError("tokenizer: its post-processor's frame cannot be told apart from the text it frames")
-    return ids[: content[0]], ids[content[-1] + 1 :]
-
-
             ids += piece_ids
             piece_lengths.append(len(piece_ids))
         arrays.append(np.array(ids, dtype=np.int32))
