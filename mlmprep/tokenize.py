@@ -103,7 +103,7 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int, *, n_sentinels: int =
     trainer = trainers.UnigramTrainer(
         vocab_size=n_pieces, special_tokens=list(SPECIAL_TOKENS), unk_token=UNK, show_progress=show_progress
     )
-    tok.train_from_iterator(texts, trainer)
+    interruptible(tok.train_from_iterator, texts, trainer)
     tok = canonical_unigram(tok)
     tok.add_special_tokens([sentinel_name(k) for k in reversed(range(n_sentinels))])
     return tok
