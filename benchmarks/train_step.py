@@ -65,10 +65,10 @@ def time_steps(steps: list[list[np.ndarray]], split, work: Path) -> dict:
         if k == 1:  # the first step pays for allocations and lazy initialisation
             start, real, slots = time.perf_counter(), 0.0, 0.0
         n_targets = int(sum(targets[rows].sum() for rows in microbatches))
-        sums = accumulate(model, split, collator, [(rows, False) for rows in microbatches], n_targets, world=CPU, cfg=cfg)
+        _, sums = accumulate(model, split, collator, [(rows, False) for rows in microbatches], n_targets, world=CPU, cfg=cfg)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-        real, slots = real + sums[1], slots + sums[2]
+        real, slots = real + sums[0], slots + sums[1]
     seconds = time.perf_counter() - (start if len(steps) > 1 else first)
     return {"tokens_per_s": real / seconds, "padding_efficiency": real / slots, "steps": len(steps),
             "tokens_per_step": real / max(len(steps) - 1, 1)}

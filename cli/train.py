@@ -57,10 +57,13 @@ def train(
     keep_checkpoints: Annotated[Optional[int], option("Keep the last K checkpoints. [default: 2]")] = None,
     seed: Annotated[Optional[int], option("Seed of the model's initial weights and the batch plan. [default: 0]")] = None,
     grow_after: Annotated[Optional[int], option("After an out-of-memory error, good steps before the shrunk limits grow x1.25. [default: 100]")] = None,
+    compile: Annotated[Optional[bool], typer.Option("--compile/--no-compile", help="torch.compile the model and loss, once per batch shape. [default: on CUDA, off on CPU]", show_default=False)] = None,
+    max_bad_steps: Annotated[Optional[int], option("Steps with a non-finite loss or gradient are skipped; stop (exit 1) after this many in a row. [default: 8]")] = None,
 ) -> None:
     """Pretrain T5 (span data) or a BERT-style model (mlm data) on a build, with token-budget batches."""
     from mlmprep import checkpoint
     from mlmprep.config import TrainConfig, make_config, read_config_file
+    from mlmprep.numerics import Diverged
     from mlmprep.train import fit
 
     options = given(
@@ -71,12 +74,16 @@ def train(
         schedule=schedule, warmup_steps=warmup_steps, decay_steps=decay_steps, weight_decay=weight_decay,
         beta1=beta1, beta2=beta2, grad_clip=grad_clip, bf16=bf16, eval_every=eval_every, validation=validation,
         eval_max_tokens_per_microbatch=eval_max_tokens_per_microbatch, log_every=log_every, save_every=save_every,
-        keep_checkpoints=keep_checkpoints, seed=seed, grow_after=grow_after,
+        keep_checkpoints=keep_checkpoints, seed=seed, grow_after=grow_after, compile=compile, max_bad_steps=max_bad_steps,
     )
     file_values = read_config_file(config) if config else {}
     source = f"--config {config}" if config else "options"
     cfg = make_config(TrainConfig, file_values, options, source=source)
     if cfg.resume:  # the run's saved options first, so a resume needs only --out
         cfg = make_config(TrainConfig, checkpoint.saved_config(cfg.out), file_values, options, source=source)
-    final = fit(cfg)
+    try:
+        final = fit(cfg)
+    except Diverged as exc:  # not the user's input: exit 1, one line
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(code=1) from None
     typer.echo(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in final.items()))

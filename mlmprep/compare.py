@@ -12,6 +12,7 @@ same validation rows, cut by token splitting from documents neither model trains
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -26,6 +27,7 @@ from mlmprep.build import batched, build, cleaned_documents, held_out
 from mlmprep.config import BuildConfig, TrainConfig, check_range, make_config, to_dict
 from mlmprep.corpus import open_corpus
 from mlmprep.errors import CacheError, ConfigError, CorpusError
+from mlmprep.numerics import Diverged
 from mlmprep.tokenize import WordTables, encode, load_tokenizer, special_ids, train_tokenizer, word_tables
 from mlmprep.windows import MIN_ROW, Rows, segment_chars, text_segments
 from mlmprep.write import iter_rows, write_json
@@ -264,14 +266,20 @@ def train_arm(cfg: CompareConfig, method: str, validation: Path) -> dict:
     threads, started = torch.get_num_threads(), time.perf_counter()
     torch.set_num_threads(cfg.threads or threads)
     try:
-        final = fit(train_cfg)
+        final, diverged = fit(train_cfg), None
+    except Diverged as exc:  # reported as diverged, never as a number
+        final, diverged = {}, exc.step
     finally:
         torch.set_num_threads(threads)
     seconds = time.perf_counter() - started
     curve, step_seconds = read_metrics(run / "metrics.jsonl")
-    return {"steps": final["step"], "training_tokens": final["tokens"], "examples": final["examples"],
-            "seconds": seconds, "step_seconds": step_seconds, "final_loss": final["eval_loss"],
-            "final_accuracy": final["eval_accuracy"], "curve": curve}
+    if diverged is None and not all(math.isfinite(final.get(k) or math.nan) for k in ("eval_loss", "eval_accuracy")):
+        diverged = final["step"]  # trained, but its validation loss is not a number
+    return {"steps": final.get("step", diverged), "training_tokens": final.get("tokens", sum(p["tokens"] for p in curve[-1:])),
+            "examples": final.get("examples"), "seconds": seconds, "step_seconds": step_seconds,
+            "final_loss": None if diverged is not None else final["eval_loss"],
+            "final_accuracy": None if diverged is not None else final["eval_accuracy"], "diverged_at": diverged,
+            "curve": curve}
 
 
 def read_metrics(metrics: Path) -> tuple[list[dict], float]:
@@ -364,9 +372,16 @@ def results_markdown(results: dict) -> str:
         "|---|" + "---:|" * len(METHODS),
     ]
     for label, section, key, fmt in TABLE:
-        lines.append(f"| {label} | " + " | ".join(fmt.format(methods[m][section][key]) for m in METHODS) + " |")
+        lines.append(f"| {label} | " + " | ".join(cell(methods[m][section], key, fmt) for m in METHODS) + " |")
     lines += ["", *(f"![{name}]({name})" for name in results["plots"]), ""]
     return "\n".join(lines)
+
+
+def cell(section: dict, key: str, fmt: str) -> str:
+    """A table cell: the value, or for a run that diverged "diverged at step N" in place of its results."""
+    if section.get(key) is None and section.get("diverged_at") is not None:
+        return f"diverged at step {section['diverged_at']}"
+    return "-" if section.get(key) is None else fmt.format(section[key])
 
 
 def plot_backend():

@@ -229,6 +229,8 @@ class TrainConfig:
     keep_checkpoints: int = 2
     seed: int = 0
     # OOM adaptation: limits shrink on an out-of-memory error and grow x1.25 after this many good steps
+    compile: bool | None = None  # torch.compile the model and loss; None: on CUDA, off on CPU
+    max_bad_steps: int = 8  # stop (exit 1) after this many consecutive steps with a non-finite loss or gradient
     grow_after: int = 100
 
     def __post_init__(self) -> None:
@@ -251,6 +253,7 @@ class TrainConfig:
             )
         if not 0.0 < self.min_lr <= self.lr:
             raise ConfigError(f"need 0 < --min-lr <= --lr, got --min-lr {self.min_lr} and --lr {self.lr}")
+            ("--max-bad-steps", self.max_bad_steps, 1),
         if self.alpha < 0 or self.weight_decay < 0 or self.grad_clip < 0:
             raise ConfigError("--alpha, --weight-decay and --grad-clip must not be negative")
         if not (0.0 <= self.beta1 < 1.0 and 0.0 <= self.beta2 < 1.0):

@@ -19,7 +19,7 @@ import random
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -43,8 +43,10 @@ from mlmprep.config import TrainConfig, to_dict
 from mlmprep.errors import CacheError, ConfigError
 from mlmprep.load import IGNORE, epoch_split, open_epoch, open_split, read_manifest
 from mlmprep.model import build_model, parameter_count
+from mlmprep.numerics import Guard, flop_counter, grad_norm
 from mlmprep.progress import progress
-from mlmprep.write import write_json
+from mlmprep.speed import adamw_options, ahead, compile_wanted, compiled, peak_memory_gb, pinned, real_lengths, setup_device, shape_key
+from mlmprep.write import strict, write_json
 
 Hook = Callable[[int, int, np.ndarray, bool], None]  # (step, microbatch index, rows, padding) before each forward
 
@@ -116,36 +118,65 @@ def summed_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE, reduction="sum")
 
 
-def token_counts(mb: dict[str, torch.Tensor]) -> tuple[int, int]:
-    """(real tokens, padded slots) the microbatch computes on: encoder, plus decoder for seq2seq."""
-    real, slots = int(mb["attention_mask"].sum()), mb["input_ids"].numel()
-    if "decoder_input_ids" in mb:
-        real += int((mb["labels"] != IGNORE).sum())
-        slots += mb["decoder_input_ids"].numel()
-    return real, slots
+@dataclass
+class Forward:
+    """How a microbatch's summed loss is computed: eager, or compiled per shape (`shapes`: those compiled so
+    far, so the log can say when a new one compiles); `flops(enc_lengths, dec_lengths)` counts model FLOPs."""
+
+    loss: Callable = summed_loss
+    compiled: bool = False
+    flops: Callable | None = None
+    shapes: set = field(default_factory=set)
+
+
+def make_forward(model, cfg: TrainConfig, world: World, objective: str) -> Forward:
+    """Compile the model in place (its weights and state_dict keys stay the same) and the loss, if wanted."""
+    on = compile_wanted(cfg.compile, world.device)
+    if on:
+        model.compile(dynamic=False)
+    return Forward(loss=compiled(summed_loss) if on else summed_loss, compiled=on, flops=flop_counter(model, objective))
+
+
+def collate_ahead(collator: Collator, split, microbatches: list[tuple[np.ndarray, bool]], forward: Forward, pin: bool):
+    """Each microbatch's (tensors, [real tokens, padded slots, rows, model FLOPs]), the next one collated in a
+    thread (into pinned memory on CUDA) while the device runs this one; counted on the host, so no sync."""
+    def work(item):
+        tensors = collator.from_split(split, item[0])  # int64 [B, L] each, on the CPU
+        enc, dec = real_lengths(tensors)
+        slots = sum(tensors[k].numel() for k in ("input_ids", "decoder_input_ids") if k in tensors)
+        counts = [enc.sum() + dec.sum(), slots, len(item[0]), forward.flops(enc, dec) if forward.flops else 0.0]
+        return (pinned(tensors) if pin else tensors), np.array(counts, dtype=np.float64)
+
+    return ahead(work, microbatches)
 
 
 def accumulate(model, split, collator: Collator, microbatches: list[tuple[np.ndarray, bool]], n_targets: int, *,
-               world: World, cfg: TrainConfig, step: int = 0, hook: Hook | None = None) -> np.ndarray:
+               world: World, cfg: TrainConfig, step: int = 0, hook: Hook | None = None,
+               forward: Forward | None = None) -> tuple[torch.Tensor, np.ndarray]:
     """Forward/backward this rank's microbatches (rows, padding) of one batch whose ranks hold `n_targets`
-    label tokens in all; returns [loss share, real tokens, padded slots, rows] (float64).
+    label tokens in all; returns (loss share, a float64 device scalar; [real tokens, padded slots, rows, FLOPs]).
 
     DDP averages gradients over ranks, so the scale is world_size / n_targets; gradients synchronise on
     the last microbatch only. A padding microbatch runs with weight 0 so every rank's backward matches.
+    Nothing here waits for the device: the loss stays on it.
     """
+    forward = forward or Forward()
     scale = world.size / n_targets
     loss, out = torch.zeros((), dtype=torch.float64, device=world.device), np.zeros(4)
-    for k, (rows, padding) in enumerate(microbatches):
+    batches = collate_ahead(collator, split, microbatches, forward, pin=world.device.type == "cuda")
+    for k, ((rows, padding), (tensors, counts)) in enumerate(zip(microbatches, batches)):
         last = k == len(microbatches) - 1
         if hook is not None:
             hook(step, k, rows, padding)
-        tensors = collator.from_split(split, rows)  # int64 [B, L] each, on the CPU
         mb = {name: t.to(world.device, non_blocking=True) for name, t in tensors.items()}
+        if forward.compiled and shape_key(mb) not in forward.shapes:
+            forward.shapes.add(shape_key(mb))
+            say(world, f"step {step}: compiling for shapes {sorted(set(shape_key(mb)))} (graph {len(forward.shapes)})")
         sync = model.no_sync() if world.size > 1 and not last else contextlib.nullcontext()
         try:
             with sync:
                 with autocast(world, cfg):
-                    loss_sum = summed_loss(logits_of(model, mb), mb["labels"])
+                    loss_sum = forward.loss(logits_of(model, mb), mb["labels"])
                 (loss_sum * (0.0 if padding else scale)).backward()
         except torch.OutOfMemoryError as exc:
             if world.size > 1 and last:  # gradient buckets may be half all-reduced: ranks cannot retry in step
@@ -156,9 +187,17 @@ def accumulate(model, split, collator: Collator, microbatches: list[tuple[np.nda
             raise
         if not padding:
             loss += loss_sum.detach()
-            out[1:] += [*token_counts(tensors), len(rows)]
-    out[0] = loss.item() / n_targets  # one device sync per step, not per microbatch
-    return out
+            out += counts
+    return loss / n_targets, out
+
+
+def checked(world: World, loss: torch.Tensor, norm: torch.Tensor) -> tuple[float, float, str]:
+    """(loss, gradient norm, what is not finite: "" / "loss" / "grad_norm") with one host-device sync; under
+    DDP a value that is bad on any rank is bad on all, so every rank skips the same steps."""
+    values = torch.stack([loss.double(), norm.double()])
+    flags = all_sum(world, (~torch.isfinite(values)).double())
+    loss_v, norm_v, bad_loss, bad_norm = torch.cat([values, flags]).tolist()
+    return loss_v, norm_v, "loss" if bad_loss else "grad_norm" if bad_norm else ""
 
 
 # ----------------------------------------------------------------------------- plan
@@ -216,7 +255,8 @@ def make_optimizer(model, cfg: TrainConfig):
         from transformers.optimization import Adafactor
 
         return Adafactor(groups, lr=cfg.lr, scale_parameter=False, relative_step=False, warmup_init=False)
-    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2))
+    device = next(model.parameters()).device
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), **adamw_options(device))
 
 
 def lr_at(step: int, cfg: TrainConfig, horizon: int) -> float:
@@ -255,12 +295,15 @@ def due(step: int, every: int, total: int) -> bool:
     return (every > 0 and step % every == 0) or step == total
 
 
-def window_metrics(world: World, window: np.ndarray, *, steps: int) -> dict:
-    """The metrics line of the steps since the last log, summed over ranks."""
-    loss, real, slots, rows, seconds = all_sum(world, torch.tensor(window, dtype=torch.float64)).tolist()
-    seconds /= world.size  # each rank timed the same steps
-    return {"loss": loss / steps, "tokens": int(real), "examples": int(rows), "tokens_per_s": real / seconds,
-            "padding_efficiency": real / max(slots, 1.0)}
+def window_metrics(world: World, window: np.ndarray) -> dict:
+    """The metrics line of the steps since the last log, summed over ranks; the loss is the mean over the
+    steps applied (None if none was)."""
+    loss, real, slots, rows, flops, good, seconds = all_sum(world, torch.tensor(window, dtype=torch.float64)).tolist()
+    seconds, good = seconds / world.size, good / world.size  # each rank timed and counted the same steps
+    line = {"loss": loss / good if good else None, "tokens": int(real), "examples": int(rows),
+            "tokens_per_s": real / seconds, "padding_efficiency": real / max(slots, 1.0), "tflops": flops / seconds / 1e12}
+    peak = peak_memory_gb(world.device)
+    return line if peak is None else {**line, "peak_memory_gb": peak}
 
 
 def say(world: World, text: str) -> None:
@@ -273,15 +316,16 @@ def record(run: Path, world: World, **fields) -> None:
     """Append one JSON line to RUN/metrics.jsonl (rank 0 only)."""
     if world.main:
         with open(run / "metrics.jsonl", "a", encoding="utf-8") as f:
-            f.write(json.dumps(fields, sort_keys=True) + "\n")
+            f.write(json.dumps(strict(fields), sort_keys=True, allow_nan=False) + "\n")
 
 
 # ----------------------------------------------------------------------------- one step
 def train_batch(model, batch: Batch, split, targets: np.ndarray, collator: Collator, adapter: Adapter, *,
-                cfg: TrainConfig, world: World, step: int, run: Path, hook: Hook | None) -> np.ndarray:
+                cfg: TrainConfig, world: World, step: int, run: Path, hook: Hook | None,
+                forward: Forward) -> tuple[torch.Tensor, np.ndarray]:
     """Forward/backward one batch. On an out-of-memory error: drop the partial gradients, free memory,
     shrink the limits of the batch's length regime, re-cut this rank's rows and retry the whole batch,
-    so no row is lost or counted twice. Returns accumulate()'s sums."""
+    so no row is lost or counted twice. Returns accumulate()'s (loss, counts)."""
     n_targets = batch_targets(batch, targets)
     mine = np.concatenate([mb.rows for mb in batch.ranks[world.rank]])
     regime = regime_of(split.enc_lengths, split.dec_lengths, mine, cfg.alpha)
@@ -289,7 +333,8 @@ def train_batch(model, batch: Batch, split, targets: np.ndarray, collator: Colla
         limits = adapter.limits(regime)
         microbatches = rank_microbatches(batch, world.rank, split, cfg, limits)
         try:
-            sums = accumulate(model, split, collator, microbatches, n_targets, world=world, cfg=cfg, step=step, hook=hook)
+            sums = accumulate(model, split, collator, microbatches, n_targets, world=world, cfg=cfg, step=step, hook=hook,
+                              forward=forward)
         except torch.OutOfMemoryError:
             sums = None  # recover below, once the handler has released the failed pass's tensors
         if sums is not None:
@@ -376,6 +421,8 @@ def run_fit(cfg: TrainConfig, world: World, hook: Hook | None, on_end: Callable 
         run.mkdir(parents=True, exist_ok=True)
         write_json(run / checkpoint.CONFIG, to_dict(cfg))
         checkpoint.trim_metrics(run, step)
+    setup_device(world.device)
+    forward = make_forward(model, cfg, world, objective)
     ddp = wrap_ddp(model, world) if world.size > 1 else model
     collator = Collator(objective, tok["pad_id"], tok["decoder_start_id"], max_encoder_len=cfg.max_encoder_len,
                         max_decoder_len=cfg.max_decoder_len, pad_to_multiple_of=cfg.pad_to_multiple_of)
@@ -401,7 +448,8 @@ def run_fit(cfg: TrainConfig, world: World, hook: Hook | None, on_end: Callable 
 
     metrics = run_eval(step) if cfg.eval_every and step == 0 else {}
     bar = progress(total=total, initial=step, unit="step", **({} if world.main else {"disable": True}))
-    window, grad_norm, loss = np.zeros(5), 0.0, None  # window: loss, real tokens, slots, rows, seconds
+    window, norm, loss = np.zeros(7), 0.0, None  # window: loss, real tokens, slots, rows, FLOPs, good steps, seconds
+    guard, params = Guard(cfg.max_bad_steps, cfg.out), [p for p in model.parameters() if p.requires_grad]
     while step < total:
         if plan is None:
             split, plan = epoch_plan(cfg, world, epoch)
@@ -410,13 +458,22 @@ def run_fit(cfg: TrainConfig, world: World, hook: Hook | None, on_end: Callable 
         t0, lr = time.perf_counter(), lr_at(step, cfg, horizon)
         for group in optimizer.param_groups:
             group["lr"] = lr
-        window[:4] += train_batch(ddp, plan[cursor], split, targets, collator, adapter, cfg=cfg, world=world, step=step,
-                                  run=run, hook=hook)
-        if cfg.grad_clip:
-            grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip))
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        window[4] += time.perf_counter() - t0
+        step_loss, counts = train_batch(ddp, plan[cursor], split, targets, collator, adapter, cfg=cfg, world=world,
+                                        step=step, run=run, hook=hook, forward=forward)
+        step_loss, norm, bad = checked(world, step_loss, grad_norm(params, cfg.grad_clip))  # the step's one sync
+        if bad:  # not applied: the optimizer never sees these gradients
+            optimizer.zero_grad(set_to_none=True)
+            rows = sorted(int(r) for rank in plan[cursor].ranks for mb in rank if not mb.padding for r in mb.rows)
+            record(run, world, event="nonfinite", step=step, value=bad, loss=step_loss, grad_norm=norm, rows=rows)
+            say(world, f"step {step}: non-finite {bad}; the step is skipped ({guard.streak + 1} in a row, "
+                       f"--max-bad-steps {cfg.max_bad_steps})")
+            guard.bad(step, bad)
+        else:
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            guard.good(step)
+            window[:6] += [step_loss, *counts, 1]
+        window[6] += time.perf_counter() - t0
         step, cursor = step + 1, cursor + 1
         if cursor == len(plan):
             epoch, cursor, plan = epoch + 1, 0, None
@@ -424,12 +481,14 @@ def run_fit(cfg: TrainConfig, world: World, hook: Hook | None, on_end: Callable 
 
         save = due(step, cfg.save_every, total)
         if due(step, cfg.log_every, total) or save:  # the same steps on every rank: all_sum matches
-            line = window_metrics(world, window, steps=step - state["logged_step"])
+            line = window_metrics(world, window)
             loss = line["loss"]
             state.update(logged_step=step, tokens=state["tokens"] + line["tokens"], examples=state["examples"] + line["examples"])
-            record(run, world, step=step, epoch=epoch, lr=lr, grad_norm=grad_norm, **line)
-            bar.set_postfix(loss=f"{loss:.3f}", lr=f"{lr:.2e}", tok_s=f"{line['tokens_per_s']:.0f}",
-                            pad=f"{line['padding_efficiency']:.2f}")
+            record(run, world, step=step, epoch=epoch, lr=lr, grad_norm=norm, **line)
+            bar.set_postfix(loss=f"{loss:.3f}" if loss is not None else "-", lr=f"{lr:.2e}",
+                            tok_s=f"{line['tokens_per_s']:.0f}", pad=f"{line['padding_efficiency']:.2f}",
+                            tflops=f"{line['tflops']:.1f}",
+                            **({"mem_gb": f"{line['peak_memory_gb']:.1f}"} if "peak_memory_gb" in line else {}))
             window[:] = 0
         if due(step, cfg.eval_every, total):
             metrics = run_eval(step)

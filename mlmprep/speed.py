@@ -1,0 +1,79 @@
+"""How the trainer keeps a GPU busy (issue 10): TF32 matmuls, torch.compile of the model and the loss,
+fused AdamW, and microbatches collated one ahead in a thread into pinned memory, so the copy to the device
+is asynchronous and the host never waits for the device inside a step's microbatch loop.
+
+Compiling is per input shape (dynamic=False): exact windows give one shape; ragged widths give one graph
+per (rows, width) met, which `--pad-to-multiple-of` keeps few. The log says when a new shape compiles.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import torch
+
+RECOMPILE_LIMIT = 64  # graphs per compiled function before dynamo falls back to eager
+
+
+def setup_device(device: torch.device) -> None:
+    """TF32 for float32 matmuls and convolutions on CUDA (what bf16 autocast leaves in float32)."""
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+
+
+def compile_wanted(option: bool | None, device: torch.device) -> bool:
+    """--compile/--no-compile; unset: on for CUDA, off for CPU (a CPU compile costs more than it saves)."""
+    return device.type == "cuda" if option is None else option
+
+
+def compiled(fn: Callable) -> Callable:
+    """torch.compile(fn) with one graph per shape and room for the shapes token-budget batches meet."""
+    import torch._dynamo
+
+    torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, RECOMPILE_LIMIT)
+    if hasattr(torch._dynamo.config, "accumulated_cache_size_limit"):
+        torch._dynamo.config.accumulated_cache_size_limit = max(torch._dynamo.config.accumulated_cache_size_limit,
+                                                                RECOMPILE_LIMIT * 4)
+    return torch.compile(fn, dynamic=False)
+
+
+def shape_key(tensors: dict[str, torch.Tensor]) -> tuple:
+    """The shapes a compiled forward specialises on."""
+    return tuple(tuple(t.shape) for t in tensors.values())
+
+
+def adamw_options(device: torch.device) -> dict:
+    """fused=True on CUDA: one kernel for the whole update instead of several per parameter group."""
+    return {"fused": True} if device.type == "cuda" else {}
+
+
+def ahead(work: Callable, items: list) -> Iterator:
+    """work(item) for each item in order, computing the next in a thread while the caller uses this one."""
+    if not items:
+        return
+    with ThreadPoolExecutor(1) as pool:
+        pending = pool.submit(work, items[0])
+        for nxt in items[1:]:
+            done, pending = pending.result(), pool.submit(work, nxt)
+            yield done
+        yield pending.result()
+
+
+def pinned(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Page-locked copies, so `.to(cuda, non_blocking=True)` is a true asynchronous copy."""
+    return {name: t.pin_memory() for name, t in tensors.items()}
+
+
+def peak_memory_gb(device: torch.device) -> float | None:
+    """Peak GPU memory allocated since the start (GB); None on CPU."""
+    return torch.cuda.max_memory_allocated(device) / 1e9 if device.type == "cuda" else None
+
+
+def real_lengths(tensors: dict[str, torch.Tensor]) -> tuple[np.ndarray, np.ndarray]:
+    """(encoder, decoder) real tokens per row of a collated microbatch (decoder: zeros for mlm)."""
+    enc = tensors["attention_mask"].sum(1).numpy()
+    dec = (tensors["labels"] != -100).sum(1).numpy() if "decoder_input_ids" in tensors else np.zeros_like(enc)
+    return enc, dec

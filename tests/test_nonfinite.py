@@ -1,0 +1,100 @@
+"""The non-finite guard (issue 10): a step whose loss or gradient norm is not finite is skipped, not applied;
+--max-bad-steps in a row stop the run with exit 1 and one line; every JSON the trainer writes is strict."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+from fakes import write_fake_build
+from safetensors.torch import load_file
+from typer.testing import CliRunner
+
+import mlmprep.train as train
+from mlmprep.checkpoint import checkpoints
+from mlmprep.cli import app
+from mlmprep.config import TrainConfig
+from mlmprep.write import strict
+
+SMALL = dict(max_tokens_per_batch=512, max_tokens_per_microbatch=256, max_examples_per_microbatch=8,
+             warmup_steps=2, eval_every=0, log_every=1)
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    return write_fake_build(tmp_path_factory.mktemp("nonfinite") / "data", n_rows=40)
+
+
+def reject(name):
+    raise ValueError(f"not strict JSON: {name}")
+
+
+def strict_lines(path):
+    """Parse a JSON-lines file, failing on the NaN / Infinity literals strict readers reject."""
+    return [json.loads(line, parse_constant=reject) for line in path.read_text().splitlines()]
+
+
+def poison_logits(monkeypatch, calls: set[int]):
+    """Make the forward calls numbered in `calls` (0-based, over the whole run) return NaN logits."""
+    real, count = train.logits_of, [0]
+
+    def logits_of(model, mb):
+        logits = real(model, mb)
+        count[0] += 1
+        return logits * math.nan if count[0] - 1 in calls else logits
+
+    monkeypatch.setattr(train, "logits_of", logits_of)
+
+
+def test_one_nan_step_is_skipped_and_the_run_ends_finite(tmp_path, data, monkeypatch):
+    """Without the guard (the bug planted: apply every step), one NaN loss made every weight NaN and the
+    rotation kept only NaN checkpoints."""
+    poison_logits(monkeypatch, {4})  # step 2's first microbatch (2 microbatches per step)
+    run = tmp_path / "run"
+    cfg = TrainConfig(data=str(data), out=str(run), max_steps=6, save_every=2, keep_checkpoints=1, **SMALL)
+    final = train.fit(cfg)
+    assert final["step"] == 6 and math.isfinite(final["loss"])
+    lines = strict_lines(run / "metrics.jsonl")
+    events = [line for line in lines if line.get("event") == "nonfinite"]
+    assert [(e["step"], e["value"]) for e in events] == [(2, "loss")]
+    assert events[0]["loss"] is None and len(events[0]["rows"]) > 0  # NaN is written as null, never as NaN
+    weights = load_file(str(checkpoints(run)[-1] / "model" / "model.safetensors"))
+    assert all(torch.isfinite(w).all() for w in weights.values())
+    state = torch.load(checkpoints(run)[-1] / "optimizer.pt", weights_only=True)["state"]
+    assert {int(s["step"]) for s in state.values()} == {5}  # AdamW applied 5 of the 6 steps
+    logged = [line["step"] for line in lines if "loss" in line and "event" not in line]
+    assert logged == [1, 2, 3, 4, 5, 6] and next(line for line in lines if line.get("step") == 3 and "tokens" in line)["tokens"] == 0
+
+
+def test_consecutive_bad_steps_stop_the_run_with_exit_1(tmp_path, data):
+    """The issue's recipe: --lr 1000 diverges at once; --max-bad-steps 3 stops it on the third bad step in a row."""
+    run = tmp_path / "run"
+    result = CliRunner().invoke(app, ["train", str(data), "--out", str(run), "--model", "tiny", "--lr", "1000",
+                                      "--min-lr", "1", "--warmup-steps", "0", "--max-steps", "30", "--save-every", "1",
+                                      "--max-bad-steps", "3", "--max-tokens-per-batch", "512",
+                                      "--max-tokens-per-microbatch", "256", "--log-every", "1"])
+    assert result.exit_code == 1, result.output
+    error = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(error) == 1 and "3 steps in a row with a non-finite" in error[0] and "--lr" in error[0]
+    lines = strict_lines(run / "metrics.jsonl")
+    events = [line for line in lines if line.get("event") == "nonfinite"]
+    assert len(events) == 3 and np.all(np.diff([e["step"] for e in events]) == 1)
+    assert events[-1]["step"] < 30 and not (run / "final_metrics.json").exists()
+    for path in checkpoints(run):  # whatever was saved holds the weights of good steps
+        weights = load_file(str(path / "model" / "model.safetensors"))
+        assert all(torch.isfinite(w).all() for w in weights.values())
+
+
+def test_strict_replaces_non_finite_numbers():
+    assert strict({"a": math.nan, "b": [1.5, -math.inf], "c": "x"}) == {"a": None, "b": [1.5, None], "c": "x"}
