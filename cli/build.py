@@ -87,8 +87,14 @@ def remask(
     """Add seeded splits to a build from its stored windows, without re-tokenizing."""
     from mlmprep.build import remask as run_remask
 
+    from mlmprep.load import read_manifest
+
     added = run_remask(directory, seeds, threads=threads)
-    typer.echo(f"{directory}: added {', '.join(added)}" if added else f"{directory}: already has {seeds} seeds")
+    if added:
+        typer.echo(f"{directory}: added {', '.join(added)}")
+    else:
+        have = len(read_manifest(directory)["seeds"])
+        typer.echo(f"{directory}: already has {have} seeds (>= {seeds}); nothing to add")
 
 
 @app.command("inspect")

@@ -385,9 +385,10 @@ def finish_manifest(cfg, corpus, tok, ids, stage, splits, seeds, stats, masker, 
 
 def remask(out: str | Path, seeds: int, *, threads: int = 0) -> list[str]:
     """Add splits seed-N .. seed-{seeds-1} to a build from its stored windows; return their names."""
-    from mlmprep.config import make_config
+    from mlmprep.config import check_range, make_config
     from mlmprep.load import read_manifest
 
+    check_range("--seeds", seeds, low=1)
     mask.set_threads(threads)
     out = Path(out)
     with build_lock(out):

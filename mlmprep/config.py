@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import types
 import typing
 from dataclasses import dataclass
@@ -167,10 +168,16 @@ def coerce(key: str, value: Any, hint: Any) -> Any:
             raise ConfigError(f"{option} expects true or false, got {value!r}")
         return value
     if hint is int:
+        number = numeric_string(value)
+        if number is not None and number.is_integer():
+            return int(number)
         if isinstance(value, bool) or not isinstance(value, int):
             raise ConfigError(f"{option} expects a whole number, got {value!r}")
         return value
     if hint is float:
+        number = numeric_string(value)
+        if number is not None:
+            return number
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"{option} expects a number, got {value!r}")
         return float(value)
@@ -179,6 +186,18 @@ def coerce(key: str, value: Any, hint: Any) -> Any:
             raise ConfigError(f"{option} expects a string, got {value!r}")
         return str(value)
     return value
+
+
+def numeric_string(value: Any) -> float | None:
+    """The finite number a string spells ("1e-3", "32"), else None. YAML 1.1 (PyYAML) reads `lr: 1e-3`
+    as a string, having no dot, so config files would otherwise reject T5's own learning rates."""
+    if not isinstance(value, str):
+        return None
+    try:
+        number = float(value.strip())
+    except ValueError:
+        return None
+    return number if math.isfinite(number) else None
 
 
 def config_from(cls: type[C], config_file: str | None, cli_values: dict[str, Any]) -> C:

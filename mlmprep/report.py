@@ -65,7 +65,10 @@ def corpus_losses(stats: dict) -> list[str]:
 
 
 def first_rows(split_dir: Path, column: str, n: int) -> list[np.ndarray]:
+    """The first `n` rows (none for n <= 0) of one column of a split."""
     rows = []
+    if n <= 0:
+        return rows
     for chunk in iter_rows(split_dir, column):
         for i in range(len(chunk)):
             rows.append(chunk.values[chunk.offsets[i] : chunk.offsets[i + 1]])
@@ -76,27 +79,30 @@ def first_rows(split_dir: Path, column: str, n: int) -> list[np.ndarray]:
 
 def show_examples(out: Path, manifest: dict, *, split: str = "seed-0", n: int = 3) -> str:
     """Decode the first `n` rows of `split`: model input, targets, and the text with masked spans in [[ ]]."""
-    from mlmprep.errors import CacheError
+    from mlmprep.errors import CacheError, ConfigError
     from mlmprep.tokenize import load_tokenizer, special_ids
 
+    if n < 0:
+        raise ConfigError(f"--examples must be 0 or more, got {n}")
     if split not in manifest["splits"]:
         raise CacheError(f"--split {split}: not in {out}; splits: {', '.join(manifest['splits'])}")
     tok = load_tokenizer(out / manifest["tokenizer"]["file"])
-    sentinels = special_ids(tok).sentinels
+    ids = special_ids(tok)
     inputs, labels = first_rows(out / split, "input_ids", n), first_rows(out / split, "labels", n)
     blocks = []
     for i, (x, y) in enumerate(zip(inputs, labels)):
         if manifest["objective"] == "span":
-            shown = merge_spans_text(tok, x, y, sentinels)
+            shown = merge_spans_text(tok, x, y, ids.sentinels)
         else:
-            masked = y != -100
-            shown = tok.decode(np.where(masked, y, x).tolist(), skip_special_tokens=False)
+            shown = mlm_text(tok, x, y, ids.mask)
         blocks.append(
             f"--- {split} row {i} ({len(x)} input, {len(y)} label tokens)\n"
             f"input:   {tok.decode(x.tolist(), skip_special_tokens=False)}\n"
             f"targets: {tok.decode(y[y != -100].tolist(), skip_special_tokens=False)}\n"
             f"text:    {shown}"
         )
+    if blocks and manifest["objective"] == "mlm":
+        blocks.append("(text: [[w]] masked, [[w->r]] replaced by a random token r, [[w=]] chosen but kept)")
     return "\n".join(blocks)
 
 
@@ -105,10 +111,33 @@ def merge_spans_text(tok, enc: np.ndarray, labels: np.ndarray, sentinels: np.nda
     from mlmprep.verify import merge_spans
 
     tokens, noise = merge_spans(enc, labels, sentinels)
-    change = np.flatnonzero(np.diff(noise.astype(np.int8))) + 1
+    return marked_text(tok, tokens, noise.astype(np.int8), lambda piece, _run: f"[[{piece}]]")
+
+
+def mlm_text(tok, inputs: np.ndarray, labels: np.ndarray, mask_id: int | None) -> str:
+    """The original text of an MLM row with each target marked: [[w]] masked, [[w->r]] replaced by the
+    random token r, [[w=]] chosen but kept (BERT's 80/10/10)."""
+    chosen = labels != -100
+    original = np.where(chosen, labels, inputs)
+    kinds = np.where(~chosen, 0, np.where(inputs == mask_id, 1, np.where(inputs == labels, 3, 2))).astype(np.int8)
+
+    def mark(piece: str, run: slice) -> str:
+        kind = kinds[run.start]
+        if kind == 2:
+            return f"[[{piece}->{tok.decode(inputs[run].tolist(), skip_special_tokens=False)}]]"
+        return f"[[{piece}=]]" if kind == 3 else f"[[{piece}]]"
+
+    return marked_text(tok, original, kinds, mark)
+
+
+def marked_text(tok, tokens: np.ndarray, kinds: np.ndarray, mark) -> str:
+    """Decode `tokens` in runs of equal `kinds`; runs of a nonzero kind are shown as mark(text, slice)."""
+    change = np.flatnonzero(np.diff(kinds)) + 1
+    bounds = np.concatenate([[0], change, [len(tokens)]])
     text = ""
-    for run, run_noise in zip(np.split(tokens, change), np.split(noise, change)):
-        piece = tok.decode(run.tolist(), skip_special_tokens=False)
-        space = " " if text and (tok.id_to_token(int(run[0])) or "").startswith(("▁", "Ġ")) else ""
-        text += space + (f"[[{piece}]]" if run_noise[0] else piece)
+    for start, stop in zip(bounds[:-1], bounds[1:]):
+        run = slice(int(start), int(stop))
+        piece = tok.decode(tokens[run].tolist(), skip_special_tokens=False)
+        space = " " if text and (tok.id_to_token(int(tokens[start])) or "").startswith(("▁", "Ġ")) else ""
+        text += space + (mark(piece, run) if kinds[start] else piece)
     return text

@@ -280,7 +280,7 @@ def read_existing(out: Path, identity: dict, fingerprint: str, *, tokenizer_sha:
     differences = [
         f"{key}: {manifest.get('config', {}).get(key)!r} -> {value!r}"
         for key, value in identity.items()
-        if manifest.get("config", {}).get(key) != value
+        if manifest.get("config", {}).get(key) != value and not enough_seeds(key, manifest, value)
     ]
     if manifest.get("corpus", {}).get("fingerprint") != fingerprint:
         differences.append("the corpus changed")
@@ -291,7 +291,16 @@ def read_existing(out: Path, identity: dict, fingerprint: str, *, tokenizer_sha:
     if force:
         return None
     what = "; ".join(differences[:4]) if differences else "its files are damaged"
+    if len(differences) == 1 and differences[0].startswith("seeds:"):
+        raise CacheError(f"--out {out}: holds this build with fewer seeds ({what}); `mlmprep remask {out} --seeds "
+                         f"{identity['seeds']}` adds the others, or pass --force to rebuild it")
     raise CacheError(f"--out {out}: holds a build made differently ({what}); pass --force to rebuild it or choose another --out")
+
+
+def enough_seeds(key: str, manifest: dict, wanted) -> bool:
+    """A build with more seeded splits satisfies a request for fewer (`remask` adds seeds to a build)."""
+    have = manifest.get("config", {}).get("seeds")
+    return key == "seeds" and isinstance(have, int) and isinstance(wanted, int) and have >= wanted
 
 
 def files_intact(out: Path, manifest: dict) -> bool:

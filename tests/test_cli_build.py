@@ -107,7 +107,7 @@ def write_bad_inputs(d: Path, tiny_corpus: Path) -> None:
     no_sentinels.pre_tokenizer = pre_tokenizers.Whitespace()
     no_sentinels.save(str(d / "no-sentinels.json"))
     (d / "unknown-key.json").write_text('{"input_length": 32, "input_lenght": 64}\n', encoding="utf-8")
-    (d / "bad-type.yaml").write_text("input_length: '32'\n", encoding="utf-8")
+    (d / "bad-type.yaml").write_text("input_length: 'long'\n", encoding="utf-8")
 
 
 # case -> (corpus, more options, words the error line must contain); paths are relative to write_bad_inputs' d
@@ -126,7 +126,7 @@ REFUSALS = {
     "config-unknown-key": (
         "tiny.txt", ["--config", "unknown-key.json"], ("unknown-key.json", "'input_lenght'", "valid options")
     ),
-    "config-bad-type": ("tiny.txt", ["--config", "bad-type.yaml"], ("--input-length", "whole number", "'32'")),
+    "config-bad-type": ("tiny.txt", ["--config", "bad-type.yaml"], ("--input-length", "whole number", "'long'")),
 }
 
 
@@ -239,7 +239,7 @@ def test_remask_adds_seeds_identical_to_a_direct_build(tmp_path, tok, tiny_corpu
     assert manifest(grown)["splits"] == manifest(direct)["splits"]
     again = cli(*build_args(tiny_corpus, grown, tok, "--seeds", "4"))  # the grown build is that build now
     assert "up to date" in again.stdout
-    assert cli("remask", grown, "--seeds", "3").stdout.strip() == f"{grown}: already has 3 seeds"
+    assert cli("remask", grown, "--seeds", "3").stdout.strip() == f"{grown}: already has 4 seeds (>= 3); nothing to add"
 
 
 # ----------------------------------------------------------------------------------------------- variants

@@ -108,3 +108,96 @@ def test_mlm_rows_are_framed_cls_sep_inside_the_input_length(tmp_path, tiny_corp
     from mlmprep.verify import verify
 
     assert verify(out).ok
+
+
+# ---------------------------------------------------------------------------- item 8: remask and seed counts
+
+
+def cli(*args):
+    from typer.testing import CliRunner
+
+    from mlmprep.cli import app
+
+    result = CliRunner().invoke(app, [str(a) for a in args])
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return result
+
+
+def test_a_build_with_more_seeds_satisfies_a_request_for_fewer(tmp_path, tiny_corpus, tok):
+    out = tmp_path / "b"
+    build = ["build", tiny_corpus, "--out", out, "--tokenizer", tok, "--input-length", "32", "--seeds", "2"]
+    assert cli(*build).exit_code == 0
+    assert cli("remask", out, "--seeds", "5").exit_code == 0
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    again = cli(*build)  # the original command: the 5-seed build holds its 2 seeds
+    assert again.exit_code == 0 and "up to date" in again.stdout
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    said = cli("remask", out, "--seeds", "2")
+    assert said.exit_code == 0 and "already has 5 seeds" in said.stdout
+    more = cli(*build[:-1], "7")  # more seeds than the build has: remask says how
+    assert more.exit_code == 2 and f"mlmprep remask {out} --seeds 7" in more.stderr
+    for bad in ("0", "-1"):
+        refused = cli("remask", out, "--seeds", bad)
+        assert refused.exit_code == 2 and "--seeds must be at least 1" in refused.stderr
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+
+
+# ---------------------------------------------------------------------------- item 9: inspect
+
+
+@pytest.fixture(scope="module")
+def mlm_build(tmp_path_factory, tiny_corpus, tiny_tokenizer_path):
+    return build_tiny(tmp_path_factory.mktemp("mlm") / "b", tiny_corpus, tiny_tokenizer_path, objective="mlm",
+                      input_length=64, seeds=1)
+
+
+def test_inspect_examples_zero_shows_none_and_negative_is_refused(mlm_build):
+    shown = cli("inspect", mlm_build, "--examples", "0")
+    assert shown.exit_code == 0 and "rows:" in shown.stdout and "--- seed-0 row" not in shown.stdout
+    assert cli("inspect", mlm_build, "--examples", "2").stdout.count("--- seed-0 row") == 2
+    refused = cli("inspect", mlm_build, "--examples", "-1")
+    assert refused.exit_code == 2 and "--examples" in refused.stderr and len(refused.stderr.splitlines()) == 1
+
+
+def test_inspect_marks_masked_replaced_and_kept_mlm_targets(mlm_build, tiny_tokenizer):
+    """Each MLM target is shown in [[ ]]: masked, replaced by a random token (->), or kept (=)."""
+    import re
+
+    from mlmprep.report import mlm_text
+
+    shown = cli("inspect", mlm_build, "--examples", "40").stdout
+    texts = [line for line in shown.splitlines() if line.startswith("text:")]
+    assert len(texts) == 40 and all("[[" in t for t in texts)
+    marks = re.findall(r"\[\[([^\]]*)\]\]", "\n".join(texts))
+    assert any("->" in m for m in marks) and any(m.endswith("=") for m in marks)
+    # one row by hand: token 7 masked, token 8 replaced by 9, token 10 chosen and kept
+    w = lambda i: tiny_tokenizer.decode([i])  # noqa: E731
+    ids = [20, 7, 21, 8, 22, 10, 23]
+    inputs = np.array([20, 3, 21, 9, 22, 10, 23])
+    labels = np.array([-100, 7, -100, 8, -100, 10, -100])
+    text = mlm_text(tiny_tokenizer, inputs, labels, mask_id=3)
+    assert f"[[{w(7)}]]" in text and f"[[{w(8)}->{w(9)}]]" in text and f"[[{w(10)}=]]" in text
+    unmarked = text.replace("[[", "").replace("]]", "").replace(f"->{w(9)}", "").replace("=", "")
+    assert unmarked.split() == tiny_tokenizer.decode(ids).split()
+
+
+# ---------------------------------------------------------------------------- item 10: numbers in config files
+
+
+@pytest.mark.parametrize("suffix, text", [(".yaml", "lr: 1e-3\nmin_lr: 1e-5\nmax_steps: 1e2\n"),
+                                          (".json", '{"lr": "1e-3", "min_lr": "1e-5", "max_steps": "100"}')])
+def test_config_files_accept_numbers_written_as_strings(tmp_path, suffix, text):
+    from mlmprep.config import TrainConfig, config_from
+    from mlmprep.errors import ConfigError
+
+    path = tmp_path / f"c{suffix}"
+    path.write_text(text, encoding="utf-8")
+    cfg = config_from(TrainConfig, str(path), {})
+    assert (cfg.lr, cfg.min_lr, cfg.max_steps) == (1e-3, 1e-5, 100)
+    for bad, words in (("max_steps: 2.5\n", "whole number"), ("lr: fast\n", "expects a number"),
+                       ("lr: .nan\n", "--lr")):
+        path = tmp_path / "bad.yaml"
+        path.write_text(bad, encoding="utf-8")
+        with pytest.raises(ConfigError, match=words):
+            config_from(TrainConfig, str(path), {})
