@@ -22,7 +22,8 @@ def build_summary(out: Path, manifest: dict) -> str:
         *corpus_losses(manifest["corpus"]["stats"]),
         f"rows: {w['rows']:,}  tokens kept: {w['tokens_kept']:,}  dropped: {w['tokens_dropped']:,}  "
         f"padded: {w['tokens_padded']:,}  utilisation: {w['token_utilisation']:.3f}  "
-        f"rows cut inside a word: {w['fragment_rate']:.1%}",
+        f"rows cut inside a word: {w['fragment_rate']:.1%}  unknown tokens: {w.get('unknown_tokens', 0):,}",
+        *unknown_warning(w),
         "",
         f"{'split':<20}{'rows':>10}{'MB':>10}  masking",
     ]
@@ -43,6 +44,18 @@ def build_summary(out: Path, manifest: dict) -> str:
         lines += ["", f"built in {total_s:.1f} s: {trained}tokenize + mask + write {pipeline_s:.1f} s "
                       f"({w['tokens_kept'] / pipeline_s / 1e6:.2f} M tokens/s)"]
     return "\n".join(lines)
+
+
+UNKNOWN_WARN = 0.01  # above this fraction of unknown tokens the tokenizer does not fit the corpus
+
+
+def unknown_warning(windows: dict) -> list[str]:
+    """A warning line when more than UNKNOWN_WARN of the tokens kept are the tokenizer's unknown token."""
+    fraction = windows.get("unknown_fraction", 0.0)
+    if fraction <= UNKNOWN_WARN:
+        return []
+    return [f"warning: {fraction:.1%} of the tokens are unknown (<unk>): the tokenizer does not cover this corpus's "
+            "characters; train one on it (leave out --tokenizer) or check --doc-sep and cleaning"]
 
 
 LOSSES = (  # corpus.stats keys that count something dropped or replaced, and how to say it

@@ -201,3 +201,30 @@ def test_config_files_accept_numbers_written_as_strings(tmp_path, suffix, text):
         path.write_text(bad, encoding="utf-8")
         with pytest.raises(ConfigError, match=words):
             config_from(TrainConfig, str(path), {})
+
+
+# ---------------------------------------------------------------------------- item 6: unknown tokens
+
+
+def test_unknown_tokens_are_counted_and_warned_about(tmp_path, tiny_corpus, tok, tiny_tokenizer):
+    from mlmprep.tokenize import special_ids
+
+    unk = special_ids(tiny_tokenizer).unk
+    greek = tmp_path / "mixed.txt"  # the tiny tokenizer never saw these letters
+    lines = tiny_corpus.read_text(encoding="utf-8").splitlines()
+    greek.write_text("\n".join(f"{line} αβγ δεζ ηθι" for line in lines) + "\n", encoding="utf-8")
+    said = {}
+    for name, corpus in (("clean", tiny_corpus), ("greek", greek)):
+        out = tmp_path / name
+        result = cli("build", corpus, "--out", out, "--tokenizer", tok, "--input-length", "32", "--seeds", "1")
+        assert result.exit_code == 0, result.stderr
+        stats = json.loads((out / "manifest.json").read_text())["statistics"]["windows"]
+        kept = [t for split in ("windows", "validation-windows") for t in rows_of(out / split, "tokens")]
+        expected = sum(int(np.count_nonzero(t == unk)) for t in kept)
+        assert stats["unknown_tokens"] == expected
+        assert stats["unknown_fraction"] == pytest.approx(expected / stats["tokens_kept"])
+        said[name] = (expected, result.stdout)
+    assert said["clean"][0] == 0 and "warning" not in said["clean"][1]
+    assert said["greek"][0] > 0 and f"unknown tokens: {said['greek'][0]:,}" in said["greek"][1]
+    (warning,) = [line for line in said["greek"][1].splitlines() if line.startswith("warning:")]
+    assert "unknown" in warning and "%" in warning
