@@ -1,4 +1,4 @@
-"""What every command shares: turning library errors into one line and exit code 2."""
+"""What every command shares: turning library errors into one line and exit code 2 (1 for a failed build task)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any
 
 import typer
 
+from mlmprep.engine import TaskFailed
 from mlmprep.errors import MlmprepError
 
 
@@ -22,6 +23,9 @@ def cli_errors(command: Callable[..., Any]) -> Callable[..., Any]:
         except MlmprepError as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(code=2) from None
+        except TaskFailed as exc:  # not the input's fault: a worker died or a task hit a bug
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(code=1) from None
         except KeyboardInterrupt:
             typer.echo("interrupted; nothing was left under the output name", err=True)
             raise typer.Exit(code=130) from None

@@ -54,6 +54,9 @@ def build(
     validation_fraction: Annotated[Optional[float], typer.Option(help="Share of windows held out for validation. [default: 0.02]", show_default=False)] = None,
     threads: Annotated[Optional[int], typer.Option(help="Cores for tokenizing and masking (0: all); never changes the output. [default: 0]", show_default=False)] = None,
     force: Annotated[Optional[bool], typer.Option("--force", help="Rebuild even if --out is up to date or was built with other options.")] = None,
+    workers: Annotated[Optional[int], typer.Option(help="Build processes (0: all cores; 1: in-process, for debugging); never changes the output. [default: 0]", show_default=False)] = None,
+    engine: Annotated[Optional[str], typer.Option(help="'local' worker processes, or 'ray' tasks on a Ray cluster (pip install \"mlmprep[ray]\"; absolute paths on shared storage). [default: local]", show_default=False)] = None,
+    ray_address: Annotated[Optional[str], typer.Option(help="Ray cluster to join with --engine ray, as `ray start --head` prints it. None: start or join a local instance.")] = None,
 ) -> None:
     """Build N differently seeded, masked Arrow datasets plus a validation split from a corpus."""
     from mlmprep.build import build as run_build
@@ -67,6 +70,7 @@ def build(
         method=method, pack=pack, input_length=input_length, objective=objective, noise_density=noise_density,
         mean_span_length=mean_span_length, random_roll=random_roll, mlm_probability=mlm_probability,
         whole_word=whole_word, validation_fraction=validation_fraction, threads=threads, force=force,
+        workers=workers, engine=engine, ray_address=ray_address,
     )
     cfg = config_from(BuildConfig, str(config) if config else None, options)
     result = run_build(cfg, log=note)

@@ -57,9 +57,13 @@ class BuildConfig:
     threads: int = 0  # 0: all cores
     chunk_chars: int = 1 << 20  # characters of text per tokenize/mask/write chunk: bounds the memory in flight
     force: bool = False
+    workers: int = 0  # build processes; 0: all cores; 1: in-process (debugging)
+    engine: Literal["local", "ray"] = "local"
+    ray_address: str | None = None  # None: start or join a local Ray instance
 
     def __post_init__(self) -> None:
         check_range("--input-length", self.input_length, low=2)
+        check_range("--workers", self.workers, low=0)
         check_range("--seeds", self.seeds, low=1)
         check_range("--vocab-size", self.vocab_size, low=8)
         check_range("--threads", self.threads, low=0)
@@ -74,10 +78,15 @@ class BuildConfig:
             raise ConfigError(f"--validation-fraction must be in [0, 1), got {self.validation_fraction}")
         if self.corpus and self.dataset:
             raise ConfigError("give either corpus paths or --dataset, not both")
+        if self.engine == "ray":
+            for path in (self.out, *self.corpus):
+                if not Path(path).is_absolute():
+                    raise ConfigError(f"--engine ray: {path} is a relative path; give an absolute path on "
+                                      "storage every node of the cluster sees")
 
     def identity(self) -> dict[str, Any]:
         """The options that decide the output bytes; two builds with equal identities are the same build."""
-        speed_only = {"threads", "chunk_chars", "force", "out"}
+        speed_only = {"threads", "chunk_chars", "force", "out", "workers", "engine", "ray_address"}
         return {k: v for k, v in to_dict(self).items() if k not in speed_only}
 
 

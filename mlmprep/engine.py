@@ -1,0 +1,203 @@
+"""Run independent build tasks on local worker processes or a Ray cluster, results in task order.
+
+Tasks must be idempotent: a task may run again after its worker died (Ray retries it), so it writes to
+deterministic paths in the staging directory through a temporary name and os.replace, and a rerun
+overwrites whatever a dead attempt left. A task bounds its own memory (the caller sizes tasks), so the
+build's peak memory is about `workers` tasks' worth whatever the corpus size.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import traceback
+from collections.abc import Callable, Iterable
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from typing import Any
+
+from mlmprep.errors import ConfigError, MlmprepError
+
+RAY_RETRIES = 3  # attempts after the first when a Ray worker dies mid-task
+
+
+class TaskFailed(RuntimeError):
+    """A build stopped by something other than its input (a worker died, a task hit a bug): exit code 1."""
+
+
+@dataclass(frozen=True)
+class Engine:
+    """Where build tasks run: "local" worker processes, or a "ray" cluster."""
+
+    kind: str = "local"  # "local" | "ray"
+    workers: int = 0  # local processes; 0: all cores; 1: in the driver's own process, in order (debugging)
+    ray_address: str | None = None  # None: start or join a local Ray instance
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("local", "ray"):
+            raise ConfigError(f"--engine must be local or ray, got {self.kind!r}")
+        if self.workers < 0:
+            raise ConfigError(f"--workers must be at least 0, got {self.workers}")
+
+    def describe(self) -> str:
+        if self.kind == "ray":
+            return f"ray ({self.ray_address or 'local instance'})"
+        return "in-process" if self.processes(2) == 1 else f"local, {self.processes(1 << 30)} workers"
+
+    def processes(self, n_tasks: int) -> int:
+        """How many local worker processes `n_tasks` tasks get; 1 means run them in the driver."""
+        cores = self.workers or len(os.sched_getaffinity(0))
+        return max(1, min(cores, n_tasks))
+
+
+def run_tasks(fn: Callable[[Any], Any], tasks: Iterable[Any], *, engine: Engine,
+              on_result: Callable[[int, Any], None] | None = None) -> list:
+    """fn(task) for every task; results in task order; on_result(index, result) in the driver as each
+    finishes (for one progress bar). A MlmprepError from a task re-raises as itself (exit 2); any other
+    failure, a dead worker included, raises TaskFailed naming the task, and the remaining tasks are cancelled.
+    `fn` and the tasks must pickle (fn a module-level function)."""
+    tasks = list(tasks)
+    on_result = on_result or (lambda index, result: None)
+    if engine.kind == "ray":
+        return run_ray(fn, tasks, engine, on_result)
+    if engine.processes(len(tasks)) == 1:
+        results = []
+        for index, task in enumerate(tasks):
+            results.append(attempt(fn, task))
+            on_result(index, results[-1])
+        return results
+    return run_local(fn, tasks, engine.processes(len(tasks)), on_result)
+
+
+def attempt(fn: Callable[[Any], Any], task: Any) -> Any:
+    """Run one task wherever it is; an unexpected exception becomes one TaskFailed line naming the task
+    and the innermost source line, so that it survives pickling back to the driver."""
+    try:
+        return fn(task)
+    except MlmprepError:
+        raise
+    except Exception as exc:
+        frame = traceback.extract_tb(exc.__traceback__)[-1]
+        where = f"{os.path.basename(frame.filename)}:{frame.lineno}"
+        message = str(exc).splitlines()[0] if str(exc) else ""
+        raise TaskFailed(f"{name(task)} failed: {type(exc).__name__}: {message} (at {where}); "
+                         "nothing was published") from exc
+
+
+def name(task: Any) -> str:
+    """How a task is named in messages: its describe() if it has one, else str()."""
+    describe = getattr(task, "describe", None)
+    return describe() if callable(describe) else str(task)
+
+
+def run_local(fn: Callable[[Any], Any], tasks: list, processes: int, on_result: Callable[[int, Any], None]) -> list:
+    """A process pool of fresh interpreters (forkserver: never fork a driver whose tokenizer and Numba
+    threads are running). Workers ignore Ctrl-C; the driver stops them itself, so none outlives it."""
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload([fn.__module__])  # imported once in the server, not once per worker
+    started = context.SimpleQueue()  # (pid, task index) written as each task starts (unbuffered: a kill loses none)
+    pool = ProcessPoolExecutor(processes, mp_context=context, initializer=ignore_interrupts, initargs=(started,))
+    try:
+        futures = {pool.submit(run_in_worker, fn, task, index): index for index, task in enumerate(tasks)}
+        workers = dict(pool._processes)  # noqa: SLF001  -- every worker is spawned by now (one per submit)
+        running: dict[int, int] = {}  # pid -> index of the task it started last
+        results: list = [None] * len(tasks)
+        pending = set(futures)
+        while pending:
+            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            drain(started, running)
+            for future in sorted(done, key=futures.get):
+                try:
+                    results[futures[future]] = future.result()
+                except BrokenProcessPool:
+                    raise TaskFailed(dead_worker(workers, started, running, tasks)) from None
+                on_result(futures[future], results[futures[future]])
+        return results
+    except BaseException:
+        for process in list(pool._processes.values()):  # noqa: SLF001  -- stop running tasks now, not at their end
+            process.terminate()
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def ignore_interrupts(started: Any) -> None:
+    """Worker start-up: Ctrl-C reaches the driver, which stops the workers; keep the start queue."""
+    global STARTED
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    STARTED = started
+
+
+STARTED: Any = None  # in a worker: the queue its task starts go to
+
+
+def run_in_worker(fn: Callable[[Any], Any], task: Any, index: int) -> Any:
+    STARTED.put((os.getpid(), index))
+    return attempt(fn, task)
+
+
+def drain(started: Any, running: dict[int, int]) -> None:
+    """Note which task each worker started last."""
+    while not started.empty():
+        pid, index = started.get()
+        running[pid] = index
+
+
+def dead_worker(workers: dict, started: Any, running: dict[int, int], tasks: list) -> str:
+    """One line for a worker that died: its signal and the task it was running."""
+    drain(started, running)
+    for process in workers.values():
+        process.join(timeout=5)
+    dead = [p for p in workers.values() if p.exitcode not in (0, None, -signal.SIGTERM)]
+    dead = dead or [p for p in workers.values() if p.exitcode != 0]
+    if not dead:
+        return "a build worker died; nothing was published"
+    process = dead[0]
+    how = f"signal {-process.exitcode}" if process.exitcode < 0 else f"exit code {process.exitcode}"
+    task = f" while running {name(tasks[running[process.pid]])}" if process.pid in running else ""
+    return f"a build worker died ({how}){task}; nothing was published"
+
+
+def run_ray(fn: Callable[[Any], Any], tasks: list, engine: Engine, on_result: Callable[[int, Any], None]) -> list:
+    """The same tasks as Ray tasks, retried when their worker dies. Joins `engine.ray_address` (or a local
+    instance) and shuts down whatever instance it started itself."""
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError('--engine ray needs Ray: pip install "mlmprep[ray]"') from None
+    started = not ray.is_initialized()
+    if started:
+        try:
+            ray.init(address=engine.ray_address, include_dashboard=False, log_to_driver=False,
+                     logging_level="ERROR", configure_logging=True)
+        except ConnectionError as exc:
+            raise ConfigError(f"--ray-address {engine.ray_address}: cannot join the Ray cluster "
+                              f"({str(exc).splitlines()[0]}); start it with `ray start --head`") from None
+    remote = ray.remote(max_retries=RAY_RETRIES, retry_exceptions=False)(attempt)
+    refs = [remote.options(name=f"mlmprep {name(task)}").remote(fn, task) for task in tasks]
+    index = {ref: i for i, ref in enumerate(refs)}
+    results: list = [None] * len(tasks)
+    try:
+        pending = list(refs)
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1)
+            for ref in done:
+                try:
+                    results[index[ref]] = ray.get(ref)
+                except ray.exceptions.RayTaskError as exc:  # the task raised: its own exception, unwrapped
+                    raise exc.cause from None
+                except ray.exceptions.RayError as exc:  # its worker or node died RAY_RETRIES + 1 times
+                    raise TaskFailed(f"a Ray worker died while running {name(tasks[index[ref]])} "
+                                     f"({RAY_RETRIES + 1} attempts; {str(exc).splitlines()[0]}); "
+                                     "nothing was published") from None
+                on_result(index[ref], results[index[ref]])
+        return results
+    except BaseException:
+        for ref in refs:
+            ray.cancel(ref, force=True)
+        raise
+    finally:
+        if started:
+            ray.shutdown()

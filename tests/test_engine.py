@@ -1,0 +1,192 @@
+"""The local task engine: results in task order, errors as the task raised them, dead workers and Ctrl-C
+ending the run with one line and no process left behind."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+import pytest
+import typer
+
+from mlmprep.cli._util import cli_errors
+from mlmprep.config import BuildConfig
+from mlmprep.engine import Engine, TaskFailed, run_tasks
+from mlmprep.errors import ConfigError, CorpusError, MlmprepError
+
+TESTS = Path(__file__).resolve().parent
+
+
+@dataclass(frozen=True)
+class Shard:
+    index: int
+    wait: float = 0.0
+    marker: str | None = None
+
+    def describe(self) -> str:
+        return f"shard {self.index} of corpus.txt"
+
+
+def cube_later(shard: Shard) -> tuple[int, int]:
+    """The shard's cube and the worker's pid; later shards finish first, so finishing order is not task order."""
+    time.sleep(shard.wait)
+    return shard.index**3, os.getpid()
+
+
+def fail_on_three(shard: Shard) -> int:
+    if shard.index == 3:
+        raise CorpusError(f"corpus.txt at byte {shard.index * 100}: not UTF-8; pass --on-decode-error replace")
+    time.sleep(shard.wait)
+    if shard.marker:
+        Path(shard.marker, str(shard.index)).touch()
+    return shard.index
+
+
+def buggy(shard: Shard) -> int:
+    return {0: 0}[shard.index]  # KeyError for every shard but 0
+
+
+def test_results_come_in_task_order_with_each_index_reported_once():
+    shards = [Shard(i, wait=0.05 * (6 - i)) for i in range(6)]
+    seen = []
+    results = run_tasks(cube_later, shards, engine=Engine(workers=2), on_result=lambda i, r: seen.append((i, r)))
+    assert [cube for cube, _ in results] == [i**3 for i in range(6)]
+    assert sorted(seen) == list(enumerate(results))
+
+
+def test_workers_run_in_at_most_n_other_processes_and_one_worker_runs_in_process():
+    shards = [Shard(i, wait=0.05) for i in range(6)]
+    pool_pids = {pid for _, pid in run_tasks(cube_later, shards, engine=Engine(workers=2))}
+    assert os.getpid() not in pool_pids and 1 <= len(pool_pids) <= 2
+    assert {pid for _, pid in run_tasks(cube_later, shards, engine=Engine(workers=1))} == {os.getpid()}
+    assert run_tasks(cube_later, [], engine=Engine(workers=2)) == []
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_task_error_arrives_as_its_own_class_and_message_and_stops_the_rest(tmp_path, workers):
+    shards = [Shard(i, wait=0.3, marker=str(tmp_path)) for i in range(3)] + [Shard(3)]
+    shards += [Shard(i, wait=0.3, marker=str(tmp_path)) for i in range(4, 20)]
+    with pytest.raises(CorpusError) as raised:
+        run_tasks(fail_on_three, shards, engine=Engine(workers=workers))
+    assert str(raised.value) == "corpus.txt at byte 300: not UTF-8; pass --on-decode-error replace"
+    time.sleep(0.5)  # any task still running would mark its file by now
+    assert len(list(tmp_path.iterdir())) < 19
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_bug_in_a_task_is_one_line_naming_the_task_and_the_line(workers):
+    with pytest.raises(TaskFailed) as raised:
+        run_tasks(buggy, [Shard(0), Shard(1)], engine=Engine(workers=workers))
+    message = str(raised.value)
+    assert message.startswith("shard 1 of corpus.txt failed: KeyError: 1 (at test_engine.py:")
+    assert "\n" not in message and not isinstance(raised.value, MlmprepError)
+
+
+def run_script(body: str, **kwargs) -> subprocess.Popen:
+    """A Python script running tasks from this module, in its own process group."""
+    script = f"import sys; sys.path.insert(0, {str(TESTS)!r})\n" + textwrap.dedent(body)
+    return subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True, **kwargs)
+
+
+def communicate(proc: subprocess.Popen, timeout: float) -> tuple[str, str]:
+    """Wait for a script; one still running at the timeout is killed with its whole group (and the test fails)."""
+    try:
+        return proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def suicide_on_two(shard: Shard) -> int:
+    if shard.index == 2:
+        time.sleep(0.2)
+        os.kill(os.getpid(), signal.SIGKILL)
+    time.sleep(shard.wait)
+    return shard.index
+
+
+def test_a_worker_killed_mid_task_fails_the_run_with_one_line_and_no_hang():
+    proc = run_script("""
+        from mlmprep.engine import Engine, TaskFailed, run_tasks
+        from test_engine import Shard, suicide_on_two
+        if __name__ == "__main__":
+            try:
+                run_tasks(suicide_on_two, [Shard(i, wait=0.3) for i in range(8)], engine=Engine(workers=2))
+            except TaskFailed as exc:
+                print(exc)
+    """)
+    out, err = communicate(proc, timeout=120)
+    assert proc.returncode == 0, err
+    assert out.strip() == "a build worker died (signal 9) while running shard 2 of corpus.txt; nothing was published", err
+
+
+def sleep_long(shard: Shard) -> int:
+    Path(shard.marker, str(shard.index)).touch()
+    time.sleep(600)
+    return shard.index
+
+
+def test_ctrl_c_stops_the_workers_promptly(tmp_path):
+    proc = run_script(f"""
+        from mlmprep.engine import Engine, run_tasks
+        from test_engine import Shard, sleep_long
+        if __name__ == "__main__":
+            try:
+                run_tasks(sleep_long, [Shard(i, marker={str(tmp_path)!r}) for i in range(4)], engine=Engine(workers=2))
+            except KeyboardInterrupt:
+                sys.exit(130)
+    """)
+    for _ in range(1200):  # both workers inside a task
+        if len(list(tmp_path.iterdir())) == 2:
+            break
+        time.sleep(0.05)
+    family = psutil.Process(proc.pid).children(recursive=True)
+    os.killpg(proc.pid, signal.SIGINT)  # what a terminal sends on Ctrl-C
+    communicate(proc, timeout=60)
+    assert proc.returncode == 130
+    gone, alive = psutil.wait_procs(family, timeout=30)
+    assert not alive
+
+
+def test_a_failed_task_exits_1_through_the_cli_and_a_user_error_2(capsys):
+    def fail(exc):
+        raise exc
+
+    for exc, code in ((TaskFailed("a build worker died (signal 9)"), 1), (CorpusError("corpus.txt: bad"), 2)):
+        with pytest.raises(typer.Exit) as raised:
+            cli_errors(fail)(exc)
+        assert raised.value.exit_code == code
+        assert capsys.readouterr().err == f"error: {exc}\n"
+
+
+def test_engine_options_change_no_build_identity_and_ray_needs_absolute_paths(tmp_path):
+    plain = BuildConfig(out=str(tmp_path / "out"))
+    scaled = BuildConfig(out=str(tmp_path / "out"), workers=7, engine="ray", ray_address="10.0.0.1:6379")
+    assert plain.identity() == scaled.identity()
+    with pytest.raises(ConfigError, match="--engine ray: rel/out is a relative path"):
+        BuildConfig(out="rel/out", engine="ray")
+    with pytest.raises(ConfigError, match="--engine ray: corpus.txt is a relative path"):
+        BuildConfig(corpus=("corpus.txt",), out=str(tmp_path), engine="ray")
+    with pytest.raises(ConfigError, match="--workers must be at least 0"):
+        BuildConfig(workers=-1)
+
+
+def test_ray_missing_is_one_line_naming_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray now raises ImportError
+    with pytest.raises(ConfigError, match=r'--engine ray needs Ray: pip install "mlmprep\[ray\]"'):
+        run_tasks(cube_later, [Shard(0)], engine=Engine(kind="ray"))
+
+
+def test_describe_names_the_engine():
+    assert Engine(workers=1).describe() == "in-process"
+    assert Engine(workers=3).describe() == "local, 3 workers"
+    assert Engine(kind="ray", ray_address="10.0.0.1:6379").describe() == "ray (10.0.0.1:6379)"
