@@ -408,6 +408,7 @@ def run_fit(cfg: TrainConfig, world: World, hook: Hook | None, on_end: Callable 
     # -- model and optimizer (identical initial weights on every rank; a resume loads the checkpoint's)
     seed_everything(cfg.seed)
     model = build_model(str(resume_from or cfg.model), objective, tok, max_length=manifest["input_length"]).to(world.device)
+    model.train()  # from_pretrained (a resume, a checkpoint as --model) returns eval mode: dropout would be off
     optimizer = make_optimizer(model, cfg)
     seed_everything(cfg.seed + world.rank)  # dropout masks differ across ranks
     adapter = Adapter(user_limits(cfg), grow_after=cfg.grow_after)
