@@ -240,7 +240,7 @@ class TrainConfig:
     optimizer: Literal["adamw", "adafactor"] = "adamw"
     lr: float = 1e-3  # peak, reached after warmup_steps
     min_lr: float = 1e-5  # reached at the end of the decay
-    schedule: Literal["cosine", "linear", "constant"] = "cosine"
+    schedule: Literal["cosine", "linear", "constant", "inverse_sqrt"] = "cosine"  # inverse_sqrt: T5's, lr*sqrt(warmup/step)
     warmup_steps: int = 100
     decay_steps: int = 0  # 0: decay over the whole run; > 0: as nanoGPT's lr_decay_iters
     weight_decay: float = 0.0  # on matrices only, not on norms and biases

@@ -1,6 +1,6 @@
 """Models from `transformers`, built from a config (never downloaded): T5 for span data, BERT for mlm data.
 
-`--model` is a preset (`tiny`, `t5-small`, `t5-base`), a config.json, or a local pretrained checkpoint
+`--model` is a preset (`tiny`, `t5-small`, `t5-base`, `t5-v1_1-small`, `t5-v1_1-base`), a config.json, or a local pretrained checkpoint
 directory (a transformers `save_pretrained` directory, or an mlmprep `RUN/checkpoint-{step}`). The vocabulary
 and special ids always follow the build's tokenizer (manifest["tokenizer"]).
 """
@@ -18,7 +18,12 @@ PRESETS = {
     "tiny": dict(d_model=64, d_ff=256, d_kv=16, num_heads=4, num_layers=2),  # a CPU smoke run in seconds
     "t5-small": dict(d_model=512, d_ff=2048, d_kv=64, num_heads=8, num_layers=6),  # ~60M parameters
     "t5-base": dict(d_model=768, d_ff=3072, d_kv=64, num_heads=12, num_layers=12),  # ~220M parameters
+    # T5 v1.1 (google/t5-v1_1-*), the models nanoT5 pretrains: gated-GELU feed-forward, untied input and
+    # output embeddings, no dropout in pretraining (HF's configs say 0.1, for fine-tuning)
+    "t5-v1_1-small": dict(d_model=512, d_ff=1024, d_kv=64, num_heads=6, num_layers=8),  # ~77M parameters
+    "t5-v1_1-base": dict(d_model=768, d_ff=2048, d_kv=64, num_heads=12, num_layers=12),  # ~248M parameters
 }
+V1_1 = dict(feed_forward_proj="gated-gelu", tie_word_embeddings=False)
 VOCAB_MULTIPLE = 128  # embedding rows are padded to a multiple of this, for faster matmuls
 
 
@@ -30,11 +35,11 @@ def preset_config(name: str, objective: str, tokenizer: dict, max_length: int):
     """The transformers config of a preset, sized for the build's tokenizer and longest row."""
     from transformers import BertConfig, T5Config
 
-    shape = PRESETS[name]
+    shape, v1_1 = PRESETS[name], name.startswith("t5-v1_1")
     vocab = round_up(tokenizer["vocab_size"], VOCAB_MULTIPLE)
     if objective == "span":
         return T5Config(
-            vocab_size=vocab, **shape, dropout_rate=0.0, pad_token_id=tokenizer["pad_id"],
+            vocab_size=vocab, **shape, **(V1_1 if v1_1 else {}), dropout_rate=0.0, pad_token_id=tokenizer["pad_id"],
             eos_token_id=tokenizer["eos_id"], decoder_start_token_id=tokenizer["decoder_start_id"],
         )
     return BertConfig(
@@ -42,6 +47,7 @@ def preset_config(name: str, objective: str, tokenizer: dict, max_length: int):
         num_attention_heads=shape["num_heads"], num_hidden_layers=shape["num_layers"],
         max_position_embeddings=round_up(max(max_length, 512), VOCAB_MULTIPLE),
         hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, pad_token_id=tokenizer["pad_id"],
+        tie_word_embeddings=not v1_1,
     )
 
 
@@ -91,6 +97,8 @@ def build_model(spec: str, objective: str, tokenizer: dict, *, max_length: int =
     except ValueError as exc:  # e.g. a BERT config for span data
         kind = "a seq2seq model (e.g. T5)" if objective == "span" else "a masked-LM model (e.g. BERT)"
         raise ConfigError(f"--model {spec}: {objective} data needs {kind} ({str(exc).splitlines()[0]})") from None
+    if objective == "span" and not getattr(model.config, "scale_decoder_outputs", model.config.tie_word_embeddings):
+        untie_output_embedding(model)
     rows = model.get_input_embeddings().weight.shape[0]
     if rows < tokenizer["vocab_size"]:
         raise ConfigError(
@@ -100,6 +108,19 @@ def build_model(spec: str, objective: str, tokenizer: dict, *, max_length: int =
     if objective == "span":
         model.config.decoder_start_token_id = tokenizer["decoder_start_id"]
     return model.float()
+
+
+def untie_output_embedding(model) -> None:
+    """Give a T5 v1.1 (untied, unscaled logits) its own lm_head weights. transformers 5's T5Config always
+    ties T5's embeddings and keeps only the logit scale off; a saved checkpoint holds both weights and
+    loads untied. The head is initialised as transformers initialises an untied one."""
+    import torch
+
+    shared = model.get_input_embeddings().weight
+    if model.lm_head.weight is not shared:
+        return  # transformers 4 honours tie_word_embeddings=False, and a loaded checkpoint is already untied
+    model.lm_head.weight = torch.nn.Parameter(torch.empty_like(shared).normal_(0.0, model.config.initializer_factor))
+    getattr(model, "all_tied_weights_keys", {}).pop("lm_head.weight", None)
 
 
 def parameter_count(model) -> int:

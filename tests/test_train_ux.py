@@ -1,0 +1,78 @@
+"""What a user of `mlmprep train` meets (issue 11, items 7, 13, 15, 16): T5 v1.1 presets and T5's
+inverse_sqrt schedule, resume of a finished or missing run, log lines off a terminal, integer step counts,
+wall time and tokens/s in final_metrics.json, TensorBoard event files."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+from fakes import write_fake_build
+
+from mlmprep.config import TrainConfig
+from mlmprep.model import build_model
+from mlmprep.train import fit, lr_at
+
+SMALL = dict(max_tokens_per_batch=512, max_tokens_per_microbatch=256, max_examples_per_microbatch=8,
+             warmup_steps=2, eval_every=0, log_every=2, save_every=0)
+T5_VOCAB = dict(vocab_size=32100, pad_id=0, eos_id=1, decoder_start_id=0)  # T5's tokenizer: 32128 embedding rows
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def span_data(tmp_path_factory):
+    return write_fake_build(tmp_path_factory.mktemp("span") / "data", n_rows=40)
+
+
+# ----------------------------------------------------------------------------- item 15: T5 v1.1 and inverse_sqrt
+@pytest.mark.parametrize("name, parameters, v1_1", [
+    ("t5-small", 60_506_624, False), ("t5-base", 222_903_552, False),  # google-t5/t5-small, t5-base
+    ("t5-v1_1-small", 76_961_152, True), ("t5-v1_1-base", 247_577_856, True),  # google/t5-v1_1-small, -base
+])
+def test_presets_have_the_published_shapes(name, parameters, v1_1):
+    with torch.device("meta"):  # shapes only: no memory, no initialisation time
+        model = build_model(name, "span", T5_VOCAB)
+    assert sum(p.numel() for p in model.parameters()) == parameters
+    ff = model.encoder.block[0].layer[1].DenseReluDense
+    assert hasattr(ff, "wi_0") == v1_1 and (model.config.feed_forward_proj == "gated-gelu") == v1_1
+    assert (model.lm_head.weight is model.shared.weight) != v1_1  # v1.1: untied input and output embeddings
+    assert model.config.dropout_rate == 0.0  # pretraining, as nanoT5
+
+
+def test_an_untied_t5_keeps_its_own_head_through_training_and_a_checkpoint(tmp_path, span_data):
+    """A v1.1-style config.json: lm_head trains apart from the shared embedding, and reloads untied."""
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"model_type": "t5", "d_model": 32, "d_ff": 64, "d_kv": 8, "num_heads": 2, "num_layers": 1,
+                                  "feed_forward_proj": "gated-gelu", "tie_word_embeddings": False, "dropout_rate": 0.0}))
+    run = tmp_path / "run"
+    fit(TrainConfig(data=str(span_data), out=str(run), model=str(config), **SMALL, max_steps=2))
+    tok = json.loads((span_data / "manifest.json").read_text())["tokenizer"]
+    model = build_model(str(run / "checkpoint-2"), "span", tok)
+    assert model.lm_head.weight is not model.shared.weight
+    assert not torch.equal(model.lm_head.weight, model.shared.weight)
+
+
+def test_inverse_sqrt_schedule_is_transformers_one(tmp_path):
+    """transformers' get_inverse_sqrt_schedule as the reference. Its LambdaLR gives the first step lambda(0)
+    = 0; mlmprep's warmup gives step k (0-based) (k + 1) / warmup, so step k matches lambda(k + 1)."""
+    from transformers import get_inverse_sqrt_schedule
+
+    cfg = TrainConfig(schedule="inverse_sqrt", lr=0.01, min_lr=1e-9, warmup_steps=10)
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=cfg.lr)
+    reference = get_inverse_sqrt_schedule(optimizer, num_warmup_steps=cfg.warmup_steps).lr_lambdas[0]
+    for k in range(300):
+        assert lr_at(k, cfg, horizon=300) == pytest.approx(cfg.lr * reference(k + 1), rel=1e-12)
+    assert lr_at(9, cfg, 300) == cfg.lr and lr_at(39, cfg, 300) == pytest.approx(cfg.lr / 2)
+    floored = TrainConfig(schedule="inverse_sqrt", lr=0.01, min_lr=0.004, warmup_steps=10)
+    assert lr_at(10_000, floored, horizon=300) == 0.004  # never below --min-lr; the horizon does not end it
+    assert lr_at(0, TrainConfig(schedule="inverse_sqrt", warmup_steps=0), 10) == TrainConfig().lr
+    assert math.isclose(lr_at(3, TrainConfig(schedule="inverse_sqrt", warmup_steps=0, min_lr=1e-9), 10), TrainConfig().lr / 2)
