@@ -21,6 +21,7 @@ from mlmprep.config import BuildConfig
 from mlmprep.corpus import Corpus, open_corpus
 from mlmprep.errors import ConfigError, CorpusError, TokenizerError
 from mlmprep.progress import prefetch, prefetch_map, progress
+from mlmprep.readers import no_text_error
 from mlmprep.tokenize import (
     encode,
     frame_ids,
@@ -197,7 +198,7 @@ def write_build(cfg: BuildConfig, corpus: Corpus, tok, stage: Path, log: Callabl
             n_val += len(val)
             bar.update(int(rows.offsets[-1]))
     if corpus.stats.documents == 0:
-        raise CorpusError(f"{corpus_name(corpus)}: the corpus has no text (no non-blank documents); check the path")
+        raise no_text_error(corpus_name(corpus), corpus.stats.as_dict(), cfg.text_column)
     if stats.rows == 0:
         raise CorpusError(
             f"{corpus_name(corpus)}: too little text for one window of {window_length} tokens; "
@@ -430,7 +431,7 @@ def train_tokenizer_file(corpus: Iterable[str], out: Path, *, vocab_size: int, t
     source = open_corpus(cfg.corpus, text_column=text_column, doc_sep=doc_sep)
     tok = train_tokenizer(cleaned_documents(source, cfg, {"characters_removed": 0, "documents_emptied": 0}), vocab_size)
     if source.stats.documents == 0:
-        raise CorpusError(f"{corpus_name(source)}: the corpus has no text (no non-blank documents); check the path")
+        raise no_text_error(corpus_name(source), source.stats.as_dict(), text_column)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")
     tok.save(str(tmp))

@@ -37,6 +37,7 @@ class CorpusStats:
     characters: int = 0  # in the documents, before cleaning
     blank_skipped: int = 0  # empty or whitespace-only lines / records
     null_skipped: int = 0  # null values in a text column or field
+    missing_field_skipped: int = 0  # JSON records without the text field
     decode_errors: int = 0  # lines (CSV values) with undecodable bytes = replaced + skipped
     decode_replaced_lines: int = 0
     decode_skipped_lines: int = 0
@@ -112,18 +113,38 @@ def _txt(path: Path, stats: CorpusStats, opts: ReadOptions) -> Iterator[str]:
         yield "\n".join(paragraph)
 
 
-def _record_text(record: Any, column: str, where: str) -> str | None:
-    """The text field of one JSON record (None if null)."""
+def _has_field(record: Any, column: str, where: str, stats: CorpusStats) -> bool:
+    """Whether a JSON record has the text field; records without it are counted and skipped (a corpus
+    where none has it is refused after reading: see no_text_error)."""
     if not isinstance(record, dict):
         raise CorpusError(f"{where}: expected a JSON object with a {column!r} field, got {type(record).__name__}")
     if column not in record:
-        fields = ", ".join(list(record)[:12]) or "none"
-        raise CorpusError(f"{where}: no {column!r} field; pass --text-column NAME (fields here: {fields})")
+        stats.missing_field_skipped += 1
+        return False
+    return True
+
+
+def no_text_error(source: str, stats: dict, column: str) -> CorpusError:
+    """The error for a corpus that gave no document; when its records lack the text field, it says so."""
+    if stats.get("missing_field_skipped"):
+        return CorpusError(f"{source}: none of its {stats['missing_field_skipped']:,} records has a {column!r} field; "
+                           "pass --text-column NAME")
+    return CorpusError(f"{source}: the corpus has no text (no non-blank documents); check the path")
+
+
+def _record_text(record: dict, column: str, where: str) -> str | None:
+    """The text field of one JSON record (None if null)."""
     value = record[column]
     if value is not None and not isinstance(value, str):
         kind = type(value).__name__
         raise CorpusError(f"{where}: field {column!r} holds {kind}, not text; pass --text-column NAME")
     return value
+
+
+def json_error(exc: json.JSONDecodeError) -> str:
+    """What is wrong and the column: "Unterminated string starting at column 9" (the message of some
+    errors already ends in "at")."""
+    return f"{exc.msg.removesuffix(' at')} at column {exc.colno}"
 
 
 def _jsonl(path: Path, stats: CorpusStats, opts: ReadOptions) -> Iterator[str | None]:
@@ -135,8 +156,9 @@ def _jsonl(path: Path, stats: CorpusStats, opts: ReadOptions) -> Iterator[str | 
         try:
             record = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise CorpusError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from None
-        yield _record_text(record, opts.text_column, where)
+            raise CorpusError(f"{where}: not valid JSON ({json_error(exc)})") from None
+        if _has_field(record, opts.text_column, where, stats):
+            yield _record_text(record, opts.text_column, where)
 
 
 def _json(path: Path, stats: CorpusStats, opts: ReadOptions) -> Iterator[str | None]:
@@ -150,9 +172,10 @@ def _json(path: Path, stats: CorpusStats, opts: ReadOptions) -> Iterator[str | N
     try:
         records = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise CorpusError(f"{path} line {exc.lineno}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+        raise CorpusError(f"{path} line {exc.lineno}: not valid JSON ({json_error(exc)})") from None
     for i, record in enumerate(records):
-        yield _record_text(record, opts.text_column, f"{path} record {i + 1}")
+        if _has_field(record, opts.text_column, f"{path} record {i + 1}", stats):
+            yield _record_text(record, opts.text_column, f"{path} record {i + 1}")
 
 
 # ------------------------------------------------------------------------------------------------ columnar files

@@ -61,6 +61,7 @@ def unknown_warning(windows: dict) -> list[str]:
 LOSSES = (  # corpus.stats keys that count something dropped or replaced, and how to say it
     ("blank_skipped", "blank documents skipped"),
     ("null_skipped", "null records skipped"),
+    ("missing_field_skipped", "records without the text field skipped"),
     ("decode_replaced_lines", "lines with undecodable bytes replaced (U+FFFD)"),
     ("decode_skipped_lines", "lines with undecodable bytes skipped"),
     ("characters_removed", "control/non-text characters removed by cleaning"),

@@ -431,6 +431,8 @@ def run_fit(cfg: TrainConfig, world: World, hook: Hook | None, on_end: Callable 
     collator = Collator(objective, tok["pad_id"], tok["decoder_start_id"], max_encoder_len=cfg.max_encoder_len,
                         max_decoder_len=cfg.max_decoder_len, pad_to_multiple_of=cfg.pad_to_multiple_of)
     val = validation(cfg, manifest)
+    if val is None:
+        say(world, f"{cfg.data}: no validation rows (built with --validation-fraction 0?); evaluation is skipped")
 
     split, plan = epoch_plan(cfg, world, epoch)
     targets = row_targets(split, collator)

@@ -228,3 +228,56 @@ def test_unknown_tokens_are_counted_and_warned_about(tmp_path, tiny_corpus, tok,
     assert said["greek"][0] > 0 and f"unknown tokens: {said['greek'][0]:,}" in said["greek"][1]
     (warning,) = [line for line in said["greek"][1].splitlines() if line.startswith("warning:")]
     assert "unknown" in warning and "%" in warning
+
+
+# ---------------------------------------------------------------------------- item 11: records without the text field
+
+
+def test_records_without_the_text_field_are_counted_and_skipped(tmp_path, tok):
+    docs = tiny_documents(120)
+    records = [{"text": d} if i % 10 else {"body": d} for i, d in enumerate(docs)]  # 12 without "text"
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    out = tmp_path / "b"
+    result = cli("build", corpus, "--out", out, "--tokenizer", tok, "--input-length", "32", "--seeds", "1")
+    assert result.exit_code == 0, result.stderr
+    stats = json.loads((out / "manifest.json").read_text())["corpus"]["stats"]
+    assert stats["missing_field_skipped"] == 12 and stats["documents"] == 108
+    assert "12 records without the text field skipped" in result.stdout
+
+
+def test_a_corpus_where_no_record_has_the_field_is_refused_naming_the_option(tmp_path, tok):
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text("".join(json.dumps({"body": d}) + "\n" for d in tiny_documents(30)), encoding="utf-8")
+    out = tmp_path / "b"
+    result = cli("build", corpus, "--out", out, "--tokenizer", tok, "--input-length", "32", "--seeds", "1")
+    assert result.exit_code == 2 and not out.exists()
+    (line,) = result.stderr.splitlines()
+    assert "none of its 30 records has a 'text' field" in line and "--text-column" in line
+
+
+def test_json_errors_name_the_column_once(tmp_path, tok):
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text('{"text": "fine"}\n{"text": "unterminated\n', encoding="utf-8")
+    result = cli("build", corpus, "--out", tmp_path / "b", "--tokenizer", tok, "--input-length", "32")
+    assert result.exit_code == 2
+    assert "starting at column" in result.stderr and "at at" not in result.stderr
+
+
+def test_training_without_validation_rows_says_evaluation_is_skipped(tmp_path, tiny_corpus, tiny_tokenizer_path,
+                                                                     capsys):
+    import torch
+
+    from mlmprep.config import TrainConfig
+    from mlmprep.train import fit
+
+    data = build_tiny(tmp_path / "b", tiny_corpus, tiny_tokenizer_path, validation_fraction=0.0, seeds=1)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        fit(TrainConfig(data=str(data), out=str(tmp_path / "run"), model="tiny", max_steps=1, warmup_steps=0,
+                        max_tokens_per_batch=256, max_tokens_per_microbatch=256, eval_every=0, save_every=0))
+    finally:
+        torch.set_num_threads(threads)
+    said = [line for line in capsys.readouterr().err.splitlines() if "evaluation is skipped" in line]
+    assert len(said) == 1 and "no validation rows" in said[0]
