@@ -1,11 +1,18 @@
 """`build`: corpus -> clean -> tokenize -> windows -> mask (N seeds) -> write, into a staging directory
-that is renamed into place at the end. The same inputs, options and seed give byte-identical output."""
+that is renamed into place at the end. The same inputs, options and seed give byte-identical output.
+
+The work runs as the tasks of mlmprep.pipeline on mlmprep.engine (local processes or Ray); this module is the
+driver: it trains or loads the tokenizer, plans the tasks, sums their counts at the barrier, finishes the
+splits and writes the manifest last.
+"""
 
 from __future__ import annotations
 
-import functools
+import contextlib
 import itertools
+import math
 import os
+import shutil
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -16,14 +23,33 @@ import numpy as np
 
 import mlmprep
 from mlmprep import mask
-from mlmprep.clean import clean_texts
 from mlmprep.config import BuildConfig
 from mlmprep.corpus import Corpus, open_corpus
+from mlmprep.engine import Engine, run_tasks
 from mlmprep.errors import ConfigError, CorpusError, TokenizerError
-from mlmprep.progress import prefetch, prefetch_map, progress
-from mlmprep.readers import no_text_error
+from mlmprep.pipeline import (
+    SEGMENT_TASK_CHARS,
+    STAGING,
+    VALIDATION_SLOT,
+    Layout,
+    Masker,
+    Plan,
+    RemaskTask,
+    SegmentTask,
+    TokenizeTask,
+    WriteTask,
+    batched,
+    cleaned_batches,
+    held_out,
+    remask_file,
+    segment_text,
+    tokenize_shard,
+    write_file,
+)
+from mlmprep.progress import progress
+from mlmprep.readers import CorpusStats, ReadOptions, no_text_error
+from mlmprep.shards import read_shard
 from mlmprep.tokenize import (
-    encode,
     frame_ids,
     load_tokenizer,
     special_ids,
@@ -31,22 +57,16 @@ from mlmprep.tokenize import (
     train_tokenizer,
     word_tables,
 )
-from mlmprep.windows import (
-    MIN_ROW,
-    Rows,
-    WindowStats,
-    frame_rows,
-    segment_chars,
-    segment_rows,
-    text_segments,
-    token_windows,
-)
+from mlmprep.windows import MIN_ROW, WindowStats, segment_chars
 from mlmprep.write import (
     FORMAT_VERSION,
-    SplitWriter,
     build_lock,
-    iter_rows,
+    check_output_path,
+    data_files,
+    file_rows,
+    finish_split,
     manifest_path,
+    part_path,
     publish,
     read_existing,
     staging_dir,
@@ -54,9 +74,10 @@ from mlmprep.write import (
     write_json,
 )
 
-VALIDATION_SLOT = 1 << 20  # the validation split is masked once, with the seed of this (never trained) slot
-HOLDOUT_SALT = 0x5EED_0F_0A1D  # keys the held-out choice apart from the mask seeds
-MASK_TOKENS = 1 << 20  # at most this many tokens (or one longer row) are masked and written at a time
+__all__ = ["BuildResult", "batched", "build", "cleaned_documents", "held_out", "remask", "train_tokenizer_file"]
+
+SAMPLE_PARTS = 64  # a tokenizer trained on a sample learns from the starts of this many evenly spaced parts
+FILE_TOKENS = 1 << 19  # an output file holds about this many tokens of windows (a whole number of 1000s of rows)
 
 
 @dataclass(frozen=True)
@@ -70,6 +91,7 @@ def build(cfg: BuildConfig, *, log: Callable[[str], None] = print) -> BuildResul
     """Build `cfg.out`, or report it up to date when it already holds this build of this corpus."""
     set_tokenizer_threads(cfg.threads)
     out = Path(cfg.out)
+    check_output_path(out, directory=True)  # before reading the corpus or training a tokenizer
     corpus = open_corpus(
         cfg.corpus,
         dataset=cfg.dataset,
@@ -98,119 +120,178 @@ def set_tokenizer_threads(threads: int) -> None:
         os.environ["RAYON_NUM_THREADS"] = str(threads)
 
 
-def cleaned_batches(corpus: Corpus, cfg: BuildConfig, counts: dict) -> Iterator[list[str]]:
-    """The corpus's documents, cleaned, in lists of about cfg.chunk_chars characters (see `batched`);
-    characters removed and documents left blank are counted in `counts`."""
-    for batch in batched(corpus.documents(), cfg.chunk_chars):
-        texts, removed = clean_texts(batch, normalize_whitespace=cfg.normalize_whitespace, nfkc=cfg.nfkc)
-        counts["characters_removed"] += removed
-        kept = [text for text in texts if text and not text.isspace()]
-        counts["documents_emptied"] += len(texts) - len(kept)
-        if kept:
-            yield kept
-
-
 def cleaned_documents(corpus: Corpus, cfg: BuildConfig, counts: dict) -> Iterator[str]:
-    """The corpus's documents, cleaned, one by one."""
-    return itertools.chain.from_iterable(cleaned_batches(corpus, cfg, counts))
+    """The corpus's documents, cleaned, one by one (characters removed and documents emptied counted)."""
+    return itertools.chain.from_iterable(cleaned_batches(corpus.documents(), cfg, counts))
 
 
-def batched(texts: Iterable[str], max_chars: int) -> Iterator[list[str]]:
-    """Group texts into lists of about `max_chars` characters (one tokenizer call each). The first lists
-    are smaller (1/16, 1/8, ... of it), so tokenizing starts soon after reading does."""
-    batch, size, limit = [], 0, max(1, max_chars // 16)
-    for text in texts:
-        batch.append(text)
-        size += len(text)
-        if size >= limit:
-            yield batch
-            batch, size, limit = [], 0, min(max_chars, 2 * limit)
-    if batch:
-        yield batch
+def training_sample(corpus: Corpus, cfg: BuildConfig, used: dict) -> Iterator[str]:
+    """The cleaned documents a tokenizer is trained on: the whole corpus when it holds at most
+    cfg.tokenizer_train_chars characters, else the first documents of SAMPLE_PARTS evenly spaced parts of it,
+    about cfg.tokenizer_train_chars / SAMPLE_PARTS characters from each (the last one cut). The parts depend on
+    the corpus and that option only, never on workers or shard sizes. `used` counts documents and characters."""
+    counts = {"characters_removed": 0, "documents_emptied": 0}
+    budget = cfg.tokenizer_train_chars
+    if corpus.bytes <= budget:  # UTF-8: never more characters than bytes
+        parts = [corpus.documents()]
+        per = budget
+    else:
+        opts = ReadOptions(text_column=cfg.text_column, doc_sep=cfg.doc_sep, on_decode_error=cfg.on_decode_error)
+        shards = corpus.shards(-(-corpus.bytes // SAMPLE_PARTS))
+        parts = [read_shard(shard, opts, CorpusStats()) for shard in shards]
+        per = budget // len(shards)
+    for documents in parts:
+        taken = 0
+        for doc in itertools.chain.from_iterable(cleaned_batches(documents, cfg, counts)):
+            doc = doc[: per - taken]
+            used["documents"] += 1
+            used["characters"] += len(doc)
+            yield doc
+            taken += len(doc)
+            if taken >= per:
+                break
 
 
 def write_build(cfg: BuildConfig, corpus: Corpus, tok, stage: Path, log: Callable[[str], None]) -> dict:
     """Write every split and the manifest into `stage`; return the manifest."""
     timings: dict[str, float] = {}
-    clean_counts = {"characters_removed": 0, "documents_emptied": 0}
     started = time.perf_counter()
+    engine = Engine(kind=cfg.engine, workers=cfg.workers, ray_address=cfg.ray_address)
+    trained_on = None
     if tok is None:
-        log(f"training a Unigram tokenizer (vocab {cfg.vocab_size}) on the corpus ...")
-        docs = cleaned_documents(corpus, cfg, dict(clean_counts))
-        tok = train_tokenizer(docs, cfg.vocab_size, show_progress=sys.stderr.isatty())
+        log(f"training a Unigram tokenizer (vocab {cfg.vocab_size}) on at most {cfg.tokenizer_train_chars:,} characters ...")
+        trained_on = {"documents": 0, "characters": 0}
+        tok = train_tokenizer(training_sample(corpus, cfg, trained_on), cfg.vocab_size, show_progress=sys.stderr.isatty())
         timings["train_tokenizer_s"] = time.perf_counter() - started
     write_hf_tokenizer(tok, stage, model_max_length=cfg.input_length)  # tokenizer.json + the transformers files
-    tok.encode_special_tokens = True  # as encode() sets it, but now: the tokenizing threads must not write it
     ids = special_ids(tok)
     window_length, target_length = row_lengths(cfg, ids)
     prefix, suffix = mlm_frame(cfg, tok, window_length)
-    content_length = window_length - len(prefix) - len(suffix)
 
     pipeline_started = time.perf_counter()
-    # Reading and cleaning run in one thread and tokenizing in two more (so one call's ids are turned into
-    # arrays while the other call keeps the cores busy); they start now, overlapping the set-up below, and
-    # hand over whole chunks. This thread windows, masks and writes; tokenizing and masking release the GIL.
-    doc_batches = prefetch(cleaned_batches(corpus, cfg, clean_counts))
-    chunks = prefetch_map(functools.partial(encode, tok), doc_batches) if cfg.method == "tokens" else None
-    tables = word_tables(tok)
-    stats = WindowStats(method=cfg.method, row_length=content_length, unk_id=ids.unk)
-    if chunks is not None:
-        rows_iter = token_windows(chunks, length=content_length, eos_id=document_eos(cfg, ids, suffix), pack=cfg.pack,
-                                  tables=tables, stats=stats)
-    else:
-        docs = itertools.chain.from_iterable(doc_batches)
-        rows_iter = text_method_rows(tok, docs, segment_chars(cfg.input_length), content_length, tables, stats,
-                                     cfg.chunk_chars)
-    rows_iter = (frame_rows(rows, prefix, suffix) for rows in rows_iter)
+    shards = corpus.shards(cfg.shard_bytes or auto_shard_bytes(corpus.bytes, engine))
+    layout = Layout(cfg, str(stage), worker_threads(cfg, engine, len(shards)),
+                    content_length=window_length - len(prefix) - len(suffix), window_length=window_length,
+                    doc_eos=document_eos(cfg, ids, suffix), prefix=tuple(prefix.tolist()), suffix=tuple(suffix.tolist()))
+    (stage / STAGING).mkdir()
+    log(f"{len(shards)} input shard{'s' * (len(shards) != 1)} on {engine.describe()}")
+    with progress(desc="read, clean, tokenize", unit="shard", total=len(shards)) as bar:
+        read = run_tasks(tokenize_shard, [TokenizeTask(layout, shard) for shard in shards], engine=engine,
+                         on_result=lambda index, result: bar.update(1))
+    timings["tokenize_s"] = time.perf_counter() - pipeline_started
+    corpus_stats = corpus_counts(corpus, read)
+    if corpus_stats["documents"] == 0:
+        raise no_text_error(corpus_name(corpus), corpus_stats, cfg.text_column)
 
-    # One long document is one chunk upstream; masking and writing take chunks in pieces, so memory stays bounded.
-    rows_iter = itertools.chain.from_iterable(rows.pieces(MASK_TOKENS) for rows in rows_iter)
-    # Numba loads (about a second of one core, holding the GIL) once the first windows are out, so that it
-    # does not slow the reading the tokenizer threads wait on at the start.
-    first = list(itertools.islice(rows_iter, 1))
-    rows_iter = itertools.chain(first, rows_iter)
-    mask.set_threads(cfg.threads)
-    fixed = cfg.method == "tokens" and cfg.pack == "stream"
-    seeds = [mask.row_seed(cfg.seed, k) for k in range(cfg.seeds)]
-    masker = Masker(cfg, ids, tables, fixed, window_length)
-    writers = {
-        "windows": SplitWriter(stage / "windows", {"tokens": window_length if fixed else None}),
-        "validation-windows": SplitWriter(stage / "validation-windows", {"tokens": window_length if fixed else None}),
-        "validation": SplitWriter(stage / "validation", masker.widths),
-        **{f"seed-{k}": SplitWriter(stage / f"seed-{k}", masker.widths) for k in range(cfg.seeds)},
-    }
-    n_train = n_val = 0
-    timings["mask_and_write_s"] = 0.0
-    with progress(desc="tokenize, mask, write", unit="tok") as bar:
-        for rows in rows_iter:
-            held = held_out(n_train + n_val, len(rows), cfg.validation_fraction, cfg.seed)
-            train, val = rows.take(np.flatnonzero(~held)), rows.take(np.flatnonzero(held))
-            writers["windows"].write({"tokens": train})
-            writers["validation-windows"].write({"tokens": val})
-            t0 = time.perf_counter()
-            for k, seed in enumerate(seeds):
-                writers[f"seed-{k}"].write(masker(train, seed=seed, first_row=n_train, split=f"seed-{k}"))
-            writers["validation"].write(
-                masker(val, seed=mask.row_seed(cfg.seed, VALIDATION_SLOT), first_row=n_val, split="validation")
-            )
-            timings["mask_and_write_s"] += time.perf_counter() - t0
-            n_train += len(train)
-            n_val += len(val)
-            bar.update(int(rows.offsets[-1]))
-    if corpus.stats.documents == 0:
-        raise no_text_error(corpus_name(corpus), corpus.stats.as_dict(), cfg.text_column)
-    if stats.rows == 0:
+    stats = WindowStats(method=cfg.method, row_length=layout.content_length, unk_id=ids.unk)
+    plan = barrier(layout, read, stats, engine, mask.row_seed(cfg.seed, VALIDATION_SLOT),
+                   tuple(mask.row_seed(cfg.seed, k) for k in range(cfg.seeds)))
+    if plan.rows == 0:
         raise CorpusError(
             f"{corpus_name(corpus)}: too little text for one window of {window_length} tokens; "
             "lower --input-length or use --pack doc"
         )
-    if n_train == 0:
+    tasks = write_tasks(plan, output_rows(cfg, window_length))
+    last = tasks[-1]
+    if last.first_train + last.count - int(held_out(last.first, last.count, cfg.validation_fraction, cfg.seed).sum()) == 0:
         raise CorpusError(f"{corpus_name(corpus)}: every window went to validation; lower --validation-fraction")
-    splits = {name: writer.close() for name, writer in writers.items()}
+
+    mask_started = time.perf_counter()
+    with progress(desc="window, mask, write", unit="window", total=plan.rows) as bar:
+        written = run_tasks(write_file, tasks, engine=engine, on_result=lambda index, result: bar.update(tasks[index].count))
+    timings["mask_and_write_s"] = time.perf_counter() - mask_started
+    masker = Masker(cfg, ids, word_tables(tok), layout.fixed, window_length)
+    for result in written:
+        add_counts(stats, result["windows"])
+        masker.merge(result["masking"])
+    token_width = {"tokens": window_length if layout.fixed else None}
+    names = ["windows", "validation-windows", *(f"seed-{k}" for k in range(cfg.seeds)), "validation"]
+    splits = {
+        name: finish_split(stage / name, token_width if name.endswith("windows") else masker.widths,
+                           [(part_path(stage / name, task.index), result["parts"][name]) for task, result in zip(tasks, written)])
+        for name in names
+    }
+    shutil.rmtree(stage / STAGING)
     timings["pipeline_s"] = time.perf_counter() - pipeline_started
     timings["total_s"] = time.perf_counter() - started
-    return finish_manifest(cfg, corpus, tok, ids, stage, splits, seeds, stats, masker, clean_counts, timings,
-                           window_length=window_length, target_length=target_length)
+    return finish_manifest(cfg, corpus, tok, ids, stage, splits, plan.seeds, stats, masker, corpus_stats, timings,
+                           window_length=window_length, target_length=target_length, trained_on=trained_on,
+                           rows_per_file=output_rows(cfg, window_length))
+
+
+def auto_shard_bytes(corpus_bytes: int, engine: Engine) -> int:
+    """Input bytes per phase-1 task: about 4 tasks per worker (so uneven shards even out), 1-64 MiB."""
+    workers = 16 if engine.kind == "ray" else engine.processes(1 << 30)
+    return int(min(64 << 20, max(1 << 20, corpus_bytes // (4 * workers))))
+
+
+def worker_threads(cfg: BuildConfig, engine: Engine, tasks: int) -> int:
+    """--threads: tokenizer and masking threads inside one worker; unset, the cores shared among the workers."""
+    if cfg.threads or engine.kind == "local" and engine.processes(tasks) == 1:
+        return cfg.threads
+    if engine.kind == "ray":
+        return 1
+    return max(1, len(os.sched_getaffinity(0)) // engine.processes(tasks))
+
+
+def output_rows(cfg: BuildConfig, window_length: int) -> int:
+    """Windows per output file: --rows-per-file, or a whole number of 1000s making about FILE_TOKENS tokens."""
+    return cfg.rows_per_file or 1000 * max(1, FILE_TOKENS // (window_length * 1000))
+
+
+def corpus_counts(corpus: Corpus, read: list[dict]) -> dict:
+    """The corpus statistics of the manifest: every shard's counts summed, and what cleaning removed."""
+    total = CorpusStats(files=corpus.stats.files, files_skipped=corpus.stats.files_skipped).as_dict()
+    for result in read:
+        for key, value in itertools.chain(result["stats"].items(), result["clean"].items()):
+            if key not in ("files", "files_skipped"):
+                total[key] = total.get(key, 0) + value
+    return total
+
+
+def add_counts(stats: WindowStats, counts: dict[str, int]) -> None:
+    for key, value in counts.items():
+        setattr(stats, key, getattr(stats, key) + value)
+
+
+def barrier(layout: Layout, read: list[dict], stats: WindowStats, engine: Engine, validation_seed: int,
+            seeds: tuple[int, ...]) -> Plan:
+    """Prefix sums of the phase-1 outputs: where each shard's tokens (or rows) start globally, and how many
+    windows there are. --method text runs its segmenting tasks here."""
+    cfg = layout.cfg
+    if cfg.method == "text":
+        chars = segment_chars(cfg.input_length)
+        char_offsets = tuple(int(x) for x in np.cumsum([0] + [r["chars"] for r in read]))
+        segments = math.ceil((char_offsets[-1] - 1) / chars)
+        per = max(1, SEGMENT_TASK_CHARS // chars)
+        tasks = [SegmentTask(layout, t, first, min(per, segments - first), char_offsets, chars)
+                 for t, first in enumerate(range(0, segments, per))]
+        counted = run_tasks(segment_text, tasks, engine=engine)
+        for counts in counted:
+            add_counts(stats, counts)
+        sizes = [counts["rows"] for counts in counted]
+        rows = stats.rows
+    elif cfg.pack == "stream":
+        sizes = [r["tokens"] + r["documents"] for r in read]  # each document and its EOS
+        rows = sum(sizes) // layout.content_length
+        stats.tokens_dropped += sum(sizes) - rows * layout.content_length
+    else:
+        sizes = [r["rows"] for r in read]
+        rows = sum(sizes)
+        stats.tokens_dropped += sum(r["tokens_dropped"] for r in read)
+    offsets = tuple(int(x) for x in np.cumsum([0] + sizes))
+    return Plan(layout, offsets, rows, seeds, validation_seed)
+
+
+def write_tasks(plan: Plan, rows_per_file: int) -> list[WriteTask]:
+    """One task per output file; each knows how many training and validation rows come before it."""
+    cfg, tasks, train, validation = plan.layout.cfg, [], 0, 0
+    for index, first in enumerate(range(0, plan.rows, rows_per_file)):
+        count = min(rows_per_file, plan.rows - first)
+        tasks.append(WriteTask(plan, index, first, count, train, validation))
+        held = int(held_out(first, count, cfg.validation_fraction, cfg.seed).sum())
+        train, validation = train + count - held, validation + held
+    return tasks
 
 
 def corpus_name(corpus: Corpus) -> str:
@@ -255,94 +336,8 @@ def document_eos(cfg: BuildConfig, ids, suffix: np.ndarray) -> int | None:
     return ids.eos
 
 
-def text_method_rows(tok, docs: Iterable[str], chars: int, window_length: int, tables, stats: WindowStats,
-                     chunk_chars: int) -> Iterator[Rows]:
-    """The naive baseline: character segments, tokenized, truncated to the window length."""
-    segments = text_segments(docs, chars)
-    previous_cut = False
-    while batch := list(itertools.islice(segments, max(1, chunk_chars // chars))):
-        flat, lengths = encode(tok, [text for text, _ in batch])
-        cut_after = np.array([cut for _, cut in batch], dtype=bool)
-        yield segment_rows(flat, lengths, cut_after, previous_cut, length=window_length, tables=tables, stats=stats)
-        previous_cut = bool(cut_after[-1])
-
-
-def held_out(first: int, n: int, fraction: float, seed: int) -> np.ndarray:
-    """Which of windows first..first+n-1 are held out for validation: a pure function of (seed, index)."""
-    if fraction <= 0.0:
-        return np.zeros(n, dtype=bool)
-    x = (np.arange(first, first + n, dtype=np.uint64) + np.uint64(HOLDOUT_SALT)) ^ np.uint64(seed & (2**64 - 1))
-    with np.errstate(over="ignore"):  # SplitMix64 finaliser: wrapping uint64 arithmetic is the point
-        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        x = x ^ (x >> np.uint64(31))
-    return (x >> np.uint64(11)).astype(np.float64) * 2.0**-53 < fraction
-
-
-class Masker:
-    """Masks row chunks for one objective and keeps running totals of what it produced."""
-
-    def __init__(self, cfg: BuildConfig, ids, tables, fixed: bool, window_length: int):
-        self.cfg, self.ids, self.tables = cfg, ids, tables
-        if cfg.objective == "span":
-            enc, lab = mask.corrupted_lengths(np.array([window_length]), cfg.noise_density, cfg.mean_span_length)
-            self.widths = {"input_ids": int(enc[0]), "labels": int(lab[0])} if fixed else {"input_ids": None, "labels": None}
-        else:
-            self.widths = {"input_ids": window_length if fixed else None, "labels": window_length if fixed else None}
-        self.totals: dict[str, dict[str, float]] = {}
-
-    def __call__(self, rows: Rows, *, seed: int, first_row: int, split: str) -> dict[str, Rows]:
-        cfg = self.cfg
-        if cfg.objective == "span":
-            out = mask.span_corrupt(
-                rows.values, rows.offsets, seed=seed, first_row=first_row, noise_density=cfg.noise_density,
-                mean_span_length=cfg.mean_span_length, sentinels=self.ids.sentinels, eos_id=self.ids.eos,
-                random_roll=cfg.random_roll,
-            )
-            stats = mask.span_stats(out.label_values, out.label_offsets, out.enc_offsets, self.ids.sentinels)
-            result = {"input_ids": Rows(out.enc_values, out.enc_offsets), "labels": Rows(out.label_values, out.label_offsets)}
-        else:
-            inputs, labels = mask.mlm_mask(
-                rows.values, rows.offsets, seed=seed, first_row=first_row, probability=cfg.mlm_probability,
-                mask_id=self.ids.mask, special_ids=self.ids.all(), vocab_size=self.ids.vocab_size,
-                word_starts=self.tables.starts_word if cfg.whole_word else None,
-            )
-            stats = mask.mlm_stats(labels, rows.offsets)
-            result = {"input_ids": Rows(inputs, rows.offsets), "labels": Rows(labels, rows.offsets)}
-        self._add(split, stats, tokens=int(rows.offsets[-1]))
-        return result
-
-    def _add(self, split: str, stats: dict[str, float], tokens: int) -> None:
-        """Accumulate rows/tokens-weighted sums so the split's statistics are exact, not chunk means."""
-        rows = stats.get("rows", 0)
-        if not rows:
-            return
-        t = self.totals.setdefault(split, {"rows": 0, "tokens": 0, "noise": 0.0, "spans": 0.0, "masked": 0.0})
-        t["rows"] += rows
-        t["tokens"] += tokens
-        if "noise_fraction" in stats:
-            t["noise"] += stats["noise_fraction"] * tokens
-            t["spans"] += stats["spans_per_row"] * rows
-        else:
-            t["masked"] += stats["masked_fraction"] * tokens
-
-    def summary(self) -> dict[str, dict[str, float]]:
-        out = {}
-        for split, t in self.totals.items():
-            if self.cfg.objective == "span":
-                out[split] = {
-                    "rows": t["rows"],
-                    "noise_fraction": t["noise"] / t["tokens"],
-                    "mean_span_length": t["noise"] / t["spans"] if t["spans"] else 0.0,
-                    "spans_per_row": t["spans"] / t["rows"],
-                }
-            else:
-                out[split] = {"rows": t["rows"], "masked_fraction": t["masked"] / t["tokens"]}
-        return out
-
-
-def finish_manifest(cfg, corpus, tok, ids, stage, splits, seeds, stats, masker, clean_counts, timings, *,
-                    window_length, target_length) -> dict:
+def finish_manifest(cfg, corpus, tok, ids, stage, splits, seeds, stats, masker, corpus_stats, timings, *,
+                    window_length, target_length, trained_on, rows_per_file) -> dict:
     """Write manifest.json, last, so a directory with a manifest is a complete build."""
     from mlmprep.config import to_dict
 
@@ -357,6 +352,7 @@ def finish_manifest(cfg, corpus, tok, ids, stage, splits, seeds, stats, masker, 
         "window_length": window_length,
         "target_length": target_length,
         "fixed_length": masker.widths["input_ids"] is not None,
+        "rows_per_file": rows_per_file,
         "tokenizer": {
             "file": "tokenizer.json",
             "sha256": tokenizer_sha256(tok),
@@ -367,12 +363,13 @@ def finish_manifest(cfg, corpus, tok, ids, stage, splits, seeds, stats, masker, 
             "mask_id": ids.mask,
             "decoder_start_id": ids.pad,
             "sentinels": len(ids.sentinels),
+            "trained_on": trained_on,  # {"documents", "characters"} of the training sample; None: --tokenizer given
         },
         "corpus": {
             "description": corpus.description,
             "fingerprint": corpus.fingerprint,
             "files": corpus.files,
-            "stats": {**corpus.stats.as_dict(), **clean_counts},
+            "stats": corpus_stats,
         },
         "seeds": [{"split": f"seed-{k}", "seed": s} for k, s in enumerate(seeds)],
         "validation_seed": mask.row_seed(cfg.seed, VALIDATION_SLOT),
@@ -384,13 +381,14 @@ def finish_manifest(cfg, corpus, tok, ids, stage, splits, seeds, stats, masker, 
     return manifest
 
 
-def remask(out: str | Path, seeds: int, *, threads: int = 0) -> list[str]:
-    """Add splits seed-N .. seed-{seeds-1} to a build from its stored windows; return their names."""
+def remask(out: str | Path, seeds: int, *, threads: int = 0, engine: Engine | None = None) -> list[str]:
+    """Add splits seed-N .. seed-{seeds-1} to a build from its stored windows, one task per windows data
+    file (phase 2 without the windows); return their names."""
     from mlmprep.config import check_range, make_config
     from mlmprep.load import read_manifest
 
     check_range("--seeds", seeds, low=1)
-    mask.set_threads(threads)
+    engine = engine or Engine()
     out = Path(out)
     with build_lock(out):
         manifest = read_manifest(out)
@@ -399,32 +397,39 @@ def remask(out: str | Path, seeds: int, *, threads: int = 0) -> list[str]:
             return []
         cfg = make_config(BuildConfig, manifest["config"], source=str(manifest_path(out)))
         tok = load_tokenizer(out / manifest["tokenizer"]["file"])
-        ids, tables = special_ids(tok), word_tables(tok)
-        masker = Masker(cfg, ids, tables, manifest["fixed_length"], manifest["window_length"])
-        added = []
-        for k in range(have, seeds):
-            name, seed = f"seed-{k}", mask.row_seed(cfg.seed, k)
-            with staging_dir(out / name) as stage:
-                writer, first = SplitWriter(stage, masker.widths), 0
-                for rows in iter_rows(out / "windows", "tokens"):
-                    writer.write(masker(rows, seed=seed, first_row=first, split=name))
-                    first += len(rows)
-                manifest["splits"][name] = writer.close()
-                publish(stage, out / name)
-            manifest["seeds"].append({"split": name, "seed": seed})
-            added.append(name)
+        masker = Masker(cfg, special_ids(tok), word_tables(tok), manifest["fixed_length"], manifest["window_length"])
+        files = data_files(out / "windows")
+        firsts = np.cumsum([0] + [file_rows(path) for path in files])
+        layout = Layout(cfg, str(out), worker_threads(BuildConfig(threads=threads), engine, len(files)), 0,
+                        manifest["window_length"], None)
+        names = [f"seed-{k}" for k in range(have, seeds)]
+        with contextlib.ExitStack() as stack:
+            stages = {name: stack.enter_context(staging_dir(out / name)) for name in names}
+            new = tuple((name, str(stages[name]), mask.row_seed(cfg.seed, k)) for k, name in zip(range(have, seeds), names))
+            tasks = [RemaskTask(layout, str(path), i, int(firsts[i]), new) for i, path in enumerate(files)]
+            masked = run_tasks(remask_file, tasks, engine=engine)
+            for result in masked:
+                masker.merge(result["masking"])
+            for (name, stage, seed) in new:
+                manifest["splits"][name] = finish_split(
+                    Path(stage), masker.widths, [(part_path(Path(stage), i), r["parts"][name]) for i, r in enumerate(masked)])
+                publish(Path(stage), out / name)
+                manifest["seeds"].append({"split": name, "seed": seed})
         manifest["statistics"]["masking"].update(masker.summary())
         manifest["config"]["seeds"] = seeds
         write_json(manifest_path(out), manifest)
-    return added
+    return names
 
 
-def train_tokenizer_file(corpus: Iterable[str], out: Path, *, vocab_size: int, text_column: str = "text",
-                         doc_sep: str = "line", force: bool = False) -> Path:
-    """`mlmprep tokenizer train`: train on a corpus (cleaned as build cleans it) and save tokenizer.json."""
-    from mlmprep.errors import ConfigError
-
-    out = Path(out)
+def train_tokenizer_file(corpus: Iterable[str], out: str | Path, *, vocab_size: int, text_column: str = "text",
+                         doc_sep: str = "line", force: bool = False) -> tuple[Path, int]:
+    """`mlmprep tokenizer train`: train on a corpus (cleaned as build cleans it) and save tokenizer.json, into
+    `out` when that is a directory or ends with a slash. Returns the file written and the vocabulary reached."""
+    is_dir = str(out).endswith(("/", os.sep)) or Path(out).is_dir()
+    out = Path(out, "tokenizer.json") if is_dir else Path(out)
+    check_output_path(out)  # before the training, which takes minutes
+    if out.is_dir():
+        raise ConfigError(f"--out {out}: is a directory; choose a file name or another --out")
     if out.exists() and not force:
         raise ConfigError(f"--out {out}: exists; pass --force to overwrite it or choose another --out")
     cfg = BuildConfig(corpus=tuple(corpus), text_column=text_column, doc_sep=doc_sep, vocab_size=vocab_size)
@@ -434,6 +439,9 @@ def train_tokenizer_file(corpus: Iterable[str], out: Path, *, vocab_size: int, t
         raise no_text_error(corpus_name(source), source.stats.as_dict(), text_column)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")
-    tok.save(str(tmp))
-    os.replace(tmp, out)
-    return out
+    try:
+        tok.save(str(tmp))
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return out, tok.get_vocab_size()

@@ -37,6 +37,7 @@ class BuildConfig:
     # tokenizer
     tokenizer: str | None = None  # tokenizer.json or a local transformers directory; None: train one
     vocab_size: int = 32000
+    tokenizer_train_chars: int = 10_000_000  # a trained tokenizer learns from a sample of this many characters
     # windows
     method: Literal["tokens", "text"] = "tokens"
     pack: Literal["stream", "doc"] = "stream"
@@ -53,10 +54,12 @@ class BuildConfig:
     seed: int = 0
     validation_fraction: float = 0.02
     out: str = "mlmprep-data"
+    rows_per_file: int = 0  # windows per output file (each split's data files); 0: about 512 K tokens' worth
     # speed only: these never change the bytes written
     threads: int = 0  # 0: all cores
     chunk_chars: int = 1 << 20  # characters of text per tokenize/mask/write chunk: bounds the memory in flight
     force: bool = False
+    shard_bytes: int = 0  # input bytes per phase-1 task; 0: chosen from the corpus size and the workers
     workers: int = 0  # build processes; 0: all cores; 1: in-process (debugging)
     engine: Literal["local", "ray"] = "local"
     ray_address: str | None = None  # None: start or join a local Ray instance
@@ -68,6 +71,9 @@ class BuildConfig:
         check_range("--vocab-size", self.vocab_size, low=8)
         check_range("--threads", self.threads, low=0)
         check_range("--chunk-chars", self.chunk_chars, low=1)
+        check_range("--tokenizer-train-chars", self.tokenizer_train_chars, low=1)
+        check_range("--rows-per-file", self.rows_per_file, low=0)
+        check_range("--shard-bytes", self.shard_bytes, low=0)
         if not 0.0 < self.noise_density < 1.0:
             raise ConfigError(f"--noise-density must be in (0, 1), got {self.noise_density}; T5 uses 0.15")
         if self.mean_span_length < 1.0:
@@ -86,7 +92,7 @@ class BuildConfig:
 
     def identity(self) -> dict[str, Any]:
         """The options that decide the output bytes; two builds with equal identities are the same build."""
-        speed_only = {"threads", "chunk_chars", "force", "out", "workers", "engine", "ray_address"}
+        speed_only = {"threads", "chunk_chars", "force", "out", "shard_bytes", "workers", "engine", "ray_address"}
         return {k: v for k, v in to_dict(self).items() if k not in speed_only}
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mlmprep.errors import ConfigError, CorpusError
+from mlmprep.shards import Shard, dataset_shards, file_shards, non_blank, read_unchanged
 from mlmprep.readers import (
     BATCH_ROWS,
     READERS,
@@ -40,19 +41,13 @@ class Corpus:
     files: list[dict]  # [{"path", "bytes", "sha256"}] for file corpora, else []
     stats: CorpusStats  # counts of the most recent pass of documents()
     read: Callable[[CorpusStats], Iterator[str | None]] = field(repr=False, compare=False)
+    shards: Callable[[int], list[Shard]] = field(repr=False, compare=False)  # shard_bytes -> input shards
+    bytes: int = 0  # of the files or the dataset's Arrow data (0: the sample)
 
     def documents(self) -> Iterator[str]:
         """Stream the non-blank documents from the start; each call begins a new `stats`."""
         stats = self.stats = CorpusStats(files=self.stats.files, files_skipped=self.stats.files_skipped)
-        for text in self.read(stats):
-            if text is None:
-                stats.null_skipped += 1
-            elif not text or text.isspace():
-                stats.blank_skipped += 1
-            else:
-                stats.documents += 1
-                stats.characters += len(text)
-                yield text
+        return non_blank(self.read(stats), stats)
 
 
 # ------------------------------------------------------------------------------------------------ sources
@@ -130,19 +125,6 @@ def _sha256_file(path: Path) -> tuple[int, str]:
         raise CorpusError(f"{path}: cannot read ({exc.strerror or exc}); check its permissions") from None
 
 
-def _read_unchanged(path: Path, size: int, stats: CorpusStats, opts: ReadOptions) -> Iterator[str | None]:
-    """One file's texts. A file deleted, made unreadable or resized since it was hashed is a CorpusError,
-    not a traceback, and never a build whose manifest hashes describe other bytes than were read."""
-    fix = "keep the corpus unchanged while a build reads it, then run the command again"
-    try:
-        yield from READERS[path.suffix.lower()](path, stats, opts)
-        now = path.stat().st_size
-    except OSError as exc:
-        raise CorpusError(f"{path}: cannot be read any more ({exc.strerror or exc}); {fix}") from None
-    if now != size:
-        raise CorpusError(f"{path}: changed during the build ({size} -> {now} bytes); {fix}")
-
-
 def _file_corpus(paths: Sequence[str], opts: ReadOptions) -> Corpus:
     files, skipped = _resolve(paths)
     with ThreadPoolExecutor(max_workers=min(len(files), os.cpu_count() or 1)) as pool:
@@ -154,7 +136,7 @@ def _file_corpus(paths: Sequence[str], opts: ReadOptions) -> Corpus:
 
     def read(stats: CorpusStats) -> Iterator[str | None]:
         for path, (size, _) in zip(files, digests):
-            yield from _read_unchanged(path, size, stats, opts)
+            yield from read_unchanged(path, size, READERS[path.suffix.lower()](path, stats, opts))
 
     return Corpus(
         description=f"{len(files)} file{'s' * (len(files) != 1)}, {total / 1e6:.1f} MB",
@@ -162,6 +144,8 @@ def _file_corpus(paths: Sequence[str], opts: ReadOptions) -> Corpus:
         files=[{"path": str(p), "bytes": size, "sha256": d} for p, (size, d) in zip(files, digests)],
         stats=CorpusStats(files=len(files), files_skipped=skipped),
         read=read,
+        shards=lambda shard_bytes: file_shards([(p, size) for p, (size, _) in zip(files, digests)], shard_bytes),
+        bytes=total,
     )
 
 
@@ -181,9 +165,10 @@ def _load_dataset(spec: str, split: str):
     return datasets.load_dataset(name, config or None, split=split)
 
 
-def _dataset_corpus(spec: str, split: str, opts: ReadOptions) -> Corpus:
+def load_dataset(spec: str, split: str):
+    """_load_dataset, with any failure as one CorpusError line."""
     try:
-        ds = _load_dataset(spec, split)
+        return _load_dataset(spec, split)
     except CorpusError:
         raise
     except Exception as exc:  # datasets raises many types (connection, missing files, bad config or split)
@@ -192,6 +177,10 @@ def _dataset_corpus(spec: str, split: str, opts: ReadOptions) -> Corpus:
             f"--dataset {spec} [{split}]: cannot load ({reason}); offline use needs the dataset in the local "
             "Hugging Face cache (load it once online) or a save_to_disk directory"
         ) from None
+
+
+def _dataset_corpus(spec: str, split: str, opts: ReadOptions) -> Corpus:
+    ds = load_dataset(spec, split)
     own = {"fingerprint": ds._fingerprint, "version": str(ds.info.version), "rows": ds.num_rows}
     identity = json.dumps({"dataset": spec, "split": split, **own}, sort_keys=True)
 
@@ -205,13 +194,16 @@ def _dataset_corpus(spec: str, split: str, opts: ReadOptions) -> Corpus:
         files=[],
         stats=CorpusStats(),
         read=read,
+        shards=lambda shard_bytes: dataset_shards(spec, split, ds.num_rows, ds.data.nbytes, shard_bytes),
+        bytes=ds.data.nbytes,
     )
 
 
 def _sample_corpus() -> Corpus:
     from mlmprep.sample import sample_description, sample_documents, sample_fingerprint
 
-    return Corpus(sample_description(), sample_fingerprint(), [], CorpusStats(), lambda stats: sample_documents())
+    return Corpus(sample_description(), sample_fingerprint(), [], CorpusStats(), lambda stats: sample_documents(),
+                  lambda shard_bytes: [Shard(0, "sample", "the built-in sample")])
 
 
 def open_corpus(

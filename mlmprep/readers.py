@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import codecs
 import dataclasses
+import functools
 import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -57,10 +58,11 @@ class ReadOptions:
 # ------------------------------------------------------------------------------------------------ text files
 
 
-def _undecodable(raw: bytes, stats: CorpusStats, policy: str, where: str) -> str | None:
-    """A line or value that is not UTF-8: replaced (U+FFFD), skipped (None) or refused, and counted."""
+def _undecodable(raw: bytes, stats: CorpusStats, policy: str, where: Callable[[], str]) -> str | None:
+    """A line or value that is not UTF-8: replaced (U+FFFD), skipped (None) or refused, and counted.
+    `where()` names the place, for the message."""
     if policy == "fail":
-        raise CorpusError(f"{where}: invalid UTF-8; use --on-decode-error replace|skip")
+        raise CorpusError(f"{where()}: invalid UTF-8; use --on-decode-error replace|skip")
     stats.decode_errors += 1
     if policy == "skip":
         stats.decode_skipped_lines += 1
@@ -78,27 +80,67 @@ def _check_text(path: Path, head: bytes) -> None:
             raise CorpusError(f"{path}: binary or UTF-16 data (NUL bytes in its first 8 KiB); convert it to UTF-8")
 
 
-def _lines(path: Path, stats: CorpusStats, policy: str) -> Iterator[tuple[int, str]]:
-    """(line number from 1, decoded line without its line end); skipped undecodable lines are left out."""
+def _lines(path: Path, stats: CorpusStats, policy: str, start: int = 0, end: int | None = None
+           ) -> Iterator[tuple[int, str]]:
+    """(byte offset, decoded line without its line end) of the lines that start in bytes [start, end) of
+    the file (`start` a line start); skipped undecodable lines are left out."""
     with open(path, "rb") as f:
         _check_text(path, f.read(SNIFF_BYTES))
-        f.seek(0)
-        for lineno, raw in enumerate(f, 1):  # buffered readline: linear even for a 50 MB line
-            if lineno == 1 and raw.startswith(BOM):
+        f.seek(start)
+        pos = start
+        for raw in f:  # buffered readline: linear even for a 50 MB line
+            if end is not None and pos >= end:
+                return
+            offset, pos = pos, pos + len(raw)
+            if offset == 0 and raw.startswith(BOM):
                 raw = raw[len(BOM) :]
             if raw.endswith(b"\n"):
                 raw = raw[:-2] if raw.endswith(b"\r\n") else raw[:-1]
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError:
-                text = _undecodable(raw, stats, policy, f"{path} line {lineno}")
+                text = _undecodable(raw, stats, policy, lambda: line_where(path, offset))
             if text is not None:
-                yield lineno, text
+                yield offset, text
 
 
-def _txt(path: Path, stats: CorpusStats, opts: ReadOptions) -> Iterator[str]:
+def line_where(path: Path, offset: int) -> str:
+    """"PATH line N (byte OFFSET)" for the line starting at byte `offset`: the line number is counted only
+    here, when a message needs it, so a shard read from the middle of a file never counts lines."""
+    newlines, left = 0, offset
+    with open(path, "rb") as f:
+        while left > 0 and (block := f.read(min(left, 1 << 20))):
+            newlines += block.count(b"\n")
+            left -= len(block)
+    return f"{path} line {newlines + 1} (byte {offset})"
+
+
+def line_boundary(path: Path, at: int) -> int:
+    """The first line start at or after byte `at` (the file size if none)."""
+    if at <= 0:
+        return 0
+    with open(path, "rb") as f:
+        f.seek(at - 1)
+        f.readline()
+        return f.tell()
+
+
+def paragraph_boundary(path: Path, at: int) -> int:
+    """Just after the first blank line (ASCII whitespace only) that starts at or after byte `at`: a place
+    where --doc-sep blank ends a document whatever came before (the file size if none)."""
+    if at <= 0:
+        return 0
+    with open(path, "rb") as f:
+        f.seek(line_boundary(path, at))
+        for raw in f:
+            if not raw.strip():
+                return f.tell()
+        return f.tell()
+
+
+def _txt(path: Path, stats: CorpusStats, opts: ReadOptions, start: int = 0, end: int | None = None) -> Iterator[str]:
     """One document per line, or per paragraph (lines joined by "\\n") when doc_sep is "blank"."""
-    lines = (text for _, text in _lines(path, stats, opts.on_decode_error))
+    lines = (text for _, text in _lines(path, stats, opts.on_decode_error, start, end))
     if opts.doc_sep == "line":
         yield from lines
         return
@@ -113,11 +155,11 @@ def _txt(path: Path, stats: CorpusStats, opts: ReadOptions) -> Iterator[str]:
         yield "\n".join(paragraph)
 
 
-def _has_field(record: Any, column: str, where: str, stats: CorpusStats) -> bool:
+def _has_field(record: Any, column: str, where: Callable[[], str], stats: CorpusStats) -> bool:
     """Whether a JSON record has the text field; records without it are counted and skipped (a corpus
     where none has it is refused after reading: see no_text_error)."""
     if not isinstance(record, dict):
-        raise CorpusError(f"{where}: expected a JSON object with a {column!r} field, got {type(record).__name__}")
+        raise CorpusError(f"{where()}: expected a JSON object with a {column!r} field, got {type(record).__name__}")
     if column not in record:
         stats.missing_field_skipped += 1
         return False
@@ -132,12 +174,12 @@ def no_text_error(source: str, stats: dict, column: str) -> CorpusError:
     return CorpusError(f"{source}: the corpus has no text (no non-blank documents); check the path")
 
 
-def _record_text(record: dict, column: str, where: str) -> str | None:
-    """The text field of one JSON record (None if null)."""
+def _record_text(record: dict, column: str, where: Callable[[], str]) -> str | None:
+    """The text field of one JSON record (None if null); `where()` names the record, for a message."""
     value = record[column]
     if value is not None and not isinstance(value, str):
         kind = type(value).__name__
-        raise CorpusError(f"{where}: field {column!r} holds {kind}, not text; pass --text-column NAME")
+        raise CorpusError(f"{where()}: field {column!r} holds {kind}, not text; pass --text-column NAME")
     return value
 
 
@@ -147,16 +189,17 @@ def json_error(exc: json.JSONDecodeError) -> str:
     return f"{exc.msg.removesuffix(' at')} at column {exc.colno}"
 
 
-def _jsonl(path: Path, stats: CorpusStats, opts: ReadOptions) -> Iterator[str | None]:
+def _jsonl(path: Path, stats: CorpusStats, opts: ReadOptions, start: int = 0, end: int | None = None
+           ) -> Iterator[str | None]:
     """One document per JSON line; blank lines between records are ignored."""
-    for lineno, text in _lines(path, stats, opts.on_decode_error):
+    for offset, text in _lines(path, stats, opts.on_decode_error, start, end):
         if not text or text.isspace():
             continue
-        where = f"{path} line {lineno}"
+        where = functools.partial(line_where, path, offset)
         try:
             record = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise CorpusError(f"{where}: not valid JSON ({json_error(exc)})") from None
+            raise CorpusError(f"{where()}: not valid JSON ({json_error(exc)})") from None
         if _has_field(record, opts.text_column, where, stats):
             yield _record_text(record, opts.text_column, where)
 
@@ -174,15 +217,18 @@ def _json(path: Path, stats: CorpusStats, opts: ReadOptions) -> Iterator[str | N
     except json.JSONDecodeError as exc:
         raise CorpusError(f"{path} line {exc.lineno}: not valid JSON ({json_error(exc)})") from None
     for i, record in enumerate(records):
-        if _has_field(record, opts.text_column, f"{path} record {i + 1}", stats):
-            yield _record_text(record, opts.text_column, f"{path} record {i + 1}")
+        where = functools.partial("{} record {}".format, path, i + 1)
+        if _has_field(record, opts.text_column, where, stats):
+            yield _record_text(record, opts.text_column, where)
 
 
 # ------------------------------------------------------------------------------------------------ columnar files
 
 
-def column_texts(batches: Iterable, schema, source: str | Path, stats: CorpusStats, opts: ReadOptions):
-    """The text column of Arrow record batches (or tables); binary values are decoded like lines of text."""
+def column_texts(batches: Iterable, schema, source: str | Path, stats: CorpusStats, opts: ReadOptions,
+                 first_row: int = 0):
+    """The text column of Arrow record batches (or tables); binary values are decoded like lines of text.
+    Rows are numbered in messages from `first_row` + 1 (a part read from the middle of a file)."""
     import pyarrow as pa
 
     column = opts.text_column
@@ -194,7 +240,7 @@ def column_texts(batches: Iterable, schema, source: str | Path, stats: CorpusSta
     is_binary = pa.types.is_binary(kind) or pa.types.is_large_binary(kind)
     if not (is_binary or pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_string_view(kind)):
         raise CorpusError(f"{source}: column {column!r} holds {kind}, not text; pass --text-column NAME")
-    row = 0
+    row = first_row
     try:
         for batch in batches:
             for value in batch.column(column).to_pylist():
@@ -203,21 +249,30 @@ def column_texts(batches: Iterable, schema, source: str | Path, stats: CorpusSta
                     try:
                         value = value.decode("utf-8")
                     except UnicodeDecodeError:
-                        value = _undecodable(value, stats, opts.on_decode_error, f"{source} row {row}")
+                        value = _undecodable(value, stats, opts.on_decode_error, lambda: f"{source} row {row}")
                 yield value
     except (pa.ArrowException, OSError) as exc:  # damage found part way through the file
         raise CorpusError(f"{source} after row {row}: cannot read ({str(exc).splitlines()[0]})") from None
 
 
-def _parquet(path: Path, stats: CorpusStats, opts: ReadOptions) -> Iterator[str | None]:
+def parquet_file(path: Path):
     import pyarrow.parquet as pq
 
     try:
-        pf = pq.ParquetFile(path)
+        return pq.ParquetFile(path)
     except Exception as exc:  # pyarrow raises several types for a file that is not Parquet
         raise CorpusError(f"{path}: not a readable Parquet file ({str(exc).splitlines()[0]})") from None
-    batches = pf.iter_batches(batch_size=BATCH_ROWS, columns=[opts.text_column])  # lazy: the column is checked first
-    yield from column_texts(batches, pf.schema_arrow, path, stats, opts)
+
+
+def _parquet(path: Path, stats: CorpusStats, opts: ReadOptions, start: int = 0, end: int | None = None
+             ) -> Iterator[str | None]:
+    """Row groups [start, end) of a Parquet file."""
+    pf = parquet_file(path)
+    groups = list(range(start, pf.num_row_groups if end is None else end))
+    first_row = sum(pf.metadata.row_group(g).num_rows for g in range(start))
+    # lazy: the column is checked first
+    batches = pf.iter_batches(batch_size=BATCH_ROWS, row_groups=groups, columns=[opts.text_column])
+    yield from column_texts(batches, pf.schema_arrow, path, stats, opts, first_row)
 
 
 def _csv(path: Path, stats: CorpusStats, opts: ReadOptions) -> Iterator[str | None]:
@@ -241,21 +296,25 @@ def _csv(path: Path, stats: CorpusStats, opts: ReadOptions) -> Iterator[str | No
     yield from column_texts(batches, batches.schema, path, stats, opts)
 
 
-def _arrow(path: Path, stats: CorpusStats, opts: ReadOptions) -> Iterator[str | None]:
-    """An Arrow IPC file, or an IPC stream (what `datasets` save_to_disk writes)."""
+def _arrow(path: Path, stats: CorpusStats, opts: ReadOptions, start: int = 0, end: int | None = None
+           ) -> Iterator[str | None]:
+    """An Arrow IPC file (its record batches [start, end)), or an IPC stream (what `datasets` save_to_disk
+    writes; read whole)."""
     import pyarrow as pa
 
+    first_row = 0
     with pa.memory_map(str(path)) as source:
         try:
             reader = pa.ipc.open_file(source)
-            batches = (reader.get_batch(i) for i in range(reader.num_record_batches))
+            first_row = sum(reader.get_batch(i).num_rows for i in range(start))  # zero-copy batches
+            batches = (reader.get_batch(i) for i in range(start, reader.num_record_batches if end is None else end))
         except pa.ArrowInvalid:
             source.seek(0)
             try:
                 reader = batches = pa.ipc.open_stream(source)
             except pa.ArrowInvalid as exc:
                 raise CorpusError(f"{path}: not an Arrow IPC file or stream ({str(exc).splitlines()[0]})") from None
-        yield from column_texts(batches, reader.schema, path, stats, opts)
+        yield from column_texts(batches, reader.schema, path, stats, opts, first_row)
 
 
 READERS: dict[str, Callable[[Path, CorpusStats, ReadOptions], Iterator[str | None]]] = {

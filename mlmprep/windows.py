@@ -188,6 +188,24 @@ def _stream_windows(chunks, *, length, eos_id, tables, stats) -> Iterator[Rows]:
 
 def _doc_windows(flat, doc_lengths, *, length, eos_id, tables, stats) -> Rows:
     """Each document (with its EOS unless eos_id is None) in windows of its own; tails shorter than MIN_ROW are dropped."""
+    rows, begins, ends, dropped = doc_rows(flat, doc_lengths, length=length, eos_id=eos_id, tables=tables)
+    stats.rows += len(rows)
+    stats.tokens_kept += int(rows.offsets[-1])
+    stats.tokens_dropped += dropped
+    stats.tokens_padded += int((length - rows.lengths()).sum())
+    stats.rows_cut_in_word += count_cut_rows(begins, ends)
+    stats.count_unknown(rows.values)
+    return rows
+
+
+def doc_rows_per_document(doc_lengths: np.ndarray, length: int, eos: bool) -> tuple[np.ndarray, int]:
+    """(rows each document gives with --pack doc, tokens dropped in tails shorter than MIN_ROW)."""
+    full, tail = np.divmod(doc_lengths + eos, length)
+    return full + (tail >= MIN_ROW), int(tail[(tail > 0) & (tail < MIN_ROW)].sum())
+
+
+def doc_rows(flat, doc_lengths, *, length, eos_id, tables) -> tuple[Rows, np.ndarray, np.ndarray, int]:
+    """--pack doc rows of whole documents: (rows, whether each row begins / ends inside a word, tokens dropped)."""
     tokens, lengths = with_eos(flat, doc_lengths, eos_id) if eos_id is not None else (flat, doc_lengths)
     full, tail = np.divmod(lengths, length)
     kept_tail = np.where(tail >= MIN_ROW, tail, 0)
@@ -211,13 +229,7 @@ def _doc_windows(flat, doc_lengths, *, length, eos_id, tables, stats) -> Rows:
     ends = np.zeros_like(begins)
     ends[:-1] = begins[1:] & later[1:]
     dropped_tails = tail[(tail > 0) & (tail < MIN_ROW)]
-    stats.rows += len(row_lengths)
-    stats.tokens_kept += int(offsets[-1])
-    stats.tokens_dropped += int(dropped_tails.sum())
-    stats.tokens_padded += int((length - row_lengths).sum())
-    stats.rows_cut_in_word += count_cut_rows(begins, ends)
-    stats.count_unknown(values)
-    return Rows(values, offsets)
+    return Rows(values, offsets), begins, ends, int(dropped_tails.sum())
 
 
 def frame_rows(rows: Rows, prefix: np.ndarray, suffix: np.ndarray) -> Rows:

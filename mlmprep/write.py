@@ -101,9 +101,7 @@ class SplitWriter:
     def __init__(self, directory: Path, widths: dict[str, int | None]):
         self.directory = directory
         self.widths = widths
-        self.schema = pa.schema(
-            [(name, pa.list_(pa.int32(), w) if w is not None else pa.list_(pa.int32())) for name, w in widths.items()]
-        )
+        self.schema = split_schema(widths)
         self.rows = 0
         self.shards: list[Path] = []
         self._pending: dict[str, list[Rows]] = {name: [] for name in widths}
@@ -162,29 +160,81 @@ class SplitWriter:
             name = f"data-{k:05d}-of-{total:05d}.arrow"
             path.rename(self.directory / name)
             names.append(name)
-        self._write_datasets_metadata(names)
+        write_datasets_metadata(self.directory, names)
         files = [
             {"name": name, "bytes": (self.directory / name).stat().st_size, "sha256": file_sha256(self.directory / name)}
             for name in sorted(os.listdir(self.directory))
         ]
         return {"rows": self.rows, "files": files}
 
-    def _write_datasets_metadata(self, names: list[str]) -> None:
-        # no "features": datasets infers them from the Arrow schema, in the words of whichever version reads it
-        info = {"citation": "", "description": "", "homepage": "", "license": ""}
-        state = {
-            "_data_files": [{"filename": name} for name in names],
-            "_fingerprint": hashlib.sha256(json.dumps(info, sort_keys=True).encode()).hexdigest()[:16],
-            "_format_columns": None,
-            "_format_kwargs": {},
-            "_format_type": None,
-            "_output_all_columns": False,
-            "_split": None,
-        }
-        for filename, data in (("dataset_info.json", info), ("state.json", state)):
-            with open(self.directory / filename, "w", encoding="utf-8") as f:
-                json.dump(data, f, indent=2, sort_keys=True)
-                f.write("\n")
+
+def write_datasets_metadata(directory: Path, names: list[str]) -> None:
+    """The dataset_info.json and state.json that `datasets.load_from_disk` reads, listing data files `names`."""
+    # no "features": datasets infers them from the Arrow schema, in the words of whichever version reads it
+    info = {"citation": "", "description": "", "homepage": "", "license": ""}
+    state = {
+        "_data_files": [{"filename": name} for name in names],
+        "_fingerprint": hashlib.sha256(json.dumps(info, sort_keys=True).encode()).hexdigest()[:16],
+        "_format_columns": None,
+        "_format_kwargs": {},
+        "_format_type": None,
+        "_output_all_columns": False,
+        "_split": None,
+    }
+    for filename, data in (("dataset_info.json", info), ("state.json", state)):
+        with open(directory / filename, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=2, sort_keys=True)
+            f.write("\n")
+
+
+def part_path(split_dir: Path, index: int) -> Path:
+    """Where output file `index` of a split is written before the split is finished (then renamed data-k-of-K)."""
+    return split_dir / f"part-{index:06d}.arrow"
+
+
+def write_part(path: Path, widths: dict[str, int | None], columns: dict[str, Rows]) -> dict | None:
+    """One data file of a split: `columns` in record batches of BATCH_ROWS rows, written under a temporary
+    name and renamed, so a task run again replaces what a dead attempt left. Returns its rows, bytes and
+    sha256; None (and no file) for no rows."""
+    rows = len(next(iter(columns.values())))
+    if rows == 0:
+        return None
+    schema = split_schema(widths)
+    tmp = path.with_name(path.name + ".tmp")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_stream(sink, schema) as writer:
+        for start in range(0, rows, BATCH_ROWS):
+            stop = min(start + BATCH_ROWS, rows)
+            arrays = [arrow_column(columns[name].slice(start, stop), w) for name, w in widths.items()]
+            writer.write_batch(pa.record_batch(arrays, schema=schema))
+    os.replace(tmp, path)
+    return {"rows": rows, "bytes": path.stat().st_size, "sha256": file_sha256(path)}
+
+
+def split_schema(widths: dict[str, int | None]) -> pa.Schema:
+    return pa.schema([(n, pa.list_(pa.int32(), w) if w is not None else pa.list_(pa.int32())) for n, w in widths.items()])
+
+
+def finish_split(directory: Path, widths: dict[str, int | None], parts: list[tuple[Path, dict | None]]) -> dict:
+    """Name a split's written parts data-0000k-of-0000K.arrow in order (parts without rows have no file; a
+    split without rows gets one empty file, so it loads), write datasets' metadata; return the manifest entry."""
+    written = [(path, info) for path, info in parts if info is not None]
+    directory.mkdir(parents=True, exist_ok=True)
+    if not written:
+        path = part_path(directory, 0)
+        with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_stream(sink, split_schema(widths)):
+            pass
+        written = [(path, {"rows": 0, "bytes": path.stat().st_size, "sha256": file_sha256(path)})]
+    files = []
+    for k, (path, info) in enumerate(written):
+        name = f"data-{k:05d}-of-{len(written):05d}.arrow"
+        path.rename(directory / name)
+        files.append({"name": name, "bytes": info["bytes"], "sha256": info["sha256"]})
+    write_datasets_metadata(directory, [f["name"] for f in files])
+    for name in ("dataset_info.json", "state.json"):
+        files.append({"name": name, "bytes": (directory / name).stat().st_size, "sha256": file_sha256(directory / name)})
+    files.sort(key=lambda f: f["name"])
+    return {"rows": sum(info["rows"] for _, info in written), "files": files}
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -315,16 +365,32 @@ def files_intact(out: Path, manifest: dict) -> bool:
 
 def iter_rows(split_dir: Path, column: str) -> Iterator[Rows]:
     """Read one int32 list column of a split back, a record batch at a time (the counterpart of SplitWriter)."""
+    for path in data_files(split_dir):
+        yield from iter_rows_of_file(path, column)
+
+
+def data_files(split_dir: Path) -> list[Path]:
+    """A split's data files, in order, as its state.json lists them."""
     state = json.loads((split_dir / "state.json").read_text(encoding="utf-8"))
-    for entry in state["_data_files"]:
-        with pa.memory_map(str(split_dir / entry["filename"])) as source:
-            for batch in pa.ipc.open_stream(source):
-                arr = batch.column(column)
-                values = arr.flatten().to_numpy(zero_copy_only=False).astype("int32", copy=False)
-                if pa.types.is_fixed_size_list(arr.type):
-                    width = arr.type.list_size
-                    offsets = np.arange(len(arr) + 1, dtype=np.int64) * width
-                else:
-                    offsets = arr.offsets.to_numpy().astype(np.int64)
-                    offsets -= offsets[0]
-                yield Rows(values, offsets)
+    return [split_dir / entry["filename"] for entry in state["_data_files"]]
+
+
+def iter_rows_of_file(path: Path, column: str) -> Iterator[Rows]:
+    """One data file's column, a record batch at a time."""
+    with pa.memory_map(str(path)) as source:
+        for batch in pa.ipc.open_stream(source):
+            arr = batch.column(column)
+            values = arr.flatten().to_numpy(zero_copy_only=False).astype("int32", copy=False)
+            if pa.types.is_fixed_size_list(arr.type):
+                width = arr.type.list_size
+                offsets = np.arange(len(arr) + 1, dtype=np.int64) * width
+            else:
+                offsets = arr.offsets.to_numpy().astype(np.int64)
+                offsets -= offsets[0]
+            yield Rows(values, offsets)
+
+
+def file_rows(path: Path) -> int:
+    """Rows in one data file (its record batches' lengths; no column is read)."""
+    with pa.memory_map(str(path)) as source:
+        return sum(batch.num_rows for batch in pa.ipc.open_stream(source))

@@ -1,0 +1,503 @@
+"""The build's tasks, each a plain function of picklable arguments that any worker process or Ray node runs.
+
+Phase 1, one task per input shard (`tokenize_shard`): read, clean and tokenize the shard; write its token ids
+(int32) and document lengths (int64) to the staging directory; return its counts. For `--method text` it
+writes the cleaned text instead (UTF-32, so any character range is one seek), and a second set of tasks
+(`segment_text`) cuts the joined text of the whole corpus every (input_length - 2) * 4 characters and
+tokenizes the segments. Barrier (the driver): prefix sums give every shard its place in the global token
+stream and every window its global row index. Phase 2, one task per output file (`write_file`): cut its
+windows (a window may take the tail of one shard and the head of the next), hold out, mask every seed,
+write one data file into each split. Hold-out and masks are pure functions of (seed, global row), so the
+bytes depend on the data and the options only, never on how many tasks ran where.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from mlmprep import mask
+from mlmprep.clean import clean_texts
+from mlmprep.config import BuildConfig
+from mlmprep.readers import CorpusStats, ReadOptions
+from mlmprep.shards import Shard, read_shard
+from mlmprep.tokenize import encode, load_tokenizer, special_ids, word_tables
+from mlmprep.windows import (
+    Rows,
+    WindowStats,
+    concat_rows,
+    count_cut_rows,
+    doc_rows,
+    doc_rows_per_document,
+    fixed_rows,
+    frame_rows,
+    segment_rows,
+    with_eos,
+)
+from mlmprep.write import iter_rows_of_file, part_path, write_part
+
+STAGING = "shards"  # staging-directory subfolder of the phase-1 outputs; removed before publishing
+VALIDATION_SLOT = 1 << 20  # the validation split is masked once, with the seed of this (never trained) slot
+HOLDOUT_SALT = 0x5EED_0F_0A1D  # keys the held-out choice apart from the mask seeds
+SEGMENT_TASK_CHARS = 4 << 20  # characters of text per segmenting task (--method text)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """What every task of one build needs: the options, where the stage is, and the row geometry."""
+
+    cfg: BuildConfig
+    stage: str
+    threads: int  # tokenizer and Numba threads inside one worker (0: all cores)
+    content_length: int  # tokens of text per window, inside any frame
+    window_length: int  # tokens per window as masked, frame included
+    doc_eos: int | None  # the token that ends each document in the stream (None: --pack doc rows end themselves)
+    prefix: tuple[int, ...] = ()  # the MLM frame around every row ([CLS] ... [SEP])
+    suffix: tuple[int, ...] = ()
+
+    @property
+    def fixed(self) -> bool:
+        return self.cfg.method == "tokens" and self.cfg.pack == "stream"
+
+    def staged(self, name: str) -> Path:
+        return Path(self.stage) / STAGING / name
+
+
+# ------------------------------------------------------------------------------------------------ workers
+
+
+@functools.lru_cache(maxsize=2)
+def worker_tokenizer(path: str):
+    """(tokenizer, special ids, word tables), loaded once per worker process."""
+    tok = load_tokenizer(path)
+    tok.encode_special_tokens = True  # set before any thread encodes (see tokenize.encode)
+    return tok, special_ids(tok), word_tables(tok)
+
+
+def start_worker(layout: Layout):
+    """Threads for this worker, before its tokenizer first runs; its tokenizer."""
+    if layout.threads:
+        os.environ["RAYON_NUM_THREADS"] = str(layout.threads)
+    return worker_tokenizer(str(Path(layout.stage) / "tokenizer.json"))
+
+
+def write_atomic(path: Path, chunks: Iterable[bytes]) -> None:
+    """Write `chunks` to `path` through a temporary name: a task run again replaces a dead attempt's file."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        for chunk in chunks:
+            f.write(chunk)
+    os.replace(tmp, path)
+
+
+def read_array(path: Path, dtype, start: int = 0, stop: int | None = None) -> np.ndarray:
+    """Items [start, stop) of a raw array file, read (not mapped) so an empty file is fine."""
+    itemsize = np.dtype(dtype).itemsize
+    count = -1 if stop is None else stop - start
+    if count == 0:
+        return np.zeros(0, dtype=dtype)
+    return np.fromfile(path, dtype=dtype, count=count, offset=start * itemsize)
+
+
+# ------------------------------------------------------------------------------------------------ phase 1
+
+
+def batched(texts: Iterable[str], max_chars: int) -> Iterator[list[str]]:
+    """Group texts into lists of about `max_chars` characters (one tokenizer call each). The first lists
+    are smaller (1/16, 1/8, ... of it), so tokenizing starts soon after reading does."""
+    batch, size, limit = [], 0, max(1, max_chars // 16)
+    for text in texts:
+        batch.append(text)
+        size += len(text)
+        if size >= limit:
+            yield batch
+            batch, size, limit = [], 0, min(max_chars, 2 * limit)
+    if batch:
+        yield batch
+
+
+def cleaned_batches(documents: Iterable[str], cfg: BuildConfig, counts: dict) -> Iterator[list[str]]:
+    """Documents, cleaned, in lists of about cfg.chunk_chars characters (see `batched`); characters removed
+    and documents left blank are counted in `counts`."""
+    for batch in batched(documents, cfg.chunk_chars):
+        texts, removed = clean_texts(batch, normalize_whitespace=cfg.normalize_whitespace, nfkc=cfg.nfkc)
+        counts["characters_removed"] += removed
+        kept = [text for text in texts if text and not text.isspace()]
+        counts["documents_emptied"] += len(texts) - len(kept)
+        if kept:
+            yield kept
+
+
+@dataclass(frozen=True)
+class TokenizeTask:
+    layout: Layout
+    shard: Shard
+
+    def describe(self) -> str:
+        return self.shard.describe()
+
+
+def tokenize_shard(task: TokenizeTask) -> dict:
+    """Phase 1: one shard read, cleaned and tokenized into `shard-N.ids` / `shard-N.lens` (or its cleaned text
+    into `shard-N.txt32` for --method text); returns its counts."""
+    from mlmprep.progress import prefetch, prefetch_map
+
+    layout, cfg, index = task.layout, task.layout.cfg, task.shard.index
+    tok, ids, _ = start_worker(layout)
+    stats = CorpusStats()
+    clean = {"characters_removed": 0, "documents_emptied": 0}
+    opts = ReadOptions(text_column=cfg.text_column, doc_sep=cfg.doc_sep, on_decode_error=cfg.on_decode_error)
+    batches = prefetch(cleaned_batches(read_shard(task.shard, opts, stats), cfg, clean))
+    out = {"documents": 0, "tokens": 0, "chars": 0, "rows": 0, "tokens_dropped": 0}
+    if cfg.method == "text":
+        def text_chunks() -> Iterator[bytes]:
+            for docs in batches:
+                joined = "".join(f"{doc} " for doc in docs)  # the corpus's documents joined by spaces
+                out["documents"] += len(docs)
+                out["chars"] += len(joined)
+                yield joined.encode("utf-32-le")
+
+        write_atomic(layout.staged(f"shard-{index:06d}.txt32"), text_chunks())
+    else:
+        lengths_written: list[bytes] = []
+
+        def id_chunks() -> Iterator[bytes]:
+            for flat, lengths in prefetch_map(functools.partial(encode, tok), batches):
+                out["documents"] += len(lengths)
+                out["tokens"] += len(flat)
+                if cfg.pack == "doc":
+                    rows, dropped = doc_rows_per_document(lengths, layout.content_length, layout.doc_eos is not None)
+                    out["rows"] += int(rows.sum())
+                    out["tokens_dropped"] += dropped
+                lengths_written.append(lengths.astype(np.int64).tobytes())
+                yield flat.astype(np.int32, copy=False).tobytes()
+
+        write_atomic(layout.staged(f"shard-{index:06d}.ids"), id_chunks())
+        write_atomic(layout.staged(f"shard-{index:06d}.lens"), lengths_written)
+    stats.files, stats.files_skipped = 0, []
+    return {**out, "stats": stats.as_dict(), "clean": clean}
+
+
+@dataclass(frozen=True)
+class SegmentTask:
+    """Segments [first, first + count) of the corpus's joined text (--method text)."""
+
+    layout: Layout
+    index: int
+    first: int
+    count: int
+    char_offsets: tuple[int, ...]  # where each shard's text starts in the joined text; last: its length + 1
+    chars: int  # characters per segment
+
+    def describe(self) -> str:
+        return f"text segments {self.first}-{self.first + self.count}"
+
+
+def read_chars(layout: Layout, char_offsets: np.ndarray, start: int, stop: int) -> str:
+    """Characters [start, stop) of the joined text of every shard."""
+    parts = []
+    first = max(0, int(np.searchsorted(char_offsets, start, side="right")) - 1)
+    for s in range(first, len(char_offsets) - 1):
+        lo, hi = char_offsets[s], char_offsets[s + 1]
+        if lo >= stop:
+            break
+        a, b = max(start, lo) - lo, min(stop, hi) - lo
+        if a < b:
+            parts.append(read_array(layout.staged(f"shard-{s:06d}.txt32"), "<u4", a, b).tobytes().decode("utf-32-le"))
+    return "".join(parts)
+
+
+def segment_text(task: SegmentTask) -> dict:
+    """Cut, tokenize and truncate a run of text segments into rows (`segments-N.ids` / `.lens`); returns the
+    window statistics of its rows. A cut splits a word where the characters on both sides are alphanumeric."""
+    layout, c = task.layout, task.chars
+    tok, ids, tables = start_worker(layout)
+    offsets = np.asarray(task.char_offsets, dtype=np.int64)
+    total = int(offsets[-1]) - 1  # the joined text has no space after its last document
+    begin, end = task.first * c, min((task.first + task.count) * c, total)
+    lo = max(begin - 1, 0)
+    text = read_chars(layout, offsets, lo, min(end + 1, total))
+    segments, cut_after = [], []
+    for start in range(begin, end, c):
+        stop = min(start + c, total)
+        segment = text[start - lo : stop - lo]
+        if segment.strip():
+            segments.append(segment)
+            cut_after.append(stop < total and segment[-1].isalnum() and text[stop - lo].isalnum())
+    cut_before = begin > 0 and text[begin - 1 - lo].isalnum() and text[begin - lo].isalnum()
+    stats = WindowStats(method="text", row_length=layout.content_length, unk_id=ids.unk)
+    if segments:
+        flat, lengths = encode(tok, segments)
+        rows = segment_rows(flat, lengths, np.array(cut_after, dtype=bool), cut_before,
+                            length=layout.content_length, tables=tables, stats=stats)
+    else:
+        rows = Rows(np.zeros(0, np.int32), np.zeros(1, np.int64))
+    write_atomic(layout.staged(f"segments-{task.index:06d}.ids"), [rows.values.astype(np.int32).tobytes()])
+    write_atomic(layout.staged(f"segments-{task.index:06d}.lens"), [rows.lengths().astype(np.int64).tobytes()])
+    return window_counts(stats)
+
+
+def window_counts(stats: WindowStats) -> dict[str, int]:
+    """The additive counts of a WindowStats, which tasks return and the driver sums."""
+    return {k: getattr(stats, k) for k in ("rows", "tokens_kept", "tokens_dropped", "tokens_padded",
+                                           "rows_truncated", "rows_cut_in_word", "unknown_tokens")}
+
+
+# ------------------------------------------------------------------------------------------------ phase 2
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The barrier's result, for phase 2: where each shard's (or segment task's) output starts."""
+
+    layout: Layout
+    offsets: tuple[int, ...]  # per staged file: first stream token (stream) or first row (doc, text); last: total
+    rows: int  # windows in all
+    seeds: tuple[int, ...]
+    validation_seed: int
+
+
+@dataclass(frozen=True)
+class WriteTask:
+    plan: Plan
+    index: int  # output file number
+    first: int  # global row of its first window
+    count: int
+    first_train: int  # training rows before it (its first row's number in windows/ and seed-k/)
+    first_validation: int
+
+    def describe(self) -> str:
+        return f"output file {self.index} (windows {self.first}-{self.first + self.count})"
+
+
+def held_out(first: int, n: int, fraction: float, seed: int) -> np.ndarray:
+    """Which of windows first..first+n-1 are held out for validation: a pure function of (seed, index)."""
+    if fraction <= 0.0:
+        return np.zeros(n, dtype=bool)
+    x = (np.arange(first, first + n, dtype=np.uint64) + np.uint64(HOLDOUT_SALT)) ^ np.uint64(seed & (2**64 - 1))
+    with np.errstate(over="ignore"):  # SplitMix64 finaliser: wrapping uint64 arithmetic is the point
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        x = x ^ (x >> np.uint64(31))
+    return (x >> np.uint64(11)).astype(np.float64) * 2.0**-53 < fraction
+
+
+@functools.lru_cache(maxsize=4)
+def document_index(path: str) -> tuple[np.ndarray, np.ndarray]:
+    """(document lengths, where each document's tokens start: cumulative, one longer) of a staged shard."""
+    lengths = read_array(Path(path), np.int64)
+    starts = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=starts[1:])
+    return lengths, starts
+
+
+def stream_slice(plan: Plan, start: int, stop: int) -> np.ndarray:
+    """Tokens [start, stop) of the global stream (every shard's documents, each followed by EOS)."""
+    layout, offsets, parts = plan.layout, np.asarray(plan.offsets), []
+    for s in range(max(0, int(np.searchsorted(offsets, start, side="right")) - 1), len(offsets) - 1):
+        lo, hi = int(offsets[s]), int(offsets[s + 1])
+        if lo >= stop:
+            break
+        a, b = max(start, lo) - lo, min(stop, hi) - lo
+        if a >= b:
+            continue
+        lengths, starts = document_index(str(layout.staged(f"shard-{s:06d}.lens")))
+        ends = starts[1:] + np.arange(1, len(lengths) + 1)  # each document's end in the shard's stream, EOS included
+        d0, d1 = (int(np.searchsorted(ends, x, side="right")) for x in (a, b - 1))
+        tokens = read_array(layout.staged(f"shard-{s:06d}.ids"), np.int32, int(starts[d0]), int(starts[d1 + 1]))
+        piece, _ = with_eos(tokens, lengths[d0 : d1 + 1], layout.doc_eos)
+        base = int(ends[d0] - lengths[d0] - 1)
+        parts.append(piece[a - base : b - base])
+    return np.concatenate(parts) if parts else np.zeros(0, np.int32)
+
+
+def stream_windows(plan: Plan, first: int, count: int, tables) -> tuple[Rows, int]:
+    """Windows first..first+count-1 of the stream, and how many begin or end inside a word."""
+    length, total = plan.layout.content_length, int(plan.offsets[-1])
+    lo = max(first * length - 1, 0)
+    tokens = stream_slice(plan, lo, min((first + count) * length + 1, total))
+    windows = tokens[first * length - lo : first * length - lo + count * length]
+    cuts = np.zeros(count + 1, dtype=bool)  # cuts[i]: the boundary before window first + i splits a word
+    at = np.arange(count + 1) * length + first * length - lo  # the first token after each boundary
+    inside = (at >= 1) & (at < len(tokens))
+    cuts[inside] = tables.cuts_word(tokens[at[inside] - 1], tokens[at[inside]])
+    return fixed_rows(windows, length), count_cut_rows(cuts[:-1], cuts[1:])
+
+
+def doc_windows(plan: Plan, first: int, count: int, tables) -> tuple[Rows, int]:
+    """Rows first..first+count-1 of --pack doc, and how many begin or end inside a word."""
+    layout, offsets, parts, cut = plan.layout, np.asarray(plan.offsets), [], 0
+    for s in range(max(0, int(np.searchsorted(offsets, first, side="right")) - 1), len(offsets) - 1):
+        lo, hi = int(offsets[s]), int(offsets[s + 1])
+        if lo >= first + count:
+            break
+        a, b = max(first, lo) - lo, min(first + count, hi) - lo
+        if a >= b:
+            continue
+        lengths, starts = document_index(str(layout.staged(f"shard-{s:06d}.lens")))
+        per_doc, _ = doc_rows_per_document(lengths, layout.content_length, layout.doc_eos is not None)
+        row_ends = np.cumsum(per_doc)
+        d0, d1 = (int(np.searchsorted(row_ends, x, side="right")) for x in (a, b - 1))
+        tokens = read_array(layout.staged(f"shard-{s:06d}.ids"), np.int32, int(starts[d0]), int(starts[d1 + 1]))
+        rows, begins, ends, _ = doc_rows(tokens, lengths[d0 : d1 + 1], length=layout.content_length,
+                                         eos_id=layout.doc_eos, tables=tables)
+        base = int(row_ends[d0] - per_doc[d0])
+        parts.append(rows.slice(a - base, b - base))
+        cut += count_cut_rows(begins[a - base : b - base], ends[a - base : b - base])
+    return concat_rows(parts), cut
+
+
+def stored_rows(plan: Plan, first: int, count: int) -> Rows:
+    """Rows first..first+count-1 of the segmenting tasks' output (--method text)."""
+    layout, offsets, parts = plan.layout, np.asarray(plan.offsets), []
+    for t in range(max(0, int(np.searchsorted(offsets, first, side="right")) - 1), len(offsets) - 1):
+        lo, hi = int(offsets[t]), int(offsets[t + 1])
+        if lo >= first + count:
+            break
+        a, b = max(first, lo) - lo, min(first + count, hi) - lo
+        if a >= b:
+            continue
+        lengths, starts = document_index(str(layout.staged(f"segments-{t:06d}.lens")))
+        values = read_array(layout.staged(f"segments-{t:06d}.ids"), np.int32, int(starts[a]), int(starts[b]))
+        parts.append(Rows(values, starts[a : b + 1] - starts[a]))
+    return concat_rows(parts)
+
+
+def write_file(task: WriteTask) -> dict:
+    """Phase 2: one output file of every split; returns each part's rows, bytes and sha256, the window
+    counts of its rows and the masking totals."""
+    plan, layout = task.plan, task.plan.layout
+    cfg = layout.cfg
+    tok, ids, tables = start_worker(layout)
+    mask.set_threads(layout.threads)
+    counts = {}  # --method text: the segmenting tasks counted everything
+    if cfg.method == "text":
+        rows = stored_rows(plan, task.first, task.count)
+    else:
+        window = stream_windows if cfg.pack == "stream" else doc_windows
+        rows, counts["rows_cut_in_word"] = window(plan, task.first, task.count, tables)
+        counts["rows"] = task.count
+        counts["tokens_kept"] = int(rows.offsets[-1])
+        counts["tokens_padded"] = int(layout.content_length * len(rows) - rows.offsets[-1])
+        counts["unknown_tokens"] = int(np.count_nonzero(rows.values == ids.unk)) if ids.unk is not None else 0
+    rows = frame_rows(rows, np.asarray(layout.prefix, np.int32), np.asarray(layout.suffix, np.int32))
+    held = held_out(task.first, task.count, cfg.validation_fraction, cfg.seed)
+    train, val = rows.take(np.flatnonzero(~held)), rows.take(np.flatnonzero(held))
+    masker = Masker(cfg, ids, tables, layout.fixed, layout.window_length)
+    stage, width = Path(layout.stage), {"tokens": layout.window_length if layout.fixed else None}
+    parts = {
+        "windows": write_part(part_path(stage / "windows", task.index), width, {"tokens": train}),
+        "validation-windows": write_part(part_path(stage / "validation-windows", task.index), width, {"tokens": val}),
+    }
+    for k, seed in enumerate(plan.seeds):
+        parts[f"seed-{k}"] = mask_part(masker, stage / f"seed-{k}", task.index, train, seed, task.first_train, f"seed-{k}")
+    parts["validation"] = mask_part(masker, stage / "validation", task.index, val, plan.validation_seed,
+                                    task.first_validation, "validation")
+    return {"parts": parts, "windows": counts, "masking": masker.totals}
+
+
+def mask_part(masker: Masker, split_dir: Path, index: int, rows: Rows, seed: int, first_row: int, split: str) -> dict | None:
+    """Mask `rows` (numbered from `first_row` in their split) and write them as part `index` of `split_dir`."""
+    if len(rows) == 0:
+        return None
+    return write_part(part_path(split_dir, index), masker.widths, masker(rows, seed=seed, first_row=first_row, split=split))
+
+
+@dataclass(frozen=True)
+class RemaskTask:
+    """`remask`: one data file of a build's windows/, masked with new seeds."""
+
+    layout: Layout
+    windows_file: str
+    index: int
+    first_row: int
+    seeds: tuple[tuple[str, str, int], ...]  # (split name, its staging directory, seed)
+
+    def describe(self) -> str:
+        return f"windows file {Path(self.windows_file).name}"
+
+
+def remask_file(task: RemaskTask) -> dict:
+    """Mask one stored windows file with each new seed, as part `index` of each new split."""
+    layout = task.layout
+    tok, ids, tables = start_worker(layout)
+    mask.set_threads(layout.threads)
+    rows = concat_rows(list(iter_rows_of_file(Path(task.windows_file), "tokens")))
+    masker = Masker(layout.cfg, ids, tables, layout.fixed, layout.window_length)
+    parts = {name: mask_part(masker, Path(stage), task.index, rows, seed, task.first_row, name)
+             for name, stage, seed in task.seeds}
+    return {"parts": parts, "masking": masker.totals}
+
+
+class Masker:
+    """Masks rows for one objective and keeps running totals of what it produced."""
+
+    def __init__(self, cfg: BuildConfig, ids, tables, fixed: bool, window_length: int):
+        self.cfg, self.ids, self.tables = cfg, ids, tables
+        if cfg.objective == "span":
+            enc, lab = mask.corrupted_lengths(np.array([window_length]), cfg.noise_density, cfg.mean_span_length)
+            self.widths = {"input_ids": int(enc[0]), "labels": int(lab[0])} if fixed else {"input_ids": None, "labels": None}
+        else:
+            self.widths = {"input_ids": window_length if fixed else None, "labels": window_length if fixed else None}
+        self.totals: dict[str, dict[str, float]] = {}
+
+    def __call__(self, rows: Rows, *, seed: int, first_row: int, split: str) -> dict[str, Rows]:
+        cfg = self.cfg
+        if cfg.objective == "span":
+            out = mask.span_corrupt(
+                rows.values, rows.offsets, seed=seed, first_row=first_row, noise_density=cfg.noise_density,
+                mean_span_length=cfg.mean_span_length, sentinels=self.ids.sentinels, eos_id=self.ids.eos,
+                random_roll=cfg.random_roll,
+            )
+            stats = mask.span_stats(out.label_values, out.label_offsets, out.enc_offsets, self.ids.sentinels)
+            result = {"input_ids": Rows(out.enc_values, out.enc_offsets), "labels": Rows(out.label_values, out.label_offsets)}
+        else:
+            inputs, labels = mask.mlm_mask(
+                rows.values, rows.offsets, seed=seed, first_row=first_row, probability=cfg.mlm_probability,
+                mask_id=self.ids.mask, special_ids=self.ids.all(), vocab_size=self.ids.vocab_size,
+                word_starts=self.tables.starts_word if cfg.whole_word else None,
+            )
+            stats = mask.mlm_stats(labels, rows.offsets)
+            result = {"input_ids": Rows(inputs, rows.offsets), "labels": Rows(labels, rows.offsets)}
+        self.add(split, stats, tokens=int(rows.offsets[-1]))
+        return result
+
+    def add(self, split: str, stats: dict[str, float], tokens: int) -> None:
+        """Accumulate rows/tokens-weighted sums so the split's statistics are exact, not chunk means."""
+        rows = stats.get("rows", 0)
+        if not rows:
+            return
+        t = self.totals.setdefault(split, {"rows": 0, "tokens": 0, "noise": 0.0, "spans": 0.0, "masked": 0.0})
+        t["rows"] += rows
+        t["tokens"] += tokens
+        if "noise_fraction" in stats:
+            t["noise"] += stats["noise_fraction"] * tokens
+            t["spans"] += stats["spans_per_row"] * rows
+        else:
+            t["masked"] += stats["masked_fraction"] * tokens
+
+    def merge(self, totals: dict[str, dict[str, float]]) -> None:
+        """Add another masker's totals (a task's), in task order so the sums do not depend on scheduling."""
+        for split, t in totals.items():
+            mine = self.totals.setdefault(split, {"rows": 0, "tokens": 0, "noise": 0.0, "spans": 0.0, "masked": 0.0})
+            for key, value in t.items():
+                mine[key] += value
+
+    def summary(self) -> dict[str, dict[str, float]]:
+        out = {}
+        for split, t in self.totals.items():
+            if self.cfg.objective == "span":
+                out[split] = {
+                    "rows": t["rows"],
+                    "noise_fraction": t["noise"] / t["tokens"],
+                    "mean_span_length": t["noise"] / t["spans"] if t["spans"] else 0.0,
+                    "spans_per_row": t["spans"] / t["rows"],
+                }
+            else:
+                out[split] = {"rows": t["rows"], "masked_fraction": t["masked"] / t["tokens"]}
+        return out

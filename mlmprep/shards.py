@@ -1,0 +1,175 @@
+"""Input shards: a corpus cut into parts that independent build tasks read, in any order, on any machine.
+
+A shard is a nominal part of one source: a byte range of a `.txt`/`.jsonl` file, row groups of a Parquet
+file, record batches of an Arrow IPC file, a row range of a `datasets` dataset; CSV files, `.json` arrays,
+Arrow streams and the built-in sample are one shard each. A byte range is aligned by the task that reads it,
+never by reading the file before: it starts at the first document boundary at or after its nominal start and
+ends where the next shard starts (a line start; with `--doc-sep blank`, just after a blank line), so the
+document crossing its end belongs to it. Reading every shard in order gives exactly the documents of
+reading the whole corpus in one pass, whatever the shard size, which therefore never changes a byte built.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from mlmprep.errors import CorpusError
+from mlmprep.readers import BATCH_ROWS, READERS, SNIFF_BYTES, BOM, CorpusStats, ReadOptions, column_texts, \
+    line_boundary, paragraph_boundary, parquet_file
+
+BYTE_RANGED = (".txt", ".jsonl")  # and a .json file of JSON lines
+
+
+@dataclass(frozen=True)
+class Shard:
+    """One task's part of the corpus; picklable, so it travels to a worker process or a Ray node."""
+
+    index: int
+    kind: str  # "file" | "dataset" | "sample"
+    source: str  # the file's path or the dataset's spec
+    start: int = 0  # in the reader's units: bytes (text, nominal), row groups, record batches, dataset rows
+    end: int | None = None  # None: to the end
+    size: int = 0  # a file's size when it was hashed (a file that changes stops the build)
+    split: str = ""  # a dataset's split
+
+    def describe(self) -> str:
+        unit = {".parquet": "row groups", ".arrow": "record batches"}.get(Path(self.source).suffix.lower(), "bytes")
+        unit = "rows" if self.kind == "dataset" else unit
+        span = "" if self.kind == "sample" else f" {unit} {self.start}-{'end' if self.end is None else self.end}"
+        return f"shard {self.index} ({self.source}{span})"
+
+
+def non_blank(texts: Iterator[str | None], stats: CorpusStats) -> Iterator[str]:
+    """The non-blank documents of `texts`; nulls, blanks, documents and characters counted in `stats`."""
+    for text in texts:
+        if text is None:
+            stats.null_skipped += 1
+        elif not text or text.isspace():
+            stats.blank_skipped += 1
+        else:
+            stats.documents += 1
+            stats.characters += len(text)
+            yield text
+
+
+def read_shard(shard: Shard, opts: ReadOptions, stats: CorpusStats) -> Iterator[str]:
+    """The non-blank documents of one shard, with what was read, skipped and replaced counted in `stats`."""
+    if shard.kind == "sample":
+        from mlmprep.sample import sample_documents
+
+        return non_blank(sample_documents(), stats)
+    if shard.kind == "dataset":
+        return non_blank(_dataset_texts(shard, opts, stats), stats)
+    path = Path(shard.source)
+    return non_blank(read_unchanged(path, shard.size, _file_texts(path, shard, opts, stats)), stats)
+
+
+def _file_texts(path: Path, shard: Shard, opts: ReadOptions, stats: CorpusStats) -> Iterator[str | None]:
+    suffix = path.suffix.lower()
+    if suffix in BYTE_RANGED or (suffix == ".json" and not json_array(path)):
+        boundary = paragraph_boundary if suffix == ".txt" and opts.doc_sep == "blank" else line_boundary
+        start = boundary(path, shard.start)
+        end = None if shard.end is None else boundary(path, shard.end)
+        reader = READERS[".txt" if suffix == ".txt" else ".jsonl"]
+        return reader(path, stats, opts, start, end)
+    if shard.end is not None or shard.start:
+        return READERS[suffix](path, stats, opts, shard.start, shard.end)
+    return READERS[suffix](path, stats, opts)
+
+
+def read_unchanged(path: Path, size: int, texts: Iterator[str | None]) -> Iterator[str | None]:
+    """A file's texts. A file deleted, made unreadable or resized since it was hashed is a CorpusError,
+    not a traceback, and never a build whose manifest hashes describe other bytes than were read."""
+    fix = "keep the corpus unchanged while a build reads it, then run the command again"
+    try:
+        yield from texts
+        now = path.stat().st_size
+    except OSError as exc:
+        raise CorpusError(f"{path}: cannot be read any more ({exc.strerror or exc}); {fix}") from None
+    if now != size:
+        raise CorpusError(f"{path}: changed during the build ({size} -> {now} bytes); {fix}")
+
+
+def json_array(path: Path) -> bool:
+    """Whether a .json file holds one top-level array (read whole) rather than JSON lines."""
+    with open(path, "rb") as f:
+        return f.read(SNIFF_BYTES).removeprefix(BOM).lstrip().startswith(b"[")
+
+
+# ------------------------------------------------------------------------------------------------ planning
+
+
+def file_shards(files: list[tuple[Path, int]], shard_bytes: int) -> list[Shard]:
+    """Shards of corpus files (path, hashed size), in corpus order, each about `shard_bytes` of input."""
+    shards: list[Shard] = []
+    for path, size in files:
+        for start, end in _file_parts(path, size, shard_bytes):
+            shards.append(Shard(len(shards), "file", str(path), start, end, size))
+    return shards
+
+
+def _file_parts(path: Path, size: int, shard_bytes: int) -> list[tuple[int, int | None]]:
+    suffix = path.suffix.lower()
+    try:
+        if suffix in BYTE_RANGED or (suffix == ".json" and not json_array(path)):
+            starts = range(0, max(size, 1), shard_bytes)
+            return [(s, s + shard_bytes if s + shard_bytes < size else None) for s in starts]
+        if suffix == ".parquet":
+            meta = parquet_file(path).metadata
+            return _grouped([meta.row_group(g).total_byte_size for g in range(meta.num_row_groups)], shard_bytes)
+        if suffix == ".arrow":
+            return _arrow_parts(path, shard_bytes)
+    except OSError as exc:
+        raise CorpusError(f"{path}: cannot read ({exc.strerror or exc}); check its permissions") from None
+    return [(0, None)]
+
+
+def _arrow_parts(path: Path, shard_bytes: int) -> list[tuple[int, int | None]]:
+    import pyarrow as pa
+
+    with pa.memory_map(str(path)) as source:
+        try:
+            reader = pa.ipc.open_file(source)
+        except pa.ArrowInvalid:  # a stream (or not Arrow: its reader says so)
+            return [(0, None)]
+        return _grouped([reader.get_batch(i).nbytes for i in range(reader.num_record_batches)], shard_bytes)
+
+
+def _grouped(sizes: list[int], limit: int) -> list[tuple[int, int | None]]:
+    """Consecutive [start, end) ranges of parts whose sizes add up to about `limit`; the last ends at None."""
+    parts, start, total = [], 0, 0
+    for i, n in enumerate(sizes):
+        if total and total + n > limit:
+            parts.append((start, i))
+            start, total = i, 0
+        total += n
+    parts.append((start, None))
+    return parts
+
+
+def dataset_shards(spec: str, split: str, rows: int, nbytes: int, shard_bytes: int) -> list[Shard]:
+    """Row ranges of a dataset, each about `shard_bytes` of its Arrow data."""
+    per = max(1, rows * shard_bytes // max(nbytes, 1))
+    starts = range(0, max(rows, 1), per)
+    return [Shard(k, "dataset", spec, s, s + per if s + per < rows else None, split=split) for k, s in enumerate(starts)]
+
+
+@functools.lru_cache(maxsize=2)
+def _dataset(spec: str, split: str):
+    from mlmprep.corpus import load_dataset
+
+    return load_dataset(spec, split)
+
+
+def _dataset_texts(shard: Shard, opts: ReadOptions, stats: CorpusStats) -> Iterator[str | None]:
+    ds = _dataset(shard.source, shard.split)
+    end = ds.num_rows if shard.end is None else shard.end
+    table = ds.with_format("arrow")[shard.start : end]  # memory-mapped: slices, not copies
+    batches = table.to_batches(max_chunksize=BATCH_ROWS)
+    return column_texts(batches, ds.features.arrow_schema, f"--dataset {shard.source}", stats, opts, shard.start)
+
+
+__all__ = ["Shard", "dataset_shards", "file_shards", "non_blank", "read_shard", "read_unchanged"]

@@ -1,0 +1,146 @@
+"""The sharded build (issue 9): the same bytes for any number of workers and any shard size, windows equal to
+an independent one-pass reference over the whole corpus, and shard boundaries that never split a document."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import build_tiny, tiny_documents
+from mlmprep.readers import CorpusStats, ReadOptions
+from mlmprep.shards import file_shards, read_shard
+from mlmprep.tokenize import encode, load_tokenizer, special_ids, word_tables
+from mlmprep.windows import Rows, WindowStats, concat_rows, frame_rows, segment_chars, segment_rows, text_segments, \
+    token_windows
+from mlmprep.write import iter_rows
+
+SMALL = {"shard_bytes": 3000, "rows_per_file": 40}  # the tiny corpus in ~15 shards and several output files
+
+CASES = {
+    "tokens-stream-span": {},
+    "tokens-doc-span": {"pack": "doc"},
+    "text-span": {"method": "text", "input_length": 64},
+    "tokens-stream-mlm": {"objective": "mlm", "whole_word": True},
+    "tokens-doc-mlm": {"objective": "mlm", "pack": "doc"},
+}
+
+
+def hashes(build: Path) -> dict[str, str]:
+    """sha256 of every file of a build but the manifest."""
+    return {str(p.relative_to(build)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(build.rglob("*")) if p.is_file() and p.name != "manifest.json"}
+
+
+def comparable(build: Path) -> dict:
+    """The manifest without what may differ between identical builds (timings, speed-only options)."""
+    manifest = json.loads((build / "manifest.json").read_text())
+    manifest.pop("timings")
+    manifest.pop("build_options")
+    return manifest
+
+
+@pytest.fixture(scope="module")
+def corpus_with_blanks(tmp_path_factory) -> Path:
+    """The tiny corpus with blank lines and a long paragraph, so shards start inside documents."""
+    docs = tiny_documents()
+    lines = []
+    for i, doc in enumerate(docs):
+        lines.append(doc)
+        if i % 7 == 0:
+            lines.append("")
+        if i % 50 == 0:
+            lines.append(" ".join(docs[:20]))  # a document longer than one shard
+    path = tmp_path_factory.mktemp("sharded") / "c.txt"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_any_number_of_workers_writes_the_same_bytes(tmp_path, corpus_with_blanks, tiny_tokenizer_path, case):
+    options = {**CASES[case], **SMALL}
+    one = build_tiny(tmp_path / "w1", corpus_with_blanks, tiny_tokenizer_path, workers=1, **options)
+    reference = hashes(one)
+    assert sum(name.startswith("windows/data-") for name in reference) >= 3  # several output files
+    for workers, shard_bytes in ((2, 3000), (7, 3000), (2, 1 << 20)):  # any workers, any shard size
+        other = build_tiny(tmp_path / f"w{workers}-{shard_bytes}", corpus_with_blanks, tiny_tokenizer_path,
+                           **{**options, "workers": workers, "shard_bytes": shard_bytes})
+        assert hashes(other) == reference, (workers, shard_bytes)
+        assert comparable(other) == comparable(one)
+
+
+def reference_rows(corpus: Path, tokenizer: Path, options: dict) -> tuple[Rows, dict]:
+    """Every window of a build, in order, by the one-pass functions of mlmprep.windows over the whole corpus
+    (no shards, no output files), and their statistics."""
+    tok = load_tokenizer(tokenizer)
+    ids, tables = special_ids(tok), word_tables(tok)
+    docs = [line for line in corpus.read_text(encoding="utf-8").splitlines() if line.strip()]
+    length = options.get("input_length", 32)
+    framed = options.get("objective") == "mlm"
+    if not framed:
+        from mlmprep.mask import compute_input_and_target_lengths
+
+        length = compute_input_and_target_lengths(length, 0.15, 3.0)[0]
+    stats = WindowStats(method=options.get("method", "tokens"), row_length=length, unk_id=ids.unk)
+    if options.get("method") == "text":
+        segments = list(text_segments(docs, segment_chars(options["input_length"])))
+        flat, lengths = encode(tok, [text for text, _ in segments])
+        rows = segment_rows(flat, lengths, np.array([cut for _, cut in segments]), False, length=length,
+                            tables=tables, stats=stats)
+        return rows, stats.as_dict()
+    pack = options.get("pack", "stream")
+    eos = None if pack == "doc" else ids.eos  # --pack doc rows end themselves (span: </s>; tiny tokenizer: no frame)
+    rows = concat_rows(list(token_windows([encode(tok, docs)], length=length, eos_id=eos, pack=pack, tables=tables,
+                                          stats=stats)))
+    return frame_rows(rows, np.zeros(0, np.int32), np.zeros(0, np.int32)), stats.as_dict()
+
+
+@pytest.mark.parametrize("case", ["tokens-stream-span", "tokens-doc-span", "text-span"])
+def test_windows_equal_a_one_pass_reference(tmp_path, corpus_with_blanks, tiny_tokenizer_path, case):
+    from mlmprep.pipeline import held_out
+
+    options = {**CASES[case], **SMALL}
+    build = build_tiny(tmp_path / "b", corpus_with_blanks, tiny_tokenizer_path, workers=2, **options)
+    rows, stats = reference_rows(corpus_with_blanks, tiny_tokenizer_path, options)
+    held = held_out(0, len(rows), 0.1, 0)
+    for split, index in (("windows", ~held), ("validation-windows", held)):
+        built = concat_rows(list(iter_rows(build / split, "tokens")))
+        expected = rows.take(np.flatnonzero(index))
+        assert np.array_equal(built.offsets, expected.offsets) and np.array_equal(built.values, expected.values), split
+    manifest = json.loads((build / "manifest.json").read_text())
+    assert manifest["statistics"]["windows"] == pytest.approx(stats)
+    assert manifest["rows_per_file"] == 40
+
+
+@pytest.mark.parametrize("doc_sep", ["line", "blank"])
+@pytest.mark.parametrize("shard_bytes", [1, 7, 500, 1 << 20])
+def test_shards_read_exactly_the_documents_of_one_pass(tmp_path, doc_sep, shard_bytes):
+    """Shard boundaries fall anywhere (inside a line, a paragraph, a multi-byte character, a blank run):
+    every document is read once, whole, in order; a bad line is counted once."""
+    text = "\ufeffa é b\n\n\nc d\ne\n \n\n" + "\n".join(f"line {i} ünï" for i in range(40)) + "\n\nbad \xff end\nlast"
+    path = tmp_path / "c.txt"
+    path.write_bytes(text.encode("utf-8").replace("\xff".encode(), b"\xff"))
+    opts = ReadOptions(doc_sep=doc_sep)
+    whole_stats, shard_stats = CorpusStats(), CorpusStats()
+    whole = list(read_shard(file_shards([(path, path.stat().st_size)], 1 << 30)[0], opts, whole_stats))
+    shards = file_shards([(path, path.stat().st_size)], shard_bytes)
+    parts = list(itertools.chain.from_iterable(read_shard(s, opts, shard_stats) for s in shards))
+    assert parts == whole and len(whole) == (4 if doc_sep == "blank" else 45)
+    assert shard_stats == whole_stats and whole_stats.decode_replaced_lines == 1
+    assert whole[0] == "a é b"  # the byte-order mark is gone
+    if shard_bytes == 7:
+        assert len(shards) > 50
+
+
+def test_jsonl_records_are_never_split(tmp_path):
+    records = [{"text": f"record {i} " + "x" * (i % 13)} for i in range(100)]
+    path = tmp_path / "r.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in records) + "\n", encoding="utf-8")
+    for shard_bytes in (5, 64, 1000):
+        shards = file_shards([(path, path.stat().st_size)], shard_bytes)
+        got = [d for s in shards for d in read_shard(s, ReadOptions(), CorpusStats())]
+        assert got == [r["text"] for r in records]
