@@ -114,7 +114,7 @@ def write_bad_inputs(d: Path, tiny_corpus: Path) -> None:
 REFUSALS = {
     "missing-path": ("missing.txt", [], ("missing.txt", "no such file")),
     "empty-corpus": ("empty-dir", [], ("empty-dir", "no corpus files")),
-    "no-text-column": ("notext.jsonl", [], ("notext.jsonl line 1", "--text-column", "body")),
+    "no-text-column": ("notext.jsonl", [], ("notext.jsonl", "none of its 1 records has a 'text' field", "--text-column")),
     "decode-fail": ("bad.txt", ["--on-decode-error", "fail"], ("bad.txt line 41", "--on-decode-error replace")),
     "noise-0": ("tiny.txt", ["--noise-density", "0"], ("--noise-density", "(0, 1)")),
     "noise-1": ("tiny.txt", ["--noise-density", "1"], ("--noise-density", "(0, 1)")),
