@@ -154,6 +154,16 @@ def trim_metrics(run: Path, step: int) -> None:
         path.write_text("".join(line for line in lines if json.loads(line).get("step", 0) <= step), encoding="utf-8")
 
 
+def finished(path: Path, total: int) -> dict | None:
+    """The run's final_metrics.json if checkpoint `path` is at or past step `total` (a resume would train
+    nothing), else None."""
+    step = json.loads((path / "state.json").read_text(encoding="utf-8"))["step"]
+    final = path.parent / "final_metrics.json"
+    if step < total or not final.is_file():  # (no final metrics: killed after its last checkpoint; finish it)
+        return None
+    return json.loads(final.read_text(encoding="utf-8"))
+
+
 def open_run(cfg: TrainConfig) -> Path | None:
     """Check RUN before any work: a non-empty RUN needs --resume. Returns the checkpoint to resume from."""
     run = Path(cfg.out)
@@ -163,5 +173,7 @@ def open_run(cfg: TrainConfig) -> Path | None:
     if busy and not cfg.resume:
         raise CacheError(f"--out {run}: not empty; pass --resume to continue that run, or choose another --out")
     if cfg.resume:
+        if not (run / CONFIG).is_file():
+            raise CacheError(f"--resume: --out {run} holds no run to resume (no {CONFIG}); drop --resume to start one")
         check_resumable(saved_config(run), cfg)
     return latest(run) if cfg.resume else None

@@ -309,6 +309,13 @@ def window_metrics(world: World, window: np.ndarray) -> dict:
     return line if peak is None else {**line, "peak_memory_gb": peak}
 
 
+def log_line(step: int, total: int, epoch: int, lr: float, line: dict) -> str:
+    """A metrics line for the console when there is no progress bar to show it."""
+    loss = "-" if line["loss"] is None else f"{line['loss']:.4f}"
+    return (f"step {step}/{total} (epoch {epoch}): loss {loss}, lr {lr:.2e}, {line['tokens_per_s']:,.0f} tokens/s, "
+            f"padding efficiency {line['padding_efficiency']:.2f}")
+
+
 def say(world: World, text: str) -> None:
     """A console line from rank 0 that does not break the progress bar."""
     if world.main:
@@ -397,6 +404,7 @@ def fit(cfg: TrainConfig, *, hook: Hook | None = None, on_end: Callable | None =
 
 
 def run_fit(cfg: TrainConfig, world: World, hook: Hook | None, on_end: Callable | None) -> dict:
+    started = time.perf_counter()
     # -- run directory: a non-empty RUN needs --resume; checked on every rank before anything is written
     resume_from = checkpoint.open_run(cfg)
     if world.size > 1:
@@ -407,6 +415,13 @@ def run_fit(cfg: TrainConfig, world: World, hook: Hook | None, on_end: Callable 
     # -- plan: total steps (unless --max-steps), and the learning-rate horizon
     total = cfg.max_steps or sum(len(epoch_plan(cfg, world, e)[1]) for e in range(cfg.epochs))
     horizon = cfg.decay_steps or total
+    if resume_from and (done := checkpoint.finished(resume_from, total)) is not None:  # nothing to train: change nothing
+        say(world, f"{run}: already trained to step {done['step']} of {total}; nothing to do (raise --max-steps or "
+                   f"--epochs to train further)")
+        return done
+    if cfg.warmup_steps > total:
+        say(world, f"warning: --warmup-steps {cfg.warmup_steps} is longer than the run ({total} steps): the learning "
+                   f"rate never reaches --lr {cfg.lr:g}")
 
     # -- model and optimizer (identical initial weights on every rank; a resume loads the checkpoint's)
     seed_everything(cfg.seed)
@@ -453,7 +468,7 @@ def run_fit(cfg: TrainConfig, world: World, hook: Hook | None, on_end: Callable 
         return metrics
 
     metrics = run_eval(step) if cfg.eval_every and step == 0 else {}
-    bar = progress(total=total, initial=step, unit="step", **({} if world.main else {"disable": True}))
+    bar = progress(total=total, initial=step, unit="step", unit_scale=False, **({} if world.main else {"disable": True}))
     window, norm, loss = np.zeros(7), 0.0, None  # window: loss, real tokens, slots, rows, FLOPs, good steps, seconds
     guard, params = Guard(cfg.max_bad_steps, cfg.out), [p for p in model.parameters() if p.requires_grad]
     while step < total:
@@ -489,8 +504,11 @@ def run_fit(cfg: TrainConfig, world: World, hook: Hook | None, on_end: Callable 
         if due(step, cfg.log_every, total) or save:  # the same steps on every rank: all_sum matches
             line = window_metrics(world, window)
             loss = line["loss"]
-            state.update(logged_step=step, tokens=state["tokens"] + line["tokens"], examples=state["examples"] + line["examples"])
+            state.update(logged_step=step, tokens=state["tokens"] + line["tokens"], examples=state["examples"] + line["examples"],
+                         train_s=state.get("train_s", 0.0) + float(window[6]))
             record(run, world, step=step, epoch=epoch, lr=lr, grad_norm=norm, **line)
+            if bar.disable:  # off a terminal (a log file, a batch job): the bar's figures as a line
+                say(world, log_line(step, total, epoch, lr, line))
             bar.set_postfix(loss=f"{loss:.3f}" if loss is not None else "-", lr=f"{lr:.2e}",
                             tok_s=f"{line['tokens_per_s']:.0f}", pad=f"{line['padding_efficiency']:.2f}",
                             tflops=f"{line['tflops']:.1f}",
@@ -503,9 +521,12 @@ def run_fit(cfg: TrainConfig, world: World, hook: Hook | None, on_end: Callable 
             checkpoint.save(run, step, model=model, optimizer=optimizer, state=state, cfg=cfg, rank=world.rank,
                             world_size=world.size)
     bar.close()
-    if not metrics:  # a resume of a finished run trains nothing: report where it stands
+    if not metrics:  # no evaluation yet (say, a run killed after its last checkpoint, resumed): evaluate now
         metrics = run_eval(step)
-    final = {"step": step, "epoch": epoch, "loss": loss, **metrics, "tokens": state["tokens"], "examples": state["examples"]}
+    train_s = state.get("train_s", 0.0)
+    final = {"step": step, "epoch": epoch, "loss": loss, **metrics, "tokens": state["tokens"], "examples": state["examples"],
+             "wall_s": time.perf_counter() - started, "train_s": train_s,
+             "tokens_per_s": state["tokens"] / train_s if train_s else 0.0}
     if world.main:
         write_json(run / "final_metrics.json", final)
     if on_end is not None:

@@ -76,3 +76,110 @@ def test_inverse_sqrt_schedule_is_transformers_one(tmp_path):
     assert lr_at(10_000, floored, horizon=300) == 0.004  # never below --min-lr; the horizon does not end it
     assert lr_at(0, TrainConfig(schedule="inverse_sqrt", warmup_steps=0), 10) == TrainConfig().lr
     assert math.isclose(lr_at(3, TrainConfig(schedule="inverse_sqrt", warmup_steps=0, min_lr=1e-9), 10), TrainConfig().lr / 2)
+
+
+# ----------------------------------------------------------------------------- item 7: --resume and --warmup-steps
+def run_files(run):
+    return {str(p.relative_to(run)): p.read_bytes() for p in sorted(run.rglob("*")) if p.is_file()}
+
+
+def test_resuming_a_finished_run_changes_nothing(tmp_path, span_data, capsys):
+    cfg = TrainConfig(data=str(span_data), out=str(tmp_path / "run"), **{**SMALL, "eval_every": 2}, max_steps=4)
+    final = fit(cfg)
+    assert final["loss"] is not None
+    before = run_files(tmp_path / "run")
+    capsys.readouterr()
+    again = fit(TrainConfig(**{**vars(cfg), "resume": True}))
+    assert again == final and run_files(tmp_path / "run") == before  # no re-evaluation, no duplicate lines
+    assert "already trained to step 4 of 4; nothing to do" in capsys.readouterr().err
+    fewer = fit(TrainConfig(**{**vars(cfg), "resume": True, "max_steps": 3}))  # a lower --max-steps: nothing either
+    assert fewer == final and run_files(tmp_path / "run") == before
+
+
+def test_resume_without_a_run_to_resume_is_refused(tmp_path, span_data):
+    from mlmprep.errors import CacheError
+
+    for out in (tmp_path / "missing", tmp_path / "empty"):
+        if out.name == "empty":
+            out.mkdir()
+        with pytest.raises(CacheError, match="holds no run to resume"):
+            fit(TrainConfig(data=str(span_data), out=str(out), **SMALL, max_steps=2, resume=True))
+        assert not out.exists() or not any(out.iterdir())
+
+
+def test_cli_resume_without_a_run_is_one_line_exit_2(tmp_path, span_data):
+    from typer.testing import CliRunner
+
+    from mlmprep.cli import app
+
+    result = CliRunner().invoke(app, ["train", str(span_data), "--out", str(tmp_path / "nothing"), "--resume"])
+    assert result.exit_code == 2 and "holds no run to resume" in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "nothing").exists()
+
+
+def test_warmup_longer_than_the_run_is_warned(tmp_path, span_data, capsys):
+    fit(TrainConfig(data=str(span_data), out=str(tmp_path / "a"), **{**SMALL, "warmup_steps": 50}, max_steps=3))
+    assert "--warmup-steps 50 is longer than the run (3 steps)" in capsys.readouterr().err
+    fit(TrainConfig(data=str(span_data), out=str(tmp_path / "b"), **{**SMALL, "warmup_steps": 3}, max_steps=3))
+    assert "--warmup-steps" not in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- item 13: the console and final metrics
+class FakeTerminal:
+    """stderr as a terminal: the progress bar draws into it."""
+
+    def __init__(self):
+        self.parts = []
+
+    def isatty(self):
+        return True
+
+    def write(self, text):
+        self.parts.append(text)
+
+    def flush(self):
+        pass
+
+    def getvalue(self):
+        return "".join(self.parts)
+
+
+class Stop(Exception):
+    pass
+
+
+def test_the_bar_counts_steps_as_integers(tmp_path, span_data, monkeypatch):
+    terminal = FakeTerminal()
+    monkeypatch.setattr("sys.stderr", terminal)
+
+    def stop(step, k, rows, padding):
+        if step == 1:
+            raise Stop
+
+    with pytest.raises(Stop):
+        fit(TrainConfig(data=str(span_data), out=str(tmp_path / "run"), **SMALL, max_steps=2500), hook=stop)
+    drawn = terminal.getvalue()
+    assert "/2500 [" in drawn and "2.50k" not in drawn  # tqdm's unit_scale would draw 0.00/2.50k
+    assert "step 1/2500" not in drawn  # on a terminal the bar shows the figures: no log lines
+
+
+def test_off_a_terminal_a_line_every_log_every_steps(tmp_path, span_data, capsys):
+    fit(TrainConfig(data=str(span_data), out=str(tmp_path / "run"), **{**SMALL, "log_every": 2}, max_steps=5))
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("step ") and "tokens/s" in line]
+    assert [line.split(" (")[0] for line in lines] == ["step 2/5", "step 4/5", "step 5/5"]
+    logged = [r for r in map(json.loads, (tmp_path / "run" / "metrics.jsonl").open()) if "loss" in r]
+    assert [f"loss {r['loss']:.4f}" in line for r, line in zip(logged, lines)] == [True] * 3
+
+
+def test_final_metrics_have_wall_time_and_tokens_per_second(tmp_path, span_data):
+    run = tmp_path / "run"
+    cfg = TrainConfig(data=str(span_data), out=str(run), **{**SMALL, "save_every": 2}, max_steps=6, keep_checkpoints=5)
+    fit(TrainConfig(**{**vars(cfg), "max_steps": 4}))
+    final = fit(TrainConfig(**{**vars(cfg), "resume": True}))  # the figures cover the whole run, across the resume
+    assert json.loads((run / "final_metrics.json").read_text()) == final
+    lines = [r for r in map(json.loads, (run / "metrics.jsonl").open()) if "tokens_per_s" in r]
+    seconds = sum(r["tokens"] / r["tokens_per_s"] for r in lines)  # each line's own time, from its own figures
+    assert final["tokens"] == sum(r["tokens"] for r in lines)
+    assert final["train_s"] == pytest.approx(seconds, rel=1e-6)
+    assert final["tokens_per_s"] == pytest.approx(final["tokens"] / seconds, rel=1e-6)
+    assert 0 < final["train_s"] and final["wall_s"] > 0
