@@ -12,9 +12,10 @@ import multiprocessing
 import os
 import signal
 import traceback
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -160,44 +161,60 @@ def dead_worker(workers: dict, started: Any, running: dict[int, int], tasks: lis
     return f"a build worker died ({how}){task}; nothing was published"
 
 
-def run_ray(fn: Callable[[Any], Any], tasks: list, engine: Engine, on_result: Callable[[int, Any], None]) -> list:
-    """The same tasks as Ray tasks, retried when their worker dies. Joins `engine.ray_address` (or a local
-    instance) and shuts down whatever instance it started itself."""
+@contextmanager
+def session(engine: Engine) -> Iterator[None]:
+    """Keep the engine's cluster joined across several run_tasks calls (a build's two phases), so Ray
+    starts once; stops a Ray instance it started itself. Nothing to do for the local engine."""
+    if engine.kind != "ray":
+        yield
+        return
+    ray = import_ray()
+    if ray.is_initialized():
+        yield
+        return
+    try:
+        ray.init(address=engine.ray_address, include_dashboard=False, log_to_driver=False,
+                 logging_level="ERROR")
+    except ConnectionError as exc:
+        raise ConfigError(f"--ray-address {engine.ray_address}: cannot join a Ray cluster there "
+                          f"({str(exc).splitlines()[0]}); start one with `ray start --head`") from None
+    try:
+        yield
+    finally:
+        ray.shutdown()
+
+
+def import_ray() -> Any:
     try:
         import ray
     except ImportError:
         raise ConfigError('--engine ray needs Ray: pip install "mlmprep[ray]"') from None
-    started = not ray.is_initialized()
-    if started:
-        try:
-            ray.init(address=engine.ray_address, include_dashboard=False, log_to_driver=False,
-                     logging_level="ERROR", configure_logging=True)
-        except ConnectionError as exc:
-            raise ConfigError(f"--ray-address {engine.ray_address}: cannot join the Ray cluster "
-                              f"({str(exc).splitlines()[0]}); start it with `ray start --head`") from None
-    remote = ray.remote(max_retries=RAY_RETRIES, retry_exceptions=False)(attempt)
-    refs = [remote.options(name=f"mlmprep {name(task)}").remote(fn, task) for task in tasks]
-    index = {ref: i for i, ref in enumerate(refs)}
-    results: list = [None] * len(tasks)
-    try:
+    return ray
+
+
+def run_ray(fn: Callable[[Any], Any], tasks: list, engine: Engine, on_result: Callable[[int, Any], None]) -> list:
+    """The same tasks as Ray tasks, each retried on another worker when its worker dies."""
+    ray = import_ray()
+    with session(engine):
+        remote = ray.remote(max_retries=RAY_RETRIES, retry_exceptions=False)(attempt)
+        refs = [remote.options(name=f"mlmprep {name(task)}").remote(fn, task) for task in tasks]
+        index = {ref: i for i, ref in enumerate(refs)}
+        results: list = [None] * len(tasks)
         pending = list(refs)
-        while pending:
-            done, pending = ray.wait(pending, num_returns=1)
-            for ref in done:
-                try:
-                    results[index[ref]] = ray.get(ref)
-                except ray.exceptions.RayTaskError as exc:  # the task raised: its own exception, unwrapped
-                    raise exc.cause from None
-                except ray.exceptions.RayError as exc:  # its worker or node died RAY_RETRIES + 1 times
-                    raise TaskFailed(f"a Ray worker died while running {name(tasks[index[ref]])} "
-                                     f"({RAY_RETRIES + 1} attempts; {str(exc).splitlines()[0]}); "
-                                     "nothing was published") from None
-                on_result(index[ref], results[index[ref]])
-        return results
-    except BaseException:
-        for ref in refs:
-            ray.cancel(ref, force=True)
-        raise
-    finally:
-        if started:
-            ray.shutdown()
+        try:
+            while pending:
+                done, pending = ray.wait(pending, num_returns=1)
+                for ref in done:
+                    try:
+                        results[index[ref]] = ray.get(ref)
+                    except ray.exceptions.RayTaskError as exc:  # the task raised: its own exception, unwrapped
+                        raise exc.cause from None
+                    except ray.exceptions.RayError as exc:  # its worker or node died RAY_RETRIES + 1 times
+                        raise TaskFailed(f"a Ray worker died while running {name(tasks[index[ref]])} "
+                                         f"({RAY_RETRIES + 1} attempts; {str(exc).splitlines()[0]}); "
+                                         "nothing was published") from None
+                    on_result(index[ref], results[index[ref]])
+            return results
+        finally:
+            for ref in pending:  # after an error: queued tasks are dropped, running ones interrupted
+                ray.cancel(ref)

@@ -1,0 +1,231 @@
+"""The Ray engine on a two-node cluster simulated on this machine, inside a fresh network namespace, so that
+Ray binds only to the namespace's loopback: the same bytes as the local engine, a task error arriving as
+itself, and a worker killed mid-task retried to the same bytes. Skipped, with the reason, without Ray or
+without the right to `unshare -n` (root)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from conftest import tiny_documents
+from test_cli_build import cli_command, cli_env, comparable, data_files, manifest
+
+pytest.importorskip("ray", reason='Ray is not installed (pip install "mlmprep[ray]")')
+
+BLOCKS = 6
+
+# Runs inside the namespace: a head and a second node (one CPU each), then tasks through the engine and
+# builds through the CLI, each CLI build a separate Ray driver joining the cluster by its address.
+SCRIPT = r'''
+import hashlib, json, os, subprocess, sys, threading, time
+
+import psutil
+from ray.cluster_utils import Cluster
+
+from mlmprep.engine import Engine, run_tasks, session
+from mlmprep.errors import CorpusError
+
+
+def write_block(task):
+    """Deterministic bytes to a deterministic path through a temporary name, so a rerun is safe."""
+    import ray
+    out, i = task
+    time.sleep(1.0)
+    data = hashlib.sha256(str(i).encode()).digest() * 4096
+    tmp = os.path.join(out, f".block-{i}.{os.getpid()}")
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, os.path.join(out, f"block-{i}"))
+    return ray.get_runtime_context().get_node_id()
+
+
+def refuse(i):
+    raise CorpusError(f"corpus.txt at byte {i}: not UTF-8")
+
+
+def kill_first_task(killed, stop):
+    """SIGKILL the first worker of this namespace seen running an mlmprep task (process title ray::mlmprep ...)."""
+    netns = os.readlink("/proc/self/ns/net")
+    deadline = time.monotonic() + 300
+    while not stop.is_set() and time.monotonic() < deadline:
+        for p in psutil.process_iter(["cmdline"]):
+            try:
+                title = (p.info["cmdline"] or [""])[0]
+                if title.startswith("ray::mlmprep") and os.readlink(f"/proc/{p.pid}/ns/net") == netns:
+                    p.kill()
+                    killed.append(title.strip())
+                    return
+            except (OSError, psutil.Error):
+                pass
+        time.sleep(0.02)
+
+
+def with_a_kill(work):
+    killed, stop = [], threading.Event()
+    killer = threading.Thread(target=kill_first_task, args=(killed, stop))
+    killer.start()
+    try:
+        return work(), killed
+    finally:
+        stop.set()
+        killer.join()
+
+
+def main(cfg):
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    cluster.add_node(num_cpus=1)
+    cluster.wait_for_nodes()
+    report = {"address": cluster.address}
+    try:
+        engine = Engine(kind="ray", ray_address=cluster.address)
+        with session(engine):
+            tasks = [(cfg["blocks"], i) for i in range(cfg["n_blocks"])]
+            nodes, report["blocks_killed"] = with_a_kill(lambda: run_tasks(write_block, tasks, engine=engine))
+            report["block_nodes"] = len(set(nodes))
+            try:
+                run_tasks(refuse, [7, 8], engine=engine)
+            except CorpusError as exc:
+                report["error"] = [type(exc).__name__, str(exc)]
+        for name, kill in (("build", False), ("build_killed", True)):
+            command = cfg[name] + ["--engine", "ray", "--ray-address", cluster.address]
+            run = lambda: subprocess.run(command, capture_output=True, text=True, timeout=300)
+            proc, killed = with_a_kill(run) if kill else (run(), [])
+            report[name] = {"rc": proc.returncode, "stderr": proc.stderr[-3000:], "killed": killed}
+    finally:
+        cluster.shutdown()
+    print(json.dumps(report))
+
+
+main(json.loads(sys.argv[1]))
+'''
+
+
+def netns_usable() -> str | None:
+    """Why Ray cannot be tested here, or None."""
+    if shutil.which("unshare") is None or shutil.which("ip") is None:
+        return "needs unshare and ip (util-linux, iproute2)"
+    probe = subprocess.run(["unshare", "-n", "sh", "-c", "ip link set lo up"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        return f"cannot make a network namespace (needs root): {probe.stderr.strip()}"
+    return None
+
+
+def netns_of(pid: int) -> str | None:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/net")
+    except OSError:
+        return None
+
+
+def kill_namespace(netns: str) -> list[str]:
+    """SIGKILL every process left in the network namespace `netns`; their names."""
+    left = []
+    for p in psutil.process_iter(["name"]):
+        if p.pid != os.getpid() and netns_of(p.pid) == netns:
+            left.append(p.info["name"])
+            try:
+                p.kill()
+            except psutil.Error:
+                pass
+    return left
+
+
+def run_in_netns(args: list[str], timeout: float) -> tuple[subprocess.CompletedProcess, list[str]]:
+    """`python ARGS` in a fresh network namespace with only loopback up; afterwards every process still in
+    it is killed, and named in the second return value."""
+    command = ["unshare", "-n", "sh", "-c", 'ip link set lo up && exec "$0" "$@"', sys.executable, *args]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=cli_env(), start_new_session=True)
+    ours, netns = netns_of(os.getpid()), None
+    for _ in range(1000):
+        netns = netns_of(proc.pid)
+        if netns != ours or proc.poll() is not None:
+            break
+        time.sleep(0.01)
+    left = []
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        for _ in range(100):  # Ray's own processes may take a moment to follow the cluster's shutdown
+            if netns == ours or not any(netns_of(pid) == netns for pid in psutil.pids() if pid != os.getpid()):
+                break
+            time.sleep(0.1)
+        else:
+            left = kill_namespace(netns)
+    return subprocess.CompletedProcess(command, proc.returncode, out, err), left
+
+
+@pytest.fixture(scope="module")
+def cluster_run(tmp_path_factory, tok):
+    """One run of SCRIPT on a fresh two-node cluster, and a local-engine build of the same corpus."""
+    reason = netns_usable()
+    if reason:
+        pytest.skip(f"Ray tests skipped: {reason}")
+    root = tmp_path_factory.mktemp("ray")
+    corpus = root / "corpus.txt"
+    corpus.write_text("\n".join(tiny_documents(2000)) + "\n", encoding="utf-8")
+    args = ["build", str(corpus), "--tokenizer", tok, "--input-length", "32", "--seeds", "2"]
+    local = subprocess.run(cli_command(*args, "--out", root / "local", "--workers", "2"), env=cli_env(),
+                           capture_output=True, text=True, timeout=300)
+    assert local.returncode == 0, local.stderr
+    (root / "blocks").mkdir()
+    cfg = {
+        "blocks": str(root / "blocks"), "n_blocks": BLOCKS,
+        "build": cli_command(*args, "--out", root / "ray"),
+        "build_killed": cli_command(*args, "--out", root / "ray-killed"),
+    }
+    (root / "script.py").write_text(SCRIPT, encoding="utf-8")
+    proc, left = run_in_netns([str(root / "script.py"), json.dumps(cfg, default=str)], timeout=540)
+    assert proc.returncode == 0, proc.stderr[-5000:]
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    report["left"] = left
+    return root, report
+
+
+def test_tasks_run_on_both_nodes_and_a_killed_worker_is_retried_to_the_same_bytes(cluster_run):
+    root, report = cluster_run
+    assert report["block_nodes"] == 2
+    assert len(report["blocks_killed"]) == 1 and report["blocks_killed"][0].startswith("ray::mlmprep (")
+    for i in range(BLOCKS):
+        data = (root / "blocks" / f"block-{i}").read_bytes()
+        assert data == hashlib.sha256(str(i).encode()).digest() * 4096
+    assert sorted(p.name for p in (root / "blocks").iterdir()) == sorted(f"block-{i}" for i in range(BLOCKS))
+
+
+def test_a_task_error_arrives_as_its_own_class_and_message(cluster_run):
+    _, report = cluster_run
+    assert report["error"] == ["CorpusError", "corpus.txt at byte 7: not UTF-8"]
+
+
+def test_a_two_node_build_equals_the_local_engine_build(cluster_run):
+    root, report = cluster_run
+    assert report["build"]["rc"] == 0, report["build"]["stderr"]
+    assert data_files(root / "ray") == data_files(root / "local")
+    assert comparable(manifest(root / "ray")) == comparable(manifest(root / "local"))
+
+
+def test_a_build_whose_worker_is_killed_mid_task_retries_to_the_same_bytes(cluster_run):
+    root, report = cluster_run
+    assert report["build_killed"]["rc"] == 0, report["build_killed"]["stderr"]
+    assert report["build_killed"]["killed"], "no build task was seen running on the cluster"
+    assert data_files(root / "ray-killed") == data_files(root / "local")
+    assert comparable(manifest(root / "ray-killed")) == comparable(manifest(root / "local"))
+
+
+def test_nothing_is_left_running_in_the_namespace(cluster_run):
+    _, report = cluster_run
+    assert report["left"] == []
