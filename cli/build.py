@@ -20,6 +20,8 @@ BUILD_EXAMPLES = """Examples:
   mlmprep build corpus.txt --objective mlm --whole-word # BERT-style masking
 """
 
+TRAINED_TOKENIZER_ONLY = ("vocab_size", "tokenizer_train_chars")  # options a given --tokenizer makes meaningless
+
 tokenizer_app = typer.Typer(help="Train a T5-style Unigram tokenizer.", no_args_is_help=True)
 app.add_typer(tokenizer_app, name="tokenizer")
 
@@ -60,7 +62,8 @@ def build(
 ) -> None:
     """Build N differently seeded, masked Arrow datasets plus a validation split from a corpus."""
     from mlmprep.build import build as run_build
-    from mlmprep.config import BuildConfig, config_from
+    from mlmprep.config import BuildConfig, make_config, read_config_file
+    from mlmprep.errors import ConfigError
     from mlmprep.report import build_summary
 
     options = given(
@@ -72,7 +75,13 @@ def build(
         whole_word=whole_word, validation_fraction=validation_fraction, threads=threads, force=force,
         workers=workers, engine=engine, ray_address=ray_address,
     )
-    cfg = config_from(BuildConfig, str(config) if config else None, options)
+    file_values = read_config_file(config) if config else {}
+    cfg = make_config(BuildConfig, file_values, options, source=f"--config {config}" if config else "options")
+    if cfg.tokenizer:  # refused rather than ignored: the user expects them to act
+        for key in TRAINED_TOKENIZER_ONLY:
+            if key in file_values or key in options:
+                raise ConfigError(f"--{key.replace('_', '-')} applies only to a tokenizer mlmprep trains; "
+                                  f"--tokenizer {cfg.tokenizer} brings its own vocabulary: give one of the two")
     result = run_build(cfg, log=note)
     if result.up_to_date:
         typer.echo(f"{result.out}: up to date (same corpus and options); --force rebuilds it")
@@ -123,7 +132,7 @@ def inspect_build(
 def tokenizer_train(
     corpus: Annotated[Optional[list[str]], typer.Argument(help="Files, directories or globs. None: the built-in sample.", show_default=False)] = None,
     *,
-    out: Annotated[Path, typer.Option(help="Where to write tokenizer.json.")] = Path("tokenizer.json"),
+    out: Annotated[str, typer.Option(help="The tokenizer.json file to write; a directory (or a name ending in /) gets DIR/tokenizer.json.")] = "tokenizer.json",
     vocab_size: Annotated[int, typer.Option(help="Vocabulary size, <pad> </s> <unk> <mask> and 100 sentinels included.")] = 32000,
     text_column: Annotated[str, typer.Option(help="Text field of structured corpus files.")] = "text",
     doc_sep: Annotated[str, typer.Option(help="'line' or 'blank' (paragraphs) for .txt files.")] = "line",
@@ -131,6 +140,8 @@ def tokenizer_train(
 ) -> None:
     """Train a T5-style Unigram tokenizer: <pad>=0, </s>=1, <unk>=2, <mask>=3, <extra_id_0> highest."""
     from mlmprep.build import train_tokenizer_file
+    from mlmprep.report import vocabulary_reached
 
-    path = train_tokenizer_file(corpus or (), out, vocab_size=vocab_size, text_column=text_column, doc_sep=doc_sep, force=force)
-    typer.echo(f"wrote {path}")
+    path, reached = train_tokenizer_file(corpus or (), out, vocab_size=vocab_size, text_column=text_column,
+                                         doc_sep=doc_sep, force=force)
+    typer.echo(f"wrote {path}: {vocabulary_reached(reached, vocab_size)}")

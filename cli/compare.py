@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -43,6 +44,7 @@ def compare_methods(
     evaluate both on one held-out validation set, and write results.json, results.md and plots."""
     from mlmprep.compare import compare, compare_config, results_markdown
     from mlmprep.errors import ConfigError
+    from mlmprep.write import check_output_path
 
     if full and quick:
         raise ConfigError("--full and --quick contradict each other; give at most one")
@@ -53,6 +55,7 @@ def compare_methods(
         max_chars=round(max_mb * 1e6) if max_mb is not None else None,
     )
     cfg = compare_config("full" if full else "quick" if quick else "default", options)
+    check_output_path(Path(cfg.out), directory=True)
     results = compare(cfg, log=lambda line: typer.echo(line, err=True))
     typer.echo(results_markdown(results))
     typer.echo(f"wrote {cfg.out}/results.json, results.md, {', '.join(results['plots'])}")

@@ -65,6 +65,7 @@ def train(
     from mlmprep.config import TrainConfig, make_config, read_config_file
     from mlmprep.numerics import Diverged
     from mlmprep.train import fit
+    from mlmprep.write import check_output_path
 
     options = given(
         data=data, out=out, resume=resume, model=model, epochs=epochs, max_steps=max_steps,
@@ -79,6 +80,7 @@ def train(
     file_values = read_config_file(config) if config else {}
     source = f"--config {config}" if config else "options"
     cfg = make_config(TrainConfig, file_values, options, source=source)
+    check_output_path(Path(cfg.out), directory=True)
     if cfg.resume:  # the run's saved options first, so a resume needs only --out
         cfg = make_config(TrainConfig, checkpoint.saved_config(cfg.out), file_values, options, source=source)
     try:

@@ -20,6 +20,7 @@ def build_summary(out: Path, manifest: dict) -> str:
         f"targets {manifest['target_length']})",
         f"corpus: {manifest['corpus']['description']}",
         *corpus_losses(manifest["corpus"]["stats"]),
+        tokenizer_line(manifest),
         f"rows: {w['rows']:,}  tokens kept: {w['tokens_kept']:,}  dropped: {w['tokens_dropped']:,}  "
         f"padded: {w['tokens_padded']:,}  utilisation: {w['token_utilisation']:.3f}  "
         f"rows cut inside a word: {w['fragment_rate']:.1%}  unknown tokens: {w.get('unknown_tokens', 0):,}",
@@ -44,6 +45,21 @@ def build_summary(out: Path, manifest: dict) -> str:
         lines += ["", f"built in {total_s:.1f} s: {trained}tokenize + mask + write {pipeline_s:.1f} s "
                       f"({w['tokens_kept'] / pipeline_s / 1e6:.2f} M tokens/s)"]
     return "\n".join(lines)
+
+
+def tokenizer_line(manifest: dict) -> str:
+    """Which tokenizer, and the vocabulary it has: for one trained here, against the --vocab-size asked."""
+    reached, given = manifest["tokenizer"]["vocab_size"], manifest["config"].get("tokenizer")
+    if given:
+        return f"tokenizer: {given}, vocabulary {reached:,}"
+    return f"tokenizer: Unigram trained on the corpus, {vocabulary_reached(reached, manifest['config']['vocab_size'])}"
+
+
+def vocabulary_reached(reached: int, asked: int) -> str:
+    """The vocabulary a trained tokenizer reached, saying so when the corpus gave fewer pieces than asked."""
+    if reached >= asked:
+        return f"vocabulary {reached:,}"
+    return f"vocabulary {reached:,}, short of --vocab-size {asked:,} (the trainer kept no more pieces of this corpus; more text gives more)"
 
 
 UNKNOWN_WARN = 0.01  # above this fraction of unknown tokens the tokenizer does not fit the corpus
@@ -101,6 +117,9 @@ def show_examples(out: Path, manifest: dict, *, split: str = "seed-0", n: int = 
     if split not in manifest["splits"]:
         raise CacheError(f"--split {split}: not in {out}; splits: {', '.join(manifest['splits'])}")
     tok = load_tokenizer(out / manifest["tokenizer"]["file"])
+    if split.endswith("windows"):  # the stored windows before masking: one `tokens` column
+        return "\n".join(f"--- {split} row {i} ({len(x)} tokens)\ntokens:  {tok.decode(x.tolist(), skip_special_tokens=False)}"
+                         for i, x in enumerate(first_rows(out / split, "tokens", n)))
     ids = special_ids(tok)
     inputs, labels = first_rows(out / split, "input_ids", n), first_rows(out / split, "labels", n)
     blocks = []

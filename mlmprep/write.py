@@ -14,13 +14,14 @@ import json
 import math
 import os
 import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 
-from mlmprep.errors import CacheError
+from mlmprep.errors import CacheError, ConfigError
 from mlmprep.windows import Rows, concat_rows
 
 FORMAT_VERSION = 1
@@ -239,6 +240,23 @@ def finish_split(directory: Path, widths: dict[str, int | None], parts: list[tup
 
 # ---------------------------------------------------------------------------------------------------------
 # Publishing a build safely: one writer at a time, a staging directory, an atomic rename at the end.
+
+
+def check_output_path(out: Path, option: str = "--out", *, directory: bool = False) -> None:
+    """Refuse an output path nothing can be written under, before any long work: a file on the way to it
+    (FILE/sub), a directory where nothing may be created (/proc, /sys, read-only), or with `directory`, a
+    file in the output directory's place. Leaves nothing behind."""
+    if directory and os.path.lexists(out) and not os.path.isdir(out):
+        raise ConfigError(f"{option} {out}: exists and is not a directory; choose another {option}")
+    existing = next(p for p in Path(out).parents if os.path.lexists(p))
+    if not existing.is_dir():
+        raise ConfigError(f"{option} {out}: {existing} is a file, not a directory; choose another {option}")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".mlmprep-probe-", dir=existing)
+    except OSError as exc:
+        raise ConfigError(f"{option} {out}: cannot create files in {existing} ({exc.strerror}); choose another {option}") from None
+    os.close(fd)
+    os.unlink(probe)
 
 
 @contextlib.contextmanager

@@ -1,0 +1,116 @@
+"""Output paths nothing can be written under are refused in one line before any work (every command that
+writes), `inspect` shows the stored windows, `tokenizer train --out` takes a directory, and the vocabulary a
+trained tokenizer reaches is printed, with options that a given --tokenizer makes meaningless refused."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from test_cli_build import assert_refused, cli, leftovers, run_many
+
+CAN_PROBE = os.path.isdir("/proc") and os.path.isdir("/sys")
+
+# case -> (arguments, words the error line must contain). Paths are relative to the cases' directory, which
+# holds tiny.txt and an empty file empty.txt; missing.txt does not exist, so a case naming it shows that the
+# output path is checked before the corpus is read (and so before any tokenizer training).
+OUT_REFUSALS = {
+    "build-proc": (["build", "tiny.txt", "--out", "/proc/x"], ("--out /proc/x", "cannot create files in /proc")),
+    "build-sys": (["build", "tiny.txt", "--out", "/sys/x"], ("--out /sys/x", "cannot create files in /sys")),
+    "build-under-a-file": (["build", "tiny.txt", "--out", "empty.txt/sub"], ("--out empty.txt/sub", "empty.txt is a file")),
+    "build-a-file": (["build", "tiny.txt", "--out", "empty.txt"], ("--out empty.txt", "not a directory")),
+    "build-before-the-corpus": (["build", "missing.txt", "--out", "/proc/x"], ("--out /proc/x",)),
+    "tokenizer-proc": (["tokenizer", "train", "missing.txt", "--out", "/proc/tok.json"], ("--out /proc/tok.json", "/proc")),
+    "tokenizer-under-a-file": (
+        ["tokenizer", "train", "missing.txt", "--out", "empty.txt/tok.json"], ("--out empty.txt/tok.json", "empty.txt is a file")
+    ),
+    "train-proc": (["train", "missing-data", "--out", "/proc/run"], ("--out /proc/run", "/proc")),
+    "train-under-a-file": (["train", "missing-data", "--out", "empty.txt/run"], ("--out empty.txt/run", "empty.txt is a file")),
+    "compare-proc": (["compare-methods", "missing.txt", "--quick", "--out", "/proc/cmp"], ("--out /proc/cmp", "/proc")),
+    "compare-a-file": (["compare-methods", "missing.txt", "--quick", "--out", "empty.txt"], ("--out empty.txt", "not a directory")),
+}
+
+
+@pytest.fixture(scope="module")
+def out_refusals(tmp_path_factory, tiny_corpus) -> tuple[dict, Path]:
+    d = tmp_path_factory.mktemp("out-refusals")
+    (d / "tiny.txt").write_bytes(tiny_corpus.read_bytes())
+    (d / "empty.txt").write_bytes(b"")
+    return run_many({case: args for case, (args, _) in OUT_REFUSALS.items()}, cwd=d), d
+
+
+@pytest.mark.skipif(not CAN_PROBE, reason="needs /proc and /sys")
+@pytest.mark.parametrize("case", OUT_REFUSALS)
+def test_an_output_path_nothing_can_be_written_under_is_refused_before_any_work(out_refusals, case):
+    results, d = out_refusals
+    result = results[case]
+    assert_refused(result.returncode, result.stderr, *OUT_REFUSALS[case][1])
+    assert result.stdout == ""
+    assert sorted(p.name for p in d.iterdir()) == ["empty.txt", "tiny.txt"]  # nothing left, empty.txt untouched
+    assert (d / "empty.txt").read_bytes() == b""
+
+
+@pytest.mark.parametrize("split", ["windows", "validation-windows"])
+def test_inspect_shows_the_stored_windows(tiny_build, split):
+    result = cli("inspect", tiny_build, "--split", split, "--examples", "2")
+    assert result.exit_code == 0, result.stderr
+    assert f"--- {split} row 0 (" in result.stdout and f"--- {split} row 1 (" in result.stdout
+    shown = [line for line in result.stdout.splitlines() if line.startswith("tokens:  ")]
+    assert len(shown) == 2 and all(len(line) > len("tokens:  ") for line in shown)
+
+
+def test_tokenizer_train_into_a_new_directory_writes_tokenizer_json_there(tmp_path, tiny_corpus):
+    out = tmp_path / "newdir"
+    result = cli("tokenizer", "train", tiny_corpus, "--out", f"{out}/", "--vocab-size", "400")
+    assert result.exit_code == 0, result.stderr
+    assert out.is_dir() and sorted(os.listdir(out)) == ["tokenizer.json"]
+    assert f"wrote {out / 'tokenizer.json'}" in result.stdout
+
+
+def test_tokenizer_train_into_an_existing_directory_needs_force_and_keeps_the_rest(tmp_path, tiny_corpus):
+    out = tmp_path / "tokdir"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine", encoding="utf-8")
+    first = cli("tokenizer", "train", tiny_corpus, "--out", out, "--vocab-size", "400")
+    assert first.exit_code == 0, first.stderr
+    again = cli("tokenizer", "train", tiny_corpus, "--out", out, "--vocab-size", "400")
+    assert_refused(again.exit_code, again.stderr, f"--out {out / 'tokenizer.json'}", "--force")
+    forced = cli("tokenizer", "train", tiny_corpus, "--out", out, "--vocab-size", "400", "--force")
+    assert forced.exit_code == 0, forced.stderr
+    assert sorted(os.listdir(out)) == ["notes.txt", "tokenizer.json"]  # no tokenizer.json.tmp, notes kept
+    assert sorted(os.listdir(tmp_path)) == ["tokdir"]  # no stray tokdir.tmp beside it
+
+
+def test_tokenizer_train_says_the_vocabulary_reached_and_when_it_falls_short(tmp_path, tiny_corpus):
+    from mlmprep.tokenize import load_tokenizer
+
+    full = cli("tokenizer", "train", tiny_corpus, "--out", tmp_path / "a.json", "--vocab-size", "200")
+    assert full.exit_code == 0 and "vocabulary 200" in full.stdout and "short" not in full.stdout
+    short = cli("tokenizer", "train", tiny_corpus, "--out", tmp_path / "b.json", "--vocab-size", "5000")
+    reached = load_tokenizer(tmp_path / "b.json").get_vocab_size()
+    assert reached < 5000
+    assert f"vocabulary {reached:,}, short of --vocab-size 5,000" in short.stdout
+
+
+def test_the_build_summary_says_the_vocabulary_reached(tmp_path, tiny_corpus):
+    result = cli("build", tiny_corpus, "--out", tmp_path / "out", "--vocab-size", "5000", "--input-length", "32",
+                 "--seeds", "1")
+    assert result.exit_code == 0, result.stderr
+    reached = json.loads((tmp_path / "out" / "manifest.json").read_text())["tokenizer"]["vocab_size"]
+    assert f"tokenizer: Unigram trained on the corpus, vocabulary {reached:,}, short of --vocab-size 5,000" in result.stdout
+
+
+@pytest.mark.parametrize("where", ["command line", "config file"])
+def test_vocab_size_with_a_given_tokenizer_is_refused(tmp_path, tiny_corpus, tok, where):
+    out = tmp_path / "out"
+    if where == "config file":
+        (tmp_path / "opts.json").write_text('{"vocab_size": 500}', encoding="utf-8")
+        more = ["--config", tmp_path / "opts.json"]
+    else:
+        more = ["--vocab-size", "500"]
+    result = cli("build", tiny_corpus, "--out", out, "--tokenizer", tok, "--input-length", "32", *more)
+    assert_refused(result.exit_code, result.stderr, "--vocab-size", f"--tokenizer {tok}")
+    assert leftovers(out) == []
