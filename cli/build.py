@@ -54,8 +54,11 @@ def build(
     mlm_probability: Annotated[Optional[float], typer.Option(help="Fraction of tokens masked for --objective mlm. [default: 0.15]", show_default=False)] = None,
     whole_word: Annotated[Optional[bool], typer.Option("--whole-word/--no-whole-word", help="MLM masks whole words. [default: no]", show_default=False)] = None,
     validation_fraction: Annotated[Optional[float], typer.Option(help="Share of windows held out for validation. [default: 0.02]", show_default=False)] = None,
-    threads: Annotated[Optional[int], typer.Option(help="Cores for tokenizing and masking (0: all); never changes the output. [default: 0]", show_default=False)] = None,
+    threads: Annotated[Optional[int], typer.Option(help="Tokenizer and masking threads inside each worker (0: the cores shared among the workers; with --workers 1, all); never changes the output. [default: 0]", show_default=False)] = None,
     force: Annotated[Optional[bool], typer.Option("--force", help="Rebuild even if --out is up to date or was built with other options.")] = None,
+    tokenizer_train_chars: Annotated[Optional[int], typer.Option(help="A trained tokenizer learns from a sample of this many characters, spread over the whole corpus (the whole corpus if smaller). [default: 10000000]", show_default=False)] = None,
+    rows_per_file: Annotated[Optional[int], typer.Option(help="Windows per data file of each split (0: about 512 K tokens' worth). [default: 0]", show_default=False)] = None,
+    shard_bytes: Annotated[Optional[int], typer.Option(help="Input bytes per reading task (0: from the corpus size and --workers); never changes the output. [default: 0]", show_default=False)] = None,
     workers: Annotated[Optional[int], typer.Option(help="Build processes (0: all cores; 1: in-process, for debugging); never changes the output. [default: 0]", show_default=False)] = None,
     engine: Annotated[Optional[str], typer.Option(help="'local' worker processes, or 'ray' tasks on a Ray cluster (pip install \"mlmprep[ray]\"; absolute paths on shared storage). [default: local]", show_default=False)] = None,
     ray_address: Annotated[Optional[str], typer.Option(help="Ray cluster to join with --engine ray, as `ray start --head` prints it. None: start or join a local instance.")] = None,
@@ -73,7 +76,8 @@ def build(
         method=method, pack=pack, input_length=input_length, objective=objective, noise_density=noise_density,
         mean_span_length=mean_span_length, random_roll=random_roll, mlm_probability=mlm_probability,
         whole_word=whole_word, validation_fraction=validation_fraction, threads=threads, force=force,
-        workers=workers, engine=engine, ray_address=ray_address,
+        workers=workers, engine=engine, ray_address=ray_address, tokenizer_train_chars=tokenizer_train_chars,
+        rows_per_file=rows_per_file, shard_bytes=shard_bytes,
     )
     file_values = read_config_file(config) if config else {}
     cfg = make_config(BuildConfig, file_values, options, source=f"--config {config}" if config else "options")

@@ -2,9 +2,9 @@
 re-running the same command cleans up after it and writes the same bytes as an uninterrupted build.
 
 mlmprep has no test hook, so each kill point is found by watching the staging directory `.DIR.partial`:
-  tokenizing   `seed-0/` exists (the split writers are made just before the first tokenizer call) and no
-               data file has been written yet;
-  writing      `windows/` holds a data file: the seeds are being masked and written, no split is closed;
+  tokenizing   `shards/` exists (the reading tasks write their token ids there) and no data file has been
+               written yet;
+  writing      `windows/` holds a data file: the output files are being masked and written, no split is closed;
   publishing   `manifest.json` exists in the stage: everything is written and only the swap is left, or
                the swap is done and the stage now holds the old build being removed.
 The swap itself is one atomic rename, so that run rebuilds (--force) over an older build padded with
@@ -55,11 +55,11 @@ def split_files(stage: Path, pattern: str) -> list[Path]:
 
 
 def tokenizing(stage: Path) -> bool:
-    return (stage / "seed-0").is_dir() and not split_files(stage, "*.arrow")
+    return (stage / "shards").is_dir() and not split_files(stage, "*.arrow")
 
 
 def writing(stage: Path) -> bool:
-    return any(p.stat().st_size > 0 for p in (stage / "windows").glob("shard-*.arrow"))
+    return any(p.stat().st_size > 0 for p in (stage / "windows").glob("part-*.arrow"))
 
 
 def publishing(stage: Path) -> bool:
@@ -137,3 +137,31 @@ def test_a_rebuild_killed_while_publishing_shows_the_old_or_the_new_build_whole(
     inspected = cli("inspect", out, "--examples", "1")
     assert inspected.exit_code == 0
     finish(args, out, reference)
+
+
+def test_a_worker_killed_mid_build_fails_in_one_line_and_publishes_nothing(tmp_path, big_corpus, tok):
+    """SIGKILL one worker process of a --workers 2 build while its tasks read and tokenize."""
+    import psutil
+
+    out = tmp_path / "out"
+    args = [*build_args(big_corpus, out, tok), "--workers", "2", "--shard-bytes", "200000"]
+    proc = subprocess.Popen(cli_command(*args), env=cli_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    killed = None
+    try:
+        while proc.poll() is None and killed is None:
+            if tokenizing(stage_of(out)):
+                workers = [p for p in psutil.Process(proc.pid).children(recursive=True) if p.ppid() != proc.pid]
+                if workers:  # the forkserver is the driver's child; the workers are its children
+                    killed = workers[0]
+                    killed.send_signal(signal.SIGKILL)
+            time.sleep(POLL_S)
+        stderr = proc.communicate(timeout=120)[1]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert killed is not None, "the build ended before a worker could be killed"
+    (line,) = stderr.splitlines()
+    assert line.startswith("error: ") and "worker died" in line and "signal 9" in line, line
+    assert proc.returncode != 0 and not out.exists()
+    assert leftovers(out) == []

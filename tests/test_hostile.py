@@ -124,15 +124,16 @@ def corpus_dir(tmp_path: Path) -> Path:
 
 
 def while_reading_a(folder: Path, monkeypatch, action) -> None:
-    """Run `action` when the build starts reading a.txt: after open_corpus has hashed both files."""
+    """Run `action` when the build starts reading a.txt: after open_corpus has hashed both files (the build
+    must run in this process, --workers 1, for the patched reader to act)."""
     from mlmprep import readers
 
     read_txt = readers.READERS[".txt"]
 
-    def reader(path, stats, opts):
+    def reader(path, stats, opts, *part):
         if path.name == "a.txt":
             action()
-        yield from read_txt(path, stats, opts)
+        yield from read_txt(path, stats, opts, *part)
 
     monkeypatch.setitem(readers.READERS, ".txt", reader)
 
@@ -140,7 +141,7 @@ def while_reading_a(folder: Path, monkeypatch, action) -> None:
 def test_a_file_deleted_during_the_build_is_a_clear_error(tmp_path, tok, monkeypatch):
     folder, out = corpus_dir(tmp_path), tmp_path / "out"
     while_reading_a(folder, monkeypatch, (folder / "b.txt").unlink)
-    result = cli(*build_args(folder, out, tok))
+    result = cli(*build_args(folder, out, tok, "--workers", "1"))
     assert_refused(result.exit_code, result.stderr, "b.txt", "cannot be read any more", "keep the corpus unchanged")
     assert leftovers(out) == []
 
@@ -149,7 +150,7 @@ def test_a_file_resized_during_the_build_is_a_clear_error(tmp_path, tok, monkeyp
     folder, out = corpus_dir(tmp_path), tmp_path / "out"
     grown = text() + b"one more line\n"
     while_reading_a(folder, monkeypatch, lambda: (folder / "b.txt").write_bytes(grown))
-    result = cli(*build_args(folder, out, tok))
+    result = cli(*build_args(folder, out, tok, "--workers", "1"))
     sizes = f"({len(text())} -> {len(grown)} bytes)"
     assert_refused(result.exit_code, result.stderr, "b.txt", f"changed during the build {sizes}")
     assert leftovers(out) == []
