@@ -53,6 +53,7 @@ def train(
     validation: Annotated[Optional[str], option("A split directory of another build (same tokenizer) to evaluate on. [default: DATA/validation]")] = None,
     eval_max_tokens_per_microbatch: Annotated[Optional[int], option("Padded effective tokens per evaluation forward. [default: 4096]")] = None,
     log_every: Annotated[Optional[int], option("Write a metrics.jsonl line every N steps. [default: 10]")] = None,
+    report_to: Annotated[Optional[str], option("none, or tensorboard: event files in --out beside metrics.jsonl (pip install 'mlmprep[tensorboard]'). [default: none]")] = None,
     save_every: Annotated[Optional[int], option("Write checkpoint-{step} every N steps (0: at the end only). [default: 1000]")] = None,
     keep_checkpoints: Annotated[Optional[int], option("Keep the last K checkpoints. [default: 2]")] = None,
     seed: Annotated[Optional[int], option("Seed of the model's initial weights and the batch plan. [default: 0]")] = None,
@@ -74,7 +75,7 @@ def train(
         max_encoder_len=max_encoder_len, max_decoder_len=max_decoder_len, optimizer=optimizer, lr=lr, min_lr=min_lr,
         schedule=schedule, warmup_steps=warmup_steps, decay_steps=decay_steps, weight_decay=weight_decay,
         beta1=beta1, beta2=beta2, grad_clip=grad_clip, bf16=bf16, eval_every=eval_every, validation=validation,
-        eval_max_tokens_per_microbatch=eval_max_tokens_per_microbatch, log_every=log_every, save_every=save_every,
+        eval_max_tokens_per_microbatch=eval_max_tokens_per_microbatch, log_every=log_every, report_to=report_to, save_every=save_every,
         keep_checkpoints=keep_checkpoints, seed=seed, grow_after=grow_after, compile=compile, max_bad_steps=max_bad_steps,
     )
     file_values = read_config_file(config) if config else {}

@@ -35,7 +35,7 @@ CONFIG = "train_config.json"
 # not the steps already taken. (A new --max-steps also moves the end of the decay unless --decay-steps is set.)
 RESUMABLE = frozenset(
     {"data", "resume", "epochs", "max_steps", "eval_every", "validation", "log_every", "save_every", "keep_checkpoints",
-     "compile", "max_bad_steps"}
+     "compile", "max_bad_steps", "report_to"}
 )
 
 

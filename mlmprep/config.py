@@ -259,6 +259,7 @@ class TrainConfig:
     validation: str | None = None  # a split directory to evaluate on; None: DATA/validation
     eval_max_tokens_per_microbatch: int = 4096
     log_every: int = 10
+    report_to: Literal["none", "tensorboard"] = "none"  # tensorboard: event files in RUN beside metrics.jsonl
     save_every: int = 1000  # steps; 0: only at the end
     keep_checkpoints: int = 2
     seed: int = 0

@@ -28,7 +28,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from mlmprep import checkpoint
+from mlmprep import checkpoint, report_to
 from mlmprep.adapt import Adapter, Limits, regime_of
 from mlmprep.batch import (
     Batch,
@@ -407,6 +407,7 @@ def run_fit(cfg: TrainConfig, world: World, hook: Hook | None, on_end: Callable 
     started = time.perf_counter()
     # -- run directory: a non-empty RUN needs --resume; checked on every rank before anything is written
     resume_from = checkpoint.open_run(cfg)
+    report_to.check(cfg)
     if world.size > 1:
         dist.barrier()
     run, manifest = Path(cfg.out), read_manifest(cfg.data)
@@ -440,6 +441,7 @@ def run_fit(cfg: TrainConfig, world: World, hook: Hook | None, on_end: Callable 
         run.mkdir(parents=True, exist_ok=True)
         write_json(run / checkpoint.CONFIG, to_dict(cfg))
         checkpoint.trim_metrics(run, step)
+    writer = report_to.open_writer(cfg, run, step) if world.main else None
     setup_device(world.device)
     forward = make_forward(model, cfg, world, objective)
     ddp = wrap_ddp(model, world) if world.size > 1 else model
@@ -464,6 +466,7 @@ def run_fit(cfg: TrainConfig, world: World, hook: Hook | None, on_end: Callable 
             return {}
         metrics = evaluate(model, *val, collator, world, cfg)
         record(run, world, step=at, **metrics)
+        report_to.report(writer, {"step": at, **metrics})
         say(world, f"step {at}: eval loss {metrics['eval_loss']:.4f}, token accuracy {metrics['eval_accuracy']:.4f}")
         return metrics
 
@@ -507,6 +510,7 @@ def run_fit(cfg: TrainConfig, world: World, hook: Hook | None, on_end: Callable 
             state.update(logged_step=step, tokens=state["tokens"] + line["tokens"], examples=state["examples"] + line["examples"],
                          train_s=state.get("train_s", 0.0) + float(window[6]))
             record(run, world, step=step, epoch=epoch, lr=lr, grad_norm=norm, **line)
+            report_to.report(writer, {"step": step, "epoch": epoch, "lr": lr, "grad_norm": norm, **line})
             if bar.disable:  # off a terminal (a log file, a batch job): the bar's figures as a line
                 say(world, log_line(step, total, epoch, lr, line))
             bar.set_postfix(loss=f"{loss:.3f}" if loss is not None else "-", lr=f"{lr:.2e}",
@@ -529,6 +533,8 @@ def run_fit(cfg: TrainConfig, world: World, hook: Hook | None, on_end: Callable 
              "tokens_per_s": state["tokens"] / train_s if train_s else 0.0}
     if world.main:
         write_json(run / "final_metrics.json", final)
+    if writer is not None:
+        writer.close()
     if on_end is not None:
         on_end(model)
     return final

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 
 import pytest
 import torch
@@ -183,3 +184,52 @@ def test_final_metrics_have_wall_time_and_tokens_per_second(tmp_path, span_data)
     assert final["train_s"] == pytest.approx(seconds, rel=1e-6)
     assert final["tokens_per_s"] == pytest.approx(final["tokens"] / seconds, rel=1e-6)
     assert 0 < final["train_s"] and final["wall_s"] > 0
+
+
+# ----------------------------------------------------------------------------- item 16: --report-to tensorboard
+def scalars(run, tag):
+    """(step, value) pairs of a scalar as TensorBoard itself reads the run directory (all event files)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(run))
+    events.Reload()
+    return [(e.step, e.value) for e in events.Scalars(tag)]
+
+
+def test_report_to_tensorboard_writes_the_metrics_as_event_files(tmp_path, span_data):
+    pytest.importorskip("tensorboard")
+    run = tmp_path / "run"
+    cfg = TrainConfig(data=str(span_data), out=str(run), **{**SMALL, "log_every": 1, "eval_every": 2, "save_every": 2},
+                      max_steps=4, report_to="tensorboard")
+    with pytest.raises(Stop):  # killed in step 3, after logging it: checkpoint-2 is the last
+        fit(cfg, hook=lambda step, k, rows, padding: (_ for _ in ()).throw(Stop) if step == 3 else None)
+    fit(TrainConfig(**{**vars(cfg), "resume": True}))
+    assert list(run.glob("events.out.tfevents.*"))  # in RUN, beside metrics.jsonl
+    lines = list(map(json.loads, (run / "metrics.jsonl").open()))
+    train = {r["step"]: r for r in lines if "loss" in r}
+    evals = {r["step"]: r for r in lines if "eval_loss" in r}
+    assert [s for s, _ in scalars(run, "train/loss")] == [1, 2, 3, 4]  # step 3 once: the killed run's is purged
+    assert scalars(run, "train/loss") == [(s, pytest.approx(train[s]["loss"], rel=1e-6)) for s in (1, 2, 3, 4)]
+    assert scalars(run, "train/tokens_per_s") == [(s, pytest.approx(train[s]["tokens_per_s"], rel=1e-6)) for s in (1, 2, 3, 4)]
+    assert scalars(run, "eval/loss") == [(s, pytest.approx(evals[s]["eval_loss"], rel=1e-6)) for s in (0, 2, 4)]
+
+
+def test_report_to_none_writes_no_event_files(tmp_path, span_data):
+    fit(TrainConfig(data=str(span_data), out=str(tmp_path / "run"), **SMALL, max_steps=2))
+    assert not list((tmp_path / "run").glob("events.out.tfevents.*"))
+
+
+def test_report_to_tensorboard_without_the_package_is_one_line_before_any_work(tmp_path, span_data, monkeypatch):
+    from typer.testing import CliRunner
+
+    from mlmprep.cli import app
+
+    monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", None)  # import fails as if not installed
+    run = tmp_path / "run"
+    result = CliRunner().invoke(app, ["train", str(span_data), "--out", str(run), "--max-steps", "2",
+                                      "--report-to", "tensorboard"])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "--report-to tensorboard: the tensorboard package is not installed" in result.output
+    assert not run.exists()
+    bad = CliRunner().invoke(app, ["train", str(span_data), "--out", str(run), "--report-to", "wandb"])
+    assert bad.exit_code == 2 and "--report-to must be one of none, tensorboard" in bad.output
