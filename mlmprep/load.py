@@ -20,7 +20,7 @@ from numba import njit
 
 from mlmprep.errors import CacheError
 from mlmprep.mask import IGNORE
-from mlmprep.write import FORMAT_VERSION, manifest_path
+from mlmprep.write import READ_VERSIONS, manifest_path
 
 OBJECTIVES = ("span", "mlm")
 COLUMNS = ("input_ids", "labels")
@@ -36,10 +36,10 @@ def read_manifest(build_dir: str | Path) -> dict:
     except (OSError, ValueError) as exc:
         raise CacheError(f"{path}: unreadable ({str(exc).splitlines()[0]}); rebuild with mlmprep build --force") from None
     version = manifest.get("format_version")
-    if version != FORMAT_VERSION:
+    if version not in READ_VERSIONS:
         raise CacheError(
-            f"{path}: format_version {version!r}, but this mlmprep reads format_version {FORMAT_VERSION}; "
-            "rebuild with this mlmprep or use the mlmprep that wrote it"
+            f"{path}: format_version {version!r}, but this mlmprep reads format_version "
+            f"{' or '.join(map(str, READ_VERSIONS))}; rebuild it with `mlmprep build ... --force` or use the mlmprep that wrote it"
         )
     return manifest
 

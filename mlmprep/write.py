@@ -24,7 +24,8 @@ import pyarrow as pa
 from mlmprep.errors import CacheError, ConfigError
 from mlmprep.windows import Rows, concat_rows
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: a fixed number of rows per data file (manifest rows_per_file); 1: a new file every 512 MiB
+READ_VERSIONS = (1, 2)  # both are datasets save_to_disk directories: loading, verify and remask read either
 MANIFEST = "manifest.json"
 MAX_SHARD_BYTES = 512 << 20  # start a new data file past this size, like datasets' default shard size
 BATCH_ROWS = 1000  # rows per Arrow record batch, whatever the chunks upstream, so the bytes never depend on them

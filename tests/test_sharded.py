@@ -144,3 +144,58 @@ def test_jsonl_records_are_never_split(tmp_path):
         shards = file_shards([(path, path.stat().st_size)], shard_bytes)
         got = [d for s in shards for d in read_shard(s, ReadOptions(), CorpusStats())]
         assert got == [r["text"] for r in records]
+
+
+def test_a_bad_record_in_one_shard_is_one_line_naming_file_line_and_byte(tmp_path, tok):
+    from test_cli_build import assert_refused, build_args, leftovers, run_cli
+
+    lines = [json.dumps({"text": doc}) for doc in tiny_documents(200)]
+    lines[150] = '{"text": "cut off'
+    path = tmp_path / "c.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    byte = len("\n".join(lines[:150])) + 1
+    out = tmp_path / "out"
+    result = run_cli(*build_args(path, out, tok, "--workers", "2", "--shard-bytes", "2000"))
+    assert_refused(result.returncode, result.stderr, f"c.jsonl line 151 (byte {byte})", "not valid JSON")
+    assert leftovers(out) == []
+
+
+def test_the_tokenizer_sample_is_spread_over_the_corpus_and_bounded(tmp_path):
+    from mlmprep.build import training_sample
+    from mlmprep.config import BuildConfig
+    from mlmprep.corpus import open_corpus
+
+    docs = [f"document {i} " + "word " * (i % 17) for i in range(3000)]
+    path = tmp_path / "c.txt"
+    path.write_text("\n".join(docs) + "\n", encoding="utf-8")
+    cfg = BuildConfig(corpus=(str(path),), tokenizer_train_chars=6400)
+    used = {"documents": 0, "characters": 0}
+    sample = list(training_sample(open_corpus(cfg.corpus), cfg, used))
+    assert used["characters"] == sum(map(len, sample)) <= 6400 and used["documents"] == len(sample)
+    numbers = [int(doc.split()[1]) for doc in sample if doc.startswith("document ")]
+    assert min(numbers) == 0 and max(numbers) > 2900  # from the start to the end, not the first 6400 characters
+    assert sample == list(training_sample(open_corpus(cfg.corpus), cfg, {"documents": 0, "characters": 0}))
+    everything = BuildConfig(corpus=(str(path),), tokenizer_train_chars=1 << 30)
+    assert list(training_sample(open_corpus(cfg.corpus), everything, dict(used))) == docs  # a small corpus: all of it
+
+
+def test_a_format_1_build_still_loads_verifies_and_remasks(tmp_path, tiny_build):
+    """Builds written before the sharded layout (format 1: files cut every 512 MiB, no rows_per_file)."""
+    import shutil
+
+    from mlmprep.build import remask
+    from mlmprep.engine import Engine
+    from mlmprep.load import open_epoch
+    from mlmprep.verify import verify
+
+    old = tmp_path / "old"
+    shutil.copytree(tiny_build, old)
+    manifest = json.loads((old / "manifest.json").read_text())
+    manifest["format_version"] = 1
+    for key in ("rows_per_file", "tokenizer_train_chars"):
+        manifest.pop(key, None)
+        manifest["config"].pop(key, None)
+    (old / "manifest.json").write_text(json.dumps(manifest))
+    assert len(open_epoch(old, 1)) == manifest["splits"]["seed-1"]["rows"]
+    assert remask(old, 3, engine=Engine(workers=1)) == ["seed-2"]
+    assert verify(old).ok
