@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 RECOMPILE_LIMIT = 64  # graphs per compiled function before dynamo falls back to eager
+BACKEND = "inductor"  # tests set "aot_eager": the same tracing and autograd graphs, without code generation
 
 
 def setup_device(device: torch.device) -> None:
@@ -29,20 +30,24 @@ def compile_wanted(option: bool | None, device: torch.device) -> bool:
     return device.type == "cuda" if option is None else option
 
 
-def compiled(fn: Callable) -> Callable:
-    """torch.compile(fn) with one graph per shape and room for the shapes token-budget batches meet."""
+def compile_model_and_loss(model, loss: Callable) -> Callable:
+    """Compile `model` in place (its weights and state_dict keys stay as they are) and return the compiled
+    `loss`; one graph per shape, with room for the shapes token-budget batches meet."""
     import torch._dynamo
 
     torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, RECOMPILE_LIMIT)
     if hasattr(torch._dynamo.config, "accumulated_cache_size_limit"):
         torch._dynamo.config.accumulated_cache_size_limit = max(torch._dynamo.config.accumulated_cache_size_limit,
                                                                 RECOMPILE_LIMIT * 4)
-    return torch.compile(fn, dynamic=False)
+    model.compile(dynamic=False, backend=BACKEND)
+    return torch.compile(loss, dynamic=False, backend=BACKEND)
 
 
-def shape_key(tensors: dict[str, torch.Tensor]) -> tuple:
-    """The shapes a compiled forward specialises on."""
-    return tuple(tuple(t.shape) for t in tensors.values())
+def shape_key(tensors: dict[str, torch.Tensor]) -> str:
+    """The shapes a compiled forward specialises on, in words: "rows x encoder width (+ decoder width)"."""
+    rows, width = tensors["input_ids"].shape
+    dec = f" (+ {tensors['decoder_input_ids'].shape[1]} decoder)" if "decoder_input_ids" in tensors else ""
+    return f"{rows} x {width}{dec}"
 
 
 def adamw_options(device: torch.device) -> dict:

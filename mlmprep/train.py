@@ -45,7 +45,17 @@ from mlmprep.load import IGNORE, epoch_split, open_epoch, open_split, read_manif
 from mlmprep.model import build_model, parameter_count
 from mlmprep.numerics import Guard, flop_counter, grad_norm
 from mlmprep.progress import progress
-from mlmprep.speed import adamw_options, ahead, compile_wanted, compiled, peak_memory_gb, pinned, real_lengths, setup_device, shape_key
+from mlmprep.speed import (
+    adamw_options,
+    ahead,
+    compile_model_and_loss,
+    compile_wanted,
+    peak_memory_gb,
+    pinned,
+    real_lengths,
+    setup_device,
+    shape_key,
+)
 from mlmprep.write import strict, write_json
 
 Hook = Callable[[int, int, np.ndarray, bool], None]  # (step, microbatch index, rows, padding) before each forward
@@ -132,9 +142,8 @@ class Forward:
 def make_forward(model, cfg: TrainConfig, world: World, objective: str) -> Forward:
     """Compile the model in place (its weights and state_dict keys stay the same) and the loss, if wanted."""
     on = compile_wanted(cfg.compile, world.device)
-    if on:
-        model.compile(dynamic=False)
-    return Forward(loss=compiled(summed_loss) if on else summed_loss, compiled=on, flops=flop_counter(model, objective))
+    loss = compile_model_and_loss(model, summed_loss) if on else summed_loss
+    return Forward(loss=loss, compiled=on, flops=flop_counter(model, objective))
 
 
 def collate_ahead(collator: Collator, split, microbatches: list[tuple[np.ndarray, bool]], forward: Forward, pin: bool):
@@ -171,7 +180,7 @@ def accumulate(model, split, collator: Collator, microbatches: list[tuple[np.nda
         mb = {name: t.to(world.device, non_blocking=True) for name, t in tensors.items()}
         if forward.compiled and shape_key(mb) not in forward.shapes:
             forward.shapes.add(shape_key(mb))
-            say(world, f"step {step}: compiling for shapes {sorted(set(shape_key(mb)))} (graph {len(forward.shapes)})")
+            say(world, f"step {step}: compiling for microbatches of {shape_key(mb)} tokens (shape {len(forward.shapes)})")
         sync = model.no_sync() if world.size > 1 and not last else contextlib.nullcontext()
         try:
             with sync:
