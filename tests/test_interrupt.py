@@ -1,6 +1,7 @@
 """Ctrl-C stops `mlmprep build` promptly in every stage, exit code 130, with nothing left under the output name.
 
-Each build runs as a real process and gets SIGINT once its staging directory `.DIR.partial` shows the stage:
+Each build runs as a real process in its own process group, and the group gets SIGINT (what Ctrl-C at a terminal
+sends: the build and its worker processes) once its staging directory `.DIR.partial` shows the stage:
   training     the stage exists and holds no tokenizer.json yet, a couple of seconds in (the tokenizers trainer
                is then in its Rust EM loop, which holds the thread that called it for a minute on this corpus);
   tokenizing   `seed-0/` exists and no data file yet (as in test_crash);
@@ -10,6 +11,7 @@ The only bound on time is a generous one on the wait for the process to end afte
 
 from __future__ import annotations
 
+import os
 import random
 import signal
 import subprocess
@@ -41,9 +43,19 @@ def training(stage: Path) -> bool:
     return stage.is_dir() and not (stage / "tokenizer.json").exists()
 
 
+def start(args: list) -> subprocess.Popen:
+    """The CLI as a real process in a new process group, as a shell runs a foreground job."""
+    return subprocess.Popen(cli_command(*args), env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+
+
+def ctrl_c(proc: subprocess.Popen) -> None:
+    os.killpg(proc.pid, signal.SIGINT)
+
+
 def interrupt_when(args: list, out: Path, point: Callable[[Path], bool], settle_s: float = 0.0) -> subprocess.CompletedProcess:
-    """Run a build, send SIGINT once `point(stage)` holds (and still holds `settle_s` later); return its result."""
-    proc = subprocess.Popen(cli_command(*args), env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    """Run a build, press Ctrl-C once `point(stage)` holds (and still holds `settle_s` later); return its result."""
+    proc = start(args)
     stage = stage_of(out)
     try:
         while not point(stage):
@@ -51,19 +63,34 @@ def interrupt_when(args: list, out: Path, point: Callable[[Path], bool], settle_
             time.sleep(POLL_S)
         time.sleep(settle_s)
         assert point(stage), f"past {point.__name__} before the signal"
-        proc.send_signal(signal.SIGINT)
+        ctrl_c(proc)
         stdout, stderr = proc.communicate(timeout=EXIT_BOUND_S)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+    result = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+    result.pid = proc.pid  # the process group's id
+    return result
+
+
+def group_gone(pgid: int) -> bool:
+    """No process of the group is left (the build's workers included), waiting up to EXIT_BOUND_S."""
+    deadline = time.monotonic() + EXIT_BOUND_S
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.05)
+    return False
 
 
 def assert_interrupted(result: subprocess.CompletedProcess, out: Path) -> None:
     assert result.returncode == 130, result.stderr
     assert "Traceback" not in result.stderr and "interrupted" in result.stderr
     assert leftovers(out) == []  # no DIR, no .DIR.partial, no .DIR.lock
+    assert group_gone(result.pid), "processes of the build are still running"
 
 
 def test_ctrl_c_while_the_tokenizer_trains_stops_the_build(tmp_path, slow_to_train):
@@ -80,17 +107,16 @@ def test_ctrl_c_while_tokenizing_or_writing_stops_the_build(tmp_path, big_corpus
 
 def test_ctrl_c_while_tokenizer_train_runs_leaves_no_file(tmp_path, slow_to_train):
     out = tmp_path / "tok.json"
-    proc = subprocess.Popen(cli_command("tokenizer", "train", slow_to_train, "--out", out, "--vocab-size", "8000"),
-                            env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = start(["tokenizer", "train", slow_to_train, "--out", out, "--vocab-size", "8000"])
     try:
         time.sleep(TRAINING_WAIT_S + 3)  # start-up, reading, then the EM loop
         assert proc.poll() is None, proc.stderr.read()
-        proc.send_signal(signal.SIGINT)
+        ctrl_c(proc)
         stdout, stderr = proc.communicate(timeout=EXIT_BOUND_S)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
     assert proc.returncode == 130, stderr
-    assert "Traceback" not in stderr
+    assert "Traceback" not in stderr and group_gone(proc.pid)
     assert sorted(p.name for p in tmp_path.iterdir()) == []
