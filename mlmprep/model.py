@@ -8,6 +8,7 @@ and special ids always follow the build's tokenizer (manifest["tokenizer"]).
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 from mlmprep.errors import ConfigError
@@ -89,6 +90,7 @@ def build_model(spec: str, objective: str, tokenizer: dict, *, max_length: int =
             f"--model {spec}: not a preset ({', '.join(PRESETS)}), a config.json file or a directory with config.json"
         )
     cls = auto_class(objective)
+    logging.getLogger("transformers.modeling_utils").addFilter(untied_head_is_right)
     try:
         if isinstance(source, str):
             model = cls.from_pretrained(source, local_files_only=True, dtype=torch.float32)
@@ -121,6 +123,12 @@ def untie_output_embedding(model) -> None:
         return  # transformers 4 honours tie_word_embeddings=False, and a loaded checkpoint is already untied
     model.lm_head.weight = torch.nn.Parameter(torch.empty_like(shared).normal_(0.0, model.config.initializer_factor))
     getattr(model, "all_tied_weights_keys", {}).pop("lm_head.weight", None)
+
+
+def untied_head_is_right(record: logging.LogRecord) -> bool:
+    """Drop transformers 5's warning, on loading a T5 v1.1 checkpoint, that its lm_head is kept apart from
+    the shared embedding: that is what v1.1 is (see untie_output_embedding)."""
+    return "tie shared.weight to lm_head.weight" not in record.getMessage()
 
 
 def parameter_count(model) -> int:

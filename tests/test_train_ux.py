@@ -49,7 +49,7 @@ def test_presets_have_the_published_shapes(name, parameters, v1_1):
     assert model.config.dropout_rate == 0.0  # pretraining, as nanoT5
 
 
-def test_an_untied_t5_keeps_its_own_head_through_training_and_a_checkpoint(tmp_path, span_data):
+def test_an_untied_t5_keeps_its_own_head_through_training_and_a_checkpoint(tmp_path, span_data, capfd):
     """A v1.1-style config.json: lm_head trains apart from the shared embedding, and reloads untied."""
     config = tmp_path / "config.json"
     config.write_text(json.dumps({"model_type": "t5", "d_model": 32, "d_ff": 64, "d_kv": 8, "num_heads": 2, "num_layers": 1,
@@ -57,7 +57,9 @@ def test_an_untied_t5_keeps_its_own_head_through_training_and_a_checkpoint(tmp_p
     run = tmp_path / "run"
     fit(TrainConfig(data=str(span_data), out=str(run), model=str(config), **SMALL, max_steps=2))
     tok = json.loads((span_data / "manifest.json").read_text())["tokenizer"]
+    capfd.readouterr()
     model = build_model(str(run / "checkpoint-2"), "span", tok)
+    assert "lm_head" not in capfd.readouterr().err  # no warning that the untied head is not tied
     assert model.lm_head.weight is not model.shared.weight
     assert not torch.equal(model.lm_head.weight, model.shared.weight)
 
