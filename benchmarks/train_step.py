@@ -1,9 +1,20 @@
-"""Training-step throughput of the `tiny` T5 on CPU: token-budget batches against a fixed batch size with
-the same mean tokens per batch, on variable-length rows.
+"""Training-step throughput: `mlmprep train` against the Hugging Face Trainer, and token-budget batches
+against a fixed batch size.
 
-    python -m benchmarks.train_step            # 2,400 rows, 40 steps per side
-    python -m benchmarks.train_step --quick    # 300 rows, up to 10 steps per side, for CI
+    python -m benchmarks.train_step                       # CPU: tiny T5; 2,400 rows, 40 steps per side
+    python -m benchmarks.train_step --quick               # CPU, fewer steps, for CI
+    python -m benchmarks.train_step --data BUILD --model t5-base   # CUDA: 128 x 512/114 rows per step
 
+Side by side (`side_by_side`), on the same windows and shapes (exact windows of a token-splitting build,
+R rows per step in microbatches of r): `mlmprep train`'s own loop (`fit`, eager, and compiled with
+--compile), and the HF `Trainer` fed the same windows unmasked, masked on the fly in DataLoader workers
+by run_t5_mlm_flax's collator (benchmarks.hf_trainer), bf16 on CUDA. Reported: real tokens/s, model
+TFLOP/s and MFU (the same FLOP count for both sides, mlmprep.numerics.flop_counter), peak GPU memory.
+The first steps of each side are not timed (compilation, allocator warm-up). CUDA: R = 128, r = 64;
+CPU: the tiny model, R = 32, r = 16, float32, compiled side only with --compile (inductor's C++
+compile of T5 takes minutes on a small CPU).
+
+Budget against fixed batch (`run`, CPU):
 Rows are span-corrupted windows (tests.fakes) whose lengths spread like text segments: log-normal, median
 96 tokens, clipped to [16, 512]. Both sides run the trainer's own step (`accumulate`: every microbatch's
 summed token loss over the batch's label tokens, then AdamW) on the same rows, one thread, float32:
@@ -20,8 +31,10 @@ Reported per side: real tokens per second (encoder + decoder, padding excluded),
 from __future__ import annotations
 
 import argparse
+import json
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -32,7 +45,9 @@ from mlmprep.collate import Collator
 from mlmprep.config import TrainConfig
 from mlmprep.load import open_epoch, read_manifest
 from mlmprep.model import build_model
-from mlmprep.train import World, accumulate, make_optimizer, row_targets, seed_everything
+from mlmprep.numerics import flop_counter
+from mlmprep.tokenize import load_tokenizer, special_ids
+from mlmprep.train import World, accumulate, fit, make_optimizer, row_targets, seed_everything
 from tests.fakes import write_fake_build
 
 BUDGET = Budget(max_tokens_per_batch=8192, max_tokens_per_microbatch=2048, max_examples_per_microbatch=64)
@@ -74,6 +89,98 @@ def time_steps(steps: list[list[np.ndarray]], split, work: Path) -> dict:
             "tokens_per_step": real / max(len(steps) - 1, 1)}
 
 
+PEAK_TFLOPS = {"H100": 989.5, "H200": 989.5, "A100": 312.0}  # dense bf16 tensor-core peaks
+
+
+def peak_tflops() -> float | None:
+    """The device's dense bf16 peak (TFLOP/s) for MFU; None on CPU or an unknown GPU."""
+    if not torch.cuda.is_available():
+        return None
+    name = torch.cuda.get_device_name()
+    return next((v for k, v in PEAK_TFLOPS.items() if k in name), None)
+
+
+def mlmprep_side(data: Path, out: Path, *, model: str, compile_: bool, rows: int, micro: int, steps: int,
+                 warmup: int, enc: int, dec: int) -> dict:
+    """`fit` for `steps` steps of `rows` rows (microbatches of `micro`); figures of the steps after `warmup`."""
+    cost = enc + 2 * dec
+    cfg = TrainConfig(data=str(data), out=str(out), model=model, max_steps=steps, max_tokens_per_batch=rows * cost,
+                      max_tokens_per_microbatch=micro * cost, max_examples_per_microbatch=micro, compile=compile_,
+                      log_every=1, eval_every=0, save_every=0, warmup_steps=0)
+    if torch.cuda.is_available():
+        torch.cuda.reset_peak_memory_stats()
+    fit(cfg)
+    lines = [r for r in map(json.loads, (out / "metrics.jsonl").open()) if "tokens_per_s" in r and r["step"] > warmup]
+    seconds = sum(r["tokens"] / r["tokens_per_s"] for r in lines)
+    tokens = sum(r["tokens"] for r in lines)
+    return {"tokens_per_s": tokens / seconds, "tflops": sum(r["tflops"] * r["tokens"] / r["tokens_per_s"] for r in lines) / seconds,
+            "peak_memory_gb": lines[-1].get("peak_memory_gb"), "steps": len(lines)}
+
+
+def side_by_side(data: Path, *, model: str, rows: int, micro: int, steps: int, warmup: int, compiled: bool,
+                 workers: int) -> dict:
+    """mlmprep eager, mlmprep compiled (if `compiled`) and the HF Trainer on the exact windows of build `data`."""
+    from benchmarks.hf_trainer import FlaxT5Collator, time_trainer, windows_of
+
+    manifest = read_manifest(data)
+    tok = manifest["tokenizer"]
+    split = open_epoch(data, 0)
+    enc, dec = int(split.enc_lengths[0]), int(split.dec_lengths[0])
+    if not (np.all(split.enc_lengths == enc) and np.all(split.dec_lengths == dec)):
+        raise SystemExit(f"{data}: rows of several lengths; build with --method tokens for exact windows")
+    need = rows * steps
+    take = np.arange(min(need, len(split)))
+    sentinels = special_ids(load_tokenizer(str(data / "tokenizer.json"))).sentinels
+    inputs = [np.asarray(split.input_ids.row(i)) for i in take]
+    labels = [np.asarray(split.labels.row(i)) for i in take]
+    windows = windows_of(inputs, labels, sentinels, tok["eos_id"])
+    windows = np.concatenate([windows] * -(-need // len(windows)))[:need]
+    results = {"model": model, "rows_per_step": rows, "rows_per_microbatch": micro, "input_length": enc,
+               "target_length": dec, "timed_steps": steps - warmup, "device": torch.cuda.get_device_name()
+               if torch.cuda.is_available() else "cpu", "peak_tflops": peak_tflops()}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, on in (("mlmprep_eager", False), ("mlmprep_compiled", True)):
+            if on and not compiled:
+                continue
+            results[name] = mlmprep_side(data, Path(tmp) / name, model=model, compile_=on, rows=rows, micro=micro,
+                                         steps=steps, warmup=warmup, enc=enc, dec=dec)
+        seed_everything(0)
+        hf_model = build_model(model, "span", tok, max_length=enc)
+        flops = flop_counter(hf_model, "span")(np.full(rows, enc), np.full(rows, dec))
+        collator = FlaxT5Collator(sentinels, tok["eos_id"], tok["pad_id"], tok["decoder_start_id"], enc, dec)
+        hf = time_trainer(hf_model, windows, collator, rows_per_step=rows, rows_per_microbatch=micro, steps=steps,
+                          warmup=warmup, workers=workers, bf16=True, out=str(Path(tmp) / "hf"))
+        results["hf_trainer"] = {"tokens_per_s": rows * (enc + dec) / hf["seconds_per_step"],
+                                 "tflops": flops / hf["seconds_per_step"] / 1e12, "peak_memory_gb": hf["peak_memory_gb"],
+                                 "steps": steps - warmup}
+    for side in ("mlmprep_eager", "mlmprep_compiled", "hf_trainer"):
+        if side in results and results["peak_tflops"]:
+            results[side]["mfu"] = results[side]["tflops"] / results["peak_tflops"]
+    return results
+
+
+def print_side_by_side(r: dict) -> None:
+    print(f"{r['model']} on {r['device']}: {r['rows_per_step']} rows of {r['input_length']}/{r['target_length']} "
+          f"tokens per step, microbatches of {r['rows_per_microbatch']}; {r['timed_steps']} timed steps per side")
+    hf = r["hf_trainer"]["tokens_per_s"]
+    print(f"  {'':18}{'tokens/s':>12}{'vs HF':>8}{'TFLOP/s':>10}{'MFU':>8}{'peak GB':>9}")
+    for side in ("mlmprep_eager", "mlmprep_compiled", "hf_trainer"):
+        if side in r:
+            x = r[side]
+            mfu = f"{x['mfu']:8.1%}" if "mfu" in x else f"{'-':>8}"
+            mem = f"{x['peak_memory_gb']:9.1f}" if x.get("peak_memory_gb") else f"{'-':>9}"
+            print(f"  {side:18}{x['tokens_per_s']:12.0f}{x['tokens_per_s'] / hf:8.2f}{x['tflops']:10.2f}{mfu}{mem}")
+
+
+def cpu_side_by_side(quick: bool, compiled: bool = False) -> dict:
+    """The side-by-side comparison on CPU: the tiny T5 on a fake token-splitting build (exact windows)."""
+    rows, micro, steps, warmup = (32, 16, 5, 1) if quick else (32, 16, 10, 2)
+    with tempfile.TemporaryDirectory() as tmp:
+        data = write_fake_build(Path(tmp) / "data", n_rows=rows * steps, window_length=128, n_seeds=1, vocab_size=2048)
+        return side_by_side(data, model="tiny", rows=rows, micro=micro, steps=steps, warmup=warmup, compiled=compiled,
+                            workers=1)
+
+
 def run(quick: bool = False, threads: int = 1) -> dict:
     torch.set_num_threads(threads)
     n_rows, n_steps = (300, 10) if quick else (2400, 40)
@@ -91,6 +198,7 @@ def run(quick: bool = False, threads: int = 1) -> dict:
                    "mean_row_tokens": float((enc + dec).mean()), "budget": vars(BUDGET)}
         results["token_budget"] = time_steps(budget_steps, split, work)
         results["fixed_batch_size"] = time_steps(fixed_steps, split, work)
+    results["side_by_side"] = cpu_side_by_side(quick)
     return results
 
 
@@ -108,8 +216,25 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="300 rows, up to 10 steps per side")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1: steady on a shared box)")
+    parser.add_argument("--data", type=Path, help="CUDA mode: a token-splitting build (e.g. --input-length 512)")
+    parser.add_argument("--model", default="t5-base", help="CUDA mode: the model preset (default t5-base)")
+    parser.add_argument("--steps", type=int, default=25, help="CUDA mode: steps per side, the first 5 untimed")
+    parser.add_argument("--compile", action="store_true", help="CPU: also time the compiled tiny model (minutes)")
+    parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
-    print_table(run(quick=args.quick, threads=args.threads))
+    if args.data is not None:
+        result = side_by_side(args.data, model=args.model, rows=128, micro=64, steps=args.steps, warmup=5,
+                              compiled=True, workers=8)
+        print_side_by_side(result)
+    else:
+        torch.set_num_threads(args.threads)
+        result = run(quick=args.quick, threads=args.threads)
+        print_table(result)
+        if args.compile:
+            result["side_by_side"] = cpu_side_by_side(args.quick, compiled=True)
+        print_side_by_side(result["side_by_side"])
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2, allow_nan=False))
 
 
 if __name__ == "__main__":
