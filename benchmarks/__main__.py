@@ -19,7 +19,7 @@ import traceback
 from collections.abc import Callable
 from typing import NamedTuple
 
-BENCHMARKS = ("span_corruption", "build", "loader", "train_step", "segmentation")
+BENCHMARKS = ("span_corruption", "mlm_masking", "build", "loader", "train_step", "segmentation")
 
 
 class Figure(NamedTuple):
@@ -39,6 +39,15 @@ def span_corruption(r: dict) -> list[Figure]:
         Figure(f"Numba {r['threads']} threads vs 1 thread", f"{r['numba_all_vs_1t']:.2f}x", ">= 1.7x on 2 cores",
                r["numba_all_vs_1t"] >= 1.7),
         Figure("Numba, all threads", f"{r['numba_all_tokens_per_s'] / 1e6:.1f} M tokens/s"),
+    ]
+
+
+def mlm_masking(r: dict) -> list[Figure]:
+    return [
+        Figure("MLM --whole-word time / plain, 1 thread", f"{r['whole_word_cost_1t']:.2f}x", "<= 2x",
+               r["whole_word_cost_1t"] <= 2),
+        Figure(f"MLM --whole-word time / plain, {r['threads']} threads", f"{r['whole_word_cost']:.2f}x", "<= 2x",
+               r["whole_word_cost"] <= 2),
     ]
 
 
@@ -96,7 +105,7 @@ def segmentation(r: dict) -> list[Figure]:
 
 
 FIGURES: dict[str, Callable[[dict], list[Figure]]] = {
-    "span_corruption": span_corruption, "build": build, "loader": loader, "train_step": train_step,
+    "span_corruption": span_corruption, "mlm_masking": mlm_masking, "build": build, "loader": loader, "train_step": train_step,
     "segmentation": segmentation,
 }
 
