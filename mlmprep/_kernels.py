@@ -399,9 +399,10 @@ def check_span_rows(win_values, win_offsets, enc_values, enc_offsets, label_valu
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _mlm_row_problem(window, inputs, labels, expected, whole_word):
+def _mlm_row_problem(window, inputs, labels, expected, whole_word, is_special):
     """0, or 1 lengths differ, 2 a label is not the window's token, 3 an unlabelled input changed,
-    4 the masked count is not `expected` (whole words: only whether any token is masked)."""
+    4 the masked count is not `expected` (whole words: only whether any token is masked), 5 a special
+    token is a target."""
     if inputs.size != window.size or labels.size != window.size:
         return 1
     count = 0
@@ -409,6 +410,8 @@ def _mlm_row_problem(window, inputs, labels, expected, whole_word):
         if labels[p] != IGNORE:
             if labels[p] != window[p]:
                 return 2
+            if is_special[window[p]]:
+                return 5
             count += 1
         elif inputs[p] != window[p]:
             return 3
@@ -418,14 +421,15 @@ def _mlm_row_problem(window, inputs, labels, expected, whole_word):
 
 @njit(cache=True, nogil=True, parallel=True)
 def check_mlm_rows(win_values, win_offsets, in_values, in_offsets, label_values, label_offsets, rows, expected,
-                   whole_word):
-    """Per checked row (indices `rows`): 0 if its MLM masking is well formed, else a problem code."""
+                   whole_word, is_special):
+    """Per checked row (indices `rows`): 0 if its MLM masking is well formed, else a problem code;
+    is_special[id] says the id is a special token (never a target)."""
     codes = np.zeros(rows.size, np.int8)
     for j in prange(rows.size):
         r = rows[j]
         codes[j] = _mlm_row_problem(
             win_values[win_offsets[r]:win_offsets[r + 1]], in_values[in_offsets[r]:in_offsets[r + 1]],
-            label_values[label_offsets[r]:label_offsets[r + 1]], expected[r], whole_word,
+            label_values[label_offsets[r]:label_offsets[r + 1]], expected[r], whole_word, is_special,
         )
     return codes
 

@@ -31,6 +31,7 @@ MLM_PROBLEMS = {
     2: "a label is neither -100 nor the window's token",
     3: "an unmasked position differs from the window",
     4: "the number of masked tokens differs from the exact count",
+    5: "a special token (</s>, [CLS], [SEP], ...) is a target",
 }
 STAT_TOLERANCE = 1e-9
 
@@ -124,8 +125,10 @@ def check_rows(name, manifest, ids, windows: Rows, masked: dict[str, Rows], rows
         problems = SPAN_PROBLEMS
     else:
         expected = mask.mlm_counts(windows.values, windows.offsets, ids.all(), cfg["mlm_probability"])
+        is_special = np.zeros(ids.vocab_size, dtype=np.bool_)
+        is_special[ids.all()] = True
         codes = _kernels.check_mlm_rows(windows.values, windows.offsets, inputs.values, inputs.offsets, labels.values,
-                                        labels.offsets, rows, expected, cfg["whole_word"])
+                                        labels.offsets, rows, expected, cfg["whole_word"], is_special)
         problems = MLM_PROBLEMS
     for row, code in zip(rows[codes > 0][:20], codes[codes > 0][:20]):
         report.problems.append(f"{name} row {row}: {problems[int(code)]}")

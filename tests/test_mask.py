@@ -489,9 +489,12 @@ def test_check_mlm_rows_accepts_real_output_and_names_each_problem():
     inputs, labels = mlm(values, offsets)
     expected = mlm_counts(values, offsets, SPECIAL, 0.15)
 
-    def codes(inp=inputs, lab=labels, whole_word=False):
+    is_special = np.zeros(VOCAB, dtype=np.bool_)
+    is_special[SPECIAL] = True
+
+    def codes(inp=inputs, lab=labels, whole_word=False, special=is_special):
         return _kernels.check_mlm_rows(values, offsets, inp, offsets, lab, offsets, np.arange(40), expected,
-                                       whole_word).tolist()
+                                       whole_word, special).tolist()
 
     assert codes() == [0] * 40
     row = slice(offsets[5], offsets[6])
@@ -506,6 +509,9 @@ def test_check_mlm_rows_accepts_real_output_and_names_each_problem():
     bad = labels.copy()
     bad[unchosen[0]] = values[unchosen[0]]
     assert codes(lab=bad)[5] == 4 and codes(lab=bad, whole_word=True)[5] == 0
+    special = is_special.copy()
+    special[values[chosen[0]]] = True  # a target whose id is special
+    assert codes(special=special)[5] == 5 and codes(special=special, whole_word=True)[5] == 5
 
 
 MLM_GOLDEN = {  # two rows of ids 100..139 at seed 0, probability 0.15; pinned for the reason GOLDEN is
