@@ -1,0 +1,311 @@
+"""train: every option that changes the maths acts (each test fails if fit ignored it), resume with dropout
+is exact (one process and two DDP processes), and a SIGKILL while a checkpoint is written never leaves a
+half checkpoint to resume from."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import fields
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from fakes import write_fake_build
+from safetensors.torch import load_file
+from typer.testing import CliRunner
+
+from mlmprep.checkpoint import checkpoints
+from mlmprep.cli import app
+from mlmprep.config import TrainConfig, to_dict
+from mlmprep.load import read_manifest
+from mlmprep.model import PRESETS, round_up
+from mlmprep.train import World, autocast, epoch_plan, fit
+
+CPU = World(rank=0, size=1, device=torch.device("cpu"))
+BASE = dict(max_tokens_per_batch=512, max_tokens_per_microbatch=256, max_examples_per_microbatch=8, warmup_steps=1,
+            eval_every=0, log_every=1, save_every=0, max_steps=4, seed=3)  # ~10 rows a step, 4 steps a 40-row epoch
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    return write_fake_build(tmp_path_factory.mktemp("options") / "data", n_rows=40)
+
+
+def final_weights(run: Path) -> dict:
+    last = checkpoints(run)[-1]
+    return load_file(str(last / "model" / "model.safetensors"))
+
+
+def same(a: dict, b: dict) -> bool:
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def lines(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / "metrics.jsonl").open()]
+
+
+def train(tmp_path: Path, data: Path, name: str, hook=None, **options) -> tuple[dict, dict, list[dict]]:
+    """(final metrics, final weights, metrics.jsonl lines) of a short run with BASE changed by `options`."""
+    run = tmp_path / name
+    final = fit(TrainConfig(data=str(data), out=str(run), **{**BASE, **options}), hook=hook)
+    return final, final_weights(run), lines(run)
+
+
+@pytest.fixture(scope="module")
+def baseline(tmp_path_factory, data):
+    """The defaults' (final metrics, weights, metrics lines, run directory)."""
+    tmp = tmp_path_factory.mktemp("baseline")
+    return (*train(tmp, data, "run"), tmp / "run")
+
+
+# ---------------------------------------------------------------------------- options that change the update
+
+
+@pytest.mark.parametrize("options", [
+    dict(lr=3e-3), dict(min_lr=5e-4), dict(schedule="linear"), dict(schedule="constant"), dict(warmup_steps=3),
+    dict(decay_steps=20), dict(weight_decay=0.5), dict(beta1=0.5), dict(beta2=0.9), dict(grad_clip=1e-3),
+    dict(grad_clip=0.0), dict(seed=4), dict(alpha=1.0), dict(max_tokens_per_batch=300), dict(max_encoder_len=10),
+    dict(max_decoder_len=3),
+], ids=lambda o: "-".join(f"{k}={v}" for k, v in o.items()))
+def test_option_changes_the_trained_weights(tmp_path, data, baseline, options):
+    _, weights, _ = train(tmp_path, data, "run", **options)
+    assert not same(weights, baseline[1]), f"{options} trained the same weights as the defaults"
+
+
+def test_adafactor_is_adafactor(tmp_path, data, baseline):
+    """Adafactor keeps factored second moments (a row and a column vector per matrix), AdamW two full moments."""
+    _, weights, _ = train(tmp_path, data, "run", optimizer="adafactor")
+    assert not same(weights, baseline[1])
+    state = torch.load(checkpoints(tmp_path / "run")[-1] / "optimizer.pt", weights_only=True)["state"]
+    matrix = next(s for s in state.values() if "exp_avg_sq_row" in s)
+    assert matrix["exp_avg_sq_row"].dim() == 1 and "exp_avg" not in matrix
+    adamw = torch.load(checkpoints(baseline[3])[-1] / "optimizer.pt", weights_only=True)["state"]
+    assert all("exp_avg" in s and "exp_avg_sq_row" not in s for s in adamw.values())
+
+
+def test_caps_cut_the_tokens_the_model_sees(tmp_path, data, baseline):
+    """--max-encoder-len and --max-decoder-len truncate rows: fewer real tokens per step than without."""
+    tokens = baseline[0]["tokens"]
+    assert train(tmp_path, data, "enc", max_encoder_len=10)[0]["tokens"] < tokens
+    assert train(tmp_path, data, "dec", max_decoder_len=3)[0]["tokens"] < tokens
+
+
+def test_alpha_and_budgets_shape_the_batches_fit_runs(tmp_path, data):
+    """The rows of each step are those of the plan of the run's own alpha and budgets (which differ)."""
+    for name, options in (("alpha", dict(alpha=0.5)), ("budget", dict(max_tokens_per_batch=300)),
+                          ("microbatch", dict(max_tokens_per_microbatch=100))):
+        seen: dict[int, list] = {}
+
+        def hook(step, k, rows, padding, seen=seen):
+            seen.setdefault(step, []).extend(rows.tolist())
+
+        train(tmp_path, data, name, hook=hook, **options)
+        cfg, default = TrainConfig(data=str(data), **{**BASE, **options}), TrainConfig(data=str(data), **BASE)
+        plan, default_plan = epoch_plan(cfg, CPU, 0)[1], epoch_plan(default, CPU, 0)[1]
+        n = min(len(plan), 4)  # the steps of epoch 0
+        rows = [sorted(r for mb in batch.ranks[0] for r in mb.rows.tolist()) for batch in plan[:n]]
+        assert [sorted(seen[s]) for s in range(n)] == rows
+        assert rows != [sorted(r for mb in b.ranks[0] for r in mb.rows.tolist()) for b in default_plan[:n]]
+
+
+def test_microbatch_limits_cut_the_forwards(tmp_path, data):
+    """A smaller microbatch limit runs more, smaller forwards (the gradient stays exact: test_train)."""
+    sizes: list[int] = []
+
+    def hook(step, k, rows, padding):
+        if not padding:
+            sizes.append(len(rows))
+
+    train(tmp_path, data, "run", hook=hook, max_examples_per_microbatch=2)
+    assert max(sizes) == 2 and len(sizes) >= 4 * 4
+
+
+def test_pad_to_multiple_of_pads(tmp_path, data, baseline):
+    _, _, logged = train(tmp_path, data, "run", pad_to_multiple_of=64)
+    efficiency = [r["padding_efficiency"] for r in logged if "padding_efficiency" in r]
+    assert max(efficiency) < min(r["padding_efficiency"] for r in baseline[2] if "padding_efficiency" in r)
+
+
+def test_grad_clip_logs_the_norm_before_clipping(tmp_path, data, baseline):
+    """The logged norm of step 1 is the unclipped one (same for any clip); the update is clipped."""
+    _, weights, logged = train(tmp_path, data, "run", grad_clip=1e-3)
+    first = next(r for r in logged if r.get("step") == 1)["grad_norm"]
+    assert first == pytest.approx(next(r for r in baseline[2] if r.get("step") == 1)["grad_norm"]) and first > 1e-3
+
+
+def test_bf16_autocast_only_when_asked_and_on_cuda():
+    cuda = World(rank=0, size=1, device=torch.device("cuda"))
+    on = autocast(cuda, TrainConfig(bf16=True))
+    assert isinstance(on, torch.autocast) and on.fast_dtype == torch.bfloat16
+    assert not isinstance(autocast(cuda, TrainConfig(bf16=False)), torch.autocast)
+    assert not isinstance(autocast(CPU, TrainConfig(bf16=True)), torch.autocast)
+
+
+def test_every_train_option_reaches_the_config(monkeypatch, tmp_path):
+    """`mlmprep train` passes each option it has to TrainConfig: each set to a non-default value arrives."""
+    import mlmprep.train
+
+    given = dict(model="t5-small", epochs=3, max_steps=7, max_tokens_per_batch=999, max_tokens_per_microbatch=333,
+                 max_examples_per_microbatch=5, alpha=1.5, pad_to_multiple_of=8, max_encoder_len=40, max_decoder_len=9,
+                 optimizer="adafactor", lr=0.02, min_lr=0.001, schedule="linear", warmup_steps=11, decay_steps=13,
+                 weight_decay=0.1, beta1=0.8, beta2=0.95, grad_clip=2.0, eval_every=17, validation="v",
+                 eval_max_tokens_per_microbatch=777, log_every=19, save_every=23, keep_checkpoints=4, seed=29,
+                 grow_after=31, max_bad_steps=3)
+    flags = {"bf16": False, "compile": True}
+    assert {f.name for f in fields(TrainConfig)} == {"data", "out", "resume", *given, *flags}  # every option here
+    got = {}
+    monkeypatch.setattr(mlmprep.train, "fit", lambda cfg: got.setdefault("cfg", cfg) and {})
+    args = ["train", "d", "--out", str(tmp_path / "r"), "--no-bf16", "--compile"]
+    for key, value in given.items():
+        args += ["--" + key.replace("_", "-"), str(value)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    cfg = to_dict(got["cfg"])
+    assert {k: cfg[k] for k in given} == given and {k: cfg[k] for k in flags} == flags
+
+
+# ---------------------------------------------------------------------------- exact resume with dropout
+
+
+def dropout_config(path: Path, data: Path) -> Path:
+    """A config.json of the tiny T5 with dropout 0.1: resume must restore the RNG to be exact."""
+    from transformers import T5Config
+
+    tok = read_manifest(data)["tokenizer"]
+    config = T5Config(vocab_size=round_up(tok["vocab_size"], 128), **PRESETS["tiny"], dropout_rate=0.1,
+                      pad_token_id=tok["pad_id"], eos_token_id=tok["eos_id"], decoder_start_token_id=tok["decoder_start_id"])
+    path.write_text(config.to_json_string())
+    return path
+
+
+def test_resume_with_dropout_is_exact(tmp_path, data):
+    """A run stopped mid-epoch (step 2 of 4) and resumed to step 6 ends with the uninterrupted run's weights."""
+    model = str(dropout_config(tmp_path / "dropout.json", data))
+    options = dict(model=model, max_steps=6, decay_steps=6, epochs=2)
+    full, weights, _ = train(tmp_path, data, "a", **options)
+    fit(TrainConfig(data=str(data), out=str(tmp_path / "b"), **{**BASE, **options, "max_steps": 2}))
+    state = json.loads((tmp_path / "b" / "checkpoint-2" / "state.json").read_text())
+    assert (state["epoch"], state["cursor"]) == (0, 2)  # mid-epoch
+    resumed = fit(TrainConfig(data=str(data), out=str(tmp_path / "b"), **{**BASE, **options}, resume=True))
+    assert same(final_weights(tmp_path / "b"), weights)
+    assert resumed["loss"] == full["loss"]
+    no_dropout = train(tmp_path, data, "c", **{**options, "model": "tiny"})[1]
+    assert not same(no_dropout, weights)  # dropout acted (same init seed, same steps)
+
+
+DDP_WORKER = """
+import json, os, sys
+from mlmprep.config import TrainConfig
+from mlmprep.train import fit
+
+for port, options in json.loads(sys.argv[1]):
+    os.environ["MASTER_PORT"] = str(port)  # a fresh store per run: a process group is made and destroyed per fit
+    fit(TrainConfig(**options))
+"""
+
+
+def two_ranks(tmp_path: Path, configs: list[dict]) -> None:
+    """Run fit for each config in turn in two gloo processes (rank 0 and 1, as torchrun would set them)."""
+    from test_ddp import free_port
+
+    (tmp_path / "worker.py").write_text(DDP_WORKER)
+    runs = json.dumps([(free_port(), options) for options in configs])
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo", "MASTER_ADDR": "127.0.0.1",
+           "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2"}
+    procs = [subprocess.Popen([sys.executable, str(tmp_path / "worker.py"), runs], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True, env={**env, "RANK": str(r), "LOCAL_RANK": str(r)})
+             for r in (0, 1)]
+    try:
+        errors = [p.communicate(timeout=300)[1] for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    assert [p.returncode for p in procs] == [0, 0], errors[0][-3000:] + errors[1][-3000:]
+
+
+def test_ddp_resume_with_dropout_is_exact(tmp_path, data):
+    """Two gloo ranks, dropout on: stopped mid-epoch and resumed == uninterrupted, bit for bit."""
+    model = str(dropout_config(tmp_path / "dropout.json", data))
+    common = {**BASE, "data": str(data), "model": model, "max_steps": 4, "decay_steps": 4, "epochs": 2,
+              "max_tokens_per_batch": 1024}
+    two_ranks(tmp_path, [
+        {**common, "out": str(tmp_path / "a")},
+        {**common, "out": str(tmp_path / "b"), "max_steps": 1},
+        {**common, "out": str(tmp_path / "b"), "resume": True},
+    ])
+    state = json.loads((tmp_path / "b" / "checkpoint-1" / "state.json").read_text())
+    assert (state["epoch"], state["world_size"]) == (0, 2) and state["cursor"] == 1
+    assert same(final_weights(tmp_path / "a"), final_weights(tmp_path / "b"))
+
+
+# ---------------------------------------------------------------------------- SIGKILL while a checkpoint is written
+
+PAUSING = """
+import os, sys, time
+from pathlib import Path
+import torch
+
+real_save = torch.save
+
+def save(obj, path, *args, **kwargs):
+    # before optimizer.pt of checkpoint PAUSE_AT: its model is written, the rest not yet
+    if Path(path).name == "optimizer.pt" and Path(path).parent.name.startswith(f".checkpoint-{os.environ['PAUSE_AT']}."):
+        Path(os.environ["PAUSED"]).write_text("paused")
+        while True:
+            time.sleep(60)  # until SIGKILL
+    return real_save(obj, path, *args, **kwargs)
+
+torch.save = save
+sys.argv = ["mlmprep", *sys.argv[1:]]
+from mlmprep.cli import main
+main()
+"""
+
+
+def test_sigkill_while_writing_a_checkpoint_resumes_from_the_last_whole_one(tmp_path, data):
+    args = ["train", str(data), *(f"--{k.replace('_', '-')}={v}" for k, v in {**BASE, "save_every": 2, "max_steps": 6,
+                                                                           "decay_steps": 6, "epochs": 2}.items())]
+    assert CliRunner().invoke(app, [*args, "--out", str(tmp_path / "a")]).exit_code == 0
+
+    (tmp_path / "pausing.py").write_text(PAUSING)
+    paused = tmp_path / "paused"
+    proc = subprocess.Popen([sys.executable, str(tmp_path / "pausing.py"), *args, "--out", str(tmp_path / "b")],
+                            env={**os.environ, "PAUSE_AT": "4", "PAUSED": str(paused), "OMP_NUM_THREADS": "1"},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 300  # a bound on a hang only: the kill waits for the pause, not for time
+        while not paused.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert paused.exists(), proc.stderr.read().decode()[-2000:] if proc.poll() is not None else "no pause"
+        proc.send_signal(signal.SIGKILL)
+        assert proc.wait(60) == -signal.SIGKILL
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stderr.close()
+
+    run = tmp_path / "b"
+    assert [p.name for p in checkpoints(run)] == ["checkpoint-2"]  # the half-written one is not a checkpoint
+    assert (run / ".checkpoint-4.tmp" / "model").is_dir()  # (it was killed inside the write)
+    result = CliRunner().invoke(app, ["train", "--out", str(run), "--resume"])
+    assert result.exit_code == 0, result.output
+    assert [p.name for p in checkpoints(run)] == ["checkpoint-4", "checkpoint-6"]
+    assert not list(run.glob(".*"))  # the leftover was replaced, nothing half-written remains
+    assert same(final_weights(run), final_weights(tmp_path / "a"))
