@@ -147,11 +147,12 @@ def check_resumable(saved: dict, cfg: TrainConfig) -> None:
 
 
 def trim_metrics(run: Path, step: int) -> None:
-    """Drop RUN/metrics.jsonl lines logged after `step`, the checkpoint a resume starts from: they are redone."""
+    """Drop RUN/metrics.jsonl lines logged after `step`, the checkpoint a resume starts from: they are redone.
+    From step 0 (no checkpoint yet) every line is redone, the first evaluation included."""
     path = run / "metrics.jsonl"
     if path.is_file():
         lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
-        path.write_text("".join(line for line in lines if json.loads(line).get("step", 0) <= step), encoding="utf-8")
+        path.write_text("".join(line for line in lines if step and json.loads(line).get("step", 0) <= step), encoding="utf-8")
 
 
 def finished(path: Path, total: int) -> dict | None:

@@ -27,11 +27,11 @@ def writer_class():
 
 
 def open_writer(cfg: TrainConfig, run: Path, step: int):
-    """A SummaryWriter on RUN (None for --report-to none). A resume from checkpoint-{step} purges the events
-    logged after it, as metrics.jsonl drops its lines: TensorBoard then shows each step once."""
+    """A SummaryWriter on RUN (None for --report-to none). Events logged after checkpoint-{step} are purged
+    (all of them from step 0), as metrics.jsonl drops its lines: TensorBoard then shows each step once."""
     if cfg.report_to != "tensorboard":
         return None
-    return writer_class()(log_dir=str(run), purge_step=step + 1 if step else None)
+    return writer_class()(log_dir=str(run), purge_step=step + 1 if step else 0)
 
 
 def report(writer, fields: dict) -> None:

@@ -235,3 +235,18 @@ def test_report_to_tensorboard_without_the_package_is_one_line_before_any_work(t
     assert not run.exists()
     bad = CliRunner().invoke(app, ["train", str(span_data), "--out", str(run), "--report-to", "wandb"])
     assert bad.exit_code == 2 and "wandb" in bad.output and "tensorboard" in bad.output  # the choices are named
+
+
+def test_resume_of_a_run_killed_before_its_first_checkpoint_logs_each_step_once(tmp_path, span_data):
+    pytest.importorskip("tensorboard")
+    run = tmp_path / "run"
+    cfg = TrainConfig(data=str(span_data), out=str(run), **{**SMALL, "log_every": 1, "eval_every": 2, "save_every": 0},
+                      max_steps=3, report_to="tensorboard")
+    with pytest.raises(Stop):  # steps 1 and 2 logged, no checkpoint yet
+        fit(cfg, hook=lambda step, k, rows, padding: (_ for _ in ()).throw(Stop) if step == 2 else None)
+    fit(TrainConfig(**{**vars(cfg), "resume": True}))  # starts again from step 0
+    lines = list(map(json.loads, (run / "metrics.jsonl").open()))
+    assert [r["step"] for r in lines if "loss" in r] == [1, 2, 3]
+    assert [r["step"] for r in lines if "eval_loss" in r] == [0, 2, 3]
+    assert [s for s, _ in scalars(run, "train/loss")] == [1, 2, 3]
+    assert [s for s, _ in scalars(run, "eval/loss")] == [0, 2, 3]
