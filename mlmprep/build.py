@@ -167,6 +167,9 @@ def write_build(cfg: BuildConfig, corpus: Corpus, tok, stage: Path, log: Callabl
     ids = special_ids(tok)
     window_length, target_length = row_lengths(cfg, ids)
     prefix, suffix = mlm_frame(cfg, tok, window_length)
+    if cfg.objective == "mlm" and cfg.whole_word:  # before any reading: the tokenizer must mark word starts
+        is_special = np.isin(np.arange(ids.vocab_size), ids.all())
+        mask.check_word_starts(word_tables(tok).starts_word, is_special)
 
     pipeline_started = time.perf_counter()
     shards = corpus.shards(cfg.shard_bytes or auto_shard_bytes(corpus.bytes, engine))

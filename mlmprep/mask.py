@@ -207,6 +207,8 @@ def mlm_mask(values, offsets, *, seed: int, first_row: int, probability: float, 
     whole_word = word_starts is not None
     if whole_word and np.shape(word_starts) != (vocab_size,):
         raise ConfigError(f"word_starts must hold one bool per id ({vocab_size}), got shape {np.shape(word_starts)}")
+    if whole_word:
+        check_word_starts(word_starts, is_special)
     starts = np.ascontiguousarray(word_starts, dtype=np.bool_) if whole_word else np.zeros(0, dtype=np.bool_)
     input_ids = np.empty_like(values)
     labels = np.empty_like(values)
@@ -215,6 +217,14 @@ def mlm_mask(values, offsets, *, seed: int, first_row: int, probability: float, 
         starts, whole_word, input_ids, labels,
     )
     return input_ids, labels
+
+
+def check_word_starts(word_starts: np.ndarray, is_special: np.ndarray) -> None:
+    """Refuse whole-word masking with a tokenizer that marks no word starts (no ▁ or Ġ prefix, no ##
+    continuations): every run of text between special tokens would be one "word", masked whole."""
+    if not np.any(np.asarray(word_starts, dtype=bool) & ~np.asarray(is_special, dtype=bool)):
+        raise ConfigError("--whole-word: the tokenizer marks no word starts (no ▁ or Ġ prefixes, no ## continuations), "
+                          "so its words cannot be told apart; leave out --whole-word")
 
 
 # ---------------------------------------------------------------------------- threads, seeds and statistics
@@ -265,6 +275,7 @@ def mlm_stats(labels, offsets) -> dict[str, float]:
 __all__ = [
     "SpanCorrupted",
     "check_span_settings",
+    "check_word_starts",
     "compute_input_and_target_lengths",
     "corrupted_lengths",
     "mlm_counts",

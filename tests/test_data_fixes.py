@@ -281,3 +281,24 @@ def test_training_without_validation_rows_says_evaluation_is_skipped(tmp_path, t
         torch.set_num_threads(threads)
     said = [line for line in capsys.readouterr().err.splitlines() if "evaluation is skipped" in line]
     assert len(said) == 1 and "no validation rows" in said[0]
+
+
+def test_whole_word_needs_a_tokenizer_that_marks_word_starts(tmp_path, tiny_corpus):
+    """A WordLevel tokenizer marks no word starts: every run between specials would be one "word"
+    masked whole, so --whole-word is refused before any reading, in one line."""
+    from fakes import fake_tokenizer
+
+    from mlmprep.errors import ConfigError
+    from mlmprep.mask import mlm_mask
+
+    path = tmp_path / "wordlevel.json"
+    fake_tokenizer(400).save(str(path))
+    out = tmp_path / "b"
+    result = cli("build", tiny_corpus, "--out", out, "--tokenizer", path, "--objective", "mlm", "--whole-word",
+                 "--input-length", "32")
+    assert result.exit_code == 2 and not out.exists()
+    (line,) = result.stderr.splitlines()
+    assert "--whole-word" in line and "word starts" in line
+    with pytest.raises(ConfigError, match="marks no word starts"):
+        mlm_mask(np.arange(4, 20, dtype=np.int32), np.array([0, 16]), seed=0, first_row=0, probability=0.15,
+                 mask_id=3, special_ids=np.arange(4), vocab_size=20, word_starts=np.zeros(20, bool))
