@@ -302,3 +302,10 @@ def test_whole_word_needs_a_tokenizer_that_marks_word_starts(tmp_path, tiny_corp
     with pytest.raises(ConfigError, match="marks no word starts"):
         mlm_mask(np.arange(4, 20, dtype=np.int32), np.array([0, 16]), seed=0, first_row=0, probability=0.15,
                  mask_id=3, special_ids=np.arange(4), vocab_size=20, word_starts=np.zeros(20, bool))
+
+
+def test_text_method_mlm_rows_are_framed_too(tmp_path, tiny_corpus, wordpiece_path):
+    out = build_tiny(tmp_path / "b", tiny_corpus, wordpiece_path, objective="mlm", method="text", input_length=24)
+    windows = rows_of(out / "windows", "tokens")
+    assert len(windows) > 20
+    assert all(w[0] == 2 and w[-1] == 3 and len(w) <= 24 for w in windows)
