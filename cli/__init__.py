@@ -4,8 +4,11 @@ so `mlmprep --help` answers without loading numba, datasets or torch."""
 from __future__ import annotations
 
 import gc
+from typing import Annotated
 
 import typer
+
+import mlmprep
 
 HELP = """Pretraining data for T5- and BERT-style models.
 
@@ -18,6 +21,19 @@ HELP = """Pretraining data for T5- and BERT-style models.
 app = typer.Typer(
     help=HELP, no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None
 )
+
+
+def show_version(value: bool) -> None:
+    if value:
+        typer.echo(f"mlmprep {mlmprep.__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def app_options(
+    version: Annotated[bool, typer.Option("--version", help="Print the version and exit.", is_eager=True, callback=show_version)] = False,
+) -> None:
+    """Options of `mlmprep` itself, before the command."""
 
 
 def main() -> None:

@@ -1,4 +1,5 @@
-"""What every command shares: turning library errors into one line and exit code 2 (1 for a failed build task)."""
+"""What every command shares: turning library errors into one line and exit code 2 (1 for a failed build task),
+and the plain help layout."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 import typer
+from typer.core import TyperCommand
 
 from mlmprep.engine import TaskFailed
 from mlmprep.errors import MlmprepError
@@ -44,6 +46,40 @@ def note(line: str) -> None:
         typer.echo(line, err=True)
 
 
-def option(text: str):
+def option(text: str, **settings: Any):
     """An option whose help text states its own default (the value None means "not given")."""
-    return typer.Option(help=text, show_default=False)
+    return typer.Option(help=text, show_default=False, **settings)
+
+
+class HelpCommand(TyperCommand):
+    """Plain click help (rich costs a tenth of a second per call) laid out for reading: options under titled
+    groups (each option's rich_help_panel, in order of first use), arguments by their upper-case names, and
+    the epilog's examples printed line for line as written, never re-wrapped."""
+
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:
+        pieces = [self.options_metavar] if self.options_metavar else []
+        for param in self.get_params(ctx):
+            if param.param_type_name == "argument":
+                name = argument_name(param)
+                pieces.append((name if param.required else f"[{name}]") + ("..." if param.nargs != 1 else ""))
+        return pieces
+
+    def format_options(self, ctx: Any, formatter: Any) -> None:
+        arguments = [(argument_name(p), p.help or "") for p in self.get_params(ctx) if p.param_type_name == "argument"]
+        groups: dict[str, list[tuple[str, str]]] = {}
+        for param in self.get_params(ctx):
+            if param.param_type_name == "option" and (record := param.get_help_record(ctx)) is not None:
+                groups.setdefault(getattr(param, "rich_help_panel", None) or "Options", []).append(record)
+        for title, records in ([("Arguments", arguments)] if arguments else []) + list(groups.items()):
+            with formatter.section(title):
+                formatter.write_dl(records)
+
+    def format_epilog(self, ctx: Any, formatter: Any) -> None:
+        if self.epilog:
+            formatter.write_paragraph()
+            for line in self.epilog.strip("\n").splitlines():
+                formatter.write(f"{'':>{formatter.current_indent + 2}}{line}\n" if line else "\n")
+
+
+def argument_name(param: Any) -> str:
+    return param.metavar or param.name.upper()

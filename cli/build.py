@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Literal, Optional
 
 import typer
 
 from mlmprep.cli import app
-from mlmprep.cli._util import cli_errors, given, note
+from mlmprep.cli._util import HelpCommand, cli_errors, given, note
 
 BUILD_EXAMPLES = """Examples:
 
-\b
   mlmprep build --seeds 4                               # the built-in sample corpus
   mlmprep build data/*.jsonl --text-column text --tokenizer tok.json --out cache/ \\
       --seeds 4 --input-length 512 --noise-density 0.15 --mean-span-length 3
@@ -22,46 +21,64 @@ BUILD_EXAMPLES = """Examples:
 
 TRAINED_TOKENIZER_ONLY = ("vocab_size", "tokenizer_train_chars")  # options a given --tokenizer makes meaningless
 
+REMASK_EXAMPLES = """Examples:
+
+  mlmprep remask mlmprep-data --seeds 8    # a 4-seed build gains seed-4 .. seed-7, masked from its stored windows
+"""
+
+INSPECT_EXAMPLES = """Examples:
+
+  mlmprep inspect mlmprep-data                                 # the summary and 3 decoded rows of seed-0
+  mlmprep inspect mlmprep-data --split validation --examples 10
+  mlmprep inspect mlmprep-data --split windows                 # the windows before masking
+"""
+
+TOKENIZER_EXAMPLES = """Examples:
+
+  mlmprep tokenizer train corpus.txt --vocab-size 32000 --out tok/        # writes tok/tokenizer.json
+  mlmprep build corpus.txt --tokenizer tok/tokenizer.json --out data/     # build with it
+"""
+
 tokenizer_app = typer.Typer(help="Train a T5-style Unigram tokenizer.", no_args_is_help=True)
 app.add_typer(tokenizer_app, name="tokenizer")
 
 
-@app.command(epilog=BUILD_EXAMPLES)
+@app.command(epilog=BUILD_EXAMPLES, cls=HelpCommand)
 @cli_errors
 def build(
     corpus: Annotated[Optional[list[str]], typer.Argument(help="Files, directories or globs (.txt .jsonl .json .parquet .csv .arrow). None: the built-in sample.", show_default=False)] = None,
     *,
-    config: Annotated[Optional[Path], typer.Option(help="JSON/YAML file of options; the command line overrides it.")] = None,
-    out: Annotated[Optional[str], typer.Option(help="Output directory. [default: mlmprep-data]", show_default=False)] = None,
-    seeds: Annotated[Optional[int], typer.Option(help="Differently masked copies, one per epoch slot. [default: 4]", show_default=False)] = None,
-    seed: Annotated[Optional[int], typer.Option(help="Base seed of masks and the validation hold-out. [default: 0]", show_default=False)] = None,
-    dataset: Annotated[Optional[str], typer.Option(help="A `datasets` name, NAME or NAME:CONFIG (from the local cache when offline).")] = None,
-    dataset_split: Annotated[Optional[str], typer.Option(help="Split of --dataset. [default: train]", show_default=False)] = None,
-    text_column: Annotated[Optional[str], typer.Option(help="Text field of .jsonl/.json/.parquet/.csv/.arrow records. [default: text]", show_default=False)] = None,
-    doc_sep: Annotated[Optional[str], typer.Option(help="In .txt files a document is a 'line' or a 'blank'-line separated paragraph. [default: line]", show_default=False)] = None,
-    on_decode_error: Annotated[Optional[str], typer.Option(help="Undecodable bytes: replace, skip the line, or fail. [default: replace]", show_default=False)] = None,
-    normalize_whitespace: Annotated[Optional[bool], typer.Option("--normalize-whitespace/--keep-whitespace", help="Collapse runs of whitespace to one space. [default: keep]", show_default=False)] = None,
-    nfkc: Annotated[Optional[bool], typer.Option("--nfkc/--no-nfkc", help="Unicode NFKC normalisation. [default: no]", show_default=False)] = None,
-    tokenizer: Annotated[Optional[str], typer.Option(help="tokenizer.json or a local transformers directory. None: train a Unigram tokenizer on the corpus.")] = None,
-    vocab_size: Annotated[Optional[int], typer.Option(help="Vocabulary of a trained tokenizer, sentinels included. [default: 32000]", show_default=False)] = None,
-    method: Annotated[Optional[str], typer.Option(help="'tokens': exact token windows; 'text': naive (input_length-2)*4-character segments. [default: tokens]", show_default=False)] = None,
-    pack: Annotated[Optional[str], typer.Option(help="'stream': windows cross documents; 'doc': each document starts a window. [default: stream]", show_default=False)] = None,
-    input_length: Annotated[Optional[int], typer.Option(help="Encoder input length after masking. [default: 512]", show_default=False)] = None,
-    objective: Annotated[Optional[str], typer.Option(help="'span': T5 span corruption; 'mlm': BERT 80/10/10 masking. [default: span]", show_default=False)] = None,
-    noise_density: Annotated[Optional[float], typer.Option(help="Fraction of tokens masked, in (0, 1). [default: 0.15]", show_default=False)] = None,
-    mean_span_length: Annotated[Optional[float], typer.Option(help="Mean masked span length, >= 1. [default: 3]", show_default=False)] = None,
-    random_roll: Annotated[Optional[bool], typer.Option("--random-roll/--no-random-roll", help="Rotate each mask so the last token is not always noise. [default: no]", show_default=False)] = None,
-    mlm_probability: Annotated[Optional[float], typer.Option(help="Fraction of tokens masked for --objective mlm. [default: 0.15]", show_default=False)] = None,
-    whole_word: Annotated[Optional[bool], typer.Option("--whole-word/--no-whole-word", help="MLM masks whole words. [default: no]", show_default=False)] = None,
-    validation_fraction: Annotated[Optional[float], typer.Option(help="Share of windows held out for validation. [default: 0.02]", show_default=False)] = None,
-    threads: Annotated[Optional[int], typer.Option(help="Tokenizer and masking threads inside each worker (0: the cores shared among the workers; with --workers 1, all); never changes the output. [default: 0]", show_default=False)] = None,
-    force: Annotated[Optional[bool], typer.Option("--force", help="Rebuild even if --out is up to date or was built with other options.")] = None,
-    tokenizer_train_chars: Annotated[Optional[int], typer.Option(help="A trained tokenizer learns from a sample of this many characters, spread over the whole corpus (the whole corpus if smaller). [default: 10000000]", show_default=False)] = None,
-    rows_per_file: Annotated[Optional[int], typer.Option(help="Windows per data file of each split (0: about 512 K tokens' worth). [default: 0]", show_default=False)] = None,
-    shard_bytes: Annotated[Optional[int], typer.Option(help="Input bytes per reading task (0: from the corpus size and --workers); never changes the output. [default: 0]", show_default=False)] = None,
-    workers: Annotated[Optional[int], typer.Option(help="Build processes (0: all cores; 1: in-process, for debugging); never changes the output. [default: 0]", show_default=False)] = None,
-    engine: Annotated[Optional[str], typer.Option(help="'local' worker processes, or 'ray' tasks on a Ray cluster (pip install \"mlmprep[ray]\"; absolute paths on shared storage). [default: local]", show_default=False)] = None,
-    ray_address: Annotated[Optional[str], typer.Option(help="Ray cluster to join with --engine ray, as `ray start --head` prints it. None: start or join a local instance.")] = None,
+    config: Annotated[Optional[Path], typer.Option(help="JSON/YAML file of options; the command line overrides it.", rich_help_panel="Input", metavar="FILE")] = None,
+    dataset: Annotated[Optional[str], typer.Option(help="A `datasets` name, NAME or NAME:CONFIG (from the local cache when offline).", rich_help_panel="Input", metavar="NAME[:CONFIG]")] = None,
+    dataset_split: Annotated[Optional[str], typer.Option(help="Split of --dataset. [default: train]", show_default=False, rich_help_panel="Input", metavar="SPLIT")] = None,
+    text_column: Annotated[Optional[str], typer.Option(help="Text field of .jsonl/.json/.parquet/.csv/.arrow records. [default: text]", show_default=False, rich_help_panel="Input", metavar="FIELD")] = None,
+    doc_sep: Annotated[Optional[Literal["line", "blank"]], typer.Option(help="In .txt files a document is a 'line' or a 'blank'-line separated paragraph. [default: line]", show_default=False, rich_help_panel="Input")] = None,
+    on_decode_error: Annotated[Optional[Literal["replace", "skip", "fail"]], typer.Option(help="Undecodable bytes: replace, skip the line, or fail. [default: replace]", show_default=False, rich_help_panel="Input")] = None,
+    normalize_whitespace: Annotated[Optional[bool], typer.Option("--normalize-whitespace/--keep-whitespace", help="Collapse runs of whitespace to one space. [default: keep]", show_default=False, rich_help_panel="Input")] = None,
+    nfkc: Annotated[Optional[bool], typer.Option("--nfkc/--no-nfkc", help="Unicode NFKC normalisation. [default: no]", show_default=False, rich_help_panel="Input")] = None,
+    tokenizer: Annotated[Optional[str], typer.Option(help="tokenizer.json or a local transformers directory. None: train a Unigram tokenizer on the corpus.", rich_help_panel="Tokenizer", metavar="PATH")] = None,
+    vocab_size: Annotated[Optional[int], typer.Option(help="Vocabulary of a trained tokenizer, sentinels included. [default: 32000]", show_default=False, rich_help_panel="Tokenizer")] = None,
+    method: Annotated[Optional[Literal["tokens", "text"]], typer.Option(help="'tokens': exact token windows; 'text': naive (input_length-2)*4-character segments. [default: tokens]", show_default=False, rich_help_panel="Windows")] = None,
+    pack: Annotated[Optional[Literal["stream", "doc"]], typer.Option(help="'stream': windows cross documents; 'doc': each document starts a window. [default: stream]", show_default=False, rich_help_panel="Windows")] = None,
+    input_length: Annotated[Optional[int], typer.Option(help="Encoder input length after masking. [default: 512]", show_default=False, rich_help_panel="Windows")] = None,
+    objective: Annotated[Optional[Literal["span", "mlm"]], typer.Option(help="'span': T5 span corruption; 'mlm': BERT 80/10/10 masking. [default: span]", show_default=False, rich_help_panel="Masking")] = None,
+    noise_density: Annotated[Optional[float], typer.Option(help="Fraction of tokens masked, in (0, 1). [default: 0.15]", show_default=False, rich_help_panel="Masking")] = None,
+    mean_span_length: Annotated[Optional[float], typer.Option(help="Mean masked span length, >= 1. [default: 3]", show_default=False, rich_help_panel="Masking")] = None,
+    random_roll: Annotated[Optional[bool], typer.Option("--random-roll/--no-random-roll", help="Rotate each mask so the last token is not always noise. [default: no]", show_default=False, rich_help_panel="Masking")] = None,
+    mlm_probability: Annotated[Optional[float], typer.Option(help="Fraction of tokens masked for --objective mlm. [default: 0.15]", show_default=False, rich_help_panel="Masking")] = None,
+    whole_word: Annotated[Optional[bool], typer.Option("--whole-word/--no-whole-word", help="MLM masks whole words. [default: no]", show_default=False, rich_help_panel="Masking")] = None,
+    out: Annotated[Optional[str], typer.Option(help="Output directory. [default: mlmprep-data]", show_default=False, rich_help_panel="Output", metavar="DIR")] = None,
+    seeds: Annotated[Optional[int], typer.Option(help="Differently masked copies, one per epoch slot. [default: 4]", show_default=False, rich_help_panel="Output")] = None,
+    seed: Annotated[Optional[int], typer.Option(help="Base seed of masks and the validation hold-out. [default: 0]", show_default=False, rich_help_panel="Output")] = None,
+    validation_fraction: Annotated[Optional[float], typer.Option(help="Share of windows held out for validation. [default: 0.02]", show_default=False, rich_help_panel="Output")] = None,
+    threads: Annotated[Optional[int], typer.Option(help="Tokenizer and masking threads inside each worker (0: the cores shared among the workers; with --workers 1, all); never changes the output. [default: 0]", show_default=False, rich_help_panel="Speed")] = None,
+    force: Annotated[Optional[bool], typer.Option("--force", help="Rebuild even if --out is up to date or was built with other options.", rich_help_panel="Output")] = None,
+    tokenizer_train_chars: Annotated[Optional[int], typer.Option(help="A trained tokenizer learns from a sample of this many characters, spread over the whole corpus (the whole corpus if smaller). [default: 10000000]", show_default=False, rich_help_panel="Tokenizer")] = None,
+    rows_per_file: Annotated[Optional[int], typer.Option(help="Windows per data file of each split (0: about 512 K tokens' worth). [default: 0]", show_default=False, rich_help_panel="Output")] = None,
+    shard_bytes: Annotated[Optional[int], typer.Option(help="Input bytes per reading task (0: from the corpus size and --workers); never changes the output. [default: 0]", show_default=False, rich_help_panel="Speed")] = None,
+    workers: Annotated[Optional[int], typer.Option(help="Build processes (0: all cores; 1: in-process, for debugging); never changes the output. [default: 0]", show_default=False, rich_help_panel="Speed")] = None,
+    engine: Annotated[Optional[Literal["local", "ray"]], typer.Option(help="'local' worker processes, or 'ray' tasks on a Ray cluster (pip install \"mlmprep[ray]\"; absolute paths on shared storage). [default: local]", show_default=False, rich_help_panel="Speed")] = None,
+    ray_address: Annotated[Optional[str], typer.Option(help="Ray cluster to join with --engine ray, as `ray start --head` prints it. None: start or join a local instance.", rich_help_panel="Speed", metavar="ADDRESS")] = None,
 ) -> None:
     """Build N differently seeded, masked Arrow datasets plus a validation split from a corpus."""
     from mlmprep.build import build as run_build
@@ -93,7 +110,7 @@ def build(
     typer.echo(build_summary(result.out, result.manifest))
 
 
-@app.command()
+@app.command(epilog=REMASK_EXAMPLES, cls=HelpCommand)
 @cli_errors
 def remask(
     directory: Annotated[Path, typer.Argument(help="A directory written by mlmprep build.")],
@@ -114,12 +131,12 @@ def remask(
         typer.echo(f"{directory}: already has {have} seeds (>= {seeds}); nothing to add")
 
 
-@app.command("inspect")
+@app.command("inspect", epilog=INSPECT_EXAMPLES, cls=HelpCommand)
 @cli_errors
 def inspect_build(
     directory: Annotated[Path, typer.Argument(help="A directory written by mlmprep build.")],
     *,
-    split: Annotated[str, typer.Option(help="Which split to show examples from.")] = "seed-0",
+    split: Annotated[str, typer.Option(help="Which split to show examples from.", metavar="SPLIT")] = "seed-0",
     examples: Annotated[int, typer.Option(help="How many decoded examples to show.")] = 3,
 ) -> None:
     """Summarise a build and show decoded examples with their masked spans."""
@@ -131,15 +148,15 @@ def inspect_build(
     typer.echo(show_examples(directory, manifest, split=split, n=examples))
 
 
-@tokenizer_app.command("train")
+@tokenizer_app.command("train", epilog=TOKENIZER_EXAMPLES, cls=HelpCommand)
 @cli_errors
 def tokenizer_train(
     corpus: Annotated[Optional[list[str]], typer.Argument(help="Files, directories or globs. None: the built-in sample.", show_default=False)] = None,
     *,
-    out: Annotated[str, typer.Option(help="The tokenizer.json file to write; a directory (or a name ending in /) gets DIR/tokenizer.json.")] = "tokenizer.json",
+    out: Annotated[str, typer.Option(help="The tokenizer.json file to write; a directory (or a name ending in /) gets DIR/tokenizer.json.", metavar="PATH")] = "tokenizer.json",
     vocab_size: Annotated[int, typer.Option(help="Vocabulary size, <pad> </s> <unk> <mask> and 100 sentinels included.")] = 32000,
-    text_column: Annotated[str, typer.Option(help="Text field of structured corpus files.")] = "text",
-    doc_sep: Annotated[str, typer.Option(help="'line' or 'blank' (paragraphs) for .txt files.")] = "line",
+    text_column: Annotated[str, typer.Option(help="Text field of structured corpus files.", metavar="FIELD")] = "text",
+    doc_sep: Annotated[Literal["line", "blank"], typer.Option(help="'line' or 'blank' (paragraphs) for .txt files.")] = "line",
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing --out file.")] = False,
 ) -> None:
     """Train a T5-style Unigram tokenizer: <pad>=0, </s>=1, <unk>=2, <mask>=3, <extra_id_0> highest."""

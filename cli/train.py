@@ -3,63 +3,63 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Literal, Optional
 
 import typer
 
 from mlmprep.cli import app
-from mlmprep.cli._util import cli_errors, given, option
+from mlmprep.cli._util import HelpCommand, cli_errors, given, option
 
 TRAIN_EXAMPLES = """Examples:
 
-  mlmprep train mlmprep-data --model tiny --out runs/a --epochs 3 --max-tokens-per-batch 16384 --max-tokens-per-microbatch 4096 --max-examples-per-microbatch 28
-
-  mlmprep train mlmprep-data --out runs/a --resume        # continue from the last checkpoint, same options
-
-  torchrun --nproc_per_node 2 -m mlmprep train mlmprep-data --out runs/b   # DDP: one process per device
+  mlmprep train mlmprep-data --model tiny --out runs/a --epochs 3 \\
+      --max-tokens-per-batch 16384 --max-tokens-per-microbatch 4096 --max-examples-per-microbatch 28
+  mlmprep train mlmprep-data --out runs/a --resume         # continue from the last checkpoint, same options
+  mlmprep train mlmprep-data --config train.yaml --out runs/b --report-to tensorboard
+  torchrun --nproc_per_node 2 -m mlmprep train mlmprep-data --out runs/c   # DDP: one process per device
 """
 
 
-@app.command(epilog=TRAIN_EXAMPLES)
+@app.command(epilog=TRAIN_EXAMPLES, cls=HelpCommand)
 @cli_errors
 def train(
     data: Annotated[Optional[str], typer.Argument(help="A directory written by mlmprep build. [default: mlmprep-data]", show_default=False)] = None,
     *,
-    config: Annotated[Optional[Path], typer.Option(help="JSON/YAML file of options; the command line overrides it.")] = None,
-    out: Annotated[Optional[str], option("Run directory: metrics.jsonl, checkpoint-{step}/, final_metrics.json. [default: runs/run]")] = None,
-    resume: Annotated[Optional[bool], typer.Option("--resume", help="Continue the run in --out from its last checkpoint, with its saved options.")] = None,
-    model: Annotated[Optional[str], option("tiny, t5-small, t5-base, t5-v1_1-small, t5-v1_1-base, a config.json, or a local checkpoint directory. T5 for span data, BERT-like for mlm. [default: tiny]")] = None,
-    epochs: Annotated[Optional[int], option("Passes over the data; epoch e reads split seed-{e % N}. [default: 1]")] = None,
-    max_steps: Annotated[Optional[int], option("Exactly this many optimizer steps, whatever --epochs says (0: off). [default: 0]")] = None,
-    max_tokens_per_batch: Annotated[Optional[int], option("Padded effective tokens (enc + alpha*dec) per optimizer step, all ranks. [default: 16384]")] = None,
-    max_tokens_per_microbatch: Annotated[Optional[int], option("Padded effective tokens per forward/backward. [default: 4096]")] = None,
-    max_examples_per_microbatch: Annotated[Optional[int], option("Rows per forward/backward. [default: 28]")] = None,
-    alpha: Annotated[Optional[float], option("Cost of a decoder token relative to an encoder token. [default: 2.0]")] = None,
-    pad_to_multiple_of: Annotated[Optional[int], option("Pad batch widths to a multiple of this. [default: 1]")] = None,
-    max_encoder_len: Annotated[Optional[int], option("Truncate longer inputs (keeping </s>). [default: none]")] = None,
-    max_decoder_len: Annotated[Optional[int], option("Truncate longer span targets (keeping </s>). [default: none]")] = None,
-    optimizer: Annotated[Optional[str], option("adamw or adafactor. [default: adamw]")] = None,
-    lr: Annotated[Optional[float], option("Peak learning rate. [default: 1e-3]")] = None,
-    min_lr: Annotated[Optional[float], option("Learning rate at the end of the decay. [default: 1e-5]")] = None,
-    schedule: Annotated[Optional[str], option("After warmup: cosine, linear or constant; or inverse_sqrt, T5's lr*sqrt(warmup/step). [default: cosine]")] = None,
-    warmup_steps: Annotated[Optional[int], option("Linear warmup steps. [default: 100]")] = None,
-    decay_steps: Annotated[Optional[int], option("Step at which the decay reaches --min-lr (0: the last step). [default: 0]")] = None,
-    weight_decay: Annotated[Optional[float], option("AdamW weight decay on matrices. [default: 0]")] = None,
-    beta1: Annotated[Optional[float], option("AdamW beta1. [default: 0.9]")] = None,
-    beta2: Annotated[Optional[float], option("AdamW beta2. [default: 0.999]")] = None,
-    grad_clip: Annotated[Optional[float], option("Clip the global gradient norm to this (0: off). [default: 1.0]")] = None,
-    bf16: Annotated[Optional[bool], typer.Option("--bf16/--no-bf16", help="bfloat16 autocast on CUDA; CPU always runs float32. [default: bf16]", show_default=False)] = None,
-    eval_every: Annotated[Optional[int], option("Evaluate on the validation split every N steps (0: at the end only). [default: 500]")] = None,
-    validation: Annotated[Optional[str], option("A split directory of another build (same tokenizer) to evaluate on. [default: DATA/validation]")] = None,
-    eval_max_tokens_per_microbatch: Annotated[Optional[int], option("Padded effective tokens per evaluation forward. [default: 4096]")] = None,
-    log_every: Annotated[Optional[int], option("Write a metrics.jsonl line every N steps. [default: 10]")] = None,
-    report_to: Annotated[Optional[str], option("none, or tensorboard: event files in --out beside metrics.jsonl (pip install 'mlmprep[tensorboard]'). [default: none]")] = None,
-    save_every: Annotated[Optional[int], option("Write checkpoint-{step} every N steps (0: at the end only). [default: 1000]")] = None,
-    keep_checkpoints: Annotated[Optional[int], option("Keep the last K checkpoints. [default: 2]")] = None,
-    seed: Annotated[Optional[int], option("Seed of the model's initial weights and the batch plan. [default: 0]")] = None,
-    grow_after: Annotated[Optional[int], option("After an out-of-memory error, good steps before the shrunk limits grow x1.25. [default: 100]")] = None,
-    compile: Annotated[Optional[bool], typer.Option("--compile/--no-compile", help="torch.compile the model and loss, once per batch shape. [default: on CUDA, off on CPU]", show_default=False)] = None,
-    max_bad_steps: Annotated[Optional[int], option("Steps with a non-finite loss or gradient are skipped; stop (exit 1) after this many in a row. [default: 8]")] = None,
+    config: Annotated[Optional[Path], typer.Option(help="JSON/YAML file of options; the command line overrides it.", rich_help_panel="Data", metavar="FILE")] = None,
+    max_encoder_len: Annotated[Optional[int], option("Truncate longer inputs (keeping </s>). [default: none]", rich_help_panel="Data")] = None,
+    max_decoder_len: Annotated[Optional[int], option("Truncate longer span targets (keeping </s>). [default: none]", rich_help_panel="Data")] = None,
+    validation: Annotated[Optional[str], option("A split directory of another build (same tokenizer) to evaluate on. [default: DATA/validation]", rich_help_panel="Data", metavar="DIR")] = None,
+    seed: Annotated[Optional[int], option("Seed of the model's initial weights and the batch plan. [default: 0]", rich_help_panel="Data")] = None,
+    model: Annotated[Optional[str], option("tiny, t5-small, t5-base, t5-v1_1-small, t5-v1_1-base, a config.json, or a local checkpoint directory. T5 for span data, BERT-like for mlm. [default: tiny]", rich_help_panel="Model", metavar="NAME|PATH")] = None,
+    max_tokens_per_batch: Annotated[Optional[int], option("Padded effective tokens (enc + alpha*dec) per optimizer step, all ranks. [default: 16384]", rich_help_panel="Batching")] = None,
+    max_tokens_per_microbatch: Annotated[Optional[int], option("Padded effective tokens per forward/backward. [default: 4096]", rich_help_panel="Batching")] = None,
+    max_examples_per_microbatch: Annotated[Optional[int], option("Rows per forward/backward. [default: 28]", rich_help_panel="Batching")] = None,
+    alpha: Annotated[Optional[float], option("Cost of a decoder token relative to an encoder token. [default: 2.0]", rich_help_panel="Batching")] = None,
+    pad_to_multiple_of: Annotated[Optional[int], option("Pad batch widths to a multiple of this. [default: 1]", rich_help_panel="Batching")] = None,
+    eval_max_tokens_per_microbatch: Annotated[Optional[int], option("Padded effective tokens per evaluation forward. [default: 4096]", rich_help_panel="Batching")] = None,
+    grow_after: Annotated[Optional[int], option("After an out-of-memory error, good steps before the shrunk limits grow x1.25. [default: 100]", rich_help_panel="Batching")] = None,
+    optimizer: Annotated[Optional[Literal["adamw", "adafactor"]], option("adamw or adafactor. [default: adamw]", rich_help_panel="Optimizer")] = None,
+    lr: Annotated[Optional[float], option("Peak learning rate. [default: 1e-3]", rich_help_panel="Optimizer")] = None,
+    weight_decay: Annotated[Optional[float], option("AdamW weight decay on matrices. [default: 0]", rich_help_panel="Optimizer")] = None,
+    beta1: Annotated[Optional[float], option("AdamW beta1. [default: 0.9]", rich_help_panel="Optimizer")] = None,
+    beta2: Annotated[Optional[float], option("AdamW beta2. [default: 0.999]", rich_help_panel="Optimizer")] = None,
+    grad_clip: Annotated[Optional[float], option("Clip the global gradient norm to this (0: off). [default: 1.0]", rich_help_panel="Optimizer")] = None,
+    max_bad_steps: Annotated[Optional[int], option("Steps with a non-finite loss or gradient are skipped; stop (exit 1) after this many in a row. [default: 8]", rich_help_panel="Optimizer")] = None,
+    epochs: Annotated[Optional[int], option("Passes over the data; epoch e reads split seed-{e % N}. [default: 1]", rich_help_panel="Schedule")] = None,
+    max_steps: Annotated[Optional[int], option("Exactly this many optimizer steps, whatever --epochs says (0: off). [default: 0]", rich_help_panel="Schedule")] = None,
+    min_lr: Annotated[Optional[float], option("Learning rate at the end of the decay. [default: 1e-5]", rich_help_panel="Schedule")] = None,
+    schedule: Annotated[Optional[Literal["cosine", "linear", "constant", "inverse_sqrt"]], option("After warmup: cosine, linear or constant; or inverse_sqrt, T5's lr*sqrt(warmup/step). [default: cosine]", rich_help_panel="Schedule")] = None,
+    warmup_steps: Annotated[Optional[int], option("Linear warmup steps. [default: 100]", rich_help_panel="Schedule")] = None,
+    decay_steps: Annotated[Optional[int], option("Step at which the decay reaches --min-lr (0: the last step). [default: 0]", rich_help_panel="Schedule")] = None,
+    out: Annotated[Optional[str], option("Run directory: metrics.jsonl, checkpoint-{step}/, final_metrics.json. [default: runs/run]", rich_help_panel="Checkpoints and logs", metavar="DIR")] = None,
+    resume: Annotated[Optional[bool], typer.Option("--resume", help="Continue the run in --out from its last checkpoint, with its saved options.", rich_help_panel="Checkpoints and logs")] = None,
+    eval_every: Annotated[Optional[int], option("Evaluate on the validation split every N steps (0: at the end only). [default: 500]", rich_help_panel="Checkpoints and logs")] = None,
+    log_every: Annotated[Optional[int], option("Write a metrics.jsonl line every N steps. [default: 10]", rich_help_panel="Checkpoints and logs")] = None,
+    report_to: Annotated[Optional[Literal["none", "tensorboard"]], option("none, or tensorboard: event files in --out beside metrics.jsonl (pip install 'mlmprep[tensorboard]'). [default: none]", rich_help_panel="Checkpoints and logs")] = None,
+    save_every: Annotated[Optional[int], option("Write checkpoint-{step} every N steps (0: at the end only). [default: 1000]", rich_help_panel="Checkpoints and logs")] = None,
+    keep_checkpoints: Annotated[Optional[int], option("Keep the last K checkpoints. [default: 2]", rich_help_panel="Checkpoints and logs")] = None,
+    bf16: Annotated[Optional[bool], typer.Option("--bf16/--no-bf16", help="bfloat16 autocast on CUDA; CPU always runs float32. [default: bf16]", show_default=False, rich_help_panel="Speed")] = None,
+    compile: Annotated[Optional[bool], typer.Option("--compile/--no-compile", help="torch.compile the model and loss, once per batch shape. [default: on CUDA, off on CPU]", show_default=False, rich_help_panel="Speed")] = None,
 ) -> None:
     """Pretrain T5 (span data) or a BERT-style model (mlm data) on a build, with token-budget batches."""
     from mlmprep import checkpoint

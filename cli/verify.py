@@ -8,10 +8,17 @@ from typing import Annotated, Optional
 import typer
 
 from mlmprep.cli import app
-from mlmprep.cli._util import cli_errors
+from mlmprep.cli._util import HelpCommand, cli_errors
 
 
-@app.command()
+VERIFY_EXAMPLES = """Examples:
+
+  mlmprep verify mlmprep-data               # every file's sha256 and every row; exit 1 listing what is wrong
+  mlmprep verify mlmprep-data --sample 1000 # 1,000 random rows per split: a quick check of a large build
+"""
+
+
+@app.command(epilog=VERIFY_EXAMPLES, cls=HelpCommand)
 @cli_errors
 def verify(
     directory: Annotated[Path, typer.Argument(help="A directory written by mlmprep build.")],
