@@ -1,7 +1,9 @@
-"""Write splits as `datasets.save_to_disk` directories, streamed, plus the manifest, last and atomically.
+"""Write splits as `datasets.save_to_disk` directories, plus the manifest, last and atomically.
 
-A split directory holds Arrow IPC stream files `data-0000k-of-0000K.arrow`, `dataset_info.json` and
-`state.json`, so `datasets.load_from_disk` opens it and the trainer memory-maps it. Columns are int32:
+Each build task writes one data file of each split (`write_part`); the driver names them in order and adds
+datasets' metadata (`finish_split`). A split directory holds Arrow IPC stream files
+`data-0000k-of-0000K.arrow`, `dataset_info.json` and `state.json`, so `datasets.load_from_disk` opens it
+and the trainer memory-maps it. Columns are int32:
 `fixed_size_list<int32>[L]` when every row has length L (a zero-copy 2-D view), `list<int32>` otherwise.
 """
 
@@ -22,12 +24,11 @@ import numpy as np
 import pyarrow as pa
 
 from mlmprep.errors import CacheError, ConfigError
-from mlmprep.windows import Rows, concat_rows
+from mlmprep.windows import Rows
 
 FORMAT_VERSION = 2  # 2: a fixed number of rows per data file (manifest rows_per_file); 1: a new file every 512 MiB
 READ_VERSIONS = (1, 2)  # both are datasets save_to_disk directories: loading, verify and remask read either
 MANIFEST = "manifest.json"
-MAX_SHARD_BYTES = 512 << 20  # start a new data file past this size, like datasets' default shard size
 BATCH_ROWS = 1000  # rows per Arrow record batch, whatever the chunks upstream, so the bytes never depend on them
 
 
@@ -92,82 +93,6 @@ def arrow_column(rows: Rows, width: int | None) -> pa.Array:
 def int32_array(values: np.ndarray) -> pa.Array:
     values = np.ascontiguousarray(values, dtype=np.int32)
     return pa.Array.from_buffers(pa.int32(), len(values), [None, pa.py_buffer(values)])
-
-
-class SplitWriter:
-    """Streams rows of named int32 list columns into one split directory; `close()` returns its manifest entry.
-
-    `widths` maps each column to its fixed row length, or None for variable-length rows.
-    """
-
-    def __init__(self, directory: Path, widths: dict[str, int | None]):
-        self.directory = directory
-        self.widths = widths
-        self.schema = split_schema(widths)
-        self.rows = 0
-        self.shards: list[Path] = []
-        self._pending: dict[str, list[Rows]] = {name: [] for name in widths}
-        self._pending_rows = 0
-        self._writer: pa.ipc.RecordBatchStreamWriter | None = None
-        self._sink: pa.OSFile | None = None
-        directory.mkdir(parents=True, exist_ok=True)
-
-    def write(self, columns: dict[str, Rows]) -> None:
-        """Queue rows; full record batches of BATCH_ROWS rows are written as they fill."""
-        for name in self.widths:
-            self._pending[name].append(columns[name])
-        self._pending_rows += len(next(iter(columns.values())))
-        if self._pending_rows >= BATCH_ROWS:
-            self._flush(final=False)
-
-    def _flush(self, *, final: bool) -> None:
-        merged = {name: concat_rows(parts) for name, parts in self._pending.items()}
-        start = 0
-        while self._pending_rows - start >= BATCH_ROWS or (final and start < self._pending_rows):
-            stop = min(start + BATCH_ROWS, self._pending_rows)
-            self._write_batch({name: rows.slice(start, stop) for name, rows in merged.items()})
-            start = stop
-        self._pending = {name: [rows.slice(start, self._pending_rows)] for name, rows in merged.items()}
-        self._pending_rows -= start
-
-    def _write_batch(self, columns: dict[str, Rows]) -> None:
-        batch = pa.record_batch([arrow_column(columns[name], w) for name, w in self.widths.items()], schema=self.schema)
-        if self._writer is None or self._sink.tell() >= MAX_SHARD_BYTES:
-            self._next_shard()
-        self._writer.write_batch(batch)
-        self.rows += batch.num_rows
-
-    def _next_shard(self) -> None:
-        self._close_shard()
-        path = self.directory / f"shard-{len(self.shards):05d}.arrow"
-        self.shards.append(path)
-        self._sink = pa.OSFile(str(path), "wb")
-        self._writer = pa.ipc.new_stream(self._sink, self.schema)
-
-    def _close_shard(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-            self._sink.close()
-            self._writer = self._sink = None
-
-    def close(self) -> dict:
-        """Finish the data files, name them as datasets does, write its metadata; return rows and file hashes."""
-        self._flush(final=True)
-        if not self.shards:  # an empty split still gets one (empty) data file so it loads
-            self._next_shard()
-        self._close_shard()
-        total = len(self.shards)
-        names = []
-        for k, path in enumerate(self.shards):
-            name = f"data-{k:05d}-of-{total:05d}.arrow"
-            path.rename(self.directory / name)
-            names.append(name)
-        write_datasets_metadata(self.directory, names)
-        files = [
-            {"name": name, "bytes": (self.directory / name).stat().st_size, "sha256": file_sha256(self.directory / name)}
-            for name in sorted(os.listdir(self.directory))
-        ]
-        return {"rows": self.rows, "files": files}
 
 
 def write_datasets_metadata(directory: Path, names: list[str]) -> None:
@@ -383,7 +308,7 @@ def files_intact(out: Path, manifest: dict) -> bool:
 
 
 def iter_rows(split_dir: Path, column: str) -> Iterator[Rows]:
-    """Read one int32 list column of a split back, a record batch at a time (the counterpart of SplitWriter)."""
+    """Read one int32 list column of a split back, a record batch at a time (the counterpart of write_part)."""
     for path in data_files(split_dir):
         yield from iter_rows_of_file(path, column)
 

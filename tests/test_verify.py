@@ -11,7 +11,7 @@ import pytest
 from conftest import build_tiny
 from mlmprep.verify import merge_spans, verify
 from mlmprep.windows import Rows
-from mlmprep.write import SplitWriter, iter_rows, write_json
+from mlmprep.write import finish_split, iter_rows, part_path, write_json, write_part
 
 
 @pytest.fixture
@@ -57,9 +57,9 @@ def rewrite_split(out, split, change):
     change(inputs, labels)
     shutil.rmtree(out / split)
     width = manifest["fixed_length"] and {"input_ids": int(inputs.lengths()[0]), "labels": int(labels.lengths()[0])}
-    writer = SplitWriter(out / split, width or {"input_ids": None, "labels": None})
-    writer.write({"input_ids": inputs, "labels": labels})
-    manifest["splits"][split] = writer.close()
+    widths, part = width or {"input_ids": None, "labels": None}, part_path(out / split, 0)
+    info = write_part(part, widths, {"input_ids": inputs, "labels": labels})
+    manifest["splits"][split] = finish_split(out / split, widths, [(part, info)])
     write_json(out / "manifest.json", manifest)
 
 

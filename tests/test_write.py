@@ -1,4 +1,4 @@
-"""The split writer's output opens with datasets, and publishing never exposes or overwrites by surprise."""
+"""The split writer's output (parts, then the finished split) opens with datasets, and publishing never exposes or overwrites by surprise."""
 
 import json
 import multiprocessing as mp
@@ -8,7 +8,8 @@ import pytest
 
 from mlmprep.errors import CacheError
 from mlmprep.windows import Rows, fixed_rows
-from mlmprep.write import SplitWriter, build_lock, iter_rows, publish, read_existing, staging_dir
+from mlmprep.write import BATCH_ROWS, build_lock, finish_split, iter_rows, part_path, publish, read_existing, \
+    staging_dir, write_part
 
 
 def ragged(rows):
@@ -16,28 +17,47 @@ def ragged(rows):
     return Rows(np.concatenate([np.asarray(r, np.int32) for r in rows]), np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64))
 
 
+def write_split(directory, widths, parts):
+    """A split of one data file per item of `parts` (None: a part without rows), as build tasks and the
+    driver write it; returns the manifest entry."""
+    infos = [(part_path(directory, k), write_part(part_path(directory, k), widths, columns) if columns else None)
+             for k, columns in enumerate(parts)]
+    return finish_split(directory, widths, infos)
+
+
 def test_fixed_length_split_loads_with_datasets_as_fixed_size_lists(tmp_path):
     from datasets import load_from_disk
 
-    writer = SplitWriter(tmp_path / "s", {"input_ids": 3, "labels": 2})
-    writer.write({"input_ids": fixed_rows(np.arange(6, dtype=np.int32), 3), "labels": fixed_rows(np.arange(4, dtype=np.int32), 2)})
-    writer.write({"input_ids": fixed_rows(np.arange(6, 9, dtype=np.int32), 3), "labels": fixed_rows(np.arange(4, 6, dtype=np.int32), 2)})
-    entry = writer.close()
+    widths = {"input_ids": 3, "labels": 2}
+    entry = write_split(tmp_path / "s", widths, [
+        {"input_ids": fixed_rows(np.arange(6, dtype=np.int32), 3), "labels": fixed_rows(np.arange(4, dtype=np.int32), 2)},
+        None,
+        {"input_ids": fixed_rows(np.arange(6, 9, dtype=np.int32), 3), "labels": fixed_rows(np.arange(4, 6, dtype=np.int32), 2)},
+    ])
     ds = load_from_disk(str(tmp_path / "s"))
     assert ds["input_ids"][:] == [[0, 1, 2], [3, 4, 5], [6, 7, 8]]
     assert ds.features["input_ids"].length == 3
     assert entry["rows"] == 3 and [f["name"] for f in entry["files"]] == sorted(
-        ["data-00000-of-00001.arrow", "dataset_info.json", "state.json"]
+        ["data-00000-of-00002.arrow", "data-00001-of-00002.arrow", "dataset_info.json", "state.json"]
     )
+    assert not list((tmp_path / "s").glob("part-*"))
+
+
+def test_a_part_is_written_in_record_batches_of_fixed_rows(tmp_path):
+    import pyarrow as pa
+
+    rows = fixed_rows(np.arange(5 * (2 * BATCH_ROWS + 7), dtype=np.int32), 5)
+    info = write_part(tmp_path / "p.arrow", {"tokens": 5}, {"tokens": rows})
+    with pa.memory_map(str(tmp_path / "p.arrow")) as source:
+        assert [b.num_rows for b in pa.ipc.open_stream(source)] == [BATCH_ROWS, BATCH_ROWS, 7]
+    assert info["rows"] == len(rows) and not (tmp_path / "p.arrow.tmp").exists()
 
 
 def test_variable_length_split_round_trips(tmp_path):
     from datasets import load_from_disk
 
     rows = [[5, 6, 7], [8], [9, 10]]
-    writer = SplitWriter(tmp_path / "s", {"tokens": None})
-    writer.write({"tokens": ragged(rows)})
-    writer.close()
+    write_split(tmp_path / "s", {"tokens": None}, [{"tokens": ragged(rows)}])
     assert load_from_disk(str(tmp_path / "s"))["tokens"][:] == rows
     (back,) = list(iter_rows(tmp_path / "s", "tokens"))
     assert back.values.tolist() == [5, 6, 7, 8, 9, 10] and back.offsets.tolist() == [0, 3, 4, 6]
@@ -46,8 +66,7 @@ def test_variable_length_split_round_trips(tmp_path):
 def test_empty_split_still_loads(tmp_path):
     from datasets import load_from_disk
 
-    writer = SplitWriter(tmp_path / "s", {"tokens": 4})
-    assert writer.close()["rows"] == 0
+    assert write_split(tmp_path / "s", {"tokens": 4}, [None, None])["rows"] == 0
     assert len(load_from_disk(str(tmp_path / "s"))) == 0
 
 
