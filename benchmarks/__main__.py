@@ -19,7 +19,7 @@ import traceback
 from collections.abc import Callable
 from typing import NamedTuple
 
-BENCHMARKS = ("span_corruption", "mlm_masking", "build", "loader", "train_step", "segmentation")
+BENCHMARKS = ("span_corruption", "mlm_masking", "build", "loader", "train_step", "segmentation", "hostile")
 
 
 class Figure(NamedTuple):
@@ -104,9 +104,19 @@ def segmentation(r: dict) -> list[Figure]:
     ]
 
 
+def hostile(r: dict) -> list[Figure]:
+    from benchmarks.hostile import MAX_BUILD_S, MAX_READ_S, MAX_RSS_MB
+
+    return [
+        Figure(f"read one {r['mb']:.0f} MB line", f"{r['read_s']:.2f} s", f"< {MAX_READ_S} s", r["read_s"] < MAX_READ_S),
+        Figure(f"build one {r['mb']:.0f} MB line", f"{r['build_s']:.0f} s", f"< {MAX_BUILD_S} s", r["build_s"] < MAX_BUILD_S),
+        Figure("its peak RSS", f"{r['build_rss_mb']:.0f} MB", f"< {MAX_RSS_MB} MB", r["build_rss_mb"] < MAX_RSS_MB),
+    ]
+
+
 FIGURES: dict[str, Callable[[dict], list[Figure]]] = {
     "span_corruption": span_corruption, "mlm_masking": mlm_masking, "build": build, "loader": loader, "train_step": train_step,
-    "segmentation": segmentation,
+    "segmentation": segmentation, "hostile": hostile,
 }
 
 

@@ -103,12 +103,11 @@ def test_stray_nul_bytes_in_text_are_kept_for_the_clean_stage(tmp_path):
     assert docs(path) == ["text with a \x00 NUL"] + ["an ordinary line of text"] * 10
 
 
-def test_a_50_mb_line_streams_in_linear_time(tmp_path):
+def test_a_50_mb_line_streams_whole(tmp_path):
+    """Read whole and exact; its speed (about 0.3 s, where a quadratic reader takes hours) is timed in
+    benchmarks/hostile.py, not here."""
     path = write(tmp_path / "long.txt", b"word " * 10_000_000 + b"\nshort\n")
-    start = time.perf_counter()
-    lengths = [len(d) for d in docs(path)]
-    assert lengths == [50_000_000, 5]
-    assert time.perf_counter() - start < 10  # about 0.3 s; a quadratic reader would take hours
+    assert [len(d) for d in docs(path)] == [50_000_000, 5]
 
 
 # ---------------------------------------------------------------------------------------------------- JSON

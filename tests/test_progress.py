@@ -30,11 +30,19 @@ def test_prefetch_keeps_order_and_reraises_the_producers_error():
 
 
 def test_prefetch_map_keeps_order_when_later_calls_finish_first():
-    def slow_first(x: int) -> int:
-        time.sleep(0.02 if x % 3 == 0 else 0.0)
+    """Call 3k waits until call 3k + 1 has finished, so results complete out of order; they come in order."""
+    finished = [threading.Event() for _ in range(31)]
+    order = []
+
+    def late_first(x: int) -> int:
+        if x % 3 == 0:
+            assert finished[x + 1].wait(30), f"call {x + 1} never ran beside call {x}"
+        order.append(x)
+        finished[x].set()
         return x * x
 
-    assert list(prefetch_map(slow_first, range(30), workers=3)) == [x * x for x in range(30)]
+    assert list(prefetch_map(late_first, range(30), workers=3)) == [x * x for x in range(30)]
+    assert all(order.index(x + 1) < order.index(x) for x in range(0, 30, 3))
 
 
 def test_prefetch_map_reraises_a_calls_error_after_the_results_before_it():
@@ -53,16 +61,23 @@ def test_prefetch_map_reraises_a_calls_error_after_the_results_before_it():
 def test_prefetch_map_works_ahead_while_the_consumer_is_busy():
     """Results pile up (to `depth`) while nobody consumes them: a build's tokenizer keeps going while its
     main thread loads Numba. Only then does the producer wait."""
-    done = []
+    done, consumed, ahead = [], [0], []
     lock = threading.Lock()
+
+    def items():
+        for x in range(100):
+            ahead.append(x - consumed[0])  # how far ahead of the consumer each item is taken
+            yield x
 
     def fn(x: int) -> int:
         with lock:
             done.append(x)
         return x
 
-    results = prefetch_map(fn, range(100), workers=2, depth=8)
-    assert wait_until(lambda: len(done) >= 8), f"only {len(done)} calls ran ahead"
-    time.sleep(0.1)
-    assert len(done) < 100  # bounded: the read-ahead stops at about `depth` results
-    assert list(results) == list(range(100))
+    results = prefetch_map(fn, items(), workers=2, depth=8)
+    assert wait_until(lambda: len(done) >= 8), f"only {len(done)} calls ran ahead"  # nothing consumed yet
+    for x in results:
+        assert x == consumed[0]
+        assert wait_until(lambda: len(ahead) >= min(100, x + 9))  # the producer refills up to `depth` ahead ...
+        consumed[0] += 1
+    assert max(ahead) <= 8 + 1  # ... and never further: one item in hand beyond the `depth` queued

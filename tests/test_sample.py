@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import collections
 import hashlib
+import json
+import os
 import platform
 import re
+import subprocess
+import sys
 
 from mlmprep import sample
 
@@ -75,9 +79,20 @@ def test_harvest_parses_sources_in_sorted_order_without_importing(tmp_path):
     assert not (root / "IMPORTED").exists()  # antigravity.py was parsed, never run
 
 
-def test_harvest_is_deterministic(tmp_path):
-    root = make_stdlib(tmp_path / "lib")
-    assert sample.harvest(root, topics=False) == sample.harvest(root, topics=False)
+def test_harvest_is_deterministic_across_processes(tmp_path):
+    """Two processes with different hash seeds, over two copies of the sources written in opposite orders
+    (so the directories list differently), harvest the same documents as this process."""
+    first = make_stdlib(tmp_path / "a")
+    second = tmp_path / "b"
+    for rel, source in reversed(FAKE_STDLIB.items()):
+        (second / rel).parent.mkdir(parents=True, exist_ok=True)
+        (second / rel).write_text(source, encoding="utf-8")
+    code = "import json, sys; from pathlib import Path; from mlmprep import sample; " \
+           "print(json.dumps(sample.harvest(Path(sys.argv[1]))))"
+    runs = [subprocess.run([sys.executable, "-c", code, str(root)], capture_output=True, text=True, check=True,
+                           env={**os.environ, "PYTHONHASHSEED": hash_seed}).stdout
+            for root, hash_seed in ((first, "1"), (second, "2"))]
+    assert json.loads(runs[0]) == json.loads(runs[1]) == sample.harvest(first)
 
 
 def test_builtin_sample_is_real_english_of_sane_size():

@@ -86,10 +86,23 @@ def test_text_segments_cut_every_n_characters_and_flag_cut_words():
     assert segment_chars(512) == 2040
 
 
+class CountingStr(str):
+    """A str that counts the characters its slices copy (and whose slices count too)."""
+
+    copied = 0
+
+    def __getitem__(self, key):
+        part = super().__getitem__(key)
+        CountingStr.copied += len(part)
+        return CountingStr(part)
+
+
 def test_text_segments_stream_a_long_line_without_quadratic_copies():
-    line = "abc " * 250_000  # 1 MB
-    segments = list(text_segments([line], chars=2040))
-    assert "".join(s for s, _ in segments) == line.rstrip() or "".join(s for s, _ in segments) == line
+    line = "abc " * 250_000  # 1 MB: 490 segments; re-slicing the rest after each would copy ~250 MB
+    CountingStr.copied = 0
+    segments = list(text_segments([CountingStr(line)], chars=2040))
+    assert "".join(s for s, _ in segments) == line and all(len(s) == 2040 for s, _ in segments[:-1])
+    assert CountingStr.copied <= 2 * len(line)  # each character copied about once
 
 
 def test_segment_rows_truncate_with_the_loss_counted_and_keep_short_rows():

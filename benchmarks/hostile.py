@@ -1,0 +1,73 @@
+"""Hostile input at scale: one 50 MB line without a newline, read alone and built, timed and measured.
+
+    python -m benchmarks.hostile            # 50 MB
+    python -m benchmarks.hostile --quick    # 10 MB
+
+The unit tests (tests/test_corpus.py, tests/test_hostile.py) check that such a line is read and built
+exactly; the limits on time and memory live here, where a loaded machine cannot make a test flake.
+Limits: the build within 120 s (about 10 M characters/s of reading and cleaning, tokenizing on 2 loaded
+cores) and 1000 MB peak RSS (20x the line: a few copies of the text plus int32 tokens, no per-token
+Python objects); reading the line alone within 10 s (about 0.3 s; a quadratic reader takes hours).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+MAX_BUILD_S = 120
+MAX_RSS_MB = 1000
+MAX_READ_S = 10
+
+WORDS = "mountain library teacher remembered explained carefully together vocabulary".split()
+
+
+def measured(args: list[str]) -> tuple[float, float]:
+    """(wall seconds, peak resident MB) of one `mlmprep` process, which must succeed."""
+    started = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "mlmprep", *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    seconds = time.perf_counter() - started
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"mlmprep {' '.join(args)} failed: {proc.stderr.read().decode()[-2000:]}")
+    proc.stderr.close()
+    return seconds, usage.ru_maxrss / 1024
+
+
+def run(quick: bool = False) -> dict:
+    from mlmprep.corpus import open_corpus
+    from mlmprep.tokenize import train_tokenizer
+
+    line_bytes = 10_000_000 if quick else 50_000_000
+    with tempfile.TemporaryDirectory(prefix="mlmprep-bench-hostile-") as tmp:
+        tmp = Path(tmp)
+        sentence = " ".join(WORDS) + " "
+        corpus = tmp / "line.txt"
+        corpus.write_text((sentence * (line_bytes // len(sentence) + 1))[:line_bytes], encoding="ascii")
+        train_tokenizer([sentence * 20], vocab_size=400).save(str(tmp / "tokenizer.json"))
+
+        started = time.perf_counter()
+        lengths = [len(doc) for doc in open_corpus([str(corpus)]).documents()]
+        read_s = time.perf_counter() - started
+        assert len(lengths) == 1 and lengths[0] >= line_bytes - 1, lengths  # one document, whole
+
+        build_s, rss_mb = measured(["build", str(corpus), "--out", str(tmp / "out"), "--tokenizer",
+                                    str(tmp / "tokenizer.json"), "--input-length", "32", "--seeds", "1"])
+    result = {"quick": quick, "mb": line_bytes / 1e6, "read_s": read_s, "build_s": build_s, "build_rss_mb": rss_mb}
+    print(result, file=sys.stderr)
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a 10 MB line")
+    run(parser.parse_args().quick)
+
+
+if __name__ == "__main__":
+    main()
