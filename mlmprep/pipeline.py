@@ -71,19 +71,26 @@ class Layout:
 # ------------------------------------------------------------------------------------------------ workers
 
 
+def identity(path: Path) -> tuple:
+    """A staged file's path and identity: a cache key that a later build writing the same path (in the
+    same process, or on a reused Ray worker) does not match."""
+    st = os.stat(path)
+    return str(path), st.st_ino, st.st_size, st.st_mtime_ns
+
+
 @functools.lru_cache(maxsize=2)
-def worker_tokenizer(path: str):
-    """(tokenizer, special ids, word tables), loaded once per worker process."""
-    tok = load_tokenizer(path)
+def _tokenizer(key: tuple):
+    tok = load_tokenizer(key[0])
     tok.encode_special_tokens = True  # set before any thread encodes (see tokenize.encode)
     return tok, special_ids(tok), word_tables(tok)
 
 
 def start_worker(layout: Layout):
-    """Threads for this worker, before its tokenizer first runs; its tokenizer."""
+    """Threads for this worker, before its tokenizer first runs; (tokenizer, special ids, word tables),
+    loaded once per worker process and build."""
     if layout.threads:
         os.environ["RAYON_NUM_THREADS"] = str(layout.threads)
-    return worker_tokenizer(str(Path(layout.stage) / "tokenizer.json"))
+    return _tokenizer(identity(Path(layout.stage) / "tokenizer.json"))
 
 
 def write_atomic(path: Path, chunks: Iterable[bytes]) -> None:
@@ -287,10 +294,14 @@ def held_out(first: int, n: int, fraction: float, seed: int) -> np.ndarray:
     return (x >> np.uint64(11)).astype(np.float64) * 2.0**-53 < fraction
 
 
-@functools.lru_cache(maxsize=4)
-def document_index(path: str) -> tuple[np.ndarray, np.ndarray]:
+def document_index(path: Path) -> tuple[np.ndarray, np.ndarray]:
     """(document lengths, where each document's tokens start: cumulative, one longer) of a staged shard."""
-    lengths = read_array(Path(path), np.int64)
+    return _document_index(identity(path))
+
+
+@functools.lru_cache(maxsize=4)
+def _document_index(key: tuple) -> tuple[np.ndarray, np.ndarray]:
+    lengths = read_array(Path(key[0]), np.int64)
     starts = np.zeros(len(lengths) + 1, dtype=np.int64)
     np.cumsum(lengths, out=starts[1:])
     return lengths, starts
@@ -306,7 +317,7 @@ def stream_slice(plan: Plan, start: int, stop: int) -> np.ndarray:
         a, b = max(start, lo) - lo, min(stop, hi) - lo
         if a >= b:
             continue
-        lengths, starts = document_index(str(layout.staged(f"shard-{s:06d}.lens")))
+        lengths, starts = document_index(layout.staged(f"shard-{s:06d}.lens"))
         ends = starts[1:] + np.arange(1, len(lengths) + 1)  # each document's end in the shard's stream, EOS included
         d0, d1 = (int(np.searchsorted(ends, x, side="right")) for x in (a, b - 1))
         tokens = read_array(layout.staged(f"shard-{s:06d}.ids"), np.int32, int(starts[d0]), int(starts[d1 + 1]))
@@ -339,7 +350,7 @@ def doc_windows(plan: Plan, first: int, count: int, tables) -> tuple[Rows, int]:
         a, b = max(first, lo) - lo, min(first + count, hi) - lo
         if a >= b:
             continue
-        lengths, starts = document_index(str(layout.staged(f"shard-{s:06d}.lens")))
+        lengths, starts = document_index(layout.staged(f"shard-{s:06d}.lens"))
         per_doc, _ = doc_rows_per_document(lengths, layout.content_length, layout.doc_eos is not None)
         row_ends = np.cumsum(per_doc)
         d0, d1 = (int(np.searchsorted(row_ends, x, side="right")) for x in (a, b - 1))
@@ -362,7 +373,7 @@ def stored_rows(plan: Plan, first: int, count: int) -> Rows:
         a, b = max(first, lo) - lo, min(first + count, hi) - lo
         if a >= b:
             continue
-        lengths, starts = document_index(str(layout.staged(f"segments-{t:06d}.lens")))
+        lengths, starts = document_index(layout.staged(f"segments-{t:06d}.lens"))
         values = read_array(layout.staged(f"segments-{t:06d}.ids"), np.int32, int(starts[a]), int(starts[b]))
         parts.append(Rows(values, starts[a : b + 1] - starts[a]))
     return concat_rows(parts)

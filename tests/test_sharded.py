@@ -199,3 +199,14 @@ def test_a_format_1_build_still_loads_verifies_and_remasks(tmp_path, tiny_build)
     assert len(open_epoch(old, 1)) == manifest["splits"]["seed-1"]["rows"]
     assert remask(old, 3, engine=Engine(workers=1)) == ["seed-2"]
     assert verify(old).ok
+
+
+def test_a_second_build_in_the_same_process_reads_its_own_staged_files(tmp_path, tiny_corpus, tiny_tokenizer_path):
+    """In-process tasks (--workers 1, or a reused Ray worker) cache staged shards: never a previous build's."""
+    other = tmp_path / "other.txt"
+    other.write_text("\n".join(tiny_documents(300, seed=5)) + "\n", encoding="utf-8")
+    options = {"workers": 1, "pack": "doc", "rows_per_file": 40, "shard_bytes": 1 << 20}  # one shard: same names
+    build_tiny(tmp_path / "out", tiny_corpus, tiny_tokenizer_path, **options)
+    again = build_tiny(tmp_path / "out", other, tiny_tokenizer_path, force=True, **options)
+    fresh = build_tiny(tmp_path / "fresh", other, tiny_tokenizer_path, **options)
+    assert hashes(again) == hashes(fresh)
