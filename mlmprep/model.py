@@ -45,7 +45,7 @@ def preset_config(name: str, objective: str, tokenizer: dict, max_length: int):
         )
     return BertConfig(
         vocab_size=vocab, hidden_size=shape["d_model"], intermediate_size=shape["d_ff"],
-        num_attention_heads=shape["num_heads"], num_hidden_layers=shape["num_layers"],
+        num_attention_heads=shape["d_model"] // shape["d_kv"], num_hidden_layers=shape["num_layers"],  # heads fill d_model
         max_position_embeddings=round_up(max(max_length, 512), VOCAB_MULTIPLE),
         hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, pad_token_id=tokenizer["pad_id"],
         tie_word_embeddings=not v1_1,

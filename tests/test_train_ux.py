@@ -13,7 +13,7 @@ import torch
 from fakes import write_fake_build
 
 from mlmprep.config import TrainConfig
-from mlmprep.model import build_model
+from mlmprep.model import PRESETS, build_model
 from mlmprep.train import fit, lr_at
 
 SMALL = dict(max_tokens_per_batch=512, max_tokens_per_microbatch=256, max_examples_per_microbatch=8,
@@ -47,6 +47,15 @@ def test_presets_have_the_published_shapes(name, parameters, v1_1):
     assert hasattr(ff, "wi_0") == v1_1 and (model.config.feed_forward_proj == "gated-gelu") == v1_1
     assert (model.lm_head.weight is model.shared.weight) != v1_1  # v1.1: untied input and output embeddings
     assert model.config.dropout_rate == 0.0  # pretraining, as nanoT5
+
+
+@pytest.mark.parametrize("name, untied", [("t5-small", False), ("t5-v1_1-small", True), ("t5-v1_1-base", True)])
+def test_presets_give_mlm_data_a_bert_of_their_width_and_depth(name, untied):
+    with torch.device("meta"):
+        model = build_model(name, "mlm", T5_VOCAB)
+    t5 = PRESETS[name]
+    assert (model.config.hidden_size, model.config.num_hidden_layers) == (t5["d_model"], t5["num_layers"])
+    assert (model.cls.predictions.decoder.weight is not model.bert.embeddings.word_embeddings.weight) == untied
 
 
 def test_an_untied_t5_keeps_its_own_head_through_training_and_a_checkpoint(tmp_path, span_data, capfd):
