@@ -17,6 +17,7 @@ def check(cfg: TrainConfig) -> None:
 
 
 def writer_class():
+    """torch's SummaryWriter, or a one-line error naming the extra that provides its tensorboard package."""
     try:
         from torch.utils.tensorboard import SummaryWriter
     except ImportError:
