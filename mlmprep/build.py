@@ -178,31 +178,41 @@ def write_build(cfg: BuildConfig, corpus: Corpus, tok, stage: Path, log: Callabl
                     doc_eos=document_eos(cfg, ids, suffix), prefix=tuple(prefix.tolist()), suffix=tuple(suffix.tolist()))
     (stage / STAGING).mkdir()
     log(f"{len(shards)} input shard{'s' * (len(shards) != 1)} on {engine.describe()}")
-    with progress(desc="read, clean, tokenize", unit="shard", total=len(shards)) as bar:
+    # one bar over every task of the build; its total grows as each phase's tasks become known
+    with progress(desc="read, clean, tokenize", unit="task", total=len(shards)) as bar:
+        tokens = 0
+
+        def tokenized(index: int, result: dict) -> None:
+            nonlocal tokens
+            tokens += result["tokens"]
+            bar.set_postfix_str(f"{tokens:,} tokens", refresh=False)
+            bar.update(1)
+
         read = run_tasks(tokenize_shard, [TokenizeTask(layout, shard) for shard in shards], engine=engine,
-                         on_result=lambda index, result: bar.update(1))
-    timings["tokenize_s"] = time.perf_counter() - pipeline_started
-    corpus_stats = corpus_counts(corpus, read)
-    if corpus_stats["documents"] == 0:
-        raise no_text_error(corpus_name(corpus), corpus_stats, cfg.text_column)
+                         on_result=tokenized)
+        timings["tokenize_s"] = time.perf_counter() - pipeline_started
+        corpus_stats = corpus_counts(corpus, read)
+        if corpus_stats["documents"] == 0:
+            raise no_text_error(corpus_name(corpus), corpus_stats, cfg.text_column)
 
-    stats = WindowStats(method=cfg.method, row_length=layout.content_length, unk_id=ids.unk)
-    plan = barrier(layout, read, stats, engine, mask.row_seed(cfg.seed, VALIDATION_SLOT),
-                   tuple(mask.row_seed(cfg.seed, k) for k in range(cfg.seeds)))
-    if plan.rows == 0:
-        raise CorpusError(
-            f"{corpus_name(corpus)}: too little text for one window of {window_length} tokens; "
-            "lower --input-length or use --pack doc"
-        )
-    tasks = write_tasks(plan, output_rows(cfg, window_length))
-    last = tasks[-1]
-    if last.first_train + last.count - int(held_out(last.first, last.count, cfg.validation_fraction, cfg.seed).sum()) == 0:
-        raise CorpusError(f"{corpus_name(corpus)}: every window went to validation; lower --validation-fraction")
+        stats = WindowStats(method=cfg.method, row_length=layout.content_length, unk_id=ids.unk)
+        plan = barrier(layout, read, stats, engine, mask.row_seed(cfg.seed, VALIDATION_SLOT),
+                       tuple(mask.row_seed(cfg.seed, k) for k in range(cfg.seeds)), bar)
+        if plan.rows == 0:
+            raise CorpusError(
+                f"{corpus_name(corpus)}: too little text for one window of {window_length} tokens; "
+                "lower --input-length or use --pack doc"
+            )
+        tasks = write_tasks(plan, output_rows(cfg, window_length))
+        last = tasks[-1]
+        if last.first_train + last.count - int(held_out(last.first, last.count, cfg.validation_fraction, cfg.seed).sum()) == 0:
+            raise CorpusError(f"{corpus_name(corpus)}: every window went to validation; lower --validation-fraction")
 
-    mask_started = time.perf_counter()
-    with progress(desc="window, mask, write", unit="window", total=plan.rows) as bar:
-        written = run_tasks(write_file, tasks, engine=engine, on_result=lambda index, result: bar.update(tasks[index].count))
-    timings["mask_and_write_s"] = time.perf_counter() - mask_started
+        mask_started = time.perf_counter()
+        more_tasks(bar, len(tasks), "window, mask, write")
+        bar.set_postfix_str(f"{plan.rows:,} windows", refresh=False)
+        written = run_tasks(write_file, tasks, engine=engine, on_result=lambda index, result: bar.update(1))
+        timings["mask_and_write_s"] = time.perf_counter() - mask_started
     masker = Masker(cfg, ids, word_tables(tok), layout.fixed, window_length)
     for result in written:
         add_counts(stats, result["windows"])
@@ -252,13 +262,20 @@ def corpus_counts(corpus: Corpus, read: list[dict]) -> dict:
     return total
 
 
+def more_tasks(bar, n: int, desc: str) -> None:
+    """Grow the build's one progress bar by the `n` tasks of the next phase."""
+    bar.total += n
+    bar.set_description(desc, refresh=False)
+    bar.refresh()
+
+
 def add_counts(stats: WindowStats, counts: dict[str, int]) -> None:
     for key, value in counts.items():
         setattr(stats, key, getattr(stats, key) + value)
 
 
 def barrier(layout: Layout, read: list[dict], stats: WindowStats, engine: Engine, validation_seed: int,
-            seeds: tuple[int, ...]) -> Plan:
+            seeds: tuple[int, ...], bar) -> Plan:
     """Prefix sums of the phase-1 outputs: where each shard's tokens (or rows) start globally, and how many
     windows there are. --method text runs its segmenting tasks here."""
     cfg = layout.cfg
@@ -269,7 +286,8 @@ def barrier(layout: Layout, read: list[dict], stats: WindowStats, engine: Engine
         per = max(1, SEGMENT_TASK_CHARS // chars)
         tasks = [SegmentTask(layout, t, first, min(per, segments - first), char_offsets, chars)
                  for t, first in enumerate(range(0, segments, per))]
-        counted = run_tasks(segment_text, tasks, engine=engine)
+        more_tasks(bar, len(tasks), "cut, tokenize text segments")
+        counted = run_tasks(segment_text, tasks, engine=engine, on_result=lambda index, result: bar.update(1))
         for counts in counted:
             add_counts(stats, counts)
         sizes = [counts["rows"] for counts in counted]
