@@ -13,7 +13,6 @@ import time
 from dataclasses import fields
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 from fakes import write_fake_build

@@ -1,0 +1,218 @@
+"""Mutation check: plant plausible bugs one at a time in a temporary copy of the repository, run the tests
+against each, and print which survive (a surviving mutant is a bug the suite would not notice).
+
+    python -m tests.mutants                     # every mutant (slow: tens of minutes on 2 cores)
+    python -m tests.mutants --list              # their names
+    python -m tests.mutants floyd-range rng-not-restored    # some of them
+    python -m tests.mutants --quick             # only the likely test files, never the whole suite
+
+Each mutant is a small text patch (an exact snippet and its replacement) of one file. The working tree is
+never touched: its files (tracked and untracked, not ignored) are copied once to a temporary directory,
+where `mlmprep` and `mlmprep.cli` are imported from (PYTHONPATH), and each mutant is applied there, tested,
+and undone. A snippet that no longer occurs exactly once is reported STALE, so the list does not rot
+silently when the code changes. Tests run as `pytest -x -q` on the mutant's likely test files first; only
+if those pass does the whole suite run. Exit status 1 if any mutant survives or is stale. Not part of the
+default test run (this file is not collected by pytest).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import NamedTuple
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class Mutant(NamedTuple):
+    name: str
+    path: str  # relative to the repository root
+    old: str  # occurs exactly once in the file
+    new: str
+    tests: tuple[str, ...]  # pytest arguments that should catch it
+
+
+MUTANTS = [
+    # ------------------------------------------------------------ span corruption kernel
+    Mutant("floyd-range", "mlmprep/_kernels.py",  # Floyd draws from [0, j): the collision branch alone can take j
+           "state, t = _bounded(state, j + 1)", "state, t = _bounded(state, j)",
+           ("tests/test_mask_reference.py",)),
+    Mutant("floyd-collision-takes-neighbour", "mlmprep/_kernels.py",  # a collision takes t's free neighbour instead of j
+           "t = j if taken else t  #",
+           "t = (t + 1 if t + 1 <= j and not (bits[(t + 1) >> 6] >> np.uint64((t + 1) & 63)) & ONE else j) if taken else t  #",
+           ("tests/test_mask_reference.py",)),
+    Mutant("noise-first", "mlmprep/_kernels.py",  # interleave noise first, as if the spans were swapped
+           "spans[2 * k] = end_keep - prev_keep\n        spans[2 * k + 1] = end_noise - prev_noise",
+           "spans[2 * k] = end_noise - prev_noise\n        spans[2 * k + 1] = end_keep - prev_keep",
+           ("tests/test_mask.py",)),
+    Mutant("roll-half-row", "mlmprep/_kernels.py",  # the roll offset drawn from half the row
+           "state, offset = _bounded(state, length)", "state, offset = _bounded(state, (length + 1) // 2)",
+           ("tests/test_mask_reference.py",)),
+    Mutant("roll-from-span-start", "mlmprep/_kernels.py",  # a roll inside a kept span starts at its beginning too
+           "head = offset - start if j % 2 == 0 else 0", "head = 0",
+           ("tests/test_mask_reference.py",)),
+    Mutant("row-stream-ignores-first-row", "mlmprep/_kernels.py",  # chunks restart the row streams
+           "state = stream_key(seed, first_row + i)\n            state = _sorted_sample_pair",
+           "state = stream_key(seed, i)\n            state = _sorted_sample_pair",
+           ("tests/test_mask.py",)),
+    # ------------------------------------------------------------ span and MLM arithmetic
+    Mutant("noise-count-floor", "mlmprep/mask.py",  # floor instead of T5's round
+           "noise = np.clip(np.rint(lengths * noise_density)", "noise = np.clip(np.floor(lengths * noise_density)",
+           ("tests/test_mask_reference.py",)),
+    Mutant("spans-from-noise-only", "mlmprep/mask.py",  # spans = round(noise / mean), T5's original, not seed 000's
+           "np.rint(np.minimum(noise, lengths - noise) / mean_span_length)", "np.rint(noise / mean_span_length)",
+           ("tests/test_mask_reference.py",)),
+    Mutant("mlm-70-mask", "mlmprep/_kernels.py",  # 70/20/10 instead of 80/10/10
+           "    if r < 8:\n        inputs_out[p] = mask_id", "    if r < 7:\n        inputs_out[p] = mask_id",
+           ("tests/test_mask_reference.py",)),
+    Mutant("mlm-random-may-be-special", "mlmprep/mask.py",  # random replacements drawn from the whole vocabulary
+           "normal_ids = np.flatnonzero(~is_special).astype(np.int32)",
+           "normal_ids = np.arange(vocab_size).astype(np.int32)",
+           ("tests/test_mask.py",)),
+    Mutant("mlm-first-positions", "mlmprep/_kernels.py",  # the first m maskable tokens instead of a random m
+           "state = _sorted_sample(state, n_groups, counts[i], bits, chosen)",
+           "chosen[: counts[i]] = np.arange(counts[i])",
+           ("tests/test_mask_reference.py",)),
+    # ------------------------------------------------------------ windows, segments, read-ahead
+    Mutant("windows-drop-carry", "mlmprep/windows.py",  # the tail of each chunk is lost instead of carried
+           "carry = stream[n * length :]", "carry = stream[:0]",
+           ("tests/test_windows.py", "tests/test_build.py", "tests/test_cli_build.py")),
+    Mutant("segments-quadratic", "mlmprep/windows.py",  # re-slice the rest of the text after every segment
+           "segment, pos = buffer[pos : pos + chars], pos + chars",
+           "segment, buffer = buffer[:chars], buffer[chars:]",
+           ("tests/test_windows.py",)),
+    Mutant("prefetch-unbounded", "mlmprep/progress.py",  # read-ahead without a bound
+           "q: queue.Queue = queue.Queue(maxsize=depth)", "q: queue.Queue = queue.Queue()",
+           ("tests/test_progress.py",)),
+    # ------------------------------------------------------------ batching and collation
+    Mutant("cost-ignores-alpha", "mlmprep/batch.py",  # decoder tokens cost as much as encoder ones
+           "return float(len(rows) * enc + budget.alpha * len(rows) * dec)", "return float(len(rows) * (enc + dec))",
+           ("tests/test_batch.py", "tests/test_train_options.py")),
+    Mutant("collate-no-pad-multiple", "mlmprep/collate.py",  # widths not rounded up to the multiple
+           "width = -(-width // self.pad_to_multiple_of) * self.pad_to_multiple_of", "width = width",
+           ("tests/test_collate.py", "tests/test_train_options.py")),
+    # ------------------------------------------------------------ trainer options
+    Mutant("adafactor-is-adamw", "mlmprep/train.py",  # --optimizer adafactor silently trains with AdamW
+           'if cfg.optimizer == "adafactor":', 'if cfg.optimizer == "adafactor-never":',
+           ("tests/test_train_options.py::test_adafactor_is_adafactor",)),
+    Mutant("max-encoder-len-ignored", "mlmprep/train.py",
+           "max_encoder_len=cfg.max_encoder_len,", "max_encoder_len=None,",
+           ("tests/test_train_options.py",)),
+    Mutant("lr-schedule-not-applied", "mlmprep/train.py",  # the optimizer keeps the peak lr
+           'group["lr"] = lr\n', 'group["lr"] = cfg.lr\n',
+           ("tests/test_train_options.py",)),
+    Mutant("weight-decay-ignored", "mlmprep/train.py",
+           '"weight_decay": cfg.weight_decay}', '"weight_decay": 0.0}',
+           ("tests/test_train_options.py",)),
+    Mutant("betas-ignored", "mlmprep/train.py",
+           "betas=(cfg.beta1, cfg.beta2)", "betas=(0.9, 0.999)",
+           ("tests/test_train_options.py",)),
+    Mutant("grad-clip-ignored", "mlmprep/train.py",
+           "grad_norm(params, cfg.grad_clip)", "grad_norm(params, 0.0)",
+           ("tests/test_train_options.py",)),
+    Mutant("budget-ignores-alpha", "mlmprep/train.py",  # the plan's budget keeps the default alpha
+           "Budget(cfg.max_tokens_per_batch, limits.tokens, limits.examples, alpha=cfg.alpha,",
+           "Budget(cfg.max_tokens_per_batch, limits.tokens, limits.examples, alpha=2.0,",
+           ("tests/test_train_options.py",)),
+    Mutant("resume-in-eval-mode", "mlmprep/train.py",  # dropout off after a resume (the bug fixed in 7c2f18a)
+           "    model.train()  # from_pretrained", "    pass  # from_pretrained",
+           ("tests/test_train_options.py::test_resume_with_dropout_is_exact",)),
+    # ------------------------------------------------------------ checkpoints and resume
+    Mutant("rng-not-restored", "mlmprep/checkpoint.py",  # resume reseeds instead of restoring the RNG
+           "set_rng_state(torch.load(path / \"rng.pt\", weights_only=True)[rank])",
+           "torch.manual_seed(0)",
+           ("tests/test_train_options.py::test_resume_with_dropout_is_exact",)),
+    Mutant("rng-of-rank-0", "mlmprep/checkpoint.py",  # every rank restores rank 0's RNG
+           "set_rng_state(torch.load(path / \"rng.pt\", weights_only=True)[rank])",
+           "set_rng_state(torch.load(path / \"rng.pt\", weights_only=True)[0])",
+           ("tests/test_train_options.py::test_ddp_resume_with_dropout_is_exact",)),
+    Mutant("checkpoint-in-place", "mlmprep/checkpoint.py",  # written under its real name, no rename
+           'tmp = run / f".{PREFIX}{step}.tmp"', "tmp = final",
+           ("tests/test_train_options.py::test_sigkill_while_writing_a_checkpoint_resumes_from_the_last_whole_one",)),
+    Mutant("keep-one-more-checkpoint", "mlmprep/checkpoint.py",
+           "for old in checkpoints(run)[: -cfg.keep_checkpoints]:", "for old in checkpoints(run)[: -cfg.keep_checkpoints - 1]:",
+           ("tests/test_train.py",)),
+    Mutant("optimizer-state-not-restored", "mlmprep/checkpoint.py",
+           "optimizer.load_state_dict(torch.load(path / \"optimizer.pt\"", "(torch.load(path / \"optimizer.pt\"",
+           ("tests/test_train.py", "tests/test_train_options.py")),
+]
+
+
+def copy_repository(dest: Path) -> Path:
+    """The working tree's files (tracked and untracked, not ignored) under dest/main; ../shared beside it
+    (the corpora the tests look for); mlmprep/cli -> cli, as the editable install maps it."""
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, check=True,
+                           capture_output=True).stdout.decode().split("\0")
+    repo = dest / "main"
+    for rel in filter(None, files):
+        source = ROOT / rel
+        if source.is_file():
+            (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, repo / rel)
+    if (ROOT.parent / "shared").is_dir():
+        (dest / "shared").symlink_to(ROOT.parent / "shared")
+    (repo / "mlmprep" / "cli").symlink_to(repo / "cli")
+    return repo
+
+
+def pytest(repo: Path, args: tuple[str, ...]) -> bool:
+    """True if the tests pass in the copy (the mutant survives them)."""
+    env = {**os.environ, "PYTHONPATH": str(repo), "PYTHONDONTWRITEBYTECODE": "1"}
+    done = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *args], cwd=repo,
+                          env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return done.returncode == 0
+
+
+def check(repo: Path, mutant: Mutant, quick: bool) -> str:
+    """KILLED (by the likely tests or the suite), SURVIVED, or STALE (the snippet is not there exactly once)."""
+    path = repo / mutant.path
+    original = path.read_text(encoding="utf-8")
+    if original.count(mutant.old) != 1:
+        return f"STALE (snippet found {original.count(mutant.old)} times)"
+    path.write_text(original.replace(mutant.old, mutant.new), encoding="utf-8")
+    try:
+        if not pytest(repo, mutant.tests):
+            return "killed by " + " ".join(mutant.tests)
+        if quick:
+            return "SURVIVED its likely tests (--quick: the whole suite not run)"
+        return "killed by the whole suite" if not pytest(repo, ()) else "SURVIVED"
+    finally:
+        path.write_text(original, encoding="utf-8")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("names", nargs="*", help="mutants to run (default: all)")
+    parser.add_argument("--list", action="store_true", help="list the mutants and exit")
+    parser.add_argument("--quick", action="store_true", help="run only each mutant's likely test files")
+    args = parser.parse_args()
+    if args.list:
+        for m in MUTANTS:
+            print(f"{m.name:34} {m.path}")
+        return
+    unknown = set(args.names) - {m.name for m in MUTANTS}
+    if unknown:
+        sys.exit(f"error: no mutant named {', '.join(sorted(unknown))}; see --list")
+    chosen = [m for m in MUTANTS if not args.names or m.name in args.names]
+    bad = 0
+    with tempfile.TemporaryDirectory(prefix="mlmprep-mutants-") as tmp:
+        repo = copy_repository(Path(tmp))
+        if not pytest(repo, ("tests/test_mask.py", "-k", "golden")):  # the copy itself must pass (and warm Numba)
+            sys.exit("error: the unmutated copy fails tests/test_mask.py; fix the tree first")
+        for m in chosen:
+            started = time.perf_counter()
+            outcome = check(repo, m, args.quick)
+            bad += not outcome.startswith("killed")
+            print(f"{m.name:34} {outcome}  ({time.perf_counter() - started:.0f} s)", flush=True)
+    print(f"{len(chosen) - bad} of {len(chosen)} mutants killed")
+    sys.exit(1 if bad else 0)
+
+
+if __name__ == "__main__":
+    main()
