@@ -207,8 +207,11 @@ def run_ray(fn: Callable[[Any], Any], tasks: list, engine: Engine, on_result: Ca
                 for ref in done:
                     try:
                         results[index[ref]] = ray.get(ref)
-                    except ray.exceptions.RayTaskError as exc:  # the task raised: its own exception, unwrapped
-                        raise exc.cause from None
+                    except ray.exceptions.RayTaskError as exc:  # the task raised, or Ray could not run it
+                        if isinstance(exc.cause, (MlmprepError, TaskFailed)):
+                            raise exc.cause from None
+                        raise TaskFailed(f"{name(tasks[index[ref]])} failed on Ray: {type(exc.cause).__name__}: "
+                                         f"{str(exc.cause).splitlines()[0]}; nothing was published") from None
                     except ray.exceptions.RayError as exc:  # its worker or node died RAY_RETRIES + 1 times
                         raise TaskFailed(f"a Ray worker died while running {name(tasks[index[ref]])} "
                                          f"({RAY_RETRIES + 1} attempts; {str(exc).splitlines()[0]}); "

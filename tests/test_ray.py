@@ -50,8 +50,10 @@ def write_block(task):
     return ray.get_runtime_context().get_node_id()
 
 
-def refuse(i):
-    raise CorpusError(f"corpus.txt at byte {i}: not UTF-8")
+def refuse_7(i):
+    if i == 7:
+        raise CorpusError(f"corpus.txt at byte {i}: not UTF-8")
+    return i
 
 
 def kill_first_task(killed, stop):
@@ -94,7 +96,7 @@ def main(cfg):
             nodes, report["blocks_killed"] = with_a_kill(lambda: run_tasks(write_block, tasks, engine=engine))
             report["block_nodes"] = len(set(nodes))
             try:
-                run_tasks(refuse, [7, 8], engine=engine)
+                run_tasks(refuse_7, [6, 7, 8], engine=engine)
             except CorpusError as exc:
                 report["error"] = [type(exc).__name__, str(exc)]
         for name, kill in (("build", False), ("build_killed", True)):
@@ -178,15 +180,15 @@ def cluster_run(tmp_path_factory, tok):
     root = tmp_path_factory.mktemp("ray")
     corpus = root / "corpus.txt"
     corpus.write_text("\n".join(tiny_documents(2000)) + "\n", encoding="utf-8")
-    args = ["build", str(corpus), "--tokenizer", tok, "--input-length", "32", "--seeds", "2"]
+    args = ["build", str(corpus), "--tokenizer", tok, "--input-length", "32", "--seeds", "2", "--rows-per-file", "500"]
     local = subprocess.run(cli_command(*args, "--out", root / "local", "--workers", "2"), env=cli_env(),
                            capture_output=True, text=True, timeout=300)
     assert local.returncode == 0, local.stderr
     (root / "blocks").mkdir()
     cfg = {
         "blocks": str(root / "blocks"), "n_blocks": BLOCKS,
-        "build": cli_command(*args, "--out", root / "ray"),
-        "build_killed": cli_command(*args, "--out", root / "ray-killed"),
+        "build": cli_command(*args, "--out", root / "ray", "--shard-bytes", "40000"),  # ~10 reading tasks
+        "build_killed": cli_command(*args, "--out", root / "ray-killed"),  # one long reading task: sure to be hit
     }
     (root / "script.py").write_text(SCRIPT, encoding="utf-8")
     proc, left = run_in_netns([str(root / "script.py"), json.dumps(cfg, default=str)], timeout=540)
