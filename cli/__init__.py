@@ -4,11 +4,14 @@ so `mlmprep --help` answers without loading numba, datasets or torch."""
 from __future__ import annotations
 
 import gc
+import os
+import sys
 from typing import Annotated
 
 import typer
 
 import mlmprep
+from mlmprep.cli._util import INTERRUPTED
 
 HELP = """Pretraining data for T5- and BERT-style models.
 
@@ -39,6 +42,14 @@ def app_options(
 def main() -> None:
     try:
         app()
+    except SystemExit as exc:
+        tokenize = sys.modules.get("mlmprep.tokenize")  # loaded only by commands that tokenize
+        if exc.code == INTERRUPTED and tokenize is not None and tokenize.abandoned_calls():
+            # Cleaned up by now, so end at once, without the interpreter's shutdown (see abandoned_calls).
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(INTERRUPTED)
+        raise
     finally:
         # At exit the interpreter's last garbage collection walks every object Numba and its compiler made,
         # about half a second after a build; all of them live until the end anyway, so it is skipped.

@@ -15,6 +15,9 @@ from mlmprep.engine import TaskFailed
 from mlmprep.errors import MlmprepError
 
 
+INTERRUPTED = 130  # the exit code of a command stopped by Ctrl-C (128 + SIGINT, as shells report it)
+
+
 def cli_errors(command: Callable[..., Any]) -> Callable[..., Any]:
     """Run a command; a MlmprepError becomes `error: <message>` on stderr and exit code 2."""
 
@@ -30,7 +33,7 @@ def cli_errors(command: Callable[..., Any]) -> Callable[..., Any]:
             raise typer.Exit(code=1) from None
         except KeyboardInterrupt:
             typer.echo("interrupted; nothing was left under the output name", err=True)
-            raise typer.Exit(code=130) from None
+            raise typer.Exit(code=INTERRUPTED) from None
 
     return run
 

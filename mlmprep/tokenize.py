@@ -122,13 +122,22 @@ def interruptible(fn: Callable, *args):
         except BaseException as exc:  # re-raised in the waiting thread
             outcome["error"] = exc
 
-    thread = threading.Thread(target=call, name="mlmprep-interruptible", daemon=True)
+    thread = threading.Thread(target=call, name=INTERRUPTIBLE_THREAD, daemon=True)
     thread.start()
     while thread.is_alive():
         thread.join(0.05)
     if "error" in outcome:
         raise outcome["error"]
     return outcome.get("value")
+
+
+INTERRUPTIBLE_THREAD = "mlmprep-interruptible"
+
+
+def abandoned_calls() -> bool:
+    """Whether an interruptible() call still runs after its waiter was interrupted: the process must then
+    end without the interpreter's shutdown, which would stop that thread by unwinding it through Rust (an abort)."""
+    return any(t.name == INTERRUPTIBLE_THREAD and t.is_alive() for t in threading.enumerate())
 
 
 def canonical_unigram(tok):

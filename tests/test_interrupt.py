@@ -25,6 +25,7 @@ from test_cli_build import build_args, cli_command, cli_env, leftovers
 from test_crash import POLL_S, big_corpus, stage_of, tokenizing, writing  # noqa: F401 (big_corpus: a fixture)
 
 EXIT_BOUND_S = 30  # the process must end within this after SIGINT (the fix ends it within a second)
+INTERRUPTED_LINE = "interrupted; nothing was left under the output name"
 TRAINING_WAIT_S = 2.0  # into training before the signal: the corpus is read, the EM loop runs
 
 
@@ -86,9 +87,12 @@ def group_gone(pgid: int) -> bool:
     return False
 
 
-def assert_interrupted(result: subprocess.CompletedProcess, out: Path) -> None:
+def assert_interrupted(result: subprocess.CompletedProcess, out: Path, *, one_line: bool = True) -> None:
     assert result.returncode == 130, result.stderr
-    assert "Traceback" not in result.stderr and "interrupted" in result.stderr
+    if one_line:  # no traceback, no abort from a thread left running
+        assert result.stderr.splitlines() == [INTERRUPTED_LINE]
+    else:
+        assert result.stderr.splitlines()[0] == INTERRUPTED_LINE and "Traceback" not in result.stderr
     assert leftovers(out) == []  # no DIR, no .DIR.partial, no .DIR.lock
     assert group_gone(result.pid), "processes of the build are still running"
 
@@ -102,7 +106,9 @@ def test_ctrl_c_while_the_tokenizer_trains_stops_the_build(tmp_path, slow_to_tra
 @pytest.mark.parametrize("point", [tokenizing, writing], ids=lambda p: p.__name__)
 def test_ctrl_c_while_tokenizing_or_writing_stops_the_build(tmp_path, big_corpus, tok, point):
     out = tmp_path / "out"
-    assert_interrupted(interrupt_when(build_args(big_corpus, out, tok), out, point), out)
+    # Not one line yet: stopping the worker pool mid-task can leave multiprocessing's resource_tracker warning
+    # about leaked semaphores (it removes them itself); that belongs to mlmprep.engine.
+    assert_interrupted(interrupt_when(build_args(big_corpus, out, tok), out, point), out, one_line=False)
 
 
 def test_ctrl_c_while_tokenizer_train_runs_leaves_no_file(tmp_path, slow_to_train):
@@ -118,5 +124,5 @@ def test_ctrl_c_while_tokenizer_train_runs_leaves_no_file(tmp_path, slow_to_trai
             proc.kill()
             proc.wait()
     assert proc.returncode == 130, stderr
-    assert "Traceback" not in stderr and group_gone(proc.pid)
+    assert stderr.splitlines() == [INTERRUPTED_LINE] and group_gone(proc.pid)
     assert sorted(p.name for p in tmp_path.iterdir()) == []
