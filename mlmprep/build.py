@@ -25,7 +25,7 @@ import mlmprep
 from mlmprep import mask
 from mlmprep.config import BuildConfig
 from mlmprep.corpus import Corpus, open_corpus
-from mlmprep.engine import Engine, run_tasks
+from mlmprep.engine import Engine, run_tasks, session
 from mlmprep.errors import ConfigError, CorpusError, TokenizerError
 from mlmprep.pipeline import (
     SEGMENT_TASK_CHARS,
@@ -107,7 +107,8 @@ def build(cfg: BuildConfig, *, log: Callable[[str], None] = print) -> BuildResul
         existing = read_existing(out, cfg.identity(), corpus.fingerprint, tokenizer_sha=tokenizer_sha, force=cfg.force)
         if existing is not None:
             return BuildResult(out, existing, up_to_date=True)
-        with staging_dir(out) as stage:
+        # one Ray connection (or local instance) for all the build's phases: each start costs seconds
+        with staging_dir(out) as stage, session(Engine(cfg.engine, cfg.workers, cfg.ray_address)):
             manifest = write_build(cfg, corpus, given_tokenizer, stage, log)
             publish(stage, out)
     return BuildResult(out, manifest, up_to_date=False)
