@@ -144,6 +144,8 @@ def side_by_side(data: Path, *, model: str, rows: int, micro: int, steps: int, w
                 continue
             results[name] = mlmprep_side(data, Path(tmp) / name, model=model, compile_=on, rows=rows, micro=micro,
                                          steps=steps, warmup=warmup, enc=enc, dec=dec)
+        if torch.cuda.is_available():  # the HF side runs with torch's defaults, not mlmprep's kernel choices
+            torch.backends.cuda.enable_cudnn_sdp(True)
         seed_everything(0)
         hf_model = build_model(model, "span", tok, max_length=enc)
         flops = flop_counter(hf_model, "span")(np.full(rows, enc), np.full(rows, dec))
