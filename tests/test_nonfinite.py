@@ -107,8 +107,9 @@ def test_a_finite_loss_with_a_nan_gradient_is_skipped_too(tmp_path, data, monkey
 
 
 def test_cuda_setup_turns_off_cudnn_attention_and_leaves_the_cpu_alone():
-    """The bf16 NaN of issue 10: on the H100, T5's gradients went NaN in cuDNN attention's backward (the
-    forward, float32, HF eager attention and SDPA's math kernel stayed finite on the same weights and rows);
+    """The bf16 NaN of issue 10: on the H100, T5's gradients went NaN in the backward of bf16 SDPA as torch
+    dispatched it (cuDNN attention), the loss finite; float32 and HF's eager attention stayed finite on the
+    same weights and rows;
     with it off, 520 steps of the issue's recipe met none (with it on, the first came between steps 400 and
     500). The kernel cannot run on a CPU, so this checks the switch the fix is."""
     from mlmprep.speed import setup_device
