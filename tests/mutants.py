@@ -161,12 +161,15 @@ def copy_repository(dest: Path) -> Path:
     return repo
 
 
-def pytest(repo: Path, args: tuple[str, ...]) -> bool:
-    """True if the tests pass in the copy (the mutant survives them)."""
+def pytest(repo: Path, args: tuple[str, ...]) -> str:
+    """"" if the tests pass in the copy (the mutant survives them), else the first failing test's id."""
     env = {**os.environ, "PYTHONPATH": str(repo), "PYTHONDONTWRITEBYTECODE": "1"}
     done = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *args], cwd=repo,
-                          env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return done.returncode == 0
+                          env=env, capture_output=True, text=True)
+    if done.returncode == 0:
+        return ""
+    failed = [line.split()[1] for line in done.stdout.splitlines() if line.startswith(("FAILED ", "ERROR "))]
+    return failed[0] if failed else f"pytest exit {done.returncode}"
 
 
 def check(repo: Path, mutant: Mutant, quick: bool) -> str:
@@ -177,11 +180,13 @@ def check(repo: Path, mutant: Mutant, quick: bool) -> str:
         return f"STALE (snippet found {original.count(mutant.old)} times)"
     path.write_text(original.replace(mutant.old, mutant.new), encoding="utf-8")
     try:
-        if not pytest(repo, mutant.tests):
-            return "killed by " + " ".join(mutant.tests)
+        failed = pytest(repo, mutant.tests)
+        if failed:
+            return "killed by " + failed
         if quick:
             return "SURVIVED its likely tests (--quick: the whole suite not run)"
-        return "killed by the whole suite" if not pytest(repo, ()) else "SURVIVED"
+        failed = pytest(repo, ())
+        return f"killed by {failed} (whole suite)" if failed else "SURVIVED"
     finally:
         path.write_text(original, encoding="utf-8")
 
@@ -203,7 +208,7 @@ def main() -> None:
     bad = 0
     with tempfile.TemporaryDirectory(prefix="mlmprep-mutants-") as tmp:
         repo = copy_repository(Path(tmp))
-        if not pytest(repo, ("tests/test_mask.py", "-k", "golden")):  # the copy itself must pass (and warm Numba)
+        if pytest(repo, ("tests/test_mask.py", "-k", "golden")):  # the copy itself must pass (and warm Numba)
             sys.exit("error: the unmutated copy fails tests/test_mask.py; fix the tree first")
         for m in chosen:
             started = time.perf_counter()

@@ -154,6 +154,18 @@ def test_bf16_autocast_only_when_asked_and_on_cuda():
     assert not isinstance(autocast(CPU, TrainConfig(bf16=True)), torch.autocast)
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="bf16 autocast applies on CUDA only")
+def test_bf16_computes_in_bfloat16_on_cuda():
+    from mlmprep.model import build_model
+
+    model = build_model("tiny", "span", {"vocab_size": 200, "pad_id": 0, "eos_id": 1, "decoder_start_id": 0}).cuda()
+    ids = torch.randint(4, 200, (2, 8), device="cuda")
+    cuda = World(rank=0, size=1, device=torch.device("cuda"))
+    for flag, dtype in ((True, torch.bfloat16), (False, torch.float32)):
+        with autocast(cuda, TrainConfig(bf16=flag)):
+            assert model(input_ids=ids, decoder_input_ids=ids).logits.dtype == dtype
+
+
 def test_every_train_option_reaches_the_config(monkeypatch, tmp_path):
     """`mlmprep train` passes each option it has to TrainConfig: each set to a non-default value arrives."""
     import mlmprep.train
