@@ -167,10 +167,12 @@ def marked_text(tok, tokens: np.ndarray, kinds: np.ndarray, mark) -> str:
     """Decode `tokens` in runs of equal `kinds`; runs of a nonzero kind are shown as mark(text, slice)."""
     change = np.flatnonzero(np.diff(kinds)) + 1
     bounds = np.concatenate([[0], change, [len(tokens)]])
+    wordpiece = type(tok.model).__name__ == "WordPiece"
     text = ""
     for start, stop in zip(bounds[:-1], bounds[1:]):
         run = slice(int(start), int(stop))
         piece = tok.decode(tokens[run].tolist(), skip_special_tokens=False)
-        space = " " if text and (tok.id_to_token(int(tokens[start])) or "").startswith(("▁", "Ġ")) else ""
-        text += space + (mark(piece, run) if kinds[start] else piece)
+        first = tok.id_to_token(int(tokens[start])) or ""
+        starts_word = first.startswith(("▁", "Ġ")) or (wordpiece and not first.startswith("##"))
+        text += (" " if text and starts_word else "") + (mark(piece, run) if kinds[start] else piece)
     return text
