@@ -43,7 +43,7 @@ class Guard:
             kept = f"the weights are those before step {self.first}; checkpoints in {self.run} are untouched"
             raise Diverged(
                 f"step {step}: {self.streak} steps in a row with a non-finite {what} (since step {self.first}); "
-                f"{kept}. Try a lower --lr, a longer --warmup-steps, --grad-clip 1, or --no-bf16",
+                f"{kept}. Try a lower --lr or a longer --warmup-steps",
                 step=self.first,
             )
 

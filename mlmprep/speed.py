@@ -10,9 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
+
+from mlmprep.collate import Collator
 
 RECOMPILE_LIMIT = 64  # graphs per compiled function before dynamo falls back to eager
 BACKEND = "inductor"  # tests set "aot_eager": the same tracing and autograd graphs, without code generation
@@ -86,3 +89,27 @@ def real_lengths(tensors: dict[str, torch.Tensor]) -> tuple[np.ndarray, np.ndarr
     enc = tensors["attention_mask"].sum(1).numpy()
     dec = (tensors["labels"] != -100).sum(1).numpy() if "decoder_input_ids" in tensors else np.zeros_like(enc)
     return enc, dec
+
+
+@dataclass
+class Forward:
+    """How a microbatch's summed loss is computed: eager, or compiled per shape (`shapes`: those compiled so
+    far, so the log can say when a new one compiles); `flops(enc_lengths, dec_lengths)` counts model FLOPs."""
+
+    loss: Callable
+    compiled: bool = False
+    flops: Callable | None = None
+    shapes: set = field(default_factory=set)
+
+
+def collate_ahead(collator: Collator, split, microbatches: list[tuple[np.ndarray, bool]], forward: Forward, pin: bool):
+    """Each microbatch's (tensors, [real tokens, padded slots, rows, model FLOPs]), the next one collated in a
+    thread (into pinned memory on CUDA) while the device runs this one; counted on the host, so no sync."""
+    def work(item):
+        tensors = collator.from_split(split, item[0])  # int64 [B, L] each, on the CPU
+        enc, dec = real_lengths(tensors)
+        slots = sum(tensors[k].numel() for k in ("input_ids", "decoder_input_ids") if k in tensors)
+        counts = [enc.sum() + dec.sum(), slots, len(item[0]), forward.flops(enc, dec) if forward.flops else 0.0]
+        return (pinned(tensors) if pin else tensors), np.array(counts, dtype=np.float64)
+
+    return ahead(work, microbatches)

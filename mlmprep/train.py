@@ -19,7 +19,7 @@ import random
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -46,13 +46,12 @@ from mlmprep.model import build_model, parameter_count
 from mlmprep.numerics import Guard, flop_counter, grad_norm
 from mlmprep.progress import progress
 from mlmprep.speed import (
+    Forward,
     adamw_options,
-    ahead,
+    collate_ahead,
     compile_model_and_loss,
     compile_wanted,
     peak_memory_gb,
-    pinned,
-    real_lengths,
     setup_device,
     shape_key,
 )
@@ -128,35 +127,11 @@ def summed_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE, reduction="sum")
 
 
-@dataclass
-class Forward:
-    """How a microbatch's summed loss is computed: eager, or compiled per shape (`shapes`: those compiled so
-    far, so the log can say when a new one compiles); `flops(enc_lengths, dec_lengths)` counts model FLOPs."""
-
-    loss: Callable = summed_loss
-    compiled: bool = False
-    flops: Callable | None = None
-    shapes: set = field(default_factory=set)
-
-
 def make_forward(model, cfg: TrainConfig, world: World, objective: str) -> Forward:
     """Compile the model in place (its weights and state_dict keys stay the same) and the loss, if wanted."""
     on = compile_wanted(cfg.compile, world.device)
     loss = compile_model_and_loss(model, summed_loss) if on else summed_loss
     return Forward(loss=loss, compiled=on, flops=flop_counter(model, objective))
-
-
-def collate_ahead(collator: Collator, split, microbatches: list[tuple[np.ndarray, bool]], forward: Forward, pin: bool):
-    """Each microbatch's (tensors, [real tokens, padded slots, rows, model FLOPs]), the next one collated in a
-    thread (into pinned memory on CUDA) while the device runs this one; counted on the host, so no sync."""
-    def work(item):
-        tensors = collator.from_split(split, item[0])  # int64 [B, L] each, on the CPU
-        enc, dec = real_lengths(tensors)
-        slots = sum(tensors[k].numel() for k in ("input_ids", "decoder_input_ids") if k in tensors)
-        counts = [enc.sum() + dec.sum(), slots, len(item[0]), forward.flops(enc, dec) if forward.flops else 0.0]
-        return (pinned(tensors) if pin else tensors), np.array(counts, dtype=np.float64)
-
-    return ahead(work, microbatches)
 
 
 def accumulate(model, split, collator: Collator, microbatches: list[tuple[np.ndarray, bool]], n_targets: int, *,
@@ -169,7 +144,7 @@ def accumulate(model, split, collator: Collator, microbatches: list[tuple[np.nda
     the last microbatch only. A padding microbatch runs with weight 0 so every rank's backward matches.
     Nothing here waits for the device: the loss stays on it.
     """
-    forward = forward or Forward()
+    forward = forward or Forward(loss=summed_loss)
     scale = world.size / n_targets
     loss, out = torch.zeros((), dtype=torch.float64, device=world.device), np.zeros(4)
     batches = collate_ahead(collator, split, microbatches, forward, pin=world.device.type == "cuda")

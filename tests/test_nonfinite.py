@@ -147,3 +147,23 @@ def test_consecutive_bad_steps_stop_the_run_with_exit_1(tmp_path, data):
 
 def test_strict_replaces_non_finite_numbers():
     assert strict({"a": math.nan, "b": [1.5, -math.inf], "c": "x"}) == {"a": None, "b": [1.5, None], "c": "x"}
+
+
+def test_compare_methods_reports_a_diverged_arm_as_diverged(tmp_path, monkeypatch):
+    """An arm whose training stops with Diverged is reported "diverged at step N", never as a number."""
+    import mlmprep.compare as compare
+    from mlmprep.numerics import Diverged
+
+    def diverging_fit(cfg):
+        (tmp_path / "out" / "run-text").mkdir(parents=True)
+        (tmp_path / "out" / "run-text" / "metrics.jsonl").write_text(
+            '{"step": 5, "loss": 4.0, "tokens": 100, "tokens_per_s": 50.0}\n'
+            '{"step": 5, "eval_loss": 4.5, "eval_accuracy": 0.2}\n')
+        raise Diverged("step 9: 4 steps in a row with a non-finite loss", step=6)
+
+    monkeypatch.setattr(train, "fit", diverging_fit)
+    cfg = compare.compare_config("quick", {"out": str(tmp_path / "out")})
+    arm = compare.train_arm(cfg, "text", tmp_path / "validation")
+    assert arm["diverged_at"] == 6 and arm["final_loss"] is None and arm["curve"][0]["eval_loss"] == 4.5
+    assert compare.cell(arm, "final_loss", "{:.4f}") == "diverged at step 6"
+    assert compare.cell({"final_loss": 4.25, "diverged_at": None}, "final_loss", "{:.4f}") == "4.2500"
