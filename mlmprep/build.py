@@ -234,9 +234,10 @@ def write_build(cfg: BuildConfig, corpus: Corpus, tok, stage: Path, log: Callabl
 
 
 def auto_shard_bytes(corpus_bytes: int, engine: Engine) -> int:
-    """Input bytes per phase-1 task: about 4 tasks per worker (so uneven shards even out), 1-64 MiB."""
+    """Input bytes per phase-1 task: about 8 tasks per worker, so that the last round of uneven shards leaves
+    few workers idle; 256 KiB to 64 MiB (a task costs a few milliseconds of its own)."""
     workers = 16 if engine.kind == "ray" else engine.processes(1 << 30)
-    return int(min(64 << 20, max(1 << 20, corpus_bytes // (4 * workers))))
+    return int(min(64 << 20, max(256 << 10, corpus_bytes // (8 * workers))))
 
 
 def worker_threads(cfg: BuildConfig, engine: Engine, tasks: int) -> int:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -159,7 +160,11 @@ def tokenize_shard(task: TokenizeTask) -> dict:
     stats = CorpusStats()
     clean = {"characters_removed": 0, "documents_emptied": 0}
     opts = ReadOptions(text_column=cfg.text_column, doc_sep=cfg.doc_sep, on_decode_error=cfg.on_decode_error)
-    batches = prefetch(cleaned_batches(read_shard(task.shard, opts, stats), cfg, clean))
+    # With threads to spare, reading and cleaning run in a thread of their own and two threads tokenize (one
+    # call's ids become arrays while the other keeps the cores busy); a one-core worker does each in turn.
+    overlap = layout.threads != 1
+    batches = cleaned_batches(read_shard(task.shard, opts, stats), cfg, clean)
+    batches = prefetch(batches) if overlap else batches
     out = {"documents": 0, "tokens": 0, "chars": 0, "rows": 0, "tokens_dropped": 0}
     if cfg.method == "text":
         def text_chunks() -> Iterator[bytes]:
@@ -174,7 +179,8 @@ def tokenize_shard(task: TokenizeTask) -> dict:
         lengths_written: list[bytes] = []
 
         def id_chunks() -> Iterator[bytes]:
-            for flat, lengths in prefetch_map(functools.partial(encode, tok), batches):
+            tokenize = functools.partial(encode, tok)
+            for flat, lengths in prefetch_map(tokenize, batches) if overlap else map(tokenize, batches):
                 out["documents"] += len(lengths)
                 out["tokens"] += len(flat)
                 if cfg.pack == "doc":
@@ -512,3 +518,15 @@ class Masker:
             else:
                 out[split] = {"rows": t["rows"], "masked_fraction": t["masked"] / t["tokens"]}
         return out
+
+
+def in_forkserver() -> bool:
+    """Whether this process is the local engine's forkserver, which imports this module once and forks every
+    worker from itself (it runs `python -c "from multiprocessing.forkserver import main; ..."`)."""
+    return sys.argv == ["-c"] and "multiprocessing.forkserver" in sys.modules
+
+
+if in_forkserver():  # load Numba and its dispatcher (a second or more of one core) and tokenizers once, for every worker
+    import tokenizers  # noqa: F401
+
+    mask.row_seed(0, 0)  # a serial kernel: no Numba thread pool is started before the server forks
