@@ -3,19 +3,26 @@
     python -m benchmarks.build                 # pydocs.txt at 1x and 4x
     python -m benchmarks.build --scales 1,4,16 # the scale run (16x pydocs is about 177 MB)
     python -m benchmarks.build --quick         # a 2 MB slice, for CI
+    python -m benchmarks.build --workers 1,2   # builds with 1 and 2 worker processes: the scaling table
+    python -m benchmarks.build --workers 1,2,4,8,16 --scales 4 --repeats 1   # on a 16-core machine
 
 Each run is a child process so its wall time and peak RSS are its own. Both sides use the same
 tokenizer (trained once, passed with --tokenizer) and all cores. They run in turn, a tokenize-only run
 and then a build, several times; each pair's ratio compares runs taken back to back, and the ratio
 reported is the median of the pairs' (the best time of each side is printed too). Also measured: the Numba compile a
 first build pays and a second does not, whether --threads 1 and --threads 2 give identical bytes, and
-how fast `mlmprep --help` answers.
+how fast `mlmprep --help` answers. With --workers W1,W2,... every scale is built with each worker count in
+turn, one core each (--threads 1; the ratio then compares the largest count with tokenize-only on all
+cores), and a scaling table gives each count's throughput in corpus tokens per second and its speed-up over
+the first count. Peak RSS is the whole process
+tree's (the driver and its workers summed), sampled every 20 ms.
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import os
 import shutil
 import statistics
@@ -43,14 +50,23 @@ tok.encode_batch_fast(batch, add_special_tokens=False)
 
 
 def timed(cmd: list[str], env: dict | None = None) -> tuple[float, float]:
-    """(wall seconds, peak RSS in MB) of a child process; raises if it fails."""
+    """(wall seconds, peak RSS in MB of the child and all its descendants together) of a child process;
+    raises if it fails."""
+    import psutil
+
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
-    _, status, usage = os.wait4(proc.pid, 0)
+    peak, tree = 0, psutil.Process(proc.pid)
+    while proc.poll() is None:
+        try:
+            peak = max(peak, sum(p.memory_info().rss for p in [tree, *tree.children(recursive=True)]))
+        except psutil.Error:  # a process ended while being measured
+            pass
+        time.sleep(0.02)
     wall = time.perf_counter() - start
-    if os.waitstatus_to_exitcode(status) != 0:
+    if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed: {proc.stderr.read().decode()[-2000:]}")
-    return wall, usage.ru_maxrss / 1024
+    return wall, peak / 2**20
 
 
 def make_corpus(source: Path, work: Path, scale: int, limit_bytes: int | None) -> Path:
@@ -71,8 +87,14 @@ def tree_digest(path: Path) -> str:
     return digest.hexdigest()
 
 
+def corpus_tokens(build: Path) -> int:
+    """Tokens of the corpus in a build (documents and their EOS, kept in windows or dropped)."""
+    windows = json.loads((build / "manifest.json").read_text())["statistics"]["windows"]
+    return windows["tokens_kept"] + windows["tokens_dropped"]
+
+
 def run(quick: bool = False, scales: tuple[int, ...] = (1, 4), corpus: Path | None = None,
-        repeats: int | None = None) -> dict:
+        repeats: int | None = None, workers: tuple[int, ...] = ()) -> dict:
     source = corpus or CORPORA / "pydocs.txt"
     if not source.is_file():
         print(f"benchmarks.build: {source} is absent; skipped")
@@ -87,7 +109,7 @@ def run(quick: bool = False, scales: tuple[int, ...] = (1, 4), corpus: Path | No
         tok = work / "tok.json"
         subprocess.run([*mlmprep, "tokenizer", "train", str(base), "--vocab-size", "8000" if quick else "32000",
                         "--out", str(tok)], check=True, stdout=subprocess.DEVNULL)
-        results: dict = {"corpus": source.name, "quick": quick, "repeats": repeats, "runs": []}
+        results: dict = {"corpus": source.name, "quick": quick, "repeats": repeats, "runs": [], "scaling": []}
         warm_up = work / "warm-up.txt"  # compiles or loads the Numba cache untimed; startup() times that part
         warm_up.write_bytes(base.read_bytes()[:200_000])
         subprocess.run([*mlmprep, "build", str(warm_up), "--tokenizer", str(tok), "--out", str(work / "warm-up")],
@@ -95,12 +117,21 @@ def run(quick: bool = False, scales: tuple[int, ...] = (1, 4), corpus: Path | No
         for scale in scales:
             path = make_corpus(source, work, scale, limit)
             out = work / f"out-{scale}x"
-            tok_runs, build_runs = [], []
+            tok_runs, build_runs, by_workers, tokens = [], [], {w: [] for w in workers}, 0
             for _ in range(repeats):  # in turn, so drift on a shared machine slows both sides alike
                 tok_runs.append(timed([sys.executable, "-c", TOKENIZE_ONLY, str(tok), str(path)]))
-                build_runs.append(timed([*mlmprep, "build", str(path), "--tokenizer", str(tok), "--seeds", "4",
-                                         "--out", str(out)]))
-                shutil.rmtree(out)
+                for w in workers or (0,):
+                    run_ = timed([*mlmprep, "build", str(path), "--tokenizer", str(tok), "--seeds", "4",
+                                  "--out", str(out), *(["--workers", str(w), "--threads", "1"] if w else [])])
+                    if w:
+                        by_workers[w].append(run_)
+                    tokens = corpus_tokens(out)
+                    shutil.rmtree(out)
+                build_runs.append(by_workers[workers[-1]][-1] if workers else run_)
+            for w, runs in by_workers.items():
+                best = min(wall for wall, _ in runs)
+                results["scaling"].append({"scale": scale, "workers": w, "build_s": best, "tokens_per_s": tokens / best,
+                                           "rss_mb": max(r for _, r in runs)})
             ratios = [b[0] / t[0] for t, b in zip(tok_runs, build_runs)]
             results["runs"].append({
                 "scale": scale, "mb": path.stat().st_size / 1e6, "tokenize_s": min(w for w, _ in tok_runs),
@@ -138,11 +169,19 @@ def print_table(r: dict) -> None:
         pairs = " ".join(f"{q:.2f}" for q in x["ratios"])
         print(f"{x['scale']:>5}x{x['mb']:>9.1f}{x['tokenize_s']:>12.2f}{x['build_s']:>10.2f}{x['ratio']:>8.2f}"
               f"{x['tokenize_rss_mb']:>12.0f}{x['build_rss_mb']:>14.0f}  {pairs}")
-    print("target: ratio <= 1.5 on the whole corpus (a quick slice is dominated by start-up); build RSS flat "
+    print("target: ratio <= 1.25 on the whole corpus (a quick slice is dominated by start-up); build RSS flat "
           "across scales")
     print(f"first build (cold Numba cache) {r['cold_build_s']:.2f} s, second {r['warm_build_s']:.2f} s "
           f"(compile paid once: {r['cold_build_s'] - r['warm_build_s']:.2f} s)")
     print(f"--threads 1 and --threads 2 byte-identical: {r['threads_1_vs_2_identical']}")
+    if r["scaling"]:
+        print(f"\nbuild --seeds 4 by --workers (best of {r['repeats']}; throughput in corpus tokens per second; "
+              "the build ratio above is the largest count's)")
+        print(f"{'scale':>6}{'workers':>9}{'build s':>10}{'M tok/s':>9}{'speed-up':>10}{'RSS MB':>9}")
+        for x in r["scaling"]:
+            first = next(y for y in r["scaling"] if y["scale"] == x["scale"])
+            print(f"{x['scale']:>5}x{x['workers']:>9}{x['build_s']:>10.2f}{x['tokens_per_s'] / 1e6:>9.2f}"
+                  f"{x['tokens_per_s'] / first['tokens_per_s']:>9.2f}x{x['rss_mb']:>9.0f}")
     print(f"mlmprep --help: {r['help_s']:.2f} s (target < 0.5 s)")
 
 
@@ -152,8 +191,10 @@ def main() -> None:
     parser.add_argument("--scales", default="1,4", help="corpus repetitions, e.g. 1,4,16")
     parser.add_argument("--corpus", type=Path, default=None, help="a .txt corpus (default: shared pydocs.txt)")
     parser.add_argument("--repeats", type=int, default=None, help="pairs of runs per scale (default 5; quick 1)")
+    parser.add_argument("--workers", default="", help="build with each of these worker counts, e.g. 1,2 or 1,2,4,8,16")
     args = parser.parse_args()
-    run(args.quick, tuple(int(s) for s in args.scales.split(",")), args.corpus, args.repeats)
+    workers = tuple(int(w) for w in args.workers.split(",") if w)
+    run(args.quick, tuple(int(s) for s in args.scales.split(",")), args.corpus, args.repeats, workers)
 
 
 if __name__ == "__main__":
