@@ -23,10 +23,11 @@ from mlmprep.errors import ConfigError
 from mlmprep.load import IGNORE, OBJECTIVES, Split
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _fill(buf, starts, lengths, out_rows, out):
     """Copy row j (buf[starts[j] : starts[j] + lengths[j]]) into out[out_rows[j]]; a row longer than
-    out's width keeps its first width - 1 tokens and its last. out [B, W] int64 is pre-filled with padding."""
+    out's width keeps its first width - 1 tokens and its last. out [B, W] int64 is pre-filled with padding.
+    It releases the GIL: the trainer collates the next microbatch in a thread while this one trains."""
     width = out.shape[1]
     for j in range(len(starts)):
         r = out_rows[j]
