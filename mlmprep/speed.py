@@ -32,9 +32,26 @@ def setup_device(device: torch.device) -> None:
         torch.backends.cuda.enable_cudnn_sdp(False)
 
 
-def compile_wanted(option: bool | None, device: torch.device) -> bool:
-    """--compile/--no-compile; unset: on for CUDA, off for CPU (a CPU compile costs more than it saves)."""
-    return device.type == "cuda" if option is None else option
+DEFAULT_MAX_SHAPES = 16  # unset --compile compiles on CUDA only if an epoch's plan has at most this many shapes
+
+
+def compile_wanted(option: bool | None, device: torch.device, shapes: int) -> bool:
+    """--compile/--no-compile; unset: on for CUDA when the plan has few microbatch shapes (each compiles its
+    own graph, tens of seconds each), off for CPU (a CPU compile costs more than it saves)."""
+    if option is not None:
+        return option
+    return device.type == "cuda" and shapes <= DEFAULT_MAX_SHAPES
+
+
+def plan_shapes(plan, enc_lengths: np.ndarray, dec_lengths: np.ndarray, rank: int, collator: Collator) -> int:
+    """Distinct padded (rows, encoder width, decoder width) of this rank's microbatches in a plan, as
+    `collator` pads them: the graphs a compiled step needs for the epoch."""
+    def width(lengths: np.ndarray, cap: int | None) -> int:
+        w = min(int(lengths.max()), cap or int(lengths.max()))
+        return -(-w // collator.pad_to_multiple_of) * collator.pad_to_multiple_of
+
+    return len({(len(mb.rows), width(enc_lengths[mb.rows], collator.max_encoder_len),
+                 width(dec_lengths[mb.rows], collator.max_decoder_len)) for batch in plan for mb in batch.ranks[rank]})
 
 
 def compile_model_and_loss(model, loss: Callable) -> Callable:

@@ -52,6 +52,7 @@ from mlmprep.speed import (
     compile_model_and_loss,
     compile_wanted,
     peak_memory_gb,
+    plan_shapes,
     setup_device,
     shape_key,
 )
@@ -127,9 +128,14 @@ def summed_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE, reduction="sum")
 
 
-def make_forward(model, cfg: TrainConfig, world: World, objective: str) -> Forward:
-    """Compile the model in place (its weights and state_dict keys stay the same) and the loss, if wanted."""
-    on = compile_wanted(cfg.compile, world.device)
+def make_forward(model, cfg: TrainConfig, world: World, objective: str, shapes: int = 1) -> Forward:
+    """Compile the model in place (its weights and state_dict keys stay the same) and the loss, if wanted;
+    `shapes`: the distinct microbatch shapes of the epoch's plan, one graph each."""
+    on = compile_wanted(cfg.compile, world.device, shapes)
+    if on or (cfg.compile is None and world.device.type == "cuda"):
+        say(world, f"compiling the model: {shapes} microbatch shapes in the plan, one graph each" if on else
+                   f"not compiling: the plan has {shapes} microbatch shapes, one graph each; bucket widths with "
+                   "--pad-to-multiple-of (e.g. 64) or force it with --compile")
     loss = compile_model_and_loss(model, summed_loss) if on else summed_loss
     return Forward(loss=loss, compiled=on, flops=flop_counter(model, objective))
 
@@ -427,7 +433,6 @@ def run_fit(cfg: TrainConfig, world: World, hook: Hook | None, on_end: Callable 
         checkpoint.trim_metrics(run, step)
     writer = report_to.open_writer(cfg, run, step) if world.main else None
     setup_device(world.device)
-    forward = make_forward(model, cfg, world, objective)
     ddp = wrap_ddp(model, world) if world.size > 1 else model
     collator = Collator(objective, tok["pad_id"], tok["decoder_start_id"], max_encoder_len=cfg.max_encoder_len,
                         max_decoder_len=cfg.max_decoder_len, pad_to_multiple_of=cfg.pad_to_multiple_of)
@@ -443,6 +448,8 @@ def run_fit(cfg: TrainConfig, world: World, hook: Hook | None, on_end: Callable 
     say(world, f"tokens/step: {stats['tokens_per_batch']:.0f} real (budget {cfg.max_tokens_per_batch} padded, "
                f"padding efficiency {stats['padding_efficiency']:.3f}); steps/epoch: {len(plan)}; {total} steps "
                f"from step {step}; epoch e reads seed-{{e % {n_seeds}}}")
+    forward = make_forward(model, cfg, world, objective, plan_shapes(plan, split.enc_lengths, split.dec_lengths,
+                                                                      world.rank, collator))
 
     # -- loop
     def run_eval(at: int) -> dict:

@@ -167,3 +167,25 @@ def test_compare_methods_reports_a_diverged_arm_as_diverged(tmp_path, monkeypatc
     assert arm["diverged_at"] == 6 and arm["final_loss"] is None and arm["curve"][0]["eval_loss"] == 4.5
     assert compare.cell(arm, "final_loss", "{:.4f}") == "diverged at step 6"
     assert compare.cell({"final_loss": 4.25, "diverged_at": None}, "final_loss", "{:.4f}") == "4.2500"
+
+
+def test_plan_shapes_count_the_shapes_the_collator_makes_and_decide_the_default_compile(tmp_path):
+    """Unset --compile compiles on CUDA only when an epoch needs few graphs (one per microbatch shape)."""
+    from mlmprep.collate import Collator
+    from mlmprep.load import open_epoch, read_manifest
+    from mlmprep.speed import DEFAULT_MAX_SHAPES, compile_wanted, plan_shapes
+
+    lengths = np.random.default_rng(3).integers(8, 60, size=80)
+    data = write_fake_build(tmp_path / "data", n_rows=80, lengths=lengths)
+    tok, split = read_manifest(data)["tokenizer"], open_epoch(data, 0)
+    for multiple in (1, 16):
+        cfg = TrainConfig(data=str(data), pad_to_multiple_of=multiple, **SMALL)
+        collator = Collator("span", tok["pad_id"], tok["decoder_start_id"], pad_to_multiple_of=multiple)
+        plan = train.epoch_plan(cfg, train.World(0, 1, torch.device("cpu")), 0)[1]
+        made = {tuple(t.shape for t in collator.from_split(split, mb.rows).values()) for b in plan for mb in b.ranks[0]}
+        assert plan_shapes(plan, split.enc_lengths, split.dec_lengths, 0, collator) == len(made)
+    assert len(made) < plan_shapes(plan, split.enc_lengths, split.dec_lengths, 0,
+                                   Collator("span", tok["pad_id"], tok["decoder_start_id"]))  # buckets help
+    cuda, cpu = torch.device("cuda"), torch.device("cpu")
+    assert compile_wanted(None, cuda, DEFAULT_MAX_SHAPES) and not compile_wanted(None, cuda, DEFAULT_MAX_SHAPES + 1)
+    assert not compile_wanted(None, cpu, 1) and compile_wanted(True, cpu, 100) and not compile_wanted(False, cuda, 1)
