@@ -59,7 +59,7 @@ def train(
     save_every: Annotated[Optional[int], option("Write checkpoint-{step} every N steps (0: at the end only). [default: 1000]", rich_help_panel="Checkpoints and logs")] = None,
     keep_checkpoints: Annotated[Optional[int], option("Keep the last K checkpoints. [default: 2]", rich_help_panel="Checkpoints and logs")] = None,
     bf16: Annotated[Optional[bool], typer.Option("--bf16/--no-bf16", help="bfloat16 autocast on CUDA; CPU always runs float32. [default: bf16]", show_default=False, rich_help_panel="Speed")] = None,
-    compile: Annotated[Optional[bool], typer.Option("--compile/--no-compile", help="torch.compile the model and loss, once per batch shape. [default: on CUDA, off on CPU]", show_default=False, rich_help_panel="Speed")] = None,
+    compile: Annotated[Optional[bool], typer.Option("--compile/--no-compile", help="torch.compile the model and loss, one graph per microbatch shape. [default: on CUDA when an epoch has at most 16 shapes; off on CPU]", show_default=False, rich_help_panel="Speed")] = None,
 ) -> None:
     """Pretrain T5 (span data) or a BERT-style model (mlm data) on a build, with token-budget batches."""
     from mlmprep import checkpoint

@@ -254,6 +254,8 @@ class TrainConfig:
     beta2: float = 0.999
     grad_clip: float = 1.0  # max global gradient norm; 0: off
     bf16: bool = True  # bfloat16 autocast on CUDA; CPU always runs float32
+    compile: bool | None = None  # torch.compile the model and loss; None: on CUDA if an epoch has <= 16 shapes
+    max_bad_steps: int = 8  # stop (exit 1) after this many consecutive steps with a non-finite loss or gradient
     # evaluation, logging, checkpoints
     eval_every: int = 500  # steps; 0: only at the end
     validation: str | None = None  # a split directory to evaluate on; None: DATA/validation
@@ -264,8 +266,6 @@ class TrainConfig:
     keep_checkpoints: int = 2
     seed: int = 0
     # OOM adaptation: limits shrink on an out-of-memory error and grow x1.25 after this many good steps
-    compile: bool | None = None  # torch.compile the model and loss; None: on CUDA, off on CPU
-    max_bad_steps: int = 8  # stop (exit 1) after this many consecutive steps with a non-finite loss or gradient
     grow_after: int = 100
 
     def __post_init__(self) -> None:
@@ -279,6 +279,7 @@ class TrainConfig:
             ("--eval-max-tokens-per-microbatch", self.eval_max_tokens_per_microbatch, 1),
             ("--log-every", self.log_every, 1), ("--save-every", self.save_every, 0),
             ("--keep-checkpoints", self.keep_checkpoints, 1), ("--grow-after", self.grow_after, 1),
+            ("--max-bad-steps", self.max_bad_steps, 1),
         ):
             check_range(option, value, low=low)
         if self.max_tokens_per_microbatch > self.max_tokens_per_batch:
@@ -288,7 +289,6 @@ class TrainConfig:
             )
         if not 0.0 < self.min_lr <= self.lr:
             raise ConfigError(f"need 0 < --min-lr <= --lr, got --min-lr {self.min_lr} and --lr {self.lr}")
-            ("--max-bad-steps", self.max_bad_steps, 1),
         if self.alpha < 0 or self.weight_decay < 0 or self.grad_clip < 0:
             raise ConfigError("--alpha, --weight-decay and --grad-clip must not be negative")
         if not (0.0 <= self.beta1 < 1.0 and 0.0 <= self.beta2 < 1.0):
