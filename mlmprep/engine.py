@@ -11,6 +11,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import socket
 import traceback
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -172,16 +173,31 @@ def session(engine: Engine) -> Iterator[None]:
     if ray.is_initialized():
         yield
         return
+    if engine.ray_address:
+        check_reachable(engine.ray_address)
     try:
         ray.init(address=engine.ray_address, include_dashboard=False, log_to_driver=False,
                  logging_level="ERROR")
-    except ConnectionError as exc:
-        raise ConfigError(f"--ray-address {engine.ray_address}: cannot join a Ray cluster there "
-                          f"({str(exc).splitlines()[0]}); start one with `ray start --head`") from None
+    except (ConnectionError, ray.exceptions.AuthenticationError) as exc:
+        raise ConfigError(f"--ray-address {engine.ray_address}: cannot join the Ray cluster there "
+                          f"({str(exc).splitlines()[0]}); with token authentication on, set "
+                          "RAY_AUTH_MODE=token and give this machine the cluster's token") from None
     try:
         yield
     finally:
         ray.shutdown()
+
+
+def check_reachable(address: str) -> None:
+    """Fail in seconds on a HOST:PORT where nothing listens: ray.init retries one for many minutes."""
+    host, _, port = address.rpartition(":")
+    if "://" in address or not port.isdigit():
+        return  # "auto", ray://...: Ray's own forms
+    try:
+        socket.create_connection((host, int(port)), timeout=10).close()
+    except OSError as exc:
+        raise ConfigError(f"--ray-address {address}: nothing answers there ({exc.strerror or exc}); give the "
+                          "address `ray start --head` printed on the head node") from None
 
 
 def import_ray() -> Any:

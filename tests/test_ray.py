@@ -10,8 +10,10 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -19,6 +21,8 @@ import psutil
 import pytest
 
 from conftest import tiny_documents
+from mlmprep.engine import Engine, run_tasks
+from mlmprep.errors import ConfigError
 from test_cli_build import cli_command, cli_env, comparable, data_files, manifest
 
 pytest.importorskip("ray", reason='Ray is not installed (pip install "mlmprep[ray]")')
@@ -143,12 +147,14 @@ def kill_namespace(netns: str) -> list[str]:
     return left
 
 
-def run_in_netns(args: list[str], timeout: float) -> tuple[subprocess.CompletedProcess, list[str]]:
-    """`python ARGS` in a fresh network namespace with only loopback up; afterwards every process still in
-    it is killed, and named in the second return value."""
+def run_in_netns(args: list[str], home: str, timeout: float) -> tuple[subprocess.CompletedProcess, list[str]]:
+    """`python ARGS` in a fresh network namespace with only loopback up, Ray's files (its token, sessions)
+    under `home`, not the user's; afterwards every process still in the namespace is killed, and named in
+    the second return value."""
     command = ["unshare", "-n", "sh", "-c", 'ip link set lo up && exec "$0" "$@"', sys.executable, *args]
+    env = {**cli_env(), "HOME": home, "RAY_TMPDIR": home}
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=cli_env(), start_new_session=True)
+                            env=env, start_new_session=True)
     ours, netns = netns_of(os.getpid()), None
     for _ in range(1000):
         netns = netns_of(proc.pid)
@@ -191,7 +197,11 @@ def cluster_run(tmp_path_factory, tok):
         "build_killed": cli_command(*args, "--out", root / "ray-killed"),  # one long reading task: sure to be hit
     }
     (root / "script.py").write_text(SCRIPT, encoding="utf-8")
-    proc, left = run_in_netns([str(root / "script.py"), json.dumps(cfg, default=str)], timeout=540)
+    home = tempfile.mkdtemp(prefix="ray")  # short: Ray's socket paths under it must fit 107 bytes
+    try:
+        proc, left = run_in_netns([str(root / "script.py"), json.dumps(cfg, default=str)], home, timeout=540)
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
     assert proc.returncode == 0, proc.stderr[-5000:]
     report = json.loads(proc.stdout.strip().splitlines()[-1])
     report["left"] = left
@@ -231,3 +241,12 @@ def test_a_build_whose_worker_is_killed_mid_task_retries_to_the_same_bytes(clust
 def test_nothing_is_left_running_in_the_namespace(cluster_run):
     _, report = cluster_run
     assert report["left"] == []
+
+
+def test_an_address_where_nothing_listens_fails_in_seconds_with_one_line():
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    address = f"127.0.0.1:{probe.getsockname()[1]}"
+    probe.close()  # the port is free now: nothing listens there
+    with pytest.raises(ConfigError, match=f"--ray-address {address}: nothing answers there"):
+        run_tasks(abs, [1], engine=Engine(kind="ray", ray_address=address))
