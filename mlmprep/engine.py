@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import select
 import signal
 import socket
+import threading
+import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -19,6 +22,8 @@ from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
+
+import psutil
 
 from mlmprep.errors import ConfigError, MlmprepError
 
@@ -100,7 +105,8 @@ def run_local(fn: Callable[[Any], Any], tasks: list, processes: int, on_result: 
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload([fn.__module__])  # imported once in the server, not once per worker
     started = context.SimpleQueue()  # (pid, task index) written as each task starts (unbuffered: a kill loses none)
-    pool = ProcessPoolExecutor(processes, mp_context=context, initializer=ignore_interrupts, initargs=(started,))
+    pool = ProcessPoolExecutor(processes, mp_context=context, initializer=start_worker,
+                               initargs=(os.getpid(), started))
     try:
         futures = {pool.submit(run_in_worker, fn, task, index): index for index, task in enumerate(tasks)}
         workers = dict(pool._processes)  # noqa: SLF001  -- every worker is spawned by now (one per submit)
@@ -125,11 +131,26 @@ def run_local(fn: Callable[[Any], Any], tasks: list, processes: int, on_result: 
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def ignore_interrupts(started: Any) -> None:
-    """Worker start-up: Ctrl-C reaches the driver, which stops the workers; keep the start queue."""
+def start_worker(driver: int, started: Any) -> None:
+    """Worker start-up: ignore Ctrl-C (the driver stops the workers itself), end with the driver even if it
+    is killed (a pool's workers would wait for work forever), keep the task-start queue."""
     global STARTED
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threading.Thread(target=exit_with, args=(driver,), daemon=True).start()
     STARTED = started
+
+
+def exit_with(pid: int) -> None:
+    """Wait for process `pid` to end, then end this process at once."""
+    if hasattr(os, "pidfd_open"):  # Linux: woken the moment it ends
+        try:
+            select.select([os.pidfd_open(pid)], [], [])
+        except ProcessLookupError:
+            pass
+    else:
+        while psutil.pid_exists(pid):
+            time.sleep(1)
+    os._exit(1)
 
 
 STARTED: Any = None  # in a worker: the queue its task starts go to

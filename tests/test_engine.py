@@ -157,6 +157,26 @@ def test_ctrl_c_stops_the_workers_promptly(tmp_path):
     assert not alive
 
 
+def test_workers_end_with_a_driver_killed_by_sigkill(tmp_path):
+    proc = run_script(f"""
+        from mlmprep.engine import Engine, run_tasks
+        from test_engine import Shard, sleep_long
+        if __name__ == "__main__":
+            run_tasks(sleep_long, [Shard(i, marker={str(tmp_path)!r}) for i in range(4)], engine=Engine(workers=2))
+    """)
+    for _ in range(1200):  # both workers inside a task
+        if len(list(tmp_path.iterdir())) == 2:
+            break
+        time.sleep(0.05)
+    family = psutil.Process(proc.pid).children(recursive=True)
+    os.kill(proc.pid, signal.SIGKILL)  # the driver only, as the OOM killer would
+    communicate(proc, timeout=60)
+    gone, alive = psutil.wait_procs(family, timeout=30)
+    for process in alive:  # do not leave them behind when the test fails
+        process.kill()
+    assert not alive
+
+
 def test_a_failed_task_exits_1_through_the_cli_and_a_user_error_2(capsys):
     def fail(exc):
         raise exc
