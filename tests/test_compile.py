@@ -93,3 +93,33 @@ def test_compiled_out_of_memory_retry_matches_a_run_without(tmp_path, span_data)
     fit(replace(cfg, out=str(tmp_path / "oom")), hook=hook)
     plain, oom = weights(tmp_path / "plain", 3), weights(tmp_path / "oom", 3)
     assert all(torch.allclose(plain[k], oom[k], rtol=0, atol=1e-4 if CUDA else 1e-5) for k in plain)  # TF32 on CUDA
+
+
+def test_two_compiled_ranks_end_equal_with_the_full_batch_gradient(tmp_path):
+    """DDP with --compile: two gloo ranks on the CPU, each compiling its own model; equal weights at the end and a
+    first-step gradient norm equal to the whole batch's, as without compiling (test_ddp)."""
+    import json
+    import subprocess
+    import sys
+
+    from test_ddp import WORKER, free_port, full_batch_grad_norm
+
+    from mlmprep.config import to_dict
+
+    data = write_fake_build(tmp_path / "data", n_rows=48)
+    cfg = TrainConfig(data=str(data), out=str(tmp_path / "run"), max_tokens_per_batch=1024, max_tokens_per_microbatch=256,
+                      max_examples_per_microbatch=8, warmup_steps=2, eval_every=0, log_every=1, max_steps=3,
+                      compile=True)
+    worker = "import mlmprep.speed\nmlmprep.speed.BACKEND = 'aot_eager'\n" + WORKER  # the ranks run on the CPU
+    (tmp_path / "worker.py").write_text(worker)
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
+               "--master_port", str(free_port()), str(tmp_path / "worker.py"), json.dumps(to_dict(cfg)), str(tmp_path)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=1200,
+                          env={**os.environ, "OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo", "CUDA_VISIBLE_DEVICES": ""})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "compiling for microbatches" in done.stderr
+    w0, w1 = (torch.load(tmp_path / f"weights-{rank}.pt") for rank in (0, 1))
+    assert all(torch.equal(w0[k], w1[k]) for k in w0)
+    lines = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").open()]
+    first = next(r for r in lines if r.get("step") == 1 and "grad_norm" in r)
+    assert abs(first["grad_norm"] - full_batch_grad_norm(cfg)) < 1e-4 * first["grad_norm"]
