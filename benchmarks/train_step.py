@@ -34,7 +34,6 @@ import argparse
 import json
 import tempfile
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
