@@ -31,8 +31,10 @@ BASE = dict(max_tokens_per_batch=512, max_tokens_per_microbatch=256, max_example
             eval_every=0, log_every=1, save_every=0, max_steps=4, seed=3)  # ~10 rows a step, 4 steps a 40-row epoch
 
 
-@pytest.fixture(autouse=True)
+@pytest.fixture(scope="module", autouse=True)
 def one_thread():
+    """One thread for every run here, the baseline included: the thread count changes float sums, and so
+    the weights, which would make any two runs differ whatever their options."""
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     yield
@@ -65,13 +67,18 @@ def train(tmp_path: Path, data: Path, name: str, hook=None, **options) -> tuple[
 
 
 @pytest.fixture(scope="module")
-def baseline(tmp_path_factory, data):
+def baseline(tmp_path_factory, data, one_thread):
     """The defaults' (final metrics, weights, metrics lines, run directory)."""
     tmp = tmp_path_factory.mktemp("baseline")
     return (*train(tmp, data, "run"), tmp / "run")
 
 
 # ---------------------------------------------------------------------------- options that change the update
+
+
+def test_the_same_options_train_the_same_weights(tmp_path, data, baseline):
+    """The control for the tests below: a difference in weights comes from the option, not from the run."""
+    assert same(train(tmp_path, data, "run")[1], baseline[1])
 
 
 @pytest.mark.parametrize("options", [
