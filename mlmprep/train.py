@@ -302,8 +302,9 @@ def window_metrics(world: World, window: np.ndarray) -> dict:
 def log_line(step: int, total: int, epoch: int, lr: float, line: dict) -> str:
     """A metrics line for the console when there is no progress bar to show it."""
     loss = "-" if line["loss"] is None else f"{line['loss']:.4f}"
+    memory = f", peak memory {line['peak_memory_gb']:.1f} GB" if "peak_memory_gb" in line else ""
     return (f"step {step}/{total} (epoch {epoch}): loss {loss}, lr {lr:.2e}, {line['tokens_per_s']:,.0f} tokens/s, "
-            f"padding efficiency {line['padding_efficiency']:.2f}")
+            f"padding efficiency {line['padding_efficiency']:.2f}, {line['tflops']:.2f} TFLOP/s{memory}")
 
 
 def say(world: World, text: str) -> None:
