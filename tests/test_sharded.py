@@ -210,3 +210,42 @@ def test_a_second_build_in_the_same_process_reads_its_own_staged_files(tmp_path,
     again = build_tiny(tmp_path / "out", other, tiny_tokenizer_path, force=True, **options)
     fresh = build_tiny(tmp_path / "fresh", other, tiny_tokenizer_path, **options)
     assert hashes(again) == hashes(fresh)
+
+
+def test_parquet_row_groups_and_arrow_batches_shard_without_loss(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    texts = [f"row {i} " + "y" * (i % 29) if i % 11 else None for i in range(500)]
+    table = pa.table({"text": texts})
+    pq.write_table(table, tmp_path / "t.parquet", row_group_size=37)
+    with pa.ipc.new_file(str(tmp_path / "t.arrow"), table.schema) as writer:
+        for batch in table.to_batches(max_chunksize=41):
+            writer.write_batch(batch)
+    for name in ("t.parquet", "t.arrow"):
+        path = tmp_path / name
+        whole_stats, part_stats = CorpusStats(), CorpusStats()
+        whole = list(read_shard(file_shards([(path, path.stat().st_size)], 1 << 30)[0], ReadOptions(), whole_stats))
+        shards = file_shards([(path, path.stat().st_size)], 600)
+        assert len(shards) > 5, name
+        parts = [d for s in shards for d in read_shard(s, ReadOptions(), part_stats)]
+        assert parts == whole == [t for t in texts if t is not None] and part_stats == whole_stats, name
+
+
+def test_a_dataset_corpus_in_row_range_shards_builds_the_same_windows_as_its_text(tmp_path, tiny_tokenizer_path):
+    datasets = pytest.importorskip("datasets")
+    docs = tiny_documents(300, seed=3)
+    datasets.Dataset.from_dict({"text": docs}).save_to_disk(str(tmp_path / "ds"))
+    (tmp_path / "c.txt").write_text("\n".join(docs) + "\n", encoding="utf-8")
+    from mlmprep.build import build
+    from mlmprep.config import BuildConfig
+
+    def run(out, **options):
+        settings = {"tokenizer": str(tiny_tokenizer_path), "input_length": 32, "seeds": 2, "rows_per_file": 40,
+                    "out": str(tmp_path / out), **options}
+        build(BuildConfig(**settings), log=lambda _: None)
+        return hashes(tmp_path / out)
+
+    one = run("d1", dataset=str(tmp_path / "ds"), workers=1, shard_bytes=1 << 20)
+    assert run("d2", dataset=str(tmp_path / "ds"), workers=2, shard_bytes=2000) == one
+    assert run("t", corpus=(str(tmp_path / "c.txt"),), workers=2, shard_bytes=2000) == one
