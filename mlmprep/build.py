@@ -180,7 +180,7 @@ def write_build(cfg: BuildConfig, corpus: Corpus, tok, stage: Path, log: Callabl
     (stage / STAGING).mkdir()
     log(f"{len(shards)} input shard{'s' * (len(shards) != 1)} on {engine.describe()}")
     # one bar over every task of the build; its total grows as each phase's tasks become known
-    with progress(desc="read, clean, tokenize", unit="task", total=len(shards)) as bar:
+    with progress(desc="read, clean, tokenize", unit="task", unit_scale=False, total=len(shards)) as bar:
         tokens = 0
 
         def tokenized(index: int, result: dict) -> None:
