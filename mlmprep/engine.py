@@ -67,6 +67,8 @@ def run_tasks(fn: Callable[[Any], Any], tasks: Iterable[Any], *, engine: Engine,
     `fn` and the tasks must pickle (fn a module-level function)."""
     tasks = list(tasks)
     on_result = on_result or (lambda index, result: None)
+    if not tasks:
+        return []
     if engine.kind == "ray":
         return run_ray(fn, tasks, engine, on_result)
     if engine.processes(len(tasks)) == 1:
@@ -238,23 +240,19 @@ def run_ray(fn: Callable[[Any], Any], tasks: list, engine: Engine, on_result: Ca
         index = {ref: i for i, ref in enumerate(refs)}
         results: list = [None] * len(tasks)
         pending = list(refs)
-        try:
-            while pending:
-                done, pending = ray.wait(pending, num_returns=1)
-                for ref in done:
-                    try:
-                        results[index[ref]] = ray.get(ref)
-                    except ray.exceptions.RayTaskError as exc:  # the task raised, or Ray could not run it
-                        if isinstance(exc.cause, (MlmprepError, TaskFailed)):
-                            raise exc.cause from None
-                        raise TaskFailed(f"{name(tasks[index[ref]])} failed on Ray: {type(exc.cause).__name__}: "
-                                         f"{str(exc.cause).splitlines()[0]}; nothing was published") from None
-                    except ray.exceptions.RayError as exc:  # its worker or node died RAY_RETRIES + 1 times
-                        raise TaskFailed(f"a Ray worker died while running {name(tasks[index[ref]])} "
-                                         f"({RAY_RETRIES + 1} attempts; {str(exc).splitlines()[0]}); "
-                                         "nothing was published") from None
-                    on_result(index[ref], results[index[ref]])
-            return results
-        finally:
-            for ref in pending:  # after an error: queued tasks are dropped, running ones interrupted
-                ray.cancel(ref)
+        while pending:  # on an error the rest are left to Ray: a job's tasks end when its driver leaves
+            done, pending = ray.wait(pending, num_returns=1)
+            for ref in done:
+                try:
+                    results[index[ref]] = ray.get(ref)
+                except ray.exceptions.RayTaskError as exc:  # the task raised, or Ray could not run it
+                    if isinstance(exc.cause, (MlmprepError, TaskFailed)):
+                        raise exc.cause from None
+                    raise TaskFailed(f"{name(tasks[index[ref]])} failed on Ray: {type(exc.cause).__name__}: "
+                                     f"{str(exc.cause).splitlines()[0]}; nothing was published") from None
+                except ray.exceptions.RayError as exc:  # its worker or node died RAY_RETRIES + 1 times
+                    raise TaskFailed(f"a Ray worker died while running {name(tasks[index[ref]])} "
+                                     f"({RAY_RETRIES + 1} attempts; {str(exc).splitlines()[0]}); "
+                                     "nothing was published") from None
+                on_result(index[ref], results[index[ref]])
+        return results

@@ -32,7 +32,7 @@ BLOCKS = 6
 # Runs inside the namespace: a head and a second node (one CPU each), then tasks through the engine and
 # builds through the CLI, each CLI build a separate Ray driver joining the cluster by its address.
 SCRIPT = r'''
-import hashlib, json, os, subprocess, sys, threading, time
+import hashlib, json, os, signal, subprocess, sys, threading, time
 
 import psutil
 from ray.cluster_utils import Cluster
@@ -60,8 +60,8 @@ def refuse_7(i):
     return i
 
 
-def kill_first_task(killed, stop):
-    """SIGKILL the first worker of this namespace seen running an mlmprep task (process title ray::mlmprep ...)."""
+def first_task(stop):
+    """The first worker of this namespace seen running an mlmprep task (process title ray::mlmprep ...)."""
     netns = os.readlink("/proc/self/ns/net")
     deadline = time.monotonic() + 300
     while not stop.is_set() and time.monotonic() < deadline:
@@ -69,12 +69,18 @@ def kill_first_task(killed, stop):
             try:
                 title = (p.info["cmdline"] or [""])[0]
                 if title.startswith("ray::mlmprep") and os.readlink(f"/proc/{p.pid}/ns/net") == netns:
-                    p.kill()
-                    killed.append(title.strip())
-                    return
+                    return p, title.strip()
             except (OSError, psutil.Error):
                 pass
         time.sleep(0.02)
+    return None, None
+
+
+def kill_first_task(killed, stop):
+    process, title = first_task(stop)
+    if process is not None:
+        process.kill()
+        killed.append(title)
 
 
 def with_a_kill(work):
@@ -108,6 +114,14 @@ def main(cfg):
             run = lambda: subprocess.run(command, capture_output=True, text=True, timeout=300)
             proc, killed = with_a_kill(run) if kill else (run(), [])
             report[name] = {"rc": proc.returncode, "stderr": proc.stderr[-3000:], "killed": killed}
+        # Ctrl-C at the terminal of a build running on the cluster: its own process group, like a shell's job
+        command = cfg["build_interrupted"] + ["--engine", "ray", "--ray-address", cluster.address]
+        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                start_new_session=True)
+        _, title = first_task(threading.Event())
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+        report["build_interrupted"] = {"rc": proc.returncode, "stderr": err[-3000:], "during": title}
     finally:
         cluster.shutdown()
     print(json.dumps(report))
@@ -195,6 +209,7 @@ def cluster_run(tmp_path_factory, tok):
         "blocks": str(root / "blocks"), "n_blocks": BLOCKS,
         "build": cli_command(*args, "--out", root / "ray", "--shard-bytes", "40000"),  # ~10 reading tasks
         "build_killed": cli_command(*args, "--out", root / "ray-killed"),  # one long reading task: sure to be hit
+        "build_interrupted": cli_command(*args, "--out", root / "ray-interrupted"),
     }
     (root / "script.py").write_text(SCRIPT, encoding="utf-8")
     home = tempfile.mkdtemp(prefix="ray")  # short: Ray's socket paths under it must fit 107 bytes
@@ -236,6 +251,15 @@ def test_a_build_whose_worker_is_killed_mid_task_retries_to_the_same_bytes(clust
     assert report["build_killed"]["killed"], "no build task was seen running on the cluster"
     assert data_files(root / "ray-killed") == data_files(root / "local")
     assert comparable(manifest(root / "ray-killed")) == comparable(manifest(root / "local"))
+
+
+def test_ctrl_c_stops_a_build_on_the_cluster_and_publishes_nothing(cluster_run):
+    root, report = cluster_run
+    interrupted = report["build_interrupted"]
+    assert interrupted["during"] is not None, "no build task was seen running on the cluster"
+    assert interrupted["rc"] == 130, interrupted["stderr"]
+    assert interrupted["stderr"].splitlines()[-1] == "interrupted; nothing was left under the output name"
+    assert not (root / "ray-interrupted").exists()
 
 
 def test_nothing_is_left_running_in_the_namespace(cluster_run):
