@@ -84,8 +84,11 @@ class BuildConfig:
             raise ConfigError(f"--validation-fraction must be in [0, 1), got {self.validation_fraction}")
         if self.corpus and self.dataset:
             raise ConfigError("give either corpus paths or --dataset, not both")
-        if self.engine == "ray":
-            for path in (self.out, *self.corpus):
+        if self.engine == "ray":  # every node must find the same files at the same paths
+            paths = [self.out, *self.corpus]
+            if self.dataset and Path(self.dataset.partition(":")[0]).exists():  # a save_to_disk directory
+                paths.append(self.dataset.partition(":")[0])
+            for path in paths:
                 if not Path(path).is_absolute():
                     raise ConfigError(f"--engine ray: {path} is a relative path; give an absolute path on "
                                       "storage every node of the cluster sees")

@@ -200,6 +200,15 @@ def test_engine_options_change_no_build_identity_and_ray_needs_absolute_paths(tm
         BuildConfig(workers=-1)
 
 
+def test_ray_refuses_a_dataset_directory_given_by_a_relative_path(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "saved").mkdir()
+    with pytest.raises(ConfigError, match="--engine ray: saved is a relative path"):
+        BuildConfig(dataset="saved", out=str(tmp_path / "out"), engine="ray")
+    BuildConfig(dataset=str(tmp_path / "saved"), out=str(tmp_path / "out"), engine="ray")
+    BuildConfig(dataset="wikitext:wikitext-2-raw-v1", out=str(tmp_path / "out"), engine="ray")  # a hub name
+
+
 def test_ray_missing_is_one_line_naming_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)  # import ray now raises ImportError
     with pytest.raises(ConfigError, match=r'--engine ray needs Ray: pip install "mlmprep\[ray\]"'):
