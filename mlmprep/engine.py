@@ -175,8 +175,8 @@ def dead_worker(workers: dict, started: Any, running: dict[int, int], tasks: lis
     drain(started, running)
     for process in workers.values():
         process.join(timeout=5)
-    dead = [p for p in workers.values() if p.exitcode not in (0, None, -signal.SIGTERM)]
-    dead = dead or [p for p in workers.values() if p.exitcode != 0]
+    ended = [p for p in workers.values() if p.exitcode not in (0, None)]  # None: its end not known yet
+    dead = [p for p in ended if p.exitcode != -signal.SIGTERM] or ended  # the pool SIGTERMs the others
     if not dead:
         return "a build worker died; nothing was published"
     process = dead[0]
