@@ -1,7 +1,7 @@
 """The Ray engine on a two-node cluster simulated on this machine, inside a fresh network namespace, so that
 Ray binds only to the namespace's loopback: the same bytes as the local engine, a task error arriving as
-itself, and a worker killed mid-task retried to the same bytes. Skipped, with the reason, without Ray or
-without the right to `unshare -n` (root)."""
+itself, a worker killed mid-task retried to the same bytes, Ctrl-C. Skipped, with the reason, without Ray
+or without a network namespace (`unshare -n` as root, `unshare -rn` where user namespaces are allowed)."""
 
 from __future__ import annotations
 
@@ -131,14 +131,18 @@ main(json.loads(sys.argv[1]))
 '''
 
 
-def netns_usable() -> str | None:
-    """Why Ray cannot be tested here, or None."""
+def unshare_command() -> tuple[list[str] | None, str]:
+    """`unshare` with the options that give this user a network namespace (-n as root, -rn in a user
+    namespace otherwise), or None and why there are none."""
     if shutil.which("unshare") is None or shutil.which("ip") is None:
-        return "needs unshare and ip (util-linux, iproute2)"
-    probe = subprocess.run(["unshare", "-n", "sh", "-c", "ip link set lo up"], capture_output=True, text=True)
-    if probe.returncode != 0:
-        return f"cannot make a network namespace (needs root): {probe.stderr.strip()}"
-    return None
+        return None, "needs unshare and ip (util-linux, iproute2)"
+    errors = []
+    for options in (["-n"], ["-rn"]):
+        probe = subprocess.run(["unshare", *options, "sh", "-c", "ip link set lo up"], capture_output=True, text=True)
+        if probe.returncode == 0:
+            return ["unshare", *options], ""
+        errors.append(f"unshare {' '.join(options)}: {probe.stderr.strip()}")
+    return None, "cannot make a network namespace: " + "; ".join(errors)
 
 
 def netns_of(pid: int) -> str | None:
@@ -161,11 +165,11 @@ def kill_namespace(netns: str) -> list[str]:
     return left
 
 
-def run_in_netns(args: list[str], home: str, timeout: float) -> tuple[subprocess.CompletedProcess, list[str]]:
+def run_in_netns(unshare: list[str], args: list[str], home: str, timeout: float) -> tuple[subprocess.CompletedProcess, list[str]]:
     """`python ARGS` in a fresh network namespace with only loopback up, Ray's files (its token, sessions)
     under `home`, not the user's; afterwards every process still in the namespace is killed, and named in
     the second return value."""
-    command = ["unshare", "-n", "sh", "-c", 'ip link set lo up && exec "$0" "$@"', sys.executable, *args]
+    command = [*unshare, "sh", "-c", 'ip link set lo up && exec "$0" "$@"', sys.executable, *args]
     env = {**cli_env(), "HOME": home, "RAY_TMPDIR": home}
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=env, start_new_session=True)
@@ -194,8 +198,8 @@ def run_in_netns(args: list[str], home: str, timeout: float) -> tuple[subprocess
 @pytest.fixture(scope="module")
 def cluster_run(tmp_path_factory, tok):
     """One run of SCRIPT on a fresh two-node cluster, and a local-engine build of the same corpus."""
-    reason = netns_usable()
-    if reason:
+    unshare, reason = unshare_command()
+    if unshare is None:
         pytest.skip(f"Ray tests skipped: {reason}")
     root = tmp_path_factory.mktemp("ray")
     corpus = root / "corpus.txt"
@@ -214,7 +218,7 @@ def cluster_run(tmp_path_factory, tok):
     (root / "script.py").write_text(SCRIPT, encoding="utf-8")
     home = tempfile.mkdtemp(prefix="ray")  # short: Ray's socket paths under it must fit 107 bytes
     try:
-        proc, left = run_in_netns([str(root / "script.py"), json.dumps(cfg, default=str)], home, timeout=540)
+        proc, left = run_in_netns(unshare, [str(root / "script.py"), json.dumps(cfg, default=str)], home, timeout=540)
     finally:
         shutil.rmtree(home, ignore_errors=True)
     assert proc.returncode == 0, proc.stderr[-5000:]
