@@ -109,7 +109,7 @@ def main(cfg):
                 run_tasks(refuse_7, [6, 7, 8], engine=engine)
             except CorpusError as exc:
                 report["error"] = [type(exc).__name__, str(exc)]
-        for name, kill in (("build", False), ("build_killed", True)):
+        for name, kill in (("build", False), ("build_killed", True), ("build_bad", False)):
             command = cfg[name] + ["--engine", "ray", "--ray-address", cluster.address]
             run = lambda: subprocess.run(command, capture_output=True, text=True, timeout=300)
             proc, killed = with_a_kill(run) if kill else (run(), [])
@@ -208,12 +208,19 @@ def cluster_run(tmp_path_factory, tok):
     local = subprocess.run(cli_command(*args, "--out", root / "local", "--workers", "2"), env=cli_env(),
                            capture_output=True, text=True, timeout=300)
     assert local.returncode == 0, local.stderr
+    bad = root / "bad.txt"
+    bad.write_bytes(b"a good line\nthen \xff\xfe bytes\n" + corpus.read_bytes())
+    bad_args = ["build", str(bad), "--tokenizer", tok, "--input-length", "32", "--on-decode-error", "fail"]
+    local_bad = subprocess.run(cli_command(*bad_args, "--out", root / "local-bad", "--workers", "2"), env=cli_env(),
+                               capture_output=True, text=True, timeout=300)
+    assert local_bad.returncode == 2, local_bad.stderr
     (root / "blocks").mkdir()
     cfg = {
         "blocks": str(root / "blocks"), "n_blocks": BLOCKS,
         "build": cli_command(*args, "--out", root / "ray", "--shard-bytes", "40000"),  # ~10 reading tasks
         "build_killed": cli_command(*args, "--out", root / "ray-killed"),  # one long reading task: sure to be hit
         "build_interrupted": cli_command(*args, "--out", root / "ray-interrupted"),
+        "build_bad": cli_command(*bad_args, "--out", root / "ray-bad"),
     }
     (root / "script.py").write_text(SCRIPT, encoding="utf-8")
     home = tempfile.mkdtemp(prefix="ray")  # short: Ray's socket paths under it must fit 107 bytes
@@ -224,6 +231,7 @@ def cluster_run(tmp_path_factory, tok):
     assert proc.returncode == 0, proc.stderr[-5000:]
     report = json.loads(proc.stdout.strip().splitlines()[-1])
     report["left"] = left
+    report["local_bad"] = local_bad.stderr
     return root, report
 
 
@@ -255,6 +263,15 @@ def test_a_build_whose_worker_is_killed_mid_task_retries_to_the_same_bytes(clust
     assert report["build_killed"]["killed"], "no build task was seen running on the cluster"
     assert data_files(root / "ray-killed") == data_files(root / "local")
     assert comparable(manifest(root / "ray-killed")) == comparable(manifest(root / "local"))
+
+
+def test_bad_input_on_the_cluster_is_the_local_engine_s_one_line_and_exit_2(cluster_run):
+    root, report = cluster_run
+    bad = report["build_bad"]
+    assert bad["rc"] == 2, bad["stderr"]
+    line = bad["stderr"].splitlines()[-1]  # Ray logs a line of its own first in a namespace without a route
+    assert line == report["local_bad"].strip() and line.startswith(f"error: {root / 'bad.txt'} line 2 (byte 12)")
+    assert not (root / "ray-bad").exists()
 
 
 def test_ctrl_c_stops_a_build_on_the_cluster_and_publishes_nothing(cluster_run):
