@@ -153,6 +153,7 @@ def test_grad_clip_logs_the_norm_before_clipping(tmp_path, data, baseline):
     assert first == pytest.approx(next(r for r in baseline[2] if r.get("step") == 1)["grad_norm"]) and first > 1e-3
 
 
+@pytest.mark.filterwarnings("ignore:CUDA is not available")  # torch.autocast("cuda") on a CPU-only machine
 def test_bf16_autocast_only_when_asked_and_on_cuda():
     cuda = World(rank=0, size=1, device=torch.device("cuda"))
     on = autocast(cuda, TrainConfig(bf16=True))
