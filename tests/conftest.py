@@ -3,9 +3,17 @@
 from __future__ import annotations
 
 import random
+import signal
 from pathlib import Path
 
 import pytest
+
+# The Ctrl-C tests send SIGINT to the processes they start, as a terminal does to its foreground job. A shell
+# that runs the suite in the background (or under nohup-like wrappers) hands it SIGINT ignored, and an ignored
+# signal stays ignored across exec, so those processes would never see Ctrl-C. Catching it here (pytest's own
+# default) makes every process the tests start begin with SIGINT at its default, as under a terminal.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 CORPORA = Path(__file__).resolve().parents[2] / "shared" / "corpora"
 
