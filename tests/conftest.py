@@ -93,3 +93,16 @@ def build_tiny(out: Path, corpus: Path, tokenizer: Path, **options) -> Path:
 def tiny_build(tmp_path_factory, tiny_corpus, tiny_tokenizer_path) -> Path:
     """A real span-corruption build of the tiny corpus; tests must not modify it (copy it first)."""
     return build_tiny(tmp_path_factory.mktemp("build") / "data", tiny_corpus, tiny_tokenizer_path)
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """Torch on one thread for a whole test module: tiny models run fastest so (OpenMP threads spinning on a
+    shared 2-core box cost 5x), and every run of the module, baselines included, sums floats the same way,
+    so two runs with the same options give the same weights."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -19,12 +19,7 @@ RUN = dict(max_tokens_per_batch=1024, max_tokens_per_microbatch=512, warmup_step
            save_every=1, max_steps=2)
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

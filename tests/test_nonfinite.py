@@ -23,12 +23,7 @@ SMALL = dict(max_tokens_per_batch=512, max_tokens_per_microbatch=256, max_exampl
              warmup_steps=2, eval_every=0, log_every=1)
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

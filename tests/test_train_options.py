@@ -31,14 +31,7 @@ BASE = dict(max_tokens_per_batch=512, max_tokens_per_microbatch=256, max_example
             eval_every=0, log_every=1, save_every=0, max_steps=4, seed=3)  # ~10 rows a step, 4 steps a 40-row epoch
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """One thread for every run here, the baseline included: the thread count changes float sums, and so
-    the weights, which would make any two runs differ whatever their options."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

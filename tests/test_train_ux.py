@@ -21,12 +21,7 @@ SMALL = dict(max_tokens_per_batch=512, max_tokens_per_microbatch=256, max_exampl
 T5_VOCAB = dict(vocab_size=32100, pad_id=0, eos_id=1, decoder_start_id=0)  # T5's tokenizer: 32128 embedding rows
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
