@@ -56,8 +56,11 @@ def run(quick: bool = False) -> dict:
         read_s = time.perf_counter() - started
         assert len(lengths) == 1 and lengths[0] >= line_bytes - 1, lengths  # one document, whole
 
+        # --workers 1: the whole build in the measured process, so its peak RSS is the build's (a worker's peak
+        # would reach the driver's rusage only through the forkserver, when that is waited for)
         build_s, rss_mb = measured(["build", str(corpus), "--out", str(tmp / "out"), "--tokenizer",
-                                    str(tmp / "tokenizer.json"), "--input-length", "32", "--seeds", "1"])
+                                    str(tmp / "tokenizer.json"), "--input-length", "32", "--seeds", "1",
+                                    "--workers", "1"])
     result = {"quick": quick, "mb": line_bytes / 1e6, "read_s": read_s, "build_s": build_s, "build_rss_mb": rss_mb}
     print(result, file=sys.stderr)
     return result

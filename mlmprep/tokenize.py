@@ -23,7 +23,7 @@ N_SENTINELS = 100
 SCORE_DECIMALS = 6  # Unigram scores are rounded so that training is reproducible (see canonical_unigram)
 PIECE_CHARS = 1 << 20  # documents longer than this are encoded in whitespace-aligned pieces
 CHAR_STEP = 1e-4  # the score step of the trainer's appended single characters
-CALL_CHARS = 4 << 20  # characters per tokenizer call: bounds the memory of its per-character alignments
+CALL_CHARS = 1 << 20  # characters per tokenizer call: bounds the memory of its per-character alignments
 
 
 def sentinel_name(k: int) -> str:
