@@ -29,10 +29,9 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from benchmarks.common import CORPORA
+from benchmarks.common import CORPORA, timed
 
 TOKENIZE_ONLY = """
 import sys
@@ -47,26 +46,6 @@ with open(sys.argv[2], encoding="utf-8") as f:
             tok.encode_batch_fast(batch, add_special_tokens=False); batch, size = [], 0
 tok.encode_batch_fast(batch, add_special_tokens=False)
 """
-
-
-def timed(cmd: list[str], env: dict | None = None) -> tuple[float, float]:
-    """(wall seconds, peak RSS in MB of the child and all its descendants together) of a child process;
-    raises if it fails."""
-    import psutil
-
-    start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
-    peak, tree = 0, psutil.Process(proc.pid)
-    while proc.poll() is None:
-        try:
-            peak = max(peak, sum(p.memory_info().rss for p in [tree, *tree.children(recursive=True)]))
-        except psutil.Error:  # a process ended while being measured
-            pass
-        time.sleep(0.02)
-    wall = time.perf_counter() - start
-    if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed: {proc.stderr.read().decode()[-2000:]}")
-    return wall, peak / 2**20
 
 
 def make_corpus(source: Path, work: Path, scale: int, limit_bytes: int | None) -> Path:

@@ -1,7 +1,9 @@
-"""What the benchmarks share: where the real corpora are, and how to time a function."""
+"""What the benchmarks share: where the real corpora are, how to time a function, and how to time and
+measure a child process."""
 
 from __future__ import annotations
 
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -26,3 +28,23 @@ def best_of_each(fns: dict[str, Callable[[], object]], repeats: int) -> dict[str
             fn()
             times[name].append(time.perf_counter() - start)
     return {name: min(t) for name, t in times.items()}
+
+
+def timed(cmd: list[str], env: dict | None = None) -> tuple[float, float]:
+    """(wall seconds, peak RSS in MB of the child and all its descendants together) of a child process;
+    raises if it fails."""
+    import psutil
+
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    peak, tree = 0, psutil.Process(proc.pid)
+    while proc.poll() is None:
+        try:
+            peak = max(peak, sum(p.memory_info().rss for p in [tree, *tree.children(recursive=True)]))
+        except psutil.Error:  # a process ended while being measured
+            pass
+        time.sleep(0.02)
+    wall = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed: {proc.stderr.read().decode()[-2000:]}")
+    return wall, peak / 2**20

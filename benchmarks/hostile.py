@@ -13,30 +13,18 @@ Python objects); reading the line alone within 10 s (about 0.3 s; a quadratic re
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from benchmarks.common import timed
 
 MAX_BUILD_S = 120
 MAX_RSS_MB = 1000
 MAX_READ_S = 10
 
 WORDS = "mountain library teacher remembered explained carefully together vocabulary".split()
-
-
-def measured(args: list[str]) -> tuple[float, float]:
-    """(wall seconds, peak resident MB) of one `mlmprep` process, which must succeed."""
-    started = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "mlmprep", *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
-    seconds = time.perf_counter() - started
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise RuntimeError(f"mlmprep {' '.join(args)} failed: {proc.stderr.read().decode()[-2000:]}")
-    proc.stderr.close()
-    return seconds, usage.ru_maxrss / 1024
 
 
 def run(quick: bool = False) -> dict:
@@ -56,11 +44,11 @@ def run(quick: bool = False) -> dict:
         read_s = time.perf_counter() - started
         assert len(lengths) == 1 and lengths[0] >= line_bytes - 1, lengths  # one document, whole
 
-        # --workers 1: the whole build in the measured process, so its peak RSS is the build's (a worker's peak
-        # would reach the driver's rusage only through the forkserver, when that is waited for)
-        build_s, rss_mb = measured(["build", str(corpus), "--out", str(tmp / "out"), "--tokenizer",
-                                    str(tmp / "tokenizer.json"), "--input-length", "32", "--seeds", "1",
-                                    "--workers", "1"])
+        # --workers 1: the whole build in one process. Its RSS is sampled (the rusage of a child counts the
+        # parent's size at fork: a benchmark runner that trained a model first would be measured instead)
+        build_s, rss_mb = timed([sys.executable, "-m", "mlmprep", "build", str(corpus), "--out", str(tmp / "out"),
+                                 "--tokenizer", str(tmp / "tokenizer.json"), "--input-length", "32", "--seeds", "1",
+                                 "--workers", "1"])
     result = {"quick": quick, "mb": line_bytes / 1e6, "read_s": read_s, "build_s": build_s, "build_rss_mb": rss_mb}
     print(result, file=sys.stderr)
     return result
