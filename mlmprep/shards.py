@@ -19,6 +19,7 @@ from pathlib import Path
 from mlmprep.errors import CorpusError
 from mlmprep.readers import BATCH_ROWS, READERS, SNIFF_BYTES, BOM, CorpusStats, ReadOptions, column_texts, \
     line_boundary, paragraph_boundary, parquet_file
+from mlmprep.tokenize import call_groups
 
 BYTE_RANGED = (".txt", ".jsonl")  # and a .json file of JSON lines
 
@@ -140,14 +141,8 @@ def _arrow_parts(path: Path, shard_bytes: int) -> list[tuple[int, int | None]]:
 
 def _grouped(sizes: list[int], limit: int) -> list[tuple[int, int | None]]:
     """Consecutive [start, end) ranges of parts whose sizes add up to about `limit`; the last ends at None."""
-    parts, start, total = [], 0, 0
-    for i, n in enumerate(sizes):
-        if total and total + n > limit:
-            parts.append((start, i))
-            start, total = i, 0
-        total += n
-    parts.append((start, None))
-    return parts
+    groups = call_groups(sizes, limit) or [(0, 0)]
+    return [*groups[:-1], (groups[-1][0], None)]
 
 
 def dataset_shards(spec: str, split: str, rows: int, nbytes: int, shard_bytes: int) -> list[Shard]:
