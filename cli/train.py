@@ -60,6 +60,7 @@ def train(
     keep_checkpoints: Annotated[Optional[int], option("Keep the last K checkpoints. [default: 2]", rich_help_panel="Checkpoints and logs")] = None,
     bf16: Annotated[Optional[bool], typer.Option("--bf16/--no-bf16", help="bfloat16 autocast on CUDA; CPU always runs float32. [default: bf16]", show_default=False, rich_help_panel="Speed")] = None,
     compile: Annotated[Optional[bool], typer.Option("--compile/--no-compile", help="torch.compile the model and loss, one graph per microbatch shape. [default: on CUDA when an epoch has at most 16 shapes; off on CPU]", show_default=False, rich_help_panel="Speed")] = None,
+    deterministic: Annotated[Optional[bool], typer.Option("--deterministic", help="Deterministic CUDA kernels, so a rerun or a resume on a GPU gives the same bits (slower); CPU runs already do.", rich_help_panel="Speed")] = None,
 ) -> None:
     """Pretrain T5 (span data) or a BERT-style model (mlm data) on a build, with token-budget batches."""
     from mlmprep import checkpoint
@@ -77,6 +78,7 @@ def train(
         beta1=beta1, beta2=beta2, grad_clip=grad_clip, bf16=bf16, eval_every=eval_every, validation=validation,
         eval_max_tokens_per_microbatch=eval_max_tokens_per_microbatch, log_every=log_every, report_to=report_to, save_every=save_every,
         keep_checkpoints=keep_checkpoints, seed=seed, grow_after=grow_after, compile=compile, max_bad_steps=max_bad_steps,
+        deterministic=deterministic,
     )
     file_values = read_config_file(config) if config else {}
     source = f"--config {config}" if config else "options"

@@ -258,6 +258,7 @@ class TrainConfig:
     grad_clip: float = 1.0  # max global gradient norm; 0: off
     bf16: bool = True  # bfloat16 autocast on CUDA; CPU always runs float32
     compile: bool | None = None  # torch.compile the model and loss; None: on CUDA if an epoch has <= 16 shapes
+    deterministic: bool = False  # deterministic CUDA kernels: a GPU rerun or resume gives the same bits (slower)
     max_bad_steps: int = 8  # stop (exit 1) after this many consecutive steps with a non-finite loss or gradient
     # evaluation, logging, checkpoints
     eval_every: int = 500  # steps; 0: only at the end

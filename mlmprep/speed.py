@@ -8,8 +8,10 @@ per (rows, width) met, which `--pad-to-multiple-of` keeps few. The log says when
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -30,6 +32,32 @@ def setup_device(device: torch.device) -> None:
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
         torch.backends.cuda.enable_cudnn_sdp(False)
+
+
+@contextmanager
+def deterministic_kernels(on: bool) -> Iterator[None]:
+    """--deterministic: deterministic CUDA kernels (cuBLAS's fixed workspace, inductor's deterministic mode, no
+    atomic-add reductions), so a rerun or a resume on a GPU gives the same bits; on the CPU our runs already
+    do. The previous settings are restored on exit."""
+    if not on:
+        yield
+        return
+    import torch._inductor.config as inductor
+
+    before = (torch.are_deterministic_algorithms_enabled(), os.environ.get("CUBLAS_WORKSPACE_CONFIG"),
+              getattr(inductor, "deterministic", None))
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.use_deterministic_algorithms(True)
+    if before[2] is not None:
+        inductor.deterministic = True
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(before[0])
+        if before[1] is None:
+            os.environ.pop("CUBLAS_WORKSPACE_CONFIG", None)
+        if before[2] is not None:
+            inductor.deterministic = before[2]
 
 
 DEFAULT_MAX_SHAPES = 16  # unset --compile compiles on CUDA only if an epoch's plan has at most this many shapes

@@ -51,6 +51,7 @@ from mlmprep.speed import (
     collate_ahead,
     compile_model_and_loss,
     compile_wanted,
+    deterministic_kernels,
     peak_memory_gb,
     plan_shapes,
     setup_device,
@@ -388,7 +389,8 @@ def fit(cfg: TrainConfig, *, hook: Hook | None = None, on_end: Callable | None =
     transformers_logging.disable_progress_bar()  # its per-file bars would break ours
     world = init_world()
     try:
-        return run_fit(cfg, world, hook, on_end)
+        with deterministic_kernels(cfg.deterministic):
+            return run_fit(cfg, world, hook, on_end)
     finally:
         if world.size > 1:
             dist.destroy_process_group()

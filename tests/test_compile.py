@@ -67,32 +67,39 @@ def test_compiled_microbatch_gradients_equal_the_eager_full_batch_gradient(tmp_p
         accumulate(model, split, collator, [(p, False) for p in parts], int(split.n_targets.sum()), world=WORLD,
                    cfg=TrainConfig(), forward=forward)
         grads.append([p.grad.clone() for p in model.parameters()])
-    assert all(torch.allclose(a, b, rtol=0, atol=1e-10) for a, b in zip(*grads))
+    # inductor fuses T5LayerNorm's cast to float32 without rounding to it, as eager does: on an H100 the float64
+    # gradients differed by 2.6e-8 at most (largest 0.116); a wrong microbatch weighting is off by 1e-2 or more
+    worst = max((a - b).abs().max().item() for a, b in zip(*grads))
+    assert worst <= (1e-6 if CUDA else 1e-10), worst
 
 
 def test_compiled_run_resumes_exactly_and_says_when_it_compiles(tmp_path, span_data, capsys):
-    base = TrainConfig(data=str(span_data), **SMALL, max_steps=6, decay_steps=6, save_every=3, seed=2)
+    base = TrainConfig(data=str(span_data), **SMALL, max_steps=6, decay_steps=6, save_every=3, seed=2,
+                       deterministic=True)  # on CUDA inductor's backward adds with atomics unless told not to
     fit(replace(base, out=str(tmp_path / "a")))
     assert "compiling for microbatches of" in capsys.readouterr().err
     fit(replace(base, out=str(tmp_path / "b"), max_steps=3))
     fit(replace(base, out=str(tmp_path / "b"), resume=True))
     a, b = weights(tmp_path / "a", 6), weights(tmp_path / "b", 6)
-    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert all(torch.equal(a[k], b[k]) for k in a), max((a[k] - b[k]).abs().max().item() for k in a)
 
 
-def test_compiled_out_of_memory_retry_matches_a_run_without(tmp_path, span_data):
+def test_compiled_out_of_memory_retry_matches_a_run_without(tmp_path, span_data, monkeypatch):
     tries = []
+    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)  # the retry regroups the sums: TF32's
+    monkeypatch.setattr("mlmprep.train.setup_device", lambda device: None)  # 1e-3 would show through AdamW
 
     def hook(step, k, rows, padding):
         tries.append((step, k))
         if (step, k) == (1, 1) and tries.count((1, 1)) == 1:
             raise torch.OutOfMemoryError("injected")
 
-    cfg = TrainConfig(data=str(span_data), **SMALL, max_steps=3, save_every=3)
+    cfg = TrainConfig(data=str(span_data), **SMALL, max_steps=3, save_every=3, deterministic=True)
     fit(replace(cfg, out=str(tmp_path / "plain")))
     fit(replace(cfg, out=str(tmp_path / "oom")), hook=hook)
     plain, oom = weights(tmp_path / "plain", 3), weights(tmp_path / "oom", 3)
-    assert all(torch.allclose(plain[k], oom[k], rtol=0, atol=1e-4 if CUDA else 1e-5) for k in plain)  # TF32 on CUDA
+    worst = max((plain[k] - oom[k]).abs().max().item() for k in plain)
+    assert worst <= 1e-5, worst
 
 
 def test_two_compiled_ranks_end_equal_with_the_full_batch_gradient(tmp_path):

@@ -28,7 +28,8 @@ from mlmprep.train import World, accumulate, epoch_plan, fit, lr_at
 
 CPU = World(rank=0, size=1, device=torch.device("cpu"))
 SMALL = dict(max_tokens_per_batch=512, max_tokens_per_microbatch=256, max_examples_per_microbatch=8,
-             warmup_steps=2, eval_every=0, log_every=2, save_every=0)  # ~10 rows and 2 microbatches per step
+             warmup_steps=2, eval_every=0, log_every=2, save_every=0,  # ~10 rows and 2 microbatches per step
+             deterministic=True)  # on a GPU, runs compared bit for bit need deterministic kernels
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")

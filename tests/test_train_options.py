@@ -28,7 +28,8 @@ from mlmprep.train import World, autocast, epoch_plan, fit
 
 CPU = World(rank=0, size=1, device=torch.device("cpu"))
 BASE = dict(max_tokens_per_batch=512, max_tokens_per_microbatch=256, max_examples_per_microbatch=8, warmup_steps=1,
-            eval_every=0, log_every=1, save_every=0, max_steps=4, seed=3)  # ~10 rows a step, 4 steps a 40-row epoch
+            eval_every=0, log_every=1, save_every=0, max_steps=4, seed=3,  # ~10 rows a step, 4 steps a 40-row epoch
+            deterministic=True)  # on a GPU, runs compared bit for bit need deterministic kernels
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -167,6 +168,17 @@ def test_bf16_computes_in_bfloat16_on_cuda():
             assert model(input_ids=ids, decoder_input_ids=ids).logits.dtype == dtype
 
 
+def test_deterministic_holds_for_the_run_and_is_restored_after(tmp_path, data):
+    """--deterministic turns torch's deterministic algorithms on while fit runs (what makes a CUDA rerun or
+    resume exact, test_compile) and leaves the process as it found it."""
+    seen = {}
+    for flag in (True, False):
+        train(tmp_path, data, f"run-{flag}", hook=lambda *_: seen.setdefault(flag, torch.are_deterministic_algorithms_enabled()),
+              deterministic=flag, max_steps=1)
+    assert seen == {True: True, False: False} and not torch.are_deterministic_algorithms_enabled()
+    assert "CUBLAS_WORKSPACE_CONFIG" not in os.environ
+
+
 def test_every_train_option_reaches_the_config(monkeypatch, tmp_path):
     """`mlmprep train` passes each option it has to TrainConfig: each set to a non-default value arrives."""
     import mlmprep.train
@@ -177,12 +189,12 @@ def test_every_train_option_reaches_the_config(monkeypatch, tmp_path):
                  weight_decay=0.1, beta1=0.8, beta2=0.95, grad_clip=2.0, eval_every=17, validation="v",
                  eval_max_tokens_per_microbatch=777, log_every=19, save_every=23, keep_checkpoints=4, seed=29,
                  grow_after=31, max_bad_steps=3, report_to="tensorboard")
-    flags = {"bf16": False, "compile": True}
+    flags = {"bf16": False, "compile": True, "deterministic": True}
     missing = {f.name for f in fields(TrainConfig)} - {"data", "out", "resume", *given, *flags}
     assert not missing, f"give {missing} a non-default value here"
     got = {}
     monkeypatch.setattr(mlmprep.train, "fit", lambda cfg: got.setdefault("cfg", cfg) and {})
-    args = ["train", "d", "--out", str(tmp_path / "r"), "--no-bf16", "--compile"]
+    args = ["train", "d", "--out", str(tmp_path / "r"), "--no-bf16", "--compile", "--deterministic"]
     for key, value in given.items():
         args += ["--" + key.replace("_", "-"), str(value)]
     result = CliRunner().invoke(app, args)
