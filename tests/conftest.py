@@ -17,6 +17,20 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 
 CORPORA = Path(__file__).resolve().parents[2] / "shared" / "corpora"
 
+
+def pytest_collection_finish(session):
+    """When test_ray.py is among the tests to run (and Ray is installed), start its two-node cluster run now,
+    in a thread: it overlaps the tests that come before it (test_ray.start_early says why)."""
+    import importlib.util
+
+    if session.config.option.collectonly or hasattr(session.config, "workerinput"):  # nothing runs; or xdist
+        return
+    if importlib.util.find_spec("ray") and any("cluster_run" in getattr(item, "fixturenames", ())
+                                               for item in session.items):
+        import test_ray
+
+        session.config.ray_cluster_run = test_ray.start_early(session.config._tmp_path_factory.mktemp("ray"))
+
 WORDS = (
     "the a of and to in is was for on that with as by at from it this be are or an not which have "
     "river mountain library window teacher garden morning journey silver quiet ancient message "

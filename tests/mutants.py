@@ -131,7 +131,7 @@ MUTANTS = [
     Mutant("rng-of-rank-0", "mlmprep/checkpoint.py",  # every rank restores rank 0's RNG
            "set_rng_state(torch.load(path / \"rng.pt\", weights_only=True)[rank])",
            "set_rng_state(torch.load(path / \"rng.pt\", weights_only=True)[0])",
-           ("tests/test_train_options.py::test_ddp_resume_with_dropout_is_exact",)),
+           ("tests/test_ddp.py::test_ddp_resume_with_dropout_is_exact",)),
     Mutant("checkpoint-in-place", "mlmprep/checkpoint.py",  # written under its real name, no rename
            'tmp = run / f".{PREFIX}{step}.tmp"', "tmp = final",
            ("tests/test_train_options.py::test_sigkill_while_writing_a_checkpoint_resumes_from_the_last_whole_one",)),

@@ -1,7 +1,9 @@
 """DDP: two gloo processes on CPU under torchrun (127.0.0.1, a free port) train on a fake build. Each rank
 takes its share of the shared plan: the ranks' rows are disjoint and together cover every row of an epoch
 once; both ranks end with identical weights, whose first step's gradient is the whole batch's; only rank 0
-writes logs and checkpoints; one process cannot resume a two-process run."""
+writes logs and checkpoints; one process cannot resume a two-process run; with dropout on, a run stopped
+mid-epoch and resumed ends bit for bit as the uninterrupted one. One torchrun launch runs every two-rank
+training of this module (starting two ranks costs more than their runs)."""
 
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ from mlmprep.errors import ConfigError
 from mlmprep.train import World, epoch_plan, fit
 
 WORKER = """
-import json, sys
+import json, os, sys
 import torch, torch.distributed as dist
 from mlmprep.config import TrainConfig
 from mlmprep.train import fit
@@ -42,6 +44,9 @@ def on_end(model):
         json.dump(seen, f)
 
 fit(cfg, hook=hook, on_end=on_end)
+for port, options in json.loads(sys.argv[3]) if len(sys.argv) > 3 else []:  # more runs in the same two ranks
+    os.environ.update(MASTER_PORT=str(port), TORCHELASTIC_USE_AGENT_STORE="False")  # each fit makes its own group
+    fit(TrainConfig(**options))
 """
 
 
@@ -51,18 +56,34 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_two_ranks_share_the_plan_and_end_equal(tmp_path):
+@pytest.fixture(scope="module")
+def launch(tmp_path_factory):
+    """One torchrun launch of two gloo ranks: the plan run, then the dropout runs (uninterrupted; stopped after
+    step 1; resumed). Returns (directory, the plan run's config)."""
+    from test_train_options import BASE, dropout_config
+
+    tmp_path = tmp_path_factory.mktemp("ddp")
     data = write_fake_build(tmp_path / "data", n_rows=48)
     cfg = TrainConfig(data=str(data), out=str(tmp_path / "run"), epochs=2, max_tokens_per_batch=1024,
                       max_tokens_per_microbatch=256, max_examples_per_microbatch=8, warmup_steps=2, eval_every=4,
                       log_every=1, save_every=4)
+    dropout_data = write_fake_build(tmp_path / "dropout-data", n_rows=40)
+    common = {**BASE, "data": str(dropout_data), "model": str(dropout_config(tmp_path / "dropout.json", dropout_data)),
+              "max_steps": 4, "decay_steps": 4, "epochs": 2, "max_tokens_per_batch": 1024}
+    dropout_runs = [{**common, "out": str(tmp_path / "a")}, {**common, "out": str(tmp_path / "b"), "max_steps": 1},
+                    {**common, "out": str(tmp_path / "b"), "resume": True}]
     (tmp_path / "worker.py").write_text(WORKER)
     command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
-               "--master_port", str(free_port()), str(tmp_path / "worker.py"), json.dumps(to_dict(cfg)), str(tmp_path)]
+               "--master_port", str(free_port()), str(tmp_path / "worker.py"), json.dumps(to_dict(cfg)), str(tmp_path),
+               json.dumps([(free_port(), options) for options in dropout_runs])]
     done = subprocess.run(command, capture_output=True, text=True, timeout=600,
                           env={**os.environ, "OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo"})
     assert done.returncode == 0, done.stderr[-3000:]
+    return tmp_path, cfg
 
+
+def test_two_ranks_share_the_plan_and_end_equal(launch):
+    tmp_path, cfg = launch
     seen = [json.loads((tmp_path / f"rows-{rank}.json").read_text()) for rank in (0, 1)]
     steps0 = len(epoch_plan(cfg, World(rank=0, size=2, device=torch.device("cpu")), 0)[1])
     epoch0 = [np.concatenate([rows for step, rows in ranks if step < steps0]).astype(int) for ranks in seen]
@@ -106,3 +127,13 @@ def full_batch_grad_norm(cfg: TrainConfig) -> float:
     batch = Collator("span", tok["pad_id"], tok["decoder_start_id"]).from_split(split, rows)
     model(**batch).loss.backward()  # transformers' mean token cross-entropy
     return float(torch.sqrt(sum((p.grad**2).sum() for p in model.parameters())))
+
+
+def test_ddp_resume_with_dropout_is_exact(launch):
+    """Two gloo ranks, dropout on: stopped mid-epoch and resumed == uninterrupted, bit for bit."""
+    from test_train_options import final_weights, same
+
+    tmp_path, _ = launch
+    state = json.loads((tmp_path / "b" / "checkpoint-1" / "state.json").read_text())
+    assert (state["epoch"], state["world_size"]) == (0, 2) and state["cursor"] == 1
+    assert same(final_weights(tmp_path / "a"), final_weights(tmp_path / "b"))

@@ -15,6 +15,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
 
 import psutil
 import pytest
@@ -94,10 +96,12 @@ def with_a_kill(work):
 
 
 def main(cfg):
+    started = time.monotonic()
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
     cluster.add_node(num_cpus=1)
     cluster.wait_for_nodes()
-    report = {"address": cluster.address}
+    report = {"address": cluster.address, "seconds": {"cluster": time.monotonic() - started}}
+    lap = lambda name: report["seconds"].__setitem__(name, time.monotonic() - started - sum(report["seconds"].values()))
     try:
         engine = Engine(kind="ray", ray_address=cluster.address)
         with session(engine):
@@ -108,11 +112,13 @@ def main(cfg):
                 run_tasks(refuse_7, [6, 7, 8], engine=engine)
             except CorpusError as exc:
                 report["error"] = [type(exc).__name__, str(exc)]
+        lap("tasks")
         for name, kill in (("build", False), ("build_killed", True), ("build_bad", False)):
             command = cfg[name] + ["--engine", "ray", "--ray-address", cluster.address]
             run = lambda: subprocess.run(command, capture_output=True, text=True, timeout=300)
             proc, killed = with_a_kill(run) if kill else (run(), [])
             report[name] = {"rc": proc.returncode, "stderr": proc.stderr[-3000:], "killed": killed}
+            lap(name)
         # Ctrl-C at the terminal of a build running on the cluster: its own process group, like a shell's job
         command = cfg["build_interrupted"] + ["--engine", "ray", "--ray-address", cluster.address]
         proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -121,8 +127,10 @@ def main(cfg):
         os.killpg(proc.pid, signal.SIGINT)
         _, err = proc.communicate(timeout=120)
         report["build_interrupted"] = {"rc": proc.returncode, "stderr": err[-3000:], "during": title}
+        lap("build_interrupted")
     finally:
         cluster.shutdown()
+    lap("shutdown")
     print(json.dumps(report))
 
 
@@ -194,22 +202,24 @@ def run_in_netns(unshare: list[str], args: list[str], home: str, timeout: float)
     return subprocess.CompletedProcess(command, proc.returncode, out, err), left
 
 
-@pytest.fixture(scope="module")
-def cluster_run(tmp_path_factory, tok):
-    """One run of SCRIPT on a fresh two-node cluster, and a local-engine build of the same corpus."""
+def cluster_work(root: Path) -> tuple[Path, dict] | str:
+    """Build a corpus locally, then run SCRIPT on a fresh two-node cluster: (root, report), or why not."""
     unshare, reason = unshare_command()
     if unshare is None:
-        pytest.skip(f"Ray tests skipped: {reason}")
-    root = tmp_path_factory.mktemp("ray")
+        return f"Ray tests skipped: {reason}"
+    from mlmprep.tokenize import train_tokenizer
+
+    tok = root / "tokenizer.json"
+    train_tokenizer(tiny_documents(), vocab_size=400).save(str(tok))
     corpus = root / "corpus.txt"
     corpus.write_text("\n".join(tiny_documents(2000)) + "\n", encoding="utf-8")
-    args = ["build", str(corpus), "--tokenizer", tok, "--input-length", "32", "--seeds", "2", "--rows-per-file", "500"]
+    args = ["build", str(corpus), "--tokenizer", str(tok), "--input-length", "32", "--seeds", "2", "--rows-per-file", "500"]
     local = subprocess.run(cli_command(*args, "--out", root / "local", "--workers", "2"), env=cli_env(),
                            capture_output=True, text=True, timeout=300)
     assert local.returncode == 0, local.stderr
     bad = root / "bad.txt"
     bad.write_bytes(b"a good line\nthen \xff\xfe bytes\n" + corpus.read_bytes())
-    bad_args = ["build", str(bad), "--tokenizer", tok, "--input-length", "32", "--on-decode-error", "fail"]
+    bad_args = ["build", str(bad), "--tokenizer", str(tok), "--input-length", "32", "--on-decode-error", "fail"]
     local_bad = subprocess.run(cli_command(*bad_args, "--out", root / "local-bad", "--workers", "2"), env=cli_env(),
                                capture_output=True, text=True, timeout=300)
     assert local_bad.returncode == 2, local_bad.stderr
@@ -231,6 +241,27 @@ def cluster_run(tmp_path_factory, tok):
     report = json.loads(proc.stdout.strip().splitlines()[-1])
     report["left"] = left
     report["local_bad"] = local_bad.stderr
+    return root, report
+
+
+def start_early(root: Path) -> Future:
+    """cluster_work in a thread, started by conftest when collection ends: the run takes ~40 s, more than half of
+    it waiting on Ray's processes, so it overlaps the tests before this module instead of adding to the suite."""
+    pool = ThreadPoolExecutor(1, thread_name_prefix="ray-cluster")
+    future = pool.submit(cluster_work, root)
+    pool.shutdown(wait=False)
+    return future
+
+
+@pytest.fixture(scope="module")
+def cluster_run(request, tmp_path_factory):
+    """The report of one cluster_work run (started early by conftest when the whole suite runs)."""
+    future = getattr(request.config, "ray_cluster_run", None) or start_early(tmp_path_factory.mktemp("ray"))
+    result = future.result(timeout=900)
+    if isinstance(result, str):
+        pytest.skip(result)
+    root, report = result
+    print("Ray phases (s):", json.dumps({k: round(v, 1) for k, v in report["seconds"].items()}))
     return root, report
 
 

@@ -1,14 +1,13 @@
 """train: every option that changes the maths acts (each test fails if fit ignored it), resume with dropout
-is exact (one process and two DDP processes), and a SIGKILL while a checkpoint is written never leaves a
+is exact (one process here; two DDP processes in test_ddp), and a SIGKILL while a checkpoint is written never leaves a
 half checkpoint to resume from."""
 
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import signal
-import subprocess
-import sys
 import time
 from dataclasses import fields
 from pathlib import Path
@@ -232,99 +231,47 @@ def test_resume_with_dropout_is_exact(tmp_path, data):
     assert not same(no_dropout, weights)  # dropout acted (same init seed, same steps)
 
 
-DDP_WORKER = """
-import json, os, sys
-from mlmprep.config import TrainConfig
-from mlmprep.train import fit
-
-for port, options in json.loads(sys.argv[1]):
-    os.environ["MASTER_PORT"] = str(port)  # a fresh store per run: a process group is made and destroyed per fit
-    fit(TrainConfig(**options))
-"""
-
-
-def two_ranks(tmp_path: Path, configs: list[dict]) -> None:
-    """Run fit for each config in turn in two gloo processes (rank 0 and 1, as torchrun would set them)."""
-    from test_ddp import free_port
-
-    (tmp_path / "worker.py").write_text(DDP_WORKER)
-    runs = json.dumps([(free_port(), options) for options in configs])
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo", "MASTER_ADDR": "127.0.0.1",
-           "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2"}
-    procs = [subprocess.Popen([sys.executable, str(tmp_path / "worker.py"), runs], stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE, text=True, env={**env, "RANK": str(r), "LOCAL_RANK": str(r)})
-             for r in (0, 1)]
-    try:
-        errors = [p.communicate(timeout=300)[1] for p in procs]
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    assert [p.returncode for p in procs] == [0, 0], errors[0][-3000:] + errors[1][-3000:]
-
-
-def test_ddp_resume_with_dropout_is_exact(tmp_path, data):
-    """Two gloo ranks, dropout on: stopped mid-epoch and resumed == uninterrupted, bit for bit."""
-    model = str(dropout_config(tmp_path / "dropout.json", data))
-    common = {**BASE, "data": str(data), "model": model, "max_steps": 4, "decay_steps": 4, "epochs": 2,
-              "max_tokens_per_batch": 1024}
-    two_ranks(tmp_path, [
-        {**common, "out": str(tmp_path / "a")},
-        {**common, "out": str(tmp_path / "b"), "max_steps": 1},
-        {**common, "out": str(tmp_path / "b"), "resume": True},
-    ])
-    state = json.loads((tmp_path / "b" / "checkpoint-1" / "state.json").read_text())
-    assert (state["epoch"], state["world_size"]) == (0, 2) and state["cursor"] == 1
-    assert same(final_weights(tmp_path / "a"), final_weights(tmp_path / "b"))
-
-
 # ---------------------------------------------------------------------------- SIGKILL while a checkpoint is written
 
-PAUSING = """
-import os, sys, time
-from pathlib import Path
-import torch
+def train_pausing_in_checkpoint(args: list[str], pause_at: int, paused: Path) -> None:
+    """`mlmprep train ARGS` that, writing checkpoint-{pause_at}, stops after its model and before its
+    optimizer.pt, says so in `paused`, and waits there for its SIGKILL. Runs in a forked child."""
+    real_save = torch.save
 
-real_save = torch.save
+    def save(obj, path, *args, **kwargs):
+        if Path(path).name == "optimizer.pt" and Path(path).parent.name.startswith(f".checkpoint-{pause_at}."):
+            paused.write_text("paused")
+            while True:
+                time.sleep(60)
+        return real_save(obj, path, *args, **kwargs)
 
-def save(obj, path, *args, **kwargs):
-    # before optimizer.pt of checkpoint PAUSE_AT: its model is written, the rest not yet
-    if Path(path).name == "optimizer.pt" and Path(path).parent.name.startswith(f".checkpoint-{os.environ['PAUSE_AT']}."):
-        Path(os.environ["PAUSED"]).write_text("paused")
-        while True:
-            time.sleep(60)  # until SIGKILL
-    return real_save(obj, path, *args, **kwargs)
-
-torch.save = save
-sys.argv = ["mlmprep", *sys.argv[1:]]
-from mlmprep.cli import main
-main()
-"""
+    torch.save = save
+    os.dup2(os.open(os.devnull, os.O_WRONLY), 2)  # the child's progress bars would interleave with pytest's output
+    app(args, prog_name="mlmprep")
 
 
 def test_sigkill_while_writing_a_checkpoint_resumes_from_the_last_whole_one(tmp_path, data):
-    args = ["train", str(data), *(f"--{k.replace('_', '-')}={v}" for k, v in {**BASE, "save_every": 2, "max_steps": 6,
-                                                                           "decay_steps": 6, "epochs": 2}.items())]
+    options = {**BASE, "save_every": 2, "max_steps": 6, "decay_steps": 6, "epochs": 2}
+    args = ["train", str(data), *(f"--{k.replace('_', '-')}" + ("" if v is True else f"={v}") for k, v in options.items())]
     assert CliRunner().invoke(app, [*args, "--out", str(tmp_path / "a")]).exit_code == 0
 
-    (tmp_path / "pausing.py").write_text(PAUSING)
+    # a forked child (torch already imported: a fresh interpreter would spend seconds importing it) is killed
     paused = tmp_path / "paused"
-    proc = subprocess.Popen([sys.executable, str(tmp_path / "pausing.py"), *args, "--out", str(tmp_path / "b")],
-                            env={**os.environ, "PAUSE_AT": "4", "PAUSED": str(paused), "OMP_NUM_THREADS": "1"},
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    child = multiprocessing.get_context("fork").Process(
+        target=train_pausing_in_checkpoint, args=([*args, "--out", str(tmp_path / "b")], 4, paused))
+    child.start()
     try:
         deadline = time.monotonic() + 300  # a bound on a hang only: the kill waits for the pause, not for time
-        while not paused.exists() and proc.poll() is None and time.monotonic() < deadline:
+        while not paused.exists() and child.is_alive() and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert paused.exists(), proc.stderr.read().decode()[-2000:] if proc.poll() is not None else "no pause"
-        proc.send_signal(signal.SIGKILL)
-        assert proc.wait(60) == -signal.SIGKILL
+        assert paused.exists(), f"the child ended with exit code {child.exitcode}" if not child.is_alive() else "no pause"
+        os.kill(child.pid, signal.SIGKILL)
+        child.join(60)
+        assert child.exitcode == -signal.SIGKILL
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        proc.stderr.close()
+        if child.is_alive():
+            child.kill()
+            child.join()
 
     run = tmp_path / "b"
     assert [p.name for p in checkpoints(run)] == ["checkpoint-2"]  # the half-written one is not a checkpoint
