@@ -157,12 +157,14 @@ def tokenizer_train(
     vocab_size: Annotated[int, typer.Option(help="Vocabulary size, <pad> </s> <unk> <mask> and 100 sentinels included.")] = 32000,
     text_column: Annotated[str, typer.Option(help="Text field of structured corpus files.", metavar="FIELD")] = "text",
     doc_sep: Annotated[Literal["line", "blank"], typer.Option(help="'line' or 'blank' (paragraphs) for .txt files.")] = "line",
+    train_chars: Annotated[Optional[int], typer.Option(help="Learn from a sample of this many characters spread over the whole corpus (the whole corpus if smaller): the sample `build --tokenizer-train-chars` takes. [default: 10000000]", show_default=False, metavar="N")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing --out file.")] = False,
 ) -> None:
     """Train a T5-style Unigram tokenizer: <pad>=0, </s>=1, <unk>=2, <mask>=3, <extra_id_0> highest."""
     from mlmprep.build import train_tokenizer_file
     from mlmprep.report import vocabulary_reached
 
-    path, reached = train_tokenizer_file(corpus or (), out, vocab_size=vocab_size, text_column=text_column,
-                                         doc_sep=doc_sep, force=force)
-    typer.echo(f"wrote {path}: {vocabulary_reached(reached, vocab_size)}")
+    path, reached, used = train_tokenizer_file(corpus or (), out, vocab_size=vocab_size, text_column=text_column,
+                                               doc_sep=doc_sep, force=force, **given(train_chars=train_chars))
+    typer.echo(f"wrote {path}: {vocabulary_reached(reached, vocab_size)}, trained on {used['characters']:,} characters "
+               f"of {used['documents']:,} documents")

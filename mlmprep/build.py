@@ -23,7 +23,7 @@ import numpy as np
 
 import mlmprep
 from mlmprep import mask
-from mlmprep.config import BuildConfig
+from mlmprep.config import BuildConfig, check_range
 from mlmprep.corpus import Corpus, open_corpus
 from mlmprep.engine import Engine, run_tasks, session
 from mlmprep.errors import ConfigError, CorpusError, TokenizerError
@@ -445,9 +445,11 @@ def remask(out: str | Path, seeds: int, *, threads: int = 0, engine: Engine | No
 
 
 def train_tokenizer_file(corpus: Iterable[str], out: str | Path, *, vocab_size: int, text_column: str = "text",
-                         doc_sep: str = "line", force: bool = False) -> tuple[Path, int]:
-    """`mlmprep tokenizer train`: train on a corpus (cleaned as build cleans it) and save tokenizer.json, into
-    `out` when that is a directory or ends with a slash. Returns the file written and the vocabulary reached."""
+                         doc_sep: str = "line", train_chars: int = BuildConfig.tokenizer_train_chars,
+                         force: bool = False) -> tuple[Path, int, dict]:
+    """`mlmprep tokenizer train`: train on the sample of the corpus `build --tokenizer-train-chars` would take
+    (cleaned as build cleans it) and save tokenizer.json, into `out` when that is a directory or ends with a
+    slash. Returns the file written, the vocabulary reached and the documents and characters trained on."""
     is_dir = str(out).endswith(("/", os.sep)) or Path(out).is_dir()
     out = Path(out, "tokenizer.json") if is_dir else Path(out)
     check_output_path(out)  # before the training, which takes minutes
@@ -455,10 +457,13 @@ def train_tokenizer_file(corpus: Iterable[str], out: str | Path, *, vocab_size: 
         raise ConfigError(f"--out {out}: is a directory; choose a file name or another --out")
     if out.exists() and not force:
         raise ConfigError(f"--out {out}: exists; pass --force to overwrite it or choose another --out")
-    cfg = BuildConfig(corpus=tuple(corpus), text_column=text_column, doc_sep=doc_sep, vocab_size=vocab_size)
+    check_range("--train-chars", train_chars, low=1)
+    cfg = BuildConfig(corpus=tuple(corpus), text_column=text_column, doc_sep=doc_sep, vocab_size=vocab_size,
+                      tokenizer_train_chars=train_chars)
     source = open_corpus(cfg.corpus, text_column=text_column, doc_sep=doc_sep)
-    tok = train_tokenizer(cleaned_documents(source, cfg, {"characters_removed": 0, "documents_emptied": 0}), vocab_size)
-    if source.stats.documents == 0:
+    used = {"documents": 0, "characters": 0}
+    tok = train_tokenizer(training_sample(source, cfg, used), vocab_size)
+    if used["documents"] == 0:
         raise no_text_error(corpus_name(source), source.stats.as_dict(), text_column)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")
@@ -467,4 +472,4 @@ def train_tokenizer_file(corpus: Iterable[str], out: str | Path, *, vocab_size: 
         os.replace(tmp, out)
     finally:
         tmp.unlink(missing_ok=True)
-    return out, tok.get_vocab_size()
+    return out, tok.get_vocab_size(), used

@@ -179,6 +179,24 @@ def test_the_tokenizer_sample_is_spread_over_the_corpus_and_bounded(tmp_path):
     assert list(training_sample(open_corpus(cfg.corpus), everything, dict(used))) == docs  # a small corpus: all of it
 
 
+def test_tokenizer_train_learns_from_the_sample_build_takes(tmp_path):
+    """`mlmprep tokenizer train --train-chars N` and `build --tokenizer-train-chars N` learn the same tokenizer
+    (the same sample), and N acts: the whole corpus gives another one."""
+    from mlmprep.build import build, train_tokenizer_file
+    from mlmprep.config import BuildConfig
+
+    path = tmp_path / "c.txt"
+    path.write_text("\n".join(tiny_documents(3000)) + "\n", encoding="utf-8")
+    model = lambda file: json.loads(Path(file).read_text())["model"]  # noqa: E731
+    _, _, used = train_tokenizer_file([str(path)], tmp_path / "a.json", vocab_size=300, train_chars=20_000)
+    assert 19_000 < used["characters"] <= 20_000
+    build(BuildConfig(corpus=(str(path),), vocab_size=300, tokenizer_train_chars=20_000, input_length=32, seeds=1,
+                      out=str(tmp_path / "build")), log=lambda line: None)
+    assert model(tmp_path / "a.json") == model(tmp_path / "build" / "tokenizer.json")
+    train_tokenizer_file([str(path)], tmp_path / "all.json", vocab_size=300, train_chars=1 << 30)
+    assert model(tmp_path / "all.json") != model(tmp_path / "a.json")
+
+
 def test_a_format_1_build_still_loads_verifies_and_remasks(tmp_path, tiny_build):
     """Builds written before the sharded layout (format 1: files cut every 512 MiB, no rows_per_file)."""
     import shutil
