@@ -76,7 +76,7 @@ def build(
     tokenizer_train_chars: Annotated[Optional[int], typer.Option(help="A trained tokenizer learns from a sample of this many characters, spread over the whole corpus (the whole corpus if smaller). [default: 10000000]", show_default=False, rich_help_panel="Tokenizer")] = None,
     rows_per_file: Annotated[Optional[int], typer.Option(help="Windows per data file of each split (0: about 512 K tokens' worth). [default: 0]", show_default=False, rich_help_panel="Output")] = None,
     shard_bytes: Annotated[Optional[int], typer.Option(help="Input bytes per reading task (0: from the corpus size and --workers); never changes the output. [default: 0]", show_default=False, rich_help_panel="Speed")] = None,
-    workers: Annotated[Optional[int], typer.Option(help="Build processes (0: all cores; 1: in-process, for debugging); never changes the output. [default: 0]", show_default=False, rich_help_panel="Speed")] = None,
+    workers: Annotated[Optional[int], typer.Option(help="Build processes (0: all cores; 1: in-process, for debugging); with --engine ray, tasks in flight on the cluster (0: as many as its CPUs run). Never changes the output. [default: 0]", show_default=False, rich_help_panel="Speed")] = None,
     engine: Annotated[Optional[Literal["local", "ray"]], typer.Option(help="'local' worker processes, or 'ray' tasks on a Ray cluster (pip install \"mlmprep[ray]\"; absolute paths on shared storage). [default: local]", show_default=False, rich_help_panel="Speed")] = None,
     ray_address: Annotated[Optional[str], typer.Option(help="Ray cluster to join with --engine ray, as `ray start --head` prints it. None: start or join a local instance.", rich_help_panel="Speed", metavar="ADDRESS")] = None,
 ) -> None:

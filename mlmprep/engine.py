@@ -39,7 +39,7 @@ class Engine:
     """Where build tasks run: "local" worker processes, or a "ray" cluster."""
 
     kind: str = "local"  # "local" | "ray"
-    workers: int = 0  # local processes; 0: all cores; 1: in the driver's own process, in order (debugging)
+    workers: int = 0  # local processes (0: all cores; 1: in the driver, in order); on Ray, tasks in flight (0: all)
     ray_address: str | None = None  # None: start or join a local Ray instance
 
     def __post_init__(self) -> None:
@@ -236,10 +236,17 @@ def run_ray(fn: Callable[[Any], Any], tasks: list, engine: Engine, on_result: Ca
     ray = import_ray()
     with session(engine):
         remote = ray.remote(max_retries=RAY_RETRIES, retry_exceptions=False)(attempt)
-        refs = [remote.options(name=f"mlmprep {name(task)}").remote(fn, task) for task in tasks]
-        index = {ref: i for i, ref in enumerate(refs)}
+        index: dict = {}  # ref -> task index
+
+        def submit(i: int):
+            ref = remote.options(name=f"mlmprep {name(tasks[i])}").remote(fn, tasks[i])
+            index[ref] = i
+            return ref
+
+        # --workers N: at most N tasks in flight on the cluster; 0: all at once, Ray runs as many as it has CPUs
+        pending = [submit(i) for i in range(min(engine.workers or len(tasks), len(tasks)))]
+        submitted = len(pending)
         results: list = [None] * len(tasks)
-        pending = list(refs)
         while pending:  # on an error the rest are left to Ray: a job's tasks end when its driver leaves
             done, pending = ray.wait(pending, num_returns=1)
             for ref in done:
@@ -255,4 +262,7 @@ def run_ray(fn: Callable[[Any], Any], tasks: list, engine: Engine, on_result: Ca
                                      f"({RAY_RETRIES + 1} attempts; {str(exc).splitlines()[0]}); "
                                      "nothing was published") from None
                 on_result(index[ref], results[index[ref]])
+                if submitted < len(tasks):
+                    pending.append(submit(submitted))
+                    submitted += 1
         return results

@@ -55,6 +55,15 @@ def write_block(task):
     return ray.get_runtime_context().get_node_id()
 
 
+def one_at_a_time(task):
+    """Records its start and end: with --workers 1 on the cluster the spans must not overlap."""
+    out, i = task
+    start = time.time()
+    time.sleep(0.3)
+    with open(os.path.join(out, f"span-{i}"), "w") as f:
+        f.write(f"{start} {time.time()}")
+
+
 def refuse_7(i):
     if i == 7:
         raise CorpusError(f"corpus.txt at byte {i}: not UTF-8")
@@ -108,6 +117,10 @@ def main(cfg):
             tasks = [(cfg["blocks"], i) for i in range(cfg["n_blocks"])]
             nodes, report["blocks_killed"] = with_a_kill(lambda: run_tasks(write_block, tasks, engine=engine))
             report["block_nodes"] = len(set(nodes))
+            spans = os.path.join(os.path.dirname(cfg["blocks"]), "spans")
+            os.mkdir(spans)
+            run_tasks(one_at_a_time, [(spans, i) for i in range(3)], engine=Engine(kind="ray", workers=1, ray_address=cluster.address))
+            report["spans"] = sorted(tuple(map(float, open(os.path.join(spans, n)).read().split())) for n in os.listdir(spans))
             try:
                 run_tasks(refuse_7, [6, 7, 8], engine=engine)
             except CorpusError as exc:
@@ -273,6 +286,12 @@ def test_tasks_run_on_both_nodes_and_a_killed_worker_is_retried_to_the_same_byte
         data = (root / "blocks" / f"block-{i}").read_bytes()
         assert data == hashlib.sha256(str(i).encode()).digest() * 4096
     assert sorted(p.name for p in (root / "blocks").iterdir()) == sorted(f"block-{i}" for i in range(BLOCKS))
+
+
+def test_workers_caps_the_tasks_in_flight_on_the_cluster(cluster_run):
+    _, report = cluster_run
+    spans = report["spans"]
+    assert len(spans) == 3 and all(end <= start for (_, end), (start, _) in zip(spans, spans[1:]))
 
 
 def test_a_task_error_arrives_as_its_own_class_and_message(cluster_run):
