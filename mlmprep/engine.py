@@ -109,24 +109,26 @@ def run_local(fn: Callable[[Any], Any], tasks: list, processes: int, on_result: 
     started = context.SimpleQueue()  # (pid, task index) written as each task starts (unbuffered: a kill loses none)
     pool = ProcessPoolExecutor(processes, mp_context=context, initializer=start_worker,
                                initargs=(os.getpid(), started))
+    workers: dict = {}  # pid -> process, as the pool spawns them (one per submit, up to `processes`)
+    running: dict[int, int] = {}  # pid -> index of the task it started last
     try:
-        futures = {pool.submit(run_in_worker, fn, task, index): index for index, task in enumerate(tasks)}
-        workers = dict(pool._processes)  # noqa: SLF001  -- every worker is spawned by now (one per submit)
-        running: dict[int, int] = {}  # pid -> index of the task it started last
+        futures = {}
+        for index, task in enumerate(tasks):  # a worker may die while the rest are still being submitted
+            futures[pool.submit(run_in_worker, fn, task, index)] = index
+            workers.update(pool._processes or {})  # noqa: SLF001
         results: list = [None] * len(tasks)
         pending = set(futures)
         while pending:
             done, pending = wait(pending, return_when=FIRST_COMPLETED)
             drain(started, running)
             for future in sorted(done, key=futures.get):
-                try:
-                    results[futures[future]] = future.result()
-                except BrokenProcessPool:
-                    raise TaskFailed(dead_worker(workers, started, running, tasks)) from None
+                results[futures[future]] = future.result()
                 on_result(futures[future], results[futures[future]])
         return results
+    except BrokenProcessPool:
+        raise TaskFailed(dead_worker(workers, started, running, tasks)) from None
     except BaseException:
-        for process in list(pool._processes.values()):  # noqa: SLF001  -- stop running tasks now, not at their end
+        for process in list((pool._processes or {}).values()):  # noqa: SLF001  -- stop running tasks now, not at their end
             process.terminate()
         raise
     finally:

@@ -161,7 +161,8 @@ def test_a_worker_killed_mid_build_fails_in_one_line_and_publishes_nothing(tmp_p
             proc.kill()
             proc.wait()
     assert killed is not None, "the build ended before a worker could be killed"
-    (line,) = stderr.splitlines()
+    assert len(stderr.splitlines()) == 1, stderr  # under load the kill can come while tasks are still submitted
+    line = stderr.strip()
     assert line.startswith("error: ") and "worker died" in line and "signal 9" in line, line
     assert proc.returncode != 0 and not out.exists()
     assert leftovers(out) == []
