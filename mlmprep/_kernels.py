@@ -11,17 +11,15 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange, types
 from numba.core import cgutils
-from numba.extending import intrinsic
+from numba.extending import intrinsic, register_jitable
 from numba.cpython.unsafe.numbers import trailing_zeros  # LLVM cttz
 
-from mlmprep.mask import IGNORE
+from mlmprep import mask
+from mlmprep.mask import GOLDEN, IGNORE
 
 BLOCK_ROWS = 32  # rows per parallel work item: amortises scratch allocation, keeps 2+ threads balanced
 
-GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # SplitMix64 increment (2**64 / golden ratio)
-MIX1 = np.uint64(0xBF58476D1CE4E5B9)
-MIX2 = np.uint64(0x94D049BB133111EB)
-U27, U30, U31, U32 = np.uint64(27), np.uint64(30), np.uint64(31), np.uint64(32)
+U32 = np.uint64(32)
 LOW32 = np.uint64(0xFFFFFFFF)
 ONE = np.uint64(1)
 TWO32 = np.uint64(1 << 32)
@@ -31,18 +29,17 @@ CHUNK = 16  # tokens per overshooting copy step: 64 bytes, one AVX-512 or two AV
 # ---------------------------------------------------------------------------- counter-based generator
 
 
-@njit(cache=True, nogil=True, inline="always")
-def mix64(z):
-    """SplitMix64's finaliser: a bijection of uint64 whose output bits all depend on all input bits."""
-    z = (z ^ (z >> U30)) * MIX1
-    z = (z ^ (z >> U27)) * MIX2
-    return z ^ (z >> U31)
+# mask.mix64 and mask.stream_key (plain NumPy, so the driver hashes seeds without Numba), compiled into the
+# kernels that call them. Numba's cache keys on this file only: they are frozen, as every build's bytes hang on them.
+mix64 = register_jitable(inline="always")(mask.mix64)
+stream_key = register_jitable(inline="always")(mask.stream_key)
 
 
-@njit(cache=True, nogil=True, inline="always")
-def stream_key(key, index):
-    """The start of stream `index` under `key` (both uint64): distinct indices give unrelated streams."""
-    return mix64(mix64(key) + np.uint64(index) * GOLDEN)
+@njit(cache=True, nogil=True)
+def warm_up():
+    """A serial kernel that loads from the cache in a fraction of a second: calling it initialises Numba's
+    compiler (most of that second), so a process can do that once and then fork workers that have it."""
+    return stream_key(np.uint64(0), np.uint64(0))
 
 
 @njit(cache=True, nogil=True, inline="always")

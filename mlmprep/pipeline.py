@@ -294,9 +294,7 @@ def held_out(first: int, n: int, fraction: float, seed: int) -> np.ndarray:
         return np.zeros(n, dtype=bool)
     x = (np.arange(first, first + n, dtype=np.uint64) + np.uint64(HOLDOUT_SALT)) ^ np.uint64(seed & (2**64 - 1))
     with np.errstate(over="ignore"):  # SplitMix64 finaliser: wrapping uint64 arithmetic is the point
-        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        x = x ^ (x >> np.uint64(31))
+        x = mask.mix64(x)
     return (x >> np.uint64(11)).astype(np.float64) * 2.0**-53 < fraction
 
 
@@ -521,12 +519,28 @@ class Masker:
 
 
 def in_forkserver() -> bool:
-    """Whether this process is the local engine's forkserver, which imports this module once and forks every
-    worker from itself (it runs `python -c "from multiprocessing.forkserver import main; ..."`)."""
-    return sys.argv == ["-c"] and "multiprocessing.forkserver" in sys.modules
+    """Whether this module is being imported by the local engine's forkserver, which preloads it once and
+    forks every worker from itself (multiprocessing.forkserver.main is on the stack)."""
+    frame = sys._getframe()
+    while frame is not None:
+        if frame.f_code.co_name == "main" and frame.f_globals.get("__name__") == "multiprocessing.forkserver":
+            return True
+        frame = frame.f_back
+    return False
 
 
-if in_forkserver():  # load Numba and its dispatcher (a second or more of one core) and tokenizers once, for every worker
+if in_forkserver():  # load tokenizers, Numba and its compiler (most of a second of one core) once, for every worker
     import tokenizers  # noqa: F401
 
-    mask.row_seed(0, 0)  # a serial kernel: no Numba thread pool is started before the server forks
+    from mlmprep import _kernels
+
+    # Numba's start-up probes for a BLAS by importing scipy.linalg (a quarter of a second where SciPy is
+    # installed); the kernels use none, so here, in the processes that only run the build's tasks, it finds none.
+    hide_linalg = "scipy.linalg" not in sys.modules
+    if hide_linalg:
+        sys.modules["scipy.linalg"] = None  # type: ignore[assignment]  # importing it raises ImportError
+    try:
+        _kernels.warm_up()  # a serial kernel: no Numba thread pool is started before the server forks
+    finally:
+        if hide_linalg:
+            del sys.modules["scipy.linalg"]
