@@ -25,7 +25,7 @@ import mlmprep
 from mlmprep import mask
 from mlmprep.config import BuildConfig, check_range
 from mlmprep.corpus import Corpus, open_corpus
-from mlmprep.engine import Engine, run_tasks, session
+from mlmprep.engine import Engine, prestart, run_tasks, session
 from mlmprep.errors import ConfigError, CorpusError, TokenizerError
 from mlmprep.pipeline import (
     SEGMENT_TASK_CHARS,
@@ -100,6 +100,8 @@ def build(cfg: BuildConfig, *, log: Callable[[str], None] = print) -> BuildResul
         doc_sep=cfg.doc_sep,
         on_decode_error=cfg.on_decode_error,
     )
+    engine = Engine(cfg.engine, cfg.workers, cfg.ray_address)
+    prestart(engine, -(-corpus.bytes // shard_bytes(cfg, corpus, engine)), tokenize_shard.__module__)
     given_tokenizer = load_tokenizer(cfg.tokenizer) if cfg.tokenizer else None
     log(f"corpus: {corpus.description}")
     with build_lock(out):
@@ -107,9 +109,9 @@ def build(cfg: BuildConfig, *, log: Callable[[str], None] = print) -> BuildResul
         existing = read_existing(out, cfg.identity(), corpus.fingerprint, tokenizer_sha=tokenizer_sha, force=cfg.force)
         if existing is not None:
             return BuildResult(out, existing, up_to_date=True)
-        # one Ray connection (or local instance) for all the build's phases: each start costs seconds
-        with staging_dir(out) as stage, session(Engine(cfg.engine, cfg.workers, cfg.ray_address)):
-            manifest = write_build(cfg, corpus, given_tokenizer, stage, log)
+        # one Ray connection (or local instance, or local pool) for all the build's phases
+        with staging_dir(out) as stage, session(engine):
+            manifest = write_build(cfg, corpus, given_tokenizer, stage, log, engine)
             publish(stage, out)
     return BuildResult(out, manifest, up_to_date=False)
 
@@ -153,11 +155,10 @@ def training_sample(corpus: Corpus, cfg: BuildConfig, used: dict) -> Iterator[st
                 break
 
 
-def write_build(cfg: BuildConfig, corpus: Corpus, tok, stage: Path, log: Callable[[str], None]) -> dict:
+def write_build(cfg: BuildConfig, corpus: Corpus, tok, stage: Path, log: Callable[[str], None], engine: Engine) -> dict:
     """Write every split and the manifest into `stage`; return the manifest."""
     timings: dict[str, float] = {}
     started = time.perf_counter()
-    engine = Engine(kind=cfg.engine, workers=cfg.workers, ray_address=cfg.ray_address)
     trained_on = None
     if tok is None:
         log(f"training a Unigram tokenizer (vocab {cfg.vocab_size}) on at most {cfg.tokenizer_train_chars:,} characters ...")
@@ -173,7 +174,7 @@ def write_build(cfg: BuildConfig, corpus: Corpus, tok, stage: Path, log: Callabl
         mask.check_word_starts(word_tables(tok).starts_word, is_special)
 
     pipeline_started = time.perf_counter()
-    shards = corpus.shards(cfg.shard_bytes or auto_shard_bytes(corpus.bytes, engine))
+    shards = corpus.shards(shard_bytes(cfg, corpus, engine))
     layout = Layout(cfg, str(stage), worker_threads(cfg, engine, len(shards)),
                     content_length=window_length - len(prefix) - len(suffix), window_length=window_length,
                     doc_eos=document_eos(cfg, ids, suffix), prefix=tuple(prefix.tolist()), suffix=tuple(suffix.tolist()))
@@ -214,7 +215,7 @@ def write_build(cfg: BuildConfig, corpus: Corpus, tok, stage: Path, log: Callabl
         bar.set_postfix_str(f"{plan.rows:,} windows", refresh=False)
         written = run_tasks(write_file, tasks, engine=engine, on_result=lambda index, result: bar.update(1))
         timings["mask_and_write_s"] = time.perf_counter() - mask_started
-    masker = Masker(cfg, ids, word_tables(tok), layout.fixed, window_length)
+    masker = Masker(cfg, ids, None, layout.fixed, window_length)  # sums the tasks' totals; masks nothing here
     for result in written:
         add_counts(stats, result["windows"])
         masker.merge(result["masking"])
@@ -233,11 +234,11 @@ def write_build(cfg: BuildConfig, corpus: Corpus, tok, stage: Path, log: Callabl
                            rows_per_file=output_rows(cfg, window_length))
 
 
-def auto_shard_bytes(corpus_bytes: int, engine: Engine) -> int:
-    """Input bytes per phase-1 task: about 8 tasks per worker, so that the last round of uneven shards leaves
-    few workers idle; 256 KiB to 64 MiB (a task costs a few milliseconds of its own)."""
+def shard_bytes(cfg: BuildConfig, corpus: Corpus, engine: Engine) -> int:
+    """Input bytes per phase-1 task: --shard-bytes, or about 8 tasks per worker, so that the last round of
+    uneven shards leaves few workers idle; 256 KiB to 64 MiB (a task costs a few milliseconds of its own)."""
     workers = 16 if engine.kind == "ray" else engine.processes(1 << 30)
-    return int(min(64 << 20, max(256 << 10, corpus_bytes // (8 * workers))))
+    return cfg.shard_bytes or int(min(64 << 20, max(256 << 10, corpus.bytes // (8 * workers))))
 
 
 def worker_threads(cfg: BuildConfig, engine: Engine, tasks: int) -> int:

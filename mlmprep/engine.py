@@ -19,7 +19,8 @@ import traceback
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
+from multiprocessing import forkserver, resource_tracker
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,7 +65,8 @@ def run_tasks(fn: Callable[[Any], Any], tasks: Iterable[Any], *, engine: Engine,
     """fn(task) for every task; results in task order; on_result(index, result) in the driver as each
     finishes (for one progress bar). A MlmprepError from a task re-raises as itself (exit 2); any other
     failure, a dead worker included, raises TaskFailed naming the task, and the remaining tasks are cancelled.
-    `fn` and the tasks must pickle (fn a module-level function)."""
+    `fn` and the tasks must pickle (fn a module-level function). Inside `session(engine)` the local engine's
+    workers stay up from one call to the next."""
     tasks = list(tasks)
     on_result = on_result or (lambda index, result: None)
     if not tasks:
@@ -77,7 +79,11 @@ def run_tasks(fn: Callable[[Any], Any], tasks: Iterable[Any], *, engine: Engine,
             results.append(attempt(fn, task))
             on_result(index, results[-1])
         return results
-    return run_local(fn, tasks, engine.processes(len(tasks)), on_result)
+    if engine in POOLS:  # inside a session: its pool, started by the first call that needs one
+        pool = POOLS[engine] = POOLS[engine] or LocalPool(engine.processes(1 << 30), fn.__module__)
+        return run_local(fn, tasks, pool, on_result)
+    with closing(LocalPool(engine.processes(len(tasks)), fn.__module__)) as pool:
+        return run_local(fn, tasks, pool, on_result)
 
 
 def attempt(fn: Callable[[Any], Any], task: Any) -> Any:
@@ -101,38 +107,107 @@ def name(task: Any) -> str:
     return describe() if callable(describe) else str(task)
 
 
-def run_local(fn: Callable[[Any], Any], tasks: list, processes: int, on_result: Callable[[int, Any], None]) -> list:
-    """A process pool of fresh interpreters (forkserver: never fork a driver whose tokenizer and Numba
-    threads are running). Workers ignore Ctrl-C; the driver stops them itself, so none outlives it."""
+def start_forkserver(module: str) -> Any:
+    """The forkserver context, its server started now if it is not running yet: a fresh interpreter that
+    imports `module` once (the workers it forks have it) while this process goes on with its own work.
+    Forkserver, not fork: never fork a driver whose tokenizer and Numba threads are running."""
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload([fn.__module__])  # imported once in the server, not once per worker
-    started = context.SimpleQueue()  # (pid, task index) written as each task starts (unbuffered: a kill loses none)
-    pool = ProcessPoolExecutor(processes, mp_context=context, initializer=start_worker,
-                               initargs=(os.getpid(), started))
-    workers: dict = {}  # pid -> process, as the pool spawns them (one per submit, up to `processes`)
+    context.set_forkserver_preload([module])  # no effect on a server already running
+    # Ctrl-C is the driver's to handle: the server starts with SIGINT blocked (a child keeps its parent's
+    # mask), so a Ctrl-C during its imports cannot kill it with a traceback, nor reach the workers it forks.
+    # The resource tracker goes first: starting it unblocks SIGINT in this thread.
+    resource_tracker.ensure_running()
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        forkserver.ensure_running()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    return context
+
+
+def prestart(engine: Engine, tasks: int, module: str) -> None:
+    """When about `tasks` tasks will run on local worker processes, start their forkserver now, so that its
+    imports (a second or more) overlap the caller's own start-up rather than delay the first task."""
+    if engine.kind == "local" and engine.processes(tasks) > 1:
+        start_forkserver(module)
+
+
+class LocalPool:
+    """Up to `processes` worker processes (spawned as tasks come) with what run_local needs to name a dead
+    worker's task: each worker reports (pid, task index) as it starts a task. Workers ignore Ctrl-C; the
+    driver stops them itself, so none outlives it."""
+
+    def __init__(self, processes: int, module: str):
+        context = start_forkserver(module)
+        self.started = context.SimpleQueue()  # unbuffered: a killed worker loses none of its reports
+        self.executor = ProcessPoolExecutor(processes, mp_context=context, initializer=start_worker,
+                                            initargs=(os.getpid(), self.started))
+        self.workers: dict = {}  # pid -> process, every one the pool spawned
+
+    def terminate(self) -> None:
+        """Stop running tasks now, not at their end."""
+        for process in list((self.executor._processes or {}).values()):  # noqa: SLF001
+            process.terminate()
+
+    def close(self) -> None:
+        self.executor.shutdown(wait=True, cancel_futures=True)
+
+
+POOLS: dict[Engine, LocalPool | None] = {}  # the pool of each open local session (None: none needed yet)
+
+
+def run_local(fn: Callable[[Any], Any], tasks: list, pool: LocalPool, on_result: Callable[[int, Any], None]) -> list:
+    """The tasks on the pool's workers; on any failure the pool's workers are stopped and it is dropped."""
     running: dict[int, int] = {}  # pid -> index of the task it started last
+    drain(pool.started, {})  # reports of an earlier call's tasks
     try:
         futures = {}
-        for index, task in enumerate(tasks):  # a worker may die while the rest are still being submitted
-            futures[pool.submit(run_in_worker, fn, task, index)] = index
-            workers.update(pool._processes or {})  # noqa: SLF001
+        with ctrl_c_held():  # submit spawns the workers: each is registered (so stopped) before a Ctrl-C acts
+            for index, task in enumerate(tasks):  # a worker may die while the rest are still being submitted
+                futures[pool.executor.submit(run_in_worker, fn, task, index)] = index
+                pool.workers.update(pool.executor._processes or {})  # noqa: SLF001
         results: list = [None] * len(tasks)
         pending = set(futures)
         while pending:
             done, pending = wait(pending, return_when=FIRST_COMPLETED)
-            drain(started, running)
+            drain(pool.started, running)
             for future in sorted(done, key=futures.get):
                 results[futures[future]] = future.result()
                 on_result(futures[future], results[futures[future]])
         return results
     except BrokenProcessPool:
-        raise TaskFailed(dead_worker(workers, started, running, tasks)) from None
+        message = dead_worker(pool.workers, pool.started, running, tasks)
+        drop(pool)
+        raise TaskFailed(message) from None
     except BaseException:
-        for process in list((pool._processes or {}).values()):  # noqa: SLF001  -- stop running tasks now, not at their end
-            process.terminate()
+        pool.terminate()
+        drop(pool)
         raise
+
+
+@contextmanager
+def ctrl_c_held() -> Iterator[None]:
+    """Hold a Ctrl-C until the block ends, then act on it. Interrupted while the forkserver is still forking
+    it, a worker would start after the pool it belongs to was shut down, and fail with a traceback of its
+    own. Only the main thread receives Ctrl-C, so elsewhere there is nothing to hold."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pressed: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: pressed.append(signum))
+    try:
+        yield
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+        signal.signal(signal.SIGINT, signal.default_int_handler if previous is None else previous)
+    if pressed and callable(previous):
+        previous(signal.SIGINT, None)  # Python's default handler raises KeyboardInterrupt
+
+
+def drop(pool: LocalPool) -> None:
+    """Shut a failed pool down, and out of its session: a later call starts afresh."""
+    for engine in [e for e, p in POOLS.items() if p is pool]:
+        del POOLS[engine]
+    pool.close()
 
 
 def start_worker(driver: int, started: Any) -> None:
@@ -189,10 +264,20 @@ def dead_worker(workers: dict, started: Any, running: dict[int, int], tasks: lis
 
 @contextmanager
 def session(engine: Engine) -> Iterator[None]:
-    """Keep the engine's cluster joined across several run_tasks calls (a build's two phases), so Ray
-    starts once; stops a Ray instance it started itself. Nothing to do for the local engine."""
-    if engine.kind != "ray":
-        yield
+    """Keep the engine's workers across several run_tasks calls (a build's phases): Ray is joined once (and
+    a Ray instance started here is stopped at the end); local workers stay up, keeping what their tasks
+    loaded (a tokenizer, say), and are stopped at the end."""
+    if engine.kind == "local":
+        if engine in POOLS:  # already open
+            yield
+            return
+        POOLS[engine] = None
+        try:
+            yield
+        finally:
+            pool = POOLS.pop(engine, None)
+            if pool is not None:
+                pool.close()
         return
     ray = import_ray()
     if ray.is_initialized():

@@ -18,7 +18,7 @@ import typer
 
 from mlmprep.cli._util import cli_errors
 from mlmprep.config import BuildConfig
-from mlmprep.engine import Engine, TaskFailed, run_tasks
+from mlmprep.engine import Engine, TaskFailed, run_tasks, session
 from mlmprep.errors import ConfigError, CorpusError, MlmprepError
 
 TESTS = Path(__file__).resolve().parent
@@ -69,6 +69,63 @@ def test_workers_run_in_at_most_n_other_processes_and_one_worker_runs_in_process
     assert run_tasks(cube_later, [], engine=Engine(workers=2)) == []
 
 
+def test_a_session_keeps_its_workers_from_one_call_to_the_next_and_stops_them_at_its_end():
+    shards, engine = [Shard(i, wait=0.05) for i in range(6)], Engine(workers=2)
+    with session(engine):
+        first = {pid for _, pid in run_tasks(cube_later, shards, engine=engine)}
+        second = {pid for _, pid in run_tasks(cube_later, shards, engine=engine)}
+        workers = [psutil.Process(pid) for pid in first]
+    assert first == second and os.getpid() not in first
+    gone, alive = psutil.wait_procs(workers, timeout=30)
+    assert not alive
+    assert not {pid for _, pid in run_tasks(cube_later, shards, engine=engine)} & first  # outside: a pool of its own
+
+
+def test_a_failed_call_leaves_its_session_able_to_run_the_next(tmp_path):
+    engine = Engine(workers=2)
+    with session(engine):
+        with pytest.raises(CorpusError):
+            run_tasks(fail_on_three, [Shard(i) for i in range(5)], engine=engine)
+        assert [cube for cube, _ in run_tasks(cube_later, [Shard(i) for i in range(4)], engine=engine)] == [0, 1, 8, 27]
+
+
+def numba_in_worker(_: int) -> tuple[bool, bool, bool]:
+    """(whether Numba's compiler was started before this task, whether a kernel was loaded, whether
+    scipy.linalg is importable as usual) in a worker."""
+    numba_loaded = "numba" in sys.modules
+    from mlmprep import _kernels
+
+    return numba_loaded, bool(_kernels.warm_up.signatures), sys.modules.get("scipy.linalg", "absent") is not None
+
+
+def test_build_workers_start_with_numba_loaded_once_in_the_forkserver():
+    proc = run_script("""
+        from mlmprep.engine import Engine, prestart, run_tasks
+        from test_engine import numba_in_worker
+        if __name__ == "__main__":
+            engine = Engine(workers=2)
+            prestart(engine, 2, "mlmprep.pipeline")  # as a build does: the server preloads the build's tasks
+            print(run_tasks(numba_in_worker, [0, 1], engine=engine), "numba" in sys.modules)
+    """)
+    out, err = communicate(proc, timeout=120)
+    assert proc.returncode == 0, err
+    assert out.split() == ["[(True,", "True,", "True),", "(True,", "True,", "True)]", "False"], err
+
+
+def test_the_driver_of_a_build_on_workers_never_loads_numba(tmp_path, tiny_corpus, tiny_tokenizer_path):
+    """Numba costs the driver most of a second of one core between the phases, where the workers wait on it."""
+    proc = run_script(f"""
+        from conftest import build_tiny
+        if __name__ == "__main__":
+            build_tiny({str(tmp_path / "out")!r}, {str(tiny_corpus)!r}, {str(tiny_tokenizer_path)!r}, workers=2,
+                       shard_bytes=3000, rows_per_file=40)
+            print("numba" in sys.modules)
+    """)
+    out, err = communicate(proc, timeout=120)
+    assert proc.returncode == 0 and out.strip() == "False", err
+    assert len(list((tmp_path / "out" / "seed-0").glob("*.arrow"))) > 1  # it did run on workers, in several tasks
+
+
 @pytest.mark.parametrize("workers", [1, 2])
 def test_a_task_error_arrives_as_its_own_class_and_message_and_stops_the_rest(tmp_path, workers):
     shards = [Shard(i, wait=0.3, marker=str(tmp_path)) for i in range(3)] + [Shard(3)]
@@ -116,7 +173,7 @@ def suicide_on_two(shard: Shard) -> int:
 
 def test_a_worker_killed_mid_task_fails_the_run_with_one_line_and_no_hang():
     proc = run_script("""
-        from mlmprep.engine import Engine, TaskFailed, run_tasks
+        from mlmprep.engine import Engine, TaskFailed, run_tasks, session
         from test_engine import Shard, suicide_on_two
         if __name__ == "__main__":
             try:
