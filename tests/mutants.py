@@ -79,6 +79,17 @@ MUTANTS = [
            "state = _sorted_sample(state, n_groups, counts[i], bits, chosen)",
            "chosen[: counts[i]] = np.arange(counts[i])",
            ("tests/test_mask_reference.py",)),
+    # ------------------------------------------------------------ build engine
+    Mutant("pool-per-call", "mlmprep/engine.py",  # a session's calls each start a pool (phase 2 re-forks, reloads)
+           "    if engine in POOLS:  # inside a session", "    if False:  # inside a session",
+           ("tests/test_engine.py",)),
+    Mutant("forkserver-skips-numba", "mlmprep/pipeline.py",  # every worker loads Numba itself in phase 2
+           "if in_forkserver():  # load", "if False:  # load",
+           ("tests/test_engine.py",)),
+    Mutant("driver-loads-numba", "mlmprep/mask.py",  # slot seeds through a kernel: Numba in the driver at the barrier
+           '    with np.errstate(over="ignore"):\n        return int(stream_key(',
+           '    from mlmprep import _kernels\n\n    _kernels.warm_up()\n    with np.errstate(over="ignore"):\n        return int(stream_key(',
+           ("tests/test_engine.py",)),
     # ------------------------------------------------------------ windows, segments, read-ahead
     Mutant("windows-drop-carry", "mlmprep/windows.py",  # the tail of each chunk is lost instead of carried
            "carry = stream[n * length :]", "carry = stream[:0]",
