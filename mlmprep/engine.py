@@ -9,6 +9,7 @@ build's peak memory is about `workers` tasks' worth whatever the corpus size.
 from __future__ import annotations
 
 import multiprocessing
+import multiprocessing.connection
 import os
 import select
 import signal
@@ -29,6 +30,7 @@ import psutil
 from mlmprep.errors import ConfigError, MlmprepError
 
 RAY_RETRIES = 3  # attempts after the first when a Ray worker dies mid-task
+WATCH_S = 1.0  # how often the driver looks for a dead local worker itself, while no task finishes
 
 
 class TaskFailed(RuntimeError):
@@ -146,8 +148,14 @@ class LocalPool:
 
     def terminate(self) -> None:
         """Stop running tasks now, not at their end."""
-        for process in list((self.executor._processes or {}).values()):  # noqa: SLF001
-            process.terminate()
+        self.workers.update(self.executor._processes or {})  # noqa: SLF001
+        for process in list(self.workers.values()):
+            process.terminate()  # a no-op for one already gone
+
+    def lost_a_worker(self) -> bool:
+        """Whether a worker has died (its sentinel is readable), seen without waiting and without reading
+        its exit status."""
+        return bool(multiprocessing.connection.wait([p.sentinel for p in self.workers.values()], timeout=0))
 
     def close(self) -> None:
         self.executor.shutdown(wait=True, cancel_futures=True)
@@ -169,13 +177,18 @@ def run_local(fn: Callable[[Any], Any], tasks: list, pool: LocalPool, on_result:
         results: list = [None] * len(tasks)
         pending = set(futures)
         while pending:
-            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            done, pending = wait(pending, timeout=WATCH_S, return_when=FIRST_COMPLETED)
             drain(pool.started, running)
             for future in sorted(done, key=futures.get):
                 results[futures[future]] = future.result()
                 on_result(futures[future], results[futures[future]])
+            if not done and pool.lost_a_worker():
+                # The executor marks its pool broken itself, but a worker dying while tasks are still being
+                # submitted can leave it joining a worker spawned after its clean-up, and this wait never ends.
+                raise BrokenProcessPool
         return results
     except BrokenProcessPool:
+        pool.terminate()  # the others, so that the executor's own clean-up can join them
         message = dead_worker(pool.workers, pool.started, running, tasks)
         drop(pool)
         raise TaskFailed(message) from None

@@ -83,6 +83,9 @@ MUTANTS = [
     Mutant("pool-per-call", "mlmprep/engine.py",  # a session's calls each start a pool (phase 2 re-forks, reloads)
            "    if engine in POOLS:  # inside a session", "    if False:  # inside a session",
            ("tests/test_engine.py",)),
+    Mutant("no-watch-on-workers", "mlmprep/engine.py",  # the driver trusts the executor to see every death
+           "            if not done and pool.lost_a_worker():", "            if False:",
+           ("tests/test_engine.py",)),
     Mutant("forkserver-skips-numba", "mlmprep/pipeline.py",  # every worker loads Numba itself in phase 2
            "if in_forkserver():  # load", "if False:  # load",
            ("tests/test_engine.py",)),

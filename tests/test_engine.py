@@ -186,6 +186,33 @@ def test_a_worker_killed_mid_task_fails_the_run_with_one_line_and_no_hang():
     assert out.strip() == "a build worker died (signal 9) while running shard 2 of corpus.txt; nothing was published", err
 
 
+def test_a_dead_worker_the_executor_misses_still_fails_the_run_in_one_line():
+    """The driver watches its workers itself: ProcessPoolExecutor's clean-up after a dead worker fails the
+    futures it holds, but one submitted meanwhile (a worker killed while tasks are still being submitted) is
+    never failed, and its caller would wait for ever."""
+    proc = run_script("""
+        import concurrent.futures.process as cfp
+        from mlmprep.engine import Engine, TaskFailed, run_tasks
+        from test_engine import Shard, suicide_on_two
+
+        clean_up = cfp._ExecutorManagerThread.terminate_broken
+
+        def misses(self, cause):  # as if every future had been submitted after the clean-up's look
+            self.pending_work_items.clear()
+            clean_up(self, cause)
+
+        cfp._ExecutorManagerThread.terminate_broken = misses
+        if __name__ == "__main__":
+            try:
+                run_tasks(suicide_on_two, [Shard(i, wait=0.3) for i in range(8)], engine=Engine(workers=2))
+            except TaskFailed as exc:
+                print(exc)
+    """)
+    out, err = communicate(proc, timeout=120)
+    assert proc.returncode == 0, err
+    assert out.strip() == "a build worker died (signal 9) while running shard 2 of corpus.txt; nothing was published", err
+
+
 def sleep_long(shard: Shard) -> int:
     Path(shard.marker, str(shard.index)).touch()
     time.sleep(600)
