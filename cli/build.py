@@ -81,10 +81,8 @@ def build(
     ray_address: Annotated[Optional[str], typer.Option(help="Ray cluster to join with --engine ray, as `ray start --head` prints it. None: start or join a local instance.", rich_help_panel="Speed", metavar="ADDRESS")] = None,
 ) -> None:
     """Build N differently seeded, masked Arrow datasets plus a validation split from a corpus."""
-    from mlmprep.build import build as run_build
     from mlmprep.config import BuildConfig, make_config, read_config_file
     from mlmprep.errors import ConfigError
-    from mlmprep.report import build_summary
 
     options = given(
         corpus=tuple(corpus) if corpus else None, out=out, seeds=seeds, seed=seed, dataset=dataset,
@@ -103,11 +101,36 @@ def build(
             if key in file_values or key in options:
                 raise ConfigError(f"--{key.replace('_', '-')} applies only to a tokenizer mlmprep trains; "
                                   f"--tokenizer {cfg.tokenizer} brings its own vocabulary: give one of the two")
+    start_workers_early(cfg)
+    from mlmprep.build import build as run_build
+    from mlmprep.report import build_summary
+
     result = run_build(cfg, log=note)
     if result.up_to_date:
         typer.echo(f"{result.out}: up to date (same corpus and options); --force rebuilds it")
         return
     typer.echo(build_summary(result.out, result.manifest))
+
+
+def start_workers_early(cfg) -> None:
+    """Start the local workers' server (a forkserver that imports the pipeline and warms Numba: about a second of
+    one core) before this process imports the pipeline itself, so that the two overlap; on 16 cores the first
+    task then starts a third of a second sooner. Corpus files only: a build starts it itself in any case."""
+    from mlmprep.engine import Engine, prestart
+    from mlmprep.errors import MlmprepError
+
+    if not cfg.corpus or cfg.dataset:
+        return
+    try:
+        engine = Engine(cfg.engine, cfg.workers, cfg.ray_address)
+        if engine.kind != "local" or engine.processes(2) == 1:
+            return
+        from mlmprep.corpus import resolve_sources
+
+        input_bytes = sum(path.stat().st_size for path in resolve_sources(cfg.corpus))
+    except (MlmprepError, OSError):
+        return  # the build reports it, in its own order
+    prestart(engine, input_bytes, cfg.shard_bytes, "mlmprep.pipeline")  # where the build's tasks live
 
 
 @app.command(epilog=REMASK_EXAMPLES, cls=HelpCommand)

@@ -77,7 +77,6 @@ from mlmprep.write import (
 __all__ = ["BuildResult", "batched", "build", "cleaned_documents", "held_out", "remask", "train_tokenizer_file"]
 
 SAMPLE_PARTS = 64  # a tokenizer trained on a sample learns from the starts of this many evenly spaced parts
-TASKS_PER_WORKER = 24  # phase-1 tasks per worker (at most): the last round, uneven, leaves a core idle for 1/24 of the phase
 FILE_TOKENS = 1 << 19  # an output file holds about this many tokens of windows (a whole number of 1000s of rows)
 
 
@@ -102,7 +101,7 @@ def build(cfg: BuildConfig, *, log: Callable[[str], None] = print) -> BuildResul
         on_decode_error=cfg.on_decode_error,
     )
     engine = Engine(cfg.engine, cfg.workers, cfg.ray_address)
-    prestart(engine, -(-corpus.bytes // shard_bytes(cfg, corpus, engine)), tokenize_shard.__module__)
+    prestart(engine, corpus.bytes, cfg.shard_bytes, tokenize_shard.__module__)  # the CLI may have started it already
     given_tokenizer = load_tokenizer(cfg.tokenizer) if cfg.tokenizer else None
     log(f"corpus: {corpus.description}")
     with build_lock(out):
@@ -175,7 +174,7 @@ def write_build(cfg: BuildConfig, corpus: Corpus, tok, stage: Path, log: Callabl
         mask.check_word_starts(word_tables(tok).starts_word, is_special)
 
     pipeline_started = time.perf_counter()
-    shards = corpus.shards(shard_bytes(cfg, corpus, engine))
+    shards = corpus.shards(engine.shard_bytes(corpus.bytes, cfg.shard_bytes))
     layout = Layout(cfg, str(stage), worker_threads(cfg, engine, len(shards)),
                     content_length=window_length - len(prefix) - len(suffix), window_length=window_length,
                     doc_eos=document_eos(cfg, ids, suffix), prefix=tuple(prefix.tolist()), suffix=tuple(suffix.tolist()))
@@ -233,13 +232,6 @@ def write_build(cfg: BuildConfig, corpus: Corpus, tok, stage: Path, log: Callabl
     return finish_manifest(cfg, corpus, tok, ids, stage, splits, plan.seeds, stats, masker, corpus_stats, timings,
                            window_length=window_length, target_length=target_length, trained_on=trained_on,
                            rows_per_file=output_rows(cfg, window_length))
-
-
-def shard_bytes(cfg: BuildConfig, corpus: Corpus, engine: Engine) -> int:
-    """Input bytes per phase-1 task: --shard-bytes, or TASKS_PER_WORKER tasks per worker, so that the last round of
-    uneven shards leaves workers idle briefly; 256 KiB to 64 MiB (a task costs about a millisecond of its own)."""
-    workers = 16 if engine.kind == "ray" else engine.processes(1 << 30)
-    return cfg.shard_bytes or int(min(64 << 20, max(256 << 10, corpus.bytes // (TASKS_PER_WORKER * workers))))
 
 
 def worker_threads(cfg: BuildConfig, engine: Engine, tasks: int) -> int:

@@ -30,6 +30,7 @@ import psutil
 from mlmprep.errors import ConfigError, MlmprepError
 
 RAY_RETRIES = 3  # attempts after the first when a Ray worker dies mid-task
+TASKS_PER_WORKER = 24  # reading tasks per worker (at most): the last round, uneven, leaves a core idle for 1/24 of it
 WATCH_S = 1.0  # how often the driver looks for a dead local worker itself, while no task finishes
 
 
@@ -60,6 +61,12 @@ class Engine:
         """How many local worker processes `n_tasks` tasks get; 1 means run them in the driver."""
         cores = self.workers or len(os.sched_getaffinity(0))
         return max(1, min(cores, n_tasks))
+
+    def shard_bytes(self, input_bytes: int, given: int = 0) -> int:
+        """Input bytes per reading task: `given` (--shard-bytes), or TASKS_PER_WORKER tasks per worker, so that the
+        last round of uneven shards leaves workers idle briefly; 256 KiB to 64 MiB (a task costs ~1 ms of its own)."""
+        workers = 16 if self.kind == "ray" else self.processes(1 << 30)
+        return given or int(min(64 << 20, max(256 << 10, input_bytes // (TASKS_PER_WORKER * workers))))
 
 
 def run_tasks(fn: Callable[[Any], Any], tasks: Iterable[Any], *, engine: Engine,
@@ -127,9 +134,11 @@ def start_forkserver(module: str) -> Any:
     return context
 
 
-def prestart(engine: Engine, tasks: int, module: str) -> None:
-    """When about `tasks` tasks will run on local worker processes, start their forkserver now, so that its
-    imports (a second or more) overlap the caller's own start-up rather than delay the first task."""
+def prestart(engine: Engine, input_bytes: int, shard_bytes: int, module: str) -> None:
+    """When reading `input_bytes` (in tasks of engine.shard_bytes(input_bytes, shard_bytes)) will run on local
+    worker processes, start their forkserver now, so that its imports and Numba's warm-up (about a second of
+    one core) overlap the caller's own start-up rather than delay the first task. Safe to call again."""
+    tasks = -(-input_bytes // engine.shard_bytes(input_bytes, shard_bytes))
     if engine.kind == "local" and engine.processes(tasks) > 1:
         start_forkserver(module)
 

@@ -3,6 +3,7 @@ ending the run with one line and no process left behind."""
 
 from __future__ import annotations
 
+import ast
 import os
 import signal
 import subprocess
@@ -104,12 +105,40 @@ def test_build_workers_start_with_numba_loaded_once_in_the_forkserver():
         from test_engine import numba_in_worker
         if __name__ == "__main__":
             engine = Engine(workers=2)
-            prestart(engine, 2, "mlmprep.pipeline")  # as a build does: the server preloads the build's tasks
+            prestart(engine, 2 << 20, 1 << 20, "mlmprep.pipeline")  # as a build does: the server preloads its tasks
             print(run_tasks(numba_in_worker, [0, 1], engine=engine), "numba" in sys.modules)
     """)
     out, err = communicate(proc, timeout=120)
     assert proc.returncode == 0, err
     assert out.split() == ["[(True,", "True,", "True),", "(True,", "True,", "True)]", "False"], err
+
+
+def test_the_cli_starts_the_workers_server_before_importing_the_pipeline(tmp_path, tiny_corpus, tiny_tokenizer_path):
+    """So that the server's imports overlap the driver's; and with the preload the build's own pool asks for."""
+    proc = run_script(f"""
+        from mlmprep import engine
+        calls = []
+        start = engine.start_forkserver
+
+        def spy(module):
+            calls.append((module, "mlmprep.pipeline" in sys.modules))
+            return start(module)
+
+        if __name__ == "__main__":
+            engine.start_forkserver = spy
+            from mlmprep.cli import main
+            sys.argv = ["mlmprep", "build", {str(tiny_corpus)!r}, "--tokenizer", {str(tiny_tokenizer_path)!r},
+                        "--out", {str(tmp_path / "out")!r}, "--workers", "2", "--shard-bytes", "3000"]
+            try:
+                main()
+            except SystemExit as stop:
+                print(stop.code, calls)  # the last line, after the build's summary
+    """)
+    out, err = communicate(proc, timeout=120)
+    code, calls = out.splitlines()[-1].split(" ", 1)
+    calls = ast.literal_eval(calls)
+    assert code == "0" and calls[0] == ("mlmprep.pipeline", False), err
+    assert {module for module, _ in calls} == {"mlmprep.pipeline"}, calls  # the server's preload is the pool's
 
 
 def test_the_driver_of_a_build_on_workers_never_loads_numba(tmp_path, tiny_corpus, tiny_tokenizer_path):
