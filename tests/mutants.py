@@ -93,6 +93,10 @@ MUTANTS = [
            '    with np.errstate(over="ignore"):\n        return int(stream_key(',
            '    from mlmprep import _kernels\n\n    _kernels.warm_up()\n    with np.errstate(over="ignore"):\n        return int(stream_key(',
            ("tests/test_engine.py",)),
+    Mutant("cli-starts-workers-late", "cli/build.py",  # the forkserver starts after the pipeline's imports
+           "    start_workers_early(cfg)\n    from mlmprep.build import build as run_build\n",
+           "    from mlmprep.build import build as run_build\n    start_workers_early(cfg)\n",
+           ("tests/test_engine.py",)),
     # ------------------------------------------------------------ windows, segments, read-ahead
     Mutant("windows-drop-carry", "mlmprep/windows.py",  # the tail of each chunk is lost instead of carried
            "carry = stream[n * length :]", "carry = stream[:0]",
