@@ -125,7 +125,7 @@ def start_workers_early(cfg) -> None:
         engine = Engine(cfg.engine, cfg.workers, cfg.ray_address)
         if engine.kind != "local" or engine.processes(2) == 1:
             return
-        from mlmprep.corpus import resolve_sources
+        from mlmprep.sources import resolve_sources
 
         input_bytes = sum(path.stat().st_size for path in resolve_sources(cfg.corpus))
     except (MlmprepError, OSError):

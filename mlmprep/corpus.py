@@ -8,7 +8,6 @@ while it is read stops the build.
 
 from __future__ import annotations
 
-import glob
 import hashlib
 import json
 import os
@@ -19,10 +18,10 @@ from pathlib import Path
 
 from mlmprep.errors import ConfigError, CorpusError
 from mlmprep.shards import Shard, dataset_shards, file_shards, non_blank, read_unchanged
+from mlmprep.sources import resolve
 from mlmprep.readers import (
     BATCH_ROWS,
     READERS,
-    SUPPORTED,
     CorpusStats,
     ReadOptions,
     column_texts,
@@ -50,68 +49,6 @@ class Corpus:
         return non_blank(self.read(stats), stats)
 
 
-# ------------------------------------------------------------------------------------------------ sources
-
-
-def resolve_sources(patterns: Sequence[str]) -> list[Path]:
-    """Files, directories (searched recursively, sorted) and globs -> the corpus files, each once."""
-    return _resolve(patterns)[0]
-
-
-def _resolve(patterns: Sequence[str]) -> tuple[list[Path], list[str]]:
-    """(files to read, entries skipped in directories and globs); a path named explicitly must be readable."""
-    patterns = [str(p) for p in patterns]  # Path objects are welcome too
-    found: list[Path] = []
-    skipped: list[str] = []
-    for pattern in patterns:
-        path = Path(pattern)
-        if not os.path.lexists(path) and any(c in pattern for c in "*?["):
-            matches = sorted(Path(m) for m in glob.glob(pattern, recursive=True))
-            if not matches:
-                raise CorpusError(f"{pattern}: the glob matches nothing; check it (and quote it from the shell)")
-            for match in matches:
-                _add_member(match, found, skipped)
-        elif path.is_symlink() and not path.exists():
-            raise CorpusError(f"{path}: broken symbolic link; point it at a corpus file or remove it")
-        elif not path.exists():
-            raise CorpusError(f"{path}: no such file or directory; corpus paths are files, directories or globs")
-        elif path.is_dir():
-            _walk(path, found, skipped)
-        elif path.suffix.lower() not in SUPPORTED:
-            kind = path.suffix or "(no extension)"
-            raise CorpusError(f"{path}: unsupported file type {kind}; use one of {', '.join(SUPPORTED)}")
-        else:
-            found.append(path)
-    if not found:
-        raise CorpusError(f"{', '.join(patterns)}: no corpus files ({', '.join(SUPPORTED)}) found")
-    unique: dict[Path, Path] = {}
-    for path in found:  # a file named twice (itself and in its directory) is read once, where first named
-        unique.setdefault(path.resolve(), path)
-    return list(unique.values()), skipped
-
-
-def _walk(folder: Path, found: list[Path], skipped: list[str]) -> None:
-    """Add the files under `folder` in sorted order; hidden and symlinked directories are not entered."""
-    members: list[Path] = []
-    for root, dirs, names in os.walk(folder, onerror=lambda exc: skipped.append(f"{exc.filename}/")):
-        for d in list(dirs):
-            if d.startswith(".") or Path(root, d).is_symlink():  # .git, caches; links may loop
-                skipped.append(f"{Path(root, d)}/")
-                dirs.remove(d)
-        members.extend(Path(root, n) for n in names)
-    for path in sorted(members):
-        _add_member(path, found, skipped)
-
-
-def _add_member(path: Path, found: list[Path], skipped: list[str]) -> None:
-    if path.is_dir():
-        _walk(path, found, skipped)
-    elif path.is_file() and path.suffix.lower() in SUPPORTED:
-        found.append(path)
-    else:
-        skipped.append(str(path))
-
-
 # ------------------------------------------------------------------------------------------------ corpora
 
 
@@ -126,7 +63,7 @@ def _sha256_file(path: Path) -> tuple[int, str]:
 
 
 def _file_corpus(paths: Sequence[str], opts: ReadOptions) -> Corpus:
-    files, skipped = _resolve(paths)
+    files, skipped = resolve(paths)
     with ThreadPoolExecutor(max_workers=min(len(files), os.cpu_count() or 1)) as pool:
         digests = list(pool.map(_sha256_file, files))
     h = hashlib.sha256()
@@ -236,4 +173,4 @@ def open_corpus(
     return _sample_corpus()
 
 
-__all__ = ["Corpus", "CorpusStats", "ReadOptions", "SUPPORTED", "open_corpus", "resolve_sources"]
+__all__ = ["Corpus", "CorpusStats", "ReadOptions", "open_corpus"]

@@ -16,7 +16,8 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
 
-from mlmprep.corpus import open_corpus, resolve_sources
+from mlmprep.corpus import open_corpus
+from mlmprep.sources import resolve_sources
 from mlmprep.errors import ConfigError, CorpusError
 
 

@@ -113,15 +113,16 @@ def test_build_workers_start_with_numba_loaded_once_in_the_forkserver():
     assert out.split() == ["[(True,", "True,", "True),", "(True,", "True,", "True)]", "False"], err
 
 
-def test_the_cli_starts_the_workers_server_before_importing_the_pipeline(tmp_path, tiny_corpus, tiny_tokenizer_path):
-    """So that the server's imports overlap the driver's; and with the preload the build's own pool asks for."""
+def test_the_cli_starts_the_workers_server_before_its_heavy_imports(tmp_path, tiny_corpus, tiny_tokenizer_path):
+    """Before this process imports NumPy (let alone the pipeline), so that the server's imports overlap the
+    driver's; and with the preload the build's own pool asks for."""
     proc = run_script(f"""
         from mlmprep import engine
         calls = []
         start = engine.start_forkserver
 
         def spy(module):
-            calls.append((module, "mlmprep.pipeline" in sys.modules))
+            calls.append((module, "numpy" in sys.modules))
             return start(module)
 
         if __name__ == "__main__":
