@@ -136,6 +136,7 @@ def test_the_cli_starts_the_workers_server_before_its_heavy_imports(tmp_path, ti
                 print(stop.code, calls)  # the last line, after the build's summary
     """)
     out, err = communicate(proc, timeout=120)
+    assert out, err
     code, calls = out.splitlines()[-1].split(" ", 1)
     calls = ast.literal_eval(calls)
     assert code == "0" and calls[0] == ("mlmprep.pipeline", False), err
