@@ -121,6 +121,8 @@ def start_workers_early(cfg) -> None:
 
     if not cfg.corpus or cfg.dataset:
         return
+    if not cfg.force and Path(cfg.out, "manifest.json").exists():  # mlmprep.write.MANIFEST
+        return  # a build there may be up to date: mlmprep.build.build checks that before it starts workers
     try:
         engine = Engine(cfg.engine, cfg.workers, cfg.ray_address)
         if engine.kind != "local" or engine.processes(2) == 1:

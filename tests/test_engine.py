@@ -143,6 +143,38 @@ def test_the_cli_starts_the_workers_server_before_its_heavy_imports(tmp_path, ti
     assert {module for module, _ in calls} == {"mlmprep.pipeline"}, calls  # the server's preload is the pool's
 
 
+def test_a_build_that_may_be_up_to_date_starts_no_workers_before_its_check(tmp_path, tiny_corpus, tiny_tokenizer_path):
+    """A server started for nothing costs a core-second and holds the command's stdout open that long."""
+    proc = run_script(f"""
+        from mlmprep import engine
+        calls = []
+        start = engine.start_forkserver
+
+        def spy(module):
+            calls.append(module)
+            return start(module)
+
+        if __name__ == "__main__":
+            engine.start_forkserver = spy
+            from mlmprep.cli import main
+            args = ["mlmprep", "build", {str(tiny_corpus)!r}, "--tokenizer", {str(tiny_tokenizer_path)!r},
+                    "--out", {str(tmp_path / "out")!r}, "--workers", "2", "--shard-bytes", "3000"]
+            for more in ([], [], ["--force"]):  # built, up to date, rebuilt
+                sys.argv = args + more
+                before = len(calls)
+                try:
+                    main()
+                except SystemExit as stop:
+                    print("RUN", stop.code, len(calls) - before)
+    """)
+    out, err = communicate(proc, timeout=120)
+    runs = [line.split()[1:] for line in out.splitlines() if line.startswith("RUN")]
+    assert len(runs) == 3 and all(code == "0" for code, _ in runs), err
+    assert "up to date" in out
+    first, again, forced = (int(n) for _, n in runs)
+    assert first > 0 and again == 0 and forced > 0, runs
+
+
 def test_the_driver_of_a_build_on_workers_never_loads_numba(tmp_path, tiny_corpus, tiny_tokenizer_path):
     """Numba costs the driver most of a second of one core between the phases, where the workers wait on it."""
     proc = run_script(f"""
