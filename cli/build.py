@@ -118,6 +118,7 @@ def start_workers_early(cfg) -> None:
     task then starts a third of a second sooner. Corpus files only: a build starts it itself in any case."""
     from mlmprep.engine import Engine, prestart
     from mlmprep.errors import MlmprepError
+    from mlmprep.sources import resolve_sources
 
     if not cfg.corpus or cfg.dataset:
         return
@@ -125,14 +126,10 @@ def start_workers_early(cfg) -> None:
         return  # a build there may be up to date: mlmprep.build.build checks that before it starts workers
     try:
         engine = Engine(cfg.engine, cfg.workers, cfg.ray_address)
-        if engine.kind != "local" or engine.processes(2) == 1:
-            return
-        from mlmprep.sources import resolve_sources
-
         input_bytes = sum(path.stat().st_size for path in resolve_sources(cfg.corpus))
     except (MlmprepError, OSError):
         return  # the build reports it, in its own order
-    prestart(engine, input_bytes, cfg.shard_bytes, "mlmprep.pipeline")  # where the build's tasks live
+    prestart(engine, input_bytes, cfg.shard_bytes, "mlmprep.pipeline")  # the tasks' module; no-op for 1 worker, Ray
 
 
 @app.command(epilog=REMASK_EXAMPLES, cls=HelpCommand)
