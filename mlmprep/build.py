@@ -44,6 +44,7 @@ from mlmprep.pipeline import (
     remask_file,
     segment_text,
     tokenize_shard,
+    tokenize_shard_in_driver,
     write_file,
 )
 from mlmprep.progress import progress
@@ -89,7 +90,6 @@ class BuildResult:
 
 def build(cfg: BuildConfig, *, log: Callable[[str], None] = print) -> BuildResult:
     """Build `cfg.out`, or report it up to date when it already holds this build of this corpus."""
-    set_tokenizer_threads(cfg.threads)
     out = Path(cfg.out)
     check_output_path(out, directory=True)  # before reading the corpus or training a tokenizer
     corpus = open_corpus(
@@ -101,6 +101,7 @@ def build(cfg: BuildConfig, *, log: Callable[[str], None] = print) -> BuildResul
         on_decode_error=cfg.on_decode_error,
     )
     engine = Engine(cfg.engine, cfg.workers, cfg.ray_address)
+    set_tokenizer_threads(cfg.threads, engine)
     # The workers' server starts now, to overlap what follows, unless a build there may be up to date: one
     # started for nothing costs a core-second and keeps this process's stdout open that long after it exits.
     if cfg.force or not manifest_path(out).exists():
@@ -120,9 +121,12 @@ def build(cfg: BuildConfig, *, log: Callable[[str], None] = print) -> BuildResul
     return BuildResult(out, manifest, up_to_date=False)
 
 
-def set_tokenizer_threads(threads: int) -> None:
-    """Tokenize on `threads` cores (0: all); the output does not depend on it. The tokenizer's thread pool
-    starts on first use, so in one Python process the first call decides it."""
+def set_tokenizer_threads(threads: int, engine: Engine) -> None:
+    """The driver's tokenizer threads (0: all cores): --threads for a build in one process; with local workers,
+    the cores they share, since the driver tokenizes while they start. The output does not depend on it. The
+    tokenizer's thread pool starts on first use, so in one Python process the first call decides it."""
+    if threads and engine.kind == "local":
+        threads = min(threads * engine.processes(1 << 30), len(os.sched_getaffinity(0)))
     if threads:
         os.environ["RAYON_NUM_THREADS"] = str(threads)
 
@@ -195,7 +199,7 @@ def write_build(cfg: BuildConfig, corpus: Corpus, tok, stage: Path, log: Callabl
             bar.update(1)
 
         read = run_tasks(tokenize_shard, [TokenizeTask(layout, shard) for shard in shards], engine=engine,
-                         on_result=tokenized)
+                         on_result=tokenized, in_driver=tokenize_shard_in_driver)
         timings["tokenize_s"] = time.perf_counter() - pipeline_started
         corpus_stats = corpus_counts(corpus, read)
         if corpus_stats["documents"] == 0:

@@ -70,12 +70,14 @@ class Engine:
 
 
 def run_tasks(fn: Callable[[Any], Any], tasks: Iterable[Any], *, engine: Engine,
-              on_result: Callable[[int, Any], None] | None = None) -> list:
+              on_result: Callable[[int, Any], None] | None = None,
+              in_driver: Callable[[Any], Any] | None = None) -> list:
     """fn(task) for every task; results in task order; on_result(index, result) in the driver as each
     finishes (for one progress bar). A MlmprepError from a task re-raises as itself (exit 2); any other
     failure, a dead worker included, raises TaskFailed naming the task, and the remaining tasks are cancelled.
     `fn` and the tasks must pickle (fn a module-level function). Inside `session(engine)` the local engine's
-    workers stay up from one call to the next."""
+    workers stay up from one call to the next. `in_driver`, a function giving fn's result in the driver
+    process: while local workers are starting, the driver runs tasks itself with it (see submit_all)."""
     tasks = list(tasks)
     on_result = on_result or (lambda index, result: None)
     if not tasks:
@@ -89,10 +91,12 @@ def run_tasks(fn: Callable[[Any], Any], tasks: Iterable[Any], *, engine: Engine,
             on_result(index, results[-1])
         return results
     if engine in POOLS:  # inside a session: its pool, started by the first call that needs one
-        pool = POOLS[engine] = POOLS[engine] or LocalPool(engine.processes(1 << 30), fn.__module__)
-        return run_local(fn, tasks, pool, on_result)
+        if POOLS[engine] is not None:  # its workers are up: the driver has nothing to wait for
+            return run_local(fn, tasks, POOLS[engine], on_result, None)
+        pool = POOLS[engine] = LocalPool(engine.processes(1 << 30), fn.__module__)
+        return run_local(fn, tasks, pool, on_result, in_driver)
     with closing(LocalPool(engine.processes(len(tasks)), fn.__module__)) as pool:
-        return run_local(fn, tasks, pool, on_result)
+        return run_local(fn, tasks, pool, on_result, in_driver)
 
 
 def attempt(fn: Callable[[Any], Any], task: Any) -> Any:
@@ -173,17 +177,15 @@ class LocalPool:
 POOLS: dict[Engine, LocalPool | None] = {}  # the pool of each open local session (None: none needed yet)
 
 
-def run_local(fn: Callable[[Any], Any], tasks: list, pool: LocalPool, on_result: Callable[[int, Any], None]) -> list:
-    """The tasks on the pool's workers; on any failure the pool's workers are stopped and it is dropped."""
+def run_local(fn: Callable[[Any], Any], tasks: list, pool: LocalPool, on_result: Callable[[int, Any], None],
+              in_driver: Callable[[Any], Any] | None) -> list:
+    """The tasks on the pool's workers (and on the driver while they start, given `in_driver`); on any
+    failure the pool's workers are stopped and it is dropped."""
     running: dict[int, int] = {}  # pid -> index of the task it started last
     drain(pool.started, {})  # reports of an earlier call's tasks
+    results: list = [None] * len(tasks)
     try:
-        futures = {}
-        with ctrl_c_held():  # submit spawns the workers: each is registered (so stopped) before a Ctrl-C acts
-            for index, task in enumerate(tasks):  # a worker may die while the rest are still being submitted
-                futures[pool.executor.submit(run_in_worker, fn, task, index)] = index
-                pool.workers.update(pool.executor._processes or {})  # noqa: SLF001
-        results: list = [None] * len(tasks)
+        futures = submit_all(fn, tasks, pool, results, on_result, in_driver)
         pending = set(futures)
         while pending:
             done, pending = wait(pending, timeout=WATCH_S, return_when=FIRST_COMPLETED)
@@ -207,18 +209,66 @@ def run_local(fn: Callable[[Any], Any], tasks: list, pool: LocalPool, on_result:
         raise
 
 
+def submit_all(fn: Callable[[Any], Any], tasks: list, pool: LocalPool, results: list,
+               on_result: Callable[[int, Any], None], in_driver: Callable[[Any], Any] | None) -> dict:
+    """Submit the tasks to the pool in order, from a thread: the first submit waits until the forkserver is
+    ready (its imports and Numba's warm-up, most of a second), the rest take milliseconds. Meanwhile the
+    driver, given `in_driver`, runs tasks from the end of the list into `results` until none is left to
+    take. {future: task index}."""
+    futures: dict = {}
+    bounds = [0, len(tasks)]  # tasks [bounds[0], bounds[1]) are still to take: the pool's from the front
+    lock, failed = threading.Lock(), []
+
+    def submit() -> None:
+        try:
+            while True:
+                with lock:
+                    if bounds[0] >= bounds[1]:
+                        return
+                    index = bounds[0]
+                    bounds[0] += 1
+                futures[pool.executor.submit(run_in_worker, fn, tasks[index], index)] = index
+                pool.workers.update(pool.executor._processes or {})  # noqa: SLF001
+        except BaseException as exc:  # noqa: BLE001 - a worker died while the rest were being submitted
+            failed.append(exc)
+
+    # submit spawns the workers: each is registered (so stopped) before a Ctrl-C acts
+    with ctrl_c_held() as pressed:
+        submitter = threading.Thread(target=submit, name="mlmprep-submit", daemon=True)
+        submitter.start()
+        try:
+            while in_driver is not None and not pressed:
+                with lock:
+                    if bounds[1] <= bounds[0]:
+                        break
+                    bounds[1] -= 1
+                    index = bounds[1]
+                results[index] = attempt(in_driver, tasks[index])
+                on_result(index, results[index])
+        except BaseException:
+            with lock:
+                bounds[1] = bounds[0]  # the submitter stops after the submit it is in
+            raise
+        finally:
+            submitter.join()
+    if failed:
+        raise failed[0]
+    return futures
+
+
 @contextmanager
-def ctrl_c_held() -> Iterator[None]:
-    """Hold a Ctrl-C until the block ends, then act on it. Interrupted while the forkserver is still forking
-    it, a worker would start after the pool it belongs to was shut down, and fail with a traceback of its
-    own. Only the main thread receives Ctrl-C, so elsewhere there is nothing to hold."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
+def ctrl_c_held() -> Iterator[list]:
+    """Hold a Ctrl-C until the block ends, then act on it; the block is given a list that is not empty once
+    Ctrl-C was pressed. Interrupted while the forkserver is still forking it, a worker would start after the
+    pool it belongs to was shut down, and fail with a traceback of its own. Only the main thread receives
+    Ctrl-C, so elsewhere there is nothing to hold."""
     pressed: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield pressed
+        return
     previous = signal.signal(signal.SIGINT, lambda signum, frame: pressed.append(signum))
     try:
-        yield
+        yield pressed
     finally:
         signal.signal(signal.SIGINT, signal.default_int_handler if previous is None else previous)
     if pressed and callable(previous):

@@ -17,7 +17,7 @@ import functools
 import os
 import sys
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -194,6 +194,12 @@ def tokenize_shard(task: TokenizeTask) -> dict:
         write_atomic(layout.staged(f"shard-{index:06d}.lens"), lengths_written)
     stats.files, stats.files_skipped = 0, []
     return {**out, "stats": stats.as_dict(), "clean": clean}
+
+
+def tokenize_shard_in_driver(task: TokenizeTask) -> dict:
+    """tokenize_shard in the driver, while its workers start: on all the driver's cores, since the workers'
+    share of them (--threads) is for when they run."""
+    return tokenize_shard(replace(task, layout=replace(task.layout, threads=0)))
 
 
 @dataclass(frozen=True)

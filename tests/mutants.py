@@ -97,6 +97,16 @@ MUTANTS = [
            "    start_workers_early(cfg)\n    from mlmprep.build import build as run_build\n",
            "    from mlmprep.build import build as run_build\n    start_workers_early(cfg)\n",
            ("tests/test_engine.py",)),
+    Mutant("driver-helps-from-the-front", "mlmprep/engine.py",  # the driver takes the tasks the workers take first
+           "                    bounds[1] -= 1\n                    index = bounds[1]\n",
+           "                    index = bounds[0]\n                    bounds[0] += 1\n",
+           ("tests/test_engine.py",)),
+    Mutant("driver-threads-per-worker", "mlmprep/build.py",  # the driver tokenizes on one worker's --threads
+           "min(threads * engine.processes(1 << 30), len(", "min(threads, len(",
+           ("tests/test_engine.py",)),
+    Mutant("driver-ignores-ctrl-c", "mlmprep/engine.py",  # the driver goes on reading shards after a Ctrl-C
+           "            while in_driver is not None and not pressed:\n", "            while in_driver is not None:\n",
+           ("tests/test_engine.py",)),
     # ------------------------------------------------------------ windows, segments, read-ahead
     Mutant("windows-drop-carry", "mlmprep/windows.py",  # the tail of each chunk is lost instead of carried
            "carry = stream[n * length :]", "carry = stream[:0]",

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +20,7 @@ import typer
 
 from mlmprep.cli._util import cli_errors
 from mlmprep.config import BuildConfig
+import mlmprep.engine
 from mlmprep.engine import Engine, TaskFailed, run_tasks, session
 from mlmprep.errors import ConfigError, CorpusError, MlmprepError
 
@@ -88,6 +90,62 @@ def test_a_failed_call_leaves_its_session_able_to_run_the_next(tmp_path):
         with pytest.raises(CorpusError):
             run_tasks(fail_on_three, [Shard(i) for i in range(5)], engine=engine)
         assert [cube for cube, _ in run_tasks(cube_later, [Shard(i) for i in range(4)], engine=engine)] == [0, 1, 8, 27]
+
+
+class SlowToStart(ProcessPoolExecutor):
+    """An executor whose first worker takes a second to spawn, as when the workers' forkserver is still
+    loading its imports."""
+
+    def submit(self, *args, **kwargs):
+        if not self._processes:
+            time.sleep(1.0)
+        return super().submit(*args, **kwargs)
+
+
+def where_and_when(index: int) -> tuple[int, int, float]:
+    """(index, the pid of the process that ran it, when it started); it takes 50 ms."""
+    started = time.time()
+    time.sleep(0.05)
+    return index, os.getpid(), started
+
+
+def test_while_its_workers_start_the_driver_runs_tasks_from_the_end_of_the_list(monkeypatch):
+    monkeypatch.setattr(mlmprep.engine, "ProcessPoolExecutor", SlowToStart)
+    seen = []
+    results = run_tasks(where_and_when, range(60), engine=Engine(workers=2), in_driver=where_and_when,
+                        on_result=lambda index, result: seen.append(index))
+    assert [index for index, _, _ in results] == list(range(60)) and sorted(seen) == list(range(60))
+    by_driver = [index for index, pid, _ in results if pid == os.getpid()]
+    assert len(by_driver) >= 5 and by_driver == list(range(60 - len(by_driver), 60))  # the last ones
+    first_on_a_worker = min(started for _, pid, started in results if pid != os.getpid())
+    assert max(started for _, pid, started in results if pid == os.getpid()) < first_on_a_worker + 0.02  # it stopped
+    assert os.getpid() not in {pid for _, pid, _ in run_tasks(where_and_when, range(6), engine=Engine(workers=2))}
+
+
+def test_an_error_in_a_task_the_driver_runs_stops_the_workers_tasks_too(tmp_path, monkeypatch):
+    monkeypatch.setattr(mlmprep.engine, "ProcessPoolExecutor", SlowToStart)
+    shards = [Shard(i, wait=0.3, marker=str(tmp_path)) for i in [0, 1, 2, *range(4, 20)]] + [Shard(3)]  # 3 is last
+    started = time.time()
+    with pytest.raises(CorpusError, match="^corpus.txt at byte 300: not UTF-8"):
+        run_tasks(fail_on_three, shards, engine=Engine(workers=2), in_driver=fail_on_three)
+    time.sleep(0.5)  # any task still running would mark its file by now
+    assert len(list(tmp_path.iterdir())) < 5 and time.time() - started < 30
+
+
+@pytest.mark.parametrize(("threads", "engine", "driver_threads"), [
+    (0, Engine(workers=4), None), (1, Engine(workers=1), "1"), (1, Engine(workers=16), "16"),
+    (4, Engine(workers=2), "8"), (2, Engine(workers=12), "16"), (1, Engine("ray", workers=16), "1"),
+])
+def test_the_driver_tokenizes_on_as_many_cores_as_its_workers_share(monkeypatch, threads, engine, driver_threads):
+    """--threads counts in each worker (0: all cores); the driver, which tokenizes while they start, gets
+    their sum, at most the machine's cores (16 here); Ray workers are on other machines."""
+    from mlmprep.build import set_tokenizer_threads
+
+    monkeypatch.setenv("RAYON_NUM_THREADS", "unset")  # restored (to absent, say) at the end
+    monkeypatch.delenv("RAYON_NUM_THREADS")
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)))
+    set_tokenizer_threads(threads, engine)
+    assert os.environ.get("RAYON_NUM_THREADS") == driver_threads
 
 
 def numba_in_worker(_: int) -> tuple[bool, bool, bool]:
@@ -292,6 +350,31 @@ def test_ctrl_c_stops_the_workers_promptly(tmp_path):
     assert proc.returncode == 130
     gone, alive = psutil.wait_procs(family, timeout=30)
     assert not alive
+
+
+def interrupted_at_57(index: int) -> tuple[int, int, float]:
+    """where_and_when, with a Ctrl-C arriving during task 57."""
+    if index == 57:
+        os.kill(os.getpid(), signal.SIGINT)
+    return where_and_when(index)
+
+
+def test_ctrl_c_stops_the_driver_running_tasks_while_its_workers_start():
+    proc = run_script("""
+        import mlmprep.engine
+        from mlmprep.engine import Engine, run_tasks
+        from test_engine import SlowToStart, interrupted_at_57, where_and_when
+        if __name__ == "__main__":
+            mlmprep.engine.ProcessPoolExecutor = SlowToStart
+            ran = []
+            try:
+                run_tasks(where_and_when, range(60), engine=Engine(workers=2),
+                          in_driver=lambda index: ran.append(index) or interrupted_at_57(index))
+            except KeyboardInterrupt:
+                print(ran)
+    """)
+    out, err = communicate(proc, timeout=60)
+    assert proc.returncode == 0 and out.strip() == "[59, 58, 57]", err
 
 
 def test_workers_end_with_a_driver_killed_by_sigkill(tmp_path):

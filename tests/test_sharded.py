@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from conftest import build_tiny, tiny_documents
+from mlmprep.pipeline import tokenize_shard_in_driver
 from mlmprep.readers import CorpusStats, ReadOptions
 from mlmprep.shards import file_shards, read_shard
 from mlmprep.tokenize import encode, load_tokenizer, special_ids, word_tables
@@ -71,6 +72,24 @@ def test_any_number_of_workers_writes_the_same_bytes(tmp_path, corpus_with_blank
                            **{**options, "workers": workers, "shard_bytes": shard_bytes})
         assert hashes(other) == reference, (workers, shard_bytes)
         assert comparable(other) == comparable(one)
+
+
+@pytest.mark.parametrize("case", ["tokens-stream-span", "text-span", "tokens-doc-mlm"])
+def test_shards_the_driver_reads_while_its_workers_start_give_the_same_bytes(tmp_path, corpus_with_blanks,
+                                                                              tiny_tokenizer_path, case, monkeypatch):
+    import mlmprep.build
+    import mlmprep.engine
+    from test_engine import SlowToStart
+
+    options = {**CASES[case], **SMALL}
+    one = build_tiny(tmp_path / "w1", corpus_with_blanks, tiny_tokenizer_path, workers=1, **options)
+    in_driver = []
+    monkeypatch.setattr(mlmprep.engine, "ProcessPoolExecutor", SlowToStart)
+    monkeypatch.setattr(mlmprep.build, "tokenize_shard_in_driver",
+                        lambda task: in_driver.append(task.shard.index) or tokenize_shard_in_driver(task))
+    two = build_tiny(tmp_path / "w2", corpus_with_blanks, tiny_tokenizer_path, workers=2, **options)
+    assert len(in_driver) >= 2 and 0 not in in_driver  # the driver read some shards, the workers the first
+    assert hashes(two) == hashes(one) and comparable(two) == comparable(one)
 
 
 def reference_rows(corpus: Path, tokenizer: Path, options: dict) -> tuple[Rows, dict]:
