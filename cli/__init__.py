@@ -40,6 +40,7 @@ def app_options(
 
 
 def main() -> None:
+    as_package_main()
     try:
         app()
     except SystemExit as exc:
@@ -54,6 +55,19 @@ def main() -> None:
         # At exit the interpreter's last garbage collection walks every object Numba and its compiler made,
         # about half a second after a build; all of them live until the end anyway, so it is skipped.
         gc.freeze()
+
+
+def as_package_main() -> None:
+    """Run as `python -m mlmprep` does, even from the `mlmprep` script that pip writes. A worker process that
+    multiprocessing starts re-runs its parent's main script first (importing this CLI: 0.1-0.2 s of each
+    worker's start, on a build's critical path), but never a package's __main__ module, which that script is
+    in all but name. Someone else's script that calls main() keeps its own behaviour."""
+    import importlib.util
+    from pathlib import Path
+
+    script = sys.modules["__main__"]
+    if script.__spec__ is None and Path(getattr(script, "__file__", None) or "").stem == "mlmprep":
+        script.__spec__ = importlib.util.find_spec("mlmprep.__main__")
 
 
 def _register() -> None:

@@ -107,6 +107,8 @@ MUTANTS = [
     Mutant("driver-ignores-ctrl-c", "mlmprep/engine.py",  # the driver goes on reading shards after a Ctrl-C
            "            while in_driver is not None and not pressed:\n", "            while in_driver is not None:\n",
            ("tests/test_engine.py",)),
+    Mutant("workers-rerun-the-script", "cli/__init__.py",  # each worker imports the whole CLI again at its start
+           "    as_package_main()\n    try:\n", "    try:\n", ("tests/test_engine.py",)),
     # ------------------------------------------------------------ windows, segments, read-ahead
     Mutant("windows-drop-carry", "mlmprep/windows.py",  # the tail of each chunk is lost instead of carried
            "carry = stream[n * length :]", "carry = stream[:0]",

@@ -201,6 +201,31 @@ def test_the_cli_starts_the_workers_server_before_its_heavy_imports(tmp_path, ti
     assert {module for module, _ in calls} == {"mlmprep.pipeline"}, calls  # the server's preload is the pool's
 
 
+@pytest.mark.parametrize("as_package_main", [True, False])
+def test_build_workers_do_not_run_the_mlmprep_script_again(tmp_path, tiny_corpus, tiny_tokenizer_path, as_package_main):
+    """multiprocessing makes each worker run its parent's main script first (the console script pip writes
+    imports the whole CLI), unless that is a package's __main__: the CLI passes itself off as mlmprep.__main__."""
+    script = tmp_path / "mlmprep"  # what pip writes, plus a mark left by any process that runs it not as main
+    script.write_text(textwrap.dedent(f"""
+        import os, sys
+        sys.path.insert(0, {str(TESTS)!r})
+        if __name__ != "__main__":
+            open(os.path.join({str(tmp_path)!r}, f"ran-again-{{os.getpid()}}"), "w").close()
+        from mlmprep.cli import main
+        if __name__ == "__main__":
+            if not {as_package_main}:
+                import mlmprep.cli
+                mlmprep.cli.as_package_main = lambda: None
+            sys.argv = ["mlmprep", "build", {str(tiny_corpus)!r}, "--tokenizer", {str(tiny_tokenizer_path)!r},
+                        "--out", {str(tmp_path / "out")!r}, "--workers", "2", "--shard-bytes", "3000"]
+            sys.exit(main())
+    """))
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and (tmp_path / "out" / "manifest.json").exists(), proc.stderr
+    ran_again = list(tmp_path.glob("ran-again-*"))
+    assert bool(ran_again) != as_package_main, ran_again  # without it: in each worker
+
+
 def test_a_build_that_may_be_up_to_date_starts_no_workers_before_its_check(tmp_path, tiny_corpus, tiny_tokenizer_path):
     """A server started for nothing costs a core-second and holds the command's stdout open that long."""
     proc = run_script(f"""
