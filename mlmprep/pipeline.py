@@ -538,7 +538,7 @@ def in_forkserver() -> bool:
 if in_forkserver():  # load tokenizers, Numba and its compiler (most of a second of one core) once, for every worker
     import tokenizers  # noqa: F401
 
-    from mlmprep import _kernels
+    from mlmprep import _kernels, engine, progress  # noqa: F401  # engine runs the tasks; progress, tokenize_shard's
 
     # Numba's start-up probes for a BLAS by importing scipy.linalg (a quarter of a second where SciPy is
     # installed); the kernels use none, so here, in the processes that only run the build's tasks, it finds none.

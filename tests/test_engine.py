@@ -148,13 +148,14 @@ def test_the_driver_tokenizes_on_as_many_cores_as_its_workers_share(monkeypatch,
     assert os.environ.get("RAYON_NUM_THREADS") == driver_threads
 
 
-def numba_in_worker(_: int) -> tuple[bool, bool, bool]:
+def numba_in_worker(_: int) -> tuple[bool, bool, bool, bool]:
     """(whether Numba's compiler was started before this task, whether a kernel was loaded, whether
-    scipy.linalg is importable as usual) in a worker."""
-    numba_loaded = "numba" in sys.modules
+    scipy.linalg is importable as usual, whether what a reading task imports first was there) in a worker."""
+    numba_loaded, progress_loaded = "numba" in sys.modules, "mlmprep.progress" in sys.modules
     from mlmprep import _kernels
 
-    return numba_loaded, bool(_kernels.warm_up.signatures), sys.modules.get("scipy.linalg", "absent") is not None
+    return (numba_loaded, bool(_kernels.warm_up.signatures), sys.modules.get("scipy.linalg", "absent") is not None,
+            progress_loaded)
 
 
 def test_build_workers_start_with_numba_loaded_once_in_the_forkserver():
@@ -168,7 +169,7 @@ def test_build_workers_start_with_numba_loaded_once_in_the_forkserver():
     """)
     out, err = communicate(proc, timeout=120)
     assert proc.returncode == 0, err
-    assert out.split() == ["[(True,", "True,", "True),", "(True,", "True,", "True)]", "False"], err
+    assert out.split() == ["[(True,", "True,", "True,", "True),", "(True,", "True,", "True,", "True)]", "False"], err
 
 
 def test_the_cli_starts_the_workers_server_before_its_heavy_imports(tmp_path, tiny_corpus, tiny_tokenizer_path):
