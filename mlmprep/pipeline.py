@@ -25,6 +25,7 @@ import numpy as np
 from mlmprep import mask
 from mlmprep.clean import clean_texts
 from mlmprep.config import BuildConfig
+from mlmprep.progress import prefetch, prefetch_map
 from mlmprep.readers import CorpusStats, ReadOptions
 from mlmprep.shards import Shard, read_shard
 from mlmprep.tokenize import encode, load_tokenizer, special_ids, word_tables
@@ -153,8 +154,6 @@ class TokenizeTask:
 def tokenize_shard(task: TokenizeTask) -> dict:
     """Phase 1: one shard read, cleaned and tokenized into `shard-N.ids` / `shard-N.lens` (or its cleaned text
     into `shard-N.txt32` for --method text); returns its counts."""
-    from mlmprep.progress import prefetch, prefetch_map
-
     layout, cfg, index = task.layout, task.layout.cfg, task.shard.index
     tok, ids, _ = start_worker(layout)
     stats = CorpusStats()
@@ -197,8 +196,8 @@ def tokenize_shard(task: TokenizeTask) -> dict:
 
 
 def tokenize_shard_in_driver(task: TokenizeTask) -> dict:
-    """tokenize_shard in the driver, while its workers start: on all the driver's cores, since the workers'
-    share of them (--threads) is for when they run."""
+    """tokenize_shard in the driver, while its workers start: on the driver's own tokenizer threads (see
+    build.set_tokenizer_threads), not on one worker's share of the cores."""
     return tokenize_shard(replace(task, layout=replace(task.layout, threads=0)))
 
 
@@ -538,7 +537,7 @@ def in_forkserver() -> bool:
 if in_forkserver():  # load tokenizers, Numba and its compiler (most of a second of one core) once, for every worker
     import tokenizers  # noqa: F401
 
-    from mlmprep import _kernels, engine, progress  # noqa: F401  # engine runs the tasks; progress, tokenize_shard's
+    from mlmprep import _kernels, engine  # noqa: F401  # engine: what runs each worker's tasks
 
     # Numba's start-up probes for a BLAS by importing scipy.linalg (a quarter of a second where SciPy is
     # installed); the kernels use none, so here, in the processes that only run the build's tasks, it finds none.
