@@ -38,6 +38,7 @@ from mlmprep.pipeline import (
     SegmentTask,
     TokenizeTask,
     WriteTask,
+    adopt_tokenizer,
     batched,
     cleaned_batches,
     held_out,
@@ -181,6 +182,8 @@ def write_build(cfg: BuildConfig, corpus: Corpus, tok, stage: Path, log: Callabl
         is_special = np.isin(np.arange(ids.vocab_size), ids.all())
         mask.check_word_starts(word_tables(tok).starts_word, is_special)
 
+    if tok.padding is None and tok.truncation is None:  # else plain_encoder would change what the manifest hashes
+        adopt_tokenizer(stage / "tokenizer.json", tok)  # for the tasks this process runs
     pipeline_started = time.perf_counter()
     shards = corpus.shards(engine.shard_bytes(corpus.bytes, cfg.shard_bytes))
     layout = Layout(cfg, str(stage), worker_threads(cfg, engine, len(shards)),

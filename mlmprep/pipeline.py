@@ -28,7 +28,7 @@ from mlmprep.config import BuildConfig
 from mlmprep.progress import prefetch, prefetch_map
 from mlmprep.readers import CorpusStats, ReadOptions
 from mlmprep.shards import Shard, read_shard
-from mlmprep.tokenize import encode, load_tokenizer, special_ids, word_tables
+from mlmprep.tokenize import encode, load_tokenizer, plain_encoder, special_ids, word_tables
 from mlmprep.windows import (
     Rows,
     WindowStats,
@@ -80,19 +80,37 @@ def identity(path: Path) -> tuple:
     return str(path), st.st_ino, st.st_size, st.st_mtime_ns
 
 
-@functools.lru_cache(maxsize=2)
-def _tokenizer(key: tuple):
-    tok = load_tokenizer(key[0])
-    tok.encode_special_tokens = True  # set before any thread encodes (see tokenize.encode)
-    return tok, special_ids(tok), word_tables(tok)
+class WorkerTokenizer:
+    """A build's tokenizer in one process: the tokenizer, its special ids and, when a task first needs them
+    (phase 2, text segments), its word tables."""
+
+    def __init__(self, tok):
+        self.tok, self.ids = plain_encoder(tok), special_ids(tok)
+
+    @functools.cached_property
+    def tables(self):
+        return word_tables(self.tok)
 
 
-def start_worker(layout: Layout):
-    """Threads for this worker, before its tokenizer first runs; (tokenizer, special ids, word tables),
-    loaded once per worker process and build."""
+LOADED: dict[tuple, WorkerTokenizer] = {}  # identity of a staged tokenizer.json -> its tokenizer, in this process
+
+
+def start_worker(layout: Layout) -> WorkerTokenizer:
+    """Threads for this worker, before its tokenizer first runs; the build's tokenizer, loaded once per worker
+    process and build."""
     if layout.threads:
         os.environ["RAYON_NUM_THREADS"] = str(layout.threads)
-    return _tokenizer(identity(Path(layout.stage) / "tokenizer.json"))
+    path = Path(layout.stage) / "tokenizer.json"
+    return LOADED.get(identity(path)) or adopt_tokenizer(path, load_tokenizer(path))
+
+
+def adopt_tokenizer(path: Path, tok) -> WorkerTokenizer:
+    """Use `tok`, just saved as `path`, for this process's tasks (it becomes a plain encoder): the driver,
+    which has it loaded, saves itself a second load (0.1 s for a 32k vocabulary) before the tasks it runs.
+    Keeps one build's."""
+    LOADED.clear()
+    LOADED[identity(path)] = WorkerTokenizer(tok)
+    return LOADED[identity(path)]
 
 
 def write_atomic(path: Path, chunks: Iterable[bytes]) -> None:
@@ -155,7 +173,8 @@ def tokenize_shard(task: TokenizeTask) -> dict:
     """Phase 1: one shard read, cleaned and tokenized into `shard-N.ids` / `shard-N.lens` (or its cleaned text
     into `shard-N.txt32` for --method text); returns its counts."""
     layout, cfg, index = task.layout, task.layout.cfg, task.shard.index
-    tok, ids, _ = start_worker(layout)
+    worker = start_worker(layout)
+    tok, ids = worker.tok, worker.ids
     stats = CorpusStats()
     clean = {"characters_removed": 0, "documents_emptied": 0}
     opts = ReadOptions(text_column=cfg.text_column, doc_sep=cfg.doc_sep, on_decode_error=cfg.on_decode_error)
@@ -234,7 +253,8 @@ def segment_text(task: SegmentTask) -> dict:
     """Cut, tokenize and truncate a run of text segments into rows (`segments-N.ids` / `.lens`); returns the
     window statistics of its rows. A cut splits a word where the characters on both sides are alphanumeric."""
     layout, c = task.layout, task.chars
-    tok, ids, tables = start_worker(layout)
+    worker = start_worker(layout)
+    tok, ids, tables = worker.tok, worker.ids, worker.tables
     offsets = np.asarray(task.char_offsets, dtype=np.int64)
     total = int(offsets[-1]) - 1  # the joined text has no space after its last document
     begin, end = task.first * c, min((task.first + task.count) * c, total)
@@ -393,7 +413,8 @@ def write_file(task: WriteTask) -> dict:
     counts of its rows and the masking totals."""
     plan, layout = task.plan, task.plan.layout
     cfg = layout.cfg
-    tok, ids, tables = start_worker(layout)
+    worker = start_worker(layout)
+    ids, tables = worker.ids, worker.tables
     mask.set_threads(layout.threads)
     counts = {}  # --method text: the segmenting tasks counted everything
     if cfg.method == "text":
@@ -445,7 +466,8 @@ class RemaskTask:
 def remask_file(task: RemaskTask) -> dict:
     """Mask one stored windows file with each new seed, as part `index` of each new split."""
     layout = task.layout
-    tok, ids, tables = start_worker(layout)
+    worker = start_worker(layout)
+    ids, tables = worker.ids, worker.tables
     mask.set_threads(layout.threads)
     rows = concat_rows(list(iter_rows_of_file(Path(task.windows_file), "tokens")))
     masker = Masker(layout.cfg, ids, tables, layout.fixed, layout.window_length)

@@ -226,16 +226,26 @@ def frame_ids(tok) -> tuple[np.ndarray, np.ndarray]:
     return ids[: content[0]], ids[content[-1] + 1 :]
 
 
+def plain_encoder(tok):
+    """`tok`, changed to encode documents as the build needs: without the padding or truncation its file may
+    carry (a tokenizer.json saved from transformers can: truncation would drop tokens, padding add pad ids to
+    the stream), and with text that spells a special token encoded as text. Returns it."""
+    tok.no_padding()
+    tok.no_truncation()
+    tok.encode_special_tokens = True  # before any thread encodes (see encode)
+    return tok
+
+
 def encode(tok, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
     """Encode documents without special tokens: (flat int32 ids, int64 lengths per document).
 
     Text that spells a special token (say "<extra_id_0>" in a T5 tutorial) is encoded as plain text, so a
     sentinel or EOS id only ever comes from the pipeline. A long document is encoded in pieces cut just
     before whitespace (the same tokens, since the pre-tokenizer splits there) and a few MB per call,
-    so a 50 MB line costs bounded memory.
+    so a 50 MB line costs bounded memory. The first call makes `tok` a plain_encoder.
     """
-    if not tok.encode_special_tokens:  # set once: calls running in other threads must not see it change
-        tok.encode_special_tokens = True
+    if not tok.encode_special_tokens:  # once: calls running in other threads must not see `tok` change
+        plain_encoder(tok)
     if max(map(len, texts), default=0) <= PIECE_CHARS:  # the usual case: each document is one piece
         pieces, owners = texts, range(len(texts))
     else:

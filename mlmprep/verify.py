@@ -139,7 +139,8 @@ def check_rows(name, manifest, ids, windows: Rows, masked: dict[str, Rows], rows
 def check_statistics(name: str, manifest: dict, ids, masked: dict[str, Rows], report: Report) -> None:
     recorded = manifest["statistics"]["masking"].get(name)
     if recorded is None:
-        report.problems.append(f"{name}: the manifest has no masking statistics for it")
+        if len(masked["labels"]):  # an empty split (say validation at --validation-fraction 0) has none
+            report.problems.append(f"{name}: the manifest has no masking statistics for it")
         return
     inputs, labels = masked["input_ids"], masked["labels"]
     if manifest["objective"] == "span":

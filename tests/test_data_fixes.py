@@ -309,3 +309,36 @@ def test_text_method_mlm_rows_are_framed_too(tmp_path, tiny_corpus, wordpiece_pa
     windows = rows_of(out / "windows", "tokens")
     assert len(windows) > 20
     assert all(w[0] == 2 and w[-1] == 3 and len(w) <= 24 for w in windows)
+
+
+# ---------------------------------------------------------------------------- a tokenizer file's own settings
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_padding_and_truncation_saved_in_a_tokenizer_file_do_not_reach_the_data(tmp_path, tiny_corpus,
+                                                                                  tiny_tokenizer_path, workers):
+    """A tokenizer.json saved from transformers may carry truncation and padding; encoding with them would cut
+    every document to a few tokens or pad it with pad ids. The stream must be the plain one all the same, and
+    the build keeps (and hashes) the file as given."""
+    from tokenizers import Tokenizer
+
+    from mlmprep.tokenize import tokenizer_sha256
+    from mlmprep.verify import verify
+
+    padded = Tokenizer.from_file(str(tiny_tokenizer_path))
+    padded.enable_truncation(max_length=5)
+    padded.enable_padding(length=7, pad_id=0)
+    padded_path = tmp_path / "padded.json"
+    padded.save(str(padded_path))
+    out = build_tiny(tmp_path / "out", tiny_corpus, padded_path, pack="doc", input_length=512, workers=workers,
+                     validation_fraction=0.0)
+
+    plain = Tokenizer.from_file(str(tiny_tokenizer_path))  # the reference: the file without those settings
+    manifest = json.loads((out / "manifest.json").read_text())
+    docs = [line for line in tiny_corpus.read_text(encoding="utf-8").splitlines() if line.strip()]
+    expected = [i for doc in docs for i in plain.encode(doc, add_special_tokens=False).ids]
+    # --pack doc for span corruption: each document its own rows, in corpus order, ended by the mask's </s>
+    assert np.concatenate(rows_of(out / "windows", "tokens")).tolist() == expected
+    assert manifest["tokenizer"]["sha256"] == tokenizer_sha256(padded)
+    assert Tokenizer.from_file(str(out / "tokenizer.json")).truncation["max_length"] == 5
+    assert verify(out).problems == []

@@ -92,6 +92,18 @@ def test_shards_the_driver_reads_while_its_workers_start_give_the_same_bytes(tmp
     assert hashes(two) == hashes(one) and comparable(two) == comparable(one)
 
 
+def test_the_driver_tokenizes_with_the_tokenizer_it_has_loaded(tmp_path, tiny_corpus, tiny_tokenizer_path,
+                                                                   monkeypatch):
+    """Shards read in the driver (all of them with one worker) use the tokenizer it loaded for the build, not a
+    second copy loaded from the staging directory (0.1 s for a 32k vocabulary)."""
+    import mlmprep.pipeline
+
+    loads = []
+    monkeypatch.setattr(mlmprep.pipeline, "load_tokenizer", lambda path: loads.append(path) or load_tokenizer(path))
+    build_tiny(tmp_path / "one", tiny_corpus, tiny_tokenizer_path, workers=1)
+    assert loads == []
+
+
 def reference_rows(corpus: Path, tokenizer: Path, options: dict) -> tuple[Rows, dict]:
     """Every window of a build, in order, by the one-pass functions of mlmprep.windows over the whole corpus
     (no shards, no output files), and their statistics."""

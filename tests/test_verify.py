@@ -95,6 +95,17 @@ def test_mlm_and_ragged_builds_verify_and_a_sample_checks_fewer_rows(tmp_path, t
     assert sampled.rows_checked <= 5 * 3 < full.rows_checked  # at most 5 rows of each of three splits
 
 
+def test_a_build_without_validation_rows_verifies_ok_and_missing_statistics_are_still_reported(tmp_path, tiny_corpus,
+                                                                                            tiny_tokenizer_path):
+    out = build_tiny(tmp_path / "data", tiny_corpus, tiny_tokenizer_path, validation_fraction=0.0)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["splits"]["validation"]["rows"] == 0 and "validation" not in manifest["statistics"]["masking"]
+    assert verify(out).problems == []
+    del manifest["statistics"]["masking"]["seed-1"]  # a split with rows must still have its statistics
+    write_json(out / "manifest.json", manifest)
+    assert verify(out).problems == ["seed-1: the manifest has no masking statistics for it"]
+
+
 def test_merge_spans_undoes_the_seed_000_toy_example():
     e0, e1, eos = 100, 99, 1
     enc = np.array([11, 12, 13, e0, 15, 16, 17, 18, 19, 20, e1, eos])
