@@ -2,8 +2,8 @@
 that is renamed into place at the end. The same inputs, options and seed give byte-identical output.
 
 The work runs as the tasks of mlmprep.pipeline on mlmprep.engine (local processes or Ray); this module is the
-driver: it trains or loads the tokenizer, plans the tasks, sums their counts at the barrier, finishes the
-splits and writes the manifest last.
+driver: it trains or loads the tokenizer, plans the tasks (an output file's as soon as the shards it reads are
+done), sums their counts, finishes the splits and writes the manifest last.
 """
 
 from __future__ import annotations
@@ -191,41 +191,54 @@ def write_build(cfg: BuildConfig, corpus: Corpus, tok, stage: Path, log: Callabl
                     doc_eos=document_eos(cfg, ids, suffix), prefix=tuple(prefix.tolist()), suffix=tuple(suffix.tolist()))
     (stage / STAGING).mkdir()
     log(f"{len(shards)} input shard{'s' * (len(shards) != 1)} on {engine.describe()}")
+    stats = WindowStats(method=cfg.method, row_length=layout.content_length, unk_id=ids.unk)
+    files = OutputFiles(layout, output_rows(cfg, window_length), len(shards),
+                        tuple(mask.row_seed(cfg.seed, k) for k in range(cfg.seeds)), mask.row_seed(cfg.seed, VALIDATION_SLOT))
+    read: list = [None] * len(shards)
+    corpus_stats: dict = {}
     # one bar over every task of the build; its total grows as each phase's tasks become known
     with progress(desc="read, clean, tokenize", unit="task", unit_scale=False, total=len(shards)) as bar:
-        tokens = 0
+        tokens = reading = 0
 
-        def tokenized(index: int, result: dict) -> None:
-            nonlocal tokens
-            tokens += result["tokens"]
-            bar.set_postfix_str(f"{tokens:,} tokens", refresh=False)
+        def finished(index: int, result: dict) -> list[WriteTask]:
+            """In the driver, as each task ends: count it. A shard may make output files ready to write (with
+            --method text none are: its segments need the whole text), and the last one every file left."""
+            nonlocal tokens, reading
             bar.update(1)
+            if index >= len(shards):
+                return []
+            read[index], reading, tokens = result, reading + 1, tokens + result["tokens"]
+            bar.set_postfix_str(f"{tokens:,} tokens", refresh=False)
+            if cfg.method == "text":
+                return []
+            ready = files.shard_done(index, result) + (all_read() if reading == len(shards) else [])
+            more_tasks(bar, len(ready))
+            return ready
 
-        read = run_tasks(tokenize_shard, [TokenizeTask(layout, shard) for shard in shards], engine=engine,
-                         on_result=tokenized, in_driver=tokenize_shard_in_driver)
-        timings["tokenize_s"] = time.perf_counter() - pipeline_started
-        corpus_stats = corpus_counts(corpus, read)
-        if corpus_stats["documents"] == 0:
-            raise no_text_error(corpus_name(corpus), corpus_stats, cfg.text_column)
+        def all_read() -> list[WriteTask]:
+            """The barrier: every shard is in. Checks, the window statistics, the files not made yet."""
+            timings["tokenize_s"] = time.perf_counter() - pipeline_started
+            corpus_stats.update(corpus_counts(corpus, read))
+            if corpus_stats["documents"] == 0:
+                raise no_text_error(corpus_name(corpus), corpus_stats, cfg.text_column)
+            rest = files.rest(barrier(layout, read, stats, engine, bar))
+            if not files.tasks:
+                raise CorpusError(f"{corpus_name(corpus)}: too little text for one window of {window_length} tokens; "
+                                  "lower --input-length or use --pack doc")
+            if files.train == 0:
+                raise CorpusError(f"{corpus_name(corpus)}: every window went to validation; lower --validation-fraction")
+            bar.set_description("window, mask, write", refresh=False)
+            bar.set_postfix_str(f"{files.tasks[-1].first + files.tasks[-1].count:,} windows", refresh=False)
+            return rest
 
-        stats = WindowStats(method=cfg.method, row_length=layout.content_length, unk_id=ids.unk)
-        plan = barrier(layout, read, stats, engine, mask.row_seed(cfg.seed, VALIDATION_SLOT),
-                       tuple(mask.row_seed(cfg.seed, k) for k in range(cfg.seeds)), bar)
-        if plan.rows == 0:
-            raise CorpusError(
-                f"{corpus_name(corpus)}: too little text for one window of {window_length} tokens; "
-                "lower --input-length or use --pack doc"
-            )
-        tasks = write_tasks(plan, output_rows(cfg, window_length))
-        last = tasks[-1]
-        if last.first_train + last.count - int(held_out(last.first, last.count, cfg.validation_fraction, cfg.seed).sum()) == 0:
-            raise CorpusError(f"{corpus_name(corpus)}: every window went to validation; lower --validation-fraction")
-
-        mask_started = time.perf_counter()
-        more_tasks(bar, len(tasks), "window, mask, write")
-        bar.set_postfix_str(f"{plan.rows:,} windows", refresh=False)
-        written = run_tasks(write_file, tasks, engine=engine, on_result=lambda index, result: bar.update(1))
-        timings["mask_and_write_s"] = time.perf_counter() - mask_started
+        results = run_tasks(tokenize_shard, [TokenizeTask(layout, shard) for shard in shards], engine=engine,
+                            on_result=finished, in_driver=tokenize_shard_in_driver, then=write_file)
+        if cfg.method == "text":
+            tasks = all_read()
+            more_tasks(bar, len(tasks))
+            results += run_tasks(write_file, tasks, engine=engine, on_result=lambda index, result: bar.update(1))
+        written = results[len(shards):]  # one per output file, in order
+        timings["mask_and_write_s"] = time.perf_counter() - pipeline_started - timings["tokenize_s"]
     masker = Masker(cfg, ids, None, layout.fixed, window_length)  # sums the tasks' totals; masks nothing here
     for result in written:
         add_counts(stats, result["windows"])
@@ -234,13 +247,13 @@ def write_build(cfg: BuildConfig, corpus: Corpus, tok, stage: Path, log: Callabl
     names = ["windows", "validation-windows", *(f"seed-{k}" for k in range(cfg.seeds)), "validation"]
     splits = {
         name: finish_split(stage / name, token_width if name.endswith("windows") else masker.widths,
-                           [(part_path(stage / name, task.index), result["parts"][name]) for task, result in zip(tasks, written)])
+                           [(part_path(stage / name, i), result["parts"][name]) for i, result in enumerate(written)])
         for name in names
     }
     shutil.rmtree(stage / STAGING)
     timings["pipeline_s"] = time.perf_counter() - pipeline_started
     timings["total_s"] = time.perf_counter() - started
-    return finish_manifest(cfg, corpus, tok, ids, stage, splits, plan.seeds, stats, masker, corpus_stats, timings,
+    return finish_manifest(cfg, corpus, tok, ids, stage, splits, files.seeds, stats, masker, corpus_stats, timings,
                            window_length=window_length, target_length=target_length, trained_on=trained_on,
                            rows_per_file=output_rows(cfg, window_length))
 
@@ -269,11 +282,13 @@ def corpus_counts(corpus: Corpus, read: list[dict]) -> dict:
     return total
 
 
-def more_tasks(bar, n: int, desc: str) -> None:
-    """Grow the build's one progress bar by the `n` tasks of the next phase."""
-    bar.total += n
-    bar.set_description(desc, refresh=False)
-    bar.refresh()
+def more_tasks(bar, n: int, desc: str | None = None) -> None:
+    """Grow the build's one progress bar by `n` tasks (of the next phase: `desc`)."""
+    if n:
+        bar.total += n
+        if desc:
+            bar.set_description(desc, refresh=False)
+        bar.refresh()
 
 
 def add_counts(stats: WindowStats, counts: dict[str, int]) -> None:
@@ -281,10 +296,9 @@ def add_counts(stats: WindowStats, counts: dict[str, int]) -> None:
         setattr(stats, key, getattr(stats, key) + value)
 
 
-def barrier(layout: Layout, read: list[dict], stats: WindowStats, engine: Engine, validation_seed: int,
-            seeds: tuple[int, ...], bar) -> Plan:
-    """Prefix sums of the phase-1 outputs: where each shard's tokens (or rows) start globally, and how many
-    windows there are. --method text runs its segmenting tasks here."""
+def barrier(layout: Layout, read: list[dict], stats: WindowStats, engine: Engine, bar) -> list[int]:
+    """Once every shard is read: the window statistics of the whole stream, and the size of each staged file
+    that phase 2 cuts windows from (see shard_size). --method text runs its segmenting tasks here."""
     cfg = layout.cfg
     if cfg.method == "text":
         chars = segment_chars(cfg.input_length)
@@ -297,29 +311,69 @@ def barrier(layout: Layout, read: list[dict], stats: WindowStats, engine: Engine
         counted = run_tasks(segment_text, tasks, engine=engine, on_result=lambda index, result: bar.update(1))
         for counts in counted:
             add_counts(stats, counts)
-        sizes = [counts["rows"] for counts in counted]
-        rows = stats.rows
-    elif cfg.pack == "stream":
-        sizes = [r["tokens"] + r["documents"] for r in read]  # each document and its EOS
-        rows = sum(sizes) // layout.content_length
-        stats.tokens_dropped += sum(sizes) - rows * layout.content_length
+        return [counts["rows"] for counts in counted]
+    sizes = [shard_size(layout, r) for r in read]
+    if cfg.pack == "stream":
+        stats.tokens_dropped += sum(sizes) % layout.content_length
     else:
-        sizes = [r["rows"] for r in read]
-        rows = sum(sizes)
         stats.tokens_dropped += sum(r["tokens_dropped"] for r in read)
-    offsets = tuple(int(x) for x in np.cumsum([0] + sizes))
-    return Plan(layout, offsets, rows, seeds, validation_seed)
+    return sizes
 
 
-def write_tasks(plan: Plan, rows_per_file: int) -> list[WriteTask]:
-    """One task per output file; each knows how many training and validation rows come before it."""
-    cfg, tasks, train, validation = plan.layout.cfg, [], 0, 0
-    for index, first in enumerate(range(0, plan.rows, rows_per_file)):
-        count = min(rows_per_file, plan.rows - first)
-        tasks.append(WriteTask(plan, index, first, count, train, validation))
+def shard_size(layout: Layout, result: dict) -> int:
+    """A shard's length in phase 2's units: stream tokens (each document and its EOS) with --pack stream,
+    rows with --pack doc."""
+    return result["tokens"] + result["documents"] if layout.cfg.pack == "stream" else result["rows"]
+
+
+class OutputFiles:
+    """The write tasks, one per output file, each made as soon as the staged files it reads are done.
+
+    A file of windows [first, first + count) needs every shard up to the token (--pack stream: one more, to
+    tell whether its last window ends inside a word) or row where it ends; shards finish out of order, so
+    only those whose predecessors are all done count. Its training and validation row numbers follow from
+    the files before it. The last file waits for the whole corpus (`rest`), which fixes the number of rows."""
+
+    def __init__(self, layout: Layout, rows_per_file: int, shards: int, seeds: tuple[int, ...], validation_seed: int):
+        self.layout, self.rows_per_file, self.seeds, self.validation_seed = layout, rows_per_file, seeds, validation_seed
+        self.sizes: list[int | None] = [None] * shards
+        self.offsets = [0]  # where each shard starts, for every shard whose predecessors are all done
+        self.tasks: list[WriteTask] = []
+        self.train = self.validation = 0  # rows of the files made so far
+
+    def shard_done(self, index: int, result: dict) -> list[WriteTask]:
+        """Note a finished shard; the write tasks it made ready."""
+        self.sizes[index] = shard_size(self.layout, result)
+        while len(self.offsets) <= len(self.sizes) and self.sizes[len(self.offsets) - 1] is not None:
+            self.offsets.append(self.offsets[-1] + self.sizes[len(self.offsets) - 1])
+        plan, ready = self.plan(self.offsets), []
+        while self.needs(len(self.tasks) + 1) <= self.offsets[-1]:
+            ready.append(self.add(plan, self.rows_per_file))
+        return ready
+
+    def rest(self, sizes: list[int]) -> list[WriteTask]:
+        """The files not made yet, once every staged file's size is known."""
+        plan, ready = self.plan([int(x) for x in np.cumsum([0] + sizes)]), []
+        while (first := len(self.tasks) * self.rows_per_file) < plan.rows:
+            ready.append(self.add(plan, min(self.rows_per_file, plan.rows - first)))
+        return ready
+
+    def plan(self, offsets: list[int]) -> Plan:
+        """Where each staged file starts, as far as known, and the whole windows that holds."""
+        rows = offsets[-1] // self.layout.content_length if self.layout.fixed else offsets[-1]
+        return Plan(self.layout, tuple(offsets), rows, self.seeds, self.validation_seed)
+
+    def needs(self, files: int) -> int:
+        """How far the known offsets must reach (in tokens or rows) before the first `files` files are whole."""
+        rows = files * self.rows_per_file
+        return rows * self.layout.content_length + 1 if self.layout.fixed else rows
+
+    def add(self, plan: Plan, count: int) -> WriteTask:
+        cfg, first = self.layout.cfg, len(self.tasks) * self.rows_per_file
+        self.tasks.append(WriteTask(plan, len(self.tasks), first, count, self.train, self.validation))
         held = int(held_out(first, count, cfg.validation_fraction, cfg.seed).sum())
-        train, validation = train + count - held, validation + held
-    return tasks
+        self.train, self.validation = self.train + count - held, self.validation + held
+        return self.tasks[-1]
 
 
 def corpus_name(corpus: Corpus) -> str:

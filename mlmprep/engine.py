@@ -70,33 +70,46 @@ class Engine:
 
 
 def run_tasks(fn: Callable[[Any], Any], tasks: Iterable[Any], *, engine: Engine,
-              on_result: Callable[[int, Any], None] | None = None,
-              in_driver: Callable[[Any], Any] | None = None) -> list:
+              on_result: Callable[[int, Any], Iterable[Any] | None] | None = None,
+              in_driver: Callable[[Any], Any] | None = None, then: Callable[[Any], Any] | None = None) -> list:
     """fn(task) for every task; results in task order; on_result(index, result) in the driver as each
     finishes (for one progress bar). A MlmprepError from a task re-raises as itself (exit 2); any other
     failure, a dead worker included, raises TaskFailed naming the task, and the remaining tasks are cancelled.
     `fn` and the tasks must pickle (fn a module-level function). Inside `session(engine)` the local engine's
     workers stay up from one call to the next. `in_driver`, a function giving fn's result in the driver
-    process: while local workers are starting, the driver runs tasks itself with it (see submit_all)."""
-    tasks = list(tasks)
-    on_result = on_result or (lambda index, result: None)
-    if not tasks:
+    process: while local workers are starting, the driver runs tasks itself with it (see submit_all).
+
+    `then`: on_result may return a list of more tasks, which `then` runs on the same workers after the tasks queued
+    before them (a next phase that starts as soon as the results it needs are in); their results follow in
+    the list returned, in the order given, and on_result sees them too (with index len(tasks) and on)."""
+    calls = [(fn, task) for task in tasks]
+    reported = on_result or (lambda index, result: None)
+
+    def finished(index: int, result: Any) -> list:
+        """Report a result; queue the tasks it makes ready (given `then`). Returns their indices."""
+        more = reported(index, result)
+        if then is None or not more:  # without `then`, what on_result returns means nothing
+            return []
+        calls.extend((then, task) for task in more)
+        return list(range(len(calls) - len(more), len(calls)))
+
+    if not calls:
         return []
     if engine.kind == "ray":
-        return run_ray(fn, tasks, engine, on_result)
-    if engine.processes(len(tasks)) == 1:
+        return run_ray(calls, engine, finished)
+    if engine.processes(len(calls)) == 1:
         results = []
-        for index, task in enumerate(tasks):
-            results.append(attempt(fn, task))
-            on_result(index, results[-1])
+        for index, (f, task) in enumerate(calls):  # grows as results make more tasks ready
+            results.append(attempt(f, task))
+            finished(index, results[-1])
         return results
     if engine in POOLS:  # inside a session: its pool, started by the first call that needs one
         if POOLS[engine] is not None:  # its workers are up: the driver has nothing to wait for
-            return run_local(fn, tasks, POOLS[engine], on_result, None)
+            return run_local(calls, POOLS[engine], finished, None)
         pool = POOLS[engine] = LocalPool(engine.processes(1 << 30), fn.__module__)
-        return run_local(fn, tasks, pool, on_result, in_driver)
-    with closing(LocalPool(engine.processes(len(tasks)), fn.__module__)) as pool:
-        return run_local(fn, tasks, pool, on_result, in_driver)
+        return run_local(calls, pool, finished, in_driver)
+    with closing(LocalPool(engine.processes(len(calls)), fn.__module__)) as pool:
+        return run_local(calls, pool, finished, in_driver)
 
 
 def attempt(fn: Callable[[Any], Any], task: Any) -> Any:
@@ -177,22 +190,32 @@ class LocalPool:
 POOLS: dict[Engine, LocalPool | None] = {}  # the pool of each open local session (None: none needed yet)
 
 
-def run_local(fn: Callable[[Any], Any], tasks: list, pool: LocalPool, on_result: Callable[[int, Any], None],
+def run_local(calls: list, pool: LocalPool, finished: Callable[[int, Any], list],
               in_driver: Callable[[Any], Any] | None) -> list:
-    """The tasks on the pool's workers (and on the driver while they start, given `in_driver`); on any
-    failure the pool's workers are stopped and it is dropped."""
+    """The (fn, task) calls on the pool's workers (and on the driver while they start, given `in_driver`),
+    with those that `finished` adds as results come in; on any failure the pool's workers are stopped and it
+    is dropped."""
     running: dict[int, int] = {}  # pid -> index of the task it started last
     drain(pool.started, {})  # reports of an earlier call's tasks
-    results: list = [None] * len(tasks)
+    results: list = [None] * len(calls)
     try:
-        futures = submit_all(fn, tasks, pool, results, on_result, in_driver)
+        futures, later = submit_all(calls, pool, results, finished, in_driver)
         pending = set(futures)
+
+        def submit(indices: list) -> None:
+            results.extend([None] * len(indices))
+            for index in indices:
+                future = pool.executor.submit(run_in_worker, *calls[index], index)
+                futures[future] = index
+                pending.add(future)
+
+        submit(later)
         while pending:
             done, pending = wait(pending, timeout=WATCH_S, return_when=FIRST_COMPLETED)
             drain(pool.started, running)
             for future in sorted(done, key=futures.get):
                 results[futures[future]] = future.result()
-                on_result(futures[future], results[futures[future]])
+                submit(finished(futures[future], results[futures[future]]))
             if not done and pool.lost_a_worker():
                 # The executor marks its pool broken itself, but a worker dying while tasks are still being
                 # submitted can leave it joining a worker spawned after its clean-up, and this wait never ends.
@@ -200,7 +223,7 @@ def run_local(fn: Callable[[Any], Any], tasks: list, pool: LocalPool, on_result:
         return results
     except BrokenProcessPool:
         pool.terminate()  # the others, so that the executor's own clean-up can join them
-        message = dead_worker(pool.workers, pool.started, running, tasks)
+        message = dead_worker(pool.workers, pool.started, running, [task for _, task in calls])
         drop(pool)
         raise TaskFailed(message) from None
     except BaseException:
@@ -209,15 +232,15 @@ def run_local(fn: Callable[[Any], Any], tasks: list, pool: LocalPool, on_result:
         raise
 
 
-def submit_all(fn: Callable[[Any], Any], tasks: list, pool: LocalPool, results: list,
-               on_result: Callable[[int, Any], None], in_driver: Callable[[Any], Any] | None) -> dict:
-    """Submit the tasks to the pool in order, from a thread: the first submit waits until the forkserver is
+def submit_all(calls: list, pool: LocalPool, results: list, finished: Callable[[int, Any], list],
+               in_driver: Callable[[Any], Any] | None) -> tuple[dict, list]:
+    """Submit the calls to the pool in order, from a thread: the first submit waits until the forkserver is
     ready (its imports and Numba's warm-up, most of a second), the rest take milliseconds. Meanwhile the
-    driver, given `in_driver`, runs tasks from the end of the list into `results` until none is left to
-    take. {future: task index}."""
+    driver, given `in_driver` (its stand-in for the calls' function), runs calls from the end of the list into
+    `results` until none is left to take. ({future: call index}, indices of the calls its results added)."""
     futures: dict = {}
-    bounds = [0, len(tasks)]  # tasks [bounds[0], bounds[1]) are still to take: the pool's from the front
-    lock, failed = threading.Lock(), []
+    bounds = [0, len(calls)]  # calls [bounds[0], bounds[1]) are still to take: the pool's from the front
+    lock, failed, later = threading.Lock(), [], []
 
     def submit() -> None:
         try:
@@ -227,7 +250,7 @@ def submit_all(fn: Callable[[Any], Any], tasks: list, pool: LocalPool, results: 
                         return
                     index = bounds[0]
                     bounds[0] += 1
-                futures[pool.executor.submit(run_in_worker, fn, tasks[index], index)] = index
+                futures[pool.executor.submit(run_in_worker, *calls[index], index)] = index
                 pool.workers.update(pool.executor._processes or {})  # noqa: SLF001
         except BaseException as exc:  # noqa: BLE001 - a worker died while the rest were being submitted
             failed.append(exc)
@@ -243,8 +266,8 @@ def submit_all(fn: Callable[[Any], Any], tasks: list, pool: LocalPool, results: 
                         break
                     bounds[1] -= 1
                     index = bounds[1]
-                results[index] = attempt(in_driver, tasks[index])
-                on_result(index, results[index])
+                results[index] = attempt(in_driver, calls[index][1])
+                later += finished(index, results[index])
         except BaseException:
             with lock:
                 bounds[1] = bounds[0]  # the submitter stops after the submit it is in
@@ -253,7 +276,7 @@ def submit_all(fn: Callable[[Any], Any], tasks: list, pool: LocalPool, results: 
             submitter.join()
     if failed:
         raise failed[0]
-    return futures
+    return futures, later
 
 
 @contextmanager
@@ -390,38 +413,39 @@ def import_ray() -> Any:
     return ray
 
 
-def run_ray(fn: Callable[[Any], Any], tasks: list, engine: Engine, on_result: Callable[[int, Any], None]) -> list:
-    """The same tasks as Ray tasks, each retried on another worker when its worker dies."""
+def run_ray(calls: list, engine: Engine, finished: Callable[[int, Any], list]) -> list:
+    """The same (fn, task) calls as Ray tasks, each retried on another worker when its worker dies, with those
+    that `finished` adds as results come in."""
     ray = import_ray()
     with session(engine):
         remote = ray.remote(max_retries=RAY_RETRIES, retry_exceptions=False)(attempt)
-        index: dict = {}  # ref -> task index
-
-        def submit(i: int):
-            ref = remote.options(name=f"mlmprep {name(tasks[i])}").remote(fn, tasks[i])
-            index[ref] = i
-            return ref
-
-        # --workers N: at most N tasks in flight on the cluster; 0: all at once, Ray runs as many as it has CPUs
-        pending = [submit(i) for i in range(min(engine.workers or len(tasks), len(tasks)))]
-        submitted = len(pending)
-        results: list = [None] * len(tasks)
-        while pending:  # on an error the rest are left to Ray: a job's tasks end when its driver leaves
+        index: dict = {}  # ref -> call index
+        results: list = []
+        waiting: list[int] = list(range(len(calls)))  # not submitted yet, in order
+        pending: list = []
+        while waiting or pending:  # on an error the rest are left to Ray: a job's tasks end when its driver leaves
+            # --workers N: at most N tasks in flight on the cluster; 0: all at once, Ray runs as many as it has CPUs
+            while waiting and (not engine.workers or len(pending) < engine.workers):
+                i = waiting.pop(0)
+                fn, task = calls[i]
+                ref = remote.options(name=f"mlmprep {name(task)}").remote(fn, task)
+                index[ref] = i
+                pending.append(ref)
             done, pending = ray.wait(pending, num_returns=1)
             for ref in done:
+                task = calls[index[ref]][1]
                 try:
-                    results[index[ref]] = ray.get(ref)
+                    result = ray.get(ref)
                 except ray.exceptions.RayTaskError as exc:  # the task raised, or Ray could not run it
                     if isinstance(exc.cause, (MlmprepError, TaskFailed)):
                         raise exc.cause from None
-                    raise TaskFailed(f"{name(tasks[index[ref]])} failed on Ray: {type(exc.cause).__name__}: "
+                    raise TaskFailed(f"{name(task)} failed on Ray: {type(exc.cause).__name__}: "
                                      f"{str(exc.cause).splitlines()[0]}; nothing was published") from None
                 except ray.exceptions.RayError as exc:  # its worker or node died RAY_RETRIES + 1 times
-                    raise TaskFailed(f"a Ray worker died while running {name(tasks[index[ref]])} "
+                    raise TaskFailed(f"a Ray worker died while running {name(task)} "
                                      f"({RAY_RETRIES + 1} attempts; {str(exc).splitlines()[0]}); "
                                      "nothing was published") from None
-                on_result(index[ref], results[index[ref]])
-                if submitted < len(tasks):
-                    pending.append(submit(submitted))
-                    submitted += 1
+                results.extend([None] * (len(calls) - len(results)))
+                results[index[ref]] = result
+                waiting += finished(index[ref], result)
         return results

@@ -4,10 +4,11 @@ Phase 1, one task per input shard (`tokenize_shard`): read, clean and tokenize t
 (int32) and document lengths (int64) to the staging directory; return its counts. For `--method text` it
 writes the cleaned text instead (UTF-32, so any character range is one seek), and a second set of tasks
 (`segment_text`) cuts the joined text of the whole corpus every (input_length - 2) * 4 characters and
-tokenizes the segments. Barrier (the driver): prefix sums give every shard its place in the global token
-stream and every window its global row index. Phase 2, one task per output file (`write_file`): cut its
-windows (a window may take the tail of one shard and the head of the next), hold out, mask every seed,
-write one data file into each split. Hold-out and masks are pure functions of (seed, global row), so the
+tokenizes the segments. The driver's prefix sums give every shard its place in the global token stream and
+every window its global row index. Phase 2, one task per output file (`write_file`), queued as soon as the
+shards before its last window are done (with --method text, once the segments are): cut its windows (a
+window may take the tail of one shard and the head of the next), hold out, mask every seed, write one data
+file into each split. Hold-out and masks are pure functions of (seed, global row), so the
 bytes depend on the data and the options only, never on how many tasks ran where.
 """
 
@@ -291,11 +292,11 @@ def window_counts(stats: WindowStats) -> dict[str, int]:
 
 @dataclass(frozen=True)
 class Plan:
-    """The barrier's result, for phase 2: where each shard's (or segment task's) output starts."""
+    """For phase 2: where each shard's (or segment task's) output starts, as far as the driver knows."""
 
     layout: Layout
-    offsets: tuple[int, ...]  # per staged file: first stream token (stream) or first row (doc, text); last: total
-    rows: int  # windows in all
+    offsets: tuple[int, ...]  # per staged file: first stream token (stream) or first row (doc, text); last: its end
+    rows: int  # whole windows before offsets[-1] (once every shard is done: the windows in all)
     seeds: tuple[int, ...]
     validation_seed: int
 

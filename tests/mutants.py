@@ -109,6 +109,36 @@ MUTANTS = [
            ("tests/test_engine.py",)),
     Mutant("workers-rerun-the-script", "cli/__init__.py",  # each worker imports the whole CLI again at its start
            "    as_package_main()\n    try:\n", "    try:\n", ("tests/test_engine.py",)),
+    Mutant("files-wait-for-every-shard", "mlmprep/build.py",  # phase 2 starts only once phase 1 is over
+           "        while self.needs(len(self.tasks) + 1) <= self.offsets[-1]:\n",
+           "        while False:\n", ("tests/test_sharded.py",)),
+    Mutant("file-without-the-token-after-it", "mlmprep/build.py",  # a file made before its last cut is known
+           "return rows * self.layout.content_length + 1 if", "return rows * self.layout.content_length if",
+           ("tests/test_sharded.py",)),
+    Mutant("shards-counted-past-a-gap", "mlmprep/build.py",  # a shard still running counts as empty
+           "self.sizes[len(self.offsets) - 1] is not None:", "True:\n            self.sizes = [x or 0 for x in self.sizes]\n            if False:",
+           ("tests/test_sharded.py",)),
+    Mutant("then-after-the-whole-phase", "mlmprep/engine.py",  # tasks made ready wait for every first-phase result
+           "        submit(later)\n        while pending:\n"
+           "            done, pending = wait(pending, timeout=WATCH_S, return_when=FIRST_COMPLETED)\n"
+           "            drain(pool.started, running)\n"
+           "            for future in sorted(done, key=futures.get):\n"
+           "                results[futures[future]] = future.result()\n"
+           "                submit(finished(futures[future], results[futures[future]]))\n",
+           "        while pending or later:\n"
+           "            if not pending:\n                submit(later)\n                later = []\n                continue\n"
+           "            done, pending = wait(pending, timeout=WATCH_S, return_when=FIRST_COMPLETED)\n"
+           "            drain(pool.started, running)\n"
+           "            for future in sorted(done, key=futures.get):\n"
+           "                results[futures[future]] = future.result()\n"
+           "                later += finished(futures[future], results[futures[future]])\n",
+           ("tests/test_engine.py",)),
+    Mutant("driver-tokenizer-reloaded", "mlmprep/build.py",  # the driver loads the staged tokenizer again
+           '        adopt_tokenizer(stage / "tokenizer.json", tok)', "        pass",
+           ("tests/test_sharded.py",)),
+    Mutant("tokenizer-file-truncates", "mlmprep/tokenize.py",  # the tokenizer file's truncation reaches the data
+           "    tok.no_truncation()\n    tok.encode_special_tokens", "    tok.encode_special_tokens",
+           ("tests/test_data_fixes.py",)),
     # ------------------------------------------------------------ windows, segments, read-ahead
     Mutant("windows-drop-carry", "mlmprep/windows.py",  # the tail of each chunk is lost instead of carried
            "carry = stream[n * length :]", "carry = stream[:0]",

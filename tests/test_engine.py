@@ -122,6 +122,47 @@ def test_while_its_workers_start_the_driver_runs_tasks_from_the_end_of_the_list(
     assert os.getpid() not in {pid for _, pid, _ in run_tasks(where_and_when, range(6), engine=Engine(workers=2))}
 
 
+def square_then(task: tuple[str, int, float]) -> tuple[str, int, int, float, float]:
+    """(phase, value, pid, start, end) of a task that takes `wait` seconds."""
+    phase, value, wait = task
+    started = time.time()
+    time.sleep(wait)
+    return phase, value * value, os.getpid(), started, time.time()
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_tasks_a_result_makes_ready_run_with_then_before_the_first_phase_ends(workers):
+    """Each first-phase result makes one second-phase task ready (the last makes two): they run on the workers
+    while first-phase tasks still run, their results follow in the order given, each reported once."""
+    first = [("read", i, 1.5 if i == 0 else 0.05) for i in range(8)]  # task 0 runs long on one worker
+    seen, reads = [], []
+
+    def ready(index, result):
+        seen.append(index)
+        phase, value, _, _, _ = result
+        if phase == "read":
+            reads.append(index)
+            return [("write", value, 0.0)] + ([("write", -1, 0.0)] if len(reads) == len(first) else [])
+        return None
+
+    results = run_tasks(square_then, first, engine=Engine(workers=workers), on_result=ready, then=square_then)
+    assert [(phase, value) for phase, value, *_ in results[:8]] == [("read", i * i) for i in range(8)]
+    assert sorted(seen) == list(range(17))
+    later = results[8:]
+    assert sorted(value for _, value, *_ in later) == sorted([i**4 for i in range(8)] + [1])
+    assert all(phase == "write" for phase, *_ in later)
+    if workers == 2:  # the tasks made ready by reads 1-7 ran while read 0 still ran, on the other worker
+        read_0_end = results[0][4]
+        assert sum(start < read_0_end for _, _, _, start, _ in later) >= 6
+    assert len(run_tasks(square_then, first[1:3], engine=Engine(workers=workers), on_result=ready)) == 2  # no `then`
+
+
+def test_an_error_in_a_task_run_with_then_arrives_as_itself():
+    with pytest.raises(CorpusError, match="^corpus.txt at byte 300"):
+        run_tasks(cube_later, [Shard(i) for i in range(4)], engine=Engine(workers=2),
+                  on_result=lambda index, result: [Shard(3)] if index == 0 else None, then=fail_on_three)
+
+
 def test_an_error_in_a_task_the_driver_runs_stops_the_workers_tasks_too(tmp_path, monkeypatch):
     monkeypatch.setattr(mlmprep.engine, "ProcessPoolExecutor", SlowToStart)
     shards = [Shard(i, wait=0.3, marker=str(tmp_path)) for i in [0, 1, 2, *range(4, 20)]] + [Shard(3)]  # 3 is last

@@ -104,6 +104,33 @@ def test_the_driver_tokenizes_with_the_tokenizer_it_has_loaded(tmp_path, tiny_co
     assert loads == []
 
 
+@pytest.mark.parametrize("case", ["tokens-stream-span", "text-span"])
+def test_one_bar_counts_every_task_of_the_build_and_ends_full(tmp_path, corpus_with_blanks, tiny_tokenizer_path,
+                                                              case, monkeypatch):
+    """One bar over the build: its total grows as write tasks (and text segments) become known, and it ends with
+    every task counted once: the shards, the segmenting tasks, one per output file."""
+    import re
+
+    from test_train_ux import FakeTerminal
+
+    terminal, said = FakeTerminal(), []
+    monkeypatch.setattr("sys.stderr", terminal)
+    from mlmprep.build import build
+    from mlmprep.config import BuildConfig
+
+    options = {"input_length": 32, "seeds": 2, "validation_fraction": 0.1, "workers": 2, **CASES[case], **SMALL}
+    build(BuildConfig(corpus=(str(corpus_with_blanks),), tokenizer=str(tiny_tokenizer_path), out=str(tmp_path / "b"),
+                      **options), log=said.append)
+    shards = int(next(line for line in said if "input shards" in line).split()[0])
+    files = len(list((tmp_path / "b" / "windows").glob("data-*.arrow")))
+    frames = [f for f in re.split(r"[\r\n]", terminal.getvalue()) if re.search(r"\d+/\d+", f)]
+    done, total = map(int, re.search(r"(\d+)/(\d+)", frames[-1]).groups())
+    assert done == total and frames[-1].startswith("window, mask, write")
+    segmenting = 1 if case == "text-span" else 0  # the tiny corpus's text is one segmenting task (4M characters)
+    assert total == shards + segmenting + files and files >= 3
+    assert len({f.split(":")[0] for f in frames}) <= 3  # one bar, whose description changes with the phase
+
+
 def reference_rows(corpus: Path, tokenizer: Path, options: dict) -> tuple[Rows, dict]:
     """Every window of a build, in order, by the one-pass functions of mlmprep.windows over the whole corpus
     (no shards, no output files), and their statistics."""
@@ -145,6 +172,32 @@ def test_windows_equal_a_one_pass_reference(tmp_path, corpus_with_blanks, tiny_t
     manifest = json.loads((build / "manifest.json").read_text())
     assert manifest["statistics"]["windows"] == pytest.approx(stats)
     assert manifest["rows_per_file"] == 40
+
+
+def test_an_output_file_is_written_as_soon_as_the_shards_before_its_end_are_read():
+    """Phase 2 overlaps phase 1: a file of 3 windows of 4 tokens needs stream tokens through 3 * 4 * (its number
+    + 1) and one more (does its last window end inside a word?), from shards whose predecessors are all done."""
+    from mlmprep.build import OutputFiles
+    from mlmprep.config import BuildConfig
+    from mlmprep.pipeline import Layout, held_out
+
+    cfg = BuildConfig(validation_fraction=0.3, seed=5)
+    files = OutputFiles(Layout(cfg, "stage", 1, content_length=4, window_length=4, doc_eos=1), rows_per_file=3,
+                        shards=5, seeds=(11, 12), validation_seed=13)
+    sizes = [5, 6, 0, 13, 9]  # stream tokens (documents and their EOS) of each shard: 33 in all, 8 windows
+
+    def done(index):
+        result = {"tokens": sizes[index] - 1, "documents": 1, "rows": 0}
+        return [(t.index, t.first, t.count) for t in files.shard_done(index, result)]
+
+    assert done(3) == [] and done(0) == [] and done(2) == []  # shard 1 is missing: only 5 tokens are known
+    assert done(1) == [(0, 0, 3)]  # 24 tokens known (5 + 6 + 0 + 13): file 0 needs 12 + 1, file 1 needs 24 + 1
+    assert done(4) == [(1, 3, 3)]  # 33: file 1 is whole; file 2 (windows 6 and 7, the end) waits for the rest
+    assert [(t.index, t.first, t.count) for t in files.rest(sizes)] == [(2, 6, 2)]
+    held = held_out(0, 8, 0.3, 5)
+    assert [(t.first_train, t.first_validation) for t in files.tasks] == \
+        [(int((~held[:f]).sum()), int(held[:f].sum())) for f in (0, 3, 6)]
+    assert files.train == int((~held).sum()) and files.tasks[0].plan.offsets == (0, 5, 11, 11, 24)
 
 
 @pytest.mark.parametrize("doc_sep", ["line", "blank"])
