@@ -106,7 +106,7 @@ def build(cfg: BuildConfig, *, log: Callable[[str], None] = print) -> BuildResul
     # The workers' server starts now, to overlap what follows, unless a build there may be up to date: one
     # started for nothing costs a core-second and keeps this process's stdout open that long after it exits.
     if cfg.force or not manifest_path(out).exists():
-        prestart(engine, corpus.bytes, cfg.shard_bytes, tokenize_shard.__module__)
+        prestart(engine, corpus.bytes, cfg.shard_bytes, tokenize_shard.__module__, cfg.tokenizer)
     given_tokenizer = load_tokenizer(cfg.tokenizer) if cfg.tokenizer else None
     log(f"corpus: {corpus.description}")
     with build_lock(out):
@@ -114,7 +114,7 @@ def build(cfg: BuildConfig, *, log: Callable[[str], None] = print) -> BuildResul
         existing = read_existing(out, cfg.identity(), corpus.fingerprint, tokenizer_sha=tokenizer_sha, force=cfg.force)
         if existing is not None:
             return BuildResult(out, existing, up_to_date=True)
-        prestart(engine, corpus.bytes, cfg.shard_bytes, tokenize_shard.__module__)  # a no-op if started above
+        prestart(engine, corpus.bytes, cfg.shard_bytes, tokenize_shard.__module__, cfg.tokenizer)  # no-op if started
         # one Ray connection (or local instance, or local pool) for all the build's phases
         with staging_dir(out) as stage, session(engine):
             manifest = write_build(cfg, corpus, given_tokenizer, stage, log, engine)

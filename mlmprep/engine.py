@@ -133,9 +133,10 @@ def name(task: Any) -> str:
     return describe() if callable(describe) else str(task)
 
 
-def start_forkserver(module: str) -> Any:
+def start_forkserver(module: str, tokenizer: str | None = None) -> Any:
     """The forkserver context, its server started now if it is not running yet: a fresh interpreter that
-    imports `module` once (the workers it forks have it) while this process goes on with its own work.
+    imports `module` once (the workers it forks have it) while this process goes on with its own work; the
+    module finds `tokenizer` (a file to load once for every worker) in the PRELOAD_TOKENIZER variable.
     Forkserver, not fork: never fork a driver whose tokenizer and Numba threads are running."""
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload([module])  # no effect on a server already running
@@ -144,20 +145,27 @@ def start_forkserver(module: str) -> Any:
     # The resource tracker goes first: starting it unblocks SIGINT in this thread.
     resource_tracker.ensure_running()
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    if tokenizer:
+        os.environ[PRELOAD_TOKENIZER] = tokenizer  # the server starts with this process's environment
     try:
         forkserver.ensure_running()
     finally:
+        os.environ.pop(PRELOAD_TOKENIZER, None)
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
     return context
 
 
-def prestart(engine: Engine, input_bytes: int, shard_bytes: int, module: str) -> None:
+PRELOAD_TOKENIZER = "MLMPREP_FORKSERVER_TOKENIZER"  # set only while the workers' server starts
+
+
+def prestart(engine: Engine, input_bytes: int, shard_bytes: int, module: str, tokenizer: str | None = None) -> None:
     """When reading `input_bytes` (in tasks of engine.shard_bytes(input_bytes, shard_bytes)) will run on local
-    worker processes, start their forkserver now, so that its imports and Numba's warm-up (about a second of
-    one core) overlap the caller's own start-up rather than delay the first task. Safe to call again."""
+    worker processes, start their forkserver now, so that its imports, Numba's warm-up and the loading of
+    `tokenizer` (about a second of one core) overlap the caller's own start-up rather than delay the first
+    task. Safe to call again."""
     tasks = -(-input_bytes // engine.shard_bytes(input_bytes, shard_bytes))
     if engine.kind == "local" and engine.processes(tasks) > 1:
-        start_forkserver(module)
+        start_forkserver(module, tokenizer)
 
 
 class LocalPool:

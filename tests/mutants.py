@@ -136,6 +136,12 @@ MUTANTS = [
     Mutant("driver-tokenizer-reloaded", "mlmprep/build.py",  # the driver loads the staged tokenizer again
            '        adopt_tokenizer(stage / "tokenizer.json", tok)', "        pass",
            ("tests/test_sharded.py",)),
+    Mutant("workers-load-the-given-tokenizer", "mlmprep/pipeline.py",  # the forkserver does not preload it
+           "        preload_tokenizer(os.environ[engine.PRELOAD_TOKENIZER])", "        pass",
+           ("tests/test_engine.py",)),
+    Mutant("preloaded-tokenizer-for-any-build", "mlmprep/pipeline.py",  # a worker takes it whatever was staged
+           "PRELOADED.get(hashlib.sha256(path.read_bytes()).hexdigest())", "next(iter(PRELOADED.values()))",
+           ("tests/test_engine.py",)),
     Mutant("tokenizer-file-truncates", "mlmprep/tokenize.py",  # the tokenizer file's truncation reaches the data
            "    tok.no_truncation()\n    tok.encode_special_tokens", "    tok.encode_special_tokens",
            ("tests/test_data_fixes.py",)),

@@ -213,6 +213,45 @@ def test_build_workers_start_with_numba_loaded_once_in_the_forkserver():
     assert out.split() == ["[(True,", "True,", "True,", "True),", "(True,", "True,", "True,", "True)]", "False"], err
 
 
+def tokenizer_in_worker(stage: str) -> tuple[bool, bool]:
+    """(whether a worker had the tokenizer staged in `stage` without loading it, whether its word tables too)."""
+    from mlmprep import pipeline
+    from mlmprep.config import BuildConfig
+
+    loads, load = [], pipeline.load_tokenizer
+    pipeline.load_tokenizer = lambda path: loads.append(path) or load(path)
+    try:
+        worker = pipeline.start_worker(pipeline.Layout(BuildConfig(), stage, 1, 8, 8, None))
+    finally:
+        pipeline.load_tokenizer = load
+    return not loads, "tables" in vars(worker)
+
+
+def test_the_forkserver_loads_a_given_tokenizer_once_for_every_worker(tmp_path, tiny_tokenizer_path):
+    """Workers take the server's copy for a build that staged the same tokenizer, and load any other."""
+    same, other = tmp_path / "same", tmp_path / "other"
+    proc = run_script(f"""
+        import os
+        from mlmprep.engine import PRELOAD_TOKENIZER, Engine, prestart, run_tasks
+        from mlmprep.tokenize import load_tokenizer
+        from test_engine import tokenizer_in_worker
+        if __name__ == "__main__":
+            for stage in ({str(same)!r}, {str(other)!r}):
+                os.makedirs(stage)
+            load_tokenizer({str(tiny_tokenizer_path)!r}).save({str(same / "tokenizer.json")!r})  # as a build stages it
+            changed = load_tokenizer({str(tiny_tokenizer_path)!r})
+            changed.add_tokens(["zebra"])
+            changed.save({str(other / "tokenizer.json")!r})
+            engine = Engine(workers=2)
+            prestart(engine, 2 << 20, 1 << 20, "mlmprep.pipeline", {str(tiny_tokenizer_path)!r})
+            print(run_tasks(tokenizer_in_worker, [{str(same)!r}, {str(other)!r}], engine=engine),
+                  PRELOAD_TOKENIZER in os.environ)
+    """)
+    out, err = communicate(proc, timeout=120)
+    assert proc.returncode == 0, err
+    assert out.split() == ["[(True,", "True),", "(False,", "False)]", "False"], err
+
+
 def test_the_cli_starts_the_workers_server_before_its_heavy_imports(tmp_path, tiny_corpus, tiny_tokenizer_path):
     """Before this process imports NumPy (let alone the pipeline), so that the server's imports overlap the
     driver's; and with the preload the build's own pool asks for."""
@@ -221,9 +260,9 @@ def test_the_cli_starts_the_workers_server_before_its_heavy_imports(tmp_path, ti
         calls = []
         start = engine.start_forkserver
 
-        def spy(module):
-            calls.append((module, "numpy" in sys.modules))
-            return start(module)
+        def spy(module, tokenizer=None):
+            calls.append((module, "numpy" in sys.modules, tokenizer))
+            return start(module, tokenizer)
 
         if __name__ == "__main__":
             engine.start_forkserver = spy
@@ -239,8 +278,8 @@ def test_the_cli_starts_the_workers_server_before_its_heavy_imports(tmp_path, ti
     assert out, err
     code, calls = out.splitlines()[-1].split(" ", 1)
     calls = ast.literal_eval(calls)
-    assert code == "0" and calls[0] == ("mlmprep.pipeline", False), err
-    assert {module for module, _ in calls} == {"mlmprep.pipeline"}, calls  # the server's preload is the pool's
+    assert code == "0" and calls[0] == ("mlmprep.pipeline", False, str(tiny_tokenizer_path)), err
+    assert {module for module, _, _ in calls} == {"mlmprep.pipeline"}, calls  # the server's preload is the pool's
 
 
 @pytest.mark.parametrize("as_package_main", [True, False])
@@ -275,9 +314,9 @@ def test_a_build_that_may_be_up_to_date_starts_no_workers_before_its_check(tmp_p
         calls = []
         start = engine.start_forkserver
 
-        def spy(module):
+        def spy(module, tokenizer=None):
             calls.append(module)
-            return start(module)
+            return start(module, tokenizer)
 
         if __name__ == "__main__":
             engine.start_forkserver = spy
