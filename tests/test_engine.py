@@ -191,12 +191,13 @@ def test_the_driver_tokenizes_on_as_many_cores_as_its_workers_share(monkeypatch,
 
 def numba_in_worker(_: int) -> tuple[bool, bool, bool, bool]:
     """(whether Numba's compiler was started before this task, whether a kernel was loaded, whether
-    scipy.linalg is importable as usual, whether what a reading task imports first was there) in a worker."""
+    scipy.linalg and cffi are importable as usual, whether what a reading task imports first was there) in a
+    worker."""
     numba_loaded, progress_loaded = "numba" in sys.modules, "mlmprep.progress" in sys.modules
     from mlmprep import _kernels
 
-    return (numba_loaded, bool(_kernels.warm_up.signatures), sys.modules.get("scipy.linalg", "absent") is not None,
-            progress_loaded)
+    importable = all(sys.modules.get(name, "absent") is not None for name in ("scipy.linalg", "cffi"))
+    return numba_loaded, bool(_kernels.warm_up.signatures), importable, progress_loaded
 
 
 def test_build_workers_start_with_numba_loaded_once_in_the_forkserver():
