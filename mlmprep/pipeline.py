@@ -121,18 +121,17 @@ def adopt_tokenizer(path: Path, tok) -> WorkerTokenizer:
 
 
 def preload_tokenizer(given: str) -> None:
-    """In the forkserver: load `--tokenizer` (a tokenizer.json) and its word tables once, for every worker it
-    forks, instead of in each (0.1 s of a core apiece for a 32k vocabulary). Keyed by the bytes the driver
-    stages it as (tokenizers' save), so a worker only takes it for a build whose staged file matches."""
+    """In the forkserver: load `--tokenizer` (a tokenizer.json) once, for every worker it forks, instead of in
+    each (0.1 s of a core apiece for a 32k vocabulary; its word tables are left to the tasks that need them,
+    off the server's serial start). Keyed by the bytes the driver stages it as (tokenizers' save), so a
+    worker only takes it for a build whose staged file matches."""
     path = Path(given) / "tokenizer.json" if Path(given).is_dir() else Path(given)
     try:
         tok = load_tokenizer(path) if path.is_file() else None  # not a transformers directory: slow to load
     except Exception:  # noqa: BLE001 - the driver reports a bad --tokenizer itself
         return
     if tok is not None:
-        key = hashlib.sha256(tok.to_str(pretty=True).encode("utf-8")).hexdigest()
-        PRELOADED[key] = WorkerTokenizer(tok)
-        PRELOADED[key].tables  # noqa: B018 - computed here, once
+        PRELOADED[hashlib.sha256(tok.to_str(pretty=True).encode("utf-8")).hexdigest()] = WorkerTokenizer(tok)
 
 
 def write_atomic(path: Path, chunks: Iterable[bytes]) -> None:
