@@ -70,7 +70,7 @@ class Engine:
 
 
 def run_tasks(fn: Callable[[Any], Any], tasks: Iterable[Any], *, engine: Engine,
-              on_result: Callable[[int, Any], Iterable[Any] | None] | None = None,
+              on_result: Callable[[int, Any], Any] | None = None,
               in_driver: Callable[[Any], Any] | None = None, then: Callable[[Any], Any] | None = None) -> list:
     """fn(task) for every task; results in task order; on_result(index, result) in the driver as each
     finishes (for one progress bar). A MlmprepError from a task re-raises as itself (exit 2); any other
@@ -79,9 +79,10 @@ def run_tasks(fn: Callable[[Any], Any], tasks: Iterable[Any], *, engine: Engine,
     workers stay up from one call to the next. `in_driver`, a function giving fn's result in the driver
     process: while local workers are starting, the driver runs tasks itself with it (see submit_all).
 
-    `then`: on_result may return a list of more tasks, which `then` runs on the same workers after the tasks queued
-    before them (a next phase that starts as soon as the results it needs are in); their results follow in
-    the list returned, in the order given, and on_result sees them too (with index len(tasks) and on)."""
+    `then`: on_result may return a list of more tasks (without `then`, what it returns is ignored), which
+    `then` runs on the same workers after the tasks queued before them: a next phase that starts as soon as
+    the results it needs are in. Their results follow in the list returned, in the order given, and on_result
+    sees them too (with index len(tasks) and on)."""
     calls = [(fn, task) for task in tasks]
     reported = on_result or (lambda index, result: None)
 
