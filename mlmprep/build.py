@@ -346,8 +346,9 @@ class OutputFiles:
         self.sizes[index] = shard_size(self.layout, result)
         while len(self.offsets) <= len(self.sizes) and self.sizes[len(self.offsets) - 1] is not None:
             self.offsets.append(self.offsets[-1] + self.sizes[len(self.offsets) - 1])
-        plan, ready = self.plan(self.offsets), []
+        ready, plan = [], None
         while self.needs(len(self.tasks) + 1) <= self.offsets[-1]:
+            plan = plan or self.plan(self.offsets)  # made only when a file is ready
             ready.append(self.add(plan, self.rows_per_file))
         return ready
 

@@ -95,7 +95,7 @@ class WorkerTokenizer:
 
 
 LOADED: dict[tuple, WorkerTokenizer] = {}  # identity of a staged tokenizer.json -> its tokenizer, in this process
-PRELOADED: dict[str, WorkerTokenizer] = {}  # from the forkserver: sha256 of the file it saves as -> its tokenizer
+PRELOADED: dict = {}  # from the forkserver: sha256 of the file a tokenizer is saved as -> the tokenizer
 
 
 def start_worker(layout: Layout) -> WorkerTokenizer:
@@ -104,20 +104,19 @@ def start_worker(layout: Layout) -> WorkerTokenizer:
     if layout.threads:
         os.environ["RAYON_NUM_THREADS"] = str(layout.threads)
     path = Path(layout.stage) / "tokenizer.json"
-    if identity(path) not in LOADED:
+    key = identity(path)
+    if key not in LOADED:
         preloaded = PRELOADED.get(hashlib.sha256(path.read_bytes()).hexdigest()) if PRELOADED else None
-        LOADED.clear()  # one build's
-        LOADED[identity(path)] = preloaded or WorkerTokenizer(load_tokenizer(path))
-    return LOADED[identity(path)]
+        adopt_tokenizer(path, preloaded or load_tokenizer(path))
+    return LOADED[key]
 
 
-def adopt_tokenizer(path: Path, tok) -> WorkerTokenizer:
-    """Use `tok`, just saved as `path`, for this process's tasks (it becomes a plain encoder): the driver,
-    which has it loaded, saves itself a second load (0.1 s for a 32k vocabulary) before the tasks it runs.
+def adopt_tokenizer(path: Path, tok) -> None:
+    """Use `tok`, saved as `path`, for this process's tasks (it becomes a plain encoder). The driver, which
+    has it loaded, so saves itself a second load (0.1 s for a 32k vocabulary) before the tasks it runs.
     Keeps one build's."""
     LOADED.clear()
     LOADED[identity(path)] = WorkerTokenizer(tok)
-    return LOADED[identity(path)]
 
 
 def preload_tokenizer(given: str) -> None:
@@ -131,7 +130,7 @@ def preload_tokenizer(given: str) -> None:
     except Exception:  # noqa: BLE001 - the driver reports a bad --tokenizer itself
         return
     if tok is not None:
-        PRELOADED[hashlib.sha256(tok.to_str(pretty=True).encode("utf-8")).hexdigest()] = WorkerTokenizer(tok)
+        PRELOADED[hashlib.sha256(tok.to_str(pretty=True).encode("utf-8")).hexdigest()] = tok
 
 
 def write_atomic(path: Path, chunks: Iterable[bytes]) -> None:
