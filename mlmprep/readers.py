@@ -1,8 +1,9 @@
 """Readers: one file of a supported format -> its document texts, with what was skipped or replaced counted.
 
-Text files are read as bytes and decoded line by line, so --on-decode-error can replace, skip or refuse one
-bad line; Parquet, CSV and Arrow files are read in record batches. The exception is a `.json` file holding
-one top-level array, which is parsed whole (use JSON lines for large corpora).
+Text files are read as bytes and decoded about 1 MB of whole lines at a time; a block holding undecodable
+bytes is decoded line by line, so --on-decode-error can replace, skip or refuse one bad line. Parquet, CSV
+and Arrow files are read in record batches. The exception is a `.json` file holding one top-level array,
+which is parsed whole (use JSON lines for large corpora).
 
 Binary files: a .txt/.json/.jsonl file whose first 8 KiB hold NUL bytes and are over 1% undecodable (an
 image, an archive) or over 1% NUL (UTF-16 text) is refused. Other NULs are text, dropped by the clean stage,
@@ -26,6 +27,7 @@ SUPPORTED = (".txt", ".jsonl", ".json", ".parquet", ".csv", ".arrow")
 BATCH_ROWS = 1024  # rows per record batch read from Parquet files and datasets
 CSV_BLOCK_BYTES = 1 << 20
 SNIFF_BYTES = 8192
+READ_BYTES = 1 << 20  # bytes of a text file read and decoded at a time
 BOM = b"\xef\xbb\xbf"
 
 
@@ -80,28 +82,76 @@ def _check_text(path: Path, head: bytes) -> None:
             raise CorpusError(f"{path}: binary or UTF-16 data (NUL bytes in its first 8 KiB); convert it to UTF-8")
 
 
-def _lines(path: Path, stats: CorpusStats, policy: str, start: int = 0, end: int | None = None
-           ) -> Iterator[tuple[int, str]]:
-    """(byte offset, decoded line without its line end) of the lines that start in bytes [start, end) of
-    the file (`start` a line start); skipped undecodable lines are left out."""
+def _line_blocks(path: Path, stats: CorpusStats, policy: str, start: int = 0, end: int | None = None
+                 ) -> Iterator[tuple[int, list[str | None]]]:
+    """(byte offset, lines) for the lines that start in bytes [start, end) of the file (`start` a line start),
+    about READ_BYTES at a time: each line decoded and without its line end, None for an undecodable line that
+    `policy` skips. Memory stays bounded by the block, or by the longest line (a 50 MB line is read in
+    parts and joined once)."""
     with open(path, "rb") as f:
         _check_text(path, f.read(SNIFF_BYTES))
         f.seek(start)
-        pos = start
-        for raw in f:  # buffered readline: linear even for a 50 MB line
-            if end is not None and pos >= end:
+        offset, pos, pending = start, start, []  # the next block starts at `offset`; `pending`: its bytes read so far
+        while True:
+            past_end = end is not None and pos >= end  # only the line that crosses `end` is left to finish
+            if past_end and not pending:
                 return
-            offset, pos = pos, pos + len(raw)
-            if offset == 0 and raw.startswith(BOM):
-                raw = raw[len(BOM) :]
-            if raw.endswith(b"\n"):
-                raw = raw[:-2] if raw.endswith(b"\r\n") else raw[:-1]
+            block = f.read(READ_BYTES if end is None or past_end else min(READ_BYTES, end - pos))
+            pos += len(block)
+            cut = (block.find(b"\n") if past_end else block.rfind(b"\n")) + 1  # one past the block's last line end
+            if block and not cut:  # inside one long line
+                pending.append(block)
+                continue
+            pending.append(block[:cut])
+            data = b"".join(pending)
+            pending = [block[cut:]] if block[cut:] and not past_end else []
+            if data:
+                yield offset, _decode_lines(data, offset, path, stats, policy)
+                offset += len(data)
+            if not block or past_end:
+                return
+
+
+def _decode_lines(data: bytes, offset: int, path: Path, stats: CorpusStats, policy: str) -> list[str | None]:
+    """The lines of `data` (whole lines, read from byte `offset`), decoded in one call; a block holding
+    undecodable bytes is decoded line by line, each bad line following `policy`. A line end is "\n" or
+    "\r\n"; a lone "\r" is text (cleaning re-spells it); a BOM starting the file is dropped."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        lines, ends = [], [offset]
+        *whole, last = data.split(b"\n")  # `last`: b"" after a line end, else the file's unended last line
+        for raw in whole:
+            ends.append(ends[-1] + len(raw) + 1)
+        for raw, at in zip([raw.removesuffix(b"\r") for raw in whole] + ([last] if last else []), ends):
             try:
-                text = raw.decode("utf-8")
+                lines.append(raw.decode("utf-8"))
             except UnicodeDecodeError:
-                text = _undecodable(raw, stats, policy, lambda: line_where(path, offset))
-            if text is not None:
-                yield offset, text
+                lines.append(_undecodable(raw, stats, policy, functools.partial(line_where, path, at)))
+    else:
+        *lines, last = text.split("\n")
+        if "\r" in text:
+            lines = [line.removesuffix("\r") for line in lines]
+        if last:
+            lines.append(last)
+    if offset == 0 and lines and lines[0] is not None and lines[0].startswith("\ufeff"):
+        lines[0] = lines[0][1:]
+    return lines
+
+
+def _decoded(blocks: Iterator[tuple[int, list[str | None]]]) -> Iterator[str]:
+    """The lines of `blocks`, less those skipped as undecodable."""
+    for _, lines in blocks:
+        yield from ([line for line in lines if line is not None] if None in lines else lines)
+
+
+def line_at(path: Path, offset: int, k: int) -> str:
+    """line_where for line `k` (from 0) of the block that starts at byte `offset`."""
+    with open(path, "rb") as f:
+        f.seek(offset)
+        for _ in range(k):
+            f.readline()
+        return line_where(path, f.tell())
 
 
 def line_where(path: Path, offset: int) -> str:
@@ -140,7 +190,7 @@ def paragraph_boundary(path: Path, at: int) -> int:
 
 def _txt(path: Path, stats: CorpusStats, opts: ReadOptions, start: int = 0, end: int | None = None) -> Iterator[str]:
     """One document per line, or per paragraph (lines joined by "\\n") when doc_sep is "blank"."""
-    lines = (text for _, text in _lines(path, stats, opts.on_decode_error, start, end))
+    lines = _decoded(_line_blocks(path, stats, opts.on_decode_error, start, end))
     if opts.doc_sep == "line":
         yield from lines
         return
@@ -192,16 +242,17 @@ def json_error(exc: json.JSONDecodeError) -> str:
 def _jsonl(path: Path, stats: CorpusStats, opts: ReadOptions, start: int = 0, end: int | None = None
            ) -> Iterator[str | None]:
     """One document per JSON line; blank lines between records are ignored."""
-    for offset, text in _lines(path, stats, opts.on_decode_error, start, end):
-        if not text or text.isspace():
-            continue
-        where = functools.partial(line_where, path, offset)
-        try:
-            record = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise CorpusError(f"{where()}: not valid JSON ({json_error(exc)})") from None
-        if _has_field(record, opts.text_column, where, stats):
-            yield _record_text(record, opts.text_column, where)
+    for offset, lines in _line_blocks(path, stats, opts.on_decode_error, start, end):
+        for k, text in enumerate(lines):
+            if text is None or not text or text.isspace():
+                continue
+            where = functools.partial(line_at, path, offset, k)
+            try:
+                record = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise CorpusError(f"{where()}: not valid JSON ({json_error(exc)})") from None
+            if _has_field(record, opts.text_column, where, stats):
+                yield _record_text(record, opts.text_column, where)
 
 
 def _json(path: Path, stats: CorpusStats, opts: ReadOptions) -> Iterator[str | None]:
@@ -211,7 +262,7 @@ def _json(path: Path, stats: CorpusStats, opts: ReadOptions) -> Iterator[str | N
     if not head.removeprefix(BOM).lstrip().startswith(b"["):
         yield from _jsonl(path, stats, opts)
         return
-    text = "\n".join(line for _, line in _lines(path, stats, opts.on_decode_error))
+    text = "\n".join(_decoded(_line_blocks(path, stats, opts.on_decode_error)))
     try:
         records = json.loads(text)
     except json.JSONDecodeError as exc:

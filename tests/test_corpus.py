@@ -42,6 +42,52 @@ def test_txt_one_document_per_line_skipping_and_counting_blanks(tmp_path):
     assert (s.files, s.documents, s.blank_skipped, s.characters) == (1, 3, 2, 31)
 
 
+def reference_lines(data: bytes, policy: str) -> list[tuple[int, str]]:
+    """(byte offset, text) of every line, the plain way: cut at each b"\\n", drop one b"\\r" before it, decode
+    each line alone (replaced or left out when undecodable), drop a BOM that starts the file."""
+    out, offset = [], 0
+    *ended, last = data.split(b"\n")
+    for i, raw in enumerate(ended + ([last] if last else [])):
+        line = raw.removesuffix(b"\r") if i < len(ended) else raw
+        line = line.removeprefix(b"\xef\xbb\xbf") if offset == 0 else line
+        try:
+            out.append((offset, line.decode("utf-8")))
+        except UnicodeDecodeError:
+            if policy == "replace":
+                out.append((offset, line.decode("utf-8", "replace")))
+        offset += len(raw) + 1
+    return out
+
+
+@pytest.mark.parametrize("read_bytes", [1, 5, 64, 1 << 20])
+def test_text_lines_read_in_blocks_equal_reading_line_by_line(tmp_path, monkeypatch, read_bytes):
+    """Blocks of any size, cut anywhere (inside a line, a CRLF, a multi-byte character), give the lines a plain
+    line-by-line reader gives, from the whole file and from any byte range (the lines that start in it)."""
+    from mlmprep import readers
+    from mlmprep.readers import CorpusStats, ReadOptions
+
+    monkeypatch.setattr(readers, "READ_BYTES", read_bytes)
+    rng = random.Random(read_bytes)
+    parts = ["word", " ", "é", "😀", "\r", "\x1f", "\u2028", "x" * 300]
+    for trial in range(12):
+        lines = ["".join(rng.choices(parts, k=rng.randrange(0, 8))).encode() for _ in range(rng.randrange(1, 40))]
+        lines = [line + b"\xff" if rng.random() < 0.1 else line for line in lines]  # an undecodable line now and then
+        data = b"".join(line + rng.choice([b"\n", b"\r\n"]) for line in lines)
+        data = (b"\xef\xbb\xbf" if trial % 2 else b"") + (data if trial % 3 else data.rstrip(b"\r\n"))
+        path = write(tmp_path / f"t{trial}.txt", data)
+        for policy in ("replace", "skip"):
+            expected = reference_lines(data, policy)
+            stats = CorpusStats()
+            got = list(readers._txt(path, stats, ReadOptions(on_decode_error=policy)))
+            assert got == [text for _, text in expected]
+            bad = sum(1 for line in lines if line.endswith(b"\xff"))
+            assert stats.decode_errors == bad
+            start, end = sorted(rng.sample(range(len(data) + 1), 2))
+            start = readers.line_boundary(path, start)  # a range starts at a line start; it may end anywhere
+            got = list(readers._txt(path, CorpusStats(), ReadOptions(on_decode_error=policy), start, end))
+            assert got == [text for offset, text in expected if start <= offset < end]
+
+
 def test_txt_paragraphs_with_blank_line_separator(tmp_path):
     path = write(tmp_path / "a.txt", "\n\npara one\nstill one\n\n \t\npara two\n\n\n")
     assert docs(path, doc_sep="blank") == ["para one\nstill one", "para two"]
