@@ -32,6 +32,7 @@ _DROP_CLASS = (
 )
 _DROP = re.compile(f"[{_DROP_CLASS}]")
 _TOUCHED = re.compile(f"[{''.join(_BREAKS)}{_DROP_CLASS}]")  # what the drop pass would change (see clean_texts)
+_TOUCHED_BMP = re.compile(f"[{''.join(_BREAKS)}{_DROP_CLASS.replace(chr(0xF0000) + '-' + chr(0x10FFFF), '')}]")  # a third faster
 # The noncharacters U+1FFFE..U+EFFFF are 28 separate points: a class of them is 6x slower to scan, so it runs
 # only on text holding code points that high (CJK extensions B+, tags, variation selectors supplement).
 _HIGH_ASTRAL = re.compile("[\U0001fffe-\U000effff]")
@@ -61,8 +62,9 @@ def clean_texts(texts: list[str], *, normalize_whitespace: bool = False, nfkc: b
     (['ok', 'ab'], 1)
     """
     joined = "\n".join(texts)  # "\n" is kept text, so a hit always lies inside one text
-    hits = [m.start() for m in _TOUCHED.finditer(joined)]
-    if not joined.isascii():
+    astral = _has_astral(joined)
+    hits = [m.start() for m in (_TOUCHED if astral else _TOUCHED_BMP).finditer(joined)]
+    if astral:
         hits += [m.start() for m in _HIGH_ASTRAL.finditer(joined)]
     out, removed = list(texts), 0
     if hits:
@@ -73,6 +75,12 @@ def clean_texts(texts: list[str], *, normalize_whitespace: bool = False, nfkc: b
     if normalize_whitespace or nfkc:
         out = [_normalize(t, normalize_whitespace=normalize_whitespace, nfkc=nfkc) for t in out]
     return out, removed
+
+
+def _has_astral(text: str) -> bool:
+    """Whether `text` holds a code point above U+FFFF (two UTF-16 units): one encoding, ten times cheaper than
+    a regular-expression scan, tells most texts they need no scan for astral characters."""
+    return not text.isascii() and len(text.encode("utf-16-le", "surrogatepass")) != 2 * len(text)
 
 
 def _drop(text: str) -> tuple[str, int]:

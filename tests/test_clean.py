@@ -115,6 +115,15 @@ def test_a_long_text_is_cleaned_whole(line):
     assert len(cleaned) == len(text) - text.count("\r\n") - removed
 
 
+@pytest.mark.parametrize("astral", ["\U000f0001", "\U0010fffd", "\U0001fffe", "\U000effff"])
+@pytest.mark.parametrize("rest", ["plain ascii", "bmp \u00e9 \u65e5", "bmp with a break\u2028"])
+def test_a_single_astral_character_to_drop_is_found_in_any_text(astral, rest):
+    """The one character to drop (private use in planes 15-16, an astral noncharacter) is the batch's only
+    astral character, beside ASCII or BMP-only text."""
+    texts = ["before", f"{rest} {astral} after", "next"]
+    assert clean_texts(texts) == ([t.replace(astral, "").replace("\u2028", "\n") for t in texts], 1)
+
+
 texts_with_specials = st.lists(
     st.lists(st.one_of(st.integers(0, 0x10FFFF), st.sampled_from(INTERESTING)), max_size=12).map(
         lambda cps: "".join(map(chr, cps))
