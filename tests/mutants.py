@@ -145,6 +145,26 @@ MUTANTS = [
     Mutant("tokenizer-file-truncates", "mlmprep/tokenize.py",  # the tokenizer file's truncation reaches the data
            "    tok.no_truncation()\n    tok.encode_special_tokens", "    tok.encode_special_tokens",
            ("tests/test_data_fixes.py",)),
+    # ------------------------------------------------------------ reading text files
+    Mutant("block-keeps-crlf-cr", "mlmprep/readers.py",  # a CRLF line keeps its "\r" when its block decodes whole
+           '            lines = [line.removesuffix("\\r") for line in lines]', "            pass",
+           ("tests/test_corpus.py",)),
+    Mutant("range-reads-past-its-end", "mlmprep/readers.py",  # after `end`, the whole block's lines, not one
+           '(block.find(b"\\n") if past_end else block.rfind(b"\\n"))', 'block.rfind(b"\\n")',
+           ("tests/test_corpus.py",)),
+    Mutant("block-drops-unended-last-line", "mlmprep/readers.py",  # a file's last line without a line end is lost
+           "        if last:\n            lines.append(last)", "        pass",
+           ("tests/test_corpus.py",)),
+    Mutant("bad-block-offsets-off-by-one", "mlmprep/readers.py",  # line offsets in a bad block skip the line ends
+           "ends.append(ends[-1] + len(raw) + 1)", "ends.append(ends[-1] + len(raw))",
+           ("tests/test_corpus.py",)),
+    Mutant("astral-scan-skipped", "mlmprep/clean.py",  # texts with astral characters scanned as if they had none
+           'return not text.isascii() and len(text.encode("utf-16-le", "surrogatepass")) != 2 * len(text)',
+           "return False", ("tests/test_clean.py",)),
+    Mutant("one-astral-character-missed", "mlmprep/clean.py",  # a text with a single astral character looks BMP-only
+           'return not text.isascii() and len(text.encode("utf-16-le", "surrogatepass")) != 2 * len(text)',
+           'return not text.isascii() and len(text.encode("utf-16-le", "surrogatepass")) > 2 * len(text) + 2',
+           ("tests/test_clean.py",)),
     # ------------------------------------------------------------ windows, segments, read-ahead
     Mutant("windows-drop-carry", "mlmprep/windows.py",  # the tail of each chunk is lost instead of carried
            "carry = stream[n * length :]", "carry = stream[:0]",
