@@ -41,6 +41,10 @@ def app_options(
 
 def main() -> None:
     as_package_main()
+    if sys.argv[1:2] == ["build"]:
+        from mlmprep.cli.build import start_workers_before_parsing
+
+        start_workers_before_parsing(sys.argv[2:])
     try:
         app()
     except SystemExit as exc:

@@ -112,6 +112,58 @@ def build(
     typer.echo(build_summary(result.out, result.manifest))
 
 
+# build's options that take no value; every other option takes one (tests/test_cli_build.py checks both)
+FLAGS = frozenset({"--force", "--normalize-whitespace", "--keep-whitespace", "--nfkc", "--no-nfkc", "--random-roll",
+                   "--no-random-roll", "--whole-word", "--no-whole-word"})
+
+
+def scan_build_args(args: list[str]) -> tuple[list[str], dict[str, str]] | None:
+    """(positional arguments, {option: value, "" for a flag}) of `mlmprep build ARGS`, read without typer;
+    None where this plain reading is not sure (a short option, an option missing its value)."""
+    positional, options = [], {}
+    it = iter(args)
+    for arg in it:
+        if arg == "--":
+            positional += it
+        elif arg == "-" or not arg.startswith("-"):
+            positional.append(arg)
+        elif arg in FLAGS:
+            options[arg] = ""
+        elif arg.startswith("--"):
+            name, eq, value = arg.partition("=")
+            value = value if eq else next(it, None)
+            if value is None:
+                return None
+            options[name] = value
+        else:
+            return None
+    return positional, options
+
+
+def start_workers_before_parsing(args: list[str]) -> None:
+    """For `mlmprep build ARGS`, run start_workers_early before typer parses ARGS (about 0.1 s, most of it
+    pydantic checking values), so that every worker starts that much sooner: 2-3% of a 1x pydocs build on
+    2 cores. Only a command line this plain reading is sure of: a config file, a dataset or a help request
+    wait for the parse, and whatever it decides stands (the early start only ever makes a server the build
+    would have started, or one that goes unused and ends with this process)."""
+    scanned = scan_build_args(args)
+    if scanned is None:
+        return
+    positional, options = scanned
+    if options.keys() & {"--help", "--config", "--dataset"}:
+        return
+    from mlmprep.config import BuildConfig
+    from mlmprep.errors import MlmprepError
+
+    try:
+        cfg = BuildConfig(corpus=tuple(positional), tokenizer=options.get("--tokenizer"), force="--force" in options,
+                          out=options.get("--out", BuildConfig.out), workers=int(options.get("--workers", 0)),
+                          engine=options.get("--engine", "local"), shard_bytes=int(options.get("--shard-bytes", 0)))
+    except (ValueError, MlmprepError):  # not a number, out of range: the parse reports it
+        return
+    start_workers_early(cfg)
+
+
 def start_workers_early(cfg) -> None:
     """Start the local workers' server (a forkserver that imports the pipeline, warms Numba and loads a given
     tokenizer: about a second of one core) before this process imports the pipeline itself, so that the two overlap; on 16 cores the first

@@ -97,6 +97,15 @@ MUTANTS = [
            "    start_workers_early(cfg)\n    from mlmprep.build import build as run_build\n",
            "    from mlmprep.build import build as run_build\n    start_workers_early(cfg)\n",
            ("tests/test_engine.py",)),
+    Mutant("cli-starts-workers-after-parsing", "cli/__init__.py",  # no early start: the server waits for typer
+           '    if sys.argv[1:2] == ["build"]:', '    if False:',
+           ("tests/test_engine.py",)),
+    Mutant("early-reading-takes-a-value-for-corpus", "cli/build.py",  # an option's value read as a corpus path
+           '            value = value if eq else next(it, None)', '            value = value if eq else ""',
+           ("tests/test_cli_build.py",)),
+    Mutant("early-start-ignores-config-file", "cli/build.py",  # a config file's workers/engine not waited for
+           '    if options.keys() & {"--help", "--config", "--dataset"}:', '    if options.keys() & {"--help", "--dataset"}:',
+           ("tests/test_cli_build.py",)),
     Mutant("driver-helps-from-the-front", "mlmprep/engine.py",  # the driver takes the tasks the workers take first
            "                    bounds[1] -= 1\n                    index = bounds[1]\n",
            "                    index = bounds[0]\n                    bounds[0] += 1\n",

@@ -171,6 +171,57 @@ def test_config_file_fills_options_and_the_command_line_wins(tmp_path, tok, tiny
 # ----------------------------------------------------------------------------------------------- re-running
 
 
+def test_the_early_reading_of_build_arguments_knows_which_options_take_no_value():
+    """start_workers_before_parsing reads `mlmprep build` arguments without typer: its flags are the command's,
+    and every other option of the command takes exactly one value."""
+    import typer.main
+
+    from mlmprep.cli import app
+    from mlmprep.cli.build import FLAGS
+
+    options = [p for p in typer.main.get_command(app).commands["build"].params if p.opts[0].startswith("--")]
+    assert FLAGS == {name for p in options if p.is_flag for name in [*p.opts, *p.secondary_opts]}
+    assert all(p.nargs == 1 for p in options if not p.is_flag)
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["a.txt", "b/", "--tokenizer", "t.json", "--workers=2"], (["a.txt", "b/"], {"--tokenizer": "t.json", "--workers": "2"})),
+    (["--force", "a.txt", "--nfkc", "--out", "o"], (["a.txt"], {"--force": "", "--nfkc": "", "--out": "o"})),
+    (["--seeds", "4"], ([], {"--seeds": "4"})),  # an option's value is not a corpus
+    (["--", "--odd-name.txt"], (["--odd-name.txt"], {})),
+    (["a.txt", "--out"], None),  # a value missing: left to the parse
+    (["-x", "a.txt"], None),  # a short option (build has none)
+])
+def test_build_arguments_read_before_parsing(args, expected):
+    from mlmprep.cli.build import scan_build_args
+
+    assert scan_build_args(args) == expected
+
+
+def test_the_early_start_acts_only_on_a_command_line_it_is_sure_of(tmp_path, monkeypatch, tiny_corpus):
+    from mlmprep.cli.build import start_workers_before_parsing
+
+    calls: list = []
+    monkeypatch.setattr("mlmprep.engine.prestart", lambda *args: calls.append(args))
+
+    def started(*args) -> list:
+        calls.clear()
+        start_workers_before_parsing([str(a) for a in args])
+        return list(calls)
+
+    out = tmp_path / "out"
+    [(engine, size, shard_bytes, module, tok)] = started(tiny_corpus, "--tokenizer", "t.json", "--workers", "3",
+                                                          "--shard-bytes", "5000", "--out", out)
+    assert (engine.workers, size, shard_bytes, module, tok) == (3, tiny_corpus.stat().st_size, 5000, "mlmprep.pipeline", "t.json")
+    assert started(tiny_corpus, "--config", tmp_path / "c.yaml") == []  # options from a file: after the parse
+    assert started("--seeds", "4") == []  # the built-in sample
+    assert started(tiny_corpus, "--workers", "two") == [] and started(tiny_corpus, "--workers", "-1") == []
+    out.mkdir()
+    (out / "manifest.json").write_text("{}")
+    assert started(tiny_corpus, "--out", out) == []  # it may be up to date
+    assert len(started(tiny_corpus, "--out", out, "--force")) == 1
+
+
 def mtimes(build: Path) -> dict[str, int]:
     return {str(p.relative_to(build)): p.stat().st_mtime_ns for p in [build, *build.rglob("*")]}
 

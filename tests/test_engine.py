@@ -4,6 +4,7 @@ ending the run with one line and no process left behind."""
 from __future__ import annotations
 
 import ast
+import json
 import os
 import signal
 import subprocess
@@ -253,23 +254,35 @@ def test_the_forkserver_loads_a_given_tokenizer_once_for_every_worker(tmp_path, 
     assert out.split() == ["[True,", "False]", "False"], err
 
 
-def test_the_cli_starts_the_workers_server_before_its_heavy_imports(tmp_path, tiny_corpus, tiny_tokenizer_path):
-    """Before this process imports NumPy (let alone the pipeline), so that the server's imports overlap the
-    driver's; and with the preload the build's own pool asks for."""
+@pytest.mark.parametrize("from_file", [False, True])
+def test_the_cli_starts_the_workers_server_before_parsing_and_its_heavy_imports(tmp_path, tiny_corpus, tiny_tokenizer_path,
+                                                                                from_file):
+    """Before typer parses the command line (its value checks take 0.1 s; with a config file, which only the
+    parse reads, just after) and before this process imports NumPy (let alone the pipeline), so that the
+    server's start overlaps the driver's; and with the preload the build's own pool asks for."""
+    options = ["--tokenizer", str(tiny_tokenizer_path), "--workers=2", "--shard-bytes", "3000"]
+    if from_file:
+        (tmp_path / "options.json").write_text(json.dumps({"tokenizer": str(tiny_tokenizer_path), "workers": 2,
+                                                            "shard_bytes": 3000}))
+        options = ["--config", str(tmp_path / "options.json")]
     proc = run_script(f"""
-        from mlmprep import engine
-        calls = []
-        start = engine.start_forkserver
+        from mlmprep import config, engine
+        calls, parsed = [], []
+        start, make_config = engine.start_forkserver, config.make_config
 
         def spy(module, tokenizer=None):
-            calls.append((module, "numpy" in sys.modules, tokenizer))
+            calls.append((module, bool(parsed), "numpy" in sys.modules, tokenizer))
             return start(module, tokenizer)
 
+        def parse_spy(*args, **kwargs):  # the build command makes its config from what typer parsed
+            parsed.append(True)
+            return make_config(*args, **kwargs)
+
         if __name__ == "__main__":
-            engine.start_forkserver = spy
+            engine.start_forkserver, config.make_config = spy, parse_spy
             from mlmprep.cli import main
-            sys.argv = ["mlmprep", "build", {str(tiny_corpus)!r}, "--tokenizer", {str(tiny_tokenizer_path)!r},
-                        "--out", {str(tmp_path / "out")!r}, "--workers", "2", "--shard-bytes", "3000"]
+            sys.argv = ["mlmprep", "build", {str(tiny_corpus)!r}, "--out", {str(tmp_path / "out")!r}, "--force",
+                        *{options!r}]
             try:
                 main()
             except SystemExit as stop:
@@ -279,8 +292,8 @@ def test_the_cli_starts_the_workers_server_before_its_heavy_imports(tmp_path, ti
     assert out, err
     code, calls = out.splitlines()[-1].split(" ", 1)
     calls = ast.literal_eval(calls)
-    assert code == "0" and calls[0] == ("mlmprep.pipeline", False, str(tiny_tokenizer_path)), err
-    assert {module for module, _, _ in calls} == {"mlmprep.pipeline"}, calls  # the server's preload is the pool's
+    assert code == "0" and calls[0] == ("mlmprep.pipeline", from_file, False, str(tiny_tokenizer_path)), err
+    assert {module for module, *_ in calls} == {"mlmprep.pipeline"}, calls  # the server's preload is the pool's
 
 
 @pytest.mark.parametrize("as_package_main", [True, False])
