@@ -190,15 +190,16 @@ def test_the_driver_tokenizes_on_as_many_cores_as_its_workers_share(monkeypatch,
     assert os.environ.get("RAYON_NUM_THREADS") == driver_threads
 
 
-def numba_in_worker(_: int) -> tuple[bool, bool, bool, bool]:
+def numba_in_worker(_: int) -> tuple[bool, bool, bool, bool, bool]:
     """(whether Numba's compiler was started before this task, whether a kernel was loaded, whether
-    scipy.linalg and cffi are importable as usual, whether what a reading task imports first was there) in a
-    worker."""
+    scipy.linalg and cffi are importable as usual, whether what a reading task imports first was there,
+    whether the server spared itself tqdm, which only the driver's bar uses) in a worker."""
     numba_loaded, progress_loaded = "numba" in sys.modules, "mlmprep.progress" in sys.modules
+    no_tqdm = "tqdm" not in sys.modules
     from mlmprep import _kernels
 
     importable = all(sys.modules.get(name, "absent") is not None for name in ("scipy.linalg", "cffi"))
-    return numba_loaded, bool(_kernels.warm_up.signatures), importable, progress_loaded
+    return numba_loaded, bool(_kernels.warm_up.signatures), importable, progress_loaded, no_tqdm
 
 
 def test_build_workers_start_with_numba_loaded_once_in_the_forkserver():
@@ -212,7 +213,8 @@ def test_build_workers_start_with_numba_loaded_once_in_the_forkserver():
     """)
     out, err = communicate(proc, timeout=120)
     assert proc.returncode == 0, err
-    assert out.split() == ["[(True,", "True,", "True,", "True),", "(True,", "True,", "True,", "True)]", "False"], err
+    assert out.split() == ["[(True,", "True,", "True,", "True,", "True),", "(True,", "True,", "True,", "True,", "True)]",
+                           "False"], err
 
 
 def tokenizer_in_worker(stage: str) -> bool:
