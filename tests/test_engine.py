@@ -193,9 +193,12 @@ def test_the_driver_tokenizes_on_as_many_cores_as_its_workers_share(monkeypatch,
 def numba_in_worker(_: int) -> tuple[bool, bool, bool, bool, bool]:
     """(whether Numba's compiler was started before this task, whether a kernel was loaded, whether
     scipy.linalg and cffi are importable as usual, whether what a reading task imports first was there,
-    whether the server spared itself tqdm, which only the driver's bar uses) in a worker."""
+    whether the server spared itself tqdm, which only the driver's bar uses, and froze what it loaded out of
+    the worker's garbage collections) in a worker."""
+    import gc
+
     numba_loaded, progress_loaded = "numba" in sys.modules, "mlmprep.progress" in sys.modules
-    no_tqdm = "tqdm" not in sys.modules
+    no_tqdm = "tqdm" not in sys.modules and gc.get_freeze_count() > 0
     from mlmprep import _kernels
 
     importable = all(sys.modules.get(name, "absent") is not None for name in ("scipy.linalg", "cffi"))
