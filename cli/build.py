@@ -101,7 +101,8 @@ def build(
             if key in file_values or key in options:
                 raise ConfigError(f"--{key.replace('_', '-')} applies only to a tokenizer mlmprep trains; "
                                   f"--tokenizer {cfg.tokenizer} brings its own vocabulary: give one of the two")
-    start_workers_early(cfg)
+    if not STARTED_EARLY:  # else start_workers_before_parsing has done it, from the same options
+        start_workers_early(cfg)
     from mlmprep.build import build as run_build
     from mlmprep.report import build_summary
 
@@ -112,6 +113,7 @@ def build(
     typer.echo(build_summary(result.out, result.manifest))
 
 
+STARTED_EARLY = False  # start_workers_before_parsing has called start_workers_early (the build command need not)
 # build's options that take no value; every other option takes one (tests/test_cli_build.py checks both)
 FLAGS = frozenset({"--force", "--normalize-whitespace", "--keep-whitespace", "--nfkc", "--no-nfkc", "--random-roll",
                    "--no-random-roll", "--whole-word", "--no-whole-word"})
@@ -161,7 +163,9 @@ def start_workers_before_parsing(args: list[str]) -> None:
                           engine=options.get("--engine", "local"), shard_bytes=int(options.get("--shard-bytes", 0)))
     except (ValueError, MlmprepError):  # not a number, out of range: the parse reports it
         return
+    global STARTED_EARLY
     start_workers_early(cfg)
+    STARTED_EARLY = True
 
 
 def start_workers_early(cfg) -> None:

@@ -203,17 +203,22 @@ def test_the_early_start_acts_only_on_a_command_line_it_is_sure_of(tmp_path, mon
 
     calls: list = []
     monkeypatch.setattr("mlmprep.engine.prestart", lambda *args: calls.append(args))
+    monkeypatch.setattr("mlmprep.cli.build.STARTED_EARLY", False)
 
     def started(*args) -> list:
         calls.clear()
         start_workers_before_parsing([str(a) for a in args])
         return list(calls)
 
+    from mlmprep.cli import build
+
     out = tmp_path / "out"
+    assert started(tiny_corpus, "--config", tmp_path / "c.yaml") == []  # options from a file: after the parse
+    assert not build.STARTED_EARLY  # so the build command starts the workers itself
     [(engine, size, shard_bytes, module, tok)] = started(tiny_corpus, "--tokenizer", "t.json", "--workers", "3",
                                                           "--shard-bytes", "5000", "--out", out)
     assert (engine.workers, size, shard_bytes, module, tok) == (3, tiny_corpus.stat().st_size, 5000, "mlmprep.pipeline", "t.json")
-    assert started(tiny_corpus, "--config", tmp_path / "c.yaml") == []  # options from a file: after the parse
+    assert build.STARTED_EARLY  # the build command need not read the corpus's sizes again
     assert started("--seeds", "4") == []  # the built-in sample
     assert started(tiny_corpus, "--workers", "two") == [] and started(tiny_corpus, "--workers", "-1") == []
     out.mkdir()
