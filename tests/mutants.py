@@ -158,8 +158,11 @@ MUTANTS = [
     Mutant("block-keeps-crlf-cr", "mlmprep/readers.py",  # a CRLF line keeps its "\r" when its block decodes whole
            '            lines = [line.removesuffix("\\r") for line in lines]', "            pass",
            ("tests/test_corpus.py",)),
-    Mutant("range-reads-past-its-end", "mlmprep/readers.py",  # after `end`, the whole block's lines, not one
-           '(block.find(b"\\n") if past_end else block.rfind(b"\\n"))', 'block.rfind(b"\\n")',
+    Mutant("range-reads-past-its-end", "mlmprep/readers.py",  # a byte range reads on to the end of the file
+           "        while end is None or offset < end:", "        while True:",
+           ("tests/test_corpus.py",)),
+    Mutant("block-cuts-its-last-line", "mlmprep/readers.py",  # a line crossing a block's end is cut in two
+           "                block += f.readline()", "                pass",
            ("tests/test_corpus.py",)),
     Mutant("block-drops-unended-last-line", "mlmprep/readers.py",  # a file's last line without a line end is lost
            "        if last:\n            lines.append(last)", "        pass",
