@@ -205,7 +205,10 @@ def write_build(cfg: BuildConfig, corpus: Corpus, tok, stage: Path, log: Callabl
             --method text none are: its segments need the whole text), and the last one every file left."""
             nonlocal tokens, reading
             bar.update(1)
-            if index >= len(shards):
+            if index >= len(shards):  # an output file is written: let go the shards no file still needs
+                for shard in files.written(index - len(shards)):
+                    for suffix in ("ids", "lens"):
+                        layout.staged(f"shard-{shard:06d}.{suffix}").unlink(missing_ok=True)
                 return []
             read[index], reading, tokens = result, reading + 1, tokens + result["tokens"]
             bar.set_postfix_str(f"{tokens:,} tokens", refresh=False)
@@ -332,7 +335,8 @@ class OutputFiles:
     A file of windows [first, first + count) needs every shard up to the token (--pack stream: one more, to
     tell whether its last window ends inside a word) or row where it ends; shards finish out of order, so
     only those whose predecessors are all done count. Its training and validation row numbers follow from
-    the files before it. The last file waits for the whole corpus (`rest`), which fixes the number of rows."""
+    the files before it. The last file waits for the whole corpus (`rest`), which fixes the number of rows.
+    Once every file that reads a shard is written, `written` lets the shard go."""
 
     def __init__(self, layout: Layout, rows_per_file: int, shards: int, seeds: tuple[int, ...], validation_seed: int):
         self.layout, self.rows_per_file, self.seeds, self.validation_seed = layout, rows_per_file, seeds, validation_seed
@@ -340,6 +344,9 @@ class OutputFiles:
         self.offsets = [0]  # where each shard starts, for every shard whose predecessors are all done
         self.tasks: list[WriteTask] = []
         self.train = self.validation = 0  # rows of the files made so far
+        self.done: set[int] = set()  # files written
+        self.unwritten = 0  # the first file not written yet
+        self.kept = 0  # the first shard not let go yet
 
     def shard_done(self, index: int, result: dict) -> list[WriteTask]:
         """Note a finished shard; the write tasks it made ready."""
@@ -351,6 +358,21 @@ class OutputFiles:
             plan = plan or self.plan(self.offsets)  # made only when a file is ready
             ready.append(self.add(plan, self.rows_per_file))
         return ready
+
+    def written(self, file: int) -> list[int]:
+        """Note that `file` is written; the shards that no file still to write reads, each given once. A file
+        reads from its first row on (--pack stream: from the token before its first window, which says
+        whether that window starts inside a word), and files after it start later."""
+        self.done.add(file)
+        while self.unwritten in self.done:
+            self.unwritten += 1
+        rows = self.unwritten * self.rows_per_file
+        start = max(0, rows * self.layout.content_length - 1) if self.layout.fixed else rows
+        free = []
+        while self.kept + 1 < len(self.offsets) and self.offsets[self.kept + 1] <= start:
+            free.append(self.kept)
+            self.kept += 1
+        return free
 
     def rest(self, sizes: list[int]) -> list[WriteTask]:
         """The files not made yet, once every staged file's size is known."""

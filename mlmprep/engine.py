@@ -17,6 +17,7 @@ import socket
 import threading
 import time
 import traceback
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -31,6 +32,7 @@ from mlmprep.errors import ConfigError, MlmprepError
 
 RAY_RETRIES = 3  # attempts after the first when a Ray worker dies mid-task
 TASKS_PER_WORKER = 24  # reading tasks per worker (at most): the last round, uneven, leaves a core idle for 1/24 of it
+AHEAD_PER_WORKER = 2  # local tasks submitted per worker, running or queued: the rest wait in the driver, behind `then`
 WATCH_S = 1.0  # how often the driver looks for a dead local worker itself, while no task finishes
 
 
@@ -80,9 +82,10 @@ def run_tasks(fn: Callable[[Any], Any], tasks: Iterable[Any], *, engine: Engine,
     process: while local workers are starting, the driver runs tasks itself with it (see submit_all).
 
     `then`: on_result may return a list of more tasks (without `then`, what it returns is ignored), which
-    `then` runs on the same workers after the tasks queued before them: a next phase that starts as soon as
-    the results it needs are in. Their results follow in the list returned, in the order given, and on_result
-    sees them too (with index len(tasks) and on)."""
+    `then` runs on the same workers ahead of the tasks not started yet (on Ray, of those not submitted yet): a
+    next phase that starts as soon as the results it needs are in, and whose inputs can then be let go early.
+    Their results follow in the list returned, in the order given, and on_result sees them too (with index
+    len(tasks) and on)."""
     calls = [(fn, task) for task in tasks]
     reported = on_result or (lambda index, result: None)
 
@@ -99,10 +102,14 @@ def run_tasks(fn: Callable[[Any], Any], tasks: Iterable[Any], *, engine: Engine,
     if engine.kind == "ray":
         return run_ray(calls, engine, finished)
     if engine.processes(len(calls)) == 1:
-        results = []
-        for index, (f, task) in enumerate(calls):  # grows as results make more tasks ready
-            results.append(attempt(f, task))
-            finished(index, results[-1])
+        results: list = [None] * len(calls)
+        queue = deque(range(len(calls)))
+        while queue:
+            index = queue.popleft()
+            results[index] = attempt(*calls[index])
+            ready = finished(index, results[index])
+            results += [None] * len(ready)
+            queue.extendleft(reversed(ready))  # before the rest of the first phase
         return results
     if engine in POOLS:  # inside a session: its pool, started by the first call that needs one
         if POOLS[engine] is not None:  # its workers are up: the driver has nothing to wait for
@@ -175,6 +182,7 @@ class LocalPool:
     driver stops them itself, so none outlives it."""
 
     def __init__(self, processes: int, module: str):
+        self.ahead = AHEAD_PER_WORKER * processes  # tasks in the executor at a time (run_local keeps it full)
         context = start_forkserver(module)
         self.started = context.SimpleQueue()  # unbuffered: a killed worker loses none of its reports
         self.executor = ProcessPoolExecutor(processes, mp_context=context, initializer=start_worker,
@@ -208,23 +216,26 @@ def run_local(calls: list, pool: LocalPool, finished: Callable[[int, Any], list]
     drain(pool.started, {})  # reports of an earlier call's tasks
     results: list = [None] * len(calls)
     try:
-        futures, later = submit_all(calls, pool, results, finished, in_driver)
-        pending = set(futures)
+        futures, waiting = submit_all(calls, pool, results, finished, in_driver)
+        queue, pending = deque(waiting), set(futures)  # not submitted yet: tasks made ready first, in order
 
-        def submit(indices: list) -> None:
-            results.extend([None] * len(indices))
-            for index in indices:
+        def top_up() -> None:
+            results.extend([None] * (len(calls) - len(results)))
+            while queue and len(pending) < pool.ahead:
+                index = queue.popleft()
                 future = pool.executor.submit(run_in_worker, *calls[index], index)
                 futures[future] = index
                 pending.add(future)
+                pool.workers.update(pool.executor._processes or {})  # noqa: SLF001 - one it spawned now, say
 
-        submit(later)
+        top_up()
         while pending:
             done, pending = wait(pending, timeout=WATCH_S, return_when=FIRST_COMPLETED)
             drain(pool.started, running)
             for future in sorted(done, key=futures.get):
                 results[futures[future]] = future.result()
-                submit(finished(futures[future], results[futures[future]]))
+                queue.extendleft(reversed(finished(futures[future], results[futures[future]])))
+            top_up()
             if not done and pool.lost_a_worker():
                 # The executor marks its pool broken itself, but a worker dying while tasks are still being
                 # submitted can leave it joining a worker spawned after its clean-up, and this wait never ends.
@@ -243,10 +254,11 @@ def run_local(calls: list, pool: LocalPool, finished: Callable[[int, Any], list]
 
 def submit_all(calls: list, pool: LocalPool, results: list, finished: Callable[[int, Any], list],
                in_driver: Callable[[Any], Any] | None) -> tuple[dict, list]:
-    """Submit the calls to the pool in order, from a thread: the first submit waits until the forkserver is
-    ready (its imports and Numba's warm-up, most of a second), the rest take milliseconds. Meanwhile the
-    driver, given `in_driver` (its stand-in for the calls' function), runs calls from the end of the list into
-    `results` until none is left to take. ({future: call index}, indices of the calls its results added)."""
+    """Submit the first pool.ahead calls to the pool in order, from a thread: the first submit waits until the
+    forkserver is ready (its imports and Numba's warm-up, most of a second), the rest take milliseconds.
+    Meanwhile the driver, given `in_driver` (its stand-in for the calls' function), runs calls from the end of
+    the list into `results` until the submitter is done. ({future: call index}, the indices still to run: the
+    calls its results made ready, then those neither took, in order)."""
     futures: dict = {}
     bounds = [0, len(calls)]  # calls [bounds[0], bounds[1]) are still to take: the pool's from the front
     lock, failed, later = threading.Lock(), [], []
@@ -255,7 +267,7 @@ def submit_all(calls: list, pool: LocalPool, results: list, finished: Callable[[
         try:
             while True:
                 with lock:
-                    if bounds[0] >= bounds[1]:
+                    if bounds[0] >= min(bounds[1], pool.ahead):
                         return
                     index = bounds[0]
                     bounds[0] += 1
@@ -269,7 +281,7 @@ def submit_all(calls: list, pool: LocalPool, results: list, finished: Callable[[
         submitter = threading.Thread(target=submit, name="mlmprep-submit", daemon=True)
         submitter.start()
         try:
-            while in_driver is not None and not pressed:
+            while in_driver is not None and not pressed and submitter.is_alive():
                 with lock:
                     if bounds[1] <= bounds[0]:
                         break
@@ -285,7 +297,7 @@ def submit_all(calls: list, pool: LocalPool, results: list, finished: Callable[[
             submitter.join()
     if failed:
         raise failed[0]
-    return futures, later
+    return futures, later + list(range(*bounds))
 
 
 @contextmanager
@@ -456,5 +468,5 @@ def run_ray(calls: list, engine: Engine, finished: Callable[[int, Any], list]) -
                                      "nothing was published") from None
                 results.extend([None] * (len(calls) - len(results)))
                 results[index[ref]] = result
-                waiting += finished(index[ref], result)
+                waiting[:0] = finished(index[ref], result)  # ahead of the first phase's tasks not submitted
         return results

@@ -106,6 +106,24 @@ MUTANTS = [
     Mutant("early-start-ignores-config-file", "cli/build.py",  # a config file's workers/engine not waited for
            '    if options.keys() & {"--help", "--config", "--dataset"}:', '    if options.keys() & {"--help", "--dataset"}:',
            ("tests/test_cli_build.py",)),
+    Mutant("then-behind-the-queued-tasks", "mlmprep/engine.py",  # tasks made ready wait behind the first phase
+           "                queue.extendleft(reversed(finished(futures[future], results[futures[future]])))",
+           "                queue.extend(finished(futures[future], results[futures[future]]))",
+           ("tests/test_engine.py",)),
+    Mutant("then-last-in-process", "mlmprep/engine.py",  # in-process too
+           "            queue.extendleft(reversed(ready))", "            queue.extend(ready)",
+           ("tests/test_engine.py",)),
+    Mutant("shard-let-go-with-the-token-a-file-needs", "mlmprep/build.py",  # the token before a file's first window
+           "start = max(0, rows * self.layout.content_length - 1) if", "start = rows * self.layout.content_length if",
+           ("tests/test_sharded.py",)),
+    Mutant("shards-kept-to-the-end", "mlmprep/build.py",  # staging holds every shard until the build ends
+           "                        layout.staged(f\"shard-{shard:06d}.{suffix}\").unlink(missing_ok=True)",
+           "                        pass",
+           ("tests/test_sharded.py",)),
+    Mutant("driver-takes-what-the-workers-leave", "mlmprep/engine.py",  # the driver keeps reading once they are up
+           "            while in_driver is not None and not pressed and submitter.is_alive():",
+           "            while in_driver is not None and not pressed:",
+           ("tests/test_engine.py",)),
     Mutant("driver-helps-from-the-front", "mlmprep/engine.py",  # the driver takes the tasks the workers take first
            "                    bounds[1] -= 1\n                    index = bounds[1]\n",
            "                    index = bounds[0]\n                    bounds[0] += 1\n",
@@ -128,19 +146,20 @@ MUTANTS = [
            "self.sizes[len(self.offsets) - 1] is not None:", "True:\n            self.sizes = [x or 0 for x in self.sizes]\n            if False:",
            ("tests/test_sharded.py",)),
     Mutant("then-after-the-whole-phase", "mlmprep/engine.py",  # tasks made ready wait for every first-phase result
-           "        submit(later)\n        while pending:\n"
+           "        top_up()\n        while pending:\n"
            "            done, pending = wait(pending, timeout=WATCH_S, return_when=FIRST_COMPLETED)\n"
            "            drain(pool.started, running)\n"
            "            for future in sorted(done, key=futures.get):\n"
            "                results[futures[future]] = future.result()\n"
-           "                submit(finished(futures[future], results[futures[future]]))\n",
-           "        while pending or later:\n"
-           "            if not pending:\n                submit(later)\n                later = []\n                continue\n"
+           "                queue.extendleft(reversed(finished(futures[future], results[futures[future]])))\n",
+           "        top_up()\n        held = []\n        while pending or held:\n"
+           "            if not pending:\n                queue.extend(held)\n                held = []\n"
+           "                top_up()\n                continue\n"
            "            done, pending = wait(pending, timeout=WATCH_S, return_when=FIRST_COMPLETED)\n"
            "            drain(pool.started, running)\n"
            "            for future in sorted(done, key=futures.get):\n"
            "                results[futures[future]] = future.result()\n"
-           "                later += finished(futures[future], results[futures[future]])\n",
+           "                held += finished(futures[future], results[futures[future]])\n",
            ("tests/test_engine.py",)),
     Mutant("driver-tokenizer-reloaded", "mlmprep/build.py",  # the driver loads the staged tokenizer again
            '        adopt_tokenizer(stage / "tokenizer.json", tok)', "        pass",

@@ -158,6 +158,18 @@ def test_tasks_a_result_makes_ready_run_with_then_before_the_first_phase_ends(wo
     assert len(run_tasks(square_then, first[1:3], engine=Engine(workers=workers), on_result=ready)) == 2  # no `then`
 
 
+@pytest.mark.parametrize("workers", [1, 2])
+def test_tasks_made_ready_go_ahead_of_the_first_phase_tasks_not_started(workers):
+    """A task the first result makes ready starts before most first-phase tasks, though those were all given
+    first: a build's write task runs as soon as its shards are in, and the shards can be let go."""
+    first = [("read", i, 0.05) for i in range(30)]
+    results = run_tasks(square_then, first, engine=Engine(workers=workers), then=square_then,
+                        on_result=lambda index, result: [("write", 7, 0.0)] if index == 0 else None)
+    assert results[30][:2] == ("write", 49)
+    write_started = results[30][3]
+    assert sum(started > write_started for *_, started, _ in results[:30]) >= (29 if workers == 1 else 20)
+
+
 def test_an_error_in_a_task_run_with_then_arrives_as_itself():
     with pytest.raises(CorpusError, match="^corpus.txt at byte 300"):
         run_tasks(cube_later, [Shard(i) for i in range(4)], engine=Engine(workers=2),

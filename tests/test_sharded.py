@@ -184,20 +184,45 @@ def test_an_output_file_is_written_as_soon_as_the_shards_before_its_end_are_read
     cfg = BuildConfig(validation_fraction=0.3, seed=5)
     files = OutputFiles(Layout(cfg, "stage", 1, content_length=4, window_length=4, doc_eos=1), rows_per_file=3,
                         shards=5, seeds=(11, 12), validation_seed=13)
-    sizes = [5, 6, 0, 13, 9]  # stream tokens (documents and their EOS) of each shard: 33 in all, 8 windows
+    sizes = [5, 7, 0, 12, 9]  # stream tokens (documents and their EOS) of each shard: 33 in all, 8 windows
 
     def done(index):
         result = {"tokens": sizes[index] - 1, "documents": 1, "rows": 0}
         return [(t.index, t.first, t.count) for t in files.shard_done(index, result)]
 
     assert done(3) == [] and done(0) == [] and done(2) == []  # shard 1 is missing: only 5 tokens are known
-    assert done(1) == [(0, 0, 3)]  # 24 tokens known (5 + 6 + 0 + 13): file 0 needs 12 + 1, file 1 needs 24 + 1
+    assert done(1) == [(0, 0, 3)]  # 24 tokens known (5 + 7 + 0 + 12): file 0 needs 12 + 1, file 1 needs 24 + 1
     assert done(4) == [(1, 3, 3)]  # 33: file 1 is whole; file 2 (windows 6 and 7, the end) waits for the rest
     assert [(t.index, t.first, t.count) for t in files.rest(sizes)] == [(2, 6, 2)]
     held = held_out(0, 8, 0.3, 5)
     assert [(t.first_train, t.first_validation) for t in files.tasks] == \
         [(int((~held[:f]).sum()), int(held[:f].sum())) for f in (0, 3, 6)]
-    assert files.train == int((~held).sum()) and files.tasks[0].plan.offsets == (0, 5, 11, 11, 24)
+    assert files.train == int((~held).sum()) and files.tasks[0].plan.offsets == (0, 5, 12, 12, 24)
+    # file 1 reads tokens 11-24 (from the one before its first window), file 2 tokens 23-32
+    assert files.written(0) == [0]  # shard 1 (tokens 5-11) ends with the token before file 1's first window
+    assert files.written(2) == []  # file 1, not written yet, still reads shards 1, 3 and 4
+    assert files.written(1) == [1, 2, 3, 4]
+
+
+@pytest.mark.parametrize("case", ["tokens-stream-span", "tokens-doc-mlm"])
+def test_staged_shards_are_let_go_as_the_files_that_read_them_are_written(tmp_path, corpus_with_blanks,
+                                                                          tiny_tokenizer_path, case, monkeypatch):
+    """Each file is written as soon as its shards are read, and the shards no file still needs are deleted, so
+    the staging directory never holds the whole corpus's tokens."""
+    import mlmprep.build
+    from mlmprep.pipeline import write_file
+
+    staged = []
+
+    def counting(task):
+        staged.append(len(list((Path(task.plan.layout.stage) / "shards").glob("shard-*"))) // 2)  # .ids and .lens
+        return write_file(task)
+
+    monkeypatch.setattr(mlmprep.build, "write_file", counting)
+    build_tiny(tmp_path / "one", corpus_with_blanks, tiny_tokenizer_path, workers=1, **{**CASES[case], **SMALL})
+    shards = len(file_shards([(corpus_with_blanks, corpus_with_blanks.stat().st_size)], SMALL["shard_bytes"]))
+    assert len(staged) >= 3 and shards >= 10
+    assert max(staged) <= shards // 2 and staged[-1] < shards // 2, (staged, shards)
 
 
 @pytest.mark.parametrize("doc_sep", ["line", "blank"])
