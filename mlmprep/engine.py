@@ -33,6 +33,8 @@ from mlmprep.errors import ConfigError, MlmprepError
 RAY_RETRIES = 3  # attempts after the first when a Ray worker dies mid-task
 TASKS_PER_WORKER = 24  # reading tasks per worker (at most): the last round, uneven, leaves a core idle for 1/24 of it
 AHEAD_PER_WORKER = 2  # local tasks submitted per worker, running or queued: the rest wait in the driver, behind `then`
+RAY_AHEAD_PER_CPU = 2  # the same on Ray with --workers 0, per CPU of the cluster (looked up again every RAY_RESIZE_S)
+RAY_RESIZE_S = 5.0
 WATCH_S = 1.0  # how often the driver looks for a dead local worker itself, while no task finishes
 
 
@@ -45,7 +47,7 @@ class Engine:
     """Where build tasks run: "local" worker processes, or a "ray" cluster."""
 
     kind: str = "local"  # "local" | "ray"
-    workers: int = 0  # local processes (0: all cores; 1: in the driver, in order); on Ray, tasks in flight (0: all)
+    workers: int = 0  # local processes (0: all cores; 1: in the driver, in order); on Ray, tasks in flight (0: 2 a CPU)
     ray_address: str | None = None  # None: start or join a local Ray instance
 
     def __post_init__(self) -> None:
@@ -444,9 +446,14 @@ def run_ray(calls: list, engine: Engine, finished: Callable[[int, Any], list]) -
         results: list = []
         waiting: list[int] = list(range(len(calls)))  # not submitted yet, in order
         pending: list = []
+        limit, sized = engine.workers, -RAY_RESIZE_S
         while waiting or pending:  # on an error the rest are left to Ray: a job's tasks end when its driver leaves
-            # --workers N: at most N tasks in flight on the cluster; 0: all at once, Ray runs as many as it has CPUs
-            while waiting and (not engine.workers or len(pending) < engine.workers):
+            # --workers N: at most N tasks in flight on the cluster; 0: two per CPU it has (a cluster that grows
+            # gets more), so that tasks made ready go ahead of the rest rather than behind all of them
+            if not engine.workers and time.monotonic() - sized >= RAY_RESIZE_S:
+                limit = RAY_AHEAD_PER_CPU * max(1, int(ray.cluster_resources().get("CPU", 1)))
+                sized = time.monotonic()
+            while waiting and len(pending) < limit:
                 i = waiting.pop(0)
                 fn, task = calls[i]
                 ref = remote.options(name=f"mlmprep {name(task)}").remote(fn, task)

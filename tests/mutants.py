@@ -124,6 +124,10 @@ MUTANTS = [
            "            while in_driver is not None and not pressed and submitter.is_alive():",
            "            while in_driver is not None and not pressed:",
            ("tests/test_engine.py",)),
+    Mutant("ray-gets-every-task-at-once", "mlmprep/engine.py",  # --workers 0 on Ray: no cap, writes behind reads
+           "limit = RAY_AHEAD_PER_CPU * max(1, int(ray.cluster_resources().get(\"CPU\", 1)))",
+           "limit = len(calls) + 1",
+           ("tests/test_ray.py",)),
     Mutant("driver-helps-from-the-front", "mlmprep/engine.py",  # the driver takes the tasks the workers take first
            "                    bounds[1] -= 1\n                    index = bounds[1]\n",
            "                    index = bounds[0]\n                    bounds[0] += 1\n",

@@ -64,6 +64,14 @@ def one_at_a_time(task):
         f.write(f"{start} {time.time()}")
 
 
+def sleep_for(task):
+    """(name, start time) of a task that sleeps `wait` seconds."""
+    name, wait = task
+    started = time.time()
+    time.sleep(wait)
+    return name, started
+
+
 def refuse_7(i):
     if i == 7:
         raise CorpusError(f"corpus.txt at byte {i}: not UTF-8")
@@ -121,6 +129,9 @@ def main(cfg):
             os.mkdir(spans)
             run_tasks(one_at_a_time, [(spans, i) for i in range(3)], engine=Engine(kind="ray", workers=1, ray_address=cluster.address))
             report["spans"] = sorted(tuple(map(float, open(os.path.join(spans, n)).read().split())) for n in os.listdir(spans))
+            made = run_tasks(sleep_for, [(f"read-{i}", 0.3) for i in range(12)], engine=engine, then=sleep_for,
+                             on_result=lambda i, result: [("write", 0.0)] if i == 0 else None)
+            report["then"] = [started for _, started in made[:12]], made[12]
             try:
                 run_tasks(refuse_7, [6, 7, 8], engine=engine)
             except CorpusError as exc:
@@ -292,6 +303,14 @@ def test_workers_caps_the_tasks_in_flight_on_the_cluster(cluster_run):
     _, report = cluster_run
     spans = report["spans"]
     assert len(spans) == 3 and all(end <= start for (_, end), (start, _) in zip(spans, spans[1:]))
+
+
+def test_a_task_made_ready_goes_ahead_of_the_tasks_not_submitted(cluster_run):
+    """With --workers 0 the cluster is given two tasks per CPU at a time, so a task that a result makes ready
+    (a write whose shards are read) starts before most of the reads given before it."""
+    _, report = cluster_run
+    reads, (name, write_started) = report["then"]
+    assert name == "write" and sum(started > write_started for started in reads) >= 6, report["then"]
 
 
 def test_a_task_error_arrives_as_its_own_class_and_message(cluster_run):
