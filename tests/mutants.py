@@ -94,8 +94,9 @@ MUTANTS = [
            '    from mlmprep import _kernels\n\n    _kernels.warm_up()\n    with np.errstate(over="ignore"):\n        return int(stream_key(',
            ("tests/test_engine.py",)),
     Mutant("cli-starts-workers-late", "cli/build.py",  # the forkserver starts after the pipeline's imports
-           "    start_workers_early(cfg)\n    from mlmprep.build import build as run_build\n",
-           "    from mlmprep.build import build as run_build\n    start_workers_early(cfg)\n",
+           "    if not STARTED_EARLY:  # else start_workers_before_parsing has done it, from the same options\n"
+           "        start_workers_early(cfg)\n    from mlmprep.build import build as run_build\n",
+           "    from mlmprep.build import build as run_build\n    if not STARTED_EARLY:\n        start_workers_early(cfg)\n",
            ("tests/test_engine.py",)),
     Mutant("cli-starts-workers-after-parsing", "cli/__init__.py",  # no early start: the server waits for typer
            '    if sys.argv[1:2] == ["build"]:', '    if False:',
@@ -136,10 +137,11 @@ MUTANTS = [
            "min(threads * engine.processes(1 << 30), len(", "min(threads, len(",
            ("tests/test_engine.py",)),
     Mutant("driver-ignores-ctrl-c", "mlmprep/engine.py",  # the driver goes on reading shards after a Ctrl-C
-           "            while in_driver is not None and not pressed:\n", "            while in_driver is not None:\n",
+           "            while in_driver is not None and not pressed and submitter.is_alive():\n",
+           "            while in_driver is not None and submitter.is_alive():\n",
            ("tests/test_engine.py",)),
     Mutant("workers-rerun-the-script", "cli/__init__.py",  # each worker imports the whole CLI again at its start
-           "    as_package_main()\n    try:\n", "    try:\n", ("tests/test_engine.py",)),
+           "    as_package_main()\n    if sys.argv", "    if sys.argv", ("tests/test_engine.py",)),
     Mutant("files-wait-for-every-shard", "mlmprep/build.py",  # phase 2 starts only once phase 1 is over
            "        while self.needs(len(self.tasks) + 1) <= self.offsets[-1]:\n",
            "        while False:\n", ("tests/test_sharded.py",)),
