@@ -191,6 +191,13 @@ class LocalPool:
                                             initargs=(os.getpid(), self.started))
         self.workers: dict = {}  # pid -> process, every one the pool spawned
 
+    def submit(self, call: tuple, index: int) -> Any:
+        """The future of call (fn, task) on a worker, reported as task `index`; a worker the executor spawns for
+        it is registered at once, so that terminate stops it."""
+        future = self.executor.submit(run_in_worker, *call, index)
+        self.workers.update(self.executor._processes or {})  # noqa: SLF001
+        return future
+
     def terminate(self) -> None:
         """Stop running tasks now, not at their end."""
         self.workers.update(self.executor._processes or {})  # noqa: SLF001
@@ -225,10 +232,9 @@ def run_local(calls: list, pool: LocalPool, finished: Callable[[int, Any], list]
             results.extend([None] * (len(calls) - len(results)))
             while queue and len(pending) < pool.ahead:
                 index = queue.popleft()
-                future = pool.executor.submit(run_in_worker, *calls[index], index)
+                future = pool.submit(calls[index], index)
                 futures[future] = index
                 pending.add(future)
-                pool.workers.update(pool.executor._processes or {})  # noqa: SLF001 - one it spawned now, say
 
         top_up()
         while pending:
@@ -273,8 +279,7 @@ def submit_all(calls: list, pool: LocalPool, results: list, finished: Callable[[
                         return
                     index = bounds[0]
                     bounds[0] += 1
-                futures[pool.executor.submit(run_in_worker, *calls[index], index)] = index
-                pool.workers.update(pool.executor._processes or {})  # noqa: SLF001
+                futures[pool.submit(calls[index], index)] = index
         except BaseException as exc:  # noqa: BLE001 - a worker died while the rest were being submitted
             failed.append(exc)
 

@@ -234,7 +234,7 @@ def _jsonl(path: Path, stats: CorpusStats, opts: ReadOptions, start: int = 0, en
     """One document per JSON line; blank lines between records are ignored."""
     for offset, lines in _line_blocks(path, stats, opts.on_decode_error, start, end):
         for k, text in enumerate(lines):
-            if text is None or not text or text.isspace():
+            if not text or text.isspace():  # blank, or skipped as undecodable (None)
                 continue
             where = functools.partial(line_at, path, offset, k)
             try:
