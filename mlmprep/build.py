@@ -9,6 +9,7 @@ done), sums their counts, finishes the splits and writes the manifest last.
 from __future__ import annotations
 
 import contextlib
+import glob
 import itertools
 import math
 import os
@@ -62,6 +63,7 @@ from mlmprep.tokenize import (
 from mlmprep.windows import MIN_ROW, WindowStats, segment_chars
 from mlmprep.write import (
     FORMAT_VERSION,
+    build_directory,
     build_lock,
     check_output_path,
     data_files,
@@ -91,8 +93,9 @@ class BuildResult:
 
 def build(cfg: BuildConfig, *, log: Callable[[str], None] = print) -> BuildResult:
     """Build `cfg.out`, or report it up to date when it already holds this build of this corpus."""
-    out = Path(cfg.out)
+    out = build_directory(cfg.out)
     check_output_path(out, directory=True)  # before reading the corpus or training a tokenizer
+    check_outside_corpus(out, cfg.corpus)
     corpus = open_corpus(
         cfg.corpus,
         dataset=cfg.dataset,
@@ -120,6 +123,16 @@ def build(cfg: BuildConfig, *, log: Callable[[str], None] = print) -> BuildResul
             manifest = write_build(cfg, corpus, given_tokenizer, stage, log, engine)
             publish(stage, out)
     return BuildResult(out, manifest, up_to_date=False)
+
+
+def check_outside_corpus(out: Path, patterns: Iterable[str]) -> None:
+    """Refuse an --out inside a corpus directory (named, or matched by a glob): the next build would read it."""
+    for pattern in patterns:
+        matches = glob.glob(pattern, recursive=True) if not os.path.lexists(pattern) else [pattern]
+        for directory in filter(os.path.isdir, matches):
+            if Path(os.path.realpath(directory)) in (out, *out.parents):
+                raise ConfigError(f"--out {out}: inside the corpus directory {directory}, whose files the next build "
+                                  "would read as corpus; choose an --out outside it")
 
 
 def set_tokenizer_threads(threads: int, engine: Engine) -> None:

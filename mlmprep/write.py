@@ -168,13 +168,24 @@ def finish_split(directory: Path, widths: dict[str, int | None], parts: list[tup
 # Publishing a build safely: one writer at a time, a staging directory, an atomic rename at the end.
 
 
+def build_directory(given: str | Path) -> Path:
+    """The directory a build's --out names, absolute and with links resolved: a link to a directory is written
+    through (its target is what the build replaces, the link stays), and "." is the current directory."""
+    out = Path(os.path.realpath(given or "."))
+    if out == out.parent:
+        raise ConfigError(f"--out {given}: the root directory cannot hold a build; choose another --out")
+    return out
+
+
 def check_output_path(out: Path, option: str = "--out", *, directory: bool = False) -> None:
     """Refuse an output path nothing can be written under, before any long work: a file on the way to it
     (FILE/sub), a directory where nothing may be created (/proc, /sys, read-only), or with `directory`, a
     file in the output directory's place. Leaves nothing behind."""
     if directory and os.path.lexists(out) and not os.path.isdir(out):
         raise ConfigError(f"{option} {out}: exists and is not a directory; choose another {option}")
-    existing = next(p for p in Path(out).parents if os.path.lexists(p))
+    existing = next((p for p in Path(os.path.abspath(out)).parents if os.path.lexists(p)), None)
+    if existing is None:
+        raise ConfigError(f"{option} {out}: the root directory cannot be replaced; choose another {option}")
     if not existing.is_dir():
         raise ConfigError(f"{option} {out}: {existing} is a file, not a directory; choose another {option}")
     try:
@@ -187,23 +198,31 @@ def check_output_path(out: Path, option: str = "--out", *, directory: bool = Fal
 
 @contextlib.contextmanager
 def build_lock(out: Path) -> Iterator[None]:
-    """Hold an exclusive lock on `out` for the whole build; a second build into it fails at once."""
+    """Hold an exclusive lock on `out` for the whole build; a second build into it fails at once. Directories
+    made for `out` (its missing parents) are removed again if the build fails."""
+    made = [p for p in Path(out).parents if not os.path.lexists(p)]
     out.parent.mkdir(parents=True, exist_ok=True)
     path = out.parent / f".{out.name}.lock"
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise CacheError(f"--out {out}: another mlmprep build is writing it now (lock {path}); wait for it") from None
-        if not path.exists() or os.stat(path).st_ino != os.fstat(fd).st_ino:
-            raise CacheError(f"--out {out}: another mlmprep build just finished with it; run the command again")
-        try:
-            yield
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise CacheError(f"--out {out}: another mlmprep build is writing it now (lock {path}); wait for it") from None
+            if not path.exists() or os.stat(path).st_ino != os.fstat(fd).st_ino:
+                raise CacheError(f"--out {out}: another mlmprep build just finished with it; run the command again")
+            try:
+                yield
+            finally:
+                path.unlink(missing_ok=True)
         finally:
-            path.unlink(missing_ok=True)
-    finally:
-        os.close(fd)  # closing releases the lock
+            os.close(fd)  # closing releases the lock
+    except BaseException:
+        for directory in made:  # innermost first; one that holds something now stays
+            with contextlib.suppress(OSError):
+                directory.rmdir()
+        raise
 
 
 @contextlib.contextmanager
@@ -270,8 +289,14 @@ def read_existing(out: Path, identity: dict, fingerprint: str, *, tokenizer_sha:
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        manifest = {}
-    differences = [
+        manifest = None
+    if not isinstance(manifest, dict) or not {"format_version", "mlmprep_version"} <= manifest.keys():
+        # not ours (or not readable as ours): --force does not replace it either
+        raise CacheError(f"--out {out}: exists and is not an mlmprep build ({MANIFEST} is not an mlmprep manifest); "
+                         "choose another --out")
+    differences = [] if manifest["format_version"] == FORMAT_VERSION else [
+        f"format_version: {manifest['format_version']!r} -> {FORMAT_VERSION}"]
+    differences += [
         f"{key}: {manifest.get('config', {}).get(key)!r} -> {value!r}"
         for key, value in identity.items()
         if manifest.get("config", {}).get(key) != value and not enough_seeds(key, manifest, value)

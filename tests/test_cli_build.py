@@ -266,6 +266,74 @@ def test_a_directory_that_is_not_a_build_is_never_replaced(tmp_path, tok, tiny_c
     assert leftovers(out) == ["mine"]
 
 
+@pytest.mark.parametrize("text", ['{"name": "my web app"}', "{not json"])
+def test_a_directory_whose_manifest_is_not_mlmprep_s_is_never_replaced(tmp_path, tok, tiny_corpus, text):
+    out = tmp_path / "app"
+    out.mkdir()
+    (out / "manifest.json").write_text(text, encoding="utf-8")
+    (out / "data.txt").write_text("precious", encoding="utf-8")
+    for force in ([], ["--force"]):
+        result = cli(*build_args(tiny_corpus, out, tok, *force))
+        assert_refused(result.exit_code, result.stderr, str(out), "not an mlmprep build")
+        assert "pass --force" not in result.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["data.txt", "manifest.json"]
+    assert (out / "data.txt").read_text() == "precious" and leftovers(out) == ["app"]
+
+
+def test_a_build_in_another_format_version_is_never_taken_as_up_to_date(tmp_path, tok, tiny_corpus):
+    out = tmp_path / "out"
+    assert cli(*build_args(tiny_corpus, out, tok)).exit_code == 0
+    newer = {**manifest(out), "format_version": 3}
+    (out / "manifest.json").write_text(json.dumps(newer), encoding="utf-8")
+    refused = cli(*build_args(tiny_corpus, out, tok))
+    assert_refused(refused.exit_code, refused.stderr, "format_version: 3 -> 2", "--force")
+    assert manifest(out) == newer
+    assert cli(*build_args(tiny_corpus, out, tok, "--force")).exit_code == 0 and manifest(out)["format_version"] == 2
+
+
+def test_an_out_that_is_a_symbolic_link_is_written_through(tmp_path, tok, tiny_corpus):
+    target, link = tmp_path / "disk" / "target", tmp_path / "link"
+    target.mkdir(parents=True)
+    link.symlink_to(target)
+    first = cli(*build_args(tiny_corpus, link, tok))
+    assert first.exit_code == 0, first.stderr
+    assert link.is_symlink() and (target / "manifest.json").is_file()
+    assert sorted(os.listdir(tmp_path)) == ["disk", "link"] and os.listdir(tmp_path / "disk") == ["target"]
+    again = cli(*build_args(tiny_corpus, link, tok, "--seed", "1", "--force"))
+    assert again.exit_code == 0 and manifest(target)["config"]["seed"] == 1 and link.is_symlink()
+    assert os.listdir(tmp_path / "disk") == ["target"]
+
+
+def test_out_dot_builds_into_the_current_directory_and_the_root_is_refused(tmp_path, tok, tiny_corpus):
+    here = tmp_path / "here"
+    here.mkdir()
+    result = run_cli(*build_args(tiny_corpus, Path("."), tok), cwd=here)
+    assert result.returncode == 0, result.stderr
+    assert (here / "manifest.json").is_file() and sorted(os.listdir(tmp_path)) == ["here"]
+    root = cli(*build_args(tiny_corpus, Path("/"), tok))
+    assert_refused(root.exit_code, root.stderr, "--out /", "root")
+
+
+def test_a_failed_build_leaves_no_directory_it_made_for_out(tmp_path, tok):
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"an undecodable \xff line\n")
+    result = cli(*build_args(bad, tmp_path / "new" / "deep" / "out", tok, "--on-decode-error", "fail"))
+    assert_refused(result.exit_code, result.stderr, "bad.txt line 1")
+    assert sorted(os.listdir(tmp_path)) == ["bad.txt"]
+
+
+def test_an_out_inside_a_corpus_directory_is_refused(tmp_path, tok, tiny_corpus):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "a.txt").write_bytes(tiny_corpus.read_bytes())
+    for out, named in ((corpus / "out", str(corpus)), (corpus / "sub" / "out", str(corpus))):
+        result = cli(*build_args(corpus, out, tok))
+        assert_refused(result.exit_code, result.stderr, f"--out {out}", named, "outside")
+    glob = cli(*build_args(Path(f"{tmp_path}/corp*"), corpus / "out", tok))
+    assert_refused(glob.exit_code, glob.stderr, str(corpus), "outside")
+    assert sorted(os.listdir(corpus)) == ["a.txt"]
+
+
 # ----------------------------------------------------------------------------------------------- inspect, remask
 
 

@@ -120,7 +120,8 @@ def test_read_existing_refuses_foreign_or_different_outputs(tmp_path):
             read_existing(out, {"seeds": 4}, "fp", tokenizer_sha=None, force=force)
     (out / "precious.txt").unlink()
     (out / "tokenizer.json").write_text("{}")
-    manifest = {"config": {"seeds": 4}, "corpus": {"fingerprint": "fp"}, "splits": {}, "tokenizer": {"file": "tokenizer.json"}}
+    manifest = {"config": {"seeds": 4}, "corpus": {"fingerprint": "fp"}, "splits": {}, "tokenizer": {"file": "tokenizer.json"},
+                "format_version": 2, "mlmprep_version": "test"}
     (out / "manifest.json").write_text(json.dumps(manifest))
     assert read_existing(out, {"seeds": 4}, "fp", tokenizer_sha=None, force=False) == manifest  # up to date
     assert read_existing(out, {"seeds": 4}, "fp", tokenizer_sha=None, force=True) is None
