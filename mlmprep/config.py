@@ -19,6 +19,13 @@ from mlmprep.errors import ConfigError
 
 C = TypeVar("C")
 
+# option -> (the option, value) it applies with: set to anything but its default elsewhere, it would be ignored
+APPLIES_WITH = {
+    "whole_word": ("objective", "mlm"), "mlm_probability": ("objective", "mlm"),
+    "noise_density": ("objective", "span"), "mean_span_length": ("objective", "span"),
+    "random_roll": ("objective", "span"), "ray_address": ("engine", "ray"),
+}
+
 
 @dataclass(frozen=True)
 class BuildConfig:
@@ -84,6 +91,7 @@ class BuildConfig:
             raise ConfigError(f"--validation-fraction must be in [0, 1), got {self.validation_fraction}")
         if self.corpus and self.dataset:
             raise ConfigError("give either corpus paths or --dataset, not both")
+        self.check_applies()
         if self.engine == "ray":  # every node must find the same files at the same paths
             paths = [self.out, *self.corpus]
             if self.dataset and Path(self.dataset.partition(":")[0]).exists():  # a save_to_disk directory
@@ -92,6 +100,13 @@ class BuildConfig:
                 if not Path(path).is_absolute():
                     raise ConfigError(f"--engine ray: {path} is a relative path; give an absolute path on "
                                       "storage every node of the cluster sees")
+
+    def check_applies(self) -> None:
+        """Refuse an option set where the objective or engine ignores it: the build would differ in name only."""
+        for key, (owner, value) in APPLIES_WITH.items():
+            if getattr(self, key) != getattr(BuildConfig, key) and getattr(self, owner) != value:
+                option, needs = "--" + key.replace("_", "-"), f"--{owner} {value}"
+                raise ConfigError(f"{option} applies to {needs} only; leave it out or use {needs}")
 
     def identity(self) -> dict[str, Any]:
         """The options that decide the output bytes; two builds with equal identities are the same build."""
@@ -118,7 +133,10 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"--config {path}: no such file")
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"--config {path}: not valid UTF-8 (byte {exc.start}); save it as UTF-8") from None
     try:
         if path.suffix.lower() in {".yaml", ".yml"}:
             import yaml

@@ -2,8 +2,8 @@
 
 Text files are read as bytes and decoded about 1 MB of whole lines at a time; a block holding undecodable
 bytes is decoded line by line, so --on-decode-error can replace, skip or refuse one bad line. Parquet, CSV
-and Arrow files are read in record batches. The exception is a `.json` file holding one top-level array,
-which is parsed whole (use JSON lines for large corpora).
+and Arrow files are read in record batches. The exception is a `.json` file holding one JSON document (a
+top-level array, or one object over several lines), which is parsed whole (use JSON lines for large corpora).
 
 Binary files: a .txt/.json/.jsonl file whose first 8 KiB hold NUL bytes and are over 1% undecodable (an
 image, an archive) or over 1% NUL (UTF-16 text) is refused. Other NULs are text, dropped by the clean stage,
@@ -245,11 +245,28 @@ def _jsonl(path: Path, stats: CorpusStats, opts: ReadOptions, start: int = 0, en
                 yield _record_text(record, opts.text_column, where)
 
 
-def _json(path: Path, stats: CorpusStats, opts: ReadOptions) -> Iterator[str | None]:
-    """JSON lines, or one top-level array of records (parsed whole)."""
+def whole_json(path: Path) -> bool:
+    """Whether a .json file is one JSON document, parsed whole, rather than JSON lines: a top-level array, or
+    one object spread over lines (its first line is an object cut short where the line ends, which no JSON
+    line is)."""
     with open(path, "rb") as f:
-        head = f.read(SNIFF_BYTES)
-    if not head.removeprefix(BOM).lstrip().startswith(b"["):
+        head = f.read(SNIFF_BYTES).removeprefix(BOM).lstrip()
+    if head.startswith(b"["):
+        return True
+    first, newline, _ = head.partition(b"\n")
+    if not (first.startswith(b"{") and newline):  # a first line longer than the head is a JSON line
+        return False
+    first_line = first.decode("utf-8", "replace").rstrip()
+    try:
+        json.loads(first_line)
+    except json.JSONDecodeError as exc:
+        return exc.pos == len(first_line)
+    return False
+
+
+def _json(path: Path, stats: CorpusStats, opts: ReadOptions) -> Iterator[str | None]:
+    """JSON lines, or one document parsed whole: an array of records, or one record."""
+    if not whole_json(path):
         yield from _jsonl(path, stats, opts)
         return
     text = "\n".join(_decoded(_line_blocks(path, stats, opts.on_decode_error)))
@@ -257,7 +274,7 @@ def _json(path: Path, stats: CorpusStats, opts: ReadOptions) -> Iterator[str | N
         records = json.loads(text)
     except json.JSONDecodeError as exc:
         raise CorpusError(f"{path} line {exc.lineno}: not valid JSON ({json_error(exc)})") from None
-    for i, record in enumerate(records):
+    for i, record in enumerate(records if isinstance(records, list) else [records]):
         where = functools.partial("{} record {}".format, path, i + 1)
         if _has_field(record, opts.text_column, where, stats):
             yield _record_text(record, opts.text_column, where)
@@ -268,8 +285,9 @@ def _json(path: Path, stats: CorpusStats, opts: ReadOptions) -> Iterator[str | N
 
 def column_texts(batches: Iterable, schema, source: str | Path, stats: CorpusStats, opts: ReadOptions,
                  first_row: int = 0):
-    """The text column of Arrow record batches (or tables); binary values are decoded like lines of text.
-    Rows are numbered in messages from `first_row` + 1 (a part read from the middle of a file)."""
+    """The text column of Arrow record batches (or tables); binary values, and string values that are not valid
+    UTF-8, are decoded like lines of text (--on-decode-error). Rows are numbered in messages from `first_row` + 1
+    (a part read from the middle of a file)."""
     import pyarrow as pa
 
     column = opts.text_column
@@ -284,16 +302,30 @@ def column_texts(batches: Iterable, schema, source: str | Path, stats: CorpusSta
     row = first_row
     try:
         for batch in batches:
-            for value in batch.column(column).to_pylist():
+            for value in _python_values(batch.column(column)):
                 row += 1
-                if is_binary and value is not None:
+                if isinstance(value, bytes):
                     try:
                         value = value.decode("utf-8")
                     except UnicodeDecodeError:
                         value = _undecodable(value, stats, opts.on_decode_error, lambda: f"{source} row {row}")
+                        if value is None:  # skipped: counted as a decode error, not as a null
+                            continue
                 yield value
     except (pa.ArrowException, OSError) as exc:  # damage found part way through the file
         raise CorpusError(f"{source} after row {row}: cannot read ({str(exc).splitlines()[0]})") from None
+
+
+def _python_values(array) -> list:
+    """The values of a text column's batch: str, or bytes for the caller to decode one by one where the column
+    is binary or is a string column holding invalid UTF-8 (Arrow writers do not check it): only such a batch
+    is converted twice."""
+    import pyarrow as pa
+
+    try:
+        return array.to_pylist()
+    except UnicodeDecodeError:
+        return array.cast(pa.large_binary()).to_pylist()
 
 
 def parquet_file(path: Path):

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mlmprep.errors import CorpusError
-from mlmprep.readers import BATCH_ROWS, READERS, SNIFF_BYTES, BOM, CorpusStats, ReadOptions, column_texts, \
-    line_boundary, paragraph_boundary, parquet_file
+from mlmprep.readers import BATCH_ROWS, READERS, CorpusStats, ReadOptions, column_texts, line_boundary, \
+    paragraph_boundary, parquet_file, whole_json
 from mlmprep.tokenize import call_groups
 
 BYTE_RANGED = (".txt", ".jsonl")  # and a .json file of JSON lines
@@ -70,7 +70,7 @@ def read_shard(shard: Shard, opts: ReadOptions, stats: CorpusStats) -> Iterator[
 
 def _file_texts(path: Path, shard: Shard, opts: ReadOptions, stats: CorpusStats) -> Iterator[str | None]:
     suffix = path.suffix.lower()
-    if suffix in BYTE_RANGED or (suffix == ".json" and not json_array(path)):
+    if suffix in BYTE_RANGED or (suffix == ".json" and not whole_json(path)):
         boundary = paragraph_boundary if suffix == ".txt" and opts.doc_sep == "blank" else line_boundary
         start = boundary(path, shard.start)
         end = None if shard.end is None else boundary(path, shard.end)
@@ -94,12 +94,6 @@ def read_unchanged(path: Path, size: int, texts: Iterator[str | None]) -> Iterat
         raise CorpusError(f"{path}: changed during the build ({size} -> {now} bytes); {fix}")
 
 
-def json_array(path: Path) -> bool:
-    """Whether a .json file holds one top-level array (read whole) rather than JSON lines."""
-    with open(path, "rb") as f:
-        return f.read(SNIFF_BYTES).removeprefix(BOM).lstrip().startswith(b"[")
-
-
 # ------------------------------------------------------------------------------------------------ planning
 
 
@@ -115,7 +109,7 @@ def file_shards(files: list[tuple[Path, int]], shard_bytes: int) -> list[Shard]:
 def _file_parts(path: Path, size: int, shard_bytes: int) -> list[tuple[int, int | None]]:
     suffix = path.suffix.lower()
     try:
-        if suffix in BYTE_RANGED or (suffix == ".json" and not json_array(path)):
+        if suffix in BYTE_RANGED or (suffix == ".json" and not whole_json(path)):
             starts = range(0, max(size, 1), shard_bytes)
             return [(s, s + shard_bytes if s + shard_bytes < size else None) for s in starts]
         if suffix == ".parquet":

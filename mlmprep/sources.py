@@ -38,6 +38,8 @@ def resolve(patterns: Sequence[str]) -> tuple[list[Path], list[str]]:
             raise CorpusError(f"{path}: no such file or directory; corpus paths are files, directories or globs")
         elif path.is_dir():
             _walk(path, found, skipped)
+        elif not path.is_file():  # a FIFO would block the build until something writes to it
+            raise CorpusError(f"{path}: not a regular file (a pipe or a device); save the corpus to a file")
         elif path.suffix.lower() not in SUPPORTED:
             kind = path.suffix or "(no extension)"
             raise CorpusError(f"{path}: unsupported file type {kind}; use one of {', '.join(SUPPORTED)}")

@@ -114,3 +114,73 @@ def test_vocab_size_with_a_given_tokenizer_is_refused(tmp_path, tiny_corpus, tok
     result = cli("build", tiny_corpus, "--out", out, "--tokenizer", tok, "--input-length", "32", *more)
     assert_refused(result.exit_code, result.stderr, "--vocab-size", f"--tokenizer {tok}")
     assert leftovers(out) == []
+
+
+@pytest.mark.parametrize(
+    "more, words",
+    [
+        (["--whole-word"], ("--whole-word applies to --objective mlm only", "use --objective mlm")),
+        (["--mlm-probability", "0.4"], ("--mlm-probability applies to --objective mlm only",)),
+        (["--objective", "mlm", "--noise-density", "0.2"], ("--noise-density applies to --objective span only",)),
+        (["--objective", "mlm", "--mean-span-length", "2"], ("--mean-span-length applies to --objective span only",)),
+        (["--objective", "mlm", "--random-roll"], ("--random-roll applies to --objective span only",)),
+        (["--ray-address", "127.0.0.1:6379"], ("--ray-address applies to --engine ray only", "use --engine ray")),
+    ],
+)
+def test_an_option_the_objective_or_engine_ignores_is_refused(tmp_path, tiny_corpus, tok, more, words):
+    out = tmp_path / "out"
+    result = cli("build", tiny_corpus, "--out", out, "--tokenizer", tok, "--input-length", "32", *more)
+    assert_refused(result.exit_code, result.stderr, *words)
+    assert leftovers(out) == []
+
+
+def test_an_option_the_objective_ignores_is_refused_from_a_config_file_too(tmp_path, tiny_corpus, tok):
+    (tmp_path / "opts.yaml").write_text("whole-word: true\n", encoding="utf-8")
+    out = tmp_path / "out"
+    result = cli("build", tiny_corpus, "--out", out, "--tokenizer", tok, "--config", tmp_path / "opts.yaml")
+    assert_refused(result.exit_code, result.stderr, "--whole-word applies to --objective mlm only")
+    assert leftovers(out) == []
+
+
+def test_options_the_objective_ignores_are_accepted_at_their_defaults():
+    from mlmprep.config import BuildConfig, make_config
+
+    span = make_config(BuildConfig, {"whole_word": False, "mlm_probability": 0.15, "engine": "local"})
+    mlm = make_config(BuildConfig, {"objective": "mlm", "whole_word": True, "mlm_probability": 0.3,
+                                    "noise_density": 0.15, "mean_span_length": 3, "random_roll": False})
+    assert span.identity() == BuildConfig().identity() and mlm.whole_word
+
+
+@pytest.mark.parametrize("name", ["c.yaml", "c.json"])
+def test_a_config_file_that_is_not_utf8_is_refused_in_one_line(tmp_path, tiny_corpus, tok, name):
+    (tmp_path / name).write_bytes(b"# r\xe9sum\xe9\nseeds: 2\n" if name == "c.yaml" else b'{"seeds": 2, "x": "\xe9"}')
+    out = tmp_path / "out"
+    result = cli("build", tiny_corpus, "--out", out, "--tokenizer", tok, "--config", tmp_path / name)
+    assert_refused(result.exit_code, result.stderr, f"--config {tmp_path / name}", "UTF-8")
+    assert leftovers(out) == []
+
+
+def write_bad_string_column(path: Path) -> Path:
+    """A .parquet file whose string column `text` holds a value that is not UTF-8 (row 2)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    text = pa.array([b"good text here", b"bad \xff bytes"], pa.binary()).view(pa.string())
+    pq.write_table(pa.table({"text": text}), path)
+    return path
+
+
+def test_invalid_utf8_in_a_string_column_with_decode_error_fail_is_one_line(tmp_path, tok):
+    corpus = write_bad_string_column(tmp_path / "badstr.parquet")
+    out = tmp_path / "out"
+    result = cli("build", corpus, "--out", out, "--tokenizer", tok, "--input-length", "32", "--seeds", "1",
+                 "--on-decode-error", "fail")
+    assert_refused(result.exit_code, result.stderr, "badstr.parquet row 2: invalid UTF-8", "--on-decode-error")
+    assert leftovers(out) == []
+
+
+def test_tokenizer_train_replaces_invalid_utf8_in_a_string_column(tmp_path):
+    corpus = write_bad_string_column(tmp_path / "badstr.parquet")
+    result = cli("tokenizer", "train", corpus, "--vocab-size", "1000", "--out", tmp_path / "tk.json")
+    assert result.exit_code == 0, result.stderr
+    assert (tmp_path / "tk.json").is_file()

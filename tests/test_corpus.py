@@ -192,6 +192,20 @@ def test_json_file_as_lines_or_as_one_array(tmp_path):
     assert list(corpus.documents()) == ["c"] and corpus.stats.missing_field_skipped == 2  # skipped, counted
 
 
+def test_json_file_holding_one_object_over_several_lines(tmp_path):
+    from mlmprep.readers import CorpusStats, ReadOptions
+    from mlmprep.shards import file_shards, read_shard
+
+    pretty = write(tmp_path / "one.json", '\ufeff\n{\n  "text": "hello",\n  "id": 1\n}\n')
+    assert docs(pretty) == ["hello"]
+    shards = file_shards([(pretty, pretty.stat().st_size)], 4)  # one document: one shard, however small shards are
+    assert [d for s in shards for d in read_shard(s, ReadOptions(), CorpusStats())] == ["hello"]
+    with pytest.raises(CorpusError, match=r"bad\.json line 3: not valid JSON"):
+        docs(write(tmp_path / "bad.json", '{\n  "text": "hello",\n  oops\n}\n'))
+    with pytest.raises(CorpusError, match=r"lines\.json line 1 \(byte 0\): not valid JSON"):  # a bad JSON line
+        docs(write(tmp_path / "lines.json", '{"text": oops}\n{"text": "b"}\n'))
+
+
 # ---------------------------------------------------------------------------------------------------- columnar
 
 
@@ -244,8 +258,40 @@ def test_columnar_non_text_column_is_refused(tmp_path):
 def test_csv_values_follow_the_decode_policy(tmp_path):
     path = write(tmp_path / "t.csv", b'id,text\n1,fine\n2,"bad \xff"\n3,also fine\n')
     assert docs(path) == ["fine", "bad \ufffd", "also fine"]
-    assert docs(path, on_decode_error="skip") == ["fine", "also fine"]
+    skipped = open_corpus([str(path)], on_decode_error="skip")
+    assert list(skipped.documents()) == ["fine", "also fine"]
+    assert (skipped.stats.decode_skipped_lines, skipped.stats.null_skipped) == (1, 0)  # not counted as a null too
     with pytest.raises(CorpusError, match=r"t\.csv row 2: invalid UTF-8"):
+        docs(path, on_decode_error="fail")
+
+
+def write_bad_string_column(path):
+    """A string column whose third value is not UTF-8 (Arrow writers do not check), as .parquet or .arrow,
+    in parts of two rows: the bad value is in the second part."""
+    text = pa.array([b"fine", None, b"bad \xff", b"also fine"], pa.binary()).view(pa.string())
+    table = pa.table({"text": text})
+    if path.suffix == ".parquet":
+        pq.write_table(table, path, row_group_size=2)
+        return path
+    return write_arrow_file(path, table, stream=False)
+
+
+@pytest.mark.parametrize("suffix", ["parquet", "arrow"])
+@pytest.mark.parametrize(
+    "policy, expected, counts",
+    [("replace", ["fine", "bad \ufffd", "also fine"], (1, 1, 0)), ("skip", ["fine", "also fine"], (1, 0, 1))],
+)
+def test_invalid_utf8_in_a_string_column_follows_the_decode_policy(tmp_path, suffix, policy, expected, counts):
+    corpus = open_corpus([str(write_bad_string_column(tmp_path / f"t.{suffix}"))], on_decode_error=policy)
+    assert list(corpus.documents()) == expected
+    s = corpus.stats
+    assert (s.decode_errors, s.decode_replaced_lines, s.decode_skipped_lines) == counts and s.null_skipped == 1
+
+
+@pytest.mark.parametrize("suffix", ["parquet", "arrow"])
+def test_invalid_utf8_in_a_string_column_fails_naming_file_and_row(tmp_path, suffix):
+    path = write_bad_string_column(tmp_path / f"t.{suffix}")
+    with pytest.raises(CorpusError, match=rf"t\.{suffix} row 3: invalid UTF-8; use --on-decode-error replace\|skip"):
         docs(path, on_decode_error="fail")
 
 
@@ -291,7 +337,9 @@ def test_bad_sources_name_the_path_and_the_fix(tmp_path):
     (tmp_path / "link.txt").symlink_to(tmp_path / "gone.txt")
     write(tmp_path / "data.xml", "<x/>")
     (tmp_path / "empty").mkdir()
+    os.mkfifo(tmp_path / "pipe.txt")  # reading it would wait for a writer forever
     cases = {
+        str(tmp_path / "pipe.txt"): r"pipe\.txt: not a regular file \(a pipe or a device\); save the corpus to a file",
         str(tmp_path / "missing.txt"): r"missing\.txt: no such file or directory",
         str(tmp_path / "link.txt"): r"link\.txt: broken symbolic link",
         str(tmp_path / "*.nothing"): r"\*\.nothing: the glob matches nothing",
