@@ -338,6 +338,10 @@ def start_worker(driver: int, started: Any) -> None:
     is killed (a pool's workers would wait for work forever), keep the task-start queue."""
     global STARTED
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # Numba's threading layer takes a lock from the default context as it starts. A "fork" one is anonymous;
+    # a forkserver one is a named semaphore, which a worker killed afterwards leaves to the resource tracker,
+    # and the tracker warns of it at exit, below the build's one error line.
+    multiprocessing.set_start_method("fork", force=True)
     threading.Thread(target=exit_with, args=(driver,), daemon=True).start()
     STARTED = started
 

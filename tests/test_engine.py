@@ -461,6 +461,36 @@ def test_a_worker_killed_mid_task_fails_the_run_with_one_line_and_no_hang(execut
     assert out.strip() == "a build worker died (signal 9) while running shard 2 of corpus.txt; nothing was published", err
 
 
+def suicide_after_masking(shard: Shard) -> int:
+    """Shard 2 runs a parallel masking kernel (Numba's threading layer starts), then is killed."""
+    if shard.index == 2:
+        import numpy as np
+
+        from mlmprep import mask
+
+        mask.span_corrupt(np.arange(10, 74, dtype=np.int32), np.array([0, 64]), seed=0, first_row=0, noise_density=0.15,
+                          mean_span_length=3.0, sentinels=np.arange(200, 190, -1, dtype=np.int32), eos_id=1)
+        os.kill(os.getpid(), signal.SIGKILL)
+    return shard.index
+
+
+def test_a_worker_killed_after_masking_leaves_the_resource_tracker_nothing_to_warn_about():
+    """Numba's threading layer takes a multiprocessing lock as it starts; one from a worker killed afterwards
+    must not be a named semaphore, which the resource tracker would report at exit below the one error line."""
+    proc = run_script("""
+        from mlmprep.engine import Engine, TaskFailed, run_tasks
+        from test_engine import Shard, suicide_after_masking
+        if __name__ == "__main__":
+            try:
+                run_tasks(suicide_after_masking, [Shard(i) for i in range(4)], engine=Engine(workers=2))
+            except TaskFailed as exc:
+                print(exc)
+    """)
+    out, err = communicate(proc, timeout=120)
+    assert "a build worker died (signal 9) while running shard 2" in out
+    assert proc.returncode == 0 and err == "", err
+
+
 def sleep_long(shard: Shard) -> int:
     Path(shard.marker, str(shard.index)).touch()
     time.sleep(600)
