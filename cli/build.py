@@ -218,10 +218,13 @@ def inspect_build(
     examples: Annotated[int, typer.Option(help="How many decoded examples to show.")] = 3,
 ) -> None:
     """Summarise a build and show decoded examples with their masked spans."""
-    from mlmprep.load import read_manifest
+    from mlmprep.load import check_split_files, read_manifest, tokenizer_path
     from mlmprep.report import build_summary, show_examples
 
     manifest = read_manifest(directory)
+    tokenizer_path(directory, manifest)  # a damaged build is refused in one line, before anything is shown
+    if split in manifest["splits"]:  # else show_examples names the splits there are
+        check_split_files(directory, manifest, split)
     typer.echo(build_summary(directory, manifest))
     typer.echo(show_examples(directory, manifest, split=split, n=examples))
 

@@ -93,8 +93,8 @@ class BuildResult:
 
 def build(cfg: BuildConfig, *, log: Callable[[str], None] = print) -> BuildResult:
     """Build `cfg.out`, or report it up to date when it already holds this build of this corpus."""
+    check_output_path(Path(cfg.out), directory=True)  # before reading the corpus or training a tokenizer
     out = build_directory(cfg.out)
-    check_output_path(out, directory=True)  # before reading the corpus or training a tokenizer
     check_outside_corpus(out, cfg.corpus)
     corpus = open_corpus(
         cfg.corpus,
@@ -503,7 +503,7 @@ def remask(out: str | Path, seeds: int, *, threads: int = 0, engine: Engine | No
     """Add splits seed-N .. seed-{seeds-1} to a build from its stored windows, one task per windows data
     file (phase 2 without the windows); return their names."""
     from mlmprep.config import check_range, make_config
-    from mlmprep.load import read_manifest
+    from mlmprep.load import build_tokenizer, read_manifest
 
     check_range("--seeds", seeds, low=1)
     engine = engine or Engine()
@@ -513,18 +513,18 @@ def remask(out: str | Path, seeds: int, *, threads: int = 0, engine: Engine | No
         have = len(manifest["seeds"])
         if seeds <= have:
             return []
-        cfg = make_config(BuildConfig, manifest["config"], source=str(manifest_path(out)))
-        tok = load_tokenizer(out / manifest["tokenizer"]["file"])
+        cfg = make_config(BuildConfig, BuildConfig.used(manifest["config"]), source=str(manifest_path(out)))
+        tok = build_tokenizer(out, manifest)
         masker = Masker(cfg, special_ids(tok), word_tables(tok), manifest["fixed_length"], manifest["window_length"])
-        files = data_files(out / "windows")
-        firsts = np.cumsum([0] + [file_rows(path) for path in files])
+        files = windows_files(out, manifest)
+        firsts = np.cumsum([0] + [stored_rows(out, path) for path, _ in files])
         layout = Layout(cfg, str(out), worker_threads(BuildConfig(threads=threads), engine, len(files)), 0,
                         manifest["window_length"], None)
         names = [f"seed-{k}" for k in range(have, seeds)]
         with contextlib.ExitStack() as stack:
             stages = {name: stack.enter_context(staging_dir(out / name)) for name in names}
             new = tuple((name, str(stages[name]), mask.row_seed(cfg.seed, k)) for k, name in zip(range(have, seeds), names))
-            tasks = [RemaskTask(layout, str(path), i, int(firsts[i]), new) for i, path in enumerate(files)]
+            tasks = [RemaskTask(layout, str(path), record, i, int(firsts[i]), new) for i, (path, record) in enumerate(files)]
             masked = run_tasks(remask_file, tasks, engine=engine)
             for result in masked:
                 masker.merge(result["masking"])
@@ -537,6 +537,31 @@ def remask(out: str | Path, seeds: int, *, threads: int = 0, engine: Engine | No
         manifest["config"]["seeds"] = seeds
         write_json(manifest_path(out), manifest)
     return names
+
+
+def windows_files(out: Path, manifest: dict) -> list[tuple[Path, dict | None]]:
+    """The stored windows' data files in order, each with its manifest record, which its task checks the file's
+    sha256 against: here every file of windows/ must be there at its recorded size, and state.json, which lists
+    them, unchanged."""
+    from mlmprep.load import check_split_files, damaged, file_problem
+
+    records = check_split_files(out, manifest, "windows")
+    state = out / "windows" / "state.json"
+    if problem := file_problem(state, records.get(state.name)):
+        raise damaged(out, state, problem)
+    return [(path, records.get(path.name)) for path in data_files(out / "windows")]
+
+
+def stored_rows(out: Path, path: Path) -> int:
+    """Rows in one stored windows file, from its record batches' headers; a damaged header is refused in one line."""
+    import pyarrow as pa
+
+    from mlmprep.load import damaged
+
+    try:
+        return file_rows(path)
+    except (OSError, pa.ArrowException) as exc:
+        raise damaged(out, path, f"not a readable Arrow stream ({str(exc).splitlines()[0]})") from None
 
 
 def train_tokenizer_file(corpus: Iterable[str], out: str | Path, *, vocab_size: int, text_column: str = "text",

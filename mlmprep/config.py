@@ -108,6 +108,13 @@ class BuildConfig:
                 option, needs = "--" + key.replace("_", "-"), f"--{owner} {value}"
                 raise ConfigError(f"{option} applies to {needs} only; leave it out or use {needs}")
 
+    @staticmethod
+    def used(stored: dict[str, Any]) -> dict[str, Any]:
+        """A stored build's options less those its objective ignores, which a build made before they were refused
+        may record (its bytes never depended on them)."""
+        return {key: value for key, value in stored.items() if key not in APPLIES_WITH
+                or stored.get(APPLIES_WITH[key][0], getattr(BuildConfig, APPLIES_WITH[key][0])) == APPLIES_WITH[key][1]}
+
     def identity(self) -> dict[str, Any]:
         """The options that decide the output bytes; two builds with equal identities are the same build."""
         speed_only = {"threads", "chunk_chars", "force", "out", "shard_bytes", "workers", "engine", "ray_address"}

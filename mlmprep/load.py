@@ -18,9 +18,10 @@ import numpy as np
 import pyarrow as pa
 from numba import njit
 
-from mlmprep.errors import CacheError
+from mlmprep.errors import CacheError, TokenizerError
 from mlmprep.mask import IGNORE
-from mlmprep.write import READ_VERSIONS, manifest_path
+from mlmprep.tokenize import load_tokenizer, tokenizer_sha256
+from mlmprep.write import READ_VERSIONS, file_sha256, manifest_path
 
 OBJECTIVES = ("span", "mlm")
 COLUMNS = ("input_ids", "labels")
@@ -42,6 +43,60 @@ def read_manifest(build_dir: str | Path) -> dict:
             f"{' or '.join(map(str, READ_VERSIONS))}; rebuild it with `mlmprep build ... --force` or use the mlmprep that wrote it"
         )
     return manifest
+
+
+def damaged(build_dir: str | Path, path: Path, problem: str) -> CacheError:
+    """The one-line error for a file of a build that is missing or changed, saying how to see every problem or rebuild."""
+    return CacheError(f"{path}: {problem}; the build is damaged: run `mlmprep verify {build_dir}` to see every problem, "
+                      f"or rebuild it with `mlmprep build ... --out {build_dir} --force`")
+
+
+def file_problem(path: Path, record: dict | None, *, content: bool = True) -> str | None:
+    """What is wrong with `path` against its manifest record (`bytes`, `sha256`), or None: not listed, missing,
+    another size, or (with `content`, a whole read) other bytes."""
+    if record is None:
+        return "not listed in the manifest"
+    if not path.is_file():
+        return "missing"
+    size = path.stat().st_size
+    if size != record["bytes"]:
+        return f"{size} bytes, manifest says {record['bytes']}"
+    if content and file_sha256(path) != record["sha256"]:
+        return "sha256 differs from the manifest (the file changed)"
+    return None
+
+
+def check_split_files(build_dir: Path, manifest: dict, name: str) -> dict[str, dict]:
+    """The manifest's records of split `name`'s files, by file name, once each is there at its recorded size:
+    a stat apiece (`verify` also hashes), so a command that reads the split refuses a damaged one in one line."""
+    entry = manifest.get("splits", {}).get(name)
+    if entry is None:
+        raise damaged(build_dir, manifest_path(build_dir), f"lists no split {name}")
+    records = {f["name"]: f for f in entry["files"]}
+    for file_name, record in records.items():
+        if problem := file_problem(build_dir / name / file_name, record, content=False):
+            raise damaged(build_dir, build_dir / name / file_name, problem)
+    return records
+
+
+def tokenizer_path(build_dir: Path, manifest: dict) -> Path:
+    """The build's tokenizer.json, refused in one line when it is missing."""
+    path = build_dir / manifest["tokenizer"]["file"]
+    if not path.is_file():
+        raise damaged(build_dir, path, "missing")
+    return path
+
+
+def build_tokenizer(build_dir: Path, manifest: dict):
+    """The build's own tokenizer, refused in one line when missing or changed: masks and decoding use its ids."""
+    path = tokenizer_path(build_dir, manifest)
+    try:
+        tok = load_tokenizer(path)
+    except TokenizerError:
+        raise damaged(build_dir, path, "not a readable tokenizer.json") from None
+    if tokenizer_sha256(tok) != manifest["tokenizer"]["sha256"]:
+        raise damaged(build_dir, path, "not the tokenizer the build used (sha256 differs)")
+    return tok
 
 
 @dataclass(frozen=True, eq=False)
@@ -235,14 +290,12 @@ def open_epoch(build_dir: str | Path, epoch: int) -> Split:
     entry = manifest.get("splits", {}).get(name)
     if entry is None:
         raise CacheError(f"{manifest_path(build_dir)}: lists {name} as a seed but has no splits entry for it; rebuild")
-    for f in entry.get("files", []):
-        file = build_dir / name / f["name"]
-        if not file.is_file() or file.stat().st_size != f["bytes"]:
-            raise CacheError(f"{file}: missing or not the {f['bytes']} bytes the manifest records; rebuild with --force")
+    check_split_files(build_dir, manifest, name)
     split = open_split(build_dir / name, objective=manifest["objective"])
     if len(split) != entry["rows"]:
         raise CacheError(f"{build_dir / name}: {len(split)} rows, the manifest says {entry['rows']}; rebuild with --force")
     return split
 
 
-__all__ = ["Column", "Split", "epoch_split", "open_epoch", "open_split", "read_manifest"]
+__all__ = ["Column", "Split", "build_tokenizer", "check_split_files", "damaged", "epoch_split", "file_problem",
+           "open_epoch", "open_split", "read_manifest", "tokenizer_path"]

@@ -476,6 +476,7 @@ class RemaskTask:
 
     layout: Layout
     windows_file: str
+    record: dict | None  # the manifest's `bytes` and `sha256` of windows_file (None: it lists none)
     index: int
     first_row: int
     seeds: tuple[tuple[str, str, int], ...]  # (split name, its staging directory, seed)
@@ -485,12 +486,19 @@ class RemaskTask:
 
 
 def remask_file(task: RemaskTask) -> dict:
-    """Mask one stored windows file with each new seed, as part `index` of each new split."""
+    """Mask one stored windows file with each new seed, as part `index` of each new split, once its bytes are
+    the ones the manifest records: masks of changed windows would look sound. The hash is this task's read of
+    the file; the masking reads it again from the page cache."""
+    from mlmprep.load import damaged, file_problem  # here: mlmprep.load imports Numba, which a build's start avoids
+
     layout = task.layout
+    path = Path(task.windows_file)
+    if problem := file_problem(path, task.record):
+        raise damaged(layout.stage, path, problem)
     worker = start_worker(layout)
     ids, tables = worker.ids, worker.tables
     mask.set_threads(layout.threads)
-    rows = concat_rows(list(iter_rows_of_file(Path(task.windows_file), "tokens")))
+    rows = concat_rows(list(iter_rows_of_file(path, "tokens")))
     masker = Masker(layout.cfg, ids, tables, layout.fixed, layout.window_length)
     parts = {name: mask_part(masker, Path(stage), task.index, rows, seed, task.first_row, name)
              for name, stage, seed in task.seeds}

@@ -14,10 +14,10 @@ from pathlib import Path
 import numpy as np
 
 from mlmprep import _kernels, mask
-from mlmprep.load import read_manifest
+from mlmprep.load import file_problem, read_manifest
 from mlmprep.tokenize import load_tokenizer, special_ids, tokenizer_sha256
 from mlmprep.windows import Rows, concat_rows
-from mlmprep.write import file_sha256, iter_rows
+from mlmprep.write import iter_rows
 
 SPAN_PROBLEMS = {
     1: "encoder length differs from the window's corrupted length",
@@ -86,14 +86,9 @@ def verify(out: str | Path, *, sample: int | None = None, seed: int = 0) -> Repo
 def check_files(out: Path, manifest: dict, report: Report) -> None:
     for name, split in manifest["splits"].items():
         for f in split["files"]:
-            path = out / name / f["name"]
             report.files += 1
-            if not path.is_file():
-                report.problems.append(f"{name}/{f['name']}: missing")
-            elif path.stat().st_size != f["bytes"]:
-                report.problems.append(f"{name}/{f['name']}: {path.stat().st_size} bytes, manifest says {f['bytes']}")
-            elif file_sha256(path) != f["sha256"]:
-                report.problems.append(f"{name}/{f['name']}: sha256 differs from the manifest (the file changed)")
+            if problem := file_problem(out / name / f["name"], f):
+                report.problems.append(f"{name}/{f['name']}: {problem}")
 
 
 def read_split(out: Path, name: str, manifest: dict, report: Report) -> dict[str, Rows] | None:

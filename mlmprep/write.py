@@ -171,10 +171,7 @@ def finish_split(directory: Path, widths: dict[str, int | None], parts: list[tup
 def build_directory(given: str | Path) -> Path:
     """The directory a build's --out names, absolute and with links resolved: a link to a directory is written
     through (its target is what the build replaces, the link stays), and "." is the current directory."""
-    out = Path(os.path.realpath(given or "."))
-    if out == out.parent:
-        raise ConfigError(f"--out {given}: the root directory cannot hold a build; choose another --out")
-    return out
+    return Path(os.path.realpath(given or "."))
 
 
 def check_output_path(out: Path, option: str = "--out", *, directory: bool = False) -> None:

@@ -261,6 +261,46 @@ MUTANTS = [
     Mutant("keep-one-more-checkpoint", "mlmprep/checkpoint.py",
            "for old in checkpoints(run)[: -cfg.keep_checkpoints]:", "for old in checkpoints(run)[: -cfg.keep_checkpoints - 1]:",
            ("tests/test_train.py",)),
+    # ------------------------------------------------------------ build output directory
+    Mutant("out-link-replaced", "mlmprep/write.py",  # a link --out is not resolved: the build replaces the link
+           "return Path(os.path.realpath(given or \".\"))", "return Path(os.path.abspath(given or \".\"))",
+           ("tests/test_cli_build.py::test_an_out_that_is_a_symbolic_link_is_written_through",)),
+    Mutant("foreign-manifest-replaced", "mlmprep/write.py",  # any manifest.json counts as a build, so --force deletes it
+           'if not isinstance(manifest, dict) or not {"format_version", "mlmprep_version"} <= manifest.keys():',
+           "if manifest is None:",
+           ("tests/test_cli_build.py::test_a_directory_whose_manifest_is_not_mlmprep_s_is_never_replaced",)),
+    Mutant("format-version-ignored", "mlmprep/write.py",  # a newer format with the same options is "up to date"
+           "differences = [] if manifest[\"format_version\"] == FORMAT_VERSION else [", "differences = [] if True else [",
+           ("tests/test_cli_build.py::test_a_build_in_another_format_version_is_never_taken_as_up_to_date",)),
+    Mutant("out-parents-left", "mlmprep/write.py",  # a failed build leaves the directories it made for --out
+           "made = [p for p in Path(out).parents if not os.path.lexists(p)]", "made = []",
+           ("tests/test_cli_build.py::test_a_failed_build_leaves_no_directory_it_made_for_out",)),
+    Mutant("out-inside-corpus", "mlmprep/build.py",  # an --out inside a corpus directory is accepted
+           "    check_outside_corpus(out, cfg.corpus)\n", "",
+           ("tests/test_cli_build.py::test_an_out_inside_a_corpus_directory_is_refused",)),
+    Mutant("worker-named-semaphores", "mlmprep/engine.py",  # Numba's lock in a killed worker: the tracker warns
+           '    multiprocessing.set_start_method("fork", force=True)\n', "",
+           ("tests/test_engine.py::test_a_worker_killed_after_masking_leaves_the_resource_tracker_nothing_to_warn_about",)),
+    # ------------------------------------------------------------ corpus and options
+    Mutant("string-column-undecoded", "mlmprep/readers.py",  # invalid UTF-8 in a string column fails the build
+           "return array.cast(pa.large_binary()).to_pylist()", "raise",
+           ("tests/test_corpus.py::test_invalid_utf8_in_a_string_column_follows_the_decode_policy",)),
+    Mutant("ignored-option-accepted", "mlmprep/config.py",  # --whole-word with span: a build different in name only
+           "        self.check_applies()\n", "",
+           ("tests/test_cli_errors.py::test_an_option_the_objective_or_engine_ignores_is_refused",)),
+    Mutant("fifo-read", "mlmprep/sources.py",  # a named pipe as corpus blocks the build
+           "        elif not path.is_file():", "        elif False:",
+           ("tests/test_corpus.py::test_bad_sources_name_the_path_and_the_fix",)),
+    # ------------------------------------------------------------ remask and inspect of damaged builds
+    Mutant("remask-unchecked-windows", "mlmprep/pipeline.py",  # masks of changed windows would look sound
+           "if problem := file_problem(path, task.record):", "if problem := None:",
+           ("tests/test_damaged_builds.py",)),
+    Mutant("inspect-unchecked-split", "cli/build.py",  # a split with a missing file: a traceback
+           "        check_split_files(directory, manifest, split)\n", "        pass\n",
+           ("tests/test_damaged_builds.py",)),
+    Mutant("remask-keeps-ignored-options", "mlmprep/build.py",  # an older build's stored whole_word under span
+           'BuildConfig.used(manifest["config"])', 'manifest["config"]',
+           ("tests/test_sharded.py::test_a_build_that_stored_an_option_its_objective_ignores_still_remasks",)),
     Mutant("optimizer-state-not-restored", "mlmprep/checkpoint.py",
            "optimizer.load_state_dict(torch.load(path / \"optimizer.pt\"", "(torch.load(path / \"optimizer.pt\"",
            ("tests/test_train.py", "tests/test_train_options.py")),

@@ -328,6 +328,24 @@ def test_a_format_1_build_still_loads_verifies_and_remasks(tmp_path, tiny_build)
     assert verify(old).ok
 
 
+def test_a_build_that_stored_an_option_its_objective_ignores_still_remasks(tmp_path, tiny_build):
+    """Before such options were refused a span build could record whole_word: true; its bytes never used it."""
+    import shutil
+
+    from mlmprep.build import remask
+    from mlmprep.engine import Engine
+
+    plain, old = tmp_path / "plain", tmp_path / "old"
+    shutil.copytree(tiny_build, plain)
+    shutil.copytree(tiny_build, old)
+    manifest = json.loads((old / "manifest.json").read_text())
+    assert manifest["objective"] == "span"
+    manifest["config"].update(whole_word=True, mlm_probability=0.4)
+    (old / "manifest.json").write_text(json.dumps(manifest))
+    assert remask(old, 3, engine=Engine(workers=1)) == remask(plain, 3, engine=Engine(workers=1)) == ["seed-2"]
+    assert hashes(old / "seed-2") == hashes(plain / "seed-2")
+
+
 def test_a_second_build_in_the_same_process_reads_its_own_staged_files(tmp_path, tiny_corpus, tiny_tokenizer_path):
     """In-process tasks (--workers 1, or a reused Ray worker) cache staged shards: never a previous build's."""
     other = tmp_path / "other.txt"

@@ -1,0 +1,137 @@
+"""`remask` and `inspect` refuse a damaged build with one line naming the file and what to do (exit 2), and
+leave it exactly as it was: a missing or truncated file, a changed tokenizer, and (remask) stored windows
+whose bytes differ from the sha256 the manifest records, which would otherwise mask new seeds from them."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import build_tiny
+from test_cli_build import assert_refused, cli, data_files, leftovers, manifest
+
+
+@pytest.fixture(scope="module")
+def several_files(tmp_path_factory, tiny_corpus, tiny_tokenizer_path) -> Path:
+    """A build whose windows/ has several data files; tests copy it before damaging it."""
+    out = build_tiny(tmp_path_factory.mktemp("several") / "data", tiny_corpus, tiny_tokenizer_path, rows_per_file=40)
+    assert len(list((out / "windows").glob("data-*.arrow"))) >= 3
+    return out
+
+
+def flip(path: Path, at: int) -> None:
+    """Invert two bytes of `path` from byte `at` on (a negative `at` counts from the end): same size, other bytes."""
+    data = bytearray(path.read_bytes())
+    at %= len(data)
+    data[at] ^= 0xFF
+    data[at + 1] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def truncate(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def second_data_file(split: Path) -> Path:
+    return sorted(split.glob("data-*.arrow"))[1]
+
+
+def changed_tokenizer(d: Path) -> None:
+    """The tokenizer with one piece renamed: a valid tokenizer.json, but not the build's."""
+    tok = json.loads((d / "tokenizer.json").read_text(encoding="utf-8"))
+    vocab = tok["model"]["vocab"]
+    vocab[10] = ["zzzq", vocab[10][1]]
+    (d / "tokenizer.json").write_text(json.dumps(tok), encoding="utf-8")
+
+
+def snapshot(d: Path) -> dict[str, bytes | None]:
+    """Every path under d's parent (hidden staging and lock names included) and every file's bytes."""
+    return {str(p.relative_to(d.parent)): p.read_bytes() if p.is_file() else None for p in sorted(d.parent.rglob("*"))}
+
+
+# damage -> (what it does to a copy of the build, the path the error line names relative to it, words it holds)
+REMASK_DAMAGES = {
+    "windows-removed": (lambda d: shutil.rmtree(d / "windows"), "windows/data-00000-of-", "missing"),
+    "state-json-removed": (lambda d: (d / "windows/state.json").unlink(), "windows/state.json", "missing"),
+    "state-json-changed": (lambda d: flip(d / "windows/state.json", 40), "windows/state.json", "sha256"),
+    "data-file-removed": (lambda d: second_data_file(d / "windows").unlink(), "windows/data-00001-of-", "missing"),
+    "data-file-truncated": (lambda d: truncate(second_data_file(d / "windows")), "windows/data-00001-of-", "bytes"),
+    "data-file-flipped": (lambda d: flip(second_data_file(d / "windows"), -600), "windows/data-00001-of-", "sha256"),
+    "data-file-header-flipped": (lambda d: flip(second_data_file(d / "windows"), 60), "windows/data-00001-of-", ""),
+    "tokenizer-removed": (lambda d: (d / "tokenizer.json").unlink(), "tokenizer.json", "missing"),
+    "tokenizer-changed": (changed_tokenizer, "tokenizer.json", "sha256"),
+}
+
+
+@pytest.mark.parametrize("damage", REMASK_DAMAGES)
+def test_remask_refuses_a_damaged_build_in_one_line_and_changes_nothing(tmp_path, several_files, damage):
+    harm, named, words = REMASK_DAMAGES[damage]
+    d = tmp_path / "data"
+    shutil.copytree(several_files, d)
+    harm(d)
+    before = snapshot(d)
+    result = cli("remask", d, "--seeds", "3")
+    assert_refused(result.exit_code, result.stderr, f"{d}/{named}", words, f"mlmprep verify {d}", "--force")
+    assert result.stdout == ""
+    assert snapshot(d) == before  # no seed-2, no manifest change, no staging or lock left
+    assert leftovers(d) == ["data"]
+
+
+def test_remask_of_several_checked_files_equals_a_build_with_more_seeds(tmp_path, several_files, tiny_corpus,
+                                                                        tiny_tokenizer_path):
+    """The checks refuse no sound build and change no byte: two workers remask several files, each checked."""
+    from mlmprep.build import remask
+    from mlmprep.engine import Engine
+
+    d = tmp_path / "data"
+    shutil.copytree(several_files, d)
+    assert remask(d, 3, engine=Engine(workers=2)) == ["seed-2"]
+    direct = build_tiny(tmp_path / "direct", tiny_corpus, tiny_tokenizer_path, rows_per_file=40, seeds=3)
+    assert data_files(d) == data_files(direct)
+    assert manifest(d)["splits"] == manifest(direct)["splits"]
+
+
+def test_a_format_1_build_with_changed_windows_is_not_remasked(tmp_path, tiny_build):
+    """Format 1 manifests record each file's bytes and sha256 as format 2 does: remask checks them the same way."""
+    from mlmprep.build import remask
+    from mlmprep.engine import Engine
+    from mlmprep.errors import CacheError
+
+    old = tmp_path / "old"
+    shutil.copytree(tiny_build, old)
+    recorded = json.loads((old / "manifest.json").read_text())
+    recorded["format_version"] = 1
+    for key in ("rows_per_file", "tokenizer_train_chars"):
+        recorded.pop(key, None)
+        recorded["config"].pop(key, None)
+    (old / "manifest.json").write_text(json.dumps(recorded))
+    flip(old / "windows/data-00000-of-00001.arrow", -600)
+    with pytest.raises(CacheError, match=r"windows/data-00000-of-00001.arrow: sha256 differs"):
+        remask(old, 3, engine=Engine(workers=1))
+    assert not (old / "seed-2").exists() and manifest(old) == recorded
+
+
+INSPECT_DAMAGES = {
+    "split-removed": (lambda d: shutil.rmtree(d / "validation"), ["--split", "validation"], "validation/data-00000-of-", "missing"),
+    "state-json-removed": (lambda d: (d / "seed-0/state.json").unlink(), [], "seed-0/state.json", "missing"),
+    "data-file-removed": (lambda d: second_data_file(d / "seed-0").unlink(), [], "seed-0/data-00001-of-", "missing"),
+    "data-file-truncated": (lambda d: truncate(min((d / "windows").glob("data-*"))), ["--split", "windows"],
+                            "windows/data-00000-of-", "bytes"),
+    "tokenizer-removed": (lambda d: (d / "tokenizer.json").unlink(), [], "tokenizer.json", "missing"),
+}
+
+
+@pytest.mark.parametrize("damage", INSPECT_DAMAGES)
+def test_inspect_refuses_a_damaged_build_in_one_line(tmp_path, several_files, damage):
+    harm, options, named, words = INSPECT_DAMAGES[damage]
+    d = tmp_path / "data"
+    shutil.copytree(several_files, d)
+    harm(d)
+    before = snapshot(d)
+    result = cli("inspect", d, *options)
+    assert_refused(result.exit_code, result.stderr, f"{d}/{named}", words, f"mlmprep verify {d}", "--force")
+    assert result.stdout == ""
+    assert snapshot(d) == before
