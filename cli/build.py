@@ -71,7 +71,7 @@ def build(
     seeds: Annotated[Optional[int], typer.Option(help="Differently masked copies, one per epoch slot. [default: 4]", show_default=False, rich_help_panel="Output")] = None,
     seed: Annotated[Optional[int], typer.Option(help="Base seed of masks and the validation hold-out. [default: 0]", show_default=False, rich_help_panel="Output")] = None,
     validation_fraction: Annotated[Optional[float], typer.Option(help="Share of windows held out for validation. [default: 0.02]", show_default=False, rich_help_panel="Output")] = None,
-    threads: Annotated[Optional[int], typer.Option(help="Tokenizer and masking threads inside each worker (0: the cores shared among the workers; with --workers 1, all); never changes the output. [default: 0]", show_default=False, rich_help_panel="Speed")] = None,
+    threads: Annotated[Optional[int], typer.Option(help="Tokenizer and masking threads inside each worker, at most the cores (0: the cores shared among the workers; with --workers 1, all); never changes the output. [default: 0]", show_default=False, rich_help_panel="Speed")] = None,
     force: Annotated[Optional[bool], typer.Option("--force", help="Rebuild even if --out is up to date or was built with other options.", rich_help_panel="Output")] = None,
     tokenizer_train_chars: Annotated[Optional[int], typer.Option(help="A trained tokenizer learns from a sample of this many characters, spread over the whole corpus (the whole corpus if smaller). [default: 10000000]", show_default=False, rich_help_panel="Tokenizer")] = None,
     rows_per_file: Annotated[Optional[int], typer.Option(help="Windows per data file of each split (0: about 512 K tokens' worth). [default: 0]", show_default=False, rich_help_panel="Output")] = None,

@@ -275,12 +275,14 @@ def write_build(cfg: BuildConfig, corpus: Corpus, tok, stage: Path, log: Callabl
 
 
 def worker_threads(cfg: BuildConfig, engine: Engine, tasks: int) -> int:
-    """--threads: tokenizer and masking threads inside one worker; unset, the cores shared among the workers."""
-    if cfg.threads or engine.kind == "local" and engine.processes(tasks) == 1:
-        return cfg.threads
+    """--threads: tokenizer and masking threads inside one worker (locally at most the cores: more would only
+    wait for each other); unset, the cores shared among the workers."""
+    cores = len(os.sched_getaffinity(0))
+    if cfg.threads:
+        return min(cfg.threads, cores) if engine.kind == "local" else cfg.threads
     if engine.kind == "ray":
         return 1
-    return max(1, len(os.sched_getaffinity(0)) // engine.processes(tasks))
+    return 0 if engine.processes(tasks) == 1 else max(1, cores // engine.processes(tasks))
 
 
 def output_rows(cfg: BuildConfig, window_length: int) -> int:

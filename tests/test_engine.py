@@ -202,6 +202,20 @@ def test_the_driver_tokenizes_on_as_many_cores_as_its_workers_share(monkeypatch,
     assert os.environ.get("RAYON_NUM_THREADS") == driver_threads
 
 
+@pytest.mark.parametrize(("threads", "engine", "tasks", "expected"), [
+    (5000, Engine(workers=1), 9, 16), (3, Engine(workers=1), 9, 3), (0, Engine(workers=1), 9, 0),
+    (0, Engine(workers=4), 9, 4), (0, Engine(workers=4), 1, 0), (64, Engine("ray"), 9, 64), (0, Engine("ray"), 9, 1),
+])
+def test_each_worker_gets_the_threads_asked_for_at_most_the_cores(monkeypatch, threads, engine, tasks, expected):
+    """--threads 5000 on a local build started 5000 tokenizer threads per worker (a 20 KB build took 29 s);
+    unset, the cores are shared (one process: 0, all of them); a Ray node's cores are not this machine's."""
+    from mlmprep.build import worker_threads
+    from mlmprep.config import BuildConfig
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)))
+    assert worker_threads(BuildConfig(threads=threads), engine, tasks) == expected
+
+
 def numba_in_worker(_: int) -> tuple[bool, bool, bool, bool, bool]:
     """(whether Numba's compiler was started before this task, whether a kernel was loaded, whether
     scipy.linalg and cffi are importable as usual, whether what a reading task imports first was there,
