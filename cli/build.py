@@ -225,8 +225,8 @@ def inspect_build(
     tokenizer_path(directory, manifest)  # a damaged build is refused in one line, before anything is shown
     if split in manifest["splits"]:  # else show_examples names the splits there are
         check_split_files(directory, manifest, split)
-    typer.echo(build_summary(directory, manifest))
-    typer.echo(show_examples(directory, manifest, split=split, n=examples))
+    summary = build_summary(directory, manifest)
+    typer.echo(f"{summary}\n{show_examples(directory, manifest, split=split, n=examples)}")  # nothing, if damaged
 
 
 @tokenizer_app.command("train", epilog=TOKENIZER_EXAMPLES, cls=HelpCommand)

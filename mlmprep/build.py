@@ -66,6 +66,7 @@ from mlmprep.write import (
     build_directory,
     build_lock,
     check_output_path,
+    damaged,
     data_files,
     file_rows,
     finish_split,
@@ -519,7 +520,7 @@ def remask(out: str | Path, seeds: int, *, threads: int = 0, engine: Engine | No
         tok = build_tokenizer(out, manifest)
         masker = Masker(cfg, special_ids(tok), word_tables(tok), manifest["fixed_length"], manifest["window_length"])
         files = windows_files(out, manifest)
-        firsts = np.cumsum([0] + [stored_rows(out, path) for path, _ in files])
+        firsts = np.cumsum([0] + [file_rows(path) for path, _ in files])
         layout = Layout(cfg, str(out), worker_threads(BuildConfig(threads=threads), engine, len(files)), 0,
                         manifest["window_length"], None)
         names = [f"seed-{k}" for k in range(have, seeds)]
@@ -545,25 +546,13 @@ def windows_files(out: Path, manifest: dict) -> list[tuple[Path, dict | None]]:
     """The stored windows' data files in order, each with its manifest record, which its task checks the file's
     sha256 against: here every file of windows/ must be there at its recorded size, and state.json, which lists
     them, unchanged."""
-    from mlmprep.load import check_split_files, damaged, file_problem
+    from mlmprep.load import check_split_files, file_problem
 
     records = check_split_files(out, manifest, "windows")
     state = out / "windows" / "state.json"
     if problem := file_problem(state, records.get(state.name)):
         raise damaged(out, state, problem)
     return [(path, records.get(path.name)) for path in data_files(out / "windows")]
-
-
-def stored_rows(out: Path, path: Path) -> int:
-    """Rows in one stored windows file, from its record batches' headers; a damaged header is refused in one line."""
-    import pyarrow as pa
-
-    from mlmprep.load import damaged
-
-    try:
-        return file_rows(path)
-    except (OSError, pa.ArrowException) as exc:
-        raise damaged(out, path, f"not a readable Arrow stream ({str(exc).splitlines()[0]})") from None
 
 
 def train_tokenizer_file(corpus: Iterable[str], out: str | Path, *, vocab_size: int, text_column: str = "text",

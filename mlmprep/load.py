@@ -21,7 +21,7 @@ from numba import njit
 from mlmprep.errors import CacheError, TokenizerError
 from mlmprep.mask import IGNORE
 from mlmprep.tokenize import load_tokenizer, tokenizer_sha256
-from mlmprep.write import READ_VERSIONS, file_sha256, manifest_path
+from mlmprep.write import READ_VERSIONS, damaged, file_sha256, manifest_path, read_batches
 
 OBJECTIVES = ("span", "mlm")
 COLUMNS = ("input_ids", "labels")
@@ -43,12 +43,6 @@ def read_manifest(build_dir: str | Path) -> dict:
             f"{' or '.join(map(str, READ_VERSIONS))}; rebuild it with `mlmprep build ... --force` or use the mlmprep that wrote it"
         )
     return manifest
-
-
-def damaged(build_dir: str | Path, path: Path, problem: str) -> CacheError:
-    """The one-line error for a file of a build that is missing or changed, saying how to see every problem or rebuild."""
-    return CacheError(f"{path}: {problem}; the build is damaged: run `mlmprep verify {build_dir}` to see every problem, "
-                      f"or rebuild it with `mlmprep build ... --out {build_dir} --force`")
 
 
 def file_problem(path: Path, record: dict | None, *, content: bool = True) -> str | None:
@@ -221,11 +215,7 @@ def open_split(path: str | Path, *, objective: str | None = None) -> Split:
             raise CacheError(f"{path / name}: listed in state.json but missing; the build is incomplete, rebuild it")
         mapped = pa.memory_map(str(path / name)).read_buffer()  # zero-copy: the whole file
         files.append(np.frombuffer(mapped, dtype=np.int32, count=mapped.size // 4))
-        try:
-            batches = list(pa.ipc.open_stream(mapped))
-        except pa.ArrowInvalid as exc:
-            raise CacheError(f"{path / name}: not an Arrow IPC stream ({exc}); rebuild the split") from None
-        for batch in batches:
+        for batch in read_batches(mapped, path / name):
             for column in COLUMNS:
                 if column not in batch.schema.names:
                     raise CacheError(f"{path / name}: no column {column!r} (has {', '.join(batch.schema.names)})")
@@ -297,5 +287,5 @@ def open_epoch(build_dir: str | Path, epoch: int) -> Split:
     return split
 
 
-__all__ = ["Column", "Split", "build_tokenizer", "check_split_files", "damaged", "epoch_split", "file_problem",
+__all__ = ["Column", "Split", "build_tokenizer", "check_split_files", "epoch_split", "file_problem",
            "open_epoch", "open_split", "read_manifest", "tokenizer_path"]

@@ -44,7 +44,7 @@ from mlmprep.windows import (
     segment_rows,
     with_eos,
 )
-from mlmprep.write import iter_rows_of_file, part_path, write_part
+from mlmprep.write import damaged, iter_rows_of_file, part_path, write_part
 
 STAGING = "shards"  # staging-directory subfolder of the phase-1 outputs; removed before publishing
 VALIDATION_SLOT = 1 << 20  # the validation split is masked once, with the seed of this (never trained) slot
@@ -195,7 +195,7 @@ def tokenize_shard(task: TokenizeTask) -> dict:
     into `shard-N.txt32` for --method text); returns its counts."""
     layout, cfg, index = task.layout, task.layout.cfg, task.shard.index
     worker = start_worker(layout)
-    tok, ids = worker.tok, worker.ids
+    tok = worker.tok
     stats = CorpusStats()
     clean = {"characters_removed": 0, "documents_emptied": 0}
     opts = ReadOptions(text_column=cfg.text_column, doc_sep=cfg.doc_sep, on_decode_error=cfg.on_decode_error)
@@ -489,7 +489,7 @@ def remask_file(task: RemaskTask) -> dict:
     """Mask one stored windows file with each new seed, as part `index` of each new split, once its bytes are
     the ones the manifest records: masks of changed windows would look sound. The hash is this task's read of
     the file; the masking reads it again from the page cache."""
-    from mlmprep.load import damaged, file_problem  # here: mlmprep.load imports Numba, which a build's start avoids
+    from mlmprep.load import file_problem  # here: mlmprep.load imports Numba, which a build's start avoids
 
     layout = task.layout
     path = Path(task.windows_file)

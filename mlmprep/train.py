@@ -430,6 +430,8 @@ def run_fit(cfg: TrainConfig, world: World, hook: Hook | None, on_end: Callable 
         state = checkpoint.load(resume_from, optimizer, rank=world.rank, world_size=world.size, device=world.device)
         adapter.load_state_dict(state["adapt"])
     step, epoch, cursor = state.pop("step", 0), state["epoch"], state["cursor"]
+    val = validation(cfg, manifest)  # the data is opened before RUN is written: a damaged build leaves no RUN
+    split, plan = epoch_plan(cfg, world, epoch)
     if world.main:
         run.mkdir(parents=True, exist_ok=True)
         write_json(run / checkpoint.CONFIG, to_dict(cfg))
@@ -439,11 +441,9 @@ def run_fit(cfg: TrainConfig, world: World, hook: Hook | None, on_end: Callable 
     ddp = wrap_ddp(model, world) if world.size > 1 else model
     collator = Collator(objective, tok["pad_id"], tok["decoder_start_id"], max_encoder_len=cfg.max_encoder_len,
                         max_decoder_len=cfg.max_decoder_len, pad_to_multiple_of=cfg.pad_to_multiple_of)
-    val = validation(cfg, manifest)
     if val is None:
         say(world, f"{cfg.data}: no validation rows (built with --validation-fraction 0?); evaluation is skipped")
 
-    split, plan = epoch_plan(cfg, world, epoch)
     targets = row_targets(split, collator)
     stats = plan_stats(plan, split.enc_lengths, split.dec_lengths, make_budget(cfg))
     say(world, f"{type(model).__name__}: {parameter_count(model) / 1e6:.2f}M parameters on {world.size} x {world.device.type}; "

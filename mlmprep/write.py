@@ -36,6 +36,12 @@ def manifest_path(build_dir: str | Path) -> Path:
     return Path(build_dir) / MANIFEST
 
 
+def damaged(build_dir: str | Path, path: Path, problem: str) -> CacheError:
+    """The one-line error for a file of a build that is missing or changed, saying how to see every problem or rebuild."""
+    return CacheError(f"{path}: {problem}; the build is damaged: run `mlmprep verify {build_dir}` to see every problem, "
+                      f"or rebuild it with `mlmprep build ... --out {build_dir} --force`")
+
+
 def file_sha256(path: Path) -> str:
     with open(path, "rb") as f:
         return hashlib.file_digest(f, "sha256").hexdigest()
@@ -341,10 +347,18 @@ def data_files(split_dir: Path) -> list[Path]:
     return [split_dir / entry["filename"] for entry in state["_data_files"]]
 
 
+def read_batches(source, path: Path) -> Iterator[pa.RecordBatch]:
+    """The record batches of data file `path` (of a split of a build) from `source`; damage is refused in one line."""
+    try:
+        yield from pa.ipc.open_stream(source)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise damaged(path.parent.parent, path, f"not a readable Arrow stream ({str(exc).splitlines()[0]})") from None
+
+
 def iter_rows_of_file(path: Path, column: str) -> Iterator[Rows]:
     """One data file's column, a record batch at a time."""
     with pa.memory_map(str(path)) as source:
-        for batch in pa.ipc.open_stream(source):
+        for batch in read_batches(source, path):
             arr = batch.column(column)
             values = arr.flatten().to_numpy(zero_copy_only=False).astype("int32", copy=False)
             if pa.types.is_fixed_size_list(arr.type):
@@ -359,4 +373,4 @@ def iter_rows_of_file(path: Path, column: str) -> Iterator[Rows]:
 def file_rows(path: Path) -> int:
     """Rows in one data file (its record batches' lengths; no column is read)."""
     with pa.memory_map(str(path)) as source:
-        return sum(batch.num_rows for batch in pa.ipc.open_stream(source))
+        return sum(batch.num_rows for batch in read_batches(source, path))

@@ -301,6 +301,13 @@ MUTANTS = [
     Mutant("remask-keeps-ignored-options", "mlmprep/build.py",  # an older build's stored whole_word under span
            'BuildConfig.used(manifest["config"])', 'manifest["config"]',
            ("tests/test_sharded.py::test_a_build_that_stored_an_option_its_objective_ignores_still_remasks",)),
+    Mutant("arrow-damage-traceback", "mlmprep/write.py",  # a damaged data file header: a traceback, not one line
+           "    except (pa.ArrowInvalid, OSError) as exc:\n        raise damaged(", "    except ZeroDivisionError as exc:\n        raise damaged(",
+           ("tests/test_damaged_builds.py",)),
+    Mutant("run-written-before-the-data-opens", "mlmprep/train.py",  # a damaged build leaves a RUN behind
+           "    split, plan = epoch_plan(cfg, world, epoch)\n    if world.main:\n        run.mkdir(parents=True, exist_ok=True)",
+           "    if world.main:\n        run.mkdir(parents=True, exist_ok=True)\n    split, plan = epoch_plan(cfg, world, epoch)",
+           ("tests/test_damaged_builds.py::test_training_refuses_a_data_file_with_a_damaged_header_in_one_line",)),
     Mutant("optimizer-state-not-restored", "mlmprep/checkpoint.py",
            "optimizer.load_state_dict(torch.load(path / \"optimizer.pt\"", "(torch.load(path / \"optimizer.pt\"",
            ("tests/test_train.py", "tests/test_train_options.py")),

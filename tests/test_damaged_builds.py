@@ -121,6 +121,8 @@ INSPECT_DAMAGES = {
     "data-file-truncated": (lambda d: truncate(min((d / "windows").glob("data-*"))), ["--split", "windows"],
                             "windows/data-00000-of-", "bytes"),
     "tokenizer-removed": (lambda d: (d / "tokenizer.json").unlink(), [], "tokenizer.json", "missing"),
+    "data-file-header-flipped": (lambda d: flip(min((d / "seed-0").glob("data-*")), 60), [], "seed-0/data-00000-of-",
+                                 "not a readable Arrow stream"),
 }
 
 
@@ -135,3 +137,14 @@ def test_inspect_refuses_a_damaged_build_in_one_line(tmp_path, several_files, da
     assert_refused(result.exit_code, result.stderr, f"{d}/{named}", words, f"mlmprep verify {d}", "--force")
     assert result.stdout == ""
     assert snapshot(d) == before
+
+
+def test_training_refuses_a_data_file_with_a_damaged_header_in_one_line(tmp_path, several_files):
+    """Same size, so the manifest's cheap size check passes: reading its record batches finds the damage."""
+    d = tmp_path / "data"
+    shutil.copytree(several_files, d)
+    flip(min((d / "seed-0").glob("data-*")), 60)
+    result = cli("train", d, "--model", "tiny", "--out", tmp_path / "run", "--max-steps", "1", "--warmup-steps", "0")
+    assert_refused(result.exit_code, result.stderr, f"{d}/seed-0/data-00000-of-", "not a readable Arrow stream",
+                   f"mlmprep verify {d}")
+    assert not (tmp_path / "run").exists()
