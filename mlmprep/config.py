@@ -19,6 +19,8 @@ from mlmprep.errors import ConfigError
 
 C = TypeVar("C")
 
+MIN_SHARD_BYTES = 1024  # the smallest --shard-bytes: tests cut tiny corpora into a few KB
+
 # option -> (the option, value) it applies with: set to anything but its default elsewhere, it would be ignored
 APPLIES_WITH = {
     "whole_word": ("objective", "mlm"), "mlm_probability": ("objective", "mlm"),
@@ -81,6 +83,9 @@ class BuildConfig:
         check_range("--tokenizer-train-chars", self.tokenizer_train_chars, low=1)
         check_range("--rows-per-file", self.rows_per_file, low=0)
         check_range("--shard-bytes", self.shard_bytes, low=0)
+        if 0 < self.shard_bytes < MIN_SHARD_BYTES:  # a task per byte: a 20 KB corpus took 36 s
+            raise ConfigError(f"--shard-bytes must be 0 (chosen from the corpus) or at least {MIN_SHARD_BYTES}, got "
+                              f"{self.shard_bytes}: each reading task costs about a millisecond of its own")
         if not 0.0 < self.noise_density < 1.0:
             raise ConfigError(f"--noise-density must be in (0, 1), got {self.noise_density}; T5 uses 0.15")
         if self.mean_span_length < 1.0:

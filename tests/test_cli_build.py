@@ -119,6 +119,7 @@ REFUSALS = {
     "noise-0": ("tiny.txt", ["--noise-density", "0"], ("--noise-density", "(0, 1)")),
     "noise-1": ("tiny.txt", ["--noise-density", "1"], ("--noise-density", "(0, 1)")),
     "noise-1.5": ("tiny.txt", ["--noise-density", "1.5"], ("--noise-density", "(0, 1)")),
+    "shard-bytes-1": ("tiny.txt", ["--shard-bytes", "1"], ("--shard-bytes", "at least 1024", "got 1")),
     "mean-span-0.5": ("tiny.txt", ["--mean-span-length", "0.5"], ("--mean-span-length", ">= 1")),
     "input-length-2": ("tiny.txt", ["--input-length", "2"], ("--input-length 2", "at least 3")),
     "spans-over-sentinels": ("tiny.txt", ["--input-length", "2048"], ("100 sentinels", "lower --input-length")),
