@@ -93,6 +93,22 @@ def corpora() -> Path:
     return CORPORA
 
 
+def format_1_copy(build: Path, dest: Path) -> dict:
+    """`build` copied to `dest` as a build written before the sharded layout looks (format 1: files cut every
+    512 MiB, no rows_per_file); its manifest."""
+    import json
+    import shutil
+
+    shutil.copytree(build, dest)
+    manifest = json.loads((dest / "manifest.json").read_text())
+    manifest["format_version"] = 1
+    for key in ("rows_per_file", "tokenizer_train_chars"):
+        manifest.pop(key, None)
+        manifest["config"].pop(key, None)
+    (dest / "manifest.json").write_text(json.dumps(manifest))
+    return manifest
+
+
 def build_tiny(out: Path, corpus: Path, tokenizer: Path, **options) -> Path:
     """A quick real build of a tiny corpus (input length 32, 2 seeds unless overridden)."""
     from mlmprep.build import build

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import build_tiny
+from conftest import build_tiny, format_1_copy
 from test_cli_build import assert_refused, cli, data_files, leftovers, manifest
 
 
@@ -101,13 +101,7 @@ def test_a_format_1_build_with_changed_windows_is_not_remasked(tmp_path, tiny_bu
     from mlmprep.errors import CacheError
 
     old = tmp_path / "old"
-    shutil.copytree(tiny_build, old)
-    recorded = json.loads((old / "manifest.json").read_text())
-    recorded["format_version"] = 1
-    for key in ("rows_per_file", "tokenizer_train_chars"):
-        recorded.pop(key, None)
-        recorded["config"].pop(key, None)
-    (old / "manifest.json").write_text(json.dumps(recorded))
+    recorded = format_1_copy(tiny_build, old)
     flip(old / "windows/data-00000-of-00001.arrow", -600)
     with pytest.raises(CacheError, match=r"windows/data-00000-of-00001.arrow: sha256 differs"):
         remask(old, 3, engine=Engine(workers=1))

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import build_tiny, tiny_documents
+from conftest import build_tiny, format_1_copy, tiny_documents
 from mlmprep.pipeline import tokenize_shard_in_driver
 from mlmprep.readers import CorpusStats, ReadOptions
 from mlmprep.shards import file_shards, read_shard
@@ -308,21 +308,13 @@ def test_tokenizer_train_learns_from_the_sample_build_takes(tmp_path):
 
 def test_a_format_1_build_still_loads_verifies_and_remasks(tmp_path, tiny_build):
     """Builds written before the sharded layout (format 1: files cut every 512 MiB, no rows_per_file)."""
-    import shutil
-
     from mlmprep.build import remask
     from mlmprep.engine import Engine
     from mlmprep.load import open_epoch
     from mlmprep.verify import verify
 
     old = tmp_path / "old"
-    shutil.copytree(tiny_build, old)
-    manifest = json.loads((old / "manifest.json").read_text())
-    manifest["format_version"] = 1
-    for key in ("rows_per_file", "tokenizer_train_chars"):
-        manifest.pop(key, None)
-        manifest["config"].pop(key, None)
-    (old / "manifest.json").write_text(json.dumps(manifest))
+    manifest = format_1_copy(tiny_build, old)
     assert len(open_epoch(old, 1)) == manifest["splits"]["seed-1"]["rows"]
     assert remask(old, 3, engine=Engine(workers=1)) == ["seed-2"]
     assert verify(old).ok
