@@ -8,8 +8,10 @@ while it is read stops the build.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import logging
 import os
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -99,7 +101,23 @@ def _load_dataset(spec: str, split: str):
             ds = ds[split]
         return ds
     # not streaming: a cached dataset is read from its memory-mapped Arrow files, which works offline
-    return datasets.load_dataset(name, config or None, split=split)
+    with quiet("huggingface_hub", "datasets"):
+        return datasets.load_dataset(name, config or None, split=split)
+
+
+@contextlib.contextmanager
+def quiet(*names: str) -> Iterator[None]:
+    """Loggers `names` at ERROR for a while: offline, the hub client warns of each of its retries, and a
+    failure should read as the one line load_dataset gives."""
+    loggers = [logging.getLogger(name) for name in names]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels):
+            logger.setLevel(level)
 
 
 def load_dataset(spec: str, split: str):

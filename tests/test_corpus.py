@@ -450,6 +450,29 @@ def test_dataset_by_load_dataset_from_a_local_directory(local_datasets):
     assert changed.fingerprint != corpus.fingerprint and list(changed.documents()) == ["changed"]
 
 
+def test_the_hub_client_s_retry_warnings_are_held_back_while_a_dataset_loads(monkeypatch):
+    """Offline, huggingface_hub logs a warning per retry (ten lines over 30 s) before the one error line."""
+    import io
+    import logging
+
+    import datasets
+
+    def offline(*args, **kwargs):
+        logging.getLogger("huggingface_hub.utils._http").warning("Retrying in 1s [Retry 1/5].")
+        raise ConnectionError("Couldn't reach the Hub")
+
+    monkeypatch.setattr(datasets, "load_dataset", offline)
+    hub, seen = logging.getLogger("huggingface_hub"), io.StringIO()
+    handler, level = logging.StreamHandler(seen), hub.level
+    hub.addHandler(handler)
+    try:
+        with pytest.raises(CorpusError, match="Couldn't reach the Hub"):
+            open_corpus(dataset="someone/some-dataset")
+    finally:
+        hub.removeHandler(handler)
+    assert seen.getvalue() == "" and hub.level == level
+
+
 def test_dataset_missing_offline_is_one_corpus_error_with_the_hint(tmp_path):
     """In a child process with the HF offline switches set before `datasets` is imported: never the network."""
     code = textwrap.dedent(
