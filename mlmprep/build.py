@@ -95,6 +95,10 @@ class BuildResult:
 def build(cfg: BuildConfig, *, log: Callable[[str], None] = print) -> BuildResult:
     """Build `cfg.out`, or report it up to date when it already holds this build of this corpus."""
     check_output_path(Path(cfg.out), directory=True)  # before reading the corpus or training a tokenizer
+    if cfg.objective == "span" and cfg.method == "tokens" and cfg.pack == "stream":  # rows exactly input_length
+        window_length, _ = mask.compute_input_and_target_lengths(cfg.input_length, cfg.noise_density,
+                                                                 cfg.mean_span_length)
+        mask.check_input_length_reached(cfg.input_length, window_length, cfg.noise_density, cfg.mean_span_length)
     out = build_directory(cfg.out)
     check_outside_corpus(out, cfg.corpus)
     corpus = open_corpus(

@@ -117,6 +117,19 @@ def compute_input_and_target_lengths(input_length: int, noise_density: float,
     return lo, int(corrupted_lengths(lo, noise_density, mean_span_length)[1])
 
 
+def check_input_length_reached(input_length: int, window_length: int, noise_density: float,
+                               mean_span_length: float) -> None:
+    """Exact token windows promise encoder inputs of exactly input_length; at a noise density of 0.5 or more
+    the encoder length can step by 2 from one window length to the next, skipping input_length."""
+    enc = corrupted_lengths([window_length, window_length + 1], noise_density, mean_span_length)[0]
+    if enc[0] != input_length:
+        raise ConfigError(
+            f"--input-length {input_length} cannot be met exactly at --noise-density {noise_density} and "
+            f"--mean-span-length {mean_span_length}: windows of {window_length} and {window_length + 1} tokens "
+            f"give encoder inputs of {enc[0]} and {enc[1]}; use --input-length {enc[0]} or {enc[1]}"
+        )
+
+
 def check_span_settings(max_window_length: int, noise_density: float, mean_span_length: float,
                         n_sentinels: int) -> None:
     """Fail before any work if the longest window needs more noise spans than the tokenizer has sentinels."""
@@ -298,6 +311,7 @@ __all__ = [
     "check_span_settings",
     "check_word_starts",
     "compute_input_and_target_lengths",
+    "check_input_length_reached",
     "corrupted_lengths",
     "mlm_counts",
     "mlm_mask",

@@ -142,6 +142,20 @@ def test_an_option_the_objective_ignores_is_refused_from_a_config_file_too(tmp_p
     assert leftovers(out) == []
 
 
+def test_an_input_length_exact_windows_cannot_reach_is_refused_before_training_a_tokenizer(tmp_path, tiny_corpus, tok):
+    """At --noise-density 0.5 and span length 1, windows of 99 tokens give 99 encoder tokens and of 100 give 101:
+    token windows would silently be one short of --input-length. Text segments and --pack doc rows are ragged,
+    so there it stays a maximum."""
+    out = tmp_path / "out"
+    span = ["--input-length", "100", "--noise-density", "0.5", "--mean-span-length", "1"]
+    result = cli("build", tiny_corpus, "--out", out, *span)  # no --tokenizer: refused before training one
+    assert_refused(result.exit_code, result.stderr, "--input-length 100 cannot be met exactly",
+                   "use --input-length 99 or 101")
+    assert leftovers(out) == []
+    result = cli("build", tiny_corpus, "--out", out, "--tokenizer", tok, *span, "--pack", "doc", "--seeds", "1")
+    assert result.exit_code == 0, result.stderr
+
+
 def test_options_the_objective_ignores_are_accepted_at_their_defaults():
     from mlmprep.config import BuildConfig, make_config
 

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from mlmprep import _kernels
 from mlmprep.errors import ConfigError
 from mlmprep.mask import (
+    check_input_length_reached,
     check_span_settings,
     compute_input_and_target_lengths,
     corrupted_lengths,
@@ -135,6 +136,32 @@ def test_window_length_is_the_largest_that_fits(input_length, density, mean):
     enc, labels = corrupted_lengths([window, window + 1], density, mean)
     assert enc[0] <= input_length < enc[1]
     assert labels[0] == target
+
+
+@given(input_length=st.integers(3, 400), density=st.floats(0.05, 0.95), mean=st.floats(1.0, 5.0))
+@settings(max_examples=150, deadline=None)
+def test_an_input_length_passes_the_check_exactly_when_masked_windows_reach_it(input_length, density, mean):
+    """The kernel masks windows of the chosen length and of one more; a passing check means the encoder rows are
+    exactly --input-length, a refusal names the two lengths those windows do give, and neither is it."""
+    window, _ = compute_input_and_target_lengths(input_length, density, mean)
+    values, offsets = ragged([window, window + 1], np.random.default_rng(input_length))
+    out = span_corrupt(values, offsets, seed=1, first_row=0, noise_density=density, mean_span_length=mean,
+                       sentinels=SENTINELS, eos_id=EOS)
+    got = np.diff(out.enc_offsets).tolist()
+    if got[0] == input_length:
+        check_input_length_reached(input_length, window, density, mean)
+    else:
+        with pytest.raises(ConfigError, match=rf"--input-length {input_length} cannot be met.* {got[0]} and {got[1]};"):
+            check_input_length_reached(input_length, window, density, mean)
+        assert got[0] < input_length < got[1]
+
+
+def test_input_length_is_always_reached_below_half_noise_and_skipped_at_half():
+    for input_length in range(3, 600):
+        window, _ = compute_input_and_target_lengths(input_length, 0.15, 3.0)
+        check_input_length_reached(input_length, window, 0.15, 3.0)
+    with pytest.raises(ConfigError, match="use --input-length 99 or 101"):
+        check_input_length_reached(100, compute_input_and_target_lengths(100, 0.5, 1.0)[0], 0.5, 1.0)
 
 
 def test_input_length_too_small_for_one_span():
