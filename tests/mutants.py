@@ -311,6 +311,9 @@ MUTANTS = [
     Mutant("optimizer-state-not-restored", "mlmprep/checkpoint.py",
            "optimizer.load_state_dict(torch.load(path / \"optimizer.pt\"", "(torch.load(path / \"optimizer.pt\"",
            ("tests/test_train.py", "tests/test_train_options.py")),
+    Mutant("unreachable-input-length-accepted", "mlmprep/mask.py",  # exact windows silently one token short
+           "    if enc[0] != input_length:\n", "    if enc[0] > input_length:\n",
+           ("tests/test_mask.py", "tests/test_cli_errors.py")),
 ]
 
 
