@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ N_SENTINELS = 100
 SCORE_DECIMALS = 6  # Unigram scores are rounded so that training is reproducible (see canonical_unigram)
 PIECE_CHARS = 1 << 20  # documents longer than this are encoded in whitespace-aligned pieces
 CHAR_STEP = 1e-4  # the score step of the trainer's appended single characters
+CLEAN_SPACE = re.compile(r"(?<=\S) (?=\S)")  # where a long document is cut into pieces (whitespace_pieces)
 CALL_CHARS = 1 << 18  # characters per tokenizer call (one piece at least): bounds the memory of its encodings,
 # which a worker keeps at its high-water mark (1 << 20: 2 workers on 3.8 MB shards peaked 90 MB higher)
 
@@ -269,18 +271,35 @@ def encode(tok, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
 
 
 def whitespace_pieces(text: str, size: int) -> list[str]:
-    """`text` cut into pieces of at most about `size` characters, each cut just before a whitespace
-    character (or hard at `size` where a stretch has none)."""
+    """`text` cut into pieces of at most about `size` characters, each cut just before a single space between
+    two other characters (which every common pre-tokenizer splits at, so the ids are those of the whole text),
+    else before a space or newline, else hard at `size` where a stretch has no whitespace."""
     if len(text) <= size:
         return [text]
     pieces, start = [], 0
     while len(text) - start > size:
-        cut = max(text.rfind(" ", start + 1, start + size), text.rfind("\n", start + 1, start + size))
+        cut = clean_cut(text, start + 1, start + size)
+        if cut < 0:
+            cut = max(text.rfind(" ", start + 1, start + size), text.rfind("\n", start + 1, start + size))
         cut = cut if cut > start else start + size
         pieces.append(text[start:cut])
         start = cut
     pieces.append(text[start:])
     return pieces
+
+
+def clean_cut(text: str, low: int, high: int) -> int:
+    """The last index in [low, high) of a space with no whitespace on either side, or -1; looks back from
+    `high` in growing windows, so text with many spaces costs one short regex scan."""
+    if text.rfind(" ", low, high) < 0:
+        return -1
+    for window in (1 << 12, 1 << 16, high - low):
+        last = -1
+        for match in CLEAN_SPACE.finditer(text, max(low, high - window), high + 1):
+            last = match.start() if match.start() < high else last
+        if last >= 0 or window >= high - low:
+            return last
+    return -1
 
 
 def call_groups(sizes: list[int], limit: int) -> list[tuple[int, int]]:

@@ -86,6 +86,24 @@ def tiny_tokenizer(tiny_tokenizer_path):
 
 
 @pytest.fixture(scope="session")
+def wordpiece_path(tmp_path_factory):
+    """A BERT-style WordPiece tokenizer ([PAD] [UNK] [CLS] [SEP] [MASK], lowercasing, post-processor [CLS] $A [SEP])."""
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
+
+    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer()
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    tok.train_from_iterator(tiny_documents(), trainers.WordPieceTrainer(vocab_size=300, special_tokens=specials))
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", 2), ("[SEP]", 3)]
+    )
+    path = tmp_path_factory.mktemp("wordpiece") / "tokenizer.json"
+    tok.save(str(path))
+    return path
+
+
+@pytest.fixture(scope="session")
 def corpora() -> Path:
     """The shared real corpora (../shared/corpora); tests that need real text skip when it is absent."""
     if not (CORPORA / "kjv.txt").is_file():

@@ -28,22 +28,51 @@ def test_different_seeds_give_different_masks_of_the_same_windows(tmp_path, tiny
     assert a["seed-0/data-00000-of-00001.arrow"] != a["seed-1/data-00000-of-00001.arrow"]
 
 
-@pytest.mark.parametrize(("call_chars", "piece_chars"), [(1, 1 << 20), (500, 1 << 20), (300, 200)])
-def test_how_documents_are_grouped_into_tokenizer_calls_does_not_change_their_ids(tiny_tokenizer, monkeypatch,
-                                                                                   call_chars, piece_chars):
+def byte_level_bpe():
+    """A GPT-2-style tokenizer: byte-level BPE, whose pre-tokenizer keeps a space with the word after it."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    from conftest import tiny_documents
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.train_from_iterator(tiny_documents(), trainers.BpeTrainer(vocab_size=400, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    return tok
+
+
+@pytest.mark.parametrize("kind", ["unigram", "wordpiece", "byte-level-bpe"])
+@pytest.mark.parametrize(("call_chars", "piece_chars"), [(1, 1 << 20), (500, 1 << 20), (300, 200), (300, 37)])
+def test_how_documents_are_grouped_into_tokenizer_calls_does_not_change_their_ids(tiny_tokenizer, wordpiece_path,
+                                                                                   monkeypatch, kind, call_chars,
+                                                                                   piece_chars):
     """encode() groups documents into calls of about CALL_CHARS characters and cuts longer ones into pieces at
-    whitespace: the ids must be each document's own, as one plain call gives them."""
+    whitespace: the ids must be each document's own, as one plain call gives them, for documents whose lines,
+    runs of spaces and tabs fall where a piece could be cut."""
     import numpy as np
     from tokenizers import Tokenizer
 
     from conftest import tiny_documents
     from mlmprep import tokenize
 
-    docs = tiny_documents(40) + [" ".join(tiny_documents(30))]  # the last is about 2,500 characters
+    sentences = tiny_documents(60)
+    docs = sentences[:40] + [" ".join(sentences[:30]), "\n".join(sentences[:30]), "  ".join(sentences[:20]),
+                             " \n ".join(sentences[:20]), "\t".join(sentences[:20])]
+    tok = {"unigram": lambda: tiny_tokenizer, "wordpiece": lambda: Tokenizer.from_file(str(wordpiece_path)),
+           "byte-level-bpe": byte_level_bpe}[kind]()
     monkeypatch.setattr(tokenize, "CALL_CHARS", call_chars)
     monkeypatch.setattr(tokenize, "PIECE_CHARS", piece_chars)
-    flat, lengths = tokenize.encode(Tokenizer.from_str(tiny_tokenizer.to_str()), docs)
-    plain = Tokenizer.from_str(tiny_tokenizer.to_str())
+    flat, lengths = tokenize.encode(Tokenizer.from_str(tok.to_str()), docs)
+    plain = Tokenizer.from_str(tok.to_str())
     expected = [plain.encode(doc, add_special_tokens=False).ids for doc in docs]
     assert lengths.tolist() == [len(ids) for ids in expected]
     assert flat.tolist() == [i for ids in expected for i in ids] and flat.dtype == np.int32
+
+
+def test_a_stretch_without_whitespace_is_cut_hard_at_the_piece_size():
+    from mlmprep.tokenize import whitespace_pieces
+
+    text = "ab" * 50 + " c\nd" + "x" * 300  # a clean space at 100, a newline at 102
+    pieces = whitespace_pieces(text, 64)
+    assert "".join(pieces) == text
+    assert pieces[:3] == [text[:64], text[64:100], " c"]  # hard; before the clean space; before the newline
+    assert [len(p) for p in pieces[3:]] == [64] * 4 + [302 - 4 * 64]  # "\nd" and x * 300: hard cuts

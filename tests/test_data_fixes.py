@@ -18,24 +18,6 @@ def rows_of(split_dir, column):
     return out
 
 
-@pytest.fixture(scope="module")
-def wordpiece_path(tmp_path_factory):
-    """A BERT-style WordPiece tokenizer ([PAD] [UNK] [CLS] [SEP] [MASK], post-processor [CLS] $A [SEP])."""
-    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
-
-    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-    tok.normalizer = normalizers.BertNormalizer()
-    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-    tok.train_from_iterator(tiny_documents(), trainers.WordPieceTrainer(vocab_size=300, special_tokens=specials))
-    tok.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", 2), ("[SEP]", 3)]
-    )
-    path = tmp_path_factory.mktemp("wordpiece") / "tokenizer.json"
-    tok.save(str(path))
-    return path
-
-
 # ---------------------------------------------------------------------------- item 1: structure is never noise
 
 

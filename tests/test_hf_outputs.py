@@ -7,7 +7,7 @@ import json
 
 import pytest
 import torch
-from conftest import build_tiny, tiny_documents
+from conftest import build_tiny
 
 from mlmprep.config import TrainConfig
 from mlmprep.train import fit
@@ -20,22 +20,6 @@ RUN = dict(max_tokens_per_batch=1024, max_tokens_per_microbatch=512, warmup_step
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-
-
-@pytest.fixture(scope="module")
-def wordpiece_path(tmp_path_factory):
-    """A BERT-style WordPiece tokenizer: [PAD] [UNK] [CLS] [SEP] [MASK], framing rows as [CLS] ... [SEP]."""
-    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
-
-    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
-    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-    tok.train_from_iterator(tiny_documents(), trainers.WordPieceTrainer(vocab_size=300, special_tokens=specials))
-    tok.post_processor = processors.TemplateProcessing(single="[CLS] $A [SEP]", special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
-    path = tmp_path_factory.mktemp("wordpiece") / "tokenizer.json"
-    tok.save(str(path))
-    return path
 
 
 def load_hf_tokenizer(directory):
