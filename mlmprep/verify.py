@@ -1,23 +1,27 @@
 """`verify`: prove a build directory is what its manifest says, file by file and row by row.
 
-Checks, in order: every listed file exists with its size and sha256; the tokenizer is the recorded one;
-every split loads and has its recorded row count; every row (or a `sample` of rows) of every masked
-split satisfies the objective's invariants against the stored unmasked window; the observed masking
+Checks, in order: every listed file exists with its size and sha256; the tokenizer is the recorded one, with
+the ids the manifest gives and the transformers files it implies; the manifest is strict JSON whose lengths and
+seeds follow from its options; every split loads and has its recorded row count; every row (or a `sample` of rows) of every masked
+split satisfies the objective's invariants against the stored unmasked window, whose lengths are the
+manifest's; the observed masking
 statistics equal the manifest's.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from mlmprep import _kernels, mask
-from mlmprep.load import file_problem, read_manifest
+from mlmprep.load import file_problem, manifest_path, read_manifest
+from mlmprep.pipeline import VALIDATION_SLOT
 from mlmprep.tokenize import load_tokenizer, special_ids, tokenizer_sha256
 from mlmprep.windows import Rows, concat_rows
-from mlmprep.write import iter_rows
+from mlmprep.write import hf_tokenizer_files, iter_rows
 
 SPAN_PROBLEMS = {
     1: "encoder length differs from the window's corrupted length",
@@ -59,9 +63,8 @@ def verify(out: str | Path, *, sample: int | None = None, seed: int = 0) -> Repo
     manifest = read_manifest(out)
     report = Report()
     check_files(out, manifest, report)
-    tok = load_tokenizer(out / manifest["tokenizer"]["file"]) if (out / manifest["tokenizer"]["file"]).is_file() else None
-    if tok is not None and tokenizer_sha256(tok) != manifest["tokenizer"]["sha256"]:
-        report.problems.append(f"{manifest['tokenizer']['file']}: not the tokenizer the build used (sha256 differs)")
+    tok = check_tokenizer(out, manifest, report)
+    check_manifest(out, manifest, report)
     splits = {name: read_split(out, name, manifest, report) for name in manifest["splits"]}
     report.splits = len(splits)
     if tok is None or report.problems:
@@ -73,6 +76,7 @@ def verify(out: str | Path, *, sample: int | None = None, seed: int = 0) -> Repo
         masked, windows = splits.get(name), splits.get(windows_name)
         if masked is None or windows is None:
             continue
+        check_window_lengths(windows_name, manifest, windows["tokens"], report)
         rows = np.arange(len(windows["tokens"]))
         if sample is not None and sample < len(rows):
             rows = np.sort(rng.choice(rows, size=sample, replace=False))
@@ -89,6 +93,71 @@ def check_files(out: Path, manifest: dict, report: Report) -> None:
             report.files += 1
             if problem := file_problem(out / name / f["name"], f):
                 report.problems.append(f"{name}/{f['name']}: {problem}")
+
+
+def check_tokenizer(out: Path, manifest: dict, report: Report):
+    """The build's tokenizer, or None (a problem recorded): present, the recorded one (sha256), its ids those
+    the manifest gives, and the transformers files beside it those it implies."""
+    record = manifest["tokenizer"]
+    if not (out / record["file"]).is_file():
+        report.problems.append(f"{record['file']}: missing")
+        return None
+    tok = load_tokenizer(out / record["file"])
+    if tokenizer_sha256(tok) != record["sha256"]:
+        report.problems.append(f"{record['file']}: not the tokenizer the build used (sha256 differs)")
+        return tok
+    ids = special_ids(tok)
+    actual = {"vocab_size": ids.vocab_size, "pad_id": ids.pad, "eos_id": ids.eos, "unk_id": ids.unk, "mask_id": ids.mask,
+              "decoder_start_id": ids.pad, "sentinels": len(ids.sentinels)}
+    for key, value in actual.items():
+        if record.get(key) != value:
+            report.problems.append(f"manifest.json: tokenizer {key} is {record.get(key)!r}, the tokenizer's is {value!r}")
+    if manifest["format_version"] >= 2:  # format 1 builds may predate these files
+        for name, content in hf_tokenizer_files(tok, model_max_length=manifest["input_length"]).items():
+            try:
+                same = json.loads((out / name).read_text(encoding="utf-8")) == content
+            except (OSError, ValueError):
+                same = None
+            if not same:
+                report.problems.append(f"{name}: {'missing or unreadable' if same is None else 'not what the tokenizer implies'}")
+    return tok
+
+
+def check_manifest(out: Path, manifest: dict, report: Report) -> None:
+    """The manifest's own fields: strict JSON, lengths those its options give, seeds those its --seed gives."""
+    try:
+        json.loads(manifest_path(out).read_text(encoding="utf-8"), parse_constant=reject_constant)
+    except ValueError as exc:
+        report.problems.append(f"manifest.json: not strict JSON ({exc})")
+    cfg = manifest["config"]
+    if manifest["objective"] == "span":
+        lengths = mask.compute_input_and_target_lengths(cfg["input_length"], cfg["noise_density"], cfg["mean_span_length"])
+    else:
+        lengths = (cfg["input_length"], cfg["input_length"])
+    recorded = (manifest["input_length"], manifest["window_length"], manifest["target_length"])
+    if recorded != (cfg["input_length"], *lengths):
+        report.problems.append(f"manifest.json: input, window and target lengths {recorded}, its options give "
+                               f"{(cfg['input_length'], *lengths)}")
+    if not manifest["seeds"]:
+        report.problems.append("manifest.json: no seeds")
+    for k, entry in enumerate(manifest["seeds"]):
+        if entry != {"split": f"seed-{k}", "seed": mask.row_seed(cfg["seed"], k)} or entry["split"] not in manifest["splits"]:
+            report.problems.append(f"manifest.json: seeds[{k}] is {entry}, not seed-{k} from --seed {cfg['seed']}")
+    if manifest["validation_seed"] != mask.row_seed(cfg["seed"], VALIDATION_SLOT):
+        report.problems.append(f"manifest.json: validation_seed is not the one --seed {cfg['seed']} gives")
+
+
+def reject_constant(name: str):
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def check_window_lengths(name: str, manifest: dict, windows: Rows, report: Report) -> None:
+    """Every window is window_length tokens in the fixed layout, at most that otherwise."""
+    lengths, length = windows.lengths(), manifest["window_length"]
+    bad = np.flatnonzero(lengths != length if manifest["fixed_length"] else lengths > length)
+    if len(bad):
+        report.problems.append(f"{name} row {bad[0]}: {lengths[bad[0]]} tokens, the manifest's window_length is {length}"
+                               + (f" ({len(bad) - 1} more rows)" if len(bad) > 1 else ""))
 
 
 def read_split(out: Path, name: str, manifest: dict, report: Report) -> dict[str, Rows] | None:

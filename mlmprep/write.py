@@ -70,9 +70,9 @@ def write_json(path: Path, data: dict) -> None:
     os.replace(tmp, path)
 
 
-def write_hf_tokenizer(tok, directory: Path, *, model_max_length: int) -> None:
-    """tokenizer.json, with the tokenizer_config.json and special_tokens_map.json beside it that
-    transformers' AutoTokenizer.from_pretrained(directory) reads: pad/eos/unk/mask and the sentinels set."""
+def hf_tokenizer_files(tok, *, model_max_length: int) -> dict[str, dict]:
+    """special_tokens_map.json and tokenizer_config.json for `tok`: what transformers' AutoTokenizer reads
+    beside tokenizer.json to set pad/eos/unk/mask and the sentinels."""
     from mlmprep.tokenize import special_ids
 
     ids, name = special_ids(tok), tok.id_to_token
@@ -81,10 +81,16 @@ def write_hf_tokenizer(tok, directory: Path, *, model_max_length: int) -> None:
     special = {key: name(idx) for key, idx in found.items() if idx is not None}
     if len(ids.sentinels):
         special["additional_special_tokens"] = [name(int(idx)) for idx in ids.sentinels]  # <extra_id_0>, <extra_id_1>, ...
+    return {"special_tokens_map.json": special,
+            "tokenizer_config.json": {"tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": model_max_length,
+                                      **special}}
+
+
+def write_hf_tokenizer(tok, directory: Path, *, model_max_length: int) -> None:
+    """tokenizer.json, with the transformers files beside it (hf_tokenizer_files)."""
     tok.save(str(directory / "tokenizer.json"))
-    write_json(directory / "special_tokens_map.json", special)
-    write_json(directory / "tokenizer_config.json",
-               {"tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": model_max_length, **special})
+    for name, content in hf_tokenizer_files(tok, model_max_length=model_max_length).items():
+        write_json(directory / name, content)
 
 
 def arrow_column(rows: Rows, width: int | None) -> pa.Array:

@@ -106,6 +106,49 @@ def test_a_build_without_validation_rows_verifies_ok_and_missing_statistics_are_
     assert verify(out).problems == ["seed-1: the manifest has no masking statistics for it"]
 
 
+def edit_manifest(out, edit):
+    manifest = json.loads((out / "manifest.json").read_text())
+    edit(manifest)
+    (out / "manifest.json").write_text(json.dumps(manifest))
+
+
+@pytest.mark.parametrize(
+    "damage, words",
+    [
+        (lambda out: (out / "tokenizer.json").unlink(), "tokenizer.json: missing"),
+        (lambda out: (out / "special_tokens_map.json").unlink(), "special_tokens_map.json: missing"),
+        (lambda out: (out / "tokenizer_config.json").write_text('{"tokenizer_class": "T5Tokenizer"}'),
+         "tokenizer_config.json: not what the tokenizer implies"),
+        (lambda out: edit_manifest(out, lambda m: m["tokenizer"].update(vocab_size=100)), "tokenizer vocab_size is 100"),
+        (lambda out: edit_manifest(out, lambda m: m["tokenizer"].update(pad_id=7)), "tokenizer pad_id is 7, the tokenizer's is 0"),
+        (lambda out: edit_manifest(out, lambda m: m.update(window_length=m["window_length"] + 1)),
+         "input, window and target lengths"),
+        (lambda out: edit_manifest(out, lambda m: m.update(seeds=[])), "manifest.json: no seeds"),
+        (lambda out: edit_manifest(out, lambda m: m["seeds"].reverse()), "seeds[0]"),
+        (lambda out: edit_manifest(out, lambda m: m.update(validation_seed=1)), "validation_seed"),
+        (lambda out: edit_manifest(out, lambda m: m["statistics"].update(extra=float("nan"))), "not strict JSON"),
+    ],
+    ids=["no-tokenizer", "no-special-tokens-map", "other-tokenizer-config", "vocab-size", "pad-id", "window-length",
+         "no-seeds", "seeds-swapped", "validation-seed", "nan"],
+)
+def test_a_manifest_that_contradicts_its_tokenizer_options_or_json_is_reported(build_copy, damage, words):
+    damage(build_copy)
+    report = verify(build_copy)
+    assert not report.ok and any(words in p for p in report.problems), report.problems
+
+
+def test_windows_of_another_length_than_the_manifest_says_are_reported(tmp_path, tiny_corpus, tiny_tokenizer_path):
+    """A fixed-layout build whose manifest (options included) claims other lengths than its rows have."""
+    out = build_tiny(tmp_path / "b", tiny_corpus, tiny_tokenizer_path, input_length=32, seeds=1)
+    other = build_tiny(tmp_path / "c", tiny_corpus, tiny_tokenizer_path, input_length=48, seeds=1)
+    claimed = json.loads((other / "manifest.json").read_text())
+    edit_manifest(out, lambda m: m.update({k: claimed[k] for k in ("input_length", "window_length", "target_length")},
+                                         config={**m["config"], "input_length": 48}))
+    shutil.copy(other / "tokenizer_config.json", out)  # its model_max_length follows the input length
+    problems = verify(out).problems
+    assert any(p.startswith("windows row 0:") and "window_length is" in p for p in problems), problems
+
+
 def test_merge_spans_undoes_the_seed_000_toy_example():
     e0, e1, eos = 100, 99, 1
     enc = np.array([11, 12, 13, e0, 15, 16, 17, 18, 19, 20, e1, eos])
