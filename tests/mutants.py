@@ -316,6 +316,10 @@ MUTANTS = [
            ("tests/test_mask.py", "tests/test_cli_errors.py")),
     Mutant("long-document-cut-before-any-whitespace", "mlmprep/tokenize.py",  # a T5 tokenizer's extra '▁' at a cut
            "        cut = clean_cut(text, start + 1, start + size)\n", "        cut = -1\n", ("tests/test_build.py",)),
+    Mutant("verify-trusts-the-manifest-tokenizer-ids", "mlmprep/verify.py",  # pad_id 7 in the manifest: train crashes
+           "        if record.get(key) != value:\n", "        if False:\n", ("tests/test_verify.py",)),
+    Mutant("verify-trusts-window-lengths", "mlmprep/verify.py",
+           "        check_window_lengths(windows_name, manifest, windows[\"tokens\"], report)\n", "", ("tests/test_verify.py",)),
 ]
 
 
