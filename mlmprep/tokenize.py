@@ -242,13 +242,22 @@ def plain_encoder(tok):
 def encode(tok, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
     """Encode documents without special tokens: (flat int32 ids, int64 lengths per document).
 
-    Text that spells a special token (say "<extra_id_0>" in a T5 tutorial) is encoded as plain text, so a
-    sentinel or EOS id only ever comes from the pipeline. A long document is encoded in pieces cut just
-    before whitespace (the same tokens, since the pre-tokenizer splits there) and a few MB per call,
-    so a 50 MB line costs bounded memory. The first call makes `tok` a plain_encoder.
+    Text that spells a special token (say "<extra_id_0>" in a T5 tutorial, or "</s>" in HTML) is encoded as
+    plain text, so a sentinel, EOS or pad id only ever comes from the pipeline. A long document is encoded
+    in pieces cut just before whitespace (see whitespace_pieces) and a few MB per call, so a 50 MB line costs
+    bounded memory. The first call makes `tok` a plain_encoder.
     """
     if not tok.encode_special_tokens:  # once: calls running in other threads must not see `tok` change
         plain_encoder(tok)
+    flat, lengths = encode_pieces(tok, texts)
+    spelled = spelled_specials(tok)
+    if spelled[flat].any():  # a Unigram model's own piece for a special token matched its text
+        flat, lengths = respell(tok, texts, flat, lengths, spelled)
+    return flat, lengths
+
+
+def encode_pieces(tok, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """encode() without the special-token check."""
     if max(map(len, texts), default=0) <= PIECE_CHARS:  # the usual case: each document is one piece
         pieces, owners = texts, range(len(texts))
     else:
@@ -268,6 +277,47 @@ def encode(tok, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
     lengths = np.bincount(np.asarray(owners, dtype=np.int64), weights=piece_lengths, minlength=len(texts))
     flat = np.concatenate(arrays) if arrays else np.zeros(0, dtype=np.int32)
     return flat, lengths.astype(np.int64)
+
+
+_SPELLED: dict[int, tuple] = {}  # id(tok) -> (tok, spelled_specials table, respelling tokenizer or None)
+
+
+def spelled_specials(tok) -> np.ndarray:
+    """A bool table over ids: True for the special tokens (not <unk>) that `tok`'s Unigram vocabulary also
+    holds as ordinary pieces, which text spelling them would match (T5's own tokenizer has all of them)."""
+    if id(tok) not in _SPELLED:
+        table = np.zeros(tok.get_vocab_size(with_added_tokens=True), dtype=np.bool_)
+        if type(tok.model).__name__ == "Unigram":
+            pieces, unk = tok.get_vocab(with_added_tokens=False), special_ids(tok).unk
+            for idx, token in tok.get_added_tokens_decoder().items():
+                if token.special and idx != unk and pieces.get(token.content) == idx:
+                    table[idx] = True
+        _SPELLED[id(tok)] = (tok, table, None)
+    return _SPELLED[id(tok)][1]
+
+
+def respell(tok, texts, flat, lengths, spelled) -> tuple[np.ndarray, np.ndarray]:
+    """Encode again, with those pieces out of reach, just the documents whose ids hold one: every document's
+    ids stay a function of its own text."""
+    _, table, plain = _SPELLED[id(tok)]
+    if plain is None:
+        from tokenizers import Tokenizer
+
+        data = json.loads(tok.to_str())
+        for idx in np.flatnonzero(table):  # renamed to noncharacters no text holds: the scores stay, so <unk> does
+            data["model"]["vocab"][idx][0] = f"\ufdd0{idx}\ufdd1"
+        plain = plain_encoder(Tokenizer.from_str(json.dumps(data, ensure_ascii=False)))
+        _SPELLED[id(tok)] = (tok, table, plain)
+    starts = np.concatenate([[0], np.cumsum(lengths)])
+    docs = [flat[starts[i] : starts[i + 1]] for i in range(len(texts))]
+    bad = [i for i, ids in enumerate(docs) if spelled[ids].any()]
+    new_flat, new_lengths = encode_pieces(plain, [texts[i] for i in bad])
+    new_starts = np.concatenate([[0], np.cumsum(new_lengths)])
+    for k, i in enumerate(bad):
+        docs[i] = new_flat[new_starts[k] : new_starts[k + 1]]
+    lengths = lengths.copy()
+    lengths[bad] = new_lengths
+    return (np.concatenate(docs) if docs else flat), lengths
 
 
 def whitespace_pieces(text: str, size: int) -> list[str]:

@@ -1,5 +1,6 @@
 """The build's bytes depend on the corpus, options and seed only: not on chunk sizes or thread counts."""
 
+import numpy as np
 import pytest
 
 from conftest import build_tiny
@@ -66,6 +67,31 @@ def test_how_documents_are_grouped_into_tokenizer_calls_does_not_change_their_id
     expected = [plain.encode(doc, add_special_tokens=False).ids for doc in docs]
     assert lengths.tolist() == [len(ids) for ids in expected]
     assert flat.tolist() == [i for ids in expected for i in ids] and flat.dtype == np.int32
+
+
+def test_text_that_spells_a_special_token_never_gives_its_id(tmp_path):
+    """An mlmprep-trained Unigram vocabulary, like T5's, holds </s>, <pad> and <mask> as pieces too: text spelling
+    them is still text (it decodes back, its characters being in the vocabulary), and each document's ids are
+    those it gets alone."""
+    from tokenizers import Tokenizer
+
+    from conftest import tiny_documents
+    from mlmprep.tokenize import encode, special_ids, train_tokenizer
+
+    tiny_tokenizer = train_tokenizer(tiny_documents() + ["if a < b / c > d then", "x<y>z / w_0"] * 20, vocab_size=400)
+    tiny_tokenizer.save(str(tmp_path / "tok.json"))
+    tiny_tokenizer_path = tmp_path / "tok.json"
+    docs = ["he said</s> then <pad>", "a plain line", "<mask> and <extra_id_0></s></s>", "another plain line"]
+    flat, lengths = encode(Tokenizer.from_file(str(tiny_tokenizer_path)), docs)
+    ids = special_ids(tiny_tokenizer)
+    structure = [ids.pad, ids.eos, ids.mask, *ids.sentinels.tolist()]
+    assert not np.isin(flat, structure).any()
+    starts = np.concatenate([[0], np.cumsum(lengths)])
+    for i, doc in enumerate(docs):
+        own = flat[starts[i] : starts[i + 1]]
+        assert tiny_tokenizer.decode(own.tolist(), skip_special_tokens=False) == doc
+        alone, _ = encode(Tokenizer.from_file(str(tiny_tokenizer_path)), [doc])
+        assert alone.tolist() == own.tolist()
 
 
 def test_a_stretch_without_whitespace_is_cut_hard_at_the_piece_size():
