@@ -20,6 +20,7 @@ from mlmprep.errors import ConfigError
 C = TypeVar("C")
 
 MIN_SHARD_BYTES = 1024  # the smallest --shard-bytes: tests cut tiny corpora into a few KB
+MAX_TOKENS = 2**40  # the largest train token budget: batch planning counts tokens in int64
 
 # option -> (the option, value) it applies with: set to anything but its default elsewhere, it would be ignored
 APPLIES_WITH = {
@@ -316,6 +317,12 @@ class TrainConfig:
             ("--max-bad-steps", self.max_bad_steps, 1),
         ):
             check_range(option, value, low=low)
+        self.check_finite()
+        self.check_caps()
+        if not 0 <= self.seed < 2**32:  # numpy's legacy seed range
+            raise ConfigError(f"--seed must be in [0, 2**32), got {self.seed}")
+        if self.max_tokens_per_batch > MAX_TOKENS:
+            raise ConfigError(f"--max-tokens-per-batch must be at most {MAX_TOKENS}, got {self.max_tokens_per_batch}")
         if self.max_tokens_per_microbatch > self.max_tokens_per_batch:
             raise ConfigError(
                 f"--max-tokens-per-microbatch ({self.max_tokens_per_microbatch}) must not exceed "
@@ -328,3 +335,17 @@ class TrainConfig:
         if not (0.0 <= self.beta1 < 1.0 and 0.0 <= self.beta2 < 1.0):
             raise ConfigError(f"--beta1 and --beta2 must be in [0, 1), got {self.beta1} and {self.beta2}")
 
+    def check_finite(self) -> None:
+        """Refuse NaN and infinity in every float option: a NaN --grad-clip, say, writes NaN into the weights."""
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, float) and not math.isfinite(value):
+                raise ConfigError(f"--{f.name.replace('_', '-')} must be a finite number, got {value}")
+
+    def check_caps(self) -> None:
+        """--max-encoder-len / --max-decoder-len: positive multiples of --pad-to-multiple-of, as the collator needs."""
+        for key in ("max_encoder_len", "max_decoder_len"):
+            cap = getattr(self, key)
+            if cap is not None and (cap < 1 or cap % self.pad_to_multiple_of):
+                raise ConfigError(f"--{key.replace('_', '-')} {cap} must be a positive multiple of "
+                                  f"--pad-to-multiple-of {self.pad_to_multiple_of}")

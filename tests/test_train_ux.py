@@ -254,3 +254,32 @@ def test_resume_of_a_run_killed_before_its_first_checkpoint_logs_each_step_once(
     assert [r["step"] for r in lines if "eval_loss" in r] == [0, 2, 3]
     assert [s for s, _ in scalars(run, "train/loss")] == [1, 2, 3]
     assert [s for s, _ in scalars(run, "eval/loss")] == [0, 2, 3]
+
+
+@pytest.mark.parametrize("args", [
+    ["--grad-clip", "nan"], ["--weight-decay", "nan"], ["--weight-decay", "inf"], ["--lr", "inf"], ["--alpha", "nan"],
+    ["--seed", "-1"], ["--seed", "4294967296"], ["--max-tokens-per-batch", "99999999999999999999"],
+    ["--max-encoder-len", "0"], ["--max-decoder-len", "-3"],
+])
+def test_bad_numbers_are_one_line_before_the_run_directory(tmp_path, span_data, args):
+    from typer.testing import CliRunner
+
+    from mlmprep.cli import app
+
+    run = tmp_path / "run"
+    result = CliRunner().invoke(app, ["train", str(span_data), "--out", str(run), "--max-steps", "1", *args])
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    assert result.output.count("\n") == 1 and result.output.startswith(f"error: {args[0]}")
+    assert not run.exists()
+
+
+def test_a_non_finite_lr_in_a_config_file_is_refused(tmp_path, span_data):
+    from typer.testing import CliRunner
+
+    from mlmprep.cli import app
+
+    (tmp_path / "train.yaml").write_text("lr: .inf\n")
+    result = CliRunner().invoke(app, ["train", str(span_data), "--out", str(tmp_path / "run"), "--config",
+                                      str(tmp_path / "train.yaml")])
+    assert result.exit_code == 2 and result.output == "error: --lr must be a finite number, got inf\n"
+    assert not (tmp_path / "run").exists()
