@@ -183,7 +183,7 @@ def test_every_train_option_reaches_the_config(monkeypatch, tmp_path):
     import mlmprep.train
 
     given = dict(model="t5-small", epochs=3, max_steps=7, max_tokens_per_batch=999, max_tokens_per_microbatch=333,
-                 max_examples_per_microbatch=5, alpha=1.5, pad_to_multiple_of=8, max_encoder_len=40, max_decoder_len=9,
+                 max_examples_per_microbatch=5, alpha=1.5, pad_to_multiple_of=8, max_encoder_len=40, max_decoder_len=16,
                  optimizer="adafactor", lr=0.02, min_lr=0.001, schedule="linear", warmup_steps=11, decay_steps=13,
                  weight_decay=0.1, beta1=0.8, beta2=0.95, grad_clip=2.0, eval_every=17, validation="v",
                  eval_max_tokens_per_microbatch=777, log_every=19, save_every=23, keep_checkpoints=4, seed=29,
