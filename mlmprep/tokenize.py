@@ -250,9 +250,8 @@ def encode(tok, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
     if not tok.encode_special_tokens:  # once: calls running in other threads must not see `tok` change
         plain_encoder(tok)
     flat, lengths = encode_pieces(tok, texts)
-    spelled = spelled_specials(tok)
-    if spelled[flat].any():  # a Unigram model's own piece for a special token matched its text
-        flat, lengths = respell(tok, texts, flat, lengths, spelled)
+    if spelled_specials(tok)[flat].any():  # a Unigram model's own piece for a special token matched its text
+        flat, lengths = respell(tok, texts)
     return flat, lengths
 
 
@@ -296,28 +295,19 @@ def spelled_specials(tok) -> np.ndarray:
     return _SPELLED[id(tok)][1]
 
 
-def respell(tok, texts, flat, lengths, spelled) -> tuple[np.ndarray, np.ndarray]:
-    """Encode again, with those pieces out of reach, just the documents whose ids hold one: every document's
-    ids stay a function of its own text."""
+def respell(tok, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """encode_pieces() with a copy of `tok` whose pieces for special tokens are renamed out of reach; its
+    scores are the same, so only text spelling a special token is encoded differently."""
     _, table, plain = _SPELLED[id(tok)]
     if plain is None:
         from tokenizers import Tokenizer
 
         data = json.loads(tok.to_str())
-        for idx in np.flatnonzero(table):  # renamed to noncharacters no text holds: the scores stay, so <unk> does
+        for idx in np.flatnonzero(table):  # renamed to noncharacters no text holds
             data["model"]["vocab"][idx][0] = f"\ufdd0{idx}\ufdd1"
         plain = plain_encoder(Tokenizer.from_str(json.dumps(data, ensure_ascii=False)))
         _SPELLED[id(tok)] = (tok, table, plain)
-    starts = np.concatenate([[0], np.cumsum(lengths)])
-    docs = [flat[starts[i] : starts[i + 1]] for i in range(len(texts))]
-    bad = [i for i, ids in enumerate(docs) if spelled[ids].any()]
-    new_flat, new_lengths = encode_pieces(plain, [texts[i] for i in bad])
-    new_starts = np.concatenate([[0], np.cumsum(new_lengths)])
-    for k, i in enumerate(bad):
-        docs[i] = new_flat[new_starts[k] : new_starts[k + 1]]
-    lengths = lengths.copy()
-    lengths[bad] = new_lengths
-    return (np.concatenate(docs) if docs else flat), lengths
+    return encode_pieces(plain, texts)
 
 
 def whitespace_pieces(text: str, size: int) -> list[str]:

@@ -320,6 +320,8 @@ MUTANTS = [
            "        if record.get(key) != value:\n", "        if False:\n", ("tests/test_verify.py",)),
     Mutant("verify-trusts-window-lengths", "mlmprep/verify.py",
            "        check_window_lengths(windows_name, manifest, windows[\"tokens\"], report)\n", "", ("tests/test_verify.py",)),
+    Mutant("text-spelling-eos-gets-its-id", "mlmprep/tokenize.py",  # "</s>" in a corpus: an EOS masked as noise
+           "    if spelled_specials(tok)[flat].any():", "    if False:", ("tests/test_build.py",)),
 ]
 
 
