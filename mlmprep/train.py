@@ -57,7 +57,7 @@ from mlmprep.speed import (
     setup_device,
     shape_key,
 )
-from mlmprep.write import strict, write_json
+from mlmprep.write import manifest_path, strict, write_json
 
 Hook = Callable[[int, int, np.ndarray, bool], None]  # (step, microbatch index, rows, padding) before each forward
 
@@ -363,20 +363,34 @@ def train_batch(model, batch: Batch, split, targets: np.ndarray, collator: Colla
 
 def validation(cfg: TrainConfig, manifest: dict):
     """(split, microbatches under the eval budget) to evaluate on: --validation, else the build's validation
-    split; None if there is none."""
+    split; None if there is none or it has no rows."""
     if cfg.validation:
-        path = Path(cfg.validation)
-        if read_manifest(path.parent)["tokenizer"]["sha256"] != manifest["tokenizer"]["sha256"]:
-            raise ConfigError(f"--validation {path}: built with another tokenizer than {cfg.data}; build it with "
-                              f"--tokenizer {Path(cfg.data) / 'tokenizer.json'}")
+        path = other_validation(cfg, manifest)
     elif manifest.get("splits", {}).get("validation", {}).get("rows"):
         path = Path(cfg.data) / "validation"
     else:
         return None
     split = open_split(path, objective=manifest["objective"])
+    if len(split) == 0:
+        return None
     budget = Budget(cfg.eval_max_tokens_per_microbatch, cfg.eval_max_tokens_per_microbatch, cfg.max_examples_per_microbatch,
                     alpha=cfg.alpha, pad_to_multiple_of=cfg.pad_to_multiple_of)
     return split, split_microbatches(np.arange(len(split)), split.enc_lengths, split.dec_lengths, budget)
+
+
+def other_validation(cfg: TrainConfig, manifest: dict) -> Path:
+    """--validation's split, checked to come from a build with cfg.data's tokenizer and objective."""
+    path = Path(cfg.validation)
+    if not (path / "state.json").is_file() or not manifest_path(path.parent).is_file():
+        raise ConfigError(f"--validation {path}: not a split directory of a build; give one such as BUILD/validation")
+    other = read_manifest(path.parent)
+    if other["tokenizer"]["sha256"] != manifest["tokenizer"]["sha256"]:
+        raise ConfigError(f"--validation {path}: built with another tokenizer than {cfg.data}; build it with "
+                          f"--tokenizer {Path(cfg.data) / 'tokenizer.json'}")
+    if other["objective"] != manifest["objective"]:
+        raise ConfigError(f"--validation {path}: {other['objective']} data, but {cfg.data} is {manifest['objective']} "
+                          f"data; give a split of a --objective {manifest['objective']} build")
+    return path
 
 
 # ----------------------------------------------------------------------------- the run
@@ -413,9 +427,6 @@ def run_fit(cfg: TrainConfig, world: World, hook: Hook | None, on_end: Callable 
         say(world, f"{run}: already trained to step {done['step']} of {total}; nothing to do (raise --max-steps or "
                    f"--epochs to train further)")
         return done
-    if cfg.warmup_steps > total:
-        say(world, f"warning: --warmup-steps {cfg.warmup_steps} is longer than the run ({total} steps): the learning "
-                   f"rate never reaches --lr {cfg.lr:g}")
 
     # -- model and optimizer (identical initial weights on every rank; a resume loads the checkpoint's)
     seed_everything(cfg.seed)
@@ -432,6 +443,9 @@ def run_fit(cfg: TrainConfig, world: World, hook: Hook | None, on_end: Callable 
     step, epoch, cursor = state.pop("step", 0), state["epoch"], state["cursor"]
     val = validation(cfg, manifest)  # the data is opened before RUN is written: a damaged build leaves no RUN
     split, plan = epoch_plan(cfg, world, epoch)
+    if cfg.warmup_steps > total:  # after every check that can fail, so that an error stays one line
+        say(world, f"warning: --warmup-steps {cfg.warmup_steps} is longer than the run ({total} steps): the learning "
+                   f"rate never reaches --lr {cfg.lr:g}")
     if world.main:
         run.mkdir(parents=True, exist_ok=True)
         write_json(run / checkpoint.CONFIG, to_dict(cfg))
@@ -442,7 +456,8 @@ def run_fit(cfg: TrainConfig, world: World, hook: Hook | None, on_end: Callable 
     collator = Collator(objective, tok["pad_id"], tok["decoder_start_id"], max_encoder_len=cfg.max_encoder_len,
                         max_decoder_len=cfg.max_decoder_len, pad_to_multiple_of=cfg.pad_to_multiple_of)
     if val is None:
-        say(world, f"{cfg.data}: no validation rows (built with --validation-fraction 0?); evaluation is skipped")
+        say(world, f"{cfg.validation or cfg.data}: no validation rows (built with --validation-fraction 0?); "
+                   "evaluation is skipped")
 
     targets = row_targets(split, collator)
     stats = plan_stats(plan, split.enc_lengths, split.dec_lengths, make_budget(cfg))
