@@ -24,6 +24,7 @@ N_SENTINELS = 100
 SCORE_DECIMALS = 6  # Unigram scores are rounded so that training is reproducible (see canonical_unigram)
 PIECE_CHARS = 1 << 20  # documents longer than this are encoded in whitespace-aligned pieces
 CHAR_STEP = 1e-4  # the score step of the trainer's appended single characters
+SPELLED_SPECIAL = re.compile(r"</s>|<pad>|<unk>|<mask>|<extra_id_\d+>")  # never learnt as ordinary pieces
 CLEAN_SPACE = re.compile(r"(?<=\S) (?=\S)")  # where a long document is cut into pieces (whitespace_pieces)
 CALL_CHARS = 1 << 18  # characters per tokenizer call (one piece at least): bounds the memory of its encodings,
 # which a worker keeps at its high-water mark (1 << 20: 2 workers on 3.8 MB shards peaked 90 MB higher)
@@ -90,7 +91,8 @@ def tokenizer_sha256(tok) -> str:
 
 def train_tokenizer(texts: Iterable[str], vocab_size: int, *, n_sentinels: int = N_SENTINELS, show_progress: bool = False):
     """Train a Unigram tokenizer laid out like T5's: <pad>=0, </s>=1, <unk>=2, <mask>=3, then pieces,
-    then the sentinels with <extra_id_0> at the highest id. `vocab_size` counts everything.
+    then the sentinels with <extra_id_0> at the highest id. `vocab_size` counts everything. Text that spells
+    a special token is blanked for training: the trainer would learn it as a second, ordinary piece.
 
     The tokenizers Unigram trainer is not reproducible run to run (its scores differ in the last bits
     and near-ties swap places), so the result is canonicalised: scores rounded, pieces re-sorted.
@@ -106,7 +108,7 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int, *, n_sentinels: int =
     trainer = trainers.UnigramTrainer(
         vocab_size=n_pieces, special_tokens=list(SPECIAL_TOKENS), unk_token=UNK, show_progress=show_progress
     )
-    interruptible(tok.train_from_iterator, texts, trainer)
+    interruptible(tok.train_from_iterator, (SPELLED_SPECIAL.sub(" ", text) for text in texts), trainer)
     tok = canonical_unigram(tok)
     tok.add_special_tokens([sentinel_name(k) for k in reversed(range(n_sentinels))])
     return tok

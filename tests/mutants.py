@@ -322,6 +322,8 @@ MUTANTS = [
            "        check_window_lengths(windows_name, manifest, windows[\"tokens\"], report)\n", "", ("tests/test_verify.py",)),
     Mutant("text-spelling-eos-gets-its-id", "mlmprep/tokenize.py",  # "</s>" in a corpus: an EOS masked as noise
            "    if spelled_specials(tok)[flat].any():", "    if False:", ("tests/test_build.py",)),
+    Mutant("tokenizer-trained-on-special-text", "mlmprep/tokenize.py",  # a second "</s>" piece; the build refuses
+           "(SPELLED_SPECIAL.sub(\" \", text) for text in texts)", "texts", ("tests/test_build.py",)),
 ]
 
 

@@ -94,6 +94,25 @@ def test_text_that_spells_a_special_token_never_gives_its_id(tmp_path):
         assert alone.tolist() == own.tolist()
 
 
+def test_a_trained_tokenizer_learns_no_second_piece_for_special_text():
+    """A corpus that spells `</s>` or `<extra_id_0>` glued to words: the trainer learnt them as ordinary pieces,
+    token_to_id then gave the wrong id and the sentinels were not consecutive (the build refused its own
+    tokenizer)."""
+    import json
+
+    from conftest import tiny_documents
+    from mlmprep.tokenize import special_ids, train_tokenizer
+
+    glued = [f"{doc}</s> <extra_id_0>{doc} <pad>{doc}<mask> <extra_id_7>" for doc in tiny_documents(300)]
+    tok = train_tokenizer(glued, vocab_size=500)
+    pieces = [piece for piece, _ in json.loads(tok.to_str())["model"]["vocab"]]
+    assert pieces[:4] == ["<pad>", "</s>", "<unk>", "<mask>"]
+    assert not any(p in ("<pad>", "</s>", "<unk>", "<mask>") or "extra_id" in p for p in pieces[4:])
+    ids = special_ids(tok)
+    top = tok.get_vocab_size(with_added_tokens=True) - 1
+    assert (ids.pad, ids.eos, ids.mask, int(ids.sentinels[0]), int(ids.sentinels[7])) == (0, 1, 3, top, top - 7)
+
+
 def test_a_stretch_without_whitespace_is_cut_hard_at_the_piece_size():
     from mlmprep.tokenize import whitespace_pieces
 
