@@ -8,7 +8,7 @@ from typing import Annotated, Literal, Optional
 import typer
 
 from mlmprep.cli import app
-from mlmprep.cli._util import HelpCommand, cli_errors, given, option
+from mlmprep.cli._util import INTERRUPTED, HelpCommand, cli_errors, given, option
 
 TRAIN_EXAMPLES = """Examples:
 
@@ -91,4 +91,18 @@ def train(
     except Diverged as exc:  # not the user's input: exit 1, one line
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(code=1) from None
+    except KeyboardInterrupt:
+        typer.echo(interrupted_line(Path(cfg.out)), err=True)
+        raise typer.Exit(code=INTERRUPTED) from None
     typer.echo(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in final.items()))
+
+
+def interrupted_line(run: Path) -> str:
+    """What Ctrl-C left of a run: nothing, or RUN with its last checkpoint, which --resume continues from."""
+    from mlmprep.checkpoint import latest
+
+    if not run.is_dir() or not any(run.iterdir()):
+        return "interrupted; nothing was left under the output name"
+    last = latest(run)
+    kept = f"last checkpoint {last.name}" if last else "no checkpoint yet, so a resume starts again at step 0"
+    return f"interrupted; {run} is kept ({kept}): `mlmprep train --out {run} --resume` continues the run"

@@ -283,3 +283,29 @@ def test_a_non_finite_lr_in_a_config_file_is_refused(tmp_path, span_data):
                                       str(tmp_path / "train.yaml")])
     assert result.exit_code == 2 and result.output == "error: --lr must be a finite number, got inf\n"
     assert not (tmp_path / "run").exists()
+
+
+def test_ctrl_c_in_train_says_what_is_kept_and_how_to_resume(tmp_path, span_data, monkeypatch):
+    from typer.testing import CliRunner
+
+    import mlmprep.train
+    from mlmprep.cli import app
+
+    real_fit = mlmprep.train.fit
+
+    def stop_at_step_3(step, k, rows, padding):
+        if step == 3:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(mlmprep.train, "fit", lambda cfg: real_fit(cfg, hook=stop_at_step_3))
+    run = tmp_path / "run"
+    args = ["--max-tokens-per-batch", "512", "--max-tokens-per-microbatch", "256", "--eval-every", "0"]
+    result = CliRunner().invoke(app, ["train", str(span_data), "--out", str(run), "--max-steps", "4", "--save-every", "2",
+                                      *args])
+    assert result.exit_code == 130
+    assert result.output.splitlines()[-1] == (f"interrupted; {run} is kept (last checkpoint checkpoint-2): "
+                             f"`mlmprep train --out {run} --resume` continues the run")
+    monkeypatch.setattr(mlmprep.train, "fit", real_fit)
+    resumed = CliRunner().invoke(app, ["train", "--out", str(run), "--resume"])
+    assert resumed.exit_code == 0, resumed.output
+    assert json.loads((run / "final_metrics.json").read_text())["step"] == 4
