@@ -33,8 +33,9 @@ PREFIX = "checkpoint-"
 CONFIG = "train_config.json"
 # Options that may differ between a run and its --resume: they change how long it runs or what it logs,
 # not the steps already taken. (A new --max-steps also moves the end of the decay unless --decay-steps is set.)
+# --out is where the run is, however spelled, or wherever it was moved to.
 RESUMABLE = frozenset(
-    {"data", "resume", "epochs", "max_steps", "eval_every", "validation", "log_every", "save_every", "keep_checkpoints",
+    {"data", "out", "resume", "epochs", "max_steps", "eval_every", "validation", "log_every", "save_every", "keep_checkpoints",
      "compile", "max_bad_steps", "report_to"}
 )
 

@@ -309,3 +309,19 @@ def test_ctrl_c_in_train_says_what_is_kept_and_how_to_resume(tmp_path, span_data
     resumed = CliRunner().invoke(app, ["train", "--out", str(run), "--resume"])
     assert resumed.exit_code == 0, resumed.output
     assert json.loads((run / "final_metrics.json").read_text())["step"] == 4
+
+
+def test_resume_finds_the_run_however_out_is_spelled_or_wherever_it_moved(tmp_path, span_data, monkeypatch):
+    from typer.testing import CliRunner
+
+    from mlmprep.cli import app
+
+    monkeypatch.chdir(tmp_path)
+    args = ["--max-tokens-per-batch", "512", "--max-tokens-per-microbatch", "256", "--eval-every", "0", "--save-every", "1"]
+    assert CliRunner().invoke(app, ["train", str(span_data), "--out", "runs/a", "--max-steps", "1", *args]).exit_code == 0
+    for step, out in enumerate([str(tmp_path / "runs" / "a"), "runs/a/", "./runs/a"], start=2):
+        result = CliRunner().invoke(app, ["train", "--out", out, "--resume", "--max-steps", str(step)])
+        assert result.exit_code == 0 and f"from step {step - 1}" in result.output, result.output
+    (tmp_path / "runs" / "a").rename(tmp_path / "moved")
+    result = CliRunner().invoke(app, ["train", "--out", "moved", "--resume", "--max-steps", "5"])
+    assert result.exit_code == 0 and "from step 4" in result.output, result.output
