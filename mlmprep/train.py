@@ -300,6 +300,12 @@ def window_metrics(world: World, window: np.ndarray) -> dict:
     return line if peak is None else {**line, "peak_memory_gb": peak}
 
 
+def epoch_of_last(epoch: int, cursor: int, step: int) -> int:
+    """The 0-based epoch of the step just taken, given the loader's position (epoch, cursor) after it: an
+    epoch's last step has already moved the position to the next epoch."""
+    return epoch - 1 if cursor == 0 and step > 0 else epoch
+
+
 def log_line(step: int, total: int, epoch: int, lr: float, line: dict) -> str:
     """A metrics line for the console when there is no progress bar to show it."""
     loss = "-" if line["loss"] is None else f"{line['loss']:.4f}"
@@ -518,10 +524,11 @@ def run_fit(cfg: TrainConfig, world: World, hook: Hook | None, on_end: Callable 
             loss = line["loss"]
             state.update(logged_step=step, tokens=state["tokens"] + line["tokens"], examples=state["examples"] + line["examples"],
                          train_s=state.get("train_s", 0.0) + float(window[6]))
-            record(run, world, step=step, epoch=epoch, lr=lr, grad_norm=norm, **line)
-            report_to.report(writer, {"step": step, "epoch": epoch, "lr": lr, "grad_norm": norm, **line})
+            record(run, world, step=step, epoch=epoch_of_last(epoch, cursor, step), lr=lr, grad_norm=norm, **line)
+            report_to.report(writer, {"step": step, "epoch": epoch_of_last(epoch, cursor, step), "lr": lr, "grad_norm": norm,
+                                      **line})
             if bar.disable:  # off a terminal (a log file, a batch job): the bar's figures as a line
-                say(world, log_line(step, total, epoch, lr, line))
+                say(world, log_line(step, total, epoch_of_last(epoch, cursor, step), lr, line))
             bar.set_postfix(loss=f"{loss:.3f}" if loss is not None else "-", lr=f"{lr:.2e}",
                             tok_s=f"{line['tokens_per_s']:.0f}", pad=f"{line['padding_efficiency']:.2f}",
                             tflops=f"{line['tflops']:.1f}",
@@ -537,7 +544,7 @@ def run_fit(cfg: TrainConfig, world: World, hook: Hook | None, on_end: Callable 
     if not metrics:  # no evaluation yet (say, a run killed after its last checkpoint, resumed): evaluate now
         metrics = run_eval(step)
     train_s = state.get("train_s", 0.0)
-    final = {"step": step, "epoch": epoch, "loss": loss, **metrics, "tokens": state["tokens"], "examples": state["examples"],
+    final = {"step": step, "epoch": epoch_of_last(epoch, cursor, step), "loss": loss, **metrics, "tokens": state["tokens"], "examples": state["examples"],
              "wall_s": time.perf_counter() - started, "train_s": train_s,
              "tokens_per_s": state["tokens"] / train_s if train_s else 0.0}
     if world.main:

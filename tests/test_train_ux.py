@@ -325,3 +325,13 @@ def test_resume_finds_the_run_however_out_is_spelled_or_wherever_it_moved(tmp_pa
     (tmp_path / "runs" / "a").rename(tmp_path / "moved")
     result = CliRunner().invoke(app, ["train", "--out", "moved", "--resume", "--max-steps", "5"])
     assert result.exit_code == 0 and "from step 4" in result.output, result.output
+
+
+def test_each_step_logs_its_own_epoch(tmp_path, span_data):
+    from mlmprep.train import World, epoch_plan
+
+    cfg = TrainConfig(data=str(span_data), out=str(tmp_path / "run"), **{**SMALL, "log_every": 1}, epochs=3)
+    per_epoch = [len(epoch_plan(cfg, World(0, 1, torch.device("cpu")), e)[1]) for e in range(3)]
+    final = fit(cfg)
+    logged = [r["epoch"] for r in map(json.loads, (tmp_path / "run" / "metrics.jsonl").open()) if "loss" in r]
+    assert logged == [e for e, n in enumerate(per_epoch) for _ in range(n)] and final["epoch"] == 2
