@@ -122,18 +122,45 @@ def load(path: Path, optimizer, *, rank: int, world_size: int, device) -> dict:
     (The model's weights are loaded by `build_model(str(path), ...)`.)"""
     import torch
 
-    state = json.loads((path / "state.json").read_text(encoding="utf-8"))
+    state = read_json(path / "state.json")
     if state["world_size"] != world_size:  # the batch plan, and so the loader position, depends on it
         raise ConfigError(f"{path}: saved by {state['world_size']} processes; resume it with the same number, not {world_size}")
-    optimizer.load_state_dict(torch.load(path / "optimizer.pt", map_location=device, weights_only=True))
-    set_rng_state(torch.load(path / "rng.pt", weights_only=True)[rank])
+    try:
+        optimizer.load_state_dict(torch.load(path / "optimizer.pt", map_location=device, weights_only=True))
+    except Exception as exc:  # missing, truncated, or another optimizer's state
+        raise damaged(path / "optimizer.pt", exc) from None
+    try:
+        set_rng_state(torch.load(path / "rng.pt", weights_only=True)[rank])
+    except Exception as exc:
+        raise damaged(path / "rng.pt", exc) from None
     return state
+
+
+def read_json(path: Path) -> dict:
+    """A JSON object the run wrote; a missing or broken one is a one-line error naming it."""
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise damaged(path, exc) from None
+    if not isinstance(value, dict):
+        raise damaged(path, ValueError("not a JSON object"))
+    return value
+
+
+def damaged(path: Path, exc: Exception) -> CacheError:
+    """The error for a damaged file of RUN: resume from the checkpoint before, or start a new run."""
+    problem = "missing" if isinstance(exc, FileNotFoundError) else (str(exc).splitlines() or [type(exc).__name__])[0]
+    owner = next((p for p in path.parents if p.name.startswith(PREFIX)), None)
+    if owner is None:
+        return CacheError(f"{path}: damaged ({problem}); the run's options are lost: start it again with a new --out")
+    return CacheError(f"{path}: damaged ({problem}); delete {owner} to resume from the checkpoint before it, "
+                      "or start again with a new --out")
 
 
 def saved_config(run: str | Path) -> dict:
     """The options RUN was started with ({} if it has none): the base layer of a --resume."""
     path = Path(run) / CONFIG
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    return read_json(path) if path.is_file() else {}
 
 
 def check_resumable(saved: dict, cfg: TrainConfig) -> None:
@@ -159,7 +186,7 @@ def trim_metrics(run: Path, step: int) -> None:
 def finished(path: Path, total: int) -> dict | None:
     """The run's final_metrics.json if checkpoint `path` is at or past step `total` (a resume would train
     nothing), else None."""
-    step = json.loads((path / "state.json").read_text(encoding="utf-8"))["step"]
+    step = read_json(path / "state.json")["step"]
     final = path.parent / "final_metrics.json"
     if step < total or not final.is_file():  # (no final metrics: killed after its last checkpoint; finish it)
         return None
@@ -173,9 +200,12 @@ def open_run(cfg: TrainConfig) -> Path | None:
         raise CacheError(f"--out {run}: exists and is not a directory")
     busy = run.is_dir() and any(run.iterdir())
     if busy and not cfg.resume:
+        if not (run / CONFIG).is_file():
+            raise CacheError(f"--out {run}: not empty and not an mlmprep run (no {CONFIG}); choose another --out")
         raise CacheError(f"--out {run}: not empty; pass --resume to continue that run, or choose another --out")
     if cfg.resume:
         if not (run / CONFIG).is_file():
-            raise CacheError(f"--resume: --out {run} holds no run to resume (no {CONFIG}); drop --resume to start one")
+            raise CacheError(f"--resume: --out {run} holds no run to resume (no {CONFIG}); "
+                             + ("it is not an mlmprep run: choose a new --out" if busy else "drop --resume to start one"))
         check_resumable(saved_config(run), cfg)
     return latest(run) if cfg.resume else None

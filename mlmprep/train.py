@@ -399,6 +399,16 @@ def other_validation(cfg: TrainConfig, manifest: dict) -> Path:
     return path
 
 
+def load_model(cfg: TrainConfig, resume_from: Path | None, objective: str, tok: dict, max_length: int):
+    """cfg.model's initial weights, or the checkpoint's on a resume (a damaged one is a one-line error)."""
+    if resume_from is None:
+        return build_model(cfg.model, objective, tok, max_length=max_length)
+    try:
+        return build_model(str(resume_from), objective, tok, max_length=max_length)
+    except Exception as exc:  # a truncated model.safetensors, a broken config.json
+        raise checkpoint.damaged(resume_from / "model", exc) from None
+
+
 # ----------------------------------------------------------------------------- the run
 def fit(cfg: TrainConfig, *, hook: Hook | None = None, on_end: Callable | None = None) -> dict:
     """Train cfg.model on the build cfg.data; write RUN/metrics.jsonl, RUN/checkpoint-{step} and
@@ -436,7 +446,7 @@ def run_fit(cfg: TrainConfig, world: World, hook: Hook | None, on_end: Callable 
 
     # -- model and optimizer (identical initial weights on every rank; a resume loads the checkpoint's)
     seed_everything(cfg.seed)
-    model = build_model(str(resume_from or cfg.model), objective, tok, max_length=manifest["input_length"]).to(world.device)
+    model = load_model(cfg, resume_from, objective, tok, manifest["input_length"]).to(world.device)
     model.train()  # from_pretrained (a resume, a checkpoint as --model) returns eval mode: dropout would be off
     optimizer = make_optimizer(model, cfg)
     seed_everything(cfg.seed + world.rank)  # dropout masks differ across ranks

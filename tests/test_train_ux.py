@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 
 import pytest
@@ -335,3 +336,37 @@ def test_each_step_logs_its_own_epoch(tmp_path, span_data):
     final = fit(cfg)
     logged = [r["epoch"] for r in map(json.loads, (tmp_path / "run" / "metrics.jsonl").open()) if "loss" in r]
     assert logged == [e for e, n in enumerate(per_epoch) for _ in range(n)] and final["epoch"] == 2
+
+
+@pytest.mark.parametrize("damage, named", [
+    (lambda run: (run / "checkpoint-2" / "rng.pt").unlink(), "checkpoint-2/rng.pt: damaged (missing)"),
+    (lambda run: os.truncate(run / "checkpoint-2" / "optimizer.pt", 100), "checkpoint-2/optimizer.pt: damaged"),
+    (lambda run: os.truncate(run / "checkpoint-2" / "model" / "model.safetensors", 300), "checkpoint-2/model: damaged"),
+    (lambda run: (run / "checkpoint-2" / "state.json").write_text("{"), "checkpoint-2/state.json: damaged"),
+    (lambda run: (run / "train_config.json").write_text("{"), "train_config.json: damaged"),
+    (lambda run: (run / "train_config.json").unlink(), "not an mlmprep run: choose a new --out"),
+])
+def test_a_damaged_run_on_resume_is_one_line_naming_the_file(tmp_path, span_data, damage, named):
+    from typer.testing import CliRunner
+
+    from mlmprep.cli import app
+
+    run = tmp_path / "run"
+    fit(TrainConfig(data=str(span_data), out=str(run), **SMALL, max_steps=2))
+    damage(run)
+    result = CliRunner().invoke(app, ["train", "--out", str(run), "--resume", "--max-steps", "3"])
+    assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
+    assert result.output.startswith("error: ") and named in result.output
+    assert "drop --resume" not in result.output
+
+
+def test_a_directory_that_is_no_run_is_not_sent_back_and_forth(tmp_path, span_data):
+    from typer.testing import CliRunner
+
+    from mlmprep.cli import app
+
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "notes.txt").write_text("mine")
+    result = CliRunner().invoke(app, ["train", str(span_data), "--out", str(tmp_path / "run")])
+    assert result.exit_code == 2 and "not an mlmprep run" in result.output and "--resume" not in result.output
+    assert (tmp_path / "run" / "notes.txt").read_text() == "mine"
