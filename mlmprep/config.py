@@ -29,6 +29,14 @@ APPLIES_WITH = {
     "random_roll": ("objective", "span"), "ray_address": ("engine", "ray"),
 }
 
+# train option -> (the option, the values) it applies with: set to anything but its default elsewhere, it is ignored
+TRAIN_APPLIES_WITH = {
+    "beta1": ("optimizer", ("adamw",)), "beta2": ("optimizer", ("adamw",)),
+    "min_lr": ("schedule", ("cosine", "linear", "inverse_sqrt")), "decay_steps": ("schedule", ("cosine", "linear")),
+}
+# train option -> the objective of the data it applies to (the build's manifest says which the data has)
+TRAIN_OBJECTIVE = {"alpha": "span", "max_decoder_len": "span"}
+
 
 @dataclass(frozen=True)
 class BuildConfig:
@@ -319,6 +327,7 @@ class TrainConfig:
             check_range(option, value, low=low)
         self.check_finite()
         self.check_caps()
+        self.check_applies()
         if not 0 <= self.seed < 2**32:  # numpy's legacy seed range
             raise ConfigError(f"--seed must be in [0, 2**32), got {self.seed}")
         if self.max_tokens_per_batch > MAX_TOKENS:
@@ -349,3 +358,17 @@ class TrainConfig:
             if cap is not None and (cap < 1 or cap % self.pad_to_multiple_of):
                 raise ConfigError(f"--{key.replace('_', '-')} {cap} must be a positive multiple of "
                                   f"--pad-to-multiple-of {self.pad_to_multiple_of}")
+
+    def check_applies(self) -> None:
+        """Refuse an option set where the optimizer or schedule ignores it: the run would differ in name only."""
+        for key, (owner, values) in TRAIN_APPLIES_WITH.items():
+            if getattr(self, key) != getattr(TrainConfig, key) and getattr(self, owner) not in values:
+                needs = f"--{owner} " + " or ".join(values)
+                raise ConfigError(f"--{key.replace('_', '-')} applies to {needs} only; leave it out or use {needs}")
+
+    def check_objective(self, objective: str) -> None:
+        """Refuse an option set that `objective` data (from the build's manifest) ignores."""
+        for key, needs in TRAIN_OBJECTIVE.items():
+            if getattr(self, key) != getattr(TrainConfig, key) and objective != needs:
+                raise ConfigError(f"--{key.replace('_', '-')} applies to {needs} data only, and {self.data} is "
+                                  f"{objective} data; leave it out")

@@ -435,6 +435,7 @@ def run_fit(cfg: TrainConfig, world: World, hook: Hook | None, on_end: Callable 
         dist.barrier()
     run, manifest = Path(cfg.out), read_manifest(cfg.data)
     objective, tok, n_seeds = manifest["objective"], manifest["tokenizer"], len(manifest["seeds"])
+    cfg.check_objective(objective)
 
     # -- plan: total steps (unless --max-steps), and the learning-rate horizon
     total = cfg.max_steps or sum(len(epoch_plan(cfg, world, e)[1]) for e in range(cfg.epochs))

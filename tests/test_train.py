@@ -76,7 +76,7 @@ def test_lr_schedule():
     assert lr_at(14, cfg, 14) == pytest.approx(0.1) and lr_at(50, cfg, 14) == pytest.approx(0.1)
     linear = TrainConfig(lr=1.0, min_lr=0.1, warmup_steps=4, schedule="linear")
     assert lr_at(9, linear, 14) == pytest.approx(0.55)
-    assert lr_at(50, TrainConfig(lr=1.0, min_lr=0.1, warmup_steps=4, schedule="constant"), 14) == 1.0
+    assert lr_at(50, TrainConfig(lr=1.0, warmup_steps=4, schedule="constant"), 14) == 1.0
 
 
 def test_models_follow_the_tokenizer(tmp_path):

@@ -185,21 +185,23 @@ def test_every_train_option_reaches_the_config(monkeypatch, tmp_path):
     given = dict(model="t5-small", epochs=3, max_steps=7, max_tokens_per_batch=999, max_tokens_per_microbatch=333,
                  max_examples_per_microbatch=5, alpha=1.5, pad_to_multiple_of=8, max_encoder_len=40, max_decoder_len=16,
                  optimizer="adafactor", lr=0.02, min_lr=0.001, schedule="linear", warmup_steps=11, decay_steps=13,
-                 weight_decay=0.1, beta1=0.8, beta2=0.95, grad_clip=2.0, eval_every=17, validation="v",
+                 weight_decay=0.1, grad_clip=2.0, eval_every=17, validation="v",
                  eval_max_tokens_per_microbatch=777, log_every=19, save_every=23, keep_checkpoints=4, seed=29,
                  grow_after=31, max_bad_steps=3, report_to="tensorboard")
+    adamw = dict(beta1=0.8, beta2=0.95)  # AdamW's only: refused with adafactor
     flags = {"bf16": False, "compile": True, "deterministic": True}
-    missing = {f.name for f in fields(TrainConfig)} - {"data", "out", "resume", *given, *flags}
+    missing = {f.name for f in fields(TrainConfig)} - {"data", "out", "resume", *given, *adamw, *flags}
     assert not missing, f"give {missing} a non-default value here"
-    got = {}
     monkeypatch.setattr(mlmprep.train, "fit", lambda cfg: got.setdefault("cfg", cfg) and {})
-    args = ["train", "d", "--out", str(tmp_path / "r"), "--no-bf16", "--compile", "--deterministic"]
-    for key, value in given.items():
-        args += ["--" + key.replace("_", "-"), str(value)]
-    result = CliRunner().invoke(app, args)
-    assert result.exit_code == 0, result.output
-    cfg = to_dict(got["cfg"])
-    assert {k: cfg[k] for k in given} == given and {k: cfg[k] for k in flags} == flags
+    for options in (given, {**given, "optimizer": "adamw", **adamw}):
+        got = {}
+        args = ["train", "d", "--out", str(tmp_path / "r"), "--no-bf16", "--compile", "--deterministic"]
+        for key, value in options.items():
+            args += ["--" + key.replace("_", "-"), str(value)]
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 0, result.output
+        cfg = to_dict(got["cfg"])
+        assert {k: cfg[k] for k in options} == options and {k: cfg[k] for k in flags} == flags
 
 
 # ---------------------------------------------------------------------------- exact resume with dropout

@@ -370,3 +370,25 @@ def test_a_directory_that_is_no_run_is_not_sent_back_and_forth(tmp_path, span_da
     result = CliRunner().invoke(app, ["train", str(span_data), "--out", str(tmp_path / "run")])
     assert result.exit_code == 2 and "not an mlmprep run" in result.output and "--resume" not in result.output
     assert (tmp_path / "run" / "notes.txt").read_text() == "mine"
+
+
+@pytest.mark.parametrize("objective, args, refused", [
+    ("span", ["--optimizer", "adafactor", "--beta1", "0.5"], "--beta1 applies to --optimizer adamw only"),
+    ("span", ["--optimizer", "adafactor", "--beta2", "0.5"], "--beta2 applies to --optimizer adamw only"),
+    ("span", ["--schedule", "constant", "--decay-steps", "2"], "--decay-steps applies to --schedule cosine or linear only"),
+    ("span", ["--schedule", "inverse_sqrt", "--decay-steps", "2"], "--decay-steps applies to --schedule cosine or linear"),
+    ("span", ["--schedule", "constant", "--min-lr", "0.0005"], "--min-lr applies to --schedule cosine or linear or"),
+    ("mlm", ["--max-decoder-len", "8"], "--max-decoder-len applies to span data only"),
+    ("mlm", ["--alpha", "7"], "--alpha applies to span data only"),
+])
+def test_an_option_that_would_be_ignored_is_refused(tmp_path, span_data, objective, args, refused):
+    from typer.testing import CliRunner
+
+    from mlmprep.cli import app
+
+    data = span_data if objective == "span" else write_fake_build(tmp_path / "mlm", objective="mlm", n_rows=12)
+    run = tmp_path / "run"
+    result = CliRunner().invoke(app, ["train", str(data), "--out", str(run), "--max-steps", "1", *args])
+    assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
+    assert result.output.startswith(f"error: {refused}")
+    assert not run.exists()
