@@ -327,7 +327,7 @@ class TrainConfig:
             check_range(option, value, low=low)
         self.check_finite()
         self.check_caps()
-        self.check_applies()
+        self.check_options_apply()
         if not 0 <= self.seed < 2**32:  # numpy's legacy seed range
             raise ConfigError(f"--seed must be in [0, 2**32), got {self.seed}")
         if self.max_tokens_per_batch > MAX_TOKENS:
@@ -359,7 +359,7 @@ class TrainConfig:
                 raise ConfigError(f"--{key.replace('_', '-')} {cap} must be a positive multiple of "
                                   f"--pad-to-multiple-of {self.pad_to_multiple_of}")
 
-    def check_applies(self) -> None:
+    def check_options_apply(self) -> None:
         """Refuse an option set where the optimizer or schedule ignores it: the run would differ in name only."""
         for key, (owner, values) in TRAIN_APPLIES_WITH.items():
             if getattr(self, key) != getattr(TrainConfig, key) and getattr(self, owner) not in values:

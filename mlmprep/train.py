@@ -460,13 +460,13 @@ def run_fit(cfg: TrainConfig, world: World, hook: Hook | None, on_end: Callable 
     step, epoch, cursor = state.pop("step", 0), state["epoch"], state["cursor"]
     val = validation(cfg, manifest)  # the data is opened before RUN is written: a damaged build leaves no RUN
     split, plan = epoch_plan(cfg, world, epoch)
-    if cfg.warmup_steps > total:  # after every check that can fail, so that an error stays one line
-        say(world, f"warning: --warmup-steps {cfg.warmup_steps} is longer than the run ({total} steps): the learning "
-                   f"rate never reaches --lr {cfg.lr:g}")
     if world.main:
         run.mkdir(parents=True, exist_ok=True)
         write_json(run / checkpoint.CONFIG, to_dict(cfg))
         checkpoint.trim_metrics(run, step)
+    if cfg.warmup_steps > total:  # after every check that can fail, so that an error stays one line
+        say(world, f"warning: --warmup-steps {cfg.warmup_steps} is longer than the run ({total} steps): the learning "
+                   f"rate never reaches --lr {cfg.lr:g}")
     writer = report_to.open_writer(cfg, run, step) if world.main else None
     setup_device(world.device)
     ddp = wrap_ddp(model, world) if world.size > 1 else model

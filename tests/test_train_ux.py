@@ -260,7 +260,7 @@ def test_resume_of_a_run_killed_before_its_first_checkpoint_logs_each_step_once(
 @pytest.mark.parametrize("args", [
     ["--grad-clip", "nan"], ["--weight-decay", "nan"], ["--weight-decay", "inf"], ["--lr", "inf"], ["--alpha", "nan"],
     ["--seed", "-1"], ["--seed", "4294967296"], ["--max-tokens-per-batch", "99999999999999999999"],
-    ["--max-encoder-len", "0"], ["--max-decoder-len", "-3"],
+    ["--max-encoder-len", "0"], ["--max-decoder-len", "-3"], ["--model", "nosuch"],  # no warmup warning before it
 ])
 def test_bad_numbers_are_one_line_before_the_run_directory(tmp_path, span_data, args):
     from typer.testing import CliRunner
