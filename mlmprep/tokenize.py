@@ -108,10 +108,23 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int, *, n_sentinels: int =
     trainer = trainers.UnigramTrainer(
         vocab_size=n_pieces, special_tokens=list(SPECIAL_TOKENS), unk_token=UNK, show_progress=show_progress
     )
-    interruptible(tok.train_from_iterator, (SPELLED_SPECIAL.sub(" ", text) for text in texts), trainer)
+    chars: set[str] = set()
+    try:
+        interruptible(tok.train_from_iterator, (seen_chars(SPELLED_SPECIAL.sub(" ", t), chars) for t in texts), trainer)
+    except Exception as exc:
+        if "not large enough to contain all chars" not in str(exc):
+            raise
+        raise TokenizerError(f"--vocab-size {vocab_size} cannot hold the training text's {len(chars)} distinct characters "
+                             f"and {n_sentinels} sentinels; raise --vocab-size to at least {len(chars) + n_sentinels}") from None
     tok = canonical_unigram(tok)
     tok.add_special_tokens([sentinel_name(k) for k in reversed(range(n_sentinels))])
     return tok
+
+
+def seen_chars(text: str, chars: set[str]) -> str:
+    """`text`, its characters added to `chars` (for the error when the vocabulary cannot hold them all)."""
+    chars.update(text)
+    return text
 
 
 def interruptible(fn: Callable, *args):

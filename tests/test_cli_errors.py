@@ -198,3 +198,18 @@ def test_tokenizer_train_replaces_invalid_utf8_in_a_string_column(tmp_path):
     result = cli("tokenizer", "train", corpus, "--vocab-size", "1000", "--out", tmp_path / "tk.json")
     assert result.exit_code == 0, result.stderr
     assert (tmp_path / "tk.json").is_file()
+
+
+@pytest.mark.parametrize("command", ["tokenizer-train", "build"])
+def test_a_vocab_size_below_the_corpus_characters_is_one_line_naming_the_size_needed(tmp_path, tiny_corpus, command):
+    chars = len(set(tiny_corpus.read_text(encoding="utf-8").replace("\n", "")))
+    out = tmp_path / "out"
+    args = (["tokenizer", "train", tiny_corpus, "--out", out] if command == "tokenizer-train"
+            else ["build", tiny_corpus, "--input-length", "64", "--seeds", "1", "--out", out])
+    result = cli(*args, "--vocab-size", "106")
+    assert_refused(result.exit_code, result.stderr, "--vocab-size 106", "distinct characters", "raise --vocab-size")
+    assert leftovers(out) == []
+    assert not [p for p in tmp_path.iterdir()]
+    needed = int(result.stderr.rsplit("at least ", 1)[1].strip())
+    assert needed >= 100 + chars - 1
+    assert cli(*args[:-1], tmp_path / "ok", "--vocab-size", str(needed)).exit_code == 0
