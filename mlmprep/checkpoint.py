@@ -158,9 +158,12 @@ def damaged(path: Path, exc: Exception) -> CacheError:
 
 
 def saved_config(run: str | Path) -> dict:
-    """The options RUN was started with ({} if it has none): the base layer of a --resume."""
+    """The options RUN was started with ({} if it has none): the base layer of a --resume. Less those its
+    optimizer or schedule ignores, which a run started before they were refused may hold."""
+    from mlmprep.config import TrainConfig
+
     path = Path(run) / CONFIG
-    return read_json(path) if path.is_file() else {}
+    return TrainConfig.used(read_json(path)) if path.is_file() else {}
 
 
 def check_resumable(saved: dict, cfg: TrainConfig) -> None:

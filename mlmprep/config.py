@@ -359,6 +359,13 @@ class TrainConfig:
                 raise ConfigError(f"--{key.replace('_', '-')} {cap} must be a positive multiple of "
                                   f"--pad-to-multiple-of {self.pad_to_multiple_of}")
 
+    @staticmethod
+    def used(saved: dict[str, Any]) -> dict[str, Any]:
+        """A saved run's options less those its optimizer or schedule ignores (see BuildConfig.used)."""
+        return {key: value for key, value in saved.items() if key not in TRAIN_APPLIES_WITH
+                or saved.get(TRAIN_APPLIES_WITH[key][0], getattr(TrainConfig, TRAIN_APPLIES_WITH[key][0]))
+                in TRAIN_APPLIES_WITH[key][1]}
+
     def check_options_apply(self) -> None:
         """Refuse an option set where the optimizer or schedule ignores it: the run would differ in name only."""
         for key, (owner, values) in TRAIN_APPLIES_WITH.items():

@@ -328,6 +328,22 @@ def test_resume_finds_the_run_however_out_is_spelled_or_wherever_it_moved(tmp_pa
     assert result.exit_code == 0 and "from step 4" in result.output, result.output
 
 
+def test_a_run_saved_with_an_option_now_refused_still_resumes(tmp_path, span_data):
+    """A run started before --beta1 with adafactor was refused holds it in train_config.json: resume drops it."""
+    from typer.testing import CliRunner
+
+    from mlmprep.cli import app
+
+    run = tmp_path / "run"
+    args = ["--max-tokens-per-batch", "512", "--max-tokens-per-microbatch", "256", "--eval-every", "0", "--save-every", "1",
+            "--optimizer", "adafactor"]
+    assert CliRunner().invoke(app, ["train", str(span_data), "--out", str(run), "--max-steps", "1", *args]).exit_code == 0
+    saved = json.loads((run / "train_config.json").read_text())
+    (run / "train_config.json").write_text(json.dumps({**saved, "beta1": 0.5}))
+    result = CliRunner().invoke(app, ["train", "--out", str(run), "--resume", "--max-steps", "2"])
+    assert result.exit_code == 0 and "from step 1" in result.output, result.output
+
+
 def test_each_step_logs_its_own_epoch(tmp_path, span_data):
     from mlmprep.train import World, epoch_plan
 
