@@ -25,7 +25,7 @@ def compare_methods(
     *,
     full: Annotated[bool, typer.Option("--full", help="GPU-sized: t5-small shapes, input length 512, 4000 steps.", rich_help_panel="Presets")] = False,
     quick: Annotated[bool, typer.Option("--quick", help="A smoke run: 1 MB of the corpus, input length 64, 20 steps.", rich_help_panel="Presets")] = False,
-    max_mb: Annotated[Optional[float], option("Use only the corpus' first documents, up to this many million characters. [default: all]", rich_help_panel="Input")] = None,
+    max_mb: Annotated[Optional[float], option("Use only the corpus' first documents, up to this many million characters (0: the whole corpus). [default: all]", rich_help_panel="Input")] = None,
     heldout_fraction: Annotated[Optional[float], option("Share of documents held out for the common validation set. [default: 0.05]", rich_help_panel="Input")] = None,
     text_column: Annotated[Optional[str], option("Text field of structured corpus files. [default: text]", rich_help_panel="Input", metavar="FIELD")] = None,
     doc_sep: Annotated[Optional[Literal["line", "blank"]], option("In .txt files a document is a 'line' or a 'blank'-line separated paragraph. [default: line]", rich_help_panel="Input")] = None,
@@ -37,11 +37,12 @@ def compare_methods(
     max_tokens_per_batch: Annotated[Optional[int], option("Padded effective tokens per step. [default: 8192]", rich_help_panel="Training")] = None,
     seed: Annotated[Optional[int], option("Seed of the hold-out, masks, weights and batch plans. [default: 0]", rich_help_panel="Training")] = None,
     out: Annotated[Optional[str], option("Directory for the builds, runs, results.json, results.md and plots. [default: bench-out]", rich_help_panel="Output", metavar="DIR")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace a previous compare-methods result in --out. An --out holding anything else is refused, with or without it.", rich_help_panel="Output")] = False,
     threads: Annotated[Optional[int], option("Torch CPU threads while training (0: torch's default). [default: 1; --full: 0]", rich_help_panel="Speed")] = None,
 ) -> None:
     """Text segmentation vs token splitting: build both from the same documents, train the same T5 on each,
     evaluate both on one held-out validation set, and write results.json, results.md and plots."""
-    from mlmprep.compare import compare, compare_config, results_markdown
+    from mlmprep.compare import check_compare, compare, compare_config, results_markdown
     from mlmprep.errors import ConfigError
     from mlmprep.write import check_output_path
 
@@ -55,6 +56,7 @@ def compare_methods(
     )
     cfg = compare_config("full" if full else "quick" if quick else "default", options)
     check_output_path(Path(cfg.out), directory=True)
+    check_compare(cfg, force=force)
     results = compare(cfg, log=lambda line: typer.echo(line, err=True))
     typer.echo(results_markdown(results))
     typer.echo(f"wrote {cfg.out}/results.json, results.md, {', '.join(results['plots'])}")

@@ -27,13 +27,17 @@ from mlmprep.build import batched, build, cleaned_documents, held_out
 from mlmprep.config import BuildConfig, TrainConfig, check_range, make_config, to_dict
 from mlmprep.corpus import open_corpus
 from mlmprep.errors import CacheError, ConfigError, CorpusError
+from mlmprep.model import PRESETS
 from mlmprep.numerics import Diverged
-from mlmprep.tokenize import WordTables, encode, load_tokenizer, special_ids, train_tokenizer, word_tables
+from mlmprep.tokenize import WordTables, check_vocab_size, encode, load_tokenizer, special_ids, train_tokenizer, word_tables
 from mlmprep.windows import MIN_ROW, Rows, segment_chars, text_segments
 from mlmprep.write import iter_rows, write_json
 
 METHODS = {"text": "text segmentation", "tokens": "token splitting"}
 COLORS = {"text": "#d6479b", "tokens": "#1f77b4"}
+# what compare-methods writes under --out; --force replaces only a directory holding nothing else
+OUTPUTS = frozenset({"data", "build-validation", "build-text", "build-tokens", "run-text", "run-tokens",
+                     "results.json", "results.md", "val_loss.png", "val_accuracy.png"})
 SEGMENTS_PER_CALL = 4096  # text segments per tokenizer call when replaying the text method (speed only)
 
 # Presets: `default` runs end to end on 2 CPU cores in minutes; `quick` keeps the code path alive in CI;
@@ -246,23 +250,46 @@ def build_arm(build_cfg: BuildConfig, log: Callable[[str], None]) -> dict:
             **fragment_share(build_cfg, manifest)}
 
 
-def train_arm(cfg: CompareConfig, method: str, validation: Path) -> dict:
-    """Fit the model on one arm's build, evaluating on `validation`; final figures and the validation curve."""
-    import torch
-
-    from mlmprep.train import fit
-
+def arm_train_config(cfg: CompareConfig, method: str) -> TrainConfig:
+    """The training run of one arm: identical for both methods but for the build it reads."""
     out = Path(cfg.out)
-    run = out / f"run-{method}"
-    shutil.rmtree(run, ignore_errors=True)  # a rerun starts afresh: same seed, same run
-    train_cfg = TrainConfig(
-        data=str(out / f"build-{method}"), out=str(run), model=cfg.model, max_steps=cfg.steps,
+    return TrainConfig(
+        data=str(out / f"build-{method}"), out=str(out / f"run-{method}"), model=cfg.model, max_steps=cfg.steps,
         max_tokens_per_batch=cfg.max_tokens_per_batch,
         max_tokens_per_microbatch=min(cfg.max_tokens_per_microbatch, cfg.max_tokens_per_batch),
         max_examples_per_microbatch=cfg.max_examples_per_microbatch, lr=cfg.lr, warmup_steps=cfg.warmup_steps,
         eval_every=cfg.eval_every, log_every=cfg.eval_every, save_every=0, keep_checkpoints=1, seed=cfg.seed,
-        validation=str(validation),
+        validation=str(out / "build-validation" / "seed-0"),
     )
+
+
+def check_compare(cfg: CompareConfig, *, force: bool) -> None:
+    """Refuse, before any work, options that would fail only after the builds, and an --out holding anything
+    but a previous compare-methods result (that one only with --force)."""
+    check_vocab_size(cfg.vocab_size)
+    if cfg.model not in PRESETS and not Path(cfg.model).exists():
+        raise ConfigError(f"--model {cfg.model}: not a preset ({', '.join(PRESETS)}), a config.json file or a model directory")
+    arm_train_config(cfg, "text")  # its option checks
+    out = Path(cfg.out)
+    names = {p.name for p in out.iterdir()} if out.is_dir() else set()
+    if not names:
+        return
+    if names - OUTPUTS or not (out / "results.json").is_file():
+        what = ", ".join(sorted(names - OUTPUTS)) or "no results.json"
+        raise ConfigError(f"--out {out}: is not empty and holds no compare-methods result ({what}); choose another --out")
+    if not force:
+        raise ConfigError(f"--out {out}: holds a compare-methods result; pass --force to replace it or choose another --out")
+
+
+def train_arm(cfg: CompareConfig, method: str) -> dict:
+    """Fit the model on one arm's build, evaluating on the common validation set; final figures and its curve."""
+    import torch
+
+    from mlmprep.train import fit
+
+    train_cfg = arm_train_config(cfg, method)
+    run = Path(train_cfg.out)
+    shutil.rmtree(run, ignore_errors=True)  # a rerun (--force, checked by check_compare) starts afresh
     threads, started = torch.get_num_threads(), time.perf_counter()
     torch.set_num_threads(cfg.threads or threads)
     try:
@@ -299,7 +326,22 @@ def read_metrics(metrics: Path) -> tuple[list[dict], float]:
 
 # ----------------------------------------------------------------------------- the comparison
 def compare(cfg: CompareConfig, *, log: Callable[[str], None] = print) -> dict:
-    """Run the comparison into cfg.out: results.json, results.md, val_loss.png and val_accuracy.png."""
+    """Run the comparison into cfg.out: results.json, results.md, val_loss.png and val_accuracy.png. A failure
+    into an --out that was empty or missing leaves it so."""
+    out = Path(cfg.out)
+    existed, fresh = out.is_dir(), not out.is_dir() or not any(out.iterdir())
+    try:
+        return run_comparison(cfg, log)
+    except BaseException:
+        if fresh:
+            shutil.rmtree(out, ignore_errors=True)
+            if existed:
+                out.mkdir(exist_ok=True)
+        raise
+
+
+def run_comparison(cfg: CompareConfig, log: Callable[[str], None]) -> dict:
+    """The comparison's work, into cfg.out."""
     figure = plot_backend()  # fail before the work, not after it
     out, started = Path(cfg.out), time.perf_counter()
     data = out / "data"
@@ -312,7 +354,7 @@ def compare(cfg: CompareConfig, *, log: Callable[[str], None] = print) -> dict:
     methods = {m: {"build": build_arm(arm_config(cfg, data, m, "train.jsonl", tokenizer), log)} for m in METHODS}
     for method in METHODS:
         log(f"training on the {METHODS[method]} build ...")
-        methods[method]["train"] = train_arm(cfg, method, out / "build-validation" / "seed-0")
+        methods[method]["train"] = train_arm(cfg, method)
     results = {
         "corpus": corpus_name(cfg),
         "settings": to_dict(cfg),

@@ -99,9 +99,8 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int, *, n_sentinels: int =
     """
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
+    check_vocab_size(vocab_size, n_sentinels)
     n_pieces = vocab_size - n_sentinels
-    if n_pieces <= len(SPECIAL_TOKENS) + 1:
-        raise TokenizerError(f"--vocab-size {vocab_size} is too small to hold {n_sentinels} sentinels and pieces")
     tok = Tokenizer(models.Unigram())
     tok.pre_tokenizer = pre_tokenizers.Metaspace()
     tok.decoder = decoders.Metaspace()
@@ -119,6 +118,12 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int, *, n_sentinels: int =
     tok = canonical_unigram(tok)
     tok.add_special_tokens([sentinel_name(k) for k in reversed(range(n_sentinels))])
     return tok
+
+
+def check_vocab_size(vocab_size: int, n_sentinels: int = N_SENTINELS) -> None:
+    """Refuse a --vocab-size with no room for pieces beside the special tokens and sentinels."""
+    if vocab_size - n_sentinels <= len(SPECIAL_TOKENS) + 1:
+        raise TokenizerError(f"--vocab-size {vocab_size} is too small to hold {n_sentinels} sentinels and pieces")
 
 
 def seen_chars(text: str, chars: set[str]) -> str:

@@ -4,6 +4,7 @@ comparison in a tiny mode through `mlmprep compare-methods` (results.json fields
 from __future__ import annotations
 
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -14,6 +15,7 @@ from mlmprep.compare import compare_config, fragment_spans, split_documents, str
 from mlmprep.errors import CacheError
 from mlmprep.tokenize import WordTables
 from mlmprep.windows import Rows
+from test_cli_build import assert_refused, cli
 
 # A hand-made vocabulary: id, piece, starts a word, first and last characters alphanumeric.
 #   0 <pad>  1 </s>  2 ▁The  3 ▁fun  4 ction  5 ▁is  6 ▁here  7 s  8 ,   and sentinels E0 = 99, E1 = 98
@@ -127,3 +129,37 @@ def test_tiny_comparison_draws_both_plots(tiny_run):
 def test_compare_methods_rejects_contradicting_modes(tmp_path):
     result = CliRunner().invoke(app, ["compare-methods", "--full", "--quick", "--out", str(tmp_path)])
     assert result.exit_code == 2 and "--full and --quick" in result.output
+
+
+def test_compare_methods_keeps_an_out_holding_other_files(tiny_corpus, tmp_path):
+    notes = tmp_path / "out" / "run-text" / "notes.txt"
+    notes.parent.mkdir(parents=True)
+    notes.write_text("precious")
+    for force in ([], ["--force"]):
+        result = cli("compare-methods", tiny_corpus, "--quick", "--out", tmp_path / "out", *force)
+        assert_refused(result.exit_code, result.stderr, "--out", "no compare-methods result", "choose another --out")
+    assert notes.read_text() == "precious" and [p.name for p in (tmp_path / "out").iterdir()] == ["run-text"]
+
+
+def test_compare_methods_replaces_a_previous_result_only_with_force(tiny_run, tmp_path):
+    out = shutil.copytree(tiny_run[0], tmp_path / "out")
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    result = cli("compare-methods", "--quick", "--out", out, "--steps", "1", "--eval-every", "1")
+    assert_refused(result.exit_code, result.stderr, "--out", "compare-methods result", "--force")
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
+    result = cli("compare-methods", "--quick", "--out", out, "--steps", "1", "--eval-every", "1", "--max-mb", "0.05",
+                 "--vocab-size", "400", "--force")
+    assert result.exit_code == 0, result.output
+    assert json.loads((out / "results.json").read_text())["settings"]["steps"] == 1
+
+
+@pytest.mark.parametrize("option", [["--vocab-size", "50"], ["--model", "nosuch"], ["--max-tokens-per-batch", "0"]])
+def test_compare_methods_refuses_bad_options_before_any_work(tiny_corpus, tmp_path, option):
+    result = cli("compare-methods", tiny_corpus, "--quick", "--out", tmp_path / "out", *option)
+    assert_refused(result.exit_code, result.stderr, option[0])
+    assert not (tmp_path / "out").exists()
+
+
+def test_compare_methods_help_documents_force_and_a_zero_max_mb():
+    help_text = " ".join(cli("compare-methods", "--help").output.split())
+    assert "--force" in help_text and "0: the whole corpus" in help_text
