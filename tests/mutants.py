@@ -323,7 +323,7 @@ MUTANTS = [
     Mutant("text-spelling-eos-gets-its-id", "mlmprep/tokenize.py",  # "</s>" in a corpus: an EOS masked as noise
            "    if spelled_specials(tok)[flat].any():", "    if False:", ("tests/test_build.py",)),
     Mutant("tokenizer-trained-on-special-text", "mlmprep/tokenize.py",  # a second "</s>" piece; the build refuses
-           "(SPELLED_SPECIAL.sub(\" \", text) for text in texts)", "texts", ("tests/test_build.py",)),
+           "seen_chars(SPELLED_SPECIAL.sub(\" \", t), chars)", "seen_chars(t, chars)", ("tests/test_build.py",)),
 ]
 
 

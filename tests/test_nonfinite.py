@@ -158,7 +158,7 @@ def test_compare_methods_reports_a_diverged_arm_as_diverged(tmp_path, monkeypatc
 
     monkeypatch.setattr(train, "fit", diverging_fit)
     cfg = compare.compare_config("quick", {"out": str(tmp_path / "out")})
-    arm = compare.train_arm(cfg, "text", tmp_path / "validation")
+    arm = compare.train_arm(cfg, "text")
     assert arm["diverged_at"] == 6 and arm["final_loss"] is None and arm["curve"][0]["eval_loss"] == 4.5
     assert compare.cell(arm, "final_loss", "{:.4f}") == "diverged at step 6"
     assert compare.cell({"final_loss": 4.25, "diverged_at": None}, "final_loss", "{:.4f}") == "4.2500"
