@@ -27,7 +27,7 @@ from mlmprep.build import batched, build, cleaned_documents, held_out
 from mlmprep.config import BuildConfig, TrainConfig, check_range, make_config, to_dict
 from mlmprep.corpus import open_corpus
 from mlmprep.errors import CacheError, ConfigError, CorpusError
-from mlmprep.model import PRESETS
+from mlmprep.model import check_model_spec
 from mlmprep.numerics import Diverged
 from mlmprep.tokenize import WordTables, check_vocab_size, encode, load_tokenizer, special_ids, train_tokenizer, word_tables
 from mlmprep.windows import MIN_ROW, Rows, segment_chars, text_segments
@@ -267,8 +267,7 @@ def check_compare(cfg: CompareConfig, *, force: bool) -> None:
     """Refuse, before any work, options that would fail only after the builds, and an --out holding anything
     but a previous compare-methods result (that one only with --force)."""
     check_vocab_size(cfg.vocab_size)
-    if cfg.model not in PRESETS and not Path(cfg.model).exists():
-        raise ConfigError(f"--model {cfg.model}: not a preset ({', '.join(PRESETS)}), a config.json file or a model directory")
+    check_model_spec(cfg.model)
     arm_train_config(cfg, "text")  # its option checks
     out = Path(cfg.out)
     names = {p.name for p in out.iterdir()} if out.is_dir() else set()

@@ -69,11 +69,22 @@ def auto_class(objective: str):
     return AutoModelForSeq2SeqLM if objective == "span" else AutoModelForMaskedLM
 
 
+def check_model_spec(spec: str) -> None:
+    """Refuse a --model that is not a preset, a config.json or a directory with one (an mlmprep checkpoint's too)."""
+    path = Path(spec)
+    if spec in PRESETS or path.is_file() or (path / "config.json").is_file() or (path / "model" / "config.json").is_file():
+        return
+    raise ConfigError(
+        f"--model {spec}: not a preset ({', '.join(PRESETS)}), a config.json file or a directory with config.json"
+    )
+
+
 def build_model(spec: str, objective: str, tokenizer: dict, *, max_length: int = 512):
     """A float32 model for `objective` ("span": seq2seq LM, "mlm": masked LM) from a preset name, a
     config.json or a local checkpoint directory; `tokenizer` is the manifest's tokenizer entry."""
     import torch
 
+    check_model_spec(spec)
     path = Path(spec)
     if (path / "model" / "config.json").is_file():  # an mlmprep checkpoint-{step} directory
         path = path / "model"
@@ -83,12 +94,8 @@ def build_model(spec: str, objective: str, tokenizer: dict, *, max_length: int =
         source = file_config(path)
         source.vocab_size = round_up(tokenizer["vocab_size"], VOCAB_MULTIPLE)
         source.pad_token_id = tokenizer["pad_id"]
-    elif (path / "config.json").is_file():
+    else:  # a directory with config.json
         source = str(path)
-    else:
-        raise ConfigError(
-            f"--model {spec}: not a preset ({', '.join(PRESETS)}), a config.json file or a directory with config.json"
-        )
     cls = auto_class(objective)
     logging.getLogger("transformers.modeling_utils").addFilter(untied_head_is_right)
     try:
