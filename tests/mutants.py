@@ -324,6 +324,11 @@ MUTANTS = [
            "    if spelled_specials(tok)[flat].any():", "    if False:", ("tests/test_build.py",)),
     Mutant("tokenizer-trained-on-special-text", "mlmprep/tokenize.py",  # a second "</s>" piece; the build refuses
            "seen_chars(SPELLED_SPECIAL.sub(\" \", t), chars)", "seen_chars(t, chars)", ("tests/test_build.py",)),
+    Mutant("compare-methods-replaces-a-foreign-out", "mlmprep/compare.py",  # a user's notes.txt deleted
+           "    if names - OUTPUTS or not (out / \"results.json\").is_file():", "    if False:", ("tests/test_compare.py",)),
+    Mutant("train-takes-non-finite-numbers", "mlmprep/config.py",  # --grad-clip nan wrote NaN weights
+           "            if isinstance(value, float) and not math.isfinite(value):", "            if False:",
+           ("tests/test_train_ux.py",)),
 ]
 
 
