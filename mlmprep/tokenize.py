@@ -298,36 +298,46 @@ def encode_pieces(tok, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
     return flat, lengths.astype(np.int64)
 
 
-_SPELLED: dict[int, tuple] = {}  # id(tok) -> (tok, spelled_specials table, respelling tokenizer or None)
+SPELLED_KEPT = 4  # tokenizers whose tables are kept: a process uses one or two; a notebook may load many
+_SPELLED: dict[int, list] = {}  # id(tok) -> [tok, spelled_specials table, respelling tokenizer or None]
 
 
-def spelled_specials(tok) -> np.ndarray:
-    """A bool table over ids: True for the special tokens (not <unk>) that `tok`'s Unigram vocabulary also
-    holds as ordinary pieces, which text spelling them would match (T5's own tokenizer has all of them)."""
-    if id(tok) not in _SPELLED:
+def spelled_entry(tok) -> list:
+    """The cache entry of `tok`, made on first use; it holds `tok`, so its id names no other tokenizer
+    while the entry lives, and only the SPELLED_KEPT most recently made entries are kept."""
+    entry = _SPELLED.get(id(tok))
+    if entry is None:
         table = np.zeros(tok.get_vocab_size(with_added_tokens=True), dtype=np.bool_)
         if type(tok.model).__name__ == "Unigram":
             pieces, unk = tok.get_vocab(with_added_tokens=False), special_ids(tok).unk
             for idx, token in tok.get_added_tokens_decoder().items():
                 if token.special and idx != unk and pieces.get(token.content) == idx:
                     table[idx] = True
-        _SPELLED[id(tok)] = (tok, table, None)
-    return _SPELLED[id(tok)][1]
+        entry = [tok, table, None]
+        while len(_SPELLED) >= SPELLED_KEPT:
+            _SPELLED.pop(next(iter(_SPELLED), None), None)
+        _SPELLED[id(tok)] = entry
+    return entry
+
+
+def spelled_specials(tok) -> np.ndarray:
+    """A bool table over ids: True for the special tokens (not <unk>) that `tok`'s Unigram vocabulary also
+    holds as ordinary pieces, which text spelling them would match (T5's own tokenizer has all of them)."""
+    return spelled_entry(tok)[1]
 
 
 def respell(tok, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
     """encode_pieces() with a copy of `tok` whose pieces for special tokens are renamed out of reach; its
     scores are the same, so only text spelling a special token is encoded differently."""
-    _, table, plain = _SPELLED[id(tok)]
-    if plain is None:
+    entry = spelled_entry(tok)
+    if entry[2] is None:
         from tokenizers import Tokenizer
 
         data = json.loads(tok.to_str())
-        for idx in np.flatnonzero(table):  # renamed to noncharacters no text holds
+        for idx in np.flatnonzero(entry[1]):  # renamed to noncharacters no text holds
             data["model"]["vocab"][idx][0] = f"\ufdd0{idx}\ufdd1"
-        plain = plain_encoder(Tokenizer.from_str(json.dumps(data, ensure_ascii=False)))
-        _SPELLED[id(tok)] = (tok, table, plain)
-    return encode_pieces(plain, texts)
+        entry[2] = plain_encoder(Tokenizer.from_str(json.dumps(data, ensure_ascii=False)))
+    return encode_pieces(entry[2], texts)
 
 
 def whitespace_pieces(text: str, size: int) -> list[str]:

@@ -94,6 +94,24 @@ def test_text_that_spells_a_special_token_never_gives_its_id(tmp_path):
         assert alone.tolist() == own.tolist()
 
 
+def test_special_text_tables_are_kept_for_a_few_tokenizers_only(tiny_tokenizer):
+    """A process that loads tokenizer after tokenizer (a notebook, a test run) keeps the tables and respelling
+    copies of the last few only, and a tokenizer whose entry went still encodes special text as text."""
+    from tokenizers import Tokenizer
+
+    from mlmprep import tokenize
+
+    docs = ["he said</s> then <pad>", "<mask> and <extra_id_0></s></s>"]
+    first = Tokenizer.from_str(tiny_tokenizer.to_str())
+    expected = tokenize.encode(first, docs)[0].tolist()
+    ids = tokenize.special_ids(first)
+    assert not np.isin(expected, [ids.pad, ids.eos, ids.mask, *ids.sentinels.tolist()]).any()
+    for _ in range(3 * tokenize.SPELLED_KEPT):
+        assert tokenize.encode(Tokenizer.from_str(tiny_tokenizer.to_str()), docs)[0].tolist() == expected
+        assert len(tokenize._SPELLED) <= tokenize.SPELLED_KEPT
+    assert id(first) not in tokenize._SPELLED
+    assert tokenize.encode(first, docs)[0].tolist() == expected
+
 def test_a_trained_tokenizer_learns_no_second_piece_for_special_text():
     """A corpus that spells `</s>` or `<extra_id_0>` glued to words: the trainer learnt them as ordinary pieces,
     token_to_id then gave the wrong id and the sentinels were not consecutive (the build refused its own
