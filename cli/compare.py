@@ -37,7 +37,7 @@ def compare_methods(
     max_tokens_per_batch: Annotated[Optional[int], option("Padded effective tokens per step. [default: 8192]", rich_help_panel="Training")] = None,
     seed: Annotated[Optional[int], option("Seed of the hold-out, masks, weights and batch plans. [default: 0]", rich_help_panel="Training")] = None,
     out: Annotated[Optional[str], option("Directory for the builds, runs, results.json, results.md and plots. [default: bench-out]", rich_help_panel="Output", metavar="DIR")] = None,
-    force: Annotated[bool, typer.Option("--force", help="Replace a previous compare-methods result in --out. An --out holding anything else is refused, with or without it.", rich_help_panel="Output")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Replace a previous compare-methods result in --out, its build and run directories with all they hold. An --out holding anything else is refused, with or without it.", rich_help_panel="Output")] = False,
     threads: Annotated[Optional[int], option("Torch CPU threads while training (0: torch's default). [default: 1; --full: 0]", rich_help_panel="Speed")] = None,
 ) -> None:
     """Text segmentation vs token splitting: build both from the same documents, train the same T5 on each,
