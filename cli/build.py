@@ -7,6 +7,7 @@ from typing import Annotated, Literal, Optional
 
 import typer
 
+import mlmprep
 from mlmprep.cli import app
 from mlmprep.cli._util import HelpCommand, cli_errors, given, note
 
@@ -108,7 +109,9 @@ def build(
 
     result = run_build(cfg, log=note)
     if result.up_to_date:
-        typer.echo(f"{result.out}: up to date (same corpus and options); --force rebuilds it")
+        made_by, this = result.manifest["mlmprep_version"], mlmprep.__version__
+        version = "" if made_by == this else f", written by mlmprep {made_by}, this is {this}"
+        typer.echo(f"{result.out}: up to date (same corpus and options{version}); --force rebuilds it")
         return
     typer.echo(build_summary(result.out, result.manifest))
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+import mlmprep
 from conftest import tiny_documents
 
 # ----------------------------------------------------------------------------------------------- helpers
@@ -241,6 +242,19 @@ def test_same_command_twice_is_up_to_date_and_changes_nothing(tmp_path, tok, tin
     assert again.exit_code == 0
     assert again.stdout.strip() == f"{out}: up to date (same corpus and options); --force rebuilds it"
     assert mtimes(out) == before and leftovers(out) == ["out"]
+
+
+def test_up_to_date_names_an_older_mlmprep_that_wrote_the_build(tmp_path, tok, tiny_corpus):
+    """Data written by another version is kept (its options and corpus are the same), but the line says which
+    version wrote it, since a fix in between may change what a rebuild would write."""
+    out = tmp_path / "out"
+    assert cli(*build_args(tiny_corpus, out, tok)).exit_code == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    (out / "manifest.json").write_text(json.dumps({**manifest, "mlmprep_version": "0.0.1"}))
+    again = cli(*build_args(tiny_corpus, out, tok))
+    assert again.exit_code == 0
+    assert again.stdout.strip() == (f"{out}: up to date (same corpus and options, written by mlmprep 0.0.1, "
+                                    f"this is {mlmprep.__version__}); --force rebuilds it")
 
 
 def test_other_options_into_the_same_out_need_force(tmp_path, tok, tiny_corpus):
