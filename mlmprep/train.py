@@ -152,7 +152,7 @@ def accumulate(model, split, collator: Collator, microbatches: list[tuple[np.nda
     Nothing here waits for the device: the loss stays on it.
     """
     forward = forward or Forward(loss=summed_loss)
-    scale = world.size / n_targets
+    scale = world.size / n_targets if n_targets else 0.0  # no label token in the batch: no gradient (the step is skipped)
     loss, out = torch.zeros((), dtype=torch.float64, device=world.device), np.zeros(4)
     batches = collate_ahead(collator, split, microbatches, forward, pin=world.device.type == "cuda")
     for k, ((rows, padding), (tensors, counts)) in enumerate(zip(microbatches, batches)):
@@ -179,7 +179,7 @@ def accumulate(model, split, collator: Collator, microbatches: list[tuple[np.nda
         if not padding:
             loss += loss_sum.detach()
             out += counts
-    return loss / n_targets, out
+    return loss / max(n_targets, 1), out
 
 
 def checked(world: World, loss: torch.Tensor, norm: torch.Tensor) -> tuple[float, float, str]:
@@ -518,6 +518,12 @@ def run_fit(cfg: TrainConfig, world: World, hook: Hook | None, on_end: Callable 
             say(world, f"step {step}: non-finite {bad}; the step is skipped ({guard.streak + 1} in a row, "
                        f"--max-bad-steps {cfg.max_bad_steps})")
             guard.bad(step, bad)
+        elif not batch_targets(plan[cursor], targets):  # caps cut every label token off: nothing to learn
+            optimizer.zero_grad(set_to_none=True)
+            rows = sorted(int(r) for rank in plan[cursor].ranks for mb in rank if not mb.padding for r in mb.rows)
+            record(run, world, event="no_targets", step=step, rows=rows)
+            say(world, f"step {step}: its rows have no label token left (--max-encoder-len / --max-decoder-len); "
+                       "the step is skipped")
         else:
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)

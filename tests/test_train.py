@@ -285,3 +285,21 @@ def test_a_bad_validation_is_one_line_naming_it(tmp_path, span_data, name, probl
     assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
     assert result.output.startswith(f"error: --validation {path}: {problem}")
     assert not run.exists()
+
+
+def test_a_batch_without_label_tokens_is_skipped_not_a_crash(tmp_path):
+    """--max-encoder-len 2 keeps each mlm row's first and last token: a row whose masked tokens all lie between
+    has no label token left, and a one-row batch of it had 0 / 0 as its loss scale (ZeroDivisionError)."""
+    data = write_fake_build(tmp_path / "data", objective="mlm", n_rows=24, window_length=16)
+    cfg = TrainConfig(data=str(data), out=str(tmp_path / "run"), **{**SMALL, "max_tokens_per_batch": 16,
+                      "max_tokens_per_microbatch": 16, "max_examples_per_microbatch": 1}, max_encoder_len=2, epochs=1)
+    collator = Collator("mlm", 0, 0, max_encoder_len=2)
+    split = open_epoch(data, 0)
+    empty = [r for r in range(len(split)) if not (collator.from_split(split, [r])["labels"] != -100).any()]
+    assert 0 < len(empty) < len(split)
+    final = fit(cfg)
+    assert final["step"] == len(split)
+    lines = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").open()]
+    skipped = [line for line in lines if line.get("event") == "no_targets"]
+    assert sorted(r for line in skipped for r in line["rows"]) == empty
+    assert sum(line["examples"] for line in lines if "examples" in line) == len(split) - len(empty)
