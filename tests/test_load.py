@@ -98,6 +98,26 @@ def test_many_record_batches_sliced_and_empty(tmp_path):
     np.testing.assert_array_equal(split.labels.values, np.concatenate(rows))
 
 
+
+def test_record_batches_without_tokens(tmp_path):
+    """A record batch with no tokens at all (no rows, or only empty rows, as datasets writes for a column of
+    empty lists) has a values buffer of 0 bytes somewhere outside the mapping: it was refused as a compressed
+    stream."""
+    typ = pa.list_(pa.int32())
+    def batch(rows):
+        return pa.record_batch([pa.array(rows, type=typ), pa.array(rows, type=typ)], names=["input_ids", "labels"])
+    rows = [[], [], [5, 6], [], [7], []]
+    split_dir = tmp_path / "seed-0"
+    split_dir.mkdir()
+    write_stream(split_dir / "data-00000-of-00001.arrow", [batch(rows[:2]), batch([]), batch(rows[2:4]), batch(rows[4:])])
+    (split_dir / "state.json").write_text(json.dumps({"_data_files": [{"filename": "data-00000-of-00001.arrow"}]}))
+    split = open_split(split_dir, objective="span")
+    assert [split.row(i)["input_ids"].tolist() for i in range(len(split))] == rows
+    assert split.labels.values.tolist() == [5, 6, 7]
+    features = datasets.Features({name: datasets.Sequence(datasets.Value("int32")) for name in ("input_ids", "labels")})
+    datasets.Dataset.from_dict({"input_ids": [[], []], "labels": [[1], [2]]}, features=features).save_to_disk(str(tmp_path / "ds"))
+    assert [r.tolist() for r in map(open_split(tmp_path / "ds", objective="span").input_ids.row, (0, 1))] == [[], []]
+
 def test_epoch_reads_seed_split_round_robin(span_build):
     manifest = read_manifest(span_build)
     assert [epoch_split(manifest, e) for e in range(7)] == ["seed-0", "seed-1", "seed-2", "seed-0", "seed-1", "seed-2", "seed-0"]
