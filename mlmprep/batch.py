@@ -194,7 +194,7 @@ def plan_epoch(enc_lengths: np.ndarray, dec_lengths: np.ndarray, budget: Budget,
     n = len(enc)
     if n == 0:
         return []
-    rng = np.random.default_rng([seed & 0xFFFFFFFFFFFFFFFF, epoch])
+    rng = np.random.default_rng([int(seed) & 0xFFFFFFFFFFFFFFFF, int(epoch)])  # int(): a NumPy seed has no 64-bit mask
     key = enc + budget.alpha * dec  # [n] unpadded cost per row
     cap = min(budget.max_tokens_per_microbatch, budget.max_tokens_per_batch // world_size)
     pool = max(1, int(POOL_BATCHES * budget.max_tokens_per_batch / max(key.mean(), 1.0)))

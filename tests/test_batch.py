@@ -132,6 +132,8 @@ def test_plan_is_pure_and_varies_with_seed_and_epoch():
     assert base == rows_of(plan_epoch(enc.copy(), dec.copy(), budget, seed=3, epoch=1, world_size=2))
     assert base != rows_of(plan_epoch(enc, dec, budget, seed=3, epoch=2, world_size=2))
     assert base != rows_of(plan_epoch(enc, dec, budget, seed=4, epoch=1, world_size=2))
+    # a NumPy integer seed (from a config array, np.random) is the same seed, not an OverflowError of `seed & mask`
+    assert base == rows_of(plan_epoch(enc, dec, budget, seed=np.int64(3), epoch=np.int64(1), world_size=2))
 
 
 @pytest.mark.parametrize("world_size", [2, 3])
