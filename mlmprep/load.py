@@ -241,6 +241,8 @@ def _chunk(arr: pa.Array, mapped: pa.Buffer, file: int, where: str) -> tuple[np.
         offsets = arr.offsets.to_numpy()  # int32 [k + 1], honours a sliced array's offset
         lengths = np.diff(offsets).astype(np.int64)
         first = int(offsets[0])
+        if len(lengths) and lengths.min() < 0:  # negative rows cancel out in the bounds check below, and are read out of bounds
+            raise CacheError(f"{where}: list offsets decrease (a damaged file); rebuild the split")
     else:
         raise CacheError(f"{where}: type {arr.type}, expected list<int32> or fixed_size_list<int32>; rebuild")
     child = arr.values

@@ -118,6 +118,27 @@ def test_record_batches_without_tokens(tmp_path):
     datasets.Dataset.from_dict({"input_ids": [[], []], "labels": [[1], [2]]}, features=features).save_to_disk(str(tmp_path / "ds"))
     assert [r.tolist() for r in map(open_split(tmp_path / "ds", objective="span").input_ids.row, (0, 1))] == [[], []]
 
+
+def test_decreasing_list_offsets_are_refused(tmp_path):
+    """A damaged data file of the right size: one row's end offset far past the data and the next row's
+    negative, so the lengths still sum to the tokens there. It was read out of bounds (garbage rows of 10^8
+    tokens in `inspect` and `train`, a segfault in the collator); now open_split refuses it."""
+    rows = [np.arange(k % 5 + 1, dtype=np.int32) for k in range(6)]
+    column = pa.array(rows, type=pa.list_(pa.int32()))
+    split_dir = tmp_path / "seed-0"
+    split_dir.mkdir()
+    path = split_dir / "data-00000-of-00001.arrow"
+    write_stream(path, pa.table({"input_ids": column, "labels": column}).to_batches())
+    (split_dir / "state.json").write_text(json.dumps({"_data_files": [{"filename": path.name}]}))
+    data = bytearray(path.read_bytes())
+    offsets = np.cumsum([0] + [len(r) for r in rows]).astype(np.int32).tobytes()
+    at = data.find(offsets)
+    assert at > 0
+    data[at + 12 : at + 16] = np.int32(10**8).tobytes()  # offset 3
+    path.write_bytes(bytes(data))
+    with pytest.raises(CacheError, match="input_ids: list offsets decrease"):
+        open_split(split_dir, objective="span")
+
 def test_epoch_reads_seed_split_round_robin(span_build):
     manifest = read_manifest(span_build)
     assert [epoch_split(manifest, e) for e in range(7)] == ["seed-0", "seed-1", "seed-2", "seed-0", "seed-1", "seed-2", "seed-0"]
