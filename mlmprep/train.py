@@ -226,12 +226,15 @@ def batch_targets(batch: Batch, targets: np.ndarray) -> int:
 
 
 def rank_microbatches(batch: Batch, rank: int, split, cfg: TrainConfig, limits: Limits) -> list[tuple[np.ndarray, bool]]:
-    """This rank's microbatches, re-cut with `limits` if an OOM tightened them (padding ones stay)."""
+    """This rank's microbatches, each re-cut with `limits` if an OOM tightened them (padding ones stay). Each planned
+    microbatch is cut on its own: pooling the rank's rows could merge rows of small planned microbatches into
+    a piece larger than any that just ran out of memory (twice as large, after the example cap was halved)."""
     mine = batch.ranks[rank]
     if limits == user_limits(cfg):
         return [(mb.rows, mb.padding) for mb in mine]
-    real = [mb.rows for mb in mine if not mb.padding]
-    cut = split_microbatches(np.concatenate(real), split.enc_lengths, split.dec_lengths, make_budget(cfg, limits)) if real else []
+    budget = make_budget(cfg, limits)
+    cut = [part for mb in mine if not mb.padding
+           for part in split_microbatches(mb.rows, split.enc_lengths, split.dec_lengths, budget)]
     return [(rows, False) for rows in cut] + [(mb.rows, True) for mb in mine if mb.padding]
 
 

@@ -240,6 +240,28 @@ def test_out_of_memory_shrinks_retries_the_same_batch_and_grows_back(tmp_path, s
     assert all(torch.allclose(plain[k], oom[k], rtol=0, atol=1e-5) for k in plain)  # only summation order differs
 
 
+
+def test_after_an_out_of_memory_no_retried_microbatch_is_larger_than_a_planned_one():
+    """Rows 4 and 5 are long, planned alone (cut at pool ends, as plans do); rows 0-3 short, a microbatch at the
+    example cap. An OOM halves the example cap to 2: the retry must not pair 4 and 5 into a microbatch twice as
+    large as anything that ran (re-cutting the rank's rows as one pool did)."""
+    from types import SimpleNamespace
+
+    from mlmprep.adapt import Limits
+    from mlmprep.batch import Batch, Microbatch, padded_cost
+    from mlmprep.train import make_budget, rank_microbatches
+
+    enc, dec = np.array([10, 10, 10, 10, 100, 100]), np.array([2, 2, 2, 2, 20, 20])
+    split = SimpleNamespace(enc_lengths=enc, dec_lengths=dec)
+    cfg = TrainConfig(max_tokens_per_batch=4096, max_tokens_per_microbatch=4096, max_examples_per_microbatch=4)
+    planned = [Microbatch(rows=np.arange(4)), Microbatch(rows=np.array([4])), Microbatch(rows=np.array([5]))]
+    batch = Batch(ranks=(tuple(planned),))
+    limits = Limits(examples=2, tokens=4096)  # what Adapter.shrink gives after this batch ran out of memory
+    retry = [rows for rows, padding in rank_microbatches(batch, 0, split, cfg, limits) if not padding]
+    assert sorted(np.concatenate(retry).tolist()) == list(range(6)) and max(map(len, retry)) <= 2
+    largest_planned = max(padded_cost(enc, dec, mb.rows, make_budget(cfg)) for mb in planned)
+    assert max(padded_cost(enc, dec, rows, make_budget(cfg, limits)) for rows in retry) <= largest_planned
+
 def test_out_of_memory_on_a_single_row_is_raised(tmp_path, span_data):
     def hook(step, k, rows, padding):
         raise torch.OutOfMemoryError("injected")
