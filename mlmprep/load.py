@@ -25,6 +25,7 @@ from mlmprep.write import READ_VERSIONS, damaged, file_sha256, manifest_path, re
 
 OBJECTIVES = ("span", "mlm")
 COLUMNS = ("input_ids", "labels")
+MANIFEST_KEYS = ("config", "objective", "seeds", "splits", "tokenizer")  # what train, inspect, remask and verify read
 
 
 def read_manifest(build_dir: str | Path) -> dict:
@@ -36,12 +37,16 @@ def read_manifest(build_dir: str | Path) -> dict:
         manifest = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise CacheError(f"{path}: unreadable ({str(exc).splitlines()[0]}); rebuild with mlmprep build --force") from None
+    if not isinstance(manifest, dict):
+        raise CacheError(f"{path}: not a JSON object, so no mlmprep manifest; rebuild with mlmprep build --force")
     version = manifest.get("format_version")
-    if version not in READ_VERSIONS:
+    if isinstance(version, bool) or version not in READ_VERSIONS:  # True == 1, but is no version
         raise CacheError(
             f"{path}: format_version {version!r}, but this mlmprep reads format_version "
             f"{' or '.join(map(str, READ_VERSIONS))}; rebuild it with `mlmprep build ... --force` or use the mlmprep that wrote it"
         )
+    if missing := sorted(set(MANIFEST_KEYS) - manifest.keys()):
+        raise CacheError(f"{path}: lacks {', '.join(missing)}, which every mlmprep build records; rebuild with mlmprep build --force")
     return manifest
 
 

@@ -160,6 +160,15 @@ def test_manifest_errors(tmp_path, span_build):
     (tmp_path / "manifest.json").write_text(json.dumps({**manifest, "seeds": []}))
     with pytest.raises(CacheError, match="no seed splits"):
         open_epoch(tmp_path, 0)
+    # JSON that is no manifest object, or one without the fields every reader uses: one line, not a traceback
+    # (AttributeError on .get, KeyError on "tokenizer"); `true` is no format version, though True == 1
+    for text, words in [("[]", "not a JSON object"), ("null", "not a JSON object"),
+                        (json.dumps({"format_version": 2}), "lacks config, objective, seeds, splits, tokenizer"),
+                        (json.dumps({**manifest, "format_version": True}), "format_version True"),
+                        (json.dumps({k: v for k, v in manifest.items() if k != "tokenizer"}), "lacks tokenizer")]:
+        (tmp_path / "manifest.json").write_text(text)
+        with pytest.raises(CacheError, match=f"manifest.json: {words}.*mlmprep build"):
+            read_manifest(tmp_path)
 
 
 def test_damaged_builds_are_refused(tmp_path):
