@@ -1,6 +1,7 @@
 """`verify`: prove a build directory is what its manifest says, file by file and row by row.
 
-Checks, in order: every listed file exists with its size and sha256; the tokenizer is the recorded one, with
+Checks, in order: the manifest fields it reads have their types (an edited manifest is reported, not a
+traceback); every listed file exists with its size and sha256; the tokenizer is the recorded one, with
 the ids the manifest gives and the transformers files it implies; the manifest is strict JSON whose lengths and
 seeds follow from its options; every split loads and has its recorded row count; every row (or a `sample` of rows) of every masked
 split satisfies the objective's invariants against the stored unmasked window, whose lengths are the
@@ -11,12 +12,14 @@ statistics equal the manifest's.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from mlmprep import _kernels, mask
+from mlmprep.errors import ConfigError
 from mlmprep.load import file_problem, manifest_path, read_manifest
 from mlmprep.pipeline import VALIDATION_SLOT
 from mlmprep.tokenize import load_tokenizer, special_ids, tokenizer_sha256
@@ -62,6 +65,9 @@ def verify(out: str | Path, *, sample: int | None = None, seed: int = 0) -> Repo
     out = Path(out)
     manifest = read_manifest(out)
     report = Report()
+    if problems := shape_problems(manifest):  # an edited or damaged manifest: nothing else can be read by it
+        report.problems = [f"manifest.json: {p}" for p in problems]
+        return report
     check_files(out, manifest, report)
     tok = check_tokenizer(out, manifest, report)
     check_manifest(out, manifest, report)
@@ -85,6 +91,62 @@ def verify(out: str | Path, *, sample: int | None = None, seed: int = 0) -> Repo
         if sample is None:
             check_statistics(name, manifest, ids, masked, report)
     return report
+
+
+def integer(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+INTEGER = (integer, "an integer")
+NUMBER = (lambda v: integer(v) or isinstance(v, float) and math.isfinite(v), "a finite number")
+FLAG = (lambda v: isinstance(v, bool), "true or false")
+TEXT = (lambda v: isinstance(v, str), "a string")
+NAME = (lambda v: isinstance(v, str) and v not in ("", ".", "..") and not set(v) & set("/\\"), "a file name")
+OBJECT = (lambda v: isinstance(v, dict), "an object")
+LIST = (lambda v: isinstance(v, list), "a list")
+FIELDS = {  # what verify reads of the manifest, and what each must be; a parent comes before its fields
+    "objective": (lambda v: v in ("span", "mlm"), "'span' or 'mlm'"), "input_length": INTEGER,
+    "window_length": INTEGER, "target_length": INTEGER, "fixed_length": FLAG, "validation_seed": INTEGER,
+    "seeds": LIST, "splits": OBJECT, "statistics": OBJECT, "statistics.masking": OBJECT, "tokenizer": OBJECT,
+    "tokenizer.file": NAME, "tokenizer.sha256": TEXT, "config": OBJECT, "config.input_length": INTEGER,
+    "config.seed": INTEGER, "config.noise_density": NUMBER, "config.mean_span_length": NUMBER,
+    "config.mlm_probability": NUMBER, "config.whole_word": FLAG,
+}
+FILE_FIELDS = {"name": NAME, "bytes": INTEGER, "sha256": TEXT}
+
+
+def shape_problems(manifest: dict) -> list[str]:
+    """The manifest's fields that verify reads and that are missing, of another type or not finite, one line
+    each: an edited or damaged manifest is reported, not a traceback."""
+    problems = []
+    for path, (ok, what) in FIELDS.items():
+        *parents, key = path.split(".")
+        parent = manifest
+        for name in parents:
+            parent = parent.get(name) if isinstance(parent, dict) else None
+        if isinstance(parent, dict) and not ok(value := parent.get(key)):  # a bad parent is reported itself
+            problems.append(f"{path} is missing ({what})" if key not in parent else
+                            f"{path} is {json.dumps(value, default=str)[:80]}, not {what}")
+    def within(value, kind: type):  # `value`, or an empty one where it is not a `kind` (reported above)
+        return value if isinstance(value, kind) else kind()
+
+    for k, entry in enumerate(within(manifest.get("seeds"), list)):
+        if not isinstance(entry, dict):
+            problems.append(f"seeds[{k}] is {json.dumps(entry, default=str)[:80]}, not an object")
+    for name, split in within(manifest.get("splits"), dict).items():
+        files = within(split, dict).get("files")
+        if not NAME[0](name) or not isinstance(files, list) or not integer(split.get("rows")):
+            problems.append(f"splits.{json.dumps(name)} is not a split: a file name, integer rows, a list of files")
+            continue
+        for i, f in enumerate(files):
+            if not all(ok(within(f, dict).get(key)) for key, (ok, _) in FILE_FIELDS.items()):
+                problems.append(f"splits.{name}.files[{i}] is {json.dumps(f, default=str)[:80]}, not an object "
+                                "with a file name, integer bytes and a string sha256")
+    for name, stats in within(within(manifest.get("statistics"), dict).get("masking"), dict).items():
+        if not all(NUMBER[0](v) for v in within(stats, dict).values()) or not isinstance(stats, dict):
+            problems.append(f"statistics.masking.{name} is {json.dumps(stats, default=str)[:80]}, not an object "
+                            "of finite numbers")
+    return problems
 
 
 def check_files(out: Path, manifest: dict, report: Report) -> None:
@@ -129,6 +191,13 @@ def check_manifest(out: Path, manifest: dict, report: Report) -> None:
         json.loads(manifest_path(out).read_text(encoding="utf-8"), parse_constant=reject_constant)
     except ValueError as exc:
         report.problems.append(f"manifest.json: not strict JSON ({exc})")
+    try:
+        check_lengths_and_seeds(manifest, report)
+    except ConfigError as exc:  # an edited config no build accepts: say so, not as if the user had passed it
+        report.problems.append(f"manifest.json: config holds values no build accepts ({exc})")
+
+
+def check_lengths_and_seeds(manifest: dict, report: Report) -> None:
     cfg = manifest["config"]
     if manifest["objective"] == "span":
         lengths = mask.compute_input_and_target_lengths(cfg["input_length"], cfg["noise_density"], cfg["mean_span_length"])

@@ -269,6 +269,9 @@ MUTANTS = [
            'if not isinstance(manifest, dict) or not {"format_version", "mlmprep_version"} <= manifest.keys():',
            "if manifest is None:",
            ("tests/test_cli_build.py::test_a_directory_whose_manifest_is_not_mlmprep_s_is_never_replaced",)),
+    Mutant("verify-trusts-manifest-types", "mlmprep/verify.py",  # an edited manifest field gives a traceback
+           "    if problems := shape_problems(manifest):", "    if problems := []:",
+           ("tests/test_verify.py::test_a_manifest_that_contradicts_its_tokenizer_options_or_json_is_reported",)),
     Mutant("format-version-ignored", "mlmprep/write.py",  # a newer format with the same options is "up to date"
            "differences = [] if manifest[\"format_version\"] == FORMAT_VERSION else [", "differences = [] if True else [",
            ("tests/test_cli_build.py::test_a_build_in_another_format_version_is_never_taken_as_up_to_date",)),
