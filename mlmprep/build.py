@@ -24,7 +24,7 @@ import numpy as np
 
 import mlmprep
 from mlmprep import mask
-from mlmprep.config import BuildConfig, check_range
+from mlmprep.config import MAX_SEEDS, BuildConfig, check_range
 from mlmprep.corpus import Corpus, open_corpus
 from mlmprep.engine import Engine, prestart, run_tasks, session
 from mlmprep.errors import ConfigError, CorpusError, TokenizerError
@@ -512,7 +512,8 @@ def remask(out: str | Path, seeds: int, *, threads: int = 0, engine: Engine | No
     from mlmprep.config import check_range, make_config
     from mlmprep.load import build_tokenizer, read_manifest
 
-    check_range("--seeds", seeds, low=1)
+    check_range("--seeds", seeds, low=1, high=MAX_SEEDS)
+    check_range("--threads", threads, low=0)  # before the build is read: refused even with nothing to add
     engine = engine or Engine()
     out = Path(out)
     with build_lock(out):
@@ -535,14 +536,21 @@ def remask(out: str | Path, seeds: int, *, threads: int = 0, engine: Engine | No
             masked = run_tasks(remask_file, tasks, engine=engine)
             for result in masked:
                 masker.merge(result["masking"])
-            for (name, stage, seed) in new:
-                manifest["splits"][name] = finish_split(
-                    Path(stage), masker.widths, [(part_path(Path(stage), i), r["parts"][name]) for i, r in enumerate(masked)])
-                publish(Path(stage), out / name)
-                manifest["seeds"].append({"split": name, "seed": seed})
-        manifest["statistics"]["masking"].update(masker.summary())
-        manifest["config"]["seeds"] = seeds
-        write_json(manifest_path(out), manifest)
+            published = []
+            try:  # the new splits count once the manifest lists them: until then a failure takes them back
+                for (name, stage, seed) in new:
+                    manifest["splits"][name] = finish_split(
+                        Path(stage), masker.widths, [(part_path(Path(stage), i), r["parts"][name]) for i, r in enumerate(masked)])
+                    publish(Path(stage), out / name)
+                    published.append(out / name)
+                    manifest["seeds"].append({"split": name, "seed": seed})
+                manifest["statistics"]["masking"].update(masker.summary())
+                manifest["config"]["seeds"] = seeds
+                write_json(manifest_path(out), manifest)
+            except BaseException:
+                for path in published:
+                    shutil.rmtree(path, ignore_errors=True)
+                raise
     return names
 
 

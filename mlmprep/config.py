@@ -21,6 +21,7 @@ C = TypeVar("C")
 
 MIN_SHARD_BYTES = 1024  # the smallest --shard-bytes: tests cut tiny corpora into a few KB
 MAX_TOKENS = 2**40  # the largest train token budget: batch planning counts tokens in int64
+MAX_SEEDS = 10_000  # each seed is a whole masked copy of the training data; far more is a typo
 
 # option -> (the option, value) it applies with: set to anything but its default elsewhere, it would be ignored
 APPLIES_WITH = {
@@ -85,7 +86,7 @@ class BuildConfig:
     def __post_init__(self) -> None:
         check_range("--input-length", self.input_length, low=2)
         check_range("--workers", self.workers, low=0)
-        check_range("--seeds", self.seeds, low=1)
+        check_range("--seeds", self.seeds, low=1, high=MAX_SEEDS)
         check_range("--vocab-size", self.vocab_size, low=8)
         check_range("--threads", self.threads, low=0)
         check_range("--chunk-chars", self.chunk_chars, low=1)
@@ -135,9 +136,11 @@ class BuildConfig:
         return {k: v for k, v in to_dict(self).items() if k not in speed_only}
 
 
-def check_range(option: str, value: int, *, low: int) -> None:
+def check_range(option: str, value: int, *, low: int, high: int | None = None) -> None:
     if value < low:
         raise ConfigError(f"{option} must be at least {low}, got {value}")
+    if high is not None and value > high:
+        raise ConfigError(f"{option} must be at most {high:,}, got {value:,}")
 
 
 def to_dict(cfg: Any) -> dict[str, Any]:

@@ -213,3 +213,10 @@ def test_a_vocab_size_below_the_corpus_characters_is_one_line_naming_the_size_ne
     needed = int(result.stderr.rsplit("at least ", 1)[1].strip())
     assert needed >= 100 + chars - 1
     assert cli(*args[:-1], tmp_path / "ok", "--vocab-size", str(needed)).exit_code == 0
+
+
+def test_a_seed_count_no_disk_could_hold_is_refused_before_any_work(tmp_path, tiny_corpus):
+    """Each seed is a whole masked copy of the training data: 10^20 of them hung the build (a typo's cost)."""
+    result = cli("build", tiny_corpus, "--out", tmp_path / "out", "--seeds", "100000000000000000000")
+    assert_refused(result.exit_code, result.stderr, "--seeds must be at most 10,000, got 100,000,000,000,000,000,000")
+    assert leftovers(tmp_path / "out") == []

@@ -142,3 +142,39 @@ def test_training_refuses_a_data_file_with_a_damaged_header_in_one_line(tmp_path
     assert_refused(result.exit_code, result.stderr, f"{d}/seed-0/data-00000-of-", "not a readable Arrow stream",
                    f"mlmprep verify {d}")
     assert not (tmp_path / "run").exists()
+
+
+def test_a_remask_stopped_while_publishing_takes_back_the_splits_it_published(tmp_path, several_files, monkeypatch):
+    """The new splits count once the manifest lists them: a failure after the first is published (here a Ctrl-C
+    at the second) leaves the build as it was, with no unlisted seed-k directory."""
+    import mlmprep.build
+    from mlmprep.build import remask
+    from mlmprep.engine import Engine
+
+    d = tmp_path / "data"
+    shutil.copytree(several_files, d)
+    before, publish, calls = snapshot(d), mlmprep.build.publish, []
+
+    def publish_then_stop(stage, dest):
+        calls.append(dest.name)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        publish(stage, dest)
+
+    monkeypatch.setattr(mlmprep.build, "publish", publish_then_stop)
+    with pytest.raises(KeyboardInterrupt):
+        remask(d, 4, engine=Engine(workers=1))
+    assert calls == ["seed-2", "seed-3"]
+    assert snapshot(d) == before and leftovers(d) == ["data"]
+
+
+@pytest.mark.parametrize("options, words", [(["--seeds", "100000000000000000000"], "--seeds must be at most 10,000"),
+                                            (["--seeds", "1", "--threads", "-1"], "--threads must be at least 0")])
+def test_remask_refuses_a_huge_seed_count_and_negative_threads_with_nothing_to_add(tmp_path, several_files, options,
+                                                                                     words):
+    d = tmp_path / "data"
+    shutil.copytree(several_files, d)
+    before = snapshot(d)
+    result = cli("remask", d, *options)
+    assert_refused(result.exit_code, result.stderr, words)
+    assert snapshot(d) == before and leftovers(d) == ["data"]
