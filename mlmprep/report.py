@@ -36,8 +36,10 @@ def build_summary(out: Path, manifest: dict) -> str:
             what = f"noise {m['noise_fraction']:.3f}, mean span {m['mean_span_length']:.2f}, spans/row {m['spans_per_row']:.1f}"
         elif "masked_fraction" in m:
             what = f"masked {m['masked_fraction']:.3f}"
-        else:
+        elif name.endswith("windows"):
             what = "unmasked windows"
+        else:  # a masked split with no rows (validation at --validation-fraction 0): no statistics to give
+            what = "masked, no rows"
         lines.append(f"{name:<20}{split['rows']:>10,}{mb:>10.1f}  {what}")
     if total_s:
         pipeline_s = timings.get("pipeline_s", total_s)

@@ -452,3 +452,14 @@ def test_a_trained_tokenizer_is_identical_across_processes(tmp_path, tiny_corpus
     assert [r.returncode for r in results.values()] == [0, 0], [r.stderr for r in results.values()]
     assert (tmp_path / "a" / "tokenizer.json").read_bytes() == (tmp_path / "b" / "tokenizer.json").read_bytes()
     assert data_files(tmp_path / "a") == data_files(tmp_path / "b")
+
+
+def test_the_summary_calls_an_empty_validation_split_masked_not_windows(tmp_path, tiny_corpus, tok):
+    from conftest import build_tiny
+    from mlmprep.report import build_summary
+
+    out = build_tiny(tmp_path / "data", tiny_corpus, tok, validation_fraction=0.0)
+    lines = {line.split()[0]: line for line in build_summary(out, manifest(out)).splitlines() if line[:1].isalpha()}
+    assert lines["validation"].split()[1:] == ["0", "0.0", "masked,", "no", "rows"]
+    assert lines["validation-windows"].endswith("unmasked windows") and lines["windows"].endswith("unmasked windows")
+    assert "noise" in lines["seed-0"]
