@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated, Literal, Optional
 
@@ -94,7 +95,8 @@ def train(
     except KeyboardInterrupt:
         typer.echo(interrupted_line(Path(cfg.out)), err=True)
         raise typer.Exit(code=INTERRUPTED) from None
-    typer.echo(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in final.items()))
+    if os.environ.get("RANK", "0") == "0":  # under torchrun, one line for the run, not one per rank
+        typer.echo(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in final.items()))
 
 
 def interrupted_line(run: Path) -> str:

@@ -47,6 +47,11 @@ fit(cfg, hook=hook, on_end=on_end)
 for port, options in json.loads(sys.argv[3]) if len(sys.argv) > 3 else []:  # more runs in the same two ranks
     os.environ.update(MASTER_PORT=str(port), TORCHELASTIC_USE_AGENT_STORE="False")  # each fit makes its own group
     fit(TrainConfig(**options))
+if len(sys.argv) > 4:  # one more run, through the command line
+    port, args = json.loads(sys.argv[4])
+    os.environ.update(MASTER_PORT=str(port), TORCHELASTIC_USE_AGENT_STORE="False")
+    from mlmprep.cli import app
+    app(args, standalone_mode=False)
 """
 
 
@@ -75,11 +80,23 @@ def launch(tmp_path_factory):
     (tmp_path / "worker.py").write_text(WORKER)
     command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
                "--master_port", str(free_port()), str(tmp_path / "worker.py"), json.dumps(to_dict(cfg)), str(tmp_path),
-               json.dumps([(free_port(), options) for options in dropout_runs])]
+               json.dumps([(free_port(), options) for options in dropout_runs]),
+               json.dumps([free_port(), ["train", str(dropout_data), "--out", str(tmp_path / "cli"), "--max-steps", "2",
+                                         "--max-tokens-per-batch", "1024", "--max-tokens-per-microbatch", "512",
+                                         "--model", common["model"]]])]
     done = subprocess.run(command, capture_output=True, text=True, timeout=600,
                           env={**os.environ, "OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo"})
     assert done.returncode == 0, done.stderr[-3000:]
+    (tmp_path / "stdout.txt").write_text(done.stdout)
+    (tmp_path / "stderr.txt").write_text(done.stderr)
     return tmp_path, cfg
+
+
+def test_the_command_prints_its_final_line_once_not_once_per_rank(launch):
+    tmp_path, _ = launch
+    finals = [line for line in (tmp_path / "stdout.txt").read_text().splitlines() if line.startswith("step=")]
+    assert len(finals) == 1 and finals[0].startswith("step=2 ")
+    assert json.loads((tmp_path / "cli" / "final_metrics.json").read_text())["step"] == 2
 
 
 def test_two_ranks_share_the_plan_and_end_equal(launch):
