@@ -273,19 +273,20 @@ def _column(chunks: list[tuple[np.ndarray, int, int]], files: tuple[np.ndarray, 
     return Column(offsets=offsets, files=files, chunks=table)
 
 
-def epoch_split(manifest: dict, epoch: int) -> str:
-    """The split epoch `epoch` trains on: seed-{epoch % N}, so N masked copies take turns."""
-    seeds = manifest.get("seeds") or []
-    if not seeds:
+def epoch_split(manifest: dict, epoch: int, seeds: int | None = None) -> str:
+    """The split epoch `epoch` trains on: seed-{epoch % N}, so N masked copies take turns; N is the manifest's
+    seed count, or `seeds` of them (a run keeps the count it started with when a remask adds more)."""
+    listed = manifest.get("seeds") or []
+    if not listed:
         raise CacheError("manifest.json lists no seed splits; rebuild with mlmprep build --seeds N")
-    return seeds[epoch % len(seeds)]["split"]
+    return listed[epoch % min(seeds or len(listed), len(listed))]["split"]
 
 
-def open_epoch(build_dir: str | Path, epoch: int) -> Split:
-    """Open the split of `epoch`, checking its files and row count against the manifest."""
+def open_epoch(build_dir: str | Path, epoch: int, seeds: int | None = None) -> Split:
+    """Open the split of `epoch` (see epoch_split), checking its files and row count against the manifest."""
     build_dir = Path(build_dir)
     manifest = read_manifest(build_dir)
-    name = epoch_split(manifest, epoch)
+    name = epoch_split(manifest, epoch, seeds)
     entry = manifest.get("splits", {}).get(name)
     if entry is None:
         raise CacheError(f"{manifest_path(build_dir)}: lists {name} as a seed but has no splits entry for it; rebuild")

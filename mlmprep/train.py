@@ -203,13 +203,26 @@ def make_budget(cfg: TrainConfig, limits: Limits | None = None) -> Budget:
                   pad_to_multiple_of=cfg.pad_to_multiple_of)
 
 
-def epoch_plan(cfg: TrainConfig, world: World, epoch: int):
-    """(split, batches) of an epoch: the same plan on every rank."""
-    split = open_epoch(cfg.data, epoch)
+def epoch_plan(cfg: TrainConfig, world: World, epoch: int, seeds: int | None = None):
+    """(split, batches) of an epoch: the same plan on every rank; `seeds`: see load.epoch_split."""
+    split = open_epoch(cfg.data, epoch, seeds)
     if len(split) == 0:
         raise CacheError(f"{split.path}: no rows to train on; build from a larger corpus")
     return split, plan_epoch(split.enc_lengths, split.dec_lengths, make_budget(cfg), seed=cfg.seed, epoch=epoch,
                              world_size=world.size)
+
+
+def resumed_seeds(cfg: TrainConfig, world: World, have: int, state: dict) -> int:
+    """The number of seed splits a resumed run reads: those it started with (runs saved before this was
+    recorded: the build's), saying so when a remask has added more since."""
+    started = state.get("seeds", have)
+    if type(started) is not int or not 1 <= started <= have:
+        raise CacheError(f"{cfg.data}: has {have} seed splits, but the run in {cfg.out} started with {started!r}; "
+                         "resume it on the build it started with")
+    if started < have:
+        say(world, f"{cfg.data}: has {have} seed splits now; this run goes on reading the {started} it started with "
+                   f"(epoch e reads seed-{{e % {started}}}); a new run reads all {have}")
+    return started
 
 
 def row_targets(split, collator: Collator) -> np.ndarray:
@@ -439,9 +452,11 @@ def run_fit(cfg: TrainConfig, world: World, hook: Hook | None, on_end: Callable 
     run, manifest = Path(cfg.out), read_manifest(cfg.data)
     objective, tok, n_seeds = manifest["objective"], manifest["tokenizer"], len(manifest["seeds"])
     cfg.check_objective(objective)
+    if resume_from:  # the seed count the run started with: a remask since then does not change its epochs
+        n_seeds = resumed_seeds(cfg, world, n_seeds, checkpoint.read_json(resume_from / "state.json"))
 
     # -- plan: total steps (unless --max-steps), and the learning-rate horizon
-    total = cfg.max_steps or sum(len(epoch_plan(cfg, world, e)[1]) for e in range(cfg.epochs))
+    total = cfg.max_steps or sum(len(epoch_plan(cfg, world, e, n_seeds)[1]) for e in range(cfg.epochs))
     horizon = cfg.decay_steps or total
     if resume_from and (done := checkpoint.finished(resume_from, total)) is not None:  # nothing to train: change nothing
         say(world, f"{run}: already trained to step {done['step']} of {total}; nothing to do (raise --max-steps or "
@@ -460,9 +475,10 @@ def run_fit(cfg: TrainConfig, world: World, hook: Hook | None, on_end: Callable 
     if resume_from:
         state = checkpoint.load(resume_from, optimizer, rank=world.rank, world_size=world.size, device=world.device)
         adapter.load_state_dict(state["adapt"])
+    state["seeds"] = n_seeds
     step, epoch, cursor = state.pop("step", 0), state["epoch"], state["cursor"]
     val = validation(cfg, manifest)  # the data is opened before RUN is written: a damaged build leaves no RUN
-    split, plan = epoch_plan(cfg, world, epoch)
+    split, plan = epoch_plan(cfg, world, epoch, n_seeds)
     if world.main:
         run.mkdir(parents=True, exist_ok=True)
         write_json(run / checkpoint.CONFIG, to_dict(cfg))
@@ -505,9 +521,9 @@ def run_fit(cfg: TrainConfig, world: World, hook: Hook | None, on_end: Callable 
     guard, params = Guard(cfg.max_bad_steps, cfg.out), [p for p in model.parameters() if p.requires_grad]
     while step < total:
         if plan is None:
-            split, plan = epoch_plan(cfg, world, epoch)
+            split, plan = epoch_plan(cfg, world, epoch, n_seeds)
             targets = row_targets(split, collator)
-        bar.set_description(f"epoch {epoch} ({epoch_split(manifest, epoch)})")
+        bar.set_description(f"epoch {epoch} ({epoch_split(manifest, epoch, n_seeds)})")
         t0, lr = time.perf_counter(), lr_at(step, cfg, horizon)
         for group in optimizer.param_groups:
             group["lr"] = lr

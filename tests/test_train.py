@@ -151,6 +151,35 @@ def test_resume_continues_bit_for_bit(tmp_path, span_data):
     assert logged == sorted(set(logged))  # the killed run's lines past checkpoint-{inside} were dropped, then redone
 
 
+def test_a_remask_between_stop_and_resume_leaves_the_run_on_the_seeds_it_started_with(tmp_path, capsys):
+    """Epoch e reads seed-{e % N} with the N the run started with: a build given a third seed (as `mlmprep
+    remask` does) while the run is stopped changes none of its epochs, so the resume still ends bit for bit."""
+    import shutil
+
+    data = write_fake_build(tmp_path / "data", n_rows=40, n_seeds=3)  # seed-2: the one a remask will add
+    manifest = json.loads((data / "manifest.json").read_text())
+    (data / "manifest.json").write_text(json.dumps({**manifest, "seeds": manifest["seeds"][:2]}))
+    base = dict(data=str(data), **{**SMALL, "save_every": 1}, epochs=3, seed=3)
+    steps = [len(epoch_plan(TrainConfig(**base), CPU, e)[1]) for e in range(3)]
+    total = base["decay_steps"] = sum(steps)  # the stopped run's learning rates are the whole run's
+    a = fit(TrainConfig(**base, out=str(tmp_path / "a")))
+    fit(TrainConfig(**base, out=str(tmp_path / "b"), max_steps=steps[0]))  # stopped at the end of epoch 0
+    assert json.loads((tmp_path / "b" / f"checkpoint-{steps[0]}" / "state.json").read_text())["seeds"] == 2
+    (data / "manifest.json").write_text(json.dumps(manifest))  # "remasked" to 3 seeds
+    capsys.readouterr()
+    b = fit(TrainConfig(**base, out=str(tmp_path / "b"), resume=True))
+    assert f"{data}: has 3 seed splits now; this run goes on reading the 2 it started with" in capsys.readouterr().err
+    wa, wb = weights(tmp_path / "a", total), weights(tmp_path / "b", total)
+    assert all(torch.equal(wa[k], wb[k]) for k in wa) and a["tokens"] == b["tokens"]
+    c = fit(TrainConfig(**base, out=str(tmp_path / "c")))  # a new run reads all three: epoch 2 reads seed-2
+    assert not torch.equal(weights(tmp_path / "c", total)["shared.weight"], wa["shared.weight"])
+    shutil.rmtree(data / "seed-2")
+    (data / "manifest.json").write_text(json.dumps({**manifest, "seeds": manifest["seeds"][:1]}))
+    with pytest.raises(CacheError, match="has 1 seed splits, but the run in .* started with 2"):
+        fit(TrainConfig(**base, out=str(tmp_path / "b"), resume=True, max_steps=total + 1))
+    assert c["tokens"] == a["tokens"]
+
+
 @pytest.fixture(scope="module")
 def real_build(tmp_path_factory, tiny_corpus, tiny_tokenizer_path):
     """`mlmprep build` of the tests' tiny corpus: 64-token inputs, two seeds, 10% validation."""
