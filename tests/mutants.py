@@ -308,9 +308,16 @@ MUTANTS = [
            "    except (pa.ArrowInvalid, OSError) as exc:\n        raise damaged(", "    except ZeroDivisionError as exc:\n        raise damaged(",
            ("tests/test_damaged_builds.py",)),
     Mutant("run-written-before-the-data-opens", "mlmprep/train.py",  # a damaged build leaves a RUN behind
-           "    split, plan = epoch_plan(cfg, world, epoch)\n    if world.main:\n        run.mkdir(parents=True, exist_ok=True)",
-           "    if world.main:\n        run.mkdir(parents=True, exist_ok=True)\n    split, plan = epoch_plan(cfg, world, epoch)",
+           "    split, plan = epoch_plan(cfg, world, epoch, n_seeds)\n    if world.main:\n        run.mkdir(parents=True, exist_ok=True)",
+           "    if world.main:\n        run.mkdir(parents=True, exist_ok=True)\n    split, plan = epoch_plan(cfg, world, epoch, n_seeds)",
            ("tests/test_damaged_builds.py::test_training_refuses_a_data_file_with_a_damaged_header_in_one_line",)),
+    Mutant("resume-reads-the-new-seed-count", "mlmprep/train.py",  # a remask changes a stopped run's later epochs
+           "        n_seeds = resumed_seeds(cfg, world, n_seeds, checkpoint.read_json(resume_from / \"state.json\"))",
+           "        pass",
+           ("tests/test_train.py::test_a_remask_between_stop_and_resume_leaves_the_run_on_the_seeds_it_started_with",)),
+    Mutant("remask-leaves-published-splits", "mlmprep/build.py",  # an interrupted remask leaves unlisted seed-k
+           "                    shutil.rmtree(path, ignore_errors=True)", "                    pass",
+           ("tests/test_damaged_builds.py::test_a_remask_stopped_while_publishing_takes_back_the_splits_it_published",)),
     Mutant("optimizer-state-not-restored", "mlmprep/checkpoint.py",
            "optimizer.load_state_dict(torch.load(path / \"optimizer.pt\"", "(torch.load(path / \"optimizer.pt\"",
            ("tests/test_train.py", "tests/test_train_options.py")),
