@@ -115,6 +115,11 @@ FIELDS = {  # what verify reads of the manifest, and what each must be; a parent
 FILE_FIELDS = {"name": NAME, "bytes": INTEGER, "sha256": TEXT}
 
 
+def within(value, kind: type):
+    """`value`, or an empty `kind` where it is not one (shape_problems reports that once, at the field)."""
+    return value if isinstance(value, kind) else kind()
+
+
 def shape_problems(manifest: dict) -> list[str]:
     """The manifest's fields that verify reads and that are missing, of another type or not finite, one line
     each: an edited or damaged manifest is reported, not a traceback."""
@@ -127,9 +132,6 @@ def shape_problems(manifest: dict) -> list[str]:
         if isinstance(parent, dict) and not ok(value := parent.get(key)):  # a bad parent is reported itself
             problems.append(f"{path} is missing ({what})" if key not in parent else
                             f"{path} is {json.dumps(value, default=str)[:80]}, not {what}")
-    def within(value, kind: type):  # `value`, or an empty one where it is not a `kind` (reported above)
-        return value if isinstance(value, kind) else kind()
-
     for k, entry in enumerate(within(manifest.get("seeds"), list)):
         if not isinstance(entry, dict):
             problems.append(f"seeds[{k}] is {json.dumps(entry, default=str)[:80]}, not an object")
@@ -143,7 +145,7 @@ def shape_problems(manifest: dict) -> list[str]:
                 problems.append(f"splits.{name}.files[{i}] is {json.dumps(f, default=str)[:80]}, not an object "
                                 "with a file name, integer bytes and a string sha256")
     for name, stats in within(within(manifest.get("statistics"), dict).get("masking"), dict).items():
-        if not all(NUMBER[0](v) for v in within(stats, dict).values()) or not isinstance(stats, dict):
+        if not isinstance(stats, dict) or not all(NUMBER[0](v) for v in stats.values()):
             problems.append(f"statistics.masking.{name} is {json.dumps(stats, default=str)[:80]}, not an object "
                             "of finite numbers")
     return problems
