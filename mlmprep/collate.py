@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from numba import njit
 
-from mlmprep.errors import ConfigError
+from mlmprep.errors import CacheError, ConfigError
 from mlmprep.load import IGNORE, OBJECTIVES, Split
 
 
@@ -45,7 +45,9 @@ class Collator:
     """Pads rows from a Split (`from_split`, the fast path) or HF-style example dicts (`__call__`).
 
     max_encoder_len caps input_ids (and mlm labels); max_decoder_len caps span labels and is not used by mlm.
-    Caps must be multiples of pad_to_multiple_of, so a padded batch never exceeds them.
+    Caps must be multiples of pad_to_multiple_of, so a padded batch never exceeds them. With vocab_size, a
+    token id outside [0, vocab_size) is refused here, in one line, rather than in the model's embedding
+    (an IndexError on the CPU, a device-side assert that ends the process on CUDA).
     """
 
     objective: str  # "span" | "mlm"
@@ -54,6 +56,7 @@ class Collator:
     max_encoder_len: int | None = None
     max_decoder_len: int | None = None
     pad_to_multiple_of: int = 1
+    vocab_size: int | None = None
 
     def __post_init__(self) -> None:
         if self.objective not in OBJECTIVES:
@@ -77,12 +80,33 @@ class Collator:
             buf = np.concatenate(rows) if rows else np.zeros(0, np.int32)
             starts = np.cumsum(lengths) - lengths
             columns.append([(buf, np.arange(len(rows)), starts, lengths)])
-        return self._collate(len(examples), *columns)
+        batch = self._collate(len(examples), *columns)
+        if (bad := self._out_of_vocab(batch)) is not None:
+            raise ValueError(f"example {bad[0]}: token id {bad[1]} is outside the vocabulary of {self.vocab_size}")
+        return batch
 
     def from_split(self, split: Split, rows: np.ndarray) -> dict[str, torch.Tensor]:
         """Collate `rows` of a memory-mapped split, gathering tokens straight from the mapped files."""
         rows = np.asarray(rows, dtype=np.int64)
-        return self._collate(len(rows), list(split.input_ids.by_file(rows)), list(split.labels.by_file(rows)))
+        batch = self._collate(len(rows), list(split.input_ids.by_file(rows)), list(split.labels.by_file(rows)))
+        if (bad := self._out_of_vocab(batch)) is not None:
+            raise CacheError(
+                f"{split.path}: row {rows[bad[0]]} holds token id {bad[1]}, outside the tokenizer's "
+                f"{self.vocab_size} ids (a damaged data file); run mlmprep verify {split.path.parent}, then rebuild"
+            )
+        return batch
+
+    def _out_of_vocab(self, batch: dict[str, torch.Tensor]) -> tuple[int, int] | None:
+        """(row, id) of the first token outside [0, vocab_size) in input_ids or labels (IGNORE aside), or None."""
+        if self.vocab_size is None:
+            return None
+        for name in ("input_ids", "labels"):
+            ids = batch[name]
+            bad = (ids >= self.vocab_size) | ((ids < 0) & (ids != IGNORE) if name == "labels" else ids < 0)
+            if bool(bad.any()):
+                row, col = (int(i[0]) for i in torch.nonzero(bad, as_tuple=True))
+                return row, int(ids[row, col])
+        return None
 
     def _collate(self, n: int, enc_parts: list, dec_parts: list) -> dict[str, torch.Tensor]:
         """Pad both columns; each part is (int32 buffer, output rows [k], starts [k], lengths [k])."""

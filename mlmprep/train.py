@@ -490,7 +490,8 @@ def run_fit(cfg: TrainConfig, world: World, hook: Hook | None, on_end: Callable 
     setup_device(world.device)
     ddp = wrap_ddp(model, world) if world.size > 1 else model
     collator = Collator(objective, tok["pad_id"], tok["decoder_start_id"], max_encoder_len=cfg.max_encoder_len,
-                        max_decoder_len=cfg.max_decoder_len, pad_to_multiple_of=cfg.pad_to_multiple_of)
+                        max_decoder_len=cfg.max_decoder_len, pad_to_multiple_of=cfg.pad_to_multiple_of,
+                        vocab_size=tok["vocab_size"])
     if val is None:
         say(world, f"{cfg.validation or cfg.data}: no validation rows (built with --validation-fraction 0?); "
                    "evaluation is skipped")

@@ -95,3 +95,17 @@ def test_bad_options_and_rows():
         Collator("span", pad_id=0, decoder_start_id=0, max_encoder_len=10, pad_to_multiple_of=8)
     with pytest.raises(ValueError, match="mlm row 1: 2 input_ids but 1 labels"):
         Collator("mlm", pad_id=0, decoder_start_id=0)([MLM_ROWS[0], {"input_ids": [1, 2], "labels": [3]}])
+
+
+@pytest.mark.parametrize("objective, rows", [("span", SPAN_ROWS), ("mlm", MLM_ROWS)])
+def test_vocab_size_refuses_ids_outside_it_in_either_column_and_keeps_ignored_labels(objective, rows):
+    """The largest id of these rows is the edge: vocab one above it passes (-100 labels and padding too); one
+    id raised to the vocab size, or made negative, is named by its example, in input_ids or in labels."""
+    top = max(max(max(r["input_ids"]), max(r["labels"])) for r in rows)
+    ok = Collator(objective, pad_id=0, decoder_start_id=0, vocab_size=top + 1)
+    assert as_lists(ok(rows)) == as_lists(Collator(objective, pad_id=0, decoder_start_id=0)(rows))
+    for column, value in (("input_ids", top + 1), ("labels", top + 1), ("input_ids", -1), ("labels", -2)):
+        damaged = [dict(r) for r in rows]
+        damaged[1] = {**damaged[1], column: [value, *damaged[1][column][1:]]}
+        with pytest.raises(ValueError, match=rf"^example 1: token id {value} is outside the vocabulary of {top + 1}$"):
+            ok(damaged)

@@ -144,6 +144,38 @@ def test_training_refuses_a_data_file_with_a_damaged_header_in_one_line(tmp_path
     assert not (tmp_path / "run").exists()
 
 
+def overwrite_token(path: Path, value: int) -> int:
+    """Write `value` over the first token of row 0's input_ids in an Arrow data file, found by its bytes (the
+    row's first 8 tokens as pyarrow reads them): the size and the headers stay valid. Returns that row's
+    length, so a caller can tell it was found."""
+    import numpy as np
+    import pyarrow as pa
+
+    with pa.ipc.open_stream(pa.BufferReader(path.read_bytes())) as reader:
+        row = np.asarray(reader.read_next_batch().column("input_ids")[0].as_py(), dtype="<i4")
+    data = bytearray(path.read_bytes())
+    at = bytes(data).index(row[:8].tobytes())
+    data[at : at + 4] = np.array([value], dtype="<i4").tobytes()
+    path.write_bytes(bytes(data))
+    return len(row)
+
+
+@pytest.mark.parametrize("value", [10**6, -7])
+def test_training_refuses_token_ids_outside_the_vocabulary_in_one_line(tmp_path, several_files, value):
+    """A data file of the right size with valid headers but a token id no tokenizer gave: the run stops in one
+    line naming the split and the row, where the model's embedding would raise (or, on CUDA, assert)."""
+    d = tmp_path / "data"
+    shutil.copytree(several_files, d)
+    assert overwrite_token(min((d / "seed-0").glob("data-*")), value) > 8
+    result = cli("train", d, "--model", "tiny", "--out", tmp_path / "run", "--epochs", "1", "--warmup-steps", "0",
+                 "--log-every", "1000", "--eval-every", "0")
+    assert result.exit_code == 2, result.stderr
+    last = result.stderr.splitlines()[-1]
+    assert "Traceback" not in result.stderr
+    assert last.startswith(f"error: {d}/seed-0: row 0 holds token id {value}, outside the tokenizer's ")
+    assert f"mlmprep verify {d}" in last
+
+
 def test_a_remask_stopped_while_publishing_takes_back_the_splits_it_published(tmp_path, several_files, monkeypatch):
     """The new splits count once the manifest lists them: a failure after the first is published (here a Ctrl-C
     at the second) leaves the build as it was, with no unlisted seed-k directory."""
