@@ -327,7 +327,7 @@ def log_line(step: int, total: int, epoch: int, lr: float, line: dict) -> str:
     loss = "-" if line["loss"] is None else f"{line['loss']:.4f}"
     memory = f", peak memory {line['peak_memory_gb']:.1f} GB" if "peak_memory_gb" in line else ""
     return (f"step {step}/{total} (epoch {epoch}): loss {loss}, lr {lr:.2e}, {line['tokens_per_s']:,.0f} tokens/s, "
-            f"padding efficiency {line['padding_efficiency']:.2f}, {line['tflops']:.2f} TFLOP/s{memory}")
+            f"padding efficiency {line['padding_efficiency']:.2f}, {line['tflops']:.3g} TFLOP/s{memory}")
 
 
 def say(world: World, text: str) -> None:
@@ -568,7 +568,7 @@ def run_fit(cfg: TrainConfig, world: World, hook: Hook | None, on_end: Callable 
                 say(world, log_line(step, total, epoch_of_last(epoch, cursor, step), lr, line))
             bar.set_postfix(loss=f"{loss:.3f}" if loss is not None else "-", lr=f"{lr:.2e}",
                             tok_s=f"{line['tokens_per_s']:.0f}", pad=f"{line['padding_efficiency']:.2f}",
-                            tflops=f"{line['tflops']:.1f}",
+                            tflops=f"{line['tflops']:.3g}",
                             **({"mem_gb": f"{line['peak_memory_gb']:.1f}"} if "peak_memory_gb" in line else {}))
             window[:] = 0
         if due(step, cfg.eval_every, total):
