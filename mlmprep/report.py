@@ -29,7 +29,7 @@ def build_summary(out: Path, manifest: dict) -> str:
         f"{'split':<20}{'rows':>10}{'MB':>10}  masking",
     ]
     masking = manifest["statistics"]["masking"]
-    for name, split in manifest["splits"].items():
+    for name, split in sorted(manifest["splits"].items(), key=lambda item: split_order(item[0])):
         mb = sum(f["bytes"] for f in split["files"]) / 1e6
         m = masking.get(name, {})
         if "noise_fraction" in m:
@@ -47,6 +47,14 @@ def build_summary(out: Path, manifest: dict) -> str:
         lines += ["", f"built in {total_s:.1f} s: {trained}tokenize + mask + write {pipeline_s:.1f} s "
                       f"({w['tokens_kept'] / pipeline_s / 1e6:.2f} M tokens/s)"]
     return "\n".join(lines)
+
+
+def split_order(name: str) -> tuple[int, int, str]:
+    """Sort key: windows, validation-windows, seed-0, seed-1, ..., seed-10 (by number), validation; the same
+    order whether the manifest comes from the build (insertion order) or from disk (keys sorted as text)."""
+    if name.startswith("seed-") and name[5:].isdigit():
+        return 2, int(name[5:]), name
+    return {"windows": 0, "validation-windows": 1, "validation": 3}.get(name, 4), 0, name
 
 
 def tokenizer_line(manifest: dict) -> str:
@@ -117,7 +125,7 @@ def show_examples(out: Path, manifest: dict, *, split: str = "seed-0", n: int = 
     if n < 0:
         raise ConfigError(f"--examples must be 0 or more, got {n}")
     if split not in manifest["splits"]:
-        raise CacheError(f"--split {split}: not in {out}; splits: {', '.join(manifest['splits'])}")
+        raise CacheError(f"--split {split}: not in {out}; splits: {', '.join(sorted(manifest['splits'], key=split_order))}")
     tok = load_tokenizer(out / manifest["tokenizer"]["file"])
     if split.endswith("windows"):  # the stored windows before masking: one `tokens` column
         return "\n".join(f"--- {split} row {i} ({len(x)} tokens)\ntokens:  {tok.decode(x.tolist(), skip_special_tokens=False)}"

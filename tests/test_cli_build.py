@@ -463,3 +463,17 @@ def test_the_summary_calls_an_empty_validation_split_masked_not_windows(tmp_path
     assert lines["validation"].split()[1:] == ["0", "0.0", "masked,", "no", "rows"]
     assert lines["validation-windows"].endswith("unmasked windows") and lines["windows"].endswith("unmasked windows")
     assert "noise" in lines["seed-0"]
+
+
+def test_the_summary_lists_splits_in_build_order_whether_built_now_or_read_from_disk(tmp_path, tiny_corpus, tok):
+    """The manifest on disk has its keys sorted as text (seed-10 before seed-2); the table keeps one order."""
+    from mlmprep.report import build_summary
+
+    out = tmp_path / "data"
+    result = cli(*build_args(tiny_corpus, out, tok, "--seeds", "11"))
+    assert result.exit_code == 0, result.stderr
+    expected = ["windows", "validation-windows", *(f"seed-{k}" for k in range(11)), "validation"]
+    table = lambda text: [line.split()[0] for line in text.splitlines() if line.startswith(("seed-", "valid", "windows"))]
+    assert table(result.stdout) == expected
+    assert table(build_summary(out, manifest(out))) == expected
+    assert table(cli("inspect", out, "--examples", "0").stdout) == expected
