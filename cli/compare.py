@@ -8,7 +8,7 @@ from typing import Annotated, Literal, Optional
 import typer
 
 from mlmprep.cli import app
-from mlmprep.cli._util import HelpCommand, cli_errors, given, option
+from mlmprep.cli._util import HelpCommand, cli_errors, given, note, option
 
 COMPARE_EXAMPLES = """Examples:
 
@@ -57,6 +57,6 @@ def compare_methods(
     cfg = compare_config("full" if full else "quick" if quick else "default", options)
     check_output_path(Path(cfg.out), directory=True)
     check_compare(cfg, force=force)
-    results = compare(cfg, log=lambda line: typer.echo(line, err=True))
+    results = compare(cfg, log=note)  # progress at a terminal only, so that an error stays one line
     typer.echo(results_markdown(results))
     typer.echo(f"wrote {cfg.out}/results.json, results.md, {', '.join(results['plots'])}")

@@ -238,10 +238,20 @@ def fragment_share(build_cfg: BuildConfig, manifest: dict) -> dict[str, float]:
 
 
 # ----------------------------------------------------------------------------- the two arms
-def build_arm(build_cfg: BuildConfig, log: Callable[[str], None]) -> dict:
-    """Build one arm; its build time, window statistics and fragment share."""
+def build_part(build_cfg: BuildConfig, documents: str, fix: str, log: Callable[[str], None]) -> dict:
+    """Build one part of the comparison; its manifest. Too little text for a window is restated in
+    compare-methods' terms (the build's own advice names --pack, an option compare-methods has not)."""
+    try:
+        return build(build_cfg, log=log).manifest
+    except CorpusError:
+        raise CorpusError(f"the {documents} documents hold too little text for one window of --input-length "
+                          f"{build_cfg.input_length}; give more text, {fix} or lower --input-length") from None
+
+
+def build_arm(build_cfg: BuildConfig, documents: int, log: Callable[[str], None]) -> dict:
+    """Build one arm from its `documents` training documents; its build time, window statistics and fragment share."""
     started = time.perf_counter()
-    manifest = build(build_cfg, log=log).manifest
+    manifest = build_part(build_cfg, f"{documents:,} training", "lower --heldout-fraction", log)
     seconds = time.perf_counter() - started
     windows = manifest["statistics"]["windows"]
     keys = ("rows", "tokens_kept", "tokens_dropped", "tokens_padded", "rows_truncated", "token_utilisation")
@@ -349,8 +359,9 @@ def run_comparison(cfg: CompareConfig, log: Callable[[str], None]) -> dict:
     tokenizer = make_tokenizer(cfg, data)
     val_cfg = replace(arm_config(cfg, data, "tokens", "heldout.jsonl", tokenizer), seeds=1,
                       out=str(out / "build-validation"))
-    val_manifest = build(val_cfg, log=log).manifest
-    methods = {m: {"build": build_arm(arm_config(cfg, data, m, "train.jsonl", tokenizer), log)} for m in METHODS}
+    val_manifest = build_part(val_cfg, f"{documents['heldout']:,} held-out", "raise --heldout-fraction", log)
+    methods = {m: {"build": build_arm(arm_config(cfg, data, m, "train.jsonl", tokenizer), documents["train"], log)}
+               for m in METHODS}
     for method in METHODS:
         log(f"training on the {METHODS[method]} build ...")
         methods[method]["train"] = train_arm(cfg, method)

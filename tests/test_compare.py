@@ -163,3 +163,21 @@ def test_compare_methods_refuses_bad_options_before_any_work(tiny_corpus, tmp_pa
 def test_compare_methods_help_documents_force_and_a_zero_max_mb():
     help_text = " ".join(cli("compare-methods", "--help").output.split())
     assert "--force" in help_text and "0: the whole corpus" in help_text
+
+
+@pytest.mark.parametrize(("lines", "fraction", "part", "fix"), [
+    (40, "0.05", "held-out", "raise --heldout-fraction"),  # ~2 held-out sentences: under one 70-token window
+    (0, "0.9", "training", "lower --heldout-fraction"),  # ~4 training documents of one word
+])
+def test_compare_methods_refuses_too_little_text_in_one_line_naming_its_fix(tmp_path, lines, fraction, part, fix):
+    """Too few held-out (or training) tokens for one window is found after the split: still one error line,
+    naming compare-methods' own options (it has no --pack), and nothing left under --out."""
+    from conftest import tiny_documents
+
+    corpus = tmp_path / "short.txt"
+    docs = [doc.split(".")[0] for doc in tiny_documents(lines)] if lines else ["river"] * 40
+    corpus.write_text("\n".join(docs) + "\n", encoding="utf-8")
+    result = cli("compare-methods", corpus, "--quick", "--out", tmp_path / "out", "--vocab-size", "400",
+                 "--heldout-fraction", fraction)
+    assert_refused(result.exit_code, result.stderr, f"{part} documents", fix, "--input-length")
+    assert "--pack" not in result.stderr and not (tmp_path / "out").exists()
