@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -38,6 +39,7 @@ COLORS = {"text": "#d6479b", "tokens": "#1f77b4"}
 # what compare-methods writes under --out; --force replaces only a directory holding nothing else
 OUTPUTS = frozenset({"data", "build-validation", "build-text", "build-tokens", "run-text", "run-tokens",
                      "results.json", "results.md", "val_loss.png", "val_accuracy.png"})
+PREVIOUS = ".previous"  # inside --out: the result a --force run replaces, until the run completes
 SEGMENTS_PER_CALL = 4096  # text segments per tokenizer call when replaying the text method (speed only)
 
 # Presets: `default` runs end to end on 2 CPU cores in minutes; `quick` keeps the code path alive in CI;
@@ -335,18 +337,41 @@ def read_metrics(metrics: Path) -> tuple[list[dict], float]:
 
 # ----------------------------------------------------------------------------- the comparison
 def compare(cfg: CompareConfig, *, log: Callable[[str], None] = print) -> dict:
-    """Run the comparison into cfg.out: results.json, results.md, val_loss.png and val_accuracy.png. A failure
-    into an --out that was empty or missing leaves it so."""
+    """Run the comparison into cfg.out: results.json, results.md, val_loss.png and val_accuracy.png. A run that
+    fails (Ctrl-C included) leaves --out as it found it: missing, empty, or holding the result it was replacing."""
     out = Path(cfg.out)
-    existed, fresh = out.is_dir(), not out.is_dir() or not any(out.iterdir())
+    existed, previous = out.is_dir(), out / PREVIOUS
     try:
-        return run_comparison(cfg, log)
+        set_aside(out, previous)
+        results = run_comparison(cfg, log)
     except BaseException:
-        if fresh:
-            shutil.rmtree(out, ignore_errors=True)
-            if existed:
-                out.mkdir(exist_ok=True)
+        restore(out, existed, previous)
         raise
+    shutil.rmtree(previous, ignore_errors=True)
+    return results
+
+
+def set_aside(out: Path, previous: Path) -> None:
+    """Move what --out holds (check_compare allows only a previous result) into `previous`, inside it."""
+    names = [p.name for p in out.iterdir()] if out.is_dir() else []
+    if names:
+        previous.mkdir()
+        for name in names:
+            os.replace(out / name, previous / name)
+
+
+def restore(out: Path, existed: bool, previous: Path) -> None:
+    """After a failed run: remove what it wrote and move back what set_aside moved."""
+    if not existed:
+        shutil.rmtree(out, ignore_errors=True)
+        return
+    for path in out.iterdir():
+        if path != previous:
+            shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
+    if previous.is_dir():
+        for path in previous.iterdir():
+            os.replace(path, out / path.name)
+        previous.rmdir()
 
 
 def run_comparison(cfg: CompareConfig, log: Callable[[str], None]) -> dict:

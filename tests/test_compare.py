@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from mlmprep.cli import app
-from mlmprep.compare import compare_config, fragment_spans, split_documents, stream_row_cuts
+from mlmprep.compare import OUTPUTS, compare_config, fragment_spans, split_documents, stream_row_cuts
 from mlmprep.errors import CacheError
 from mlmprep.tokenize import WordTables
 from mlmprep.windows import Rows
@@ -151,6 +151,7 @@ def test_compare_methods_replaces_a_previous_result_only_with_force(tiny_run, tm
                  "--vocab-size", "400", "--force")
     assert result.exit_code == 0, result.output
     assert json.loads((out / "results.json").read_text())["settings"]["steps"] == 1
+    assert {p.name for p in out.iterdir()} == OUTPUTS  # the previous result set aside is gone
 
 
 @pytest.mark.parametrize("option", [["--vocab-size", "50"], ["--model", "nosuch"], ["--max-tokens-per-batch", "0"]])
@@ -181,3 +182,15 @@ def test_compare_methods_refuses_too_little_text_in_one_line_naming_its_fix(tmp_
                  "--heldout-fraction", fraction)
     assert_refused(result.exit_code, result.stderr, f"{part} documents", fix, "--input-length")
     assert "--pack" not in result.stderr and not (tmp_path / "out").exists()
+
+
+def test_a_failed_force_run_leaves_the_previous_result_as_it_was(tiny_run, tmp_path):
+    """--force replaces a previous result only by one that completes: a run that fails after its work began
+    (here too little held-out text, found once the documents are split) restores every file it had."""
+    out = shutil.copytree(tiny_run[0], tmp_path / "out")
+    before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    corpus = tmp_path / "short.txt"
+    corpus.write_text("river\n" * 40, encoding="utf-8")
+    result = cli("compare-methods", corpus, "--quick", "--out", out, "--vocab-size", "400", "--force")
+    assert_refused(result.exit_code, result.stderr, "held-out documents")
+    assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
