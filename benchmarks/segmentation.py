@@ -18,7 +18,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from mlmprep.compare import compare, compare_config, results_markdown
+from mlmprep.compare import check_compare, compare, compare_config, results_markdown
+from mlmprep.errors import MlmprepError
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "pydocs.txt"
 
@@ -40,6 +41,7 @@ def run(quick: bool = False, corpus: Path | None = None, out: Path | None = None
         target = out or (Path(tmp) / "out" if quick else Path("bench-out"))
         mode = "full" if full else "quick" if quick else "default"
         cfg = compare_config(mode, {"corpus": (str(source),), "out": str(target)})
+        check_compare(cfg, force=True)  # a previous result is replaced; an --out holding anything else is refused
         results = compare(cfg, log=lambda line: print(line, file=sys.stderr))
         print(results_markdown(results))
         return results
@@ -53,7 +55,10 @@ def main() -> None:
     mode.add_argument("--quick", action="store_true", help="1 MB of the corpus, input length 64, 20 steps")
     mode.add_argument("--full", action="store_true", help="GPU-sized: t5-small shapes, input length 512, 4000 steps")
     args = parser.parse_args()
-    run(args.quick, args.corpus, args.out, args.full)
+    try:
+        run(args.quick, args.corpus, args.out, args.full)
+    except MlmprepError as exc:
+        parser.exit(2, f"error: {exc}\n")
 
 
 if __name__ == "__main__":

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Literal, Optional
 
 import typer
@@ -44,7 +43,6 @@ def compare_methods(
     evaluate both on one held-out validation set, and write results.json, results.md and plots."""
     from mlmprep.compare import check_compare, compare, compare_config, results_markdown
     from mlmprep.errors import ConfigError
-    from mlmprep.write import check_output_path
 
     if full and quick:
         raise ConfigError("--full and --quick contradict each other; give at most one")
@@ -55,7 +53,6 @@ def compare_methods(
         max_chars=round(max_mb * 1e6) if max_mb is not None else None,
     )
     cfg = compare_config("full" if full else "quick" if quick else "default", options)
-    check_output_path(Path(cfg.out), directory=True)
     check_compare(cfg, force=force)
     results = compare(cfg, log=note)  # progress at a terminal only, so that an error stays one line
     typer.echo(results_markdown(results))

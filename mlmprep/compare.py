@@ -32,7 +32,7 @@ from mlmprep.model import check_model_spec
 from mlmprep.numerics import Diverged
 from mlmprep.tokenize import WordTables, check_vocab_size, encode, load_tokenizer, special_ids, train_tokenizer, word_tables
 from mlmprep.windows import MIN_ROW, Rows, segment_chars, text_segments
-from mlmprep.write import iter_rows, write_json
+from mlmprep.write import check_output_path, iter_rows, write_json
 
 METHODS = {"text": "text segmentation", "tokens": "token splitting"}
 COLORS = {"text": "#d6479b", "tokens": "#1f77b4"}
@@ -276,12 +276,13 @@ def arm_train_config(cfg: CompareConfig, method: str) -> TrainConfig:
 
 
 def check_compare(cfg: CompareConfig, *, force: bool) -> None:
-    """Refuse, before any work, options that would fail only after the builds, and an --out holding anything
-    but a previous compare-methods result (that one only with --force)."""
+    """Refuse, before any work, options that would fail only after the builds, an --out nothing can be written
+    under, and one holding anything but a previous compare-methods result (that one only with --force)."""
     check_vocab_size(cfg.vocab_size)
     check_model_spec(cfg.model)
     arm_train_config(cfg, "text")  # its option checks
     out = Path(cfg.out)
+    check_output_path(out, directory=True)
     names = {p.name for p in out.iterdir()} if out.is_dir() else set()
     if not names:
         return

@@ -194,3 +194,20 @@ def test_a_failed_force_run_leaves_the_previous_result_as_it_was(tiny_run, tmp_p
     result = cli("compare-methods", corpus, "--quick", "--out", out, "--vocab-size", "400", "--force")
     assert_refused(result.exit_code, result.stderr, "held-out documents")
     assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+
+
+def test_the_segmentation_benchmark_refuses_an_out_holding_other_files(tiny_corpus, tmp_path):
+    """benchmarks.segmentation writes where compare-methods does: an --out holding anything but a previous
+    result is refused before any work (one error line, exit 2), and its files are left alone."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    notes = tmp_path / "out" / "notes.txt"
+    notes.parent.mkdir()
+    notes.write_text("precious")
+    root = Path(__file__).resolve().parents[1]
+    result = subprocess.run([sys.executable, "-m", "benchmarks.segmentation", "--quick", "--corpus", str(tiny_corpus),
+                             "--out", str(notes.parent)], cwd=root, capture_output=True, text=True, timeout=300)
+    assert_refused(result.returncode, result.stderr, "--out", "no compare-methods result")
+    assert notes.read_text() == "precious" and [p.name for p in notes.parent.iterdir()] == ["notes.txt"]
