@@ -1,6 +1,6 @@
 """Text segmentation against token splitting (seed 002) on one corpus: the comparison a user reruns.
 
-    documents ─► ~5% held out (a hash of the index) ─► heldout.jsonl ─► build --method tokens ─► validation
+    documents ─► ~5% held out (a hash of the text) ─► heldout.jsonl ─► build --method tokens ─► validation
               └► train.jsonl ─► one tokenizer ─┬► build --method text   ─► fit tiny T5 ─┐
                                                └► build --method tokens ─► fit tiny T5 ─┴► results, plots
 
@@ -11,6 +11,7 @@ same validation rows, cut by token splitting from documents neither model trains
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -24,7 +25,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from mlmprep.build import batched, build, cleaned_documents, held_out
+from mlmprep.build import build, cleaned_documents
 from mlmprep.config import BuildConfig, TrainConfig, check_range, make_config, to_dict
 from mlmprep.corpus import open_corpus
 from mlmprep.errors import CacheError, ConfigError, CorpusError
@@ -99,8 +100,8 @@ def compare_config(mode: str, options: dict[str, Any]) -> CompareConfig:
 
 # ----------------------------------------------------------------------------- documents and tokenizer
 def split_documents(cfg: CompareConfig, data: Path) -> dict[str, int]:
-    """Write the corpus' documents to data/train.jsonl and data/heldout.jsonl (document i is held out by
-    a hash of (seed, i)); return the document counts."""
+    """Write the corpus' documents to data/train.jsonl and data/heldout.jsonl (see held_out_text); return the
+    document counts."""
     corpus = open_corpus(cfg.corpus, text_column=cfg.text_column, doc_sep=cfg.doc_sep)
     docs = corpus.documents()
     if cfg.max_chars:
@@ -109,15 +110,21 @@ def split_documents(cfg: CompareConfig, data: Path) -> dict[str, int]:
     counts = {"train": 0, "heldout": 0}
     train, heldout = (open(data / name, "w", encoding="utf-8") for name in ("train.jsonl", "heldout.jsonl"))
     with train, heldout:
-        for batch in batched(docs, 1 << 20):
-            first = counts["train"] + counts["heldout"]
-            for doc, held in zip(batch, held_out(first, len(batch), cfg.heldout_fraction, cfg.seed)):
-                (heldout if held else train).write(json.dumps({"text": doc}, ensure_ascii=False) + "\n")
-                counts["heldout" if held else "train"] += 1
+        for doc in docs:
+            held = held_out_text(doc, cfg.heldout_fraction, cfg.seed)
+            (heldout if held else train).write(json.dumps({"text": doc}, ensure_ascii=False) + "\n")
+            counts["heldout" if held else "train"] += 1
     if not counts["train"] or not counts["heldout"]:
         raise CorpusError(f"{corpus.description}: {counts['train']} training and {counts['heldout']} held-out documents; "
                           "the comparison needs both (give more text or change --heldout-fraction)")
     return counts
+
+
+def held_out_text(text: str, fraction: float, seed: int) -> bool:
+    """Whether a document is held out: a hash of (seed, its text) below `fraction`, so that every copy of a
+    text (corpora repeat headers and boilerplate) falls on the same side and no validation text is trained on."""
+    digest = hashlib.blake2b(f"{seed}\0{text}".encode("utf-8", "surrogatepass"), digest_size=8).digest()
+    return int.from_bytes(digest, "little") < fraction * 2**64
 
 
 def first_chars(texts: Iterable[str], limit: int) -> Iterator[str]:

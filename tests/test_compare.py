@@ -15,6 +15,7 @@ from mlmprep.compare import OUTPUTS, compare_config, fragment_spans, split_docum
 from mlmprep.errors import CacheError
 from mlmprep.tokenize import WordTables
 from mlmprep.windows import Rows
+from conftest import WORDS
 from test_cli_build import assert_refused, cli
 
 # A hand-made vocabulary: id, piece, starts a word, first and last characters alphanumeric.
@@ -78,6 +79,24 @@ def test_documents_are_held_out_deterministically_and_whole(tiny_corpus, tmp_pat
     assert not set(read["train"]) & set(read["heldout"])
     assert counts == {"train": len(read["train"]), "heldout": len(read["heldout"])}
     assert 0.03 < counts["heldout"] / len(source) < 0.2
+
+
+def test_copies_of_a_document_fall_on_one_side_of_the_hold_out(tmp_path):
+    """A corpus repeats lines (headers, boilerplate: 21% of pydocs' held-out documents are also training ones
+    when cut by index); a held-out text must never be one the models train on."""
+    import random
+
+    from conftest import tiny_documents
+
+    docs = tiny_documents(100) * 3
+    random.Random(0).shuffle(docs)
+    corpus = tmp_path / "copies.txt"
+    corpus.write_text("\n".join(docs) + "\n", encoding="utf-8")
+    split_documents(compare_config("default", {"corpus": (str(corpus),), "heldout_fraction": 0.2}), tmp_path / "data")
+    read = {name: [json.loads(x)["text"] for x in (tmp_path / "data" / f"{name}.jsonl").read_text().splitlines()]
+            for name in ("train", "heldout")}
+    assert sorted(read["train"] + read["heldout"]) == sorted(docs) and read["heldout"]
+    assert not set(read["train"]) & set(read["heldout"])
 
 
 @pytest.fixture(scope="module")
@@ -168,7 +187,7 @@ def test_compare_methods_help_documents_force_and_a_zero_max_mb():
 
 @pytest.mark.parametrize(("lines", "fraction", "part", "fix"), [
     (40, "0.05", "held-out", "raise --heldout-fraction"),  # ~2 held-out sentences: under one 70-token window
-    (0, "0.9", "training", "lower --heldout-fraction"),  # ~4 training documents of one word
+    (0, "0.9", "training", "lower --heldout-fraction"),  # ~4 training documents of one word each
 ])
 def test_compare_methods_refuses_too_little_text_in_one_line_naming_its_fix(tmp_path, lines, fraction, part, fix):
     """Too few held-out (or training) tokens for one window is found after the split: still one error line,
@@ -176,7 +195,7 @@ def test_compare_methods_refuses_too_little_text_in_one_line_naming_its_fix(tmp_
     from conftest import tiny_documents
 
     corpus = tmp_path / "short.txt"
-    docs = [doc.split(".")[0] for doc in tiny_documents(lines)] if lines else ["river"] * 40
+    docs = [doc.split(".")[0] for doc in tiny_documents(lines)] if lines else WORDS[:40]
     corpus.write_text("\n".join(docs) + "\n", encoding="utf-8")
     result = cli("compare-methods", corpus, "--quick", "--out", tmp_path / "out", "--vocab-size", "400",
                  "--heldout-fraction", fraction)
@@ -186,13 +205,15 @@ def test_compare_methods_refuses_too_little_text_in_one_line_naming_its_fix(tmp_
 
 def test_a_failed_force_run_leaves_the_previous_result_as_it_was(tiny_run, tmp_path):
     """--force replaces a previous result only by one that completes: a run that fails after its work began
-    (here too little held-out text, found once the documents are split) restores every file it had."""
+    (here too little training text, found by the build after the split and the validation build) restores
+    every file it had."""
     out = shutil.copytree(tiny_run[0], tmp_path / "out")
     before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
     corpus = tmp_path / "short.txt"
-    corpus.write_text("river\n" * 40, encoding="utf-8")
-    result = cli("compare-methods", corpus, "--quick", "--out", out, "--vocab-size", "400", "--force")
-    assert_refused(result.exit_code, result.stderr, "held-out documents")
+    corpus.write_text("\n".join(WORDS[:40]) + "\n", encoding="utf-8")
+    result = cli("compare-methods", corpus, "--quick", "--out", out, "--vocab-size", "400", "--force",
+                 "--heldout-fraction", "0.9")
+    assert_refused(result.exit_code, result.stderr, "training documents hold too little text")
     assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
 
 
