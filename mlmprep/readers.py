@@ -291,14 +291,7 @@ def column_texts(batches: Iterable, schema, source: str | Path, stats: CorpusSta
     import pyarrow as pa
 
     column = opts.text_column
-    if column not in schema.names:
-        names = ", ".join(schema.names)
-        raise CorpusError(f"{source}: no column {column!r}; pass --text-column NAME (columns here: {names})")
-    kind = schema.field(column).type
-    kind = kind.value_type if pa.types.is_dictionary(kind) else kind
-    is_binary = pa.types.is_binary(kind) or pa.types.is_large_binary(kind)
-    if not (is_binary or pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_string_view(kind)):
-        raise CorpusError(f"{source}: column {column!r} holds {kind}, not text; pass --text-column NAME")
+    _check_text_column(schema, column, source)
     row = first_row
     try:
         for batch in batches:
@@ -314,6 +307,25 @@ def column_texts(batches: Iterable, schema, source: str | Path, stats: CorpusSta
                 yield value
     except (pa.ArrowException, OSError) as exc:  # damage found part way through the file
         raise CorpusError(f"{source} after row {row}: cannot read ({str(exc).splitlines()[0]})") from None
+
+
+def _check_text_column(schema, column: str, source: str | Path) -> None:
+    """Refuse a schema without exactly one column `column` of a text type (string, binary or null: a column
+    of nulls only, as pandas writes one, is read as nulls)."""
+    import pyarrow as pa
+
+    count = schema.names.count(column)
+    if not count:
+        names = ", ".join(schema.names)
+        raise CorpusError(f"{source}: no column {column!r}; pass --text-column NAME (columns here: {names})")
+    if count > 1:
+        raise CorpusError(f"{source}: {count} columns are named {column!r}; rename one, or pass --text-column NAME")
+    kind = schema.field(column).type
+    kind = kind.value_type if pa.types.is_dictionary(kind) else kind
+    checks = (pa.types.is_string, pa.types.is_large_string, pa.types.is_string_view, pa.types.is_binary,
+              pa.types.is_large_binary, pa.types.is_null)
+    if not any(check(kind) for check in checks):
+        raise CorpusError(f"{source}: column {column!r} holds {kind}, not text; pass --text-column NAME")
 
 
 def _python_values(array) -> list:

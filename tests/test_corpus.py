@@ -255,6 +255,26 @@ def test_columnar_non_text_column_is_refused(tmp_path):
         docs(tmp_path / "t.parquet")
 
 
+@pytest.mark.parametrize("suffix", ["parquet", "arrow"])
+def test_a_text_column_named_twice_is_refused_naming_the_file(tmp_path, suffix):
+    table = pa.Table.from_arrays([pa.array(["a b"]), pa.array(["c d"])], names=["text", "text"])
+    path = tmp_path / f"t.{suffix}"
+    pq.write_table(table, path) if suffix == "parquet" else write_arrow_file(path, table, stream=False)
+    with pytest.raises(CorpusError, match=rf"t\.{suffix}: 2 columns are named 'text'; rename one"):
+        docs(path)
+
+
+@pytest.mark.parametrize("suffix", ["parquet", "arrow"])
+def test_a_text_column_of_null_type_is_read_as_nulls(tmp_path, suffix):
+    """A writer gives a column with no value but nulls the null type (pandas does): its rows are nulls,
+    skipped and counted like the null values of a string column, not a column that holds no text."""
+    table = pa.table({"text": pa.array([None, None], pa.null())})
+    path = tmp_path / f"nulls.{suffix}"
+    pq.write_table(table, path) if suffix == "parquet" else write_arrow_file(path, table, stream=False)
+    corpus = open_corpus([str(path), str(write(tmp_path / "a.txt", "one\n"))])
+    assert list(corpus.documents()) == ["one"] and corpus.stats.null_skipped == 2
+
+
 def test_csv_values_follow_the_decode_policy(tmp_path):
     path = write(tmp_path / "t.csv", b'id,text\n1,fine\n2,"bad \xff"\n3,also fine\n')
     assert docs(path) == ["fine", "bad \ufffd", "also fine"]
