@@ -264,7 +264,7 @@ def build_arm(build_cfg: BuildConfig, documents: int, log: Callable[[str], None]
     seconds = time.perf_counter() - started
     windows = manifest["statistics"]["windows"]
     keys = ("rows", "tokens_kept", "tokens_dropped", "tokens_padded", "rows_truncated", "token_utilisation")
-    # the manifest's fragment rate takes a truncated segment's end for the row's; fragment_share's takes the row's
+    # the manifest's fragment rate is fragment_share's but for the token stream's last row (it also sees the dropped tail)
     return {"seconds": seconds, **{k: windows[k] for k in keys}, "manifest_fragment_rate": windows["fragment_rate"],
             **fragment_share(build_cfg, manifest)}
 

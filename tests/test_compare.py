@@ -129,9 +129,9 @@ def test_tiny_comparison_writes_results_for_both_methods(tiny_run):
     text, tokens = results["methods"]["text"]["build"], results["methods"]["tokens"]["build"]
     assert tokens["token_utilisation"] == 1.0 and text["token_utilisation"] < 1.0  # segments are padded
     assert text["fragment_rate"] > tokens["fragment_rate"]  # character cuts fall inside words more often
-    # the replayed row edges agree with the build's own count: exactly for untruncated segments, and for the
-    # token stream but for its last row (the build also looks at the dropped tail)
-    assert text["rows_truncated"] == 0 and text["fragment_rate"] == text["manifest_fragment_rate"]
+    # the replayed row edges agree with the build's own count: exactly for text segments (truncated ones too:
+    # test_windows), and for the token stream but for its last row (the build also looks at the dropped tail)
+    assert text["fragment_rate"] == text["manifest_fragment_rate"]
     rows_apart = abs(tokens["fragment_rate"] - tokens["manifest_fragment_rate"]) * tokens["rows"]
     assert round(rows_apart, 6) <= 1
     assert "| final validation loss |" in output and "token splitting" in output

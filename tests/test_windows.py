@@ -143,3 +143,56 @@ def test_rows_pieces_cover_the_rows_in_order_within_the_limit(lengths, max_token
     assert np.concatenate([p.lengths() for p in pieces] or [np.zeros(0, np.int64)]).tolist() == lengths
     for p in pieces:  # within the limit, or a single row longer than it
         assert p.offsets[-1] <= max_tokens or len(p) == 1
+
+
+def test_text_method_build_equals_plain_segmentation_of_the_joined_text(tmp_path, tiny_tokenizer_path):
+    """--method text against plain Python over the tokenizer's output: the documents joined by spaces, cut
+    every (input_length - 2) * 4 characters (code points: inside words and multi-byte characters alike),
+    each segment's ids truncated to the window; the manifest's counts and the rows cut inside a word (at the
+    character cut, or at the truncation) as counted here, and compare's replay of the row edges too."""
+    import json
+
+    from tokenizers import Tokenizer
+
+    from conftest import build_tiny, tiny_documents
+    from mlmprep.compare import text_row_cuts
+    from mlmprep.config import BuildConfig
+    from mlmprep.write import iter_rows
+
+    docs = tiny_documents(60) + ["café naïve 日本語のテキスト 😀😀 end", "x", "wörds " * 9 + "tail", "a" + " " * 40 + "b"]
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("\n".join(docs) + "\n", encoding="utf-8")
+    cfg = dict(input_length=9, seeds=1, validation_fraction=0.0, method="text")
+    out = build_tiny(tmp_path / "b", corpus, tiny_tokenizer_path, **cfg)
+    manifest = json.loads((out / "manifest.json").read_text())
+    width, chars = manifest["window_length"], (9 - 2) * 4
+    tok = Tokenizer.from_file(str(tiny_tokenizer_path))
+    pieces = {i: p for p, i in tok.get_vocab().items()}
+
+    def continues(left: int, right: int) -> bool:  # the boundary left|right falls inside a word
+        a, b = pieces[left].removeprefix("▁"), pieces[right]
+        return not b.startswith(("▁", "<")) and bool(a) and a[-1].isalnum() and b[0].isalnum()
+
+    joined, rows, cuts, lost, truncated = " ".join(docs), [], [], 0, 0
+    for start in range(0, len(joined), chars):
+        segment, stop = joined[start : start + chars], start + chars
+        ids = tok.encode(segment, add_special_tokens=False).ids if segment.strip() else []
+        truncated += len(ids) > width
+        if min(len(ids), width) < 2:
+            lost += len(ids)
+            continue
+        rows.append(ids[:width])
+        lost += len(ids) - len(rows[-1])
+        begins = start > 0 and joined[start - 1].isalnum() and joined[start].isalnum()
+        ends = stop < len(joined) and segment[-1].isalnum() and joined[stop].isalnum()
+        cuts.append((begins, continues(ids[width - 1], ids[width]) if len(ids) > width else ends))
+    got = [c.values[c.offsets[i] : c.offsets[i + 1]].tolist() for c in iter_rows(out / "windows", "tokens") for i in range(len(c))]
+    assert got == rows and truncated > 10
+    stats = manifest["statistics"]["windows"]
+    kept = sum(map(len, rows))
+    assert (stats["rows"], stats["tokens_kept"], stats["tokens_dropped"], stats["tokens_padded"], stats["rows_truncated"]) == (
+        len(rows), kept, lost, len(rows) * width - kept, truncated)
+    assert round(stats["fragment_rate"] * len(rows)) == sum(b or e for b, e in cuts)
+    build_cfg = BuildConfig(corpus=(str(corpus),), tokenizer=str(tiny_tokenizer_path), out=str(out), **cfg)
+    begins, ends = text_row_cuts(build_cfg, tok, word_tables(tok), width)
+    assert list(zip(begins.tolist(), ends.tolist())) == cuts
