@@ -229,6 +229,23 @@ def json_error(exc: json.JSONDecodeError) -> str:
     return f"{exc.msg.removesuffix(' at')} at column {exc.colno}"
 
 
+def json_value(text: str, where: Callable[[], str] | Path) -> Any:
+    """json.loads(text), any failure a CorpusError naming the record (`where()`), or the file and the line of
+    the error: besides bad JSON, Python's parser refuses nesting deeper than its recursion limit and integers
+    of over 4,300 digits."""
+    place = where if callable(where) else functools.partial(str, where)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        at = place() if callable(where) else f"{where} line {exc.lineno}"
+        problem = f"{at}: not valid JSON ({json_error(exc)})"
+    except RecursionError:
+        problem = f"{place()}: JSON nested too deeply to parse"
+    except ValueError as exc:  # an integer too long for int()
+        problem = f"{place()}: cannot parse its JSON ({str(exc).split(':')[0]})"
+    raise CorpusError(f"{problem}; remove or fix that record")
+
+
 def _jsonl(path: Path, stats: CorpusStats, opts: ReadOptions, start: int = 0, end: int | None = None
            ) -> Iterator[str | None]:
     """One document per JSON line; blank lines between records are ignored."""
@@ -237,10 +254,7 @@ def _jsonl(path: Path, stats: CorpusStats, opts: ReadOptions, start: int = 0, en
             if not text or text.isspace():  # blank, or skipped as undecodable (None)
                 continue
             where = functools.partial(line_at, path, offset, k)
-            try:
-                record = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise CorpusError(f"{where()}: not valid JSON ({json_error(exc)})") from None
+            record = json_value(text, where)
             if _has_field(record, opts.text_column, where, stats):
                 yield _record_text(record, opts.text_column, where)
 
@@ -270,10 +284,7 @@ def _json(path: Path, stats: CorpusStats, opts: ReadOptions) -> Iterator[str | N
         yield from _jsonl(path, stats, opts)
         return
     text = "\n".join(_decoded(_line_blocks(path, stats, opts.on_decode_error)))
-    try:
-        records = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise CorpusError(f"{path} line {exc.lineno}: not valid JSON ({json_error(exc)})") from None
+    records = json_value(text, path)
     for i, record in enumerate(records if isinstance(records, list) else [records]):
         where = functools.partial("{} record {}".format, path, i + 1)
         if _has_field(record, opts.text_column, where, stats):

@@ -175,7 +175,13 @@ def test_jsonl_text_field_nulls_blanks_and_text_column(tmp_path):
         ('{"text": "ok"}\n{"text": 5}\n', r"b\.jsonl line 2 \(byte \d+\): field 'text' holds int, not text"),
         ('{"text": "ok"}\n\n{"text": "no end"\n', r"b\.jsonl line 3 \(byte \d+\): not valid JSON"),
         ('["text", "in", "a", "list"]\n', r"b\.jsonl line 1 \(byte \d+\): expected a JSON object with a 'text' field, got list"),
+        ('{"text": "ok"}\n{"text": "x", "m": ' + "[" * 100_000 + "]" * 100_000 + "}\n",
+         r"b\.jsonl line 2 \(byte 15\): JSON nested too deeply to parse; remove or fix that record"),
+        ('{"text": "ok"}\n{"text": "x", "id": ' + "9" * 5000 + "}\n",
+         r"b\.jsonl line 2 \(byte 15\): cannot parse its JSON \(Exceeds the limit \(4300 digits\) for integer string "
+         r"conversion\); remove or fix that record"),
     ],
+    ids=["int-text", "unterminated", "not-an-object", "nested-too-deep", "integer-too-long"],
 )
 def test_jsonl_errors_name_file_and_line(tmp_path, content, message):
     with pytest.raises(CorpusError, match=message):
@@ -188,6 +194,8 @@ def test_json_file_as_lines_or_as_one_array(tmp_path):
     assert docs(lines, array) == ["a", "b", "c", "d"]
     with pytest.raises(CorpusError, match=r"bad\.json line 2: not valid JSON"):
         docs(write(tmp_path / "bad.json", '[{"text": "c"},\n oops]'))
+    with pytest.raises(CorpusError, match=r"deep\.json: JSON nested too deeply to parse; remove or fix that record"):
+        docs(write(tmp_path / "deep.json", '[{"text": "c"},\n' + "[" * 100_000 + "]" * 100_000 + "]"))
     corpus = open_corpus([str(write(tmp_path / "recs.json", '[{"text": "c"}, {"txt": "d"}, {"body": "e"}]'))])
     assert list(corpus.documents()) == ["c"] and corpus.stats.missing_field_skipped == 2  # skipped, counted
 
