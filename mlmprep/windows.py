@@ -22,6 +22,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from mlmprep.errors import ConfigError
 from mlmprep.tokenize import WordTables
 
 MIN_ROW = 2  # the shortest row span corruption can mask (one noise and one kept token)
@@ -254,6 +255,9 @@ def frame_rows(rows: Rows, prefix: np.ndarray, suffix: np.ndarray) -> Rows:
 
 def segment_chars(input_length: int) -> int:
     """Characters per segment of the naive method: (input_length - 2) * 4 (4 characters a token)."""
+    if input_length <= 2:
+        raise ConfigError(f"--input-length {input_length} leaves --method text no characters to a segment "
+                          "((input_length - 2) * 4); raise it")
     return (input_length - 2) * 4
 
 

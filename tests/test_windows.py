@@ -196,3 +196,15 @@ def test_text_method_build_equals_plain_segmentation_of_the_joined_text(tmp_path
     build_cfg = BuildConfig(corpus=(str(corpus),), tokenizer=str(tiny_tokenizer_path), out=str(out), **cfg)
     begins, ends = text_row_cuts(build_cfg, tok, word_tables(tok), width)
     assert list(zip(begins.tolist(), ends.tolist())) == cuts
+
+
+def test_text_method_refuses_an_input_length_that_leaves_no_characters(tmp_path, tiny_corpus, tiny_tokenizer_path):
+    """--input-length 2 is a valid MLM length for a tokenizer without a frame, but (2 - 2) * 4 = 0 characters a
+    segment: one error line naming the option, not a ZeroDivisionError, and no build left."""
+    from test_cli_build import assert_refused, cli, leftovers
+
+    out = tmp_path / "out"
+    result = cli("build", tiny_corpus, "--out", out, "--tokenizer", tiny_tokenizer_path, "--objective", "mlm",
+                 "--method", "text", "--input-length", "2", "--seeds", "1")
+    assert_refused(result.exit_code, result.stderr, "--input-length 2", "--method text")
+    assert leftovers(out) == []
