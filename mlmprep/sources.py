@@ -57,6 +57,9 @@ def _walk(folder: Path, found: list[Path], skipped: list[str]) -> None:
     """Add the files under `folder` in sorted order; hidden and symlinked directories are not entered."""
     members: list[Path] = []
     for root, dirs, names in os.walk(folder, onerror=lambda exc: skipped.append(f"{exc.filename}/")):
+        if _saved_dataset(Path(root)):
+            raise CorpusError(f"{root}: a `datasets` save_to_disk directory; pass --dataset {root} to read it "
+                              "(one split), not its files")
         for d in list(dirs):
             if d.startswith(".") or Path(root, d).is_symlink():  # .git, caches; links may loop
                 skipped.append(f"{Path(root, d)}/")
@@ -64,6 +67,14 @@ def _walk(folder: Path, found: list[Path], skipped: list[str]) -> None:
         members.extend(Path(root, n) for n in names)
     for path in sorted(members):
         _add_member(path, found, skipped)
+
+
+def _saved_dataset(folder: Path) -> bool:
+    """Whether `folder` is what `datasets` save_to_disk writes: read as files, its metadata JSON would be
+    records and a DatasetDict's splits one corpus."""
+    if (folder / "dataset_dict.json").is_file():
+        return True
+    return (folder / "state.json").is_file() and (folder / "dataset_info.json").is_file()
 
 
 def _add_member(path: Path, found: list[Path], skipped: list[str]) -> None:

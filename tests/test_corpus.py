@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 import textwrap
@@ -463,6 +464,14 @@ def test_dataset_from_save_to_disk_directory(local_datasets):
         open_corpus(dataset=spec, dataset_split="test")
     with pytest.raises(CorpusError, match=r"no column 'body'; pass --text-column NAME \(columns here: text, n\)"):
         list(open_corpus(dataset=spec, text_column="body").documents())
+
+
+@pytest.mark.parametrize("given, named", [("saved", "saved"), ("saved/train", "saved/train"), (".", "saved")])
+def test_a_save_to_disk_directory_as_a_corpus_path_is_refused_for_dataset(local_datasets, given, named):
+    """Read as corpus files, it would give its metadata JSON files as records and every split at once."""
+    message = f"{local_datasets / named}: a `datasets` save_to_disk directory; pass --dataset {local_datasets / named}"
+    with pytest.raises(CorpusError, match=re.escape(message)):
+        resolve_sources([str(local_datasets / given)])
 
 
 def test_dataset_by_load_dataset_from_a_local_directory(local_datasets):
