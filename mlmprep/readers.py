@@ -5,8 +5,8 @@ bytes is decoded line by line, so --on-decode-error can replace, skip or refuse 
 and Arrow files are read in record batches. The exception is a `.json` file holding one JSON document (a
 top-level array, or one object over several lines), which is parsed whole (use JSON lines for large corpora).
 
-Binary files: a .txt/.json/.jsonl file whose first 8 KiB hold NUL bytes and are over 1% undecodable (an
-image, an archive) or over 1% NUL (UTF-16 text) is refused. Other NULs are text, dropped by the clean stage,
+Binary files: a .txt/.json/.jsonl file that starts with a UTF-16 byte-order mark, or whose first 8 KiB hold
+NUL bytes and are over 1% undecodable (an image, an archive) or over 1% NUL (UTF-16 text), is refused. Other NULs are text, dropped by the clean stage,
 and other undecodable bytes follow --on-decode-error (a stray NUL beside one Latin-1 byte is still text).
 """
 
@@ -74,7 +74,10 @@ def _undecodable(raw: bytes, stats: CorpusStats, policy: str, where: Callable[[]
 
 
 def _check_text(path: Path, head: bytes) -> None:
-    """Refuse a file whose first bytes hold NULs and are over 1% NUL or over 1% undecodable bytes."""
+    """Refuse a file that starts with a UTF-16 byte-order mark (UTF-16 text need hold no NUL: CJK without line
+    breaks), or whose first bytes hold NULs and are over 1% NUL or over 1% undecodable bytes."""
+    if head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        raise CorpusError(f"{path}: UTF-16 data (it starts with a UTF-16 byte-order mark); convert it to UTF-8")
     if b"\0" in head:
         decoded = codecs.getincrementaldecoder("utf-8")("replace").decode(head)  # a cut last character is fine
         undecodable = decoded.count("\ufffd") - head.count("\ufffd".encode())

@@ -137,12 +137,13 @@ def test_decode_error_fail_names_file_line_and_fix(tmp_path):
     [
         b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + random.Random(0).randbytes(20_000),  # an image
         "plain English text in UTF-16\n".encode("utf-16") * 50,
+        ("中文" * 2000).encode("utf-16"),  # no NUL byte (no line break, no ASCII), but a UTF-16 byte-order mark
     ],
-    ids=["png", "utf-16"],
+    ids=["png", "utf-16", "utf-16-cjk"],
 )
 def test_binary_file_is_refused_by_name(tmp_path, data):
     path = write(tmp_path / "binary.txt", data)
-    with pytest.raises(CorpusError, match=r"binary\.txt: binary or UTF-16 data"):
+    with pytest.raises(CorpusError, match=r"binary\.txt: (binary or )?UTF-16 data \(.+\); convert it to UTF-8"):
         docs(path)
 
 
