@@ -54,7 +54,8 @@ def resolve(patterns: Sequence[str]) -> tuple[list[Path], list[str]]:
 
 
 def _walk(folder: Path, found: list[Path], skipped: list[str]) -> None:
-    """Add the files under `folder` in sorted order; hidden and symlinked directories are not entered."""
+    """Add the files under `folder` in sorted order; hidden and symlinked directories are not entered, and
+    hidden files (macOS `._NAME` forks, `.DS_Store`) are skipped, as a glob skips them."""
     members: list[Path] = []
     for root, dirs, names in os.walk(folder, onerror=lambda exc: skipped.append(f"{exc.filename}/")):
         if _saved_dataset(Path(root)):
@@ -66,7 +67,10 @@ def _walk(folder: Path, found: list[Path], skipped: list[str]) -> None:
                 dirs.remove(d)
         members.extend(Path(root, n) for n in names)
     for path in sorted(members):
-        _add_member(path, found, skipped)
+        if path.name.startswith("."):
+            skipped.append(str(path))
+        else:
+            _add_member(path, found, skipped)
 
 
 def _saved_dataset(folder: Path) -> bool:

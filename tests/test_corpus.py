@@ -355,6 +355,22 @@ def test_directory_is_searched_recursively_in_sorted_order(tmp_path):
     assert sorted(corpus.stats.files_skipped) == [f"{root / '.git'}/", str(root / "sub" / "notes.md")]
 
 
+def test_hidden_files_in_a_directory_are_skipped_as_a_glob_skips_them(tmp_path):
+    """macOS leaves `._NAME` files (binary resource forks) beside every file it copies to other disks."""
+    import glob
+
+    root = make_tree(tmp_path / "corpus")
+    write(root / "._a.txt", b"\x00\x05\x16\x07\x00\x02\x00\x00Mac OS X" + bytes(200))
+    write(root / "sub" / ".notes.txt", "hidden\n")
+    assert resolve_sources([str(root)]) == [root / "a.txt", root / "b.txt", root / "sub" / "c.jsonl"]
+    assert resolve_sources([str(root / "*.txt")]) == [root / "a.txt", root / "b.txt"]
+    assert sorted(glob.glob(str(root / "*.txt"))) == [str(root / "a.txt"), str(root / "b.txt")]  # glob's own rule
+    corpus = open_corpus([str(root)])
+    assert list(corpus.documents()) == ["a", "b", "c"]
+    assert {str(root / "._a.txt"), str(root / "sub" / ".notes.txt")} <= set(corpus.stats.files_skipped)
+    assert docs(root / "sub" / ".notes.txt") == ["hidden"]  # named, it is read
+
+
 def test_globs_and_duplicates(tmp_path):
     root = make_tree(tmp_path / "corpus")
     assert resolve_sources([str(root / "*.txt")]) == [root / "a.txt", root / "b.txt"]
