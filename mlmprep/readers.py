@@ -251,9 +251,11 @@ def json_value(text: str, where: Callable[[], str] | Path) -> Any:
 
 def _jsonl(path: Path, stats: CorpusStats, opts: ReadOptions, start: int = 0, end: int | None = None
            ) -> Iterator[str | None]:
-    """One document per JSON line; blank lines between records are ignored."""
+    """One document per JSON line; blank lines between records are ignored, and so is a BOM starting a line
+    (concatenated files keep theirs)."""
     for offset, lines in _line_blocks(path, stats, opts.on_decode_error, start, end):
         for k, text in enumerate(lines):
+            text = text and text.removeprefix("\ufeff")
             if not text or text.isspace():  # blank, or skipped as undecodable (None)
                 continue
             where = functools.partial(line_at, path, offset, k)

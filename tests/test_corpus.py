@@ -190,6 +190,13 @@ def test_jsonl_errors_name_file_and_line(tmp_path, content, message):
         docs(write(tmp_path / "b.jsonl", content))
 
 
+def test_a_byte_order_mark_starting_a_json_line_is_dropped(tmp_path):
+    """Concatenated JSON lines files (`cat a.jsonl b.jsonl`) keep each file's BOM; in a .txt file cleaning
+    drops it, and a JSON line reads as without it."""
+    path = write(tmp_path / "cat.jsonl", '\ufeff{"text": "one"}\n{"text": "two"}\n\ufeff{"text": "three"}\n\ufeff\n')
+    assert docs(path) == ["one", "two", "three"]
+
+
 def test_json_file_as_lines_or_as_one_array(tmp_path):
     lines = write(tmp_path / "lines.json", '{"text": "a"}\n{"text": "b"}\n')
     array = write(tmp_path / "array.json", '\ufeff [\n {"text": "c"},\n {"text": null},\n {"text": "d"}\n]\n')
