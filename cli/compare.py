@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Literal, Optional
 
 import typer
@@ -50,10 +51,19 @@ def compare_methods(
         corpus=tuple(corpus) if corpus else None, out=out, heldout_fraction=heldout_fraction, text_column=text_column,
         doc_sep=doc_sep, vocab_size=vocab_size, input_length=input_length, model=model, steps=steps,
         eval_every=eval_every, max_tokens_per_batch=max_tokens_per_batch, seed=seed, threads=threads,
-        max_chars=round(max_mb * 1e6) if max_mb is not None else None,
+        max_chars=million_chars(max_mb) if max_mb is not None else None,
     )
     cfg = compare_config("full" if full else "quick" if quick else "default", options)
     check_compare(cfg, force=force)
     results = compare(cfg, log=note)  # progress at a terminal only, so that an error stays one line
     typer.echo(results_markdown(results))
     typer.echo(f"wrote {cfg.out}/results.json, results.md, {', '.join(results['plots'])}")
+
+
+def million_chars(max_mb: float) -> int:
+    """--max-mb in characters: a number >= 0 (NaN and infinity are refused, not a traceback)."""
+    from mlmprep.errors import ConfigError
+
+    if not (math.isfinite(max_mb) and max_mb >= 0):
+        raise ConfigError(f"--max-mb must be a number >= 0 (0: the whole corpus), got {max_mb}")
+    return round(max_mb * 1e6)

@@ -173,7 +173,8 @@ def test_compare_methods_replaces_a_previous_result_only_with_force(tiny_run, tm
     assert {p.name for p in out.iterdir()} == OUTPUTS  # the previous result set aside is gone
 
 
-@pytest.mark.parametrize("option", [["--vocab-size", "50"], ["--model", "nosuch"], ["--max-tokens-per-batch", "0"]])
+@pytest.mark.parametrize("option", [["--vocab-size", "50"], ["--model", "nosuch"], ["--max-tokens-per-batch", "0"],
+                                    ["--max-mb", "-1"], ["--max-mb", "nan"], ["--max-mb", "inf"]])
 def test_compare_methods_refuses_bad_options_before_any_work(tiny_corpus, tmp_path, option):
     result = cli("compare-methods", tiny_corpus, "--quick", "--out", tmp_path / "out", *option)
     assert_refused(result.exit_code, result.stderr, option[0])
