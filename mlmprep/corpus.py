@@ -20,7 +20,7 @@ from pathlib import Path
 
 from mlmprep.errors import ConfigError, CorpusError
 from mlmprep.shards import Shard, dataset_shards, file_shards, non_blank, read_unchanged
-from mlmprep.sources import resolve
+from mlmprep.sources import printable, resolve
 from mlmprep.readers import (
     BATCH_ROWS,
     READERS,
@@ -80,7 +80,7 @@ def _file_corpus(paths: Sequence[str], opts: ReadOptions) -> Corpus:
     return Corpus(
         description=f"{len(files)} file{'s' * (len(files) != 1)}, {total / 1e6:.1f} MB",
         fingerprint=h.hexdigest(),
-        files=[{"path": str(p), "bytes": size, "sha256": d} for p, (size, d) in zip(files, digests)],
+        files=[{"path": printable(p), "bytes": size, "sha256": d} for p, (size, d) in zip(files, digests)],
         stats=CorpusStats(files=len(files), files_skipped=skipped),
         read=read,
         shards=lambda shard_bytes: file_shards([(p, size) for p, (size, _) in zip(files, digests)], shard_bytes),

@@ -14,6 +14,12 @@ from mlmprep.errors import CorpusError
 from mlmprep.readers import SUPPORTED
 
 
+def printable(path: str | Path) -> str:
+    """A path as text that encodes as UTF-8, for the manifest and the summary: bytes of a name that are not UTF-8
+    (which Python holds as lone surrogates) as \\xNN escapes."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
 def resolve_sources(patterns: Sequence[str]) -> list[Path]:
     """Files, directories (searched recursively, sorted) and globs -> the corpus files, each once."""
     return resolve(patterns)[0]
@@ -57,18 +63,18 @@ def _walk(folder: Path, found: list[Path], skipped: list[str]) -> None:
     """Add the files under `folder` in sorted order; hidden and symlinked directories are not entered, and
     hidden files (macOS `._NAME` forks, `.DS_Store`) are skipped, as a glob skips them."""
     members: list[Path] = []
-    for root, dirs, names in os.walk(folder, onerror=lambda exc: skipped.append(f"{exc.filename}/")):
+    for root, dirs, names in os.walk(folder, onerror=lambda exc: skipped.append(f"{printable(exc.filename)}/")):
         if _saved_dataset(Path(root)):
             raise CorpusError(f"{root}: a `datasets` save_to_disk directory; pass --dataset {root} to read it "
                               "(one split), not its files")
         for d in list(dirs):
             if d.startswith(".") or Path(root, d).is_symlink():  # .git, caches; links may loop
-                skipped.append(f"{Path(root, d)}/")
+                skipped.append(f"{printable(Path(root, d))}/")
                 dirs.remove(d)
         members.extend(Path(root, n) for n in names)
     for path in sorted(members):
         if path.name.startswith("."):
-            skipped.append(str(path))
+            skipped.append(printable(path))
         else:
             _add_member(path, found, skipped)
 
@@ -87,4 +93,4 @@ def _add_member(path: Path, found: list[Path], skipped: list[str]) -> None:
     elif path.is_file() and path.suffix.lower() in SUPPORTED:
         found.append(path)
     else:
-        skipped.append(str(path))
+        skipped.append(printable(path))

@@ -232,6 +232,22 @@ def test_the_summary_shows_what_was_dropped(mixed):
         assert re.search(rf"\b{count}\b[^;\n]*{what}", summary), what  # the count, then what it counts
 
 
+def test_file_names_that_are_not_utf8_build_and_are_listed_escaped(tmp_path, tok):
+    """A Latin-1 name from an old archive (bytes the file system keeps, Python holds as surrogates) is read;
+    the manifest, strict UTF-8 JSON, lists it with the byte as an escape."""
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    (Path(os.fsdecode(bytes(folder) + b"/caf\xe9.txt"))).write_bytes(text())
+    (Path(os.fsdecode(bytes(folder) + b"/r\xe9sum\xe9.md"))).write_bytes(b"not read\n")
+    out = tmp_path / "out"
+    (result,) = run_many({"build": build_args(folder, out, tok)}).values()
+    assert result.returncode == 0, result.stderr
+    corpus = manifest(out)["corpus"]
+    assert [f["path"] for f in corpus["files"]] == [f"{folder}/caf\\xe9.txt"]
+    assert corpus["stats"]["files_skipped"] == [f"{folder}/r\\xe9sum\\xe9.md"]
+    assert "r\\xe9sum\\xe9.md" in result.stdout  # the summary lists it
+
+
 # ----------------------------------------------------------------------------------------------- one long line
 
 
