@@ -1,6 +1,7 @@
 """Token splitting and text segmentation: exact windows, honest counts, chunking that changes nothing."""
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -208,3 +209,35 @@ def test_text_method_refuses_an_input_length_that_leaves_no_characters(tmp_path,
                  "--method", "text", "--input-length", "2", "--seeds", "1")
     assert_refused(result.exit_code, result.stderr, "--input-length 2", "--method text")
     assert leftovers(out) == []
+
+
+@pytest.mark.parametrize("pack", ["stream", "doc"])
+def test_token_splitting_build_equals_plain_windows_of_the_tokenizer_output(tmp_path, tiny_corpus, tiny_tokenizer_path, pack):
+    """Token splitting against plain Python, over several input shards: --pack stream is every document's ids
+    and </s> back to back, cut every window length, the short tail dropped; --pack doc (span corruption: no
+    </s> of its own) cuts each document alone and drops only tails under two tokens. Counts as counted here."""
+    import json
+
+    from tokenizers import Tokenizer
+
+    from conftest import build_tiny
+    from mlmprep.write import iter_rows
+
+    out = build_tiny(tmp_path / "b", tiny_corpus, tiny_tokenizer_path, input_length=16, seeds=1, validation_fraction=0.0,
+                     pack=pack, shard_bytes=4096)
+    manifest = json.loads((out / "manifest.json").read_text())
+    width, eos = manifest["window_length"], manifest["tokenizer"]["eos_id"]
+    tok = Tokenizer.from_file(str(tiny_tokenizer_path))
+    docs = [tok.encode(d, add_special_tokens=False).ids for d in tiny_corpus.read_text(encoding="utf-8").splitlines()]
+    if pack == "stream":
+        stream = [t for ids in docs for t in ids + [eos]]
+        pieces = [stream[i : i + width] for i in range(0, len(stream), width)]
+    else:
+        pieces = [ids[i : i + width] for ids in docs for i in range(0, len(ids), width)]
+    rows = [p for p in pieces if len(p) == width or (pack == "doc" and len(p) >= 2)]
+    got = [c.values[c.offsets[i] : c.offsets[i + 1]].tolist() for c in iter_rows(out / "windows", "tokens") for i in range(len(c))]
+    assert got == rows
+    kept = sum(map(len, rows))
+    stats = manifest["statistics"]["windows"]
+    assert (stats["rows"], stats["tokens_kept"], stats["tokens_dropped"], stats["tokens_padded"]) == (
+        len(rows), kept, sum(map(len, pieces)) - kept, len(rows) * width - kept)
