@@ -5,7 +5,7 @@ bytes is decoded line by line, so --on-decode-error can replace, skip or refuse 
 and Arrow files are read in record batches. The exception is a `.json` file holding one JSON document (a
 top-level array, or one object over several lines), which is parsed whole (use JSON lines for large corpora).
 
-Binary files: a .txt/.json/.jsonl file that starts with a UTF-16 byte-order mark, or whose first 8 KiB hold
+Binary files: a .txt/.json/.jsonl/.csv file that starts with a UTF-16 byte-order mark, or whose first 8 KiB hold
 NUL bytes and are over 1% undecodable (an image, an archive) or over 1% NUL (UTF-16 text), is refused. Other NULs are text, dropped by the clean stage,
 and other undecodable bytes follow --on-decode-error (a stray NUL beside one Latin-1 byte is still text).
 """
@@ -377,9 +377,13 @@ def _parquet(path: Path, stats: CorpusStats, opts: ReadOptions, start: int = 0, 
 
 
 def _csv(path: Path, stats: CorpusStats, opts: ReadOptions) -> Iterator[str | None]:
-    """The text column is read as bytes, so --on-decode-error applies to it as to lines of text."""
+    """The text column is read as bytes, so --on-decode-error applies to it as to lines of text; a binary or
+    UTF-16 file is refused as a text file is."""
     import pyarrow as pa
     import pyarrow.csv as pacsv
+
+    with open(path, "rb") as f:
+        _check_text(path, f.read(SNIFF_BYTES))
 
     def reader(columns: list[str] | None):
         types = {c: pa.large_binary() for c in columns or ()}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import os
@@ -144,6 +145,15 @@ def test_decode_error_fail_names_file_line_and_fix(tmp_path):
 def test_binary_file_is_refused_by_name(tmp_path, data):
     path = write(tmp_path / "binary.txt", data)
     with pytest.raises(CorpusError, match=r"binary\.txt: (binary or )?UTF-16 data \(.+\); convert it to UTF-8"):
+        docs(path)
+
+
+@pytest.mark.parametrize("encode", [lambda t: gzip.compress(t.encode()), lambda t: t.encode("utf-16")],
+                         ids=["gzip", "utf-16"])
+def test_a_csv_file_of_binary_or_utf16_data_is_refused_as_a_text_file_is(tmp_path, encode):
+    """Not parsed: the CSV parser's message would quote the bytes of a garbled row."""
+    path = write(tmp_path / "t.csv", encode("id,text\n" + "".join(f"{i},line {i}\n" for i in range(500))))
+    with pytest.raises(CorpusError, match=r"t\.csv: (binary or )?UTF-16 data \(.+\); convert it to UTF-8"):
         docs(path)
 
 
