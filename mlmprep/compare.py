@@ -112,7 +112,8 @@ def split_documents(cfg: CompareConfig, data: Path) -> dict[str, int]:
     with train, heldout:
         for doc in docs:
             held = held_out_text(doc, cfg.heldout_fraction, cfg.seed)
-            (heldout if held else train).write(json.dumps({"text": doc}, ensure_ascii=False) + "\n")
+            # escaped: a lone surrogate (JSON can spell one) reaches the builds, which drop it when cleaning
+            (heldout if held else train).write(json.dumps({"text": doc}) + "\n")
             counts["heldout" if held else "train"] += 1
     if not counts["train"] or not counts["heldout"]:
         raise CorpusError(f"{corpus.description}: {counts['train']} training and {counts['heldout']} held-out documents; "

@@ -99,6 +99,18 @@ def test_copies_of_a_document_fall_on_one_side_of_the_hold_out(tmp_path):
     assert not set(read["train"]) & set(read["heldout"])
 
 
+def test_a_lone_surrogate_in_a_json_corpus_is_split_like_any_text(tmp_path):
+    """JSON may escape a lone surrogate ("\\ud800"), which no UTF-8 file can hold: the split keeps it escaped
+    (the builds drop it when cleaning, as a build of the corpus itself does) instead of a UnicodeEncodeError."""
+    docs = [f"document {i} with text" for i in range(40)] + ["odd \ud800 one", "café 日本"]
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text("".join(json.dumps({"text": d}) + "\n" for d in docs), encoding="ascii")
+    split_documents(compare_config("default", {"corpus": (str(corpus),), "heldout_fraction": 0.3}), tmp_path / "data")
+    read = [json.loads(x)["text"] for name in ("train", "heldout")
+            for x in (tmp_path / "data" / f"{name}.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert sorted(read) == sorted(docs)
+
+
 @pytest.fixture(scope="module")
 def tiny_run(tiny_corpus, tmp_path_factory):
     """The whole comparison on the tiny corpus: 20 steps, evaluated every 10, through the CLI."""
