@@ -93,6 +93,9 @@ def _load_dataset(spec: str, split: str):
     import datasets
 
     name, _, config = spec.partition(":")
+    if Path(spec).is_file():
+        raise CorpusError(f"--dataset {spec}: a file; give corpus files as arguments (mlmprep build {spec}), "
+                          "--dataset a dataset's name or directory")
     if any((Path(name) / f).is_file() for f in ("state.json", "dataset_dict.json")):
         ds = datasets.load_from_disk(name)
         if isinstance(ds, datasets.DatasetDict):

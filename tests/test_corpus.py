@@ -544,6 +544,14 @@ def test_the_hub_client_s_retry_warnings_are_held_back_while_a_dataset_loads(mon
     assert seen.getvalue() == "" and hub.level == level
 
 
+def test_a_corpus_file_given_as_dataset_is_refused_with_the_fix(tmp_path):
+    """Not sent to `datasets`, whose message would be about the Hub and the cache."""
+    path = write(tmp_path / "corpus.jsonl", '{"text": "a"}\n')
+    with pytest.raises(CorpusError, match=re.escape(f"--dataset {path}: a file; give corpus files as arguments "
+                                                    f"(mlmprep build {path}), --dataset a dataset's name or directory")):
+        open_corpus(dataset=str(path))
+
+
 def test_dataset_missing_offline_is_one_corpus_error_with_the_hint(tmp_path):
     """In a child process with the HF offline switches set before `datasets` is imported: never the network."""
     code = textwrap.dedent(
