@@ -17,6 +17,7 @@
 | a broken symbolic link                         | exit 2: broken symbolic link                                 |
 | a corpus file deleted during the build         | exit 2: cannot be read any more, keep the corpus unchanged   |
 | a corpus file resized during the build         | exit 2: changed during the build                             |
+| file names that are not UTF-8 (Latin-1 bytes)  | builds; the manifest and summary list them with \\xNN escapes |
 
 Everything skipped, replaced or dropped is counted in the manifest's corpus.stats and shown in the
 summary the build prints.
