@@ -350,33 +350,38 @@ def compare(cfg: CompareConfig, *, log: Callable[[str], None] = print) -> dict:
     fails (Ctrl-C included) leaves --out as it found it: missing, empty, or holding the result it was replacing."""
     out = Path(cfg.out)
     existed, previous = out.is_dir(), out / PREVIOUS
+    others = set(os.listdir(out)) - OUTPUTS if existed else set()  # none after check_compare; never touched
     try:
         set_aside(out, previous)
         results = run_comparison(cfg, log)
     except BaseException:
-        restore(out, existed, previous)
+        restore(out, existed, previous, others)
         raise
     shutil.rmtree(previous, ignore_errors=True)
     return results
 
 
 def set_aside(out: Path, previous: Path) -> None:
-    """Move what --out holds (check_compare allows only a previous result) into `previous`, inside it."""
-    names = [p.name for p in out.iterdir()] if out.is_dir() else []
+    """Move a previous result's files (OUTPUTS) in --out into `previous`, inside it."""
+    names = [name for name in OUTPUTS if os.path.lexists(out / name)]
     if names:
         previous.mkdir()
         for name in names:
             os.replace(out / name, previous / name)
 
 
-def restore(out: Path, existed: bool, previous: Path) -> None:
-    """After a failed run: remove what it wrote and move back what set_aside moved."""
+def restore(out: Path, existed: bool, previous: Path, others: set[str]) -> None:
+    """After a failed run: remove what it wrote (--out itself if it made it) and move back what set_aside moved."""
     if not existed:
         shutil.rmtree(out, ignore_errors=True)
         return
     for path in out.iterdir():
-        if path != previous:
-            shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
+        if path.name in others or path == previous:
+            continue
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
     if previous.is_dir():
         for path in previous.iterdir():
             os.replace(path, out / path.name)

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from mlmprep.cli import app
 from mlmprep.compare import OUTPUTS, compare_config, fragment_spans, split_documents, stream_row_cuts
-from mlmprep.errors import CacheError
+from mlmprep.errors import CacheError, CorpusError
 from mlmprep.tokenize import WordTables
 from mlmprep.windows import Rows
 from conftest import WORDS
@@ -183,6 +183,23 @@ def test_compare_methods_replaces_a_previous_result_only_with_force(tiny_run, tm
     assert result.exit_code == 0, result.output
     assert json.loads((out / "results.json").read_text())["settings"]["steps"] == 1
     assert {p.name for p in out.iterdir()} == OUTPUTS  # the previous result set aside is gone
+
+
+def test_a_failed_comparison_leaves_files_it_did_not_write(tmp_path):
+    """compare() run without check_compare (a library caller) into a directory holding a user's file: a failure
+    removes only what the run wrote, and the file stays."""
+    from mlmprep.compare import compare
+
+    notes = tmp_path / "out" / "notes.txt"
+    notes.parent.mkdir()
+    notes.write_text("precious")
+    corpus = tmp_path / "short.txt"
+    corpus.write_text("\n".join(WORDS[:40]) + "\n", encoding="utf-8")
+    cfg = compare_config("quick", {"corpus": (str(corpus),), "out": str(notes.parent), "vocab_size": 400,
+                                   "heldout_fraction": 0.9})
+    with pytest.raises(CorpusError, match="training documents"):
+        compare(cfg, log=lambda _: None)
+    assert [p.name for p in notes.parent.iterdir()] == ["notes.txt"] and notes.read_text() == "precious"
 
 
 @pytest.mark.parametrize("option", [["--vocab-size", "50"], ["--model", "nosuch"], ["--max-tokens-per-batch", "0"],
