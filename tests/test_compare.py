@@ -15,7 +15,7 @@ from mlmprep.compare import OUTPUTS, compare_config, fragment_spans, split_docum
 from mlmprep.errors import CacheError, CorpusError
 from mlmprep.tokenize import WordTables
 from mlmprep.windows import Rows
-from conftest import WORDS
+from conftest import WORDS, tiny_documents
 from test_cli_build import assert_refused, cli
 
 # A hand-made vocabulary: id, piece, starts a word, first and last characters alphanumeric.
@@ -85,8 +85,6 @@ def test_copies_of_a_document_fall_on_one_side_of_the_hold_out(tmp_path):
     """A corpus repeats lines (headers, boilerplate: 21% of pydocs' held-out documents are also training ones
     when cut by index); a held-out text must never be one the models train on."""
     import random
-
-    from conftest import tiny_documents
 
     docs = tiny_documents(100) * 3
     random.Random(0).shuffle(docs)
@@ -222,8 +220,6 @@ def test_compare_methods_help_documents_force_and_a_zero_max_mb():
 def test_compare_methods_refuses_too_little_text_in_one_line_naming_its_fix(tmp_path, lines, fraction, part, fix):
     """Too few held-out (or training) tokens for one window is found after the split: still one error line,
     naming compare-methods' own options (it has no --pack), and nothing left under --out."""
-    from conftest import tiny_documents
-
     corpus = tmp_path / "short.txt"
     docs = [doc.split(".")[0] for doc in tiny_documents(lines)] if lines else WORDS[:40]
     corpus.write_text("\n".join(docs) + "\n", encoding="utf-8")
