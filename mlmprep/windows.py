@@ -1,15 +1,16 @@
 """Cut a token stream into training rows, by token splitting or by the naive text segmentation.
 
-Token splitting (`token_windows`) concatenates documents with EOS between them and cuts exact windows of
-`length` tokens, e.g. with length 4 and EOS = 1::
+Token splitting concatenates documents with EOS between them and cuts exact windows of `length` tokens
+(the sharded build does the cutting, from global positions: `pipeline.stream_windows`), e.g. with length 4
+and EOS = 1::
 
     documents  [5 6 7] [8 9] [10 11 12 13 14]
     stream     5 6 7 1 8 9 1 10 11 12 13 14 1
     windows    [5 6 7 1] [8 9 1 10] [11 12 13 14]      tail [1] dropped and counted
 
-With `pack="doc"` every document starts a new window and its short tail is kept as a shorter row; with
-`eos_id=None` no EOS is appended (span corruption ends every row with its own </s>, an MLM frame with its
-[SEP]), so the end of a document is never text to mask. `frame_rows` adds a tokenizer's [CLS] … [SEP].
+With `pack="doc"` (`doc_rows`) every document starts a new window and its short tail is kept as a shorter
+row; with `eos_id=None` no EOS is appended (span corruption ends every row with its own </s>, an MLM frame
+with its [SEP]), so the end of a document is never text to mask. `frame_rows` adds a tokenizer's [CLS] … [SEP].
 Text segmentation (`text_segments`) cuts the raw text every `(input_length - 2) * 4` characters,
 wherever that falls, as the naive baseline of seed 002 does.
 """
@@ -17,7 +18,7 @@ wherever that falls, as the naive baseline of seed 002 does.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
@@ -99,7 +100,6 @@ class WindowStats:
     rows_cut_in_word: int = 0  # rows that begin or end inside a word
     unk_id: int | None = None  # the tokenizer's unknown token, counted in the rows kept
     unknown_tokens: int = 0
-    _boundaries: list[np.ndarray] = field(default_factory=list, repr=False)
 
     def as_dict(self) -> dict:
         capacity = self.rows * self.row_length
@@ -128,75 +128,11 @@ def count_cut_rows(begins: np.ndarray, ends: np.ndarray) -> int:
     return int(np.count_nonzero(begins | ends))
 
 
-def token_windows(
-    chunks: Iterable[tuple[np.ndarray, np.ndarray]],
-    *,
-    length: int,
-    eos_id: int | None,
-    pack: str,
-    tables: WordTables,
-    stats: WindowStats,
-) -> Iterator[Rows]:
-    """Token splitting: yield Rows for each chunk of (flat document tokens, document lengths).
-
-    `eos_id` None (pack "doc" only): documents get no EOS of their own.
-    """
-    if pack == "stream":
-        yield from _stream_windows(chunks, length=length, eos_id=eos_id, tables=tables, stats=stats)
-    else:
-        for flat, doc_lengths in chunks:
-            rows = _doc_windows(flat, doc_lengths, length=length, eos_id=eos_id, tables=tables, stats=stats)
-            if len(rows):
-                yield rows
-
-
 def with_eos(flat: np.ndarray, doc_lengths: np.ndarray, eos_id: int) -> tuple[np.ndarray, np.ndarray]:
     """Append EOS to every document: (flat tokens, document lengths including EOS)."""
     ends = np.cumsum(doc_lengths)
     out = np.insert(flat, ends, eos_id).astype(np.int32, copy=False)
     return out, doc_lengths + 1
-
-
-def _stream_windows(chunks, *, length, eos_id, tables, stats) -> Iterator[Rows]:
-    carry = np.zeros(0, dtype=np.int32)
-    last_token = -1  # last token of the previous window, -1 at the start of the stream
-    for flat, doc_lengths in chunks:
-        tokens, _ = with_eos(flat, doc_lengths, eos_id)
-        stream = np.concatenate([carry, tokens])
-        n = len(stream) // length
-        carry = stream[n * length :]
-        if n == 0:
-            continue
-        windows = stream[: n * length]
-        firsts, lasts = windows[::length], windows[length - 1 :: length]
-        lefts = np.concatenate([[max(last_token, 0)], lasts[:-1]])
-        cut = tables.cuts_word(lefts, firsts)
-        cut[0] &= last_token >= 0
-        stats._boundaries.append(cut)  # cut[i]: the boundary before window i falls inside a word
-        last_token = int(windows[-1])
-        stats.rows += n
-        stats.tokens_kept += n * length
-        stats.count_unknown(windows)
-        yield fixed_rows(windows, length)
-    stats.tokens_dropped += len(carry)
-    if stats.rows:
-        begins = np.concatenate(stats._boundaries)
-        after_last = bool(len(carry)) and bool(tables.cuts_word(np.array([last_token]), carry[:1])[0])
-        ends = np.append(begins[1:], after_last)
-        stats.rows_cut_in_word = count_cut_rows(begins, ends)
-    stats._boundaries.clear()
-
-
-def _doc_windows(flat, doc_lengths, *, length, eos_id, tables, stats) -> Rows:
-    """Each document (with its EOS unless eos_id is None) in windows of its own; tails shorter than MIN_ROW are dropped."""
-    rows, begins, ends, dropped = doc_rows(flat, doc_lengths, length=length, eos_id=eos_id, tables=tables)
-    stats.rows += len(rows)
-    stats.tokens_kept += int(rows.offsets[-1])
-    stats.tokens_dropped += dropped
-    stats.tokens_padded += int((length - rows.lengths()).sum())
-    stats.rows_cut_in_word += count_cut_rows(begins, ends)
-    stats.count_unknown(rows.values)
-    return rows
 
 
 def doc_rows_per_document(doc_lengths: np.ndarray, length: int, eos: bool) -> tuple[np.ndarray, int]:

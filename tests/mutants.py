@@ -203,9 +203,9 @@ MUTANTS = [
            'return not text.isascii() and len(text.encode("utf-16-le", "surrogatepass")) > 2 * len(text) + 2',
            ("tests/test_clean.py",)),
     # ------------------------------------------------------------ windows, segments, read-ahead
-    Mutant("windows-drop-carry", "mlmprep/windows.py",  # the tail of each chunk is lost instead of carried
-           "carry = stream[n * length :]", "carry = stream[:0]",
-           ("tests/test_windows.py", "tests/test_build.py", "tests/test_cli_build.py")),
+    Mutant("windows-stop-at-shard-end", "mlmprep/pipeline.py",  # a window crossing shards loses the next one's head
+           "parts.append(piece[a - base : b - base])", "parts.append(piece[a - base : b - base])\n        break",
+           ("tests/test_sharded.py",)),
     Mutant("segments-quadratic", "mlmprep/windows.py",  # re-slice the rest of the text after every segment
            "segment, pos = buffer[pos : pos + chars], pos + chars",
            "segment, buffer = buffer[:chars], buffer[chars:]",

@@ -16,9 +16,9 @@ from mlmprep.pipeline import tokenize_shard_in_driver
 from mlmprep.readers import CorpusStats, ReadOptions
 from mlmprep.shards import file_shards, read_shard
 from mlmprep.tokenize import encode, load_tokenizer, special_ids, word_tables
-from mlmprep.windows import Rows, WindowStats, concat_rows, frame_rows, segment_chars, segment_rows, text_segments, \
-    token_windows
+from mlmprep.windows import Rows, WindowStats, concat_rows, frame_rows, segment_chars, segment_rows, text_segments
 from mlmprep.write import iter_rows
+from reference_windows import token_windows
 
 SMALL = {"shard_bytes": 3000, "rows_per_file": 40}  # the tiny corpus in ~15 shards and several output files
 

@@ -12,8 +12,8 @@ from mlmprep.windows import (
     segment_chars,
     segment_rows,
     text_segments,
-    token_windows,
 )
+from reference_windows import token_windows
 
 EOS = 1
 
