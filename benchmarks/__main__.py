@@ -92,17 +92,19 @@ def train_step(r: dict) -> list[Figure]:
 def segmentation(r: dict) -> list[Figure]:
     text, tokens = (r["methods"][m] for m in ("text", "tokens"))
 
-    def pair(section: str, key: str, fmt: str) -> str:
-        return f"{fmt.format(text[section][key])} / {fmt.format(tokens[section][key])}"
+    def pair(section: str, key: str, fmt: str) -> str:  # a run that diverged has no final evaluation: None
+        return " / ".join("none (diverged)" if m[section][key] is None else fmt.format(m[section][key]) for m in (text, tokens))
 
+    loss, accuracy = ([m["train"][key] for m in (text, tokens)] for key in ("final_loss", "final_accuracy"))
+    evaluated = None not in loss + accuracy
     return [
         Figure("token utilisation: text / tokens", pair("build", "token_utilisation", "{:.3f}")),
         Figure("windows cut inside a word: text / tokens", pair("build", "fragment_rate", "{:.1%}")),
         Figure("masked spans that are fragments: text / tokens", pair("build", "fragment_span_share", "{:.1%}")),
         Figure(f"validation loss after {tokens['train']['steps']} steps: text / tokens", pair("train", "final_loss", "{:.3f}"),
-               "tokens lower (seed 002)", tokens["train"]["final_loss"] < text["train"]["final_loss"]),
+               "tokens lower (seed 002)", evaluated and loss[1] < loss[0]),
         Figure("validation token accuracy: text / tokens", pair("train", "final_accuracy", "{:.4f}"),
-               "tokens higher (seed 002)", tokens["train"]["final_accuracy"] > text["train"]["final_accuracy"]),
+               "tokens higher (seed 002)", evaluated and accuracy[1] > accuracy[0]),
     ]
 
 
