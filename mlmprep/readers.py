@@ -347,13 +347,16 @@ def _check_text_column(schema, column: str, source: str | Path) -> None:
 def _python_values(array) -> list:
     """The values of a text column's batch: str, or bytes for the caller to decode one by one where the column
     is binary or is a string column holding invalid UTF-8 (Arrow writers do not check it): only such a batch
-    is converted twice."""
+    is converted twice. A batch is validated first: a memory-mapped Arrow file is read without checks, and
+    the offsets of a damaged one would crash the conversion (ArrowInvalid here: a CorpusError in column_texts)."""
     import pyarrow as pa
 
     try:
-        return array.to_pylist()
-    except UnicodeDecodeError:
+        array.validate(full=True)
+    except pa.ArrowInvalid:  # invalid UTF-8, or damage
+        array.cast(pa.large_binary()).validate(full=True)  # damage: ArrowInvalid again (a cast is cheap: offsets)
         return array.cast(pa.large_binary()).to_pylist()
+    return array.to_pylist()
 
 
 def parquet_file(path: Path):

@@ -351,6 +351,19 @@ def test_damaged_columnar_files_raise_corpus_errors(tmp_path):
         docs(write(tmp_path / "junk.arrow", b"not arrow at all" * 10))
 
 
+@pytest.mark.parametrize("stream", [False, True], ids=["file", "stream"])
+def test_an_arrow_file_with_damaged_offsets_is_a_corpus_error(tmp_path, stream):
+    """Arrow files are memory-mapped and read without checks: damaged offsets (here decreasing, as a flipped
+    bit leaves them) made the conversion to Python fail with a SystemError or crash the process."""
+    import numpy as np
+
+    offsets = pa.py_buffer(np.array([0, 5, 3, 15], dtype=np.int32).tobytes())
+    damaged = pa.StringArray.from_buffers(3, offsets, pa.py_buffer(b"helloworldagain"))  # not validated
+    path = write_arrow_file(tmp_path / "damaged.arrow", pa.table({"text": damaged}), stream=stream)
+    with pytest.raises(CorpusError, match=r"damaged\.arrow after row 0: cannot read \(.*offset"):
+        docs(path)
+
+
 # ---------------------------------------------------------------------------------------------------- sources
 
 
