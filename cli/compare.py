@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Annotated, Literal, Optional
 
 import typer
 
 from mlmprep.cli import app
-from mlmprep.cli._util import HelpCommand, cli_errors, given, note, option
+from mlmprep.cli._util import INTERRUPTED, HelpCommand, cli_errors, given, note, option
 
 COMPARE_EXAMPLES = """Examples:
 
@@ -55,7 +56,13 @@ def compare_methods(
     )
     cfg = compare_config("full" if full else "quick" if quick else "default", options)
     check_compare(cfg, force=force)
-    results = compare(cfg, log=note)  # progress at a terminal only, so that an error stays one line
+    kept = Path(cfg.out).is_dir()  # a run that stops leaves --out as it was: an earlier result, or nothing
+    try:
+        results = compare(cfg, log=note)  # progress at a terminal only, so that an error stays one line
+    except KeyboardInterrupt:
+        typer.echo(f"interrupted; {cfg.out} is as it was before this run" if kept else
+                   "interrupted; nothing was left under the output name", err=True)
+        raise typer.Exit(code=INTERRUPTED) from None
     typer.echo(results_markdown(results))
     typer.echo(f"wrote {cfg.out}/results.json, results.md, {', '.join(results['plots'])}")
 

@@ -243,6 +243,27 @@ def test_a_failed_force_run_leaves_the_previous_result_as_it_was(tiny_run, tmp_p
     assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
 
 
+@pytest.mark.parametrize("had_result", [True, False])
+def test_ctrl_c_says_what_it_left_a_previous_result_or_nothing(tiny_run, tmp_path, monkeypatch, had_result):
+    """Ctrl-C during a --force run puts the previous result back, and the last line says so (exit 130)."""
+    import mlmprep.compare
+
+    out = shutil.copytree(tiny_run[0], tmp_path / "out") if had_result else tmp_path / "out"
+    before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+
+    def stop(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(mlmprep.compare, "split_documents", stop)
+    result = cli("compare-methods", "--quick", "--out", out, "--force")
+    assert result.exit_code == 130
+    expected = f"interrupted; {out} is as it was before this run" if had_result else \
+        "interrupted; nothing was left under the output name"
+    assert result.stderr.splitlines() == [expected]
+    assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    assert out.exists() is had_result
+
+
 def test_the_segmentation_benchmark_refuses_an_out_holding_other_files(tiny_corpus, tmp_path):
     """benchmarks.segmentation writes where compare-methods does: an --out holding anything but a previous
     result is refused before any work (one error line, exit 2), and its files are left alone."""
