@@ -15,6 +15,9 @@
 | a JSONL file with a broken line                | exit 2 naming file:line and the JSON error                   |
 | a directory of .txt .jsonl .md .png            | builds from .txt and .jsonl; .md and .png listed as skipped  |
 | a broken symbolic link                         | exit 2: broken symbolic link                                 |
+| a JSON line nested 100,000 deep                | exit 2 naming file:line: nested too deeply, remove or fix it |
+| a Parquet file with two columns named text     | exit 2: 2 columns are named 'text'; rename one               |
+| an Arrow file with damaged (decreasing) offsets | exit 2 naming the file and row: cannot read                 |
 | a corpus file deleted during the build         | exit 2: cannot be read any more, keep the corpus unchanged   |
 | a corpus file resized during the build         | exit 2: changed during the build                             |
 | file names that are not UTF-8 (Latin-1 bytes)  | builds; the manifest and summary list them with \\xNN escapes |
@@ -31,6 +34,9 @@ import re
 import subprocess
 from pathlib import Path
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from conftest import WORDS, tiny_documents
@@ -79,6 +85,13 @@ def write_refused_inputs(d: Path) -> None:
     (d / "picture.txt").write_bytes(png(4096))
     (d / "broken.jsonl").write_bytes(b'{"text": "one"}\n{"text": "two"}\n{"text": "thr\n{"text": "four"}\n')
     os.symlink(d / "gone.txt", d / "dangling.txt")
+    (d / "deep.jsonl").write_text('{"text": "one"}\n{"text": "two", "m": ' + "[" * 100_000 + "]" * 100_000 + "}\n")
+    twice = pa.Table.from_arrays([pa.array(["a b"] * 5), pa.array(["c d"] * 5)], names=["text", "text"])
+    pq.write_table(twice, d / "twice.parquet")
+    offsets = pa.py_buffer(np.array([0, 5, 3, 15], dtype=np.int32).tobytes())  # decreasing, as a flipped bit leaves them
+    damaged = pa.StringArray.from_buffers(3, offsets, pa.py_buffer(b"helloworldagain"))
+    with pa.OSFile(str(d / "damaged.arrow"), "wb") as sink, pa.ipc.new_file(sink, pa.schema({"text": pa.string()})) as w:
+        w.write_table(pa.table({"text": damaged}))
 
 
 # case -> (corpus in write_refused_inputs' d, words the error line must contain)
@@ -89,6 +102,9 @@ REFUSED = {
     "png-as-txt": ("picture.txt", ("picture.txt", "binary", "convert it to UTF-8")),
     "broken-jsonl": ("broken.jsonl", ("broken.jsonl line 3", "not valid JSON")),
     "broken-symlink": ("dangling.txt", ("dangling.txt", "broken symbolic link")),
+    "json-too-deep": ("deep.jsonl", ("deep.jsonl line 2 (byte 16)", "nested too deeply", "remove or fix")),
+    "column-named-twice": ("twice.parquet", ("twice.parquet", "2 columns are named 'text'", "rename one")),
+    "arrow-damaged-offsets": ("damaged.arrow", ("damaged.arrow after row 0", "cannot read", "offset")),
 }
 
 
