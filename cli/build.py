@@ -96,7 +96,7 @@ def build(
         rows_per_file=rows_per_file, shard_bytes=shard_bytes,
     )
     file_values = read_config_file(config) if config else {}
-    cfg = make_config(BuildConfig, file_values, options, source=f"--config {config}" if config else "options")
+    cfg = make_config(BuildConfig, file_values, options, source="options")
     if cfg.tokenizer:  # refused rather than ignored: the user expects them to act
         for key in TRAINED_TOKENIZER_ONLY:
             if key in file_values or key in options:

@@ -64,11 +64,9 @@ def train(
     deterministic: Annotated[Optional[bool], typer.Option("--deterministic", help="Deterministic CUDA kernels, so a rerun or a resume on a GPU gives the same bits (slower); CPU runs already do.", rich_help_panel="Speed")] = None,
 ) -> None:
     """Pretrain T5 (span data) or a BERT-style model (mlm data) on a build, with token-budget batches."""
-    from mlmprep import checkpoint
-    from mlmprep.config import TrainConfig, make_config, read_config_file
+    from mlmprep.config import read_config_file
     from mlmprep.numerics import Diverged
     from mlmprep.train import fit
-    from mlmprep.write import check_output_path
 
     options = given(
         data=data, out=out, resume=resume, model=model, epochs=epochs, max_steps=max_steps,
@@ -81,12 +79,7 @@ def train(
         keep_checkpoints=keep_checkpoints, seed=seed, grow_after=grow_after, compile=compile, max_bad_steps=max_bad_steps,
         deterministic=deterministic,
     )
-    file_values = read_config_file(config) if config else {}
-    source = f"--config {config}" if config else "options"
-    cfg = make_config(TrainConfig, file_values, options, source=source)
-    check_output_path(Path(cfg.out), directory=True)
-    if cfg.resume:  # the run's saved options first, so a resume needs only --out
-        cfg = make_config(TrainConfig, checkpoint.saved_config(cfg.out), file_values, options, source=source)
+    cfg = run_config(read_config_file(config) if config else {}, options)
     try:
         final = fit(cfg)
     except Diverged as exc:  # not the user's input: exit 1, one line
@@ -97,6 +90,23 @@ def train(
         raise typer.Exit(code=INTERRUPTED) from None
     if os.environ.get("RANK", "0") == "0":  # under torchrun, one line for the run, not one per rank
         typer.echo(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in final.items()))
+
+
+def run_config(file_values: dict, options: dict):
+    """The run's TrainConfig: defaults, the --config file, the command line; on --resume the run's saved
+    options come first, and only that whole is checked (a resume may repeat --lr 1e-6 of a run whose
+    --min-lr is below it, though the default --min-lr is not)."""
+    from mlmprep import checkpoint
+    from mlmprep.config import Options, TrainConfig, config_values, make_config
+    from mlmprep.write import check_output_path
+
+    given_values = config_values(TrainConfig, file_values, options)
+    out = Path(given_values.get("out", TrainConfig.out))
+    check_output_path(out, directory=True)
+    if not given_values.get("resume"):
+        return make_config(TrainConfig, given_values)
+    saved = Options(checkpoint.saved_config(out), str(out / checkpoint.CONFIG))  # a damaged value names the file
+    return make_config(TrainConfig, saved, given_values)
 
 
 def interrupted_line(run: Path) -> str:

@@ -23,11 +23,16 @@ MIN_SHARD_BYTES = 1024  # the smallest --shard-bytes: tests cut tiny corpora int
 MAX_TOKENS = 2**40  # the largest train token budget: batch planning counts tokens in int64
 MAX_SEEDS = 10_000  # each seed is a whole masked copy of the training data; far more is a typo
 
-# option -> (the option, value) it applies with: set to anything but its default elsewhere, it would be ignored
+# option -> (what it applies with, whether a build's options have that): set to anything but its default
+# elsewhere, it would be ignored
 APPLIES_WITH = {
-    "whole_word": ("objective", "mlm"), "mlm_probability": ("objective", "mlm"),
-    "noise_density": ("objective", "span"), "mean_span_length": ("objective", "span"),
-    "random_roll": ("objective", "span"), "ray_address": ("engine", "ray"),
+    "whole_word": ("--objective mlm", lambda c: c["objective"] == "mlm"),
+    "mlm_probability": ("--objective mlm", lambda c: c["objective"] == "mlm"),
+    "noise_density": ("--objective span", lambda c: c["objective"] == "span"),
+    "mean_span_length": ("--objective span", lambda c: c["objective"] == "span"),
+    "random_roll": ("--objective span", lambda c: c["objective"] == "span"),
+    "ray_address": ("--engine ray", lambda c: c["engine"] == "ray"),
+    "dataset_split": ("--dataset", lambda c: c["dataset"] is not None),
 }
 
 # train option -> (the option, the values) it applies with: set to anything but its default elsewhere, it is ignored
@@ -117,18 +122,18 @@ class BuildConfig:
                                       "storage every node of the cluster sees")
 
     def check_applies(self) -> None:
-        """Refuse an option set where the objective or engine ignores it: the build would differ in name only."""
-        for key, (owner, value) in APPLIES_WITH.items():
-            if getattr(self, key) != getattr(BuildConfig, key) and getattr(self, owner) != value:
-                option, needs = "--" + key.replace("_", "-"), f"--{owner} {value}"
-                raise ConfigError(f"{option} applies to {needs} only; leave it out or use {needs}")
+        """Refuse an option set where the objective, engine or input ignores it: the build would differ in name only."""
+        values = to_dict(self)
+        for key, (needs, applies) in APPLIES_WITH.items():
+            if getattr(self, key) != getattr(BuildConfig, key) and not applies(values):
+                raise ConfigError(f"--{key.replace('_', '-')} applies to {needs} only; leave it out or use {needs}")
 
     @staticmethod
     def used(stored: dict[str, Any]) -> dict[str, Any]:
         """A stored build's options less those its objective ignores, which a build made before they were refused
         may record (its bytes never depended on them)."""
-        return {key: value for key, value in stored.items() if key not in APPLIES_WITH
-                or stored.get(APPLIES_WITH[key][0], getattr(BuildConfig, APPLIES_WITH[key][0])) == APPLIES_WITH[key][1]}
+        values = {**{f.name: f.default for f in dataclasses.fields(BuildConfig)}, **stored}
+        return {key: value for key, value in stored.items() if key not in APPLIES_WITH or APPLIES_WITH[key][1](values)}
 
     def identity(self) -> dict[str, Any]:
         """The options that decide the output bytes; two builds with equal identities are the same build."""
@@ -152,52 +157,105 @@ def to_dict(cfg: Any) -> dict[str, Any]:
     return out
 
 
-def read_config_file(path: str | Path) -> dict[str, Any]:
-    """Read a JSON or YAML mapping; keys may use dashes or underscores."""
+class Options(dict):
+    """Option values from one named place (a --config file, a saved run), which error messages name."""
+
+    def __init__(self, values: dict[str, Any], source: str) -> None:
+        super().__init__(values)
+        self.source = source
+
+
+def read_config_file(path: str | Path) -> Options:
+    """Read a JSON (.json) or YAML (any other name: YAML reads JSON too) mapping; keys may use dashes or
+    underscores. A key given twice is refused: a parser would silently keep one of the two."""
     path = Path(path)
-    if not path.is_file():
+    if path.is_dir():
+        raise ConfigError(f"--config {path}: is a directory; give a JSON or YAML file")
+    if not path.exists():
         raise ConfigError(f"--config {path}: no such file")
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # a byte-order mark (Windows editors) is not content
     except UnicodeDecodeError as exc:
         raise ConfigError(f"--config {path}: not valid UTF-8 (byte {exc.start}); save it as UTF-8") from None
+    except OSError as exc:
+        raise ConfigError(f"--config {path}: cannot read it ({exc.strerror})") from None
     try:
-        if path.suffix.lower() in {".yaml", ".yml"}:
-            import yaml
-
-            data = yaml.safe_load(text)
-        else:
-            data = json.loads(text)
+        data = parse_mapping(text, json_syntax=path.suffix.lower() == ".json")
+        if not isinstance(data, (dict, type(None))):
+            raise ConfigError("expected a mapping of option names to values")
+        pairs = ((str(k).replace("-", "_"), v, k) for k, v in (data or {}).items())
+        return Options(unique_pairs(pairs), f"--config {path}")
+    except ConfigError as exc:
+        raise ConfigError(f"--config {path}: {exc}") from None
     except Exception as exc:  # parse errors of either format
         raise ConfigError(f"--config {path}: cannot parse ({str(exc).splitlines()[0]})") from None
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"--config {path}: expected a mapping of option names to values")
-    return {str(k).replace("-", "_"): v for k, v in data.items()}
+
+
+def parse_mapping(text: str, *, json_syntax: bool) -> Any:
+    """The document in `text`, as JSON or YAML, refusing a key repeated in any mapping."""
+    if json_syntax:
+        return json.loads(text, object_pairs_hook=lambda pairs: unique_pairs((k, v, k) for k, v in pairs))
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        """SafeLoader whose mappings refuse a repeated key."""
+
+    def mapping(loader: Loader, node: Any) -> dict:
+        loader.flatten_mapping(node)  # merge keys (<<) first, as SafeLoader does
+        return unique_pairs((k, v, k) for k, v in loader.construct_pairs(node, deep=True))
+
+    Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+    return yaml.load(text, Loader=Loader)
+
+
+def unique_pairs(triples: Any) -> dict:
+    """A dict of (key, value, key as written) triples; a key met twice is refused, naming both spellings."""
+    out: dict = {}
+    written: dict = {}
+    for key, value, spelled in triples:
+        if key in out:
+            same = f"{spelled!r} is given twice" if written[key] == spelled else \
+                f"{written[key]!r} and {spelled!r} name the same option"
+            raise ConfigError(f"{same}; keep one")
+        out[key], written[key] = value, spelled
+    return out
 
 
 def make_config(cls: type[C], *layers: dict[str, Any], source: str = "config") -> C:
-    """Build `cls` from mappings applied in order; None values in a layer mean "not given"."""
+    """Build `cls` from mappings applied in order (see config_values), then check the whole."""
+    return cls(**config_values(cls, *layers, source=source))
+
+
+def config_values(cls: type[C], *layers: dict[str, Any], source: str = "config") -> dict[str, Any]:
+    """The options `layers` give, later layers winning, each checked against its type in `cls`. An Options
+    layer's errors name its source, other layers' unknown keys name `source`. A null value sets an option
+    that may be None, and is refused elsewhere."""
     fields = {f.name: f for f in dataclasses.fields(cls)}
     hints = typing.get_type_hints(cls)
     values: dict[str, Any] = {}
     for layer in layers:
+        where = getattr(layer, "source", None)
         for key, value in layer.items():
-            if value is None:
-                continue
             if key not in fields:
-                valid = ", ".join(sorted(fields))
-                raise ConfigError(f"{source}: unknown option {key!r}; valid options: {valid}")
+                raise ConfigError(f"{where or source}: unknown option {key!r}{nearest(key, fields)}; "
+                                  f"valid options: {', '.join(sorted(fields))}")
             try:
                 values[key] = coerce(key, value, hints[key])
             except ConfigError as exc:
-                raise ConfigError(f"{source}: {exc}" if source.startswith("--config") else str(exc)) from None
-    return cls(**values)
+                raise ConfigError(f"{where}: {exc}" if where else str(exc)) from None
+    return values
+
+
+def nearest(key: str, names: Any) -> str:
+    """" (did you mean 'seed' or 'seeds'?)" for the known names closest to a mistyped `key`, or ""."""
+    import difflib
+
+    close = difflib.get_close_matches(key.lower().lstrip("_"), list(names), n=2, cutoff=0.6)
+    return f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""
 
 
 def coerce(key: str, value: Any, hint: Any) -> Any:
-    """Check `value` against the annotation `hint`, converting lists to tuples and ints to floats."""
+    """Check `value` against the annotation `hint`, converting lists to tuples and numbers to the type wanted."""
     option = "--" + key.replace("_", "-")
     origin = typing.get_origin(hint)
     if origin in (typing.Union, types.UnionType):
@@ -215,37 +273,58 @@ def coerce(key: str, value: Any, hint: Any) -> Any:
     if origin is Literal:
         choices = typing.get_args(hint)
         if value not in choices:
-            raise ConfigError(f"{option} must be one of {', '.join(map(str, choices))}; got {value!r}")
+            raise ConfigError(f"{option} must be one of {', '.join(map(str, choices))}; got {shown(value)}")
         return value
     if origin is tuple:
         if isinstance(value, str):
             value = [value]
         if not isinstance(value, (list, tuple)):
-            raise ConfigError(f"{option} expects a list, got {value!r}")
+            raise ConfigError(f"{option} expects a list, got {shown(value)}")
         return tuple(coerce(key, v, typing.get_args(hint)[0]) for v in value)
-    if hint is bool:
-        if not isinstance(value, bool):
-            raise ConfigError(f"{option} expects true or false, got {value!r}")
-        return value
+    if hint is bool and not isinstance(value, bool):
+        raise ConfigError(f"{option} expects true or false, got {shown(value)}")
     if hint is int:
-        number = numeric_string(value)
-        if number is not None and number.is_integer():
-            return int(number)
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(f"{option} expects a whole number, got {value!r}")
-        return value
+        whole = whole_number(value)
+        if whole is None:
+            raise ConfigError(f"{option} expects a whole number, got {shown(value)}")
+        return whole
     if hint is float:
-        number = numeric_string(value)
-        if number is not None:
-            return number
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(f"{option} expects a number, got {value!r}")
-        return float(value)
+        number = value if isinstance(value, (int, float)) and not isinstance(value, bool) else numeric_string(value)
+        if number is None:
+            raise ConfigError(f"{option} expects a number, got {shown(value)}")
+        try:
+            return float(number)
+        except OverflowError:  # an int past the largest float: infinite, which the config's checks refuse
+            return math.inf if number > 0 else -math.inf
     if hint is str:
         if not isinstance(value, (str, Path)):
-            raise ConfigError(f"{option} expects a string, got {value!r}")
+            raise ConfigError(f"{option} expects a string, got {shown(value)}")
+        if not str(value):  # Path("") is ".": an empty --out would be the current directory
+            raise ConfigError(f"{option} is empty; give a value or leave it out")
         return str(value)
     return value
+
+
+def shown(value: Any) -> str:
+    """A value as a config file spells it: null for None, else its repr."""
+    return "null" if value is None else repr(value)
+
+
+def whole_number(value: Any) -> int | None:
+    """The integer `value` is exactly: an int, a float or numeric string without a fraction (JSON's 3.0 or
+    1e3, YAML's string '1e3'), else None. Floats past 2**53 are refused: their digits are not the ones typed."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        try:
+            return int(value.strip())
+        except ValueError:
+            value = numeric_string(value)
+    if isinstance(value, float) and value.is_integer() and abs(value) <= 2**53:
+        return int(value)
+    return None
 
 
 def numeric_string(value: Any) -> float | None:
@@ -262,9 +341,7 @@ def numeric_string(value: Any) -> float | None:
 
 def config_from(cls: type[C], config_file: str | None, cli_values: dict[str, Any]) -> C:
     """Defaults, then the --config file, then the options given on the command line."""
-    file_values = read_config_file(config_file) if config_file else {}
-    return make_config(cls, file_values, cli_values, source=f"--config {config_file}" if config_file else "options")
-
+    return make_config(cls, read_config_file(config_file) if config_file else {}, cli_values, source="options")
 
 
 @dataclass(frozen=True)
@@ -344,6 +421,12 @@ class TrainConfig:
             raise ConfigError(f"need 0 < --min-lr <= --lr, got --min-lr {self.min_lr} and --lr {self.lr}")
         if self.alpha < 0 or self.weight_decay < 0 or self.grad_clip < 0:
             raise ConfigError("--alpha, --weight-decay and --grad-clip must not be negative")
+        if self.alpha > MAX_TOKENS:  # a row costs enc + alpha * dec: at 1e308 that is infinite, and training crashed
+            raise ConfigError(f"--alpha must be at most {MAX_TOKENS:,} (the largest token budget), got {self.alpha}; "
+                              "2.0 weighs decoder tokens double")
+        if self.lr * self.weight_decay >= 1:
+            raise ConfigError(f"--lr {self.lr} times --weight-decay {self.weight_decay} must be below 1: each step "
+                              "multiplies the weights by 1 - lr * weight_decay, which would zero or flip them")
         if not (0.0 <= self.beta1 < 1.0 and 0.0 <= self.beta2 < 1.0):
             raise ConfigError(f"--beta1 and --beta2 must be in [0, 1), got {self.beta1} and {self.beta2}")
 

@@ -120,3 +120,52 @@ def test_help_loads_no_heavy_module():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1] == "[]"
+
+
+# command words -> (its config class, option -> config field where the names differ, None: none)
+CONFIG_OF = {
+    ("build",): ("BuildConfig", {}),
+    ("train",): ("TrainConfig", {}),
+    ("compare-methods",): ("CompareConfig", {"max_mb": "max_chars"}),
+    ("tokenizer", "train"): ("BuildConfig", {"train_chars": "tokenizer_train_chars", "out": None}),
+}
+# stated defaults that are words, not values: (command, option) -> the config default they describe
+DESCRIBED = {("build", "normalize_whitespace"): False, ("build", "nfkc"): False, ("build", "random_roll"): False,
+             ("build", "whole_word"): False, ("train", "bf16"): True, ("train", "compile"): None,
+             ("train", "validation"): None, ("train", "max_encoder_len"): None, ("train", "max_decoder_len"): None,
+             ("compare-methods", "max_mb"): 0}
+
+
+def stated_default(param) -> tuple[bool, object]:
+    """(whether help states a default, the text or value it states): `[default: X]` in the help text, or
+    the default click shows itself."""
+    found = re.search(r"\[default: ([^\];]*)", param.help or "")
+    if found:
+        return True, found.group(1)
+    return (param.show_default and param.default is not None and not param.is_flag), param.default
+
+
+@pytest.mark.parametrize("words", CONFIG_OF, ids=" ".join)
+def test_the_defaults_help_states_are_the_configs(words):
+    import dataclasses
+
+    import mlmprep.compare
+    import mlmprep.config
+
+    name, renamed = CONFIG_OF[words]
+    cls = getattr(mlmprep.config, name, None) or getattr(mlmprep.compare, name)
+    defaults = {f.name: f.default for f in dataclasses.fields(cls)}
+    compared = 0
+    for param in command(*words).params:
+        field = renamed.get(param.name, param.name)
+        states, text = stated_default(param)
+        if not states or field not in defaults:
+            continue
+        if (words[0], param.name) in DESCRIBED:
+            assert DESCRIBED[words[0], param.name] == defaults[field], param.name
+        elif isinstance(text, str) and not re.fullmatch(r"[-+.\de]+", text):
+            assert text == defaults[field], (param.name, text, defaults[field])
+        else:
+            assert float(text) == float(defaults[field]), (param.name, text, defaults[field])
+        compared += 1
+    assert compared >= 4, compared  # the help states defaults at all

@@ -1,0 +1,127 @@
+"""--config files and option values: a mistake in a file is one line naming the file and the key (a key given
+twice, a null, a misspelt key with the nearest ones suggested), whole numbers however JSON or YAML spell them
+are accepted, and `train --resume` checks the run's options as they will act, naming train_config.json for
+a damaged value there."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from fakes import write_fake_build
+
+from mlmprep.config import BuildConfig, make_config, read_config_file
+from test_cli_build import assert_refused, cli, leftovers
+
+# case -> (file name, text, words the error line must contain; FILE stands for the file's path)
+BUILD_FILE_REFUSALS = {
+    "yaml-key-twice": ("c.yaml", "seeds: 2\nseeds: 3\n", ("--config FILE: 'seeds' is given twice",)),
+    "json-key-twice": ("c.json", '{"seeds": 2, "seeds": 3}', ("--config FILE: 'seeds' is given twice",)),
+    "dash-and-underscore": ("c.yaml", "input-length: 32\ninput_length: 64\n",
+                            ("--config FILE: 'input-length' and 'input_length' name the same option",)),
+    "null": ("c.yaml", "seeds: null\n", ("--config FILE: --seeds expects a whole number, got null",)),
+    "misspelt": ("c.json", '{"seedz": 2}', ("--config FILE: unknown option 'seedz' (did you mean 'seed' or 'seeds'?)",)),
+    "wrong-case": ("c.yaml", "Seeds: 2\n", ("unknown option 'Seeds' (did you mean 'seeds'", "valid options")),
+    "empty-out": ("c.yaml", 'out: ""\n', ("--config FILE: --out is empty",)),
+    "split-without-dataset": ("c.yaml", "dataset_split: validation\n", ("--dataset-split applies to --dataset only",)),
+    "a-fraction-for-a-count": ("c.json", '{"seeds": 2.5}', ("--config FILE: --seeds expects a whole number, got 2.5",)),
+}
+
+
+@pytest.mark.parametrize("case", BUILD_FILE_REFUSALS)
+def test_a_config_file_mistake_is_one_line_naming_the_file_and_the_key(tmp_path, tiny_corpus, tok, case):
+    name, text, words = BUILD_FILE_REFUSALS[case]
+    path, out = tmp_path / name, tmp_path / "out"
+    path.write_text(text, encoding="utf-8")
+    result = cli("build", tiny_corpus, "--out", out, "--tokenizer", tok, "--config", path)
+    assert_refused(result.exit_code, result.stderr, *(w.replace("FILE", str(path)) for w in words))
+    assert leftovers(out) == []
+
+
+def test_a_directory_as_config_is_named_as_one(tmp_path, tiny_corpus, tok):
+    result = cli("build", tiny_corpus, "--out", tmp_path / "out", "--tokenizer", tok, "--config", tmp_path)
+    assert_refused(result.exit_code, result.stderr, f"--config {tmp_path}: is a directory")
+    assert leftovers(tmp_path / "out") == []
+
+
+@pytest.mark.parametrize("name, text, key, expected", [
+    ("c.json", '{"seeds": 3.0}', "seeds", 3),  # JSON writers often write whole numbers as floats
+    ("c.json", '{"chunk_chars": 1e6}', "chunk_chars", 1_000_000),
+    ("c.yaml", "chunk_chars: 1e6\n", "chunk_chars", 1_000_000),  # a string to YAML 1.1
+    ("c.yaml", "seeds: 3.0\n", "seeds", 3),
+    ("c.json", '\ufeff{"seeds": 3}', "seeds", 3),  # a byte-order mark, as Windows editors write
+    ("opts", "seeds: 3\n", "seeds", 3),  # no suffix: read as YAML, which reads JSON too
+    ("c.yaml", "tokenizer: null\n", "tokenizer", None),
+    ("c.yaml", "dataset: wikitext\ndataset_split: validation\n", "dataset_split", "validation"),
+])
+def test_config_file_values_that_are_accepted(tmp_path, name, text, key, expected):
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    value = getattr(make_config(BuildConfig, read_config_file(path)), key)
+    assert value == expected and type(value) is type(expected)
+
+
+def test_a_stored_build_with_a_dataset_split_it_ignored_still_remasks():
+    """A build made before --dataset-split without --dataset was refused records it: remask drops it."""
+    stored = {**BuildConfig().identity(), "dataset_split": "validation"}
+    assert "dataset_split" not in BuildConfig.used(stored)
+    assert BuildConfig.used({**stored, "dataset": "wikitext"})["dataset_split"] == "validation"
+
+
+# ----------------------------------------------------------------------------------------------- train
+
+TRAIN_REFUSALS = {  # case -> (options, a --config file's text or None, words of the error line)
+    "alpha-overflows": (["--alpha", "1e308"], None, ("--alpha must be at most",)),
+    "decay-flips-weights": (["--lr", "0.1", "--weight-decay", "10"], None,
+                            ("--lr 0.1 times --weight-decay 10.0 must be below 1",)),
+    "empty-validation": (["--validation", ""], None, ("--validation is empty",)),
+    "int-past-any-float": ([], f"lr: 1{'0' * 400}\n", ("--lr must be a finite number, got inf",)),
+}
+
+
+@pytest.mark.parametrize("case", TRAIN_REFUSALS)
+def test_train_options_that_cannot_work_are_refused_before_the_run_directory(tmp_path, case):
+    options, text, words = TRAIN_REFUSALS[case]
+    if text is not None:
+        (tmp_path / "c.yaml").write_text(text, encoding="utf-8")
+        options = [*options, "--config", tmp_path / "c.yaml"]
+    result = cli("train", tmp_path / "no-data", "--out", tmp_path / "run", *options)
+    assert_refused(result.exit_code, result.stderr, *words)
+    assert not (tmp_path / "run").exists()
+
+
+TRAIN = ["--max-steps", "1", "--eval-every", "0", "--save-every", "0", "--max-tokens-per-batch", "512",
+         "--max-tokens-per-microbatch", "256", "--warmup-steps", "0"]
+
+
+@pytest.fixture(scope="module")
+def low_lr_run(tmp_path_factory) -> Path:
+    """A one-step run at --lr 1e-6 and --min-lr 1e-7 (below the default --min-lr 1e-5)."""
+    d = tmp_path_factory.mktemp("resume")
+    data = write_fake_build(d / "data", n_rows=40)
+    result = cli("train", data, "--out", d / "run", *TRAIN, "--lr", "1e-6", "--min-lr", "1e-7")
+    assert result.exit_code == 0, result.stderr
+    return d / "run"
+
+
+def test_resume_checks_the_options_that_act_not_the_defaults_beneath_them(low_lr_run):
+    """Repeating --lr 1e-6 on a resume is no change; it was refused against the default --min-lr 1e-5."""
+    result = cli("train", "--out", low_lr_run, "--resume", "--lr", "1e-6", "--max-steps", "2")
+    assert result.exit_code == 0, result.stderr
+    saved = json.loads((low_lr_run / "train_config.json").read_text())
+    assert (saved["lr"], saved["min_lr"], saved["max_steps"]) == (1e-6, 1e-7, 2)
+
+
+def test_a_damaged_saved_option_is_named_in_train_config_json(low_lr_run, tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    for path in low_lr_run.iterdir():
+        if path.is_file():
+            (run / path.name).write_bytes(path.read_bytes())
+    saved = json.loads((run / "train_config.json").read_text())
+    (run / "train_config.json").write_text(json.dumps({**saved, "lr": "fast"}))
+    (tmp_path / "more.yaml").write_text("log_every: 5\n", encoding="utf-8")
+    result = cli("train", "--out", run, "--resume", "--config", tmp_path / "more.yaml")
+    assert_refused(result.exit_code, result.stderr, f"{run / 'train_config.json'}: --lr expects a number, got 'fast'")
+    assert "more.yaml" not in result.stderr
