@@ -288,7 +288,8 @@ def _json(path: Path, stats: CorpusStats, opts: ReadOptions) -> Iterator[str | N
     if not whole_json(path):
         yield from _jsonl(path, stats, opts)
         return
-    text = "\n".join(_decoded(_line_blocks(path, stats, opts.on_decode_error)))
+    blocks = _line_blocks(path, stats, opts.on_decode_error)
+    text = "\n".join(line or "" for _, lines in blocks for line in lines)  # a skipped line still counts in errors
     records = json_value(text, path)
     for i, record in enumerate(records if isinstance(records, list) else [records]):
         where = functools.partial("{} record {}".format, path, i + 1)

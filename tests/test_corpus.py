@@ -219,6 +219,16 @@ def test_json_file_as_lines_or_as_one_array(tmp_path):
     assert list(corpus.documents()) == ["c"] and corpus.stats.missing_field_skipped == 2  # skipped, counted
 
 
+def test_a_json_document_s_errors_name_the_file_s_line_when_lines_are_skipped(tmp_path):
+    """--on-decode-error skip leaves a line of a JSON document out of the records, not out of the line count."""
+    path = write(tmp_path / "skip.json", b'[\n {"text": "a"},\n {"text": "caf\xe9"},\n {"text": "b"},\n oops\n]\n')
+    for policy in ("replace", "skip"):
+        with pytest.raises(CorpusError, match=r"skip\.json line 5: not valid JSON"):
+            docs(path, on_decode_error=policy)
+    fixed = write(tmp_path / "fixed.json", path.read_bytes().replace(b",\n oops", b""))
+    assert docs(fixed, on_decode_error="skip") == ["a", "b"]
+
+
 def test_json_file_holding_one_object_over_several_lines(tmp_path):
     from mlmprep.readers import CorpusStats, ReadOptions
     from mlmprep.shards import file_shards, read_shard
