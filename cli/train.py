@@ -33,7 +33,7 @@ def train(
     seed: Annotated[Optional[int], option("Seed of the model's initial weights and the batch plan. [default: 0]", rich_help_panel="Data")] = None,
     model: Annotated[Optional[str], option("tiny, t5-small, t5-base, t5-v1_1-small, t5-v1_1-base, a config.json, or a local checkpoint directory. T5 for span data, BERT-like for mlm. [default: tiny]", rich_help_panel="Model", metavar="NAME|PATH")] = None,
     max_tokens_per_batch: Annotated[Optional[int], option("Padded effective tokens (enc + alpha*dec) per optimizer step, all ranks. [default: 16384]", rich_help_panel="Batching")] = None,
-    max_tokens_per_microbatch: Annotated[Optional[int], option("Padded effective tokens per forward/backward. [default: 4096]", rich_help_panel="Batching")] = None,
+    max_tokens_per_microbatch: Annotated[Optional[int], option("Padded effective tokens per forward/backward. [default: 4096; at most --max-tokens-per-batch]", rich_help_panel="Batching")] = None,
     max_examples_per_microbatch: Annotated[Optional[int], option("Rows per forward/backward. [default: 28]", rich_help_panel="Batching")] = None,
     alpha: Annotated[Optional[float], option("Cost of a decoder token relative to an encoder token. [default: 2.0]", rich_help_panel="Batching")] = None,
     pad_to_multiple_of: Annotated[Optional[int], option("Pad batch widths to a multiple of this. [default: 1]", rich_help_panel="Batching")] = None,
@@ -104,9 +104,19 @@ def run_config(file_values: dict, options: dict):
     out = Path(given_values.get("out", TrainConfig.out))
     check_output_path(out, directory=True)
     if not given_values.get("resume"):
-        return make_config(TrainConfig, given_values)
+        return make_config(TrainConfig, given_values, microbatch_default(given_values))
     saved = Options(checkpoint.saved_config(out), str(out / checkpoint.CONFIG))  # a damaged value names the file
     return make_config(TrainConfig, saved, given_values)
+
+
+def microbatch_default(given_values: dict) -> dict:
+    """A --max-tokens-per-batch below the default --max-tokens-per-microbatch lowers that default to it: the
+    run is not refused for an option it was never given."""
+    from mlmprep.config import TrainConfig
+
+    if "max_tokens_per_microbatch" in given_values or "max_tokens_per_batch" not in given_values:
+        return {}
+    return {"max_tokens_per_microbatch": min(TrainConfig.max_tokens_per_microbatch, given_values["max_tokens_per_batch"])}
 
 
 def interrupted_line(run: Path) -> str:

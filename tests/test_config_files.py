@@ -125,3 +125,24 @@ def test_a_damaged_saved_option_is_named_in_train_config_json(low_lr_run, tmp_pa
     result = cli("train", "--out", run, "--resume", "--config", tmp_path / "more.yaml")
     assert_refused(result.exit_code, result.stderr, f"{run / 'train_config.json'}: --lr expects a number, got 'fast'")
     assert "more.yaml" not in result.stderr
+
+
+@pytest.mark.parametrize("options, expected", [
+    (["--max-tokens-per-batch", "2048"], 2048),  # below the default 4096: the default gives way
+    (["--max-tokens-per-batch", "8192"], 4096),
+    (["--max-tokens-per-batch", "8192", "--max-tokens-per-microbatch", "1024"], 1024),
+])
+def test_a_small_batch_budget_lowers_the_default_microbatch_budget(monkeypatch, tmp_path, options, expected):
+    import mlmprep.train
+
+    got = {}
+    monkeypatch.setattr(mlmprep.train, "fit", lambda cfg: got.setdefault("cfg", cfg) and {})
+    result = cli("train", tmp_path / "data", "--out", tmp_path / "run", *options)
+    assert result.exit_code == 0, result.stderr
+    assert got["cfg"].max_tokens_per_microbatch == expected
+
+
+def test_a_microbatch_budget_given_above_the_batch_budget_is_still_refused(tmp_path):
+    result = cli("train", tmp_path / "data", "--out", tmp_path / "run", "--max-tokens-per-batch", "2048",
+                 "--max-tokens-per-microbatch", "4096")
+    assert_refused(result.exit_code, result.stderr, "--max-tokens-per-microbatch (4096) must not exceed")
