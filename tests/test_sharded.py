@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from conftest import build_tiny, format_1_copy, tiny_documents
+from mlmprep.errors import CorpusError
 from mlmprep.pipeline import tokenize_shard_in_driver
 from mlmprep.readers import CorpusStats, ReadOptions
 from mlmprep.shards import file_shards, read_shard
@@ -243,6 +244,59 @@ def test_shards_read_exactly_the_documents_of_one_pass(tmp_path, doc_sep, shard_
     assert whole[0] == "a é b"  # the byte-order mark is gone
     if shard_bytes == 7:
         assert len(shards) > 50
+
+
+def messy_text(rng) -> bytes:
+    """Random text with every line end (LF, CRLF, lone CR), blank and whitespace lines, invalid UTF-8, a NUL,
+    multi-byte characters, lines longer than a shard and, sometimes, a BOM and no final line end."""
+    pieces = [b"\n", b"\r\n", b"\n\n", b"  \n", b"\r", b"\xff", b"\xe4\xb8", b"\x00", b"word", b" ", b"\t",
+              "é".encode(), "中文".encode(), "\U0001F600".encode(), "\xa0".encode(), "\ufeff".encode()]
+    parts = [b"\xef\xbb\xbf"] if rng.random() < 0.3 else []
+    for _ in range(rng.randint(0, 300)):
+        parts.append(b"x" * rng.randint(1200, 3000) if rng.random() < 0.02 else rng.choice(pieces))
+    return b"".join(parts)
+
+
+def independent_documents(data: bytes, policy: str, doc_sep: str) -> list[str]:
+    """The documents of a .txt file as the README and readers.py describe them, computed without mlmprep: lines
+    end in LF or CRLF (a lone CR is text), a BOM starting the file is dropped, an undecodable line is replaced
+    or skipped, and blank lines separate paragraphs."""
+    raws = data.split(b"\n")
+    last = raws.pop()
+    lines = []
+    for k, raw in enumerate([r.removesuffix(b"\r") for r in raws] + ([last] if last else [])):
+        raw = raw.removeprefix(b"\xef\xbb\xbf") if k == 0 else raw
+        try:
+            lines.append(raw.decode("utf-8"))
+        except UnicodeDecodeError:
+            if policy == "replace":
+                lines.append(raw.decode("utf-8", "replace"))
+    blank = [not line.strip() for line in lines]
+    if doc_sep == "line":
+        return [line for line, b in zip(lines, blank) if not b]
+    groups = itertools.groupby(zip(lines, blank), key=lambda pair: pair[1])
+    return ["\n".join(line for line, _ in group) for is_blank, group in groups if not is_blank]
+
+
+def test_shards_of_messy_text_equal_an_independent_reading(tmp_path):
+    """1 KiB shards of random messy files (seeded) read exactly the documents of an independent reference."""
+    import random
+
+    path, checked = tmp_path / "messy.txt", 0
+    for seed in range(40):
+        data = messy_text(random.Random(seed))
+        path.write_bytes(data)
+        for policy, doc_sep in itertools.product(("replace", "skip"), ("line", "blank")):
+            opts = ReadOptions(doc_sep=doc_sep, on_decode_error=policy)
+            shards = file_shards([(path, len(data))], 1024)
+            try:
+                got = [doc for shard in shards for doc in read_shard(shard, opts, CorpusStats())]
+            except CorpusError as exc:  # NULs among undecodable bytes: binary (test_corpus tests the rule)
+                assert "binary or UTF-16 data" in str(exc)
+                break
+            assert got == independent_documents(data, policy, doc_sep), (seed, policy, doc_sep)
+            checked += 1
+    assert checked > 100
 
 
 def test_jsonl_records_are_never_split(tmp_path):
