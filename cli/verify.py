@@ -26,8 +26,11 @@ def verify(
     sample: Annotated[Optional[int], typer.Option(help="Check this many random rows per split instead of every row.")] = None,
 ) -> None:
     """Check every file's sha256, every split's rows and every row's invariants; exit 1 listing what is wrong."""
+    from mlmprep.config import check_range
     from mlmprep.verify import verify as run_verify
 
+    if sample is not None:  # 0 rows would check nothing and say ok
+        check_range("--sample", sample, low=1)
     report = run_verify(directory, sample=sample)
     typer.echo(report.summary())
     if not report.ok:

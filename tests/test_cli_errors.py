@@ -220,3 +220,11 @@ def test_a_seed_count_no_disk_could_hold_is_refused_before_any_work(tmp_path, ti
     result = cli("build", tiny_corpus, "--out", tmp_path / "out", "--seeds", "100000000000000000000")
     assert_refused(result.exit_code, result.stderr, "--seeds must be at most 10,000, got 100,000,000,000,000,000,000")
     assert leftovers(tmp_path / "out") == []
+
+
+@pytest.mark.parametrize("sample", ["0", "-1"])
+def test_verify_sample_of_no_rows_is_refused(tiny_build, sample):
+    """--sample 0 checked no row and said ok; a negative one was a numpy traceback."""
+    result = cli("verify", tiny_build, "--sample", sample)
+    assert_refused(result.exit_code, result.stderr, f"--sample must be at least 1, got {sample}")
+    assert result.stdout == ""
