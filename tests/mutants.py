@@ -334,6 +334,15 @@ MUTANTS = [
            "    if spelled_specials(tok)[flat].any():", "    if False:", ("tests/test_build.py",)),
     Mutant("tokenizer-trained-on-special-text", "mlmprep/tokenize.py",  # a second "</s>" piece; the build refuses
            "seen_chars(SPELLED_SPECIAL.sub(\" \", t), chars)", "seen_chars(t, chars)", ("tests/test_build.py",)),
+    Mutant("compare-holds-out-by-position", "mlmprep/compare.py",  # copies of a text fall on both sides
+           "held = held_out_text(doc, cfg.heldout_fraction, cfg.seed)",
+           "held = held_out_text(str(counts['train'] + counts['heldout']), cfg.heldout_fraction, cfg.seed)",
+           ("tests/test_compare.py",)),
+    Mutant("compare-force-without-set-aside", "mlmprep/compare.py",  # a failed --force run loses the old result
+           "        set_aside(out, previous)\n", "", ("tests/test_compare.py",)),
+    Mutant("segment-chars-off-by-four", "mlmprep/windows.py",  # segments of (input_length - 1) * 4 characters
+           "    return (input_length - 2) * 4", "    return (input_length - 1) * 4",
+           ("tests/test_windows.py", "tests/test_sharded.py")),
     Mutant("compare-methods-replaces-a-foreign-out", "mlmprep/compare.py",  # a user's notes.txt deleted
            "    if names - OUTPUTS or not (out / \"results.json\").is_file():", "    if False:", ("tests/test_compare.py",)),
     Mutant("train-takes-non-finite-numbers", "mlmprep/config.py",  # --grad-clip nan wrote NaN weights
