@@ -73,7 +73,7 @@ def build(
     seed: Annotated[Optional[int], typer.Option(help="Base seed of masks and the validation hold-out. [default: 0]", show_default=False, rich_help_panel="Output")] = None,
     validation_fraction: Annotated[Optional[float], typer.Option(help="Share of windows held out for validation. [default: 0.02]", show_default=False, rich_help_panel="Output")] = None,
     threads: Annotated[Optional[int], typer.Option(help="Tokenizer and masking threads inside each worker, at most the cores (0: the cores shared among the workers; with --workers 1, all); never changes the output. [default: 0]", show_default=False, rich_help_panel="Speed")] = None,
-    force: Annotated[Optional[bool], typer.Option("--force", help="Rebuild even if --out is up to date or was built with other options.", rich_help_panel="Output")] = None,
+    force: Annotated[Optional[bool], typer.Option("--force/--no-force", help="Rebuild even if --out is up to date or was built with other options. [default: no]", show_default=False, rich_help_panel="Output")] = None,
     tokenizer_train_chars: Annotated[Optional[int], typer.Option(help="A trained tokenizer learns from a sample of this many characters, spread over the whole corpus (the whole corpus if smaller). [default: 10000000]", show_default=False, rich_help_panel="Tokenizer")] = None,
     rows_per_file: Annotated[Optional[int], typer.Option(help="Windows per data file of each split (0: about 512 K tokens' worth). [default: 0]", show_default=False, rich_help_panel="Output")] = None,
     shard_bytes: Annotated[Optional[int], typer.Option(help="Input bytes per reading task, at least 1024 (0: from the corpus size and --workers); never changes the output. [default: 0]", show_default=False, rich_help_panel="Speed")] = None,
@@ -118,7 +118,7 @@ def build(
 
 STARTED_EARLY = False  # start_workers_before_parsing has called start_workers_early (the build command need not)
 # build's options that take no value; every other option takes one (tests/test_cli_build.py checks both)
-FLAGS = frozenset({"--force", "--normalize-whitespace", "--keep-whitespace", "--nfkc", "--no-nfkc", "--random-roll",
+FLAGS = frozenset({"--force", "--no-force", "--normalize-whitespace", "--keep-whitespace", "--nfkc", "--no-nfkc", "--random-roll",
                    "--no-random-roll", "--whole-word", "--no-whole-word"})
 
 

@@ -53,7 +53,7 @@ def train(
     warmup_steps: Annotated[Optional[int], option("Linear warmup steps. [default: 100]", rich_help_panel="Schedule")] = None,
     decay_steps: Annotated[Optional[int], option("Step at which the decay reaches --min-lr (0: the last step). [default: 0]", rich_help_panel="Schedule")] = None,
     out: Annotated[Optional[str], option("Run directory: metrics.jsonl, checkpoint-{step}/, final_metrics.json. [default: runs/run]", rich_help_panel="Checkpoints and logs", metavar="DIR")] = None,
-    resume: Annotated[Optional[bool], typer.Option("--resume", help="Continue the run in --out from its last checkpoint, with its saved options.", rich_help_panel="Checkpoints and logs")] = None,
+    resume: Annotated[Optional[bool], typer.Option("--resume/--no-resume", help="Continue the run in --out from its last checkpoint, with its saved options. [default: no]", show_default=False, rich_help_panel="Checkpoints and logs")] = None,
     eval_every: Annotated[Optional[int], option("Evaluate on the validation split every N steps (0: at the end only). [default: 500]", rich_help_panel="Checkpoints and logs")] = None,
     log_every: Annotated[Optional[int], option("Write a metrics.jsonl line every N steps. [default: 10]", rich_help_panel="Checkpoints and logs")] = None,
     report_to: Annotated[Optional[Literal["none", "tensorboard"]], option("none, or tensorboard: event files in --out beside metrics.jsonl (pip install 'mlmprep[tensorboard]'). [default: none]", rich_help_panel="Checkpoints and logs")] = None,
@@ -61,7 +61,7 @@ def train(
     keep_checkpoints: Annotated[Optional[int], option("Keep the last K checkpoints. [default: 2]", rich_help_panel="Checkpoints and logs")] = None,
     bf16: Annotated[Optional[bool], typer.Option("--bf16/--no-bf16", help="bfloat16 autocast on CUDA; CPU always runs float32. [default: bf16]", show_default=False, rich_help_panel="Speed")] = None,
     compile: Annotated[Optional[bool], typer.Option("--compile/--no-compile", help="torch.compile the model and loss, one graph per microbatch shape. [default: on CUDA when an epoch has at most 16 shapes; off on CPU]", show_default=False, rich_help_panel="Speed")] = None,
-    deterministic: Annotated[Optional[bool], typer.Option("--deterministic", help="Deterministic CUDA kernels, so a rerun or a resume on a GPU gives the same bits (slower); CPU runs already do.", rich_help_panel="Speed")] = None,
+    deterministic: Annotated[Optional[bool], typer.Option("--deterministic/--no-deterministic", help="Deterministic CUDA kernels, so a rerun or a resume on a GPU gives the same bits (slower); CPU runs already do. [default: no]", show_default=False, rich_help_panel="Speed")] = None,
 ) -> None:
     """Pretrain T5 (span data) or a BERT-style model (mlm data) on a build, with token-budget batches."""
     from mlmprep.config import read_config_file

@@ -131,7 +131,8 @@ CONFIG_OF = {
 }
 # stated defaults that are words, not values: (command, option) -> the config default they describe
 DESCRIBED = {("build", "normalize_whitespace"): False, ("build", "nfkc"): False, ("build", "random_roll"): False,
-             ("build", "whole_word"): False, ("train", "bf16"): True, ("train", "compile"): None,
+             ("build", "whole_word"): False, ("build", "force"): False, ("train", "resume"): False,
+             ("train", "deterministic"): False, ("train", "bf16"): True, ("train", "compile"): None,
              ("train", "validation"): None, ("train", "max_encoder_len"): None, ("train", "max_decoder_len"): None,
              ("compare-methods", "max_mb"): 0}
 
@@ -169,3 +170,11 @@ def test_the_defaults_help_states_are_the_configs(words):
             assert float(text) == float(defaults[field]), (param.name, text, defaults[field])
         compared += 1
     assert compared >= 4, compared  # the help states defaults at all
+
+
+@pytest.mark.parametrize("words", [("build",), ("train",)], ids=" ".join)
+def test_every_flag_a_config_file_can_set_the_command_line_can_unset(words):
+    """The command line overrides a --config file, so each on/off option has both spellings (a file's
+    `deterministic: true` is turned off for one run with --no-deterministic)."""
+    one_way = [p.opts[0] for p in command(*words).params if getattr(p, "is_flag", False) and not p.secondary_opts]
+    assert one_way == []

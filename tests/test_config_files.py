@@ -146,3 +146,15 @@ def test_a_microbatch_budget_given_above_the_batch_budget_is_still_refused(tmp_p
     result = cli("train", tmp_path / "data", "--out", tmp_path / "run", "--max-tokens-per-batch", "2048",
                  "--max-tokens-per-microbatch", "4096")
     assert_refused(result.exit_code, result.stderr, "--max-tokens-per-microbatch (4096) must not exceed")
+
+
+def test_the_command_line_turns_off_a_flag_the_config_file_turns_on(monkeypatch, tmp_path):
+    import mlmprep.train
+
+    got = {}
+    monkeypatch.setattr(mlmprep.train, "fit", lambda cfg: got.setdefault("cfg", cfg) and {})
+    (tmp_path / "c.yaml").write_text("deterministic: true\nbf16: false\n", encoding="utf-8")
+    result = cli("train", tmp_path / "data", "--out", tmp_path / "run", "--config", tmp_path / "c.yaml",
+                 "--no-deterministic", "--bf16")
+    assert result.exit_code == 0, result.stderr
+    assert (got["cfg"].deterministic, got["cfg"].bf16) == (False, True)
