@@ -22,6 +22,7 @@ C = TypeVar("C")
 MIN_SHARD_BYTES = 1024  # the smallest --shard-bytes: tests cut tiny corpora into a few KB
 MAX_TOKENS = 2**40  # the largest train token budget: batch planning counts tokens in int64
 MAX_SEEDS = 10_000  # each seed is a whole masked copy of the training data; far more is a typo
+MAX_VOCAB = 1 << 24  # the largest models use 256 K pieces; the Unigram trainer aborted on 2**31 (64 GB up front)
 
 # option -> (what it applies with, whether a build's options have that): set to anything but its default
 # elsewhere, it would be ignored
@@ -92,7 +93,7 @@ class BuildConfig:
         check_range("--input-length", self.input_length, low=2)
         check_range("--workers", self.workers, low=0)
         check_range("--seeds", self.seeds, low=1, high=MAX_SEEDS)
-        check_range("--vocab-size", self.vocab_size, low=8)
+        check_range("--vocab-size", self.vocab_size, low=8, high=MAX_VOCAB)
         check_range("--threads", self.threads, low=0)
         check_range("--chunk-chars", self.chunk_chars, low=1)
         check_range("--tokenizer-train-chars", self.tokenizer_train_chars, low=1)

@@ -158,3 +158,12 @@ def test_the_command_line_turns_off_a_flag_the_config_file_turns_on(monkeypatch,
                  "--no-deterministic", "--bf16")
     assert result.exit_code == 0, result.stderr
     assert (got["cfg"].deterministic, got["cfg"].bf16) == (False, True)
+
+
+@pytest.mark.parametrize("command", [["build"], ["tokenizer", "train"]], ids=" ".join)
+def test_a_vocabulary_no_trainer_could_reserve_is_refused(tmp_path, tiny_corpus, command):
+    """2**31 pieces aborted the Unigram trainer (64 GB reserved); 10**20 was an OverflowError traceback."""
+    for size in ("2147483648", "100000000000000000000"):
+        result = cli(*command, tiny_corpus, "--out", tmp_path / "out", "--vocab-size", size)
+        assert_refused(result.exit_code, result.stderr, f"--vocab-size must be at most 16,777,216, got {int(size):,}")
+        assert list(tmp_path.iterdir()) == []
