@@ -52,11 +52,21 @@ def resolve(patterns: Sequence[str]) -> tuple[list[Path], list[str]]:
         else:
             found.append(path)
     if not found:
-        raise CorpusError(f"{', '.join(patterns)}: no corpus files ({', '.join(SUPPORTED)}) found")
+        raise CorpusError(f"{', '.join(patterns)}: no corpus files ({', '.join(SUPPORTED)}) found{_listed(skipped)}")
     unique: dict[Path, Path] = {}
     for path in found:  # a file named twice (itself and in its directory) is read once, where first named
         unique.setdefault(path.resolve(), path)
     return list(unique.values()), skipped
+
+
+def _listed(skipped: list[str]) -> str:
+    """The files a search that found no corpus file skipped (compressed corpora, say), for its error message;
+    skipped directories (.git/) are left out."""
+    files = [entry for entry in skipped if not entry.endswith("/")]
+    if not files:
+        return ""
+    names = ", ".join(files[:3]) + (", ..." if len(files) > 3 else "")
+    return f"; {len(files)} other file{'s' * (len(files) != 1)} skipped ({names}): decompress or convert them"
 
 
 def _walk(folder: Path, found: list[Path], skipped: list[str]) -> None:

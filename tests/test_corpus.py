@@ -437,6 +437,18 @@ def test_bad_sources_name_the_path_and_the_fix(tmp_path):
             resolve_sources([source])
 
 
+def test_a_directory_of_only_other_files_names_what_it_skipped(tmp_path):
+    """A directory of compressed JSON lines reads as no corpus at all: the message says which files were there."""
+    for name in ("b.jsonl.gz", "a.jsonl.gz", "c.jsonl.gz", "d.jsonl.gz"):
+        write(tmp_path / "data" / name, gzip.compress(b'{"text": "x"}\n'))
+    folder = tmp_path / "data"
+    message = (f"{folder}: no corpus files (.txt, .jsonl, .json, .parquet, .csv, .arrow) found; 4 other files "
+               f"skipped ({folder / 'a.jsonl.gz'}, {folder / 'b.jsonl.gz'}, {folder / 'c.jsonl.gz'}, ...): "
+               "decompress or convert them")
+    with pytest.raises(CorpusError, match=re.escape(message)):
+        resolve_sources([str(folder)])
+
+
 def test_empty_corpus_is_left_for_the_caller_to_report(tmp_path):
     corpus = open_corpus([str(write(tmp_path / "blank.txt", "\n  \n\t\n"))])
     assert list(corpus.documents()) == []
