@@ -5,9 +5,10 @@ bytes is decoded line by line, so --on-decode-error can replace, skip or refuse 
 and Arrow files are read in record batches. The exception is a `.json` file holding one JSON document (a
 top-level array, or one object over several lines), which is parsed whole (use JSON lines for large corpora).
 
-Binary files: a .txt/.json/.jsonl/.csv file that starts with a UTF-16 byte-order mark, or whose first 8 KiB hold
-NUL bytes and are over 1% undecodable (an image, an archive) or over 1% NUL (UTF-16 text), is refused. Other NULs are text, dropped by the clean stage,
-and other undecodable bytes follow --on-decode-error (a stray NUL beside one Latin-1 byte is still text).
+Binary files: a .txt/.json/.jsonl/.csv file that starts with a UTF-16 byte-order mark, or whose first 8 KiB
+hold NUL bytes and are over 1% undecodable (an image, an archive) or over 1% NUL (UTF-16 text), is refused.
+Other NULs are text, dropped by the clean stage, and other undecodable bytes follow --on-decode-error (a stray
+NUL beside one Latin-1 byte is still text).
 """
 
 from __future__ import annotations
@@ -236,17 +237,16 @@ def json_value(text: str, where: Callable[[], str] | Path) -> Any:
     """json.loads(text), any failure a CorpusError naming the record (`where()`), or the file and the line of
     the error: besides bad JSON, Python's parser refuses nesting deeper than its recursion limit and integers
     of over 4,300 digits."""
-    place = where if callable(where) else functools.partial(str, where)
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        at = place() if callable(where) else f"{where} line {exc.lineno}"
-        problem = f"{at}: not valid JSON ({json_error(exc)})"
+        line, problem = exc.lineno, f"not valid JSON ({json_error(exc)})"
     except RecursionError:
-        problem = f"{place()}: JSON nested too deeply to parse"
+        line, problem = None, "JSON nested too deeply to parse"
     except ValueError as exc:  # an integer too long for int()
-        problem = f"{place()}: cannot parse its JSON ({str(exc).split(':')[0]})"
-    raise CorpusError(f"{problem}; remove or fix that record")
+        line, problem = None, f"cannot parse its JSON ({str(exc).split(':')[0]})"
+    place = where() if callable(where) else f"{where} line {line}" if line else str(where)
+    raise CorpusError(f"{place}: {problem}; remove or fix that record")
 
 
 def _jsonl(path: Path, stats: CorpusStats, opts: ReadOptions, start: int = 0, end: int | None = None

@@ -88,10 +88,10 @@ def write_refused_inputs(d: Path) -> None:
     (d / "deep.jsonl").write_text('{"text": "one"}\n{"text": "two", "m": ' + "[" * 100_000 + "]" * 100_000 + "}\n")
     twice = pa.Table.from_arrays([pa.array(["a b"] * 5), pa.array(["c d"] * 5)], names=["text", "text"])
     pq.write_table(twice, d / "twice.parquet")
-    offsets = pa.py_buffer(np.array([0, 5, 3, 15], dtype=np.int32).tobytes())  # decreasing, as a flipped bit leaves them
-    damaged = pa.StringArray.from_buffers(3, offsets, pa.py_buffer(b"helloworldagain"))
-    with pa.OSFile(str(d / "damaged.arrow"), "wb") as sink, pa.ipc.new_file(sink, pa.schema({"text": pa.string()})) as w:
-        w.write_table(pa.table({"text": damaged}))
+    offsets = pa.py_buffer(np.array([0, 5, 3, 15], dtype=np.int32).tobytes())  # decreasing: a flipped bit
+    damaged = pa.table({"text": pa.StringArray.from_buffers(3, offsets, pa.py_buffer(b"helloworldagain"))})
+    with pa.OSFile(str(d / "damaged.arrow"), "wb") as sink, pa.ipc.new_file(sink, damaged.schema) as writer:
+        writer.write_table(damaged)
 
 
 # case -> (corpus in write_refused_inputs' d, words the error line must contain)
