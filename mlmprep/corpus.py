@@ -64,8 +64,21 @@ def _sha256_file(path: Path) -> tuple[int, str]:
         raise CorpusError(f"{path}: cannot read ({exc.strerror or exc}); check its permissions") from None
 
 
+def _check_used(opts: ReadOptions, *, fields: bool, lines: bool) -> None:
+    """Refuse --text-column where no source has fields (`fields`) and --doc-sep where none is a .txt file
+    (`lines`): set to anything but its default there, it is ignored and the build differs in name only."""
+    defaults = ReadOptions()
+    if opts.text_column != defaults.text_column and not fields:
+        raise ConfigError("--text-column applies to .jsonl, .json, .parquet, .csv and .arrow files and --dataset; "
+                          "the corpus has none: leave it out")
+    if opts.doc_sep != defaults.doc_sep and not lines:
+        raise ConfigError("--doc-sep applies to .txt files; the corpus has none: leave it out")
+
+
 def _file_corpus(paths: Sequence[str], opts: ReadOptions) -> Corpus:
     files, skipped = resolve(paths)
+    suffixes = {path.suffix.lower() for path in files}
+    _check_used(opts, fields=bool(suffixes - {".txt"}), lines=".txt" in suffixes)
     with ThreadPoolExecutor(max_workers=min(len(files), os.cpu_count() or 1)) as pool:
         digests = list(pool.map(_sha256_file, files))
     h = hashlib.sha256()
@@ -138,6 +151,7 @@ def load_dataset(spec: str, split: str):
 
 
 def _dataset_corpus(spec: str, split: str, opts: ReadOptions) -> Corpus:
+    _check_used(opts, fields=True, lines=False)
     ds = load_dataset(spec, split)
     own = {"fingerprint": ds._fingerprint, "version": str(ds.info.version), "rows": ds.num_rows}
     identity = json.dumps({"dataset": spec, "split": split, **own}, sort_keys=True)
@@ -191,6 +205,7 @@ def open_corpus(
         return _dataset_corpus(dataset, dataset_split, opts)
     if paths:
         return _file_corpus(paths, opts)
+    _check_used(opts, fields=False, lines=False)
     return _sample_corpus()
 
 

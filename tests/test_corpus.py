@@ -470,6 +470,22 @@ def test_bad_options_are_config_errors(tmp_path):
         open_corpus([path], dataset="x")
 
 
+def test_a_reading_option_no_source_uses_is_refused(tmp_path, local_datasets):
+    """--text-column names a field of records, --doc-sep splits .txt files: set for a corpus with neither, the
+    build would differ in name only (as with the options config.APPLIES_WITH lists)."""
+    txt, jsonl = write(tmp_path / "a.txt", "a\n"), write(tmp_path / "b.jsonl", '{"body": "b"}\n')
+    with pytest.raises(ConfigError, match=r"--text-column applies to \.jsonl, \.json, \.parquet, \.csv and \.arrow "
+                                          r"files and --dataset; the corpus has none: leave it out"):
+        open_corpus([str(txt)], text_column="body")
+    with pytest.raises(ConfigError, match=r"--doc-sep applies to \.txt files; the corpus has none: leave it out"):
+        open_corpus([str(jsonl)], doc_sep="blank")
+    with pytest.raises(ConfigError, match=r"--doc-sep applies to \.txt files; the corpus has none"):
+        open_corpus(dataset=str(local_datasets / "saved"), doc_sep="blank")
+    with pytest.raises(ConfigError, match=r"--text-column applies to"):
+        open_corpus(text_column="body")  # the built-in sample
+    assert docs(txt, jsonl, text_column="body", doc_sep="blank") == ["a", "b"]  # each applies to a file
+
+
 # ---------------------------------------------------------------------------------------------------- fingerprint
 
 
