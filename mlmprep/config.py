@@ -393,26 +393,28 @@ class TrainConfig:
     grow_after: int = 100
 
     def __post_init__(self) -> None:
-        for option, value, low in (
-            ("--epochs", self.epochs, 1), ("--max-steps", self.max_steps, 0),
-            ("--max-tokens-per-batch", self.max_tokens_per_batch, 1),
-            ("--max-tokens-per-microbatch", self.max_tokens_per_microbatch, 1),
-            ("--max-examples-per-microbatch", self.max_examples_per_microbatch, 1),
-            ("--pad-to-multiple-of", self.pad_to_multiple_of, 1), ("--warmup-steps", self.warmup_steps, 0),
-            ("--decay-steps", self.decay_steps, 0), ("--eval-every", self.eval_every, 0),
-            ("--eval-max-tokens-per-microbatch", self.eval_max_tokens_per_microbatch, 1),
-            ("--log-every", self.log_every, 1), ("--save-every", self.save_every, 0),
-            ("--keep-checkpoints", self.keep_checkpoints, 1), ("--grow-after", self.grow_after, 1),
-            ("--max-bad-steps", self.max_bad_steps, 1),
+        for option, value, low, high in (  # budgets are counted in int64 (and a numba kernel refused 10**20)
+            ("--epochs", self.epochs, 1, None), ("--max-steps", self.max_steps, 0, None),
+            ("--max-tokens-per-batch", self.max_tokens_per_batch, 1, MAX_TOKENS),
+            ("--max-tokens-per-microbatch", self.max_tokens_per_microbatch, 1, None),
+            ("--max-examples-per-microbatch", self.max_examples_per_microbatch, 1, MAX_TOKENS),
+            ("--warmup-steps", self.warmup_steps, 0, None), ("--decay-steps", self.decay_steps, 0, None),
+            ("--eval-every", self.eval_every, 0, None),
+            ("--eval-max-tokens-per-microbatch", self.eval_max_tokens_per_microbatch, 1, MAX_TOKENS),
+            ("--log-every", self.log_every, 1, None), ("--save-every", self.save_every, 0, None),
+            ("--keep-checkpoints", self.keep_checkpoints, 1, None), ("--grow-after", self.grow_after, 1, None),
+            ("--max-bad-steps", self.max_bad_steps, 1, None),
         ):
-            check_range(option, value, low=low)
+            check_range(option, value, low=low, high=high)
+        if not 1 <= self.pad_to_multiple_of <= self.max_tokens_per_microbatch:  # 10**12 padded one row to 7 TiB
+            raise ConfigError(f"--pad-to-multiple-of must be from 1 to --max-tokens-per-microbatch "
+                              f"({self.max_tokens_per_microbatch}), got {self.pad_to_multiple_of}: one padded row "
+                              "must fit a microbatch")
         self.check_finite()
         self.check_caps()
         self.check_options_apply()
         if not 0 <= self.seed < 2**32:  # numpy's legacy seed range
             raise ConfigError(f"--seed must be in [0, 2**32), got {self.seed}")
-        if self.max_tokens_per_batch > MAX_TOKENS:
-            raise ConfigError(f"--max-tokens-per-batch must be at most {MAX_TOKENS}, got {self.max_tokens_per_batch}")
         if self.max_tokens_per_microbatch > self.max_tokens_per_batch:
             raise ConfigError(
                 f"--max-tokens-per-microbatch ({self.max_tokens_per_microbatch}) must not exceed "

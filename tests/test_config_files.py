@@ -77,6 +77,12 @@ TRAIN_REFUSALS = {  # case -> (options, a --config file's text or None, words of
                             ("--lr 0.1 times --weight-decay 10.0 must be below 1",)),
     "empty-validation": (["--validation", ""], None, ("--validation is empty",)),
     "int-past-any-float": ([], f"lr: 1{'0' * 400}\n", ("--lr must be a finite number, got inf",)),
+    "padding-past-the-microbatch": (["--pad-to-multiple-of", "1000000000000"], None,
+                                    ("--pad-to-multiple-of must be from 1 to --max-tokens-per-microbatch (4096)",)),
+    "examples-past-int64": (["--max-examples-per-microbatch", "100000000000000000000"], None,
+                            ("--max-examples-per-microbatch must be at most 1,099,511,627,776",)),
+    "eval-budget-past-int64": (["--eval-max-tokens-per-microbatch", "100000000000000000000"], None,
+                               ("--eval-max-tokens-per-microbatch must be at most 1,099,511,627,776",)),
 }
 
 
