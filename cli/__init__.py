@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 import mlmprep
-from mlmprep.cli._util import INTERRUPTED
+from mlmprep.cli._util import INTERRUPTED, OneLineErrors
 
 HELP = """Pretraining data for T5- and BERT-style models.
 
@@ -22,7 +22,8 @@ HELP = """Pretraining data for T5- and BERT-style models.
 """
 
 app = typer.Typer(
-    help=HELP, no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None
+    help=HELP, no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None,
+    cls=OneLineErrors,
 )
 
 

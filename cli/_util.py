@@ -1,15 +1,21 @@
-"""What every command shares: turning library errors into one line and exit code 2 (1 for a failed build task),
-and the plain help layout."""
+"""What every command shares: turning library errors and command-line mistakes into one line and exit code 2
+(1 for a failed build task), and the plain help layout."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import typer
-from typer.core import TyperCommand
+from typer.core import TyperCommand, TyperGroup
+
+try:  # typer >= 0.26 carries its own copy of click, whose exceptions it catches
+    from typer import _click as click
+except ImportError:
+    import click
 
 from mlmprep.engine import TaskFailed
 from mlmprep.errors import MlmprepError
@@ -86,3 +92,36 @@ class HelpCommand(TyperCommand):
 
 def argument_name(param: Any) -> str:
     return param.metavar or param.name.upper()
+
+
+class OneLineErrors(TyperGroup):
+    """The command group: a command-line mistake (an unknown option, a value of the wrong type, a missing one)
+    is one `error:` line like every other refusal, not click's usage, hint and error over four lines."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        with one_line_usage_errors():
+            return super().parse_args(ctx, args)
+
+    def invoke(self, ctx: Any) -> Any:
+        with one_line_usage_errors():
+            return super().invoke(ctx)
+
+
+class OneLineUsageError(click.exceptions.UsageError):
+    """A usage error that shows itself as `error: <message>; see <command> --help`."""
+
+    def show(self, file: Any = None) -> None:
+        message = self.format_message().rstrip(".")
+        hint = f"; see {self.ctx.command_path} --help" if self.ctx else ""
+        typer.echo(f"error: {message[:1].lower()}{message[1:]}{hint}", err=True)
+
+
+@contextlib.contextmanager
+def one_line_usage_errors() -> Iterator[None]:
+    """Re-raise click's usage errors as OneLineUsageError (a bare `mlmprep` still shows the help)."""
+    try:
+        yield
+    except (click.exceptions.NoArgsIsHelpError, OneLineUsageError):
+        raise
+    except click.exceptions.UsageError as exc:
+        raise OneLineUsageError(exc.format_message(), exc.ctx) from None

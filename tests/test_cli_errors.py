@@ -228,3 +228,36 @@ def test_verify_sample_of_no_rows_is_refused(tiny_build, sample):
     result = cli("verify", tiny_build, "--sample", sample)
     assert_refused(result.exit_code, result.stderr, f"--sample must be at least 1, got {sample}")
     assert result.stdout == ""
+
+
+# a command line click cannot parse -> words its one error line must contain
+USAGE_MISTAKES = {
+    ("build", "--seeds", "abc"): ("'--seeds'", "integer", "see mlmprep build --help"),
+    ("build", "--no-such"): ("no such option: --no-such", "see mlmprep build --help"),
+    ("build", "--objective", "nope"): ("'--objective'", "'nope'", "see mlmprep build --help"),
+    ("remask", "somewhere"): ("missing option '--seeds'", "see mlmprep remask --help"),
+    ("inspect",): ("missing argument", "see mlmprep inspect --help"),
+    ("train", "--lr"): ("option '--lr' requires an argument",),
+    ("tokenizer", "train", "--vocab-size", "x"): ("'--vocab-size'", "see mlmprep tokenizer train --help"),
+    ("nosuch",): ("no such command 'nosuch'", "see mlmprep --help"),
+}
+
+
+@pytest.mark.parametrize("args", USAGE_MISTAKES, ids=" ".join)
+def test_a_command_line_mistake_is_one_error_line_like_every_refusal(args):
+    """Click printed usage, a hint and `Error: ...` over four lines."""
+    from typer.testing import CliRunner
+
+    from mlmprep.cli import app
+
+    result = CliRunner().invoke(app, list(args), prog_name="mlmprep")
+    assert_refused(result.exit_code, result.stderr, *USAGE_MISTAKES[args])
+
+
+def test_mlmprep_alone_still_shows_its_help():
+    from typer.testing import CliRunner
+
+    from mlmprep.cli import app
+
+    result = CliRunner().invoke(app, [], prog_name="mlmprep")
+    assert "Usage: mlmprep [OPTIONS] COMMAND" in result.output and "build" in result.output
