@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import types
 import typing
 from dataclasses import dataclass
@@ -35,6 +36,10 @@ APPLIES_WITH = {
     "ray_address": ("--engine ray", lambda c: c["engine"] == "ray"),
     "dataset_split": ("--dataset", lambda c: c["dataset"] is not None),
 }
+
+# options that name files or directories: a leading ~ is the home directory there too, since a --config file
+# (or --out=~/x) never passes through the shell's expansion; `out: ~/x` made a directory named ~
+PATH_OPTIONS = frozenset({"corpus", "dataset", "tokenizer", "out", "data", "validation", "model"})
 
 # train option -> (the option, the values) it applies with: set to anything but its default elsewhere, it is ignored
 TRAIN_APPLIES_WITH = {
@@ -242,9 +247,18 @@ def config_values(cls: type[C], *layers: dict[str, Any], source: str = "config")
                                   f"valid options: {', '.join(sorted(fields))}")
             try:
                 values[key] = coerce(key, value, hints[key])
+                if key in PATH_OPTIONS:
+                    values[key] = expand_home(values[key])
             except ConfigError as exc:
                 raise ConfigError(f"{where}: {exc}" if where else str(exc)) from None
     return values
+
+
+def expand_home(value: Any) -> Any:
+    """A path option's value with a leading ~ made the home directory (a tuple's element by element)."""
+    if isinstance(value, tuple):
+        return tuple(map(expand_home, value))
+    return os.path.expanduser(value) if isinstance(value, str) else value
 
 
 def nearest(key: str, names: Any) -> str:

@@ -173,3 +173,18 @@ def test_a_vocabulary_no_trainer_could_reserve_is_refused(tmp_path, tiny_corpus,
         result = cli(*command, tiny_corpus, "--out", tmp_path / "out", "--vocab-size", size)
         assert_refused(result.exit_code, result.stderr, f"--vocab-size must be at most 16,777,216, got {int(size):,}")
         assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("where", ["config file", "--out=~/..."])
+def test_a_leading_tilde_in_a_path_is_the_home_directory(monkeypatch, tmp_path, tiny_corpus, tok, where):
+    """No shell expands ~ in a config file (nor after --out=): the build went to a directory named ~."""
+    home, cwd = tmp_path / "home", tmp_path / "cwd"
+    home.mkdir(), cwd.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(cwd)
+    (cwd / "c.yaml").write_text(f"tokenizer: {tok}\ninput_length: 32\nseeds: 1\n"
+                                + ("out: ~/data\n" if where == "config file" else ""), encoding="utf-8")
+    more = [] if where == "config file" else ["--out=~/data"]
+    result = cli("build", tiny_corpus, "--config", cwd / "c.yaml", *more)
+    assert result.exit_code == 0, result.stderr
+    assert (home / "data" / "manifest.json").is_file() and sorted(p.name for p in cwd.iterdir()) == ["c.yaml"]
