@@ -35,6 +35,7 @@ APPLIES_WITH = {
     "random_roll": ("--objective span", lambda c: c["objective"] == "span"),
     "ray_address": ("--engine ray", lambda c: c["engine"] == "ray"),
     "dataset_split": ("--dataset", lambda c: c["dataset"] is not None),
+    "pack": ("--method tokens", lambda c: c["method"] == "tokens"),  # text segments: the same bytes either way
 }
 
 # options that name files or directories: a leading ~ is the home directory there too, since a --config file

@@ -125,6 +125,7 @@ def test_vocab_size_with_a_given_tokenizer_is_refused(tmp_path, tiny_corpus, tok
         (["--objective", "mlm", "--mean-span-length", "2"], ("--mean-span-length applies to --objective span only",)),
         (["--objective", "mlm", "--random-roll"], ("--random-roll applies to --objective span only",)),
         (["--ray-address", "127.0.0.1:6379"], ("--ray-address applies to --engine ray only", "use --engine ray")),
+        (["--method", "text", "--pack", "doc"], ("--pack applies to --method tokens only", "use --method tokens")),
     ],
 )
 def test_an_option_the_objective_or_engine_ignores_is_refused(tmp_path, tiny_corpus, tok, more, words):

@@ -62,11 +62,14 @@ def test_config_file_values_that_are_accepted(tmp_path, name, text, key, expecte
     assert value == expected and type(value) is type(expected)
 
 
-def test_a_stored_build_with_a_dataset_split_it_ignored_still_remasks():
-    """A build made before --dataset-split without --dataset was refused records it: remask drops it."""
-    stored = {**BuildConfig().identity(), "dataset_split": "validation"}
-    assert "dataset_split" not in BuildConfig.used(stored)
-    assert BuildConfig.used({**stored, "dataset": "wikitext"})["dataset_split"] == "validation"
+@pytest.mark.parametrize("ignored, needed", [({"dataset_split": "validation"}, {"dataset": "wikitext"}),
+                                            ({"pack": "doc", "method": "text"}, {"method": "tokens"})])
+def test_a_stored_build_with_an_option_it_ignored_still_remasks(ignored, needed):
+    """A build made before an ignored option was refused records it: remask drops it, and keeps it where it acted."""
+    stored = {**BuildConfig().identity(), **ignored}
+    key = next(iter(ignored))
+    assert key not in BuildConfig.used(stored)
+    assert BuildConfig.used({**stored, **needed})[key] == ignored[key]
 
 
 # ----------------------------------------------------------------------------------------------- train
