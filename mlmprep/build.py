@@ -75,6 +75,7 @@ from mlmprep.write import (
     publish,
     read_existing,
     staging_dir,
+    strict,
     write_hf_tokenizer,
     write_json,
 )
@@ -119,7 +120,7 @@ def build(cfg: BuildConfig, *, log: Callable[[str], None] = print) -> BuildResul
     log(f"corpus: {corpus.description}")
     with build_lock(out):
         tokenizer_sha = tokenizer_sha256(given_tokenizer) if given_tokenizer else None
-        existing = read_existing(out, cfg.identity(), corpus.fingerprint, tokenizer_sha=tokenizer_sha, force=cfg.force)
+        existing = read_existing(out, strict(cfg.identity()), corpus.fingerprint, tokenizer_sha=tokenizer_sha, force=cfg.force)
         if existing is not None:
             return BuildResult(out, existing, up_to_date=True)
         prestart(engine, corpus.bytes, cfg.shard_bytes, tokenize_shard.__module__, cfg.tokenizer)  # no-op if started
@@ -503,7 +504,7 @@ def finish_manifest(cfg, corpus, tok, ids, stage, splits, seeds, stats, masker, 
         "timings": {k: round(v, 3) for k, v in timings.items()},
     }
     write_json(stage / "manifest.json", manifest)
-    return manifest
+    return strict(manifest)  # as written: what the summary shows is what inspect will
 
 
 def remask(out: str | Path, seeds: int, *, threads: int = 0, engine: Engine | None = None) -> list[str]:

@@ -65,8 +65,8 @@ def load_tokenizer(path: str | Path):
             return _from_transformers_dir(path)
     if not path.is_file():
         raise TokenizerError(f"--tokenizer {path}: no such file or directory")
-    try:
-        return Tokenizer.from_file(str(path))
+    try:  # read here, not by from_file, which cannot open a path whose name is not UTF-8
+        return Tokenizer.from_str(path.read_text(encoding="utf-8"))
     except Exception as exc:
         raise TokenizerError(f"--tokenizer {path}: not a tokenizer.json file ({str(exc).splitlines()[0]})") from None
 

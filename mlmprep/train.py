@@ -57,7 +57,7 @@ from mlmprep.speed import (
     setup_device,
     shape_key,
 )
-from mlmprep.write import manifest_path, strict, write_json
+from mlmprep.write import check_utf8_path, manifest_path, strict, write_json
 
 Hook = Callable[[int, int, np.ndarray, bool], None]  # (step, microbatch index, rows, padding) before each forward
 
@@ -449,6 +449,9 @@ def run_fit(cfg: TrainConfig, world: World, hook: Hook | None, on_end: Callable 
     report_to.check(cfg)
     if world.size > 1:
         dist.barrier()
+    for option, path in (("DATA", cfg.data), ("--validation", cfg.validation)):  # train_config.json records them
+        if path:
+            check_utf8_path(path, option)
     run, manifest = Path(cfg.out), read_manifest(cfg.data)
     objective, tok, n_seeds = manifest["objective"], manifest["tokenizer"], len(manifest["seeds"])
     cfg.check_objective(objective)

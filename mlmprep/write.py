@@ -24,6 +24,7 @@ import numpy as np
 import pyarrow as pa
 
 from mlmprep.errors import CacheError, ConfigError
+from mlmprep.sources import printable
 from mlmprep.windows import Rows
 
 FORMAT_VERSION = 2  # 2: a fixed number of rows per data file (manifest rows_per_file); 1: a new file every 512 MiB
@@ -49,9 +50,12 @@ def file_sha256(path: Path) -> str:
 
 def strict(value):
     """`value` with every non-finite float (NaN, ±inf) replaced by None, so json.dumps(allow_nan=False) holds:
-    strict JSON readers reject the bare NaN / Infinity literals Python writes by default."""
+    strict JSON readers reject the bare NaN / Infinity literals Python writes by default; and every string
+    made printable (a path given with bytes that are not UTF-8 cannot be written as UTF-8 JSON)."""
     if isinstance(value, float):
         return value if math.isfinite(value) else None
+    if isinstance(value, str):
+        return printable(value)
     if isinstance(value, dict):
         return {k: strict(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -189,7 +193,9 @@ def build_directory(given: str | Path) -> Path:
 def check_output_path(out: Path, option: str = "--out", *, directory: bool = False) -> None:
     """Refuse an output path nothing can be written under, before any long work: a file on the way to it
     (FILE/sub), a directory where nothing may be created (/proc, /sys, read-only), or with `directory`, a
-    file in the output directory's place. Leaves nothing behind."""
+    file in the output directory's place, or a name that is not UTF-8 (tokenizers and JSON cannot hold it).
+    Leaves nothing behind."""
+    check_utf8_path(out, option)
     if directory and os.path.lexists(out) and not os.path.isdir(out):
         raise ConfigError(f"{option} {out}: exists and is not a directory; choose another {option}")
     existing = next((p for p in Path(os.path.abspath(out)).parents if os.path.lexists(p)), None)
@@ -203,6 +209,13 @@ def check_output_path(out: Path, option: str = "--out", *, directory: bool = Fal
         raise ConfigError(f"{option} {out}: cannot create files in {existing} ({exc.strerror}); choose another {option}") from None
     os.close(fd)
     os.unlink(probe)
+
+
+def check_utf8_path(path: str | Path, option: str) -> None:
+    """Refuse a path whose name (or its directories') holds bytes that are not UTF-8: the run's own JSON files
+    record it, and could not give it back (they escape such bytes)."""
+    if printable(os.path.abspath(path)) != os.path.abspath(path):
+        raise ConfigError(f"{option} {printable(path)}: the path holds bytes that are not UTF-8; choose or rename to a UTF-8 name")
 
 
 @contextlib.contextmanager

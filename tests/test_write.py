@@ -129,3 +129,35 @@ def test_read_existing_refuses_foreign_or_different_outputs(tmp_path):
         read_existing(out, {"seeds": 8}, "fp", tokenizer_sha=None, force=False)
     with pytest.raises(CacheError, match="the corpus changed"):
         read_existing(out, {"seeds": 4}, "other", tokenizer_sha=None, force=False)
+
+
+def test_paths_whose_names_are_not_utf8_build_read_back_and_are_refused_where_a_run_records_them(
+        tmp_path, tiny_corpus, tiny_tokenizer_path):
+    """A corpus file and a tokenizer named with a byte that is not UTF-8 (Latin-1 ÿ) build; the manifest stays
+    strict UTF-8 JSON, with the byte escaped, and a second run is up to date. An --out, or a DATA to train on,
+    with such a name is refused in one line, before anything is written."""
+    import os
+    import shutil
+
+    from test_cli_build import assert_refused, cli
+
+    corpus, tok = os.fsdecode(bytes(tmp_path) + b"/c\xff.txt"), os.fsdecode(bytes(tmp_path) + b"/t\xff.json")
+    shutil.copy(tiny_corpus, corpus)
+    shutil.copy(tiny_tokenizer_path, tok)
+    out = tmp_path / "data"
+    args = ["build", corpus, "--tokenizer", tok, "--out", out, "--input-length", "32", "--seeds", "1"]
+    first = cli(*args)
+    assert first.exit_code == 0, first.stderr
+    manifest = json.loads((out / "manifest.json").read_bytes().decode("utf-8"))  # strict UTF-8: no surrogates
+    assert manifest["config"]["corpus"] == [str(tmp_path) + "/c\\xff.txt"]
+    assert manifest["config"]["tokenizer"] == str(tmp_path) + "/t\\xff.json"
+    assert [f["path"] for f in manifest["corpus"]["files"]] == [str(tmp_path) + "/c\\xff.txt"]
+    assert "up to date" in cli(*args).stderr + cli(*args).stdout
+
+    odd = os.fsdecode(bytes(tmp_path) + b"/o\xff")
+    result = cli("build", corpus, "--tokenizer", tok, "--out", odd, "--input-length", "32")
+    assert_refused(result.exit_code, result.stderr, "--out", "o\\xff", "not UTF-8")
+    os.rename(out, odd)
+    result = cli("train", odd, "--out", tmp_path / "run", "--max-steps", "1")
+    assert_refused(result.exit_code, result.stderr, "DATA", "o\\xff", "not UTF-8")
+    assert sorted(os.listdir(tmp_path)) == sorted(["c\udcff.txt", "t\udcff.json", "o\udcff"])
