@@ -270,9 +270,12 @@ def nearest(key: str, names: Any) -> str:
     return f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""
 
 
+POSITIONAL = {"corpus": "CORPUS", "data": "DATA"}  # fields the command line takes as arguments, not options
+
+
 def coerce(key: str, value: Any, hint: Any) -> Any:
     """Check `value` against the annotation `hint`, converting lists to tuples and numbers to the type wanted."""
-    option = "--" + key.replace("_", "-")
+    option = POSITIONAL.get(key) or "--" + key.replace("_", "-")
     origin = typing.get_origin(hint)
     if origin in (typing.Union, types.UnionType):
         if value is None and type(None) in typing.get_args(hint):

@@ -26,6 +26,7 @@ BUILD_FILE_REFUSALS = {
     "empty-out": ("c.yaml", 'out: ""\n', ("--config FILE: --out is empty",)),
     "split-without-dataset": ("c.yaml", "dataset_split: validation\n", ("--dataset-split applies to --dataset only",)),
     "a-fraction-for-a-count": ("c.json", '{"seeds": 2.5}', ("--config FILE: --seeds expects a whole number, got 2.5",)),
+    "a-number-for-a-path": ("c.yaml", "corpus: [a.txt, 1]\n", ("--config FILE: CORPUS expects a string, got 1",)),
 }
 
 
