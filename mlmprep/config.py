@@ -208,8 +208,9 @@ def parse_mapping(text: str, *, json_syntax: bool) -> Any:
         """SafeLoader whose mappings refuse a repeated key."""
 
     def mapping(loader: Loader, node: Any) -> dict:
-        loader.flatten_mapping(node)  # merge keys (<<) first, as SafeLoader does
-        return unique_pairs((k, v, k) for k, v in loader.construct_pairs(node, deep=True))
+        written = [loader.construct_object(k, deep=True) for k, _ in node.value if k.tag != "tag:yaml.org,2002:merge"]
+        unique_pairs((k, None, k) for k in written)  # a merged (<<) key may be overridden, as YAML allows
+        return loader.construct_mapping(node, deep=True)
 
     Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
     return yaml.load(text, Loader=Loader)

@@ -54,6 +54,7 @@ def test_a_directory_as_config_is_named_as_one(tmp_path, tiny_corpus, tok):
     ("c.json", '\ufeff{"seeds": 3}', "seeds", 3),  # a byte-order mark, as Windows editors write
     ("opts", "seeds: 3\n", "seeds", 3),  # no suffix: read as YAML, which reads JSON too
     ("c.yaml", "tokenizer: null\n", "tokenizer", None),
+    ("c.yaml", "<<: {seeds: 2}\nseeds: 3\n", "seeds", 3),  # a YAML merge key may be overridden: not a repeat
     ("c.yaml", "dataset: wikitext\ndataset_split: validation\n", "dataset_split", "validation"),
 ])
 def test_config_file_values_that_are_accepted(tmp_path, name, text, key, expected):
