@@ -95,7 +95,7 @@ def build(
         workers=workers, engine=engine, ray_address=ray_address, tokenizer_train_chars=tokenizer_train_chars,
         rows_per_file=rows_per_file, shard_bytes=shard_bytes,
     )
-    file_values = read_config_file(config) if config else {}
+    file_values = input_given(read_config_file(config), options) if config else {}
     cfg = make_config(BuildConfig, file_values, options, source="options")
     if cfg.tokenizer:  # refused rather than ignored: the user expects them to act
         for key in TRAINED_TOKENIZER_ONLY:
@@ -114,6 +114,18 @@ def build(
         typer.echo(f"{result.out}: up to date (same corpus and options{version}); --force rebuilds it")
         return
     typer.echo(build_summary(result.out, result.manifest))
+
+
+def input_given(file_values, options: dict):
+    """The --config file's options less its input where the command line names one: corpus paths and
+    --dataset are alternatives, so either on the command line replaces the file's (and a --dataset-split
+    of a dataset so replaced goes with it), as the command line overrides the file."""
+    from mlmprep.config import Options
+
+    if not options.keys() & {"corpus", "dataset"}:
+        return file_values
+    dropped = {"corpus", "dataset"} | ({"dataset_split"} if "dataset" not in options else set())
+    return Options({k: v for k, v in file_values.items() if k not in dropped}, file_values.source)
 
 
 STARTED_EARLY = False  # start_workers_before_parsing has called start_workers_early (the build command need not)

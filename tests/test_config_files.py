@@ -193,3 +193,30 @@ def test_a_leading_tilde_in_a_path_is_the_home_directory(monkeypatch, tmp_path, 
     result = cli("build", tiny_corpus, "--config", cwd / "c.yaml", *more)
     assert result.exit_code == 0, result.stderr
     assert (home / "data" / "manifest.json").is_file() and sorted(p.name for p in cwd.iterdir()) == ["c.yaml"]
+
+
+@pytest.mark.parametrize("text, command_line, expected", [
+    ("dataset: wikitext\ndataset_split: validation\n", ["CORPUS"], ("CORPUS", None, "train")),
+    ("corpus: [a.txt]\n", ["--dataset", "wikitext"], ((), "wikitext", "train")),
+    ("corpus: [a.txt]\ndataset_split: test\n", ["--dataset", "wikitext"], ((), "wikitext", "test")),
+])
+def test_an_input_on_the_command_line_replaces_the_config_files(monkeypatch, tmp_path, tiny_corpus, text,
+                                                                 command_line, expected):
+    """Corpus paths and --dataset are alternatives: either on the command line overrides the file's, where
+    both together were refused as given twice."""
+    import mlmprep.build
+    from mlmprep.errors import ConfigError
+
+    got = {}
+
+    def build(cfg, log):
+        got["cfg"] = cfg
+        raise ConfigError("stopped here")
+
+    monkeypatch.setattr(mlmprep.build, "build", build)
+    monkeypatch.setattr("mlmprep.cli.build.start_workers_early", lambda cfg: None)
+    (tmp_path / "c.yaml").write_text(text, encoding="utf-8")
+    args = [str(tiny_corpus) if a == "CORPUS" else a for a in command_line]
+    cli("build", *args, "--config", tmp_path / "c.yaml", "--out", tmp_path / "out")
+    corpus = (str(tiny_corpus),) if expected[0] == "CORPUS" else expected[0]
+    assert (got["cfg"].corpus, got["cfg"].dataset, got["cfg"].dataset_split) == (corpus, *expected[1:])
