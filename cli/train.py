@@ -116,7 +116,8 @@ def microbatch_default(given_values: dict) -> dict:
 
     if "max_tokens_per_microbatch" in given_values or "max_tokens_per_batch" not in given_values:
         return {}
-    return {"max_tokens_per_microbatch": min(TrainConfig.max_tokens_per_microbatch, given_values["max_tokens_per_batch"])}
+    batch = given_values["max_tokens_per_batch"]
+    return {"max_tokens_per_microbatch": min(TrainConfig.max_tokens_per_microbatch, batch)}
 
 
 def interrupted_line(run: Path) -> str:
