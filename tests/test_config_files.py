@@ -6,6 +6,8 @@ a damaged value there."""
 from __future__ import annotations
 
 import json
+import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -220,3 +222,16 @@ def test_an_input_on_the_command_line_replaces_the_config_files(monkeypatch, tmp
     cli("build", *args, "--config", tmp_path / "c.yaml", "--out", tmp_path / "out")
     corpus = (str(tiny_corpus),) if expected[0] == "CORPUS" else expected[0]
     assert (got["cfg"].corpus, got["cfg"].dataset, got["cfg"].dataset_split) == (corpus, *expected[1:])
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes")
+def test_a_config_from_a_pipe_is_read(tmp_path):
+    """`--config <(...)` names a pipe, which is no regular file: it was refused as `no such file`."""
+    fifo = tmp_path / "opts"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=fifo.write_text, args=("seeds: 3\n",), daemon=True)
+    writer.start()
+    try:
+        assert make_config(BuildConfig, read_config_file(fifo)).seeds == 3
+    finally:
+        writer.join(5)
