@@ -117,14 +117,14 @@ def build(
 
 
 def input_given(file_values, options: dict):
-    """The --config file's options less its input where the command line names one: corpus paths and
-    --dataset are alternatives, so either on the command line replaces the file's (and a --dataset-split
-    of a dataset so replaced goes with it), as the command line overrides the file."""
+    """The --config file's options less the other input where the command line names one: corpus paths and
+    --dataset are alternatives, so either on the command line replaces the file's other one (a dataset so
+    replaced takes its --dataset-split along), as the command line overrides the file."""
     from mlmprep.config import Options
 
-    if not options.keys() & {"corpus", "dataset"}:
-        return file_values
-    dropped = {"corpus", "dataset"} | ({"dataset_split"} if "dataset" not in options else set())
+    given = options.keys() & {"corpus", "dataset"}
+    other = {"corpus", "dataset"} - given if given else set()
+    dropped = other | ({"dataset_split"} if "dataset" in other and "dataset" in file_values else set())
     return Options({k: v for k, v in file_values.items() if k not in dropped}, file_values.source)
 
 
