@@ -11,6 +11,7 @@ microbatch limits of the batch's length regime and retries the same batch (mlmpr
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import inspect
 import json
 import math
@@ -223,6 +224,21 @@ def resumed_seeds(cfg: TrainConfig, world: World, have: int, state: dict) -> int
         say(world, f"{cfg.data}: has {have} seed splits now; this run goes on reading the {started} it started with "
                    f"(epoch e reads seed-{{e % {started}}}); a new run reads all {have}")
     return started
+
+
+def data_digest(manifest: dict, seeds: int) -> str:
+    """sha256 over the manifest's hashes of the files a run reads, seed-0..seeds-1 and validation: a remask that
+    adds seeds leaves it as it was, a build of other data or options does not."""
+    names = [entry["split"] for entry in manifest["seeds"][:seeds]] + ["validation"]
+    files = [(name, f.get("name"), f.get("sha256")) for name in names for f in manifest["splits"].get(name, {}).get("files", [])]
+    return hashlib.sha256(json.dumps(files).encode("utf-8")).hexdigest()
+
+
+def check_same_data(cfg: TrainConfig, saved: dict, digest: str) -> None:
+    """Refuse to resume on data other than the run's (runs saved before this was recorded are not checked)."""
+    if saved.get("data", digest) != digest:
+        raise CacheError(f"{cfg.data}: not the data the run in {cfg.out} trained on (its seed and validation files "
+                         "differ); resume it with the build it started with, or start a new run with another --out")
 
 
 def row_targets(split, collator: Collator) -> np.ndarray:
@@ -456,7 +472,9 @@ def run_fit(cfg: TrainConfig, world: World, hook: Hook | None, on_end: Callable 
     objective, tok, n_seeds = manifest["objective"], manifest["tokenizer"], len(manifest["seeds"])
     cfg.check_objective(objective)
     if resume_from:  # the seed count the run started with: a remask since then does not change its epochs
-        n_seeds = resumed_seeds(cfg, world, n_seeds, checkpoint.read_json(resume_from / "state.json"))
+        saved = checkpoint.read_json(resume_from / "state.json")
+        n_seeds = resumed_seeds(cfg, world, n_seeds, saved)
+        check_same_data(cfg, saved, data_digest(manifest, n_seeds))
 
     # -- plan: total steps (unless --max-steps), and the learning-rate horizon
     total = cfg.max_steps or sum(len(epoch_plan(cfg, world, e, n_seeds)[1]) for e in range(cfg.epochs))
@@ -478,7 +496,7 @@ def run_fit(cfg: TrainConfig, world: World, hook: Hook | None, on_end: Callable 
     if resume_from:
         state = checkpoint.load(resume_from, optimizer, rank=world.rank, world_size=world.size, device=world.device)
         adapter.load_state_dict(state["adapt"])
-    state["seeds"] = n_seeds
+    state["seeds"], state["data"] = n_seeds, data_digest(manifest, n_seeds)
     step, epoch, cursor = state.pop("step", 0), state["epoch"], state["cursor"]
     val = validation(cfg, manifest)  # the data is opened before RUN is written: a damaged build leaves no RUN
     split, plan = epoch_plan(cfg, world, epoch, n_seeds)

@@ -104,6 +104,24 @@ def test_resuming_a_finished_run_changes_nothing(tmp_path, span_data, capsys):
     assert fewer == final and run_files(tmp_path / "run") == before
 
 
+def test_resume_on_other_data_is_refused_and_a_moved_copy_of_the_same_data_resumes(tmp_path, span_data):
+    """A run resumes only on the data it trained on: another build (here the same rows masked with another
+    seed) is refused in one line, before the run changes; a copy of its own build elsewhere resumes."""
+    import shutil
+
+    from mlmprep.errors import CacheError
+
+    other = write_fake_build(tmp_path / "other", n_rows=40, seed=1)
+    cfg = TrainConfig(data=str(span_data), out=str(tmp_path / "run"), **{**SMALL, "save_every": 1}, max_steps=2)
+    fit(cfg)
+    before = run_files(tmp_path / "run")
+    with pytest.raises(CacheError, match=f"^{other}: not the data the run in {tmp_path / 'run'} trained on"):
+        fit(TrainConfig(**{**vars(cfg), "data": str(other), "resume": True, "max_steps": 3}))
+    assert run_files(tmp_path / "run") == before
+    moved = shutil.copytree(span_data, tmp_path / "moved")
+    assert fit(TrainConfig(**{**vars(cfg), "data": str(moved), "resume": True, "max_steps": 3}))["step"] == 3
+
+
 def test_resume_without_a_run_to_resume_is_refused(tmp_path, span_data):
     from mlmprep.errors import CacheError
 
