@@ -32,16 +32,21 @@ def cli_errors(command: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return command(*args, **kwargs)
         except MlmprepError as exc:
-            typer.echo(f"error: {exc}", err=True)
+            typer.echo(error_line(exc), err=True)
             raise typer.Exit(code=2) from None
         except TaskFailed as exc:  # not the input's fault: a worker died or a task hit a bug
-            typer.echo(f"error: {exc}", err=True)
+            typer.echo(error_line(exc), err=True)
             raise typer.Exit(code=1) from None
         except KeyboardInterrupt:
             typer.echo("interrupted; nothing was left under the output name", err=True)
             raise typer.Exit(code=INTERRUPTED) from None
 
     return run
+
+
+def error_line(message: object) -> str:
+    """`error: <message>` as one line, whatever it quotes: a line break in a file name shows as \\n."""
+    return "error: " + str(message).replace("\r", "\\r").replace("\n", "\\n")
 
 
 def given(**options: Any) -> dict[str, Any]:
@@ -113,7 +118,7 @@ class OneLineUsageError(click.exceptions.UsageError):
     def show(self, file: Any = None) -> None:
         message = self.format_message().rstrip(".")
         hint = f"; see {self.ctx.command_path} --help" if self.ctx else ""
-        typer.echo(f"error: {message[:1].lower()}{message[1:]}{hint}", err=True)
+        typer.echo(error_line(f"{message[:1].lower()}{message[1:]}{hint}"), err=True)
 
 
 @contextlib.contextmanager

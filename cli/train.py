@@ -9,7 +9,7 @@ from typing import Annotated, Literal, Optional
 import typer
 
 from mlmprep.cli import app
-from mlmprep.cli._util import INTERRUPTED, HelpCommand, cli_errors, given, option
+from mlmprep.cli._util import INTERRUPTED, HelpCommand, cli_errors, error_line, given, option
 
 TRAIN_EXAMPLES = """Examples:
 
@@ -83,7 +83,7 @@ def train(
     try:
         final = fit(cfg)
     except Diverged as exc:  # not the user's input: exit 1, one line
-        typer.echo(f"error: {exc}", err=True)
+        typer.echo(error_line(exc), err=True)
         raise typer.Exit(code=1) from None
     except KeyboardInterrupt:
         typer.echo(interrupted_line(Path(cfg.out)), err=True)

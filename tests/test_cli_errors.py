@@ -262,3 +262,12 @@ def test_mlmprep_alone_still_shows_its_help():
 
     result = CliRunner().invoke(app, [], prog_name="mlmprep")
     assert "Usage: mlmprep [OPTIONS] COMMAND" in result.output and "build" in result.output
+
+
+def test_a_line_break_in_a_file_name_keeps_the_error_on_one_line(tmp_path, tok):
+    """The error quotes the name; its line break is shown escaped, so stderr stays one `error:` line."""
+    from test_cli_build import assert_refused, cli
+
+    result = cli("build", tmp_path / "no\nsuch.txt", "--out", tmp_path / "out", "--tokenizer", tok)
+    assert_refused(result.exit_code, result.stderr, "no\\nsuch.txt: no such file")
+    assert not (tmp_path / "out").exists()
