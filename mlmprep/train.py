@@ -507,6 +507,9 @@ def run_fit(cfg: TrainConfig, world: World, hook: Hook | None, on_end: Callable 
     if cfg.warmup_steps > total:  # after every check that can fail, so that an error stays one line
         say(world, f"warning: --warmup-steps {cfg.warmup_steps} is longer than the run ({total} steps): the learning "
                    f"rate never reaches --lr {cfg.lr:g}")
+    if cfg.schedule in ("cosine", "linear") and 0 < cfg.decay_steps <= cfg.warmup_steps + 1:
+        say(world, f"warning: --decay-steps {cfg.decay_steps} leaves no step to decay over after --warmup-steps "
+                   f"{cfg.warmup_steps}: the learning rate falls from --lr to --min-lr {cfg.min_lr:g} at once")
     writer = report_to.open_writer(cfg, run, step) if world.main else None
     setup_device(world.device)
     ddp = wrap_ddp(model, world) if world.size > 1 else model

@@ -122,6 +122,16 @@ def test_resume_on_other_data_is_refused_and_a_moved_copy_of_the_same_data_resum
     assert fit(TrainConfig(**{**vars(cfg), "data": str(moved), "resume": True, "max_steps": 3}))["step"] == 3
 
 
+@pytest.mark.parametrize("decay_steps, warned", [(1, True), (2, True), (3, True), (4, False), (0, False)])
+def test_a_decay_that_ends_before_the_warmup_does_is_warned_about(tmp_path, span_data, capsys, decay_steps, warned):
+    """With --decay-steps at most --warmup-steps + 1 the rate jumps from --lr to --min-lr after the warmup."""
+    cfg = TrainConfig(data=str(span_data), out=str(tmp_path / "run"), **{**SMALL, "warmup_steps": 2, "decay_steps": decay_steps},
+                      max_steps=4)
+    fit(cfg)
+    assert ("warning: --decay-steps" in capsys.readouterr().err) is warned
+    assert (lr_at(3, cfg, cfg.decay_steps or 4) == cfg.min_lr) is warned  # step warmup + 1; run_fit's horizon
+
+
 def test_resume_without_a_run_to_resume_is_refused(tmp_path, span_data):
     from mlmprep.errors import CacheError
 
