@@ -73,4 +73,4 @@ def million_chars(max_mb: float) -> int:
 
     if not (math.isfinite(max_mb) and max_mb >= 0):
         raise ConfigError(f"--max-mb must be a number >= 0 (0: the whole corpus), got {max_mb}")
-    return round(max_mb * 1e6)
+    return max(1, round(max_mb * 1e6)) if max_mb else 0  # a tiny positive limit is not 0, the whole corpus

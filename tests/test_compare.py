@@ -279,3 +279,10 @@ def test_the_segmentation_benchmark_refuses_an_out_holding_other_files(tiny_corp
                              "--out", str(notes.parent)], cwd=root, capture_output=True, text=True, timeout=300)
     assert_refused(result.returncode, result.stderr, "--out", "no compare-methods result")
     assert notes.read_text() == "precious" and [p.name for p in notes.parent.iterdir()] == ["notes.txt"]
+
+
+@pytest.mark.parametrize("max_mb, chars", [(0.0, 0), (1e-9, 1), (0.05, 50_000), (2.5, 2_500_000)])
+def test_max_mb_counts_million_characters_and_a_tiny_positive_limit_is_not_the_whole_corpus(max_mb, chars):
+    from mlmprep.cli.compare import million_chars
+
+    assert million_chars(max_mb) == chars
