@@ -97,7 +97,7 @@ class BuildConfig:
 
     def __post_init__(self) -> None:
         check_range("--input-length", self.input_length, low=2)
-        check_range("--workers", self.workers, low=0)
+        check_range("--workers", self.workers, low=0, high=None if self.engine == "ray" else local_workers_limit())
         check_range("--seeds", self.seeds, low=1, high=MAX_SEEDS)
         check_range("--vocab-size", self.vocab_size, low=8, high=MAX_VOCAB)
         check_range("--threads", self.threads, low=0)
@@ -146,6 +146,12 @@ class BuildConfig:
         """The options that decide the output bytes; two builds with equal identities are the same build."""
         speed_only = {"threads", "chunk_chars", "force", "out", "shard_bytes", "workers", "engine", "ray_address"}
         return {k: v for k, v in to_dict(self).items() if k not in speed_only}
+
+
+def local_workers_limit() -> int:
+    """The most local build processes --workers may ask for: each holds a tokenizer (~200 MB), so far more
+    than the cores is a mistake that would exhaust memory (Ray's --workers, tasks in flight, has no limit)."""
+    return max(64, 8 * len(os.sched_getaffinity(0)))
 
 
 def check_range(option: str, value: int, *, low: int, high: int | None = None) -> None:

@@ -271,3 +271,18 @@ def test_a_line_break_in_a_file_name_keeps_the_error_on_one_line(tmp_path, tok):
     result = cli("build", tmp_path / "no\nsuch.txt", "--out", tmp_path / "out", "--tokenizer", tok)
     assert_refused(result.exit_code, result.stderr, "no\\nsuch.txt: no such file")
     assert not (tmp_path / "out").exists()
+
+
+def test_workers_far_beyond_the_cores_are_refused_on_the_local_engine_only(tmp_path, tiny_corpus, tok):
+    """--workers 100000 would start that many tokenizer processes; Ray's --workers counts tasks in flight."""
+    import os
+
+    from mlmprep.config import BuildConfig
+    from test_cli_build import assert_refused, cli
+
+    limit = max(64, 8 * len(os.sched_getaffinity(0)))
+    result = cli("build", tiny_corpus, "--out", tmp_path / "out", "--tokenizer", tok, "--workers", str(limit + 1))
+    assert_refused(result.exit_code, result.stderr, f"--workers must be at most {limit}")
+    assert not (tmp_path / "out").exists()
+    assert BuildConfig(workers=limit).workers == limit
+    assert BuildConfig(workers=limit + 1, engine="ray", out=str(tmp_path / "ray")).workers == limit + 1
