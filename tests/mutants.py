@@ -312,9 +312,14 @@ MUTANTS = [
            "    if world.main:\n        run.mkdir(parents=True, exist_ok=True)\n    split, plan = epoch_plan(cfg, world, epoch, n_seeds)",
            ("tests/test_damaged_builds.py::test_training_refuses_a_data_file_with_a_damaged_header_in_one_line",)),
     Mutant("resume-reads-the-new-seed-count", "mlmprep/train.py",  # a remask changes a stopped run's later epochs
-           "        n_seeds = resumed_seeds(cfg, world, n_seeds, checkpoint.read_json(resume_from / \"state.json\"))",
-           "        pass",
+           "        n_seeds = resumed_seeds(cfg, world, n_seeds, saved)", "        pass",
            ("tests/test_train.py::test_a_remask_between_stop_and_resume_leaves_the_run_on_the_seeds_it_started_with",)),
+    Mutant("resume-on-other-data", "mlmprep/train.py",  # a resume trains on whatever build DATA names
+           "        check_same_data(cfg, saved, data_digest(manifest, n_seeds))\n", "",
+           ("tests/test_train_ux.py::test_resume_on_other_data_is_refused_and_a_moved_copy_of_the_same_data_resumes",)),
+    Mutant("train-collates-any-token-id", "mlmprep/train.py",  # a damaged id reaches the embedding
+           "                        vocab_size=tok[\"vocab_size\"])", "                        )",
+           ("tests/test_damaged_builds.py",)),
     Mutant("remask-leaves-published-splits", "mlmprep/build.py",  # an interrupted remask leaves unlisted seed-k
            "                    shutil.rmtree(path, ignore_errors=True)", "                    pass",
            ("tests/test_damaged_builds.py::test_a_remask_stopped_while_publishing_takes_back_the_splits_it_published",)),
