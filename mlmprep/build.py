@@ -40,7 +40,6 @@ from mlmprep.pipeline import (
     TokenizeTask,
     WriteTask,
     adopt_tokenizer,
-    batched,
     cleaned_batches,
     held_out,
     remask_file,
@@ -80,7 +79,7 @@ from mlmprep.write import (
     write_json,
 )
 
-__all__ = ["BuildResult", "batched", "build", "cleaned_documents", "held_out", "remask", "train_tokenizer_file"]
+__all__ = ["BuildResult", "build", "cleaned_documents", "remask", "train_tokenizer_file"]
 
 SAMPLE_PARTS = 64  # a tokenizer trained on a sample learns from the starts of this many evenly spaced parts
 FILE_TOKENS = 1 << 19  # an output file holds about this many tokens of windows (a whole number of 1000s of rows)
