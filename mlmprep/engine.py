@@ -249,14 +249,15 @@ def run_local(calls: list, pool: LocalPool, finished: Callable[[int, Any], list]
                 # submitted can leave it joining a worker spawned after its clean-up, and this wait never ends.
                 raise BrokenProcessPool
         return results
-    except BrokenProcessPool:
+    except BaseException as exc:
+        # a worker's death shows as BrokenProcessPool, or, when it comes while tasks are being submitted, as
+        # whatever the executor's spawning of a replacement hits (OSError: a closed pipe): look before stopping
+        died = isinstance(exc, BrokenProcessPool) or (isinstance(exc, Exception) and pool.lost_a_worker())
         pool.terminate()  # the others, so that the executor's own clean-up can join them
-        message = dead_worker(pool.workers, pool.started, running, [task for _, task in calls])
+        message = dead_worker(pool.workers, pool.started, running, [task for _, task in calls]) if died else None
         drop(pool)
-        raise TaskFailed(message) from None
-    except BaseException:
-        pool.terminate()
-        drop(pool)
+        if died:
+            raise TaskFailed(message) from None
         raise
 
 
@@ -380,7 +381,9 @@ def dead_worker(workers: dict, started: Any, running: dict[int, int], tasks: lis
     for process in workers.values():
         process.join(timeout=5)
     ended = [p for p in workers.values() if p.exitcode not in (0, None)]  # None: its end not known yet
-    dead = [p for p in ended if p.exitcode != -signal.SIGTERM] or ended  # the pool SIGTERMs the others
+    # the pool SIGTERMs the others, and others may exit of themselves once the pool breaks: a kill tells most
+    killed = [p for p in ended if p.exitcode < 0 and p.exitcode != -signal.SIGTERM]
+    dead = killed or [p for p in ended if p.exitcode != -signal.SIGTERM] or ended
     if not dead:
         return "a build worker died; nothing was published"
     process = dead[0]
