@@ -22,9 +22,9 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.common import CORPORA, best_seconds
-from mlmprep.batch import Budget, plan_epoch, plan_stats
-from mlmprep.collate import Collator
-from mlmprep.load import open_epoch
+from mlmprep.format.load import open_epoch
+from mlmprep.train.batch import Budget, plan_epoch, plan_stats
+from mlmprep.train.collate import Collator
 from tests.fakes import span_lengths, write_fake_build
 
 CORPUS = CORPORA / "pydocs.txt"

@@ -19,7 +19,7 @@ import numba
 import numpy as np
 
 from benchmarks.common import CORPORA, best_of_each
-from mlmprep.mask import mlm_mask
+from mlmprep.build.mask import mlm_mask
 
 LENGTH, PROBABILITY = 512, 0.15
 CHUNK_TOKENS = 1 << 20

@@ -20,7 +20,7 @@ import numba
 import numpy as np
 
 from benchmarks.common import CORPORA, best_of_each
-from mlmprep.mask import compute_input_and_target_lengths, span_corrupt
+from mlmprep.build.mask import compute_input_and_target_lengths, span_corrupt
 
 INPUT_LENGTH, DENSITY, MEAN_SPAN = 512, 0.15, 3.0
 CHUNK_TOKENS = 1 << 20  # tokens per span_corrupt call: its Python set-up (~0.1 ms) stays small beside the kernel

@@ -9,7 +9,7 @@ Side by side (`side_by_side`), on the same windows and shapes (exact windows of 
 R rows per step in microbatches of r): `mlmprep train`'s own loop (`fit`, eager, and compiled with
 --compile), and the HF `Trainer` fed the same windows unmasked, masked on the fly in DataLoader workers
 by run_t5_mlm_flax's collator (benchmarks.hf_trainer), bf16 on CUDA. Reported: real tokens/s, model
-TFLOP/s and MFU (the same FLOP count for both sides, mlmprep.numerics.flop_counter), peak GPU memory.
+TFLOP/s and MFU (the same FLOP count for both sides, mlmprep.train.numerics.flop_counter), peak GPU memory.
 The first steps of each side are not timed (compilation, allocator warm-up). CUDA: R = 128, r = 64;
 CPU: the tiny model, R = 32, r = 16, float32, compiled side only with --compile (inductor's C++
 compile of T5 takes minutes on a small CPU).
@@ -39,14 +39,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from mlmprep.batch import Budget, plan_epoch, plan_stats
-from mlmprep.collate import Collator
 from mlmprep.config import TrainConfig
-from mlmprep.load import open_epoch, read_manifest
-from mlmprep.model import build_model
-from mlmprep.numerics import flop_counter
+from mlmprep.format.load import open_epoch, read_manifest
 from mlmprep.tokenize import load_tokenizer, special_ids
-from mlmprep.train import World, accumulate, fit, make_optimizer, row_targets, seed_everything
+from mlmprep.train.batch import Budget, plan_epoch, plan_stats
+from mlmprep.train.collate import Collator
+from mlmprep.train.loop import World, accumulate, fit, make_optimizer, row_targets, seed_everything
+from mlmprep.train.model import build_model
+from mlmprep.train.numerics import flop_counter
 from tests.fakes import write_fake_build
 
 BUDGET = Budget(max_tokens_per_batch=8192, max_tokens_per_microbatch=2048, max_examples_per_microbatch=64)

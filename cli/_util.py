@@ -17,9 +17,8 @@ try:  # typer >= 0.26 carries its own copy of click, whose exceptions it catches
 except ImportError:
     import click
 
-from mlmprep.engine import TaskFailed
+from mlmprep.build.engine import TaskFailed
 from mlmprep.errors import MlmprepError
-
 
 INTERRUPTED = 130  # the exit code of a command stopped by Ctrl-C (128 + SIGINT, as shells report it)
 

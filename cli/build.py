@@ -1,9 +1,9 @@
-"""`mlmprep build`, `mlmprep remask` and `mlmprep tokenizer train`: thin wrappers over mlmprep.build."""
+"""`mlmprep build`, `mlmprep remask` and `mlmprep tokenizer train`: thin wrappers over mlmprep.build.run."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal, Optional
+from typing import Annotated, Literal
 
 import typer
 
@@ -47,39 +47,39 @@ app.add_typer(tokenizer_app, name="tokenizer")
 @app.command(epilog=BUILD_EXAMPLES, cls=HelpCommand)
 @cli_errors
 def build(
-    corpus: Annotated[Optional[list[str]], typer.Argument(help="Files, directories or globs (.txt .jsonl .json .parquet .csv .arrow). None: the built-in sample.", show_default=False)] = None,
+    corpus: Annotated[list[str] | None, typer.Argument(help="Files, directories or globs (.txt .jsonl .json .parquet .csv .arrow). None: the built-in sample.", show_default=False)] = None,
     *,
-    config: Annotated[Optional[Path], typer.Option(help="JSON/YAML file of options; the command line overrides it.", rich_help_panel="Input", metavar="FILE")] = None,
-    dataset: Annotated[Optional[str], typer.Option(help="A `datasets` name, NAME or NAME:CONFIG (from the local cache when offline).", rich_help_panel="Input", metavar="NAME[:CONFIG]")] = None,
-    dataset_split: Annotated[Optional[str], typer.Option(help="Split of --dataset. [default: train]", show_default=False, rich_help_panel="Input", metavar="SPLIT")] = None,
-    text_column: Annotated[Optional[str], typer.Option(help="Text field of .jsonl/.json/.parquet/.csv/.arrow records. [default: text]", show_default=False, rich_help_panel="Input", metavar="FIELD")] = None,
-    doc_sep: Annotated[Optional[Literal["line", "blank"]], typer.Option(help="In .txt files a document is a 'line' or a 'blank'-line separated paragraph. [default: line]", show_default=False, rich_help_panel="Input")] = None,
-    on_decode_error: Annotated[Optional[Literal["replace", "skip", "fail"]], typer.Option(help="Undecodable bytes: replace, skip the line, or fail. [default: replace]", show_default=False, rich_help_panel="Input")] = None,
-    normalize_whitespace: Annotated[Optional[bool], typer.Option("--normalize-whitespace/--keep-whitespace", help="Collapse runs of whitespace to one space. [default: keep]", show_default=False, rich_help_panel="Input")] = None,
-    nfkc: Annotated[Optional[bool], typer.Option("--nfkc/--no-nfkc", help="Unicode NFKC normalisation. [default: no]", show_default=False, rich_help_panel="Input")] = None,
-    tokenizer: Annotated[Optional[str], typer.Option(help="tokenizer.json or a local transformers directory. None: train a Unigram tokenizer on the corpus.", rich_help_panel="Tokenizer", metavar="PATH")] = None,
-    vocab_size: Annotated[Optional[int], typer.Option(help="Vocabulary of a trained tokenizer, sentinels included. [default: 32000]", show_default=False, rich_help_panel="Tokenizer")] = None,
-    method: Annotated[Optional[Literal["tokens", "text"]], typer.Option(help="'tokens': exact token windows; 'text': naive (input_length-2)*4-character segments. [default: tokens]", show_default=False, rich_help_panel="Windows")] = None,
-    pack: Annotated[Optional[Literal["stream", "doc"]], typer.Option(help="'stream': windows cross documents; 'doc': each document starts a window. [default: stream]", show_default=False, rich_help_panel="Windows")] = None,
-    input_length: Annotated[Optional[int], typer.Option(help="Encoder input length after masking. [default: 512]", show_default=False, rich_help_panel="Windows")] = None,
-    objective: Annotated[Optional[Literal["span", "mlm"]], typer.Option(help="'span': T5 span corruption; 'mlm': BERT 80/10/10 masking. [default: span]", show_default=False, rich_help_panel="Masking")] = None,
-    noise_density: Annotated[Optional[float], typer.Option(help="Fraction of tokens masked, in (0, 1). [default: 0.15]", show_default=False, rich_help_panel="Masking")] = None,
-    mean_span_length: Annotated[Optional[float], typer.Option(help="Mean masked span length, >= 1. [default: 3]", show_default=False, rich_help_panel="Masking")] = None,
-    random_roll: Annotated[Optional[bool], typer.Option("--random-roll/--no-random-roll", help="Rotate each mask so the last token is not always noise. [default: no]", show_default=False, rich_help_panel="Masking")] = None,
-    mlm_probability: Annotated[Optional[float], typer.Option(help="Fraction of tokens masked for --objective mlm. [default: 0.15]", show_default=False, rich_help_panel="Masking")] = None,
-    whole_word: Annotated[Optional[bool], typer.Option("--whole-word/--no-whole-word", help="MLM masks whole words. [default: no]", show_default=False, rich_help_panel="Masking")] = None,
-    out: Annotated[Optional[str], typer.Option(help="Output directory. [default: mlmprep-data]", show_default=False, rich_help_panel="Output", metavar="DIR")] = None,
-    seeds: Annotated[Optional[int], typer.Option(help="Differently masked copies, one per epoch slot. [default: 4]", show_default=False, rich_help_panel="Output")] = None,
-    seed: Annotated[Optional[int], typer.Option(help="Base seed of masks and the validation hold-out. [default: 0]", show_default=False, rich_help_panel="Output")] = None,
-    validation_fraction: Annotated[Optional[float], typer.Option(help="Share of windows held out for validation. [default: 0.02]", show_default=False, rich_help_panel="Output")] = None,
-    threads: Annotated[Optional[int], typer.Option(help="Tokenizer and masking threads inside each worker, at most the cores (0: the cores shared among the workers; with --workers 1, all); never changes the output. [default: 0]", show_default=False, rich_help_panel="Speed")] = None,
-    force: Annotated[Optional[bool], typer.Option("--force/--no-force", help="Rebuild even if --out is up to date or was built with other options. [default: no]", show_default=False, rich_help_panel="Output")] = None,
-    tokenizer_train_chars: Annotated[Optional[int], typer.Option(help="A trained tokenizer learns from a sample of this many characters, spread over the whole corpus (the whole corpus if smaller). [default: 10000000]", show_default=False, rich_help_panel="Tokenizer")] = None,
-    rows_per_file: Annotated[Optional[int], typer.Option(help="Windows per data file of each split (0: about 512 K tokens' worth). [default: 0]", show_default=False, rich_help_panel="Output")] = None,
-    shard_bytes: Annotated[Optional[int], typer.Option(help="Input bytes per reading task, at least 1024 (0: from the corpus size and --workers); never changes the output. [default: 0]", show_default=False, rich_help_panel="Speed")] = None,
-    workers: Annotated[Optional[int], typer.Option(help="Build processes (0: all cores; 1: in-process, for debugging); with --engine ray, tasks in flight on the cluster (0: two per CPU it has). Never changes the output. [default: 0]", show_default=False, rich_help_panel="Speed")] = None,
-    engine: Annotated[Optional[Literal["local", "ray"]], typer.Option(help="'local' worker processes, or 'ray' tasks on a Ray cluster (pip install \"mlmprep[ray]\"; absolute paths on shared storage). [default: local]", show_default=False, rich_help_panel="Speed")] = None,
-    ray_address: Annotated[Optional[str], typer.Option(help="Ray cluster to join with --engine ray, as `ray start --head` prints it. None: start or join a local instance.", rich_help_panel="Speed", metavar="ADDRESS")] = None,
+    config: Annotated[Path | None, typer.Option(help="JSON/YAML file of options; the command line overrides it.", rich_help_panel="Input", metavar="FILE")] = None,
+    dataset: Annotated[str | None, typer.Option(help="A `datasets` name, NAME or NAME:CONFIG (from the local cache when offline).", rich_help_panel="Input", metavar="NAME[:CONFIG]")] = None,
+    dataset_split: Annotated[str | None, typer.Option(help="Split of --dataset. [default: train]", show_default=False, rich_help_panel="Input", metavar="SPLIT")] = None,
+    text_column: Annotated[str | None, typer.Option(help="Text field of .jsonl/.json/.parquet/.csv/.arrow records. [default: text]", show_default=False, rich_help_panel="Input", metavar="FIELD")] = None,
+    doc_sep: Annotated[Literal["line", "blank"] | None, typer.Option(help="In .txt files a document is a 'line' or a 'blank'-line separated paragraph. [default: line]", show_default=False, rich_help_panel="Input")] = None,
+    on_decode_error: Annotated[Literal["replace", "skip", "fail"] | None, typer.Option(help="Undecodable bytes: replace, skip the line, or fail. [default: replace]", show_default=False, rich_help_panel="Input")] = None,
+    normalize_whitespace: Annotated[bool | None, typer.Option("--normalize-whitespace/--keep-whitespace", help="Collapse runs of whitespace to one space. [default: keep]", show_default=False, rich_help_panel="Input")] = None,
+    nfkc: Annotated[bool | None, typer.Option("--nfkc/--no-nfkc", help="Unicode NFKC normalisation. [default: no]", show_default=False, rich_help_panel="Input")] = None,
+    tokenizer: Annotated[str | None, typer.Option(help="tokenizer.json or a local transformers directory. None: train a Unigram tokenizer on the corpus.", rich_help_panel="Tokenizer", metavar="PATH")] = None,
+    vocab_size: Annotated[int | None, typer.Option(help="Vocabulary of a trained tokenizer, sentinels included. [default: 32000]", show_default=False, rich_help_panel="Tokenizer")] = None,
+    method: Annotated[Literal["tokens", "text"] | None, typer.Option(help="'tokens': exact token windows; 'text': naive (input_length-2)*4-character segments. [default: tokens]", show_default=False, rich_help_panel="Windows")] = None,
+    pack: Annotated[Literal["stream", "doc"] | None, typer.Option(help="'stream': windows cross documents; 'doc': each document starts a window. [default: stream]", show_default=False, rich_help_panel="Windows")] = None,
+    input_length: Annotated[int | None, typer.Option(help="Encoder input length after masking. [default: 512]", show_default=False, rich_help_panel="Windows")] = None,
+    objective: Annotated[Literal["span", "mlm"] | None, typer.Option(help="'span': T5 span corruption; 'mlm': BERT 80/10/10 masking. [default: span]", show_default=False, rich_help_panel="Masking")] = None,
+    noise_density: Annotated[float | None, typer.Option(help="Fraction of tokens masked, in (0, 1). [default: 0.15]", show_default=False, rich_help_panel="Masking")] = None,
+    mean_span_length: Annotated[float | None, typer.Option(help="Mean masked span length, >= 1. [default: 3]", show_default=False, rich_help_panel="Masking")] = None,
+    random_roll: Annotated[bool | None, typer.Option("--random-roll/--no-random-roll", help="Rotate each mask so the last token is not always noise. [default: no]", show_default=False, rich_help_panel="Masking")] = None,
+    mlm_probability: Annotated[float | None, typer.Option(help="Fraction of tokens masked for --objective mlm. [default: 0.15]", show_default=False, rich_help_panel="Masking")] = None,
+    whole_word: Annotated[bool | None, typer.Option("--whole-word/--no-whole-word", help="MLM masks whole words. [default: no]", show_default=False, rich_help_panel="Masking")] = None,
+    out: Annotated[str | None, typer.Option(help="Output directory. [default: mlmprep-data]", show_default=False, rich_help_panel="Output", metavar="DIR")] = None,
+    seeds: Annotated[int | None, typer.Option(help="Differently masked copies, one per epoch slot. [default: 4]", show_default=False, rich_help_panel="Output")] = None,
+    seed: Annotated[int | None, typer.Option(help="Base seed of masks and the validation hold-out. [default: 0]", show_default=False, rich_help_panel="Output")] = None,
+    validation_fraction: Annotated[float | None, typer.Option(help="Share of windows held out for validation. [default: 0.02]", show_default=False, rich_help_panel="Output")] = None,
+    threads: Annotated[int | None, typer.Option(help="Tokenizer and masking threads inside each worker, at most the cores (0: the cores shared among the workers; with --workers 1, all); never changes the output. [default: 0]", show_default=False, rich_help_panel="Speed")] = None,
+    force: Annotated[bool | None, typer.Option("--force/--no-force", help="Rebuild even if --out is up to date or was built with other options. [default: no]", show_default=False, rich_help_panel="Output")] = None,
+    tokenizer_train_chars: Annotated[int | None, typer.Option(help="A trained tokenizer learns from a sample of this many characters, spread over the whole corpus (the whole corpus if smaller). [default: 10000000]", show_default=False, rich_help_panel="Tokenizer")] = None,
+    rows_per_file: Annotated[int | None, typer.Option(help="Windows per data file of each split (0: about 512 K tokens' worth). [default: 0]", show_default=False, rich_help_panel="Output")] = None,
+    shard_bytes: Annotated[int | None, typer.Option(help="Input bytes per reading task, at least 1024 (0: from the corpus size and --workers); never changes the output. [default: 0]", show_default=False, rich_help_panel="Speed")] = None,
+    workers: Annotated[int | None, typer.Option(help="Build processes (0: all cores; 1: in-process, for debugging); with --engine ray, tasks in flight on the cluster (0: two per CPU it has). Never changes the output. [default: 0]", show_default=False, rich_help_panel="Speed")] = None,
+    engine: Annotated[Literal["local", "ray"] | None, typer.Option(help="'local' worker processes, or 'ray' tasks on a Ray cluster (pip install \"mlmprep[ray]\"; absolute paths on shared storage). [default: local]", show_default=False, rich_help_panel="Speed")] = None,
+    ray_address: Annotated[str | None, typer.Option(help="Ray cluster to join with --engine ray, as `ray start --head` prints it. None: start or join a local instance.", rich_help_panel="Speed", metavar="ADDRESS")] = None,
 ) -> None:
     """Build N differently seeded, masked Arrow datasets plus a validation split from a corpus."""
     from mlmprep.config import BuildConfig, make_config, read_config_file
@@ -104,8 +104,8 @@ def build(
                                   f"--tokenizer {cfg.tokenizer} brings its own vocabulary: give one of the two")
     if not STARTED_EARLY:  # else start_workers_before_parsing has done it, from the same options
         start_workers_early(cfg)
-    from mlmprep.build import build as run_build
-    from mlmprep.report import build_summary
+    from mlmprep.build.run import build as run_build
+    from mlmprep.format.report import build_summary
 
     result = run_build(cfg, log=note)
     if result.up_to_date:
@@ -187,20 +187,20 @@ def start_workers_early(cfg) -> None:
     """Start the local workers' server (a forkserver that imports the pipeline, warms Numba and loads a given
     tokenizer: about a second of one core) before this process imports the pipeline itself, so that the two overlap; on 16 cores the first
     task then starts a third of a second sooner. Corpus files only: a build starts it itself in any case."""
-    from mlmprep.engine import Engine, prestart
+    from mlmprep.build.engine import Engine, prestart
+    from mlmprep.corpus.sources import resolve_sources
     from mlmprep.errors import MlmprepError
-    from mlmprep.sources import resolve_sources
 
     if not cfg.corpus or cfg.dataset:
         return
-    if not cfg.force and Path(cfg.out, "manifest.json").exists():  # mlmprep.write.MANIFEST
-        return  # a build there may be up to date: mlmprep.build.build checks that before it starts workers
+    if not cfg.force and Path(cfg.out, "manifest.json").exists():  # mlmprep.format.write.MANIFEST
+        return  # a build there may be up to date: mlmprep.build.run.build checks that before it starts workers
     try:
         engine = Engine(cfg.engine, cfg.workers, cfg.ray_address)
         input_bytes = sum(path.stat().st_size for path in resolve_sources(cfg.corpus))
     except (MlmprepError, OSError):
         return  # the build reports it, in its own order
-    prestart(engine, input_bytes, cfg.shard_bytes, "mlmprep.pipeline", cfg.tokenizer)  # no-op for 1 worker, Ray
+    prestart(engine, input_bytes, cfg.shard_bytes, "mlmprep.build.pipeline", cfg.tokenizer)  # no-op for 1 worker, Ray
 
 
 @app.command(epilog=REMASK_EXAMPLES, cls=HelpCommand)
@@ -212,9 +212,8 @@ def remask(
     threads: Annotated[int, typer.Option(help="Cores for masking (0: all).")] = 0,
 ) -> None:
     """Add seeded splits to a build from its stored windows, without re-tokenizing."""
-    from mlmprep.build import remask as run_remask
-
-    from mlmprep.load import read_manifest
+    from mlmprep.build.run import remask as run_remask
+    from mlmprep.format.load import read_manifest
 
     added = run_remask(directory, seeds, threads=threads)
     if added:
@@ -233,8 +232,8 @@ def inspect_build(
     examples: Annotated[int, typer.Option(help="How many decoded examples to show.")] = 3,
 ) -> None:
     """Summarise a build and show decoded examples with their masked spans."""
-    from mlmprep.load import check_split_files, read_manifest, tokenizer_path
-    from mlmprep.report import build_summary, show_examples
+    from mlmprep.format.load import check_split_files, read_manifest, tokenizer_path
+    from mlmprep.format.report import build_summary, show_examples
 
     manifest = read_manifest(directory)
     tokenizer_path(directory, manifest)  # a damaged build is refused in one line, before anything is shown
@@ -247,18 +246,18 @@ def inspect_build(
 @tokenizer_app.command("train", epilog=TOKENIZER_EXAMPLES, cls=HelpCommand)
 @cli_errors
 def tokenizer_train(
-    corpus: Annotated[Optional[list[str]], typer.Argument(help="Files, directories or globs. None: the built-in sample.", show_default=False)] = None,
+    corpus: Annotated[list[str] | None, typer.Argument(help="Files, directories or globs. None: the built-in sample.", show_default=False)] = None,
     *,
     out: Annotated[str, typer.Option(help="The tokenizer.json file to write; a directory (or a name ending in /) gets DIR/tokenizer.json.", metavar="PATH")] = "tokenizer.json",
     vocab_size: Annotated[int, typer.Option(help="Vocabulary size, <pad> </s> <unk> <mask> and 100 sentinels included.")] = 32000,
     text_column: Annotated[str, typer.Option(help="Text field of structured corpus files.", metavar="FIELD")] = "text",
     doc_sep: Annotated[Literal["line", "blank"], typer.Option(help="'line' or 'blank' (paragraphs) for .txt files.")] = "line",
-    train_chars: Annotated[Optional[int], typer.Option(help="Learn from a sample of this many characters spread over the whole corpus (the whole corpus if smaller): the sample `build --tokenizer-train-chars` takes. [default: 10000000]", show_default=False, metavar="N")] = None,
+    train_chars: Annotated[int | None, typer.Option(help="Learn from a sample of this many characters spread over the whole corpus (the whole corpus if smaller): the sample `build --tokenizer-train-chars` takes. [default: 10000000]", show_default=False, metavar="N")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing --out file.")] = False,
 ) -> None:
     """Train a T5-style Unigram tokenizer: <pad>=0, </s>=1, <unk>=2, <mask>=3, <extra_id_0> highest."""
-    from mlmprep.build import train_tokenizer_file
-    from mlmprep.report import vocabulary_reached
+    from mlmprep.build.run import train_tokenizer_file
+    from mlmprep.format.report import vocabulary_reached
 
     path, reached, used = train_tokenizer_file(corpus or (), out, vocab_size=vocab_size, text_column=text_column,
                                                doc_sep=doc_sep, force=force, **given(train_chars=train_chars))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Annotated, Literal, Optional
+from typing import Annotated, Literal
 
 import typer
 
@@ -22,24 +22,24 @@ COMPARE_EXAMPLES = """Examples:
 @app.command("compare-methods", epilog=COMPARE_EXAMPLES, cls=HelpCommand)
 @cli_errors
 def compare_methods(
-    corpus: Annotated[Optional[list[str]], typer.Argument(help="Files, directories or globs. None: the built-in sample.", show_default=False)] = None,
+    corpus: Annotated[list[str] | None, typer.Argument(help="Files, directories or globs. None: the built-in sample.", show_default=False)] = None,
     *,
     full: Annotated[bool, typer.Option("--full", help="GPU-sized: t5-small shapes, input length 512, 4000 steps.", rich_help_panel="Presets")] = False,
     quick: Annotated[bool, typer.Option("--quick", help="A smoke run: 1 MB of the corpus, input length 64, 20 steps.", rich_help_panel="Presets")] = False,
-    max_mb: Annotated[Optional[float], option("Use only the corpus' first documents, up to this many million characters (0: the whole corpus). [default: all]", rich_help_panel="Input")] = None,
-    heldout_fraction: Annotated[Optional[float], option("Share of documents held out for the common validation set. [default: 0.05]", rich_help_panel="Input")] = None,
-    text_column: Annotated[Optional[str], option("Text field of structured corpus files. [default: text]", rich_help_panel="Input", metavar="FIELD")] = None,
-    doc_sep: Annotated[Optional[Literal["line", "blank"]], option("In .txt files a document is a 'line' or a 'blank'-line separated paragraph. [default: line]", rich_help_panel="Input")] = None,
-    vocab_size: Annotated[Optional[int], option("Vocabulary of the one tokenizer both methods use. [default: 8000]", rich_help_panel="Build")] = None,
-    input_length: Annotated[Optional[int], option("Encoder input length after masking. [default: 128]", rich_help_panel="Build")] = None,
-    model: Annotated[Optional[str], option("Model preset or config.json, the same for both. [default: tiny]", rich_help_panel="Training", metavar="NAME|PATH")] = None,
-    steps: Annotated[Optional[int], option("Optimizer steps of each run. [default: 400]", rich_help_panel="Training")] = None,
-    eval_every: Annotated[Optional[int], option("Evaluate on the common validation set every N steps. [default: 50]", rich_help_panel="Training")] = None,
-    max_tokens_per_batch: Annotated[Optional[int], option("Padded effective tokens per step. [default: 8192]", rich_help_panel="Training")] = None,
-    seed: Annotated[Optional[int], option("Seed of the hold-out, masks, weights and batch plans. [default: 0]", rich_help_panel="Training")] = None,
-    out: Annotated[Optional[str], option("Directory for the builds, runs, results.json, results.md and plots. [default: bench-out]", rich_help_panel="Output", metavar="DIR")] = None,
+    max_mb: Annotated[float | None, option("Use only the corpus' first documents, up to this many million characters (0: the whole corpus). [default: all]", rich_help_panel="Input")] = None,
+    heldout_fraction: Annotated[float | None, option("Share of documents held out for the common validation set. [default: 0.05]", rich_help_panel="Input")] = None,
+    text_column: Annotated[str | None, option("Text field of structured corpus files. [default: text]", rich_help_panel="Input", metavar="FIELD")] = None,
+    doc_sep: Annotated[Literal["line", "blank"] | None, option("In .txt files a document is a 'line' or a 'blank'-line separated paragraph. [default: line]", rich_help_panel="Input")] = None,
+    vocab_size: Annotated[int | None, option("Vocabulary of the one tokenizer both methods use. [default: 8000]", rich_help_panel="Build")] = None,
+    input_length: Annotated[int | None, option("Encoder input length after masking. [default: 128]", rich_help_panel="Build")] = None,
+    model: Annotated[str | None, option("Model preset or config.json, the same for both. [default: tiny]", rich_help_panel="Training", metavar="NAME|PATH")] = None,
+    steps: Annotated[int | None, option("Optimizer steps of each run. [default: 400]", rich_help_panel="Training")] = None,
+    eval_every: Annotated[int | None, option("Evaluate on the common validation set every N steps. [default: 50]", rich_help_panel="Training")] = None,
+    max_tokens_per_batch: Annotated[int | None, option("Padded effective tokens per step. [default: 8192]", rich_help_panel="Training")] = None,
+    seed: Annotated[int | None, option("Seed of the hold-out, masks, weights and batch plans. [default: 0]", rich_help_panel="Training")] = None,
+    out: Annotated[str | None, option("Directory for the builds, runs, results.json, results.md and plots. [default: bench-out]", rich_help_panel="Output", metavar="DIR")] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace a previous compare-methods result in --out, its build and run directories with all they hold. An --out holding anything else is refused, with or without it.", rich_help_panel="Output")] = False,
-    threads: Annotated[Optional[int], option("Torch CPU threads while training (0: torch's default). [default: 1; --full: 0]", rich_help_panel="Speed")] = None,
+    threads: Annotated[int | None, option("Torch CPU threads while training (0: torch's default). [default: 1; --full: 0]", rich_help_panel="Speed")] = None,
 ) -> None:
     """Text segmentation vs token splitting: build both from the same documents, train the same T5 on each,
     evaluate both on one held-out validation set, and write results.json, results.md and plots."""

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
 from mlmprep.cli import app
 from mlmprep.cli._util import HelpCommand, cli_errors
-
 
 VERIFY_EXAMPLES = """Examples:
 
@@ -23,11 +22,11 @@ VERIFY_EXAMPLES = """Examples:
 def verify(
     directory: Annotated[Path, typer.Argument(help="A directory written by mlmprep build.")],
     *,
-    sample: Annotated[Optional[int], typer.Option(help="Check this many random rows per split instead of every row.")] = None,
+    sample: Annotated[int | None, typer.Option(help="Check this many random rows per split instead of every row.")] = None,
 ) -> None:
     """Check every file's sha256, every split's rows and every row's invariants; exit 1 listing what is wrong."""
+    from mlmprep.build.verify import verify as run_verify
     from mlmprep.config import check_range
-    from mlmprep.verify import verify as run_verify
 
     if sample is not None:  # 0 rows would check nothing and say ok
         check_range("--sample", sample, low=1)

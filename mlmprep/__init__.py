@@ -1,7 +1,14 @@
 """mlmprep: pretraining data for T5- and BERT-style models.
 
-The stages of the data's way each live in their own module (corpus, clean, tokenize, windows, mask,
-write, load, batch, collate, train); `mlmprep.build.build` runs the first six end to end.
+The package follows the data's way, one room per stage:
+
+- `corpus/`  finds and reads corpus files and datasets into documents;
+- `build/`   cleans, tokenizes, cuts windows and masks them, on local processes or Ray (`build.run.build`);
+- `format/`  the on-disk format: writing and publishing splits, reading them back, the text summary;
+- `train/`   token-budget batching, collation, the model and the training loop (`train.loop.fit`);
+
+with what every stage shares at the top: `config` (the options), `errors`, `progress`, `tokenize`, and
+`compare`, which builds and trains both segmentation methods. The command line lives in `mlmprep.cli`.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.1.0"  # the one place: pyproject.toml reads it from here

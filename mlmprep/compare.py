@@ -25,15 +25,25 @@ from typing import Any, Literal
 
 import numpy as np
 
-from mlmprep.build import build, cleaned_documents
+from mlmprep.build.run import build, cleaned_documents
+from mlmprep.build.windows import MIN_ROW, segment_chars, text_segments
 from mlmprep.config import BuildConfig, TrainConfig, check_range, make_config, to_dict
-from mlmprep.corpus import open_corpus
+from mlmprep.corpus.documents import open_corpus
 from mlmprep.errors import CacheError, ConfigError, CorpusError
-from mlmprep.model import check_model_spec
-from mlmprep.numerics import Diverged
-from mlmprep.tokenize import WordTables, check_vocab_size, encode, load_tokenizer, special_ids, train_tokenizer, word_tables
-from mlmprep.windows import MIN_ROW, Rows, segment_chars, text_segments
-from mlmprep.write import check_output_path, iter_rows, write_json
+from mlmprep.format.publish import check_output_path
+from mlmprep.format.rows import Rows
+from mlmprep.format.write import iter_rows, write_json
+from mlmprep.tokenize import (
+    WordTables,
+    check_vocab_size,
+    encode,
+    load_tokenizer,
+    special_ids,
+    train_tokenizer,
+    word_tables,
+)
+from mlmprep.train.model import check_model_spec
+from mlmprep.train.numerics import Diverged
 
 METHODS = {"text": "text segmentation", "tokens": "token splitting"}
 COLORS = {"text": "#d6479b", "tokens": "#1f77b4"}
@@ -305,7 +315,7 @@ def train_arm(cfg: CompareConfig, method: str) -> dict:
     """Fit the model on one arm's build, evaluating on the common validation set; final figures and its curve."""
     import torch
 
-    from mlmprep.train import fit
+    from mlmprep.train.loop import fit
 
     train_cfg = arm_train_config(cfg, method)
     run = Path(train_cfg.out)

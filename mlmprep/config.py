@@ -373,7 +373,7 @@ def config_from(cls: type[C], config_file: str | None, cli_values: dict[str, Any
 @dataclass(frozen=True)
 class TrainConfig:
     """Everything `mlmprep train` needs. Saved in RUN/train_config.json and in every checkpoint, so that
-    `--resume` continues the same run; `mlmprep.checkpoint.RESUMABLE` lists what may change on resume."""
+    `--resume` continues the same run; `mlmprep.train.checkpoint.RESUMABLE` lists what may change on resume."""
 
     data: str = "mlmprep-data"  # a directory written by `mlmprep build`
     out: str = "runs/run"

@@ -1,4 +1,9 @@
-"""Errors a user can fix. The CLI prints each as one line and exits with code 2."""
+"""Errors a user can fix (the CLI prints each as one line and exits with code 2), and how a name is shown in them."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
 
 
 class MlmprepError(Exception):
@@ -19,3 +24,11 @@ class TokenizerError(MlmprepError):
 
 class CacheError(MlmprepError):
     """A build output directory that is missing, foreign, locked or built with other options."""
+
+def printable(path: str | Path) -> str:
+    """A path (or any text) as text that encodes as UTF-8, for JSON files and the summary: bytes of a name that
+    are not UTF-8 (which Python holds as lone surrogates) as \\xNN escapes, other lone surrogates as \\uXXXX."""
+    try:
+        return os.fsencode(path).decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a surrogate no file name decodes to
+        return os.fspath(path).encode("utf-8", "backslashreplace").decode("utf-8")

@@ -40,63 +40,63 @@ class Mutant(NamedTuple):
 
 MUTANTS = [
     # ------------------------------------------------------------ span corruption kernel
-    Mutant("floyd-range", "mlmprep/_kernels.py",  # Floyd draws from [0, j): the collision branch alone can take j
+    Mutant("floyd-range", "mlmprep/build/_kernels.py",  # Floyd draws from [0, j): the collision branch alone can take j
            "state, t = _bounded(state, j + 1)", "state, t = _bounded(state, j)",
            ("tests/test_mask_reference.py",)),
-    Mutant("floyd-collision-takes-neighbour", "mlmprep/_kernels.py",  # a collision takes t's free neighbour instead of j
+    Mutant("floyd-collision-takes-neighbour", "mlmprep/build/_kernels.py",  # a collision takes t's free neighbour instead of j
            "t = j if taken else t  #",
            "t = (t + 1 if t + 1 <= j and not (bits[(t + 1) >> 6] >> np.uint64((t + 1) & 63)) & ONE else j) if taken else t  #",
            ("tests/test_mask_reference.py",)),
-    Mutant("noise-first", "mlmprep/_kernels.py",  # interleave noise first, as if the spans were swapped
+    Mutant("noise-first", "mlmprep/build/_kernels.py",  # interleave noise first, as if the spans were swapped
            "spans[2 * k] = end_keep - prev_keep\n        spans[2 * k + 1] = end_noise - prev_noise",
            "spans[2 * k] = end_noise - prev_noise\n        spans[2 * k + 1] = end_keep - prev_keep",
            ("tests/test_mask.py",)),
-    Mutant("roll-half-row", "mlmprep/_kernels.py",  # the roll offset drawn from half the row
+    Mutant("roll-half-row", "mlmprep/build/_kernels.py",  # the roll offset drawn from half the row
            "state, offset = _bounded(state, length)", "state, offset = _bounded(state, (length + 1) // 2)",
            ("tests/test_mask_reference.py",)),
-    Mutant("roll-from-span-start", "mlmprep/_kernels.py",  # a roll inside a kept span starts at its beginning too
+    Mutant("roll-from-span-start", "mlmprep/build/_kernels.py",  # a roll inside a kept span starts at its beginning too
            "head = offset - start if j % 2 == 0 else 0", "head = 0",
            ("tests/test_mask_reference.py",)),
-    Mutant("row-stream-ignores-first-row", "mlmprep/_kernels.py",  # chunks restart the row streams
+    Mutant("row-stream-ignores-first-row", "mlmprep/build/_kernels.py",  # chunks restart the row streams
            "state = stream_key(seed, first_row + i)\n            state = _sorted_sample_pair",
            "state = stream_key(seed, i)\n            state = _sorted_sample_pair",
            ("tests/test_mask.py",)),
     # ------------------------------------------------------------ span and MLM arithmetic
-    Mutant("noise-count-floor", "mlmprep/mask.py",  # floor instead of T5's round
+    Mutant("noise-count-floor", "mlmprep/build/mask.py",  # floor instead of T5's round
            "noise = np.clip(np.rint(lengths * noise_density)", "noise = np.clip(np.floor(lengths * noise_density)",
            ("tests/test_mask_reference.py",)),
-    Mutant("spans-from-noise-only", "mlmprep/mask.py",  # spans = round(noise / mean), T5's original, not seed 000's
+    Mutant("spans-from-noise-only", "mlmprep/build/mask.py",  # spans = round(noise / mean), T5's original, not seed 000's
            "np.rint(np.minimum(noise, lengths - noise) / mean_span_length)", "np.rint(noise / mean_span_length)",
            ("tests/test_mask_reference.py",)),
-    Mutant("mlm-70-mask", "mlmprep/_kernels.py",  # 70/20/10 instead of 80/10/10
+    Mutant("mlm-70-mask", "mlmprep/build/_kernels.py",  # 70/20/10 instead of 80/10/10
            "    if r < 8:\n        inputs_out[p] = mask_id", "    if r < 7:\n        inputs_out[p] = mask_id",
            ("tests/test_mask_reference.py",)),
-    Mutant("mlm-random-may-be-special", "mlmprep/mask.py",  # random replacements drawn from the whole vocabulary
+    Mutant("mlm-random-may-be-special", "mlmprep/build/mask.py",  # random replacements drawn from the whole vocabulary
            "normal_ids = np.flatnonzero(~is_special).astype(np.int32)",
            "normal_ids = np.arange(vocab_size).astype(np.int32)",
            ("tests/test_mask.py",)),
-    Mutant("mlm-first-positions", "mlmprep/_kernels.py",  # the first m maskable tokens instead of a random m
+    Mutant("mlm-first-positions", "mlmprep/build/_kernels.py",  # the first m maskable tokens instead of a random m
            "state = _sorted_sample(state, n_groups, counts[i], bits, chosen)",
            "chosen[: counts[i]] = np.arange(counts[i])",
            ("tests/test_mask_reference.py",)),
     # ------------------------------------------------------------ build engine
-    Mutant("pool-per-call", "mlmprep/engine.py",  # a session's calls each start a pool (phase 2 re-forks, reloads)
+    Mutant("pool-per-call", "mlmprep/build/engine.py",  # a session's calls each start a pool (phase 2 re-forks, reloads)
            "    if engine in POOLS:  # inside a session", "    if False:  # inside a session",
            ("tests/test_engine.py",)),
-    Mutant("no-watch-on-workers", "mlmprep/engine.py",  # the driver trusts the executor to see every death
+    Mutant("no-watch-on-workers", "mlmprep/build/engine.py",  # the driver trusts the executor to see every death
            "            if not done and pool.lost_a_worker():", "            if False:",
            ("tests/test_engine.py",)),
-    Mutant("forkserver-skips-numba", "mlmprep/pipeline.py",  # every worker loads Numba itself in phase 2
+    Mutant("forkserver-skips-numba", "mlmprep/build/pipeline.py",  # every worker loads Numba itself in phase 2
            "if in_forkserver():  # load", "if False:  # load",
            ("tests/test_engine.py",)),
-    Mutant("driver-loads-numba", "mlmprep/mask.py",  # slot seeds through a kernel: Numba in the driver at the barrier
+    Mutant("driver-loads-numba", "mlmprep/build/mask.py",  # slot seeds through a kernel: Numba in the driver at the barrier
            '    with np.errstate(over="ignore"):\n        return int(stream_key(',
            '    from mlmprep import _kernels\n\n    _kernels.warm_up()\n    with np.errstate(over="ignore"):\n        return int(stream_key(',
            ("tests/test_engine.py",)),
     Mutant("cli-starts-workers-late", "cli/build.py",  # the forkserver starts after the pipeline's imports
            "    if not STARTED_EARLY:  # else start_workers_before_parsing has done it, from the same options\n"
-           "        start_workers_early(cfg)\n    from mlmprep.build import build as run_build\n",
-           "    from mlmprep.build import build as run_build\n    if not STARTED_EARLY:\n        start_workers_early(cfg)\n",
+           "        start_workers_early(cfg)\n    from mlmprep.build.run import build as run_build\n",
+           "    from mlmprep.build.run import build as run_build\n    if not STARTED_EARLY:\n        start_workers_early(cfg)\n",
            ("tests/test_engine.py",)),
     Mutant("cli-starts-workers-after-parsing", "cli/__init__.py",  # no early start: the server waits for typer
            '    if sys.argv[1:2] == ["build"]:', '    if False:',
@@ -107,51 +107,51 @@ MUTANTS = [
     Mutant("early-start-ignores-config-file", "cli/build.py",  # a config file's workers/engine not waited for
            '    if options.keys() & {"--help", "--config", "--dataset"}:', '    if options.keys() & {"--help", "--dataset"}:',
            ("tests/test_cli_build.py",)),
-    Mutant("then-behind-the-queued-tasks", "mlmprep/engine.py",  # tasks made ready wait behind the first phase
+    Mutant("then-behind-the-queued-tasks", "mlmprep/build/engine.py",  # tasks made ready wait behind the first phase
            "                queue.extendleft(reversed(finished(futures[future], results[futures[future]])))",
            "                queue.extend(finished(futures[future], results[futures[future]]))",
            ("tests/test_engine.py",)),
-    Mutant("then-last-in-process", "mlmprep/engine.py",  # in-process too
+    Mutant("then-last-in-process", "mlmprep/build/engine.py",  # in-process too
            "            queue.extendleft(reversed(ready))", "            queue.extend(ready)",
            ("tests/test_engine.py",)),
-    Mutant("shard-let-go-with-the-token-a-file-needs", "mlmprep/build.py",  # the token before a file's first window
+    Mutant("shard-let-go-with-the-token-a-file-needs", "mlmprep/build/run.py",  # the token before a file's first window
            "start = max(0, rows * self.layout.content_length - 1) if", "start = rows * self.layout.content_length if",
            ("tests/test_sharded.py",)),
-    Mutant("shards-kept-to-the-end", "mlmprep/build.py",  # staging holds every shard until the build ends
+    Mutant("shards-kept-to-the-end", "mlmprep/build/run.py",  # staging holds every shard until the build ends
            "                        layout.staged(f\"shard-{shard:06d}.{suffix}\").unlink(missing_ok=True)",
            "                        pass",
            ("tests/test_sharded.py",)),
-    Mutant("driver-takes-what-the-workers-leave", "mlmprep/engine.py",  # the driver keeps reading once they are up
+    Mutant("driver-takes-what-the-workers-leave", "mlmprep/build/engine.py",  # the driver keeps reading once they are up
            "            while in_driver is not None and not pressed and submitter.is_alive():",
            "            while in_driver is not None and not pressed:",
            ("tests/test_engine.py",)),
-    Mutant("ray-gets-every-task-at-once", "mlmprep/engine.py",  # --workers 0 on Ray: no cap, writes behind reads
+    Mutant("ray-gets-every-task-at-once", "mlmprep/build/engine.py",  # --workers 0 on Ray: no cap, writes behind reads
            "limit = RAY_AHEAD_PER_CPU * max(1, int(ray.cluster_resources().get(\"CPU\", 1)))",
            "limit = len(calls) + 1",
            ("tests/test_ray.py",)),
-    Mutant("driver-helps-from-the-front", "mlmprep/engine.py",  # the driver takes the tasks the workers take first
+    Mutant("driver-helps-from-the-front", "mlmprep/build/engine.py",  # the driver takes the tasks the workers take first
            "                    bounds[1] -= 1\n                    index = bounds[1]\n",
            "                    index = bounds[0]\n                    bounds[0] += 1\n",
            ("tests/test_engine.py",)),
-    Mutant("driver-threads-per-worker", "mlmprep/build.py",  # the driver tokenizes on one worker's --threads
+    Mutant("driver-threads-per-worker", "mlmprep/build/run.py",  # the driver tokenizes on one worker's --threads
            "min(threads * engine.processes(1 << 30), len(", "min(threads, len(",
            ("tests/test_engine.py",)),
-    Mutant("driver-ignores-ctrl-c", "mlmprep/engine.py",  # the driver goes on reading shards after a Ctrl-C
+    Mutant("driver-ignores-ctrl-c", "mlmprep/build/engine.py",  # the driver goes on reading shards after a Ctrl-C
            "            while in_driver is not None and not pressed and submitter.is_alive():\n",
            "            while in_driver is not None and submitter.is_alive():\n",
            ("tests/test_engine.py",)),
     Mutant("workers-rerun-the-script", "cli/__init__.py",  # each worker imports the whole CLI again at its start
            "    as_package_main()\n    if sys.argv", "    if sys.argv", ("tests/test_engine.py",)),
-    Mutant("files-wait-for-every-shard", "mlmprep/build.py",  # phase 2 starts only once phase 1 is over
+    Mutant("files-wait-for-every-shard", "mlmprep/build/run.py",  # phase 2 starts only once phase 1 is over
            "        while self.needs(len(self.tasks) + 1) <= self.offsets[-1]:\n",
            "        while False:\n", ("tests/test_sharded.py",)),
-    Mutant("file-without-the-token-after-it", "mlmprep/build.py",  # a file made before its last cut is known
+    Mutant("file-without-the-token-after-it", "mlmprep/build/run.py",  # a file made before its last cut is known
            "return rows * self.layout.content_length + 1 if", "return rows * self.layout.content_length if",
            ("tests/test_sharded.py",)),
-    Mutant("shards-counted-past-a-gap", "mlmprep/build.py",  # a shard still running counts as empty
+    Mutant("shards-counted-past-a-gap", "mlmprep/build/run.py",  # a shard still running counts as empty
            "self.sizes[len(self.offsets) - 1] is not None:", "True:\n            self.sizes = [x or 0 for x in self.sizes]\n            if False:",
            ("tests/test_sharded.py",)),
-    Mutant("then-after-the-whole-phase", "mlmprep/engine.py",  # tasks made ready wait for every first-phase result
+    Mutant("then-after-the-whole-phase", "mlmprep/build/engine.py",  # tasks made ready wait for every first-phase result
            "        top_up()\n        while pending:\n"
            "            done, pending = wait(pending, timeout=WATCH_S, return_when=FIRST_COMPLETED)\n"
            "            drain(pool.started, running)\n"
@@ -167,46 +167,46 @@ MUTANTS = [
            "                results[futures[future]] = future.result()\n"
            "                held += finished(futures[future], results[futures[future]])\n",
            ("tests/test_engine.py",)),
-    Mutant("driver-tokenizer-reloaded", "mlmprep/build.py",  # the driver loads the staged tokenizer again
+    Mutant("driver-tokenizer-reloaded", "mlmprep/build/run.py",  # the driver loads the staged tokenizer again
            '        adopt_tokenizer(stage / "tokenizer.json", tok)', "        pass",
            ("tests/test_sharded.py",)),
-    Mutant("workers-load-the-given-tokenizer", "mlmprep/pipeline.py",  # the forkserver does not preload it
+    Mutant("workers-load-the-given-tokenizer", "mlmprep/build/pipeline.py",  # the forkserver does not preload it
            "        preload_tokenizer(os.environ[engine.PRELOAD_TOKENIZER])", "        pass",
            ("tests/test_engine.py",)),
-    Mutant("preloaded-tokenizer-for-any-build", "mlmprep/pipeline.py",  # a worker takes it whatever was staged
+    Mutant("preloaded-tokenizer-for-any-build", "mlmprep/build/pipeline.py",  # a worker takes it whatever was staged
            "PRELOADED.get(hashlib.sha256(path.read_bytes()).hexdigest())", "next(iter(PRELOADED.values()))",
            ("tests/test_engine.py",)),
     Mutant("tokenizer-file-truncates", "mlmprep/tokenize.py",  # the tokenizer file's truncation reaches the data
            "    tok.no_truncation()\n    tok.encode_special_tokens", "    tok.encode_special_tokens",
            ("tests/test_data_fixes.py",)),
     # ------------------------------------------------------------ reading text files
-    Mutant("block-keeps-crlf-cr", "mlmprep/readers.py",  # a CRLF line keeps its "\r" when its block decodes whole
+    Mutant("block-keeps-crlf-cr", "mlmprep/corpus/readers.py",  # a CRLF line keeps its "\r" when its block decodes whole
            '            lines = [line.removesuffix("\\r") for line in lines]', "            pass",
            ("tests/test_corpus.py",)),
-    Mutant("range-reads-past-its-end", "mlmprep/readers.py",  # a byte range reads on to the end of the file
+    Mutant("range-reads-past-its-end", "mlmprep/corpus/readers.py",  # a byte range reads on to the end of the file
            "        while end is None or offset < end:", "        while True:",
            ("tests/test_corpus.py",)),
-    Mutant("block-cuts-its-last-line", "mlmprep/readers.py",  # a line crossing a block's end is cut in two
+    Mutant("block-cuts-its-last-line", "mlmprep/corpus/readers.py",  # a line crossing a block's end is cut in two
            "                block += f.readline()", "                pass",
            ("tests/test_corpus.py",)),
-    Mutant("block-drops-unended-last-line", "mlmprep/readers.py",  # a file's last line without a line end is lost
+    Mutant("block-drops-unended-last-line", "mlmprep/corpus/readers.py",  # a file's last line without a line end is lost
            "        if last:\n            lines.append(last)", "        pass",
            ("tests/test_corpus.py",)),
-    Mutant("bad-block-offsets-off-by-one", "mlmprep/readers.py",  # line offsets in a bad block skip the line ends
+    Mutant("bad-block-offsets-off-by-one", "mlmprep/corpus/readers.py",  # line offsets in a bad block skip the line ends
            "ends.append(ends[-1] + len(raw) + 1)", "ends.append(ends[-1] + len(raw))",
            ("tests/test_corpus.py",)),
-    Mutant("astral-scan-skipped", "mlmprep/clean.py",  # texts with astral characters scanned as if they had none
+    Mutant("astral-scan-skipped", "mlmprep/build/clean.py",  # texts with astral characters scanned as if they had none
            'return not text.isascii() and len(text.encode("utf-16-le", "surrogatepass")) != 2 * len(text)',
            "return False", ("tests/test_clean.py",)),
-    Mutant("one-astral-character-missed", "mlmprep/clean.py",  # a text with a single astral character looks BMP-only
+    Mutant("one-astral-character-missed", "mlmprep/build/clean.py",  # a text with a single astral character looks BMP-only
            'return not text.isascii() and len(text.encode("utf-16-le", "surrogatepass")) != 2 * len(text)',
            'return not text.isascii() and len(text.encode("utf-16-le", "surrogatepass")) > 2 * len(text) + 2',
            ("tests/test_clean.py",)),
     # ------------------------------------------------------------ windows, segments, read-ahead
-    Mutant("windows-stop-at-shard-end", "mlmprep/pipeline.py",  # a window crossing shards loses the next one's head
+    Mutant("windows-stop-at-shard-end", "mlmprep/build/pipeline.py",  # a window crossing shards loses the next one's head
            "parts.append(piece[a - base : b - base])", "parts.append(piece[a - base : b - base])\n        break",
            ("tests/test_sharded.py",)),
-    Mutant("segments-quadratic", "mlmprep/windows.py",  # re-slice the rest of the text after every segment
+    Mutant("segments-quadratic", "mlmprep/build/windows.py",  # re-slice the rest of the text after every segment
            "segment, pos = buffer[pos : pos + chars], pos + chars",
            "segment, buffer = buffer[:chars], buffer[chars:]",
            ("tests/test_windows.py",)),
@@ -214,126 +214,126 @@ MUTANTS = [
            "q: queue.Queue = queue.Queue(maxsize=depth)", "q: queue.Queue = queue.Queue()",
            ("tests/test_progress.py",)),
     # ------------------------------------------------------------ batching and collation
-    Mutant("cost-ignores-alpha", "mlmprep/batch.py",  # decoder tokens cost as much as encoder ones
+    Mutant("cost-ignores-alpha", "mlmprep/train/batch.py",  # decoder tokens cost as much as encoder ones
            "return float(len(rows) * enc + budget.alpha * len(rows) * dec)", "return float(len(rows) * (enc + dec))",
            ("tests/test_batch.py", "tests/test_train_options.py")),
-    Mutant("collate-no-pad-multiple", "mlmprep/collate.py",  # widths not rounded up to the multiple
+    Mutant("collate-no-pad-multiple", "mlmprep/train/collate.py",  # widths not rounded up to the multiple
            "width = -(-width // self.pad_to_multiple_of) * self.pad_to_multiple_of", "width = width",
            ("tests/test_collate.py", "tests/test_train_options.py")),
     # ------------------------------------------------------------ trainer options
-    Mutant("adafactor-is-adamw", "mlmprep/train.py",  # --optimizer adafactor silently trains with AdamW
+    Mutant("adafactor-is-adamw", "mlmprep/train/loop.py",  # --optimizer adafactor silently trains with AdamW
            'if cfg.optimizer == "adafactor":', 'if cfg.optimizer == "adafactor-never":',
            ("tests/test_train_options.py::test_adafactor_is_adafactor",)),
-    Mutant("max-encoder-len-ignored", "mlmprep/train.py",
+    Mutant("max-encoder-len-ignored", "mlmprep/train/loop.py",
            "max_encoder_len=cfg.max_encoder_len,", "max_encoder_len=None,",
            ("tests/test_train_options.py",)),
-    Mutant("lr-schedule-not-applied", "mlmprep/train.py",  # the optimizer keeps the peak lr
+    Mutant("lr-schedule-not-applied", "mlmprep/train/loop.py",  # the optimizer keeps the peak lr
            'group["lr"] = lr\n', 'group["lr"] = cfg.lr\n',
            ("tests/test_train_options.py",)),
-    Mutant("weight-decay-ignored", "mlmprep/train.py",
+    Mutant("weight-decay-ignored", "mlmprep/train/loop.py",
            '"weight_decay": cfg.weight_decay}', '"weight_decay": 0.0}',
            ("tests/test_train_options.py",)),
-    Mutant("betas-ignored", "mlmprep/train.py",
+    Mutant("betas-ignored", "mlmprep/train/loop.py",
            "betas=(cfg.beta1, cfg.beta2)", "betas=(0.9, 0.999)",
            ("tests/test_train_options.py",)),
-    Mutant("grad-clip-ignored", "mlmprep/train.py",
+    Mutant("grad-clip-ignored", "mlmprep/train/loop.py",
            "grad_norm(params, cfg.grad_clip)", "grad_norm(params, 0.0)",
            ("tests/test_train_options.py",)),
-    Mutant("budget-ignores-alpha", "mlmprep/train.py",  # the plan's budget keeps the default alpha
+    Mutant("budget-ignores-alpha", "mlmprep/train/loop.py",  # the plan's budget keeps the default alpha
            "Budget(cfg.max_tokens_per_batch, limits.tokens, limits.examples, alpha=cfg.alpha,",
            "Budget(cfg.max_tokens_per_batch, limits.tokens, limits.examples, alpha=2.0,",
            ("tests/test_train_options.py",)),
-    Mutant("resume-in-eval-mode", "mlmprep/train.py",  # dropout off after a resume (the bug fixed in 7c2f18a)
+    Mutant("resume-in-eval-mode", "mlmprep/train/loop.py",  # dropout off after a resume (the bug fixed in 7c2f18a)
            "    model.train()  # from_pretrained", "    pass  # from_pretrained",
            ("tests/test_train_options.py::test_resume_with_dropout_is_exact",)),
     # ------------------------------------------------------------ checkpoints and resume
-    Mutant("rng-not-restored", "mlmprep/checkpoint.py",  # resume reseeds instead of restoring the RNG
+    Mutant("rng-not-restored", "mlmprep/train/checkpoint.py",  # resume reseeds instead of restoring the RNG
            "set_rng_state(torch.load(path / \"rng.pt\", weights_only=True)[rank])",
            "torch.manual_seed(0)",
            ("tests/test_train_options.py::test_resume_with_dropout_is_exact",)),
-    Mutant("rng-of-rank-0", "mlmprep/checkpoint.py",  # every rank restores rank 0's RNG
+    Mutant("rng-of-rank-0", "mlmprep/train/checkpoint.py",  # every rank restores rank 0's RNG
            "set_rng_state(torch.load(path / \"rng.pt\", weights_only=True)[rank])",
            "set_rng_state(torch.load(path / \"rng.pt\", weights_only=True)[0])",
            ("tests/test_ddp.py::test_ddp_resume_with_dropout_is_exact",)),
-    Mutant("checkpoint-in-place", "mlmprep/checkpoint.py",  # written under its real name, no rename
+    Mutant("checkpoint-in-place", "mlmprep/train/checkpoint.py",  # written under its real name, no rename
            'tmp = run / f".{PREFIX}{step}.tmp"', "tmp = final",
            ("tests/test_train_options.py::test_sigkill_while_writing_a_checkpoint_resumes_from_the_last_whole_one",)),
-    Mutant("keep-one-more-checkpoint", "mlmprep/checkpoint.py",
+    Mutant("keep-one-more-checkpoint", "mlmprep/train/checkpoint.py",
            "for old in checkpoints(run)[: -cfg.keep_checkpoints]:", "for old in checkpoints(run)[: -cfg.keep_checkpoints - 1]:",
            ("tests/test_train.py",)),
     # ------------------------------------------------------------ build output directory
-    Mutant("out-link-replaced", "mlmprep/write.py",  # a link --out is not resolved: the build replaces the link
+    Mutant("out-link-replaced", "mlmprep/format/publish.py",  # a link --out is not resolved: the build replaces the link
            "return Path(os.path.realpath(given or \".\"))", "return Path(os.path.abspath(given or \".\"))",
            ("tests/test_cli_build.py::test_an_out_that_is_a_symbolic_link_is_written_through",)),
-    Mutant("foreign-manifest-replaced", "mlmprep/write.py",  # any manifest.json counts as a build, so --force deletes it
+    Mutant("foreign-manifest-replaced", "mlmprep/format/publish.py",  # any manifest.json counts as a build, so --force deletes it
            'if not isinstance(manifest, dict) or not {"format_version", "mlmprep_version"} <= manifest.keys():',
            "if manifest is None:",
            ("tests/test_cli_build.py::test_a_directory_whose_manifest_is_not_mlmprep_s_is_never_replaced",)),
-    Mutant("verify-trusts-manifest-types", "mlmprep/verify.py",  # an edited manifest field gives a traceback
+    Mutant("verify-trusts-manifest-types", "mlmprep/build/verify.py",  # an edited manifest field gives a traceback
            "    if problems := shape_problems(manifest):", "    if problems := []:",
            ("tests/test_verify.py::test_a_manifest_that_contradicts_its_tokenizer_options_or_json_is_reported",)),
-    Mutant("format-version-ignored", "mlmprep/write.py",  # a newer format with the same options is "up to date"
+    Mutant("format-version-ignored", "mlmprep/format/publish.py",  # a newer format with the same options is "up to date"
            "differences = [] if manifest[\"format_version\"] == FORMAT_VERSION else [", "differences = [] if True else [",
            ("tests/test_cli_build.py::test_a_build_in_another_format_version_is_never_taken_as_up_to_date",)),
-    Mutant("out-parents-left", "mlmprep/write.py",  # a failed build leaves the directories it made for --out
+    Mutant("out-parents-left", "mlmprep/format/publish.py",  # a failed build leaves the directories it made for --out
            "made = [p for p in Path(out).parents if not os.path.lexists(p)]", "made = []",
            ("tests/test_cli_build.py::test_a_failed_build_leaves_no_directory_it_made_for_out",)),
-    Mutant("out-inside-corpus", "mlmprep/build.py",  # an --out inside a corpus directory is accepted
+    Mutant("out-inside-corpus", "mlmprep/build/run.py",  # an --out inside a corpus directory is accepted
            "    check_outside_corpus(out, cfg.corpus)\n", "",
            ("tests/test_cli_build.py::test_an_out_inside_a_corpus_directory_is_refused",)),
-    Mutant("worker-named-semaphores", "mlmprep/engine.py",  # Numba's lock in a killed worker: the tracker warns
+    Mutant("worker-named-semaphores", "mlmprep/build/engine.py",  # Numba's lock in a killed worker: the tracker warns
            '    multiprocessing.set_start_method("fork", force=True)\n', "",
            ("tests/test_engine.py::test_a_worker_killed_after_masking_leaves_the_resource_tracker_nothing_to_warn_about",)),
     # ------------------------------------------------------------ corpus and options
-    Mutant("string-column-undecoded", "mlmprep/readers.py",  # invalid UTF-8 in a string column fails the build
+    Mutant("string-column-undecoded", "mlmprep/corpus/readers.py",  # invalid UTF-8 in a string column fails the build
            "return array.cast(pa.large_binary()).to_pylist()", "raise",
            ("tests/test_corpus.py::test_invalid_utf8_in_a_string_column_follows_the_decode_policy",)),
     Mutant("ignored-option-accepted", "mlmprep/config.py",  # --whole-word with span: a build different in name only
            "        self.check_applies()\n", "",
            ("tests/test_cli_errors.py::test_an_option_the_objective_or_engine_ignores_is_refused",)),
-    Mutant("fifo-read", "mlmprep/sources.py",  # a named pipe as corpus blocks the build
+    Mutant("fifo-read", "mlmprep/corpus/sources.py",  # a named pipe as corpus blocks the build
            "        elif not path.is_file():", "        elif False:",
            ("tests/test_corpus.py::test_bad_sources_name_the_path_and_the_fix",)),
     # ------------------------------------------------------------ remask and inspect of damaged builds
-    Mutant("remask-unchecked-windows", "mlmprep/pipeline.py",  # masks of changed windows would look sound
+    Mutant("remask-unchecked-windows", "mlmprep/build/pipeline.py",  # masks of changed windows would look sound
            "if problem := file_problem(path, task.record):", "if problem := None:",
            ("tests/test_damaged_builds.py",)),
     Mutant("inspect-unchecked-split", "cli/build.py",  # a split with a missing file: a traceback
            "        check_split_files(directory, manifest, split)\n", "        pass\n",
            ("tests/test_damaged_builds.py",)),
-    Mutant("remask-keeps-ignored-options", "mlmprep/build.py",  # an older build's stored whole_word under span
+    Mutant("remask-keeps-ignored-options", "mlmprep/build/run.py",  # an older build's stored whole_word under span
            'BuildConfig.used(manifest["config"])', 'manifest["config"]',
            ("tests/test_sharded.py::test_a_build_that_stored_an_option_its_objective_ignores_still_remasks",)),
-    Mutant("arrow-damage-traceback", "mlmprep/write.py",  # a damaged data file header: a traceback, not one line
+    Mutant("arrow-damage-traceback", "mlmprep/format/write.py",  # a damaged data file header: a traceback, not one line
            "    except (pa.ArrowInvalid, OSError) as exc:\n        raise damaged(", "    except ZeroDivisionError as exc:\n        raise damaged(",
            ("tests/test_damaged_builds.py",)),
-    Mutant("run-written-before-the-data-opens", "mlmprep/train.py",  # a damaged build leaves a RUN behind
+    Mutant("run-written-before-the-data-opens", "mlmprep/train/loop.py",  # a damaged build leaves a RUN behind
            "    split, plan = epoch_plan(cfg, world, epoch, n_seeds)\n    if world.main:\n        run.mkdir(parents=True, exist_ok=True)",
            "    if world.main:\n        run.mkdir(parents=True, exist_ok=True)\n    split, plan = epoch_plan(cfg, world, epoch, n_seeds)",
            ("tests/test_damaged_builds.py::test_training_refuses_a_data_file_with_a_damaged_header_in_one_line",)),
-    Mutant("resume-reads-the-new-seed-count", "mlmprep/train.py",  # a remask changes a stopped run's later epochs
+    Mutant("resume-reads-the-new-seed-count", "mlmprep/train/loop.py",  # a remask changes a stopped run's later epochs
            "        n_seeds = resumed_seeds(cfg, world, n_seeds, saved)", "        pass",
            ("tests/test_train.py::test_a_remask_between_stop_and_resume_leaves_the_run_on_the_seeds_it_started_with",)),
-    Mutant("resume-on-other-data", "mlmprep/train.py",  # a resume trains on whatever build DATA names
+    Mutant("resume-on-other-data", "mlmprep/train/loop.py",  # a resume trains on whatever build DATA names
            "        check_same_data(cfg, saved, data_digest(manifest, n_seeds))\n", "",
            ("tests/test_train_ux.py::test_resume_on_other_data_is_refused_and_a_moved_copy_of_the_same_data_resumes",)),
-    Mutant("train-collates-any-token-id", "mlmprep/train.py",  # a damaged id reaches the embedding
+    Mutant("train-collates-any-token-id", "mlmprep/train/loop.py",  # a damaged id reaches the embedding
            "                        vocab_size=tok[\"vocab_size\"])", "                        )",
            ("tests/test_damaged_builds.py",)),
-    Mutant("remask-leaves-published-splits", "mlmprep/build.py",  # an interrupted remask leaves unlisted seed-k
+    Mutant("remask-leaves-published-splits", "mlmprep/build/run.py",  # an interrupted remask leaves unlisted seed-k
            "                    shutil.rmtree(path, ignore_errors=True)", "                    pass",
            ("tests/test_damaged_builds.py::test_a_remask_stopped_while_publishing_takes_back_the_splits_it_published",)),
-    Mutant("optimizer-state-not-restored", "mlmprep/checkpoint.py",
+    Mutant("optimizer-state-not-restored", "mlmprep/train/checkpoint.py",
            "optimizer.load_state_dict(torch.load(path / \"optimizer.pt\"", "(torch.load(path / \"optimizer.pt\"",
            ("tests/test_train.py", "tests/test_train_options.py")),
-    Mutant("unreachable-input-length-accepted", "mlmprep/mask.py",  # exact windows silently one token short
+    Mutant("unreachable-input-length-accepted", "mlmprep/build/mask.py",  # exact windows silently one token short
            "    if enc[0] != input_length:\n", "    if enc[0] > input_length:\n",
            ("tests/test_mask.py", "tests/test_cli_errors.py")),
     Mutant("long-document-cut-before-any-whitespace", "mlmprep/tokenize.py",  # a T5 tokenizer's extra '▁' at a cut
            "        cut = clean_cut(text, start + 1, start + size)\n", "        cut = -1\n", ("tests/test_build.py",)),
-    Mutant("verify-trusts-the-manifest-tokenizer-ids", "mlmprep/verify.py",  # pad_id 7 in the manifest: train crashes
+    Mutant("verify-trusts-the-manifest-tokenizer-ids", "mlmprep/build/verify.py",  # pad_id 7 in the manifest: train crashes
            "        if record.get(key) != value:\n", "        if False:\n", ("tests/test_verify.py",)),
-    Mutant("verify-trusts-window-lengths", "mlmprep/verify.py",
+    Mutant("verify-trusts-window-lengths", "mlmprep/build/verify.py",
            "        check_window_lengths(windows_name, manifest, windows[\"tokens\"], report)\n", "", ("tests/test_verify.py",)),
     Mutant("text-spelling-eos-gets-its-id", "mlmprep/tokenize.py",  # "</s>" in a corpus: an EOS masked as noise
            "    if spelled_specials(tok)[flat].any():", "    if False:", ("tests/test_build.py",)),
@@ -345,7 +345,7 @@ MUTANTS = [
            ("tests/test_compare.py",)),
     Mutant("compare-force-without-set-aside", "mlmprep/compare.py",  # a failed --force run loses the old result
            "        set_aside(out, previous)\n", "", ("tests/test_compare.py",)),
-    Mutant("segment-chars-off-by-four", "mlmprep/windows.py",  # segments of (input_length - 1) * 4 characters
+    Mutant("segment-chars-off-by-four", "mlmprep/build/windows.py",  # segments of (input_length - 1) * 4 characters
            "    return (input_length - 2) * 4", "    return (input_length - 1) * 4",
            ("tests/test_windows.py", "tests/test_sharded.py")),
     Mutant("compare-methods-replaces-a-foreign-out", "mlmprep/compare.py",  # a user's notes.txt deleted

@@ -7,7 +7,7 @@ import json
 
 import numpy as np
 
-from mlmprep.adapt import Adapter, Limits, regime_of
+from mlmprep.train.adapt import Adapter, Limits, regime_of
 
 USER = Limits(examples=28, tokens=4096)
 

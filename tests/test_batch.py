@@ -8,7 +8,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mlmprep.batch import (
+from mlmprep.errors import ConfigError
+from mlmprep.train.batch import (
     Budget,
     TokenBudgetBatchSampler,
     padded_cost,
@@ -16,7 +17,6 @@ from mlmprep.batch import (
     plan_stats,
     split_microbatches,
 )
-from mlmprep.errors import ConfigError
 
 
 def text_lengths(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

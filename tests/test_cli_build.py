@@ -16,10 +16,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from conftest import tiny_documents
 from typer.testing import CliRunner
 
 import mlmprep
-from conftest import tiny_documents
 
 # ----------------------------------------------------------------------------------------------- helpers
 
@@ -204,7 +204,7 @@ def test_the_early_start_acts_only_on_a_command_line_it_is_sure_of(tmp_path, mon
     from mlmprep.cli.build import start_workers_before_parsing
 
     calls: list = []
-    monkeypatch.setattr("mlmprep.engine.prestart", lambda *args: calls.append(args))
+    monkeypatch.setattr("mlmprep.build.engine.prestart", lambda *args: calls.append(args))
     monkeypatch.setattr("mlmprep.cli.build.STARTED_EARLY", False)
 
     def started(*args) -> list:
@@ -219,7 +219,7 @@ def test_the_early_start_acts_only_on_a_command_line_it_is_sure_of(tmp_path, mon
     assert not build.STARTED_EARLY  # so the build command starts the workers itself
     [(engine, size, shard_bytes, module, tok)] = started(tiny_corpus, "--tokenizer", "t.json", "--workers", "3",
                                                           "--shard-bytes", "5000", "--out", out)
-    assert (engine.workers, size, shard_bytes, module, tok) == (3, tiny_corpus.stat().st_size, 5000, "mlmprep.pipeline", "t.json")
+    assert (engine.workers, size, shard_bytes, module, tok) == (3, tiny_corpus.stat().st_size, 5000, "mlmprep.build.pipeline", "t.json")
     assert build.STARTED_EARLY  # the build command need not read the corpus's sizes again
     assert started("--seeds", "4") == []  # the built-in sample
     assert started(tiny_corpus, "--workers", "two") == [] and started(tiny_corpus, "--workers", "-1") == []
@@ -456,7 +456,8 @@ def test_a_trained_tokenizer_is_identical_across_processes(tmp_path, tiny_corpus
 
 def test_the_summary_calls_an_empty_validation_split_masked_not_windows(tmp_path, tiny_corpus, tok):
     from conftest import build_tiny
-    from mlmprep.report import build_summary
+
+    from mlmprep.format.report import build_summary
 
     out = build_tiny(tmp_path / "data", tiny_corpus, tok, validation_fraction=0.0)
     lines = {line.split()[0]: line for line in build_summary(out, manifest(out)).splitlines() if line[:1].isalpha()}
@@ -467,7 +468,7 @@ def test_the_summary_calls_an_empty_validation_split_masked_not_windows(tmp_path
 
 def test_the_summary_lists_splits_in_build_order_whether_built_now_or_read_from_disk(tmp_path, tiny_corpus, tok):
     """The manifest on disk has its keys sorted as text (seed-10 before seed-2); the table keeps one order."""
-    from mlmprep.report import build_summary
+    from mlmprep.format.report import build_summary
 
     out = tmp_path / "data"
     result = cli(*build_args(tiny_corpus, out, tok, "--seeds", "11"))

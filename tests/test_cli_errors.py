@@ -9,7 +9,6 @@ import os
 from pathlib import Path
 
 import pytest
-
 from test_cli_build import assert_refused, cli, leftovers, run_many
 
 CAN_PROBE = os.path.isdir("/proc") and os.path.isdir("/sys")
@@ -277,8 +276,9 @@ def test_workers_far_beyond_the_cores_are_refused_on_the_local_engine_only(tmp_p
     """--workers 100000 would start that many tokenizer processes; Ray's --workers counts tasks in flight."""
     import os
 
-    from mlmprep.config import BuildConfig
     from test_cli_build import assert_refused, cli
+
+    from mlmprep.config import BuildConfig
 
     limit = max(64, 8 * len(os.sched_getaffinity(0)))
     result = cli("build", tiny_corpus, "--out", tmp_path / "out", "--tokenizer", tok, "--workers", str(limit + 1))

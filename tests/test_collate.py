@@ -8,9 +8,9 @@ import pytest
 import torch
 from fakes import write_fake_build
 
-from mlmprep.collate import Collator
 from mlmprep.errors import ConfigError
-from mlmprep.load import open_epoch
+from mlmprep.format.load import open_epoch
+from mlmprep.train.collate import Collator
 
 S0, S1 = 99, 98  # sentinels <extra_id_0>, <extra_id_1> in these hand-written rows; 1 is </s>, 0 <pad>
 SPAN_ROWS = [

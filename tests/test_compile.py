@@ -15,13 +15,13 @@ import torch
 from fakes import write_fake_build
 from safetensors.torch import load_file
 
-import mlmprep.speed as speed
-from mlmprep.batch import Budget, split_microbatches
-from mlmprep.collate import Collator
+import mlmprep.train.speed as speed
 from mlmprep.config import TrainConfig
-from mlmprep.load import open_epoch, read_manifest
-from mlmprep.model import build_model
-from mlmprep.train import World, accumulate, fit, make_forward
+from mlmprep.format.load import open_epoch, read_manifest
+from mlmprep.train.batch import Budget, split_microbatches
+from mlmprep.train.collate import Collator
+from mlmprep.train.loop import World, accumulate, fit, make_forward
+from mlmprep.train.model import build_model
 
 CUDA = torch.cuda.is_available()
 pytestmark = pytest.mark.skipif(not (CUDA or os.environ.get("MLMPREP_COMPILE_TESTS")),
@@ -87,7 +87,7 @@ def test_compiled_run_resumes_exactly_and_says_when_it_compiles(tmp_path, span_d
 def test_compiled_out_of_memory_retry_matches_a_run_without(tmp_path, span_data, monkeypatch):
     tries = []
     monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)  # the retry regroups the sums: TF32's
-    monkeypatch.setattr("mlmprep.train.setup_device", lambda device: None)  # 1e-3 would show through AdamW
+    monkeypatch.setattr("mlmprep.train.loop.setup_device", lambda device: None)  # 1e-3 would show through AdamW
 
     def hook(step, k, rows, padding):
         tries.append((step, k))
@@ -117,7 +117,7 @@ def test_two_compiled_ranks_end_equal_with_the_full_batch_gradient(tmp_path):
     cfg = TrainConfig(data=str(data), out=str(tmp_path / "run"), max_tokens_per_batch=1024, max_tokens_per_microbatch=256,
                       max_examples_per_microbatch=8, warmup_steps=2, eval_every=0, log_every=1, max_steps=3,
                       compile=True)
-    worker = "import mlmprep.speed\nmlmprep.speed.BACKEND = 'aot_eager'\n" + WORKER  # the ranks run on the CPU
+    worker = "import mlmprep.train.speed\nmlmprep.speed.BACKEND = 'aot_eager'\n" + WORKER  # the ranks run on the CPU
     (tmp_path / "worker.py").write_text(worker)
     command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
                "--master_port", str(free_port()), str(tmp_path / "worker.py"), json.dumps(to_dict(cfg)), str(tmp_path)]

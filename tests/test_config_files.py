@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 from fakes import write_fake_build
+from test_cli_build import assert_refused, cli, leftovers
 
 from mlmprep.config import BuildConfig, make_config, read_config_file
-from test_cli_build import assert_refused, cli, leftovers
 
 # case -> (file name, text, words the error line must contain; FILE stands for the file's path)
 BUILD_FILE_REFUSALS = {
@@ -146,10 +146,10 @@ def test_a_damaged_saved_option_is_named_in_train_config_json(low_lr_run, tmp_pa
     (["--max-tokens-per-batch", "8192", "--max-tokens-per-microbatch", "1024"], 1024),
 ])
 def test_a_small_batch_budget_lowers_the_default_microbatch_budget(monkeypatch, tmp_path, options, expected):
-    import mlmprep.train
+    import mlmprep.train.loop
 
     got = {}
-    monkeypatch.setattr(mlmprep.train, "fit", lambda cfg: got.setdefault("cfg", cfg) and {})
+    monkeypatch.setattr(mlmprep.train.loop, "fit", lambda cfg: got.setdefault("cfg", cfg) and {})
     result = cli("train", tmp_path / "data", "--out", tmp_path / "run", *options)
     assert result.exit_code == 0, result.stderr
     assert got["cfg"].max_tokens_per_microbatch == expected
@@ -162,10 +162,10 @@ def test_a_microbatch_budget_given_above_the_batch_budget_is_still_refused(tmp_p
 
 
 def test_the_command_line_turns_off_a_flag_the_config_file_turns_on(monkeypatch, tmp_path):
-    import mlmprep.train
+    import mlmprep.train.loop
 
     got = {}
-    monkeypatch.setattr(mlmprep.train, "fit", lambda cfg: got.setdefault("cfg", cfg) and {})
+    monkeypatch.setattr(mlmprep.train.loop, "fit", lambda cfg: got.setdefault("cfg", cfg) and {})
     (tmp_path / "c.yaml").write_text("deterministic: true\nbf16: false\n", encoding="utf-8")
     result = cli("train", tmp_path / "data", "--out", tmp_path / "run", "--config", tmp_path / "c.yaml",
                  "--no-deterministic", "--bf16")
@@ -206,7 +206,7 @@ def test_an_input_on_the_command_line_replaces_the_config_files(monkeypatch, tmp
                                                                  command_line, expected):
     """Corpus paths and --dataset are alternatives: either on the command line overrides the file's, where
     both together were refused as given twice."""
-    import mlmprep.build
+    import mlmprep.build.run
     from mlmprep.errors import ConfigError
 
     got = {}
@@ -215,7 +215,7 @@ def test_an_input_on_the_command_line_replaces_the_config_files(monkeypatch, tmp
         got["cfg"] = cfg
         raise ConfigError("stopped here")
 
-    monkeypatch.setattr(mlmprep.build, "build", build)
+    monkeypatch.setattr(mlmprep.build.run, "build", build)
     monkeypatch.setattr("mlmprep.cli.build.start_workers_early", lambda cfg: None)
     (tmp_path / "c.yaml").write_text(text, encoding="utf-8")
     args = [str(tiny_corpus) if a == "CORPUS" else a for a in command_line]

@@ -18,8 +18,8 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
 
-from mlmprep.corpus import open_corpus
-from mlmprep.sources import resolve_sources
+from mlmprep.corpus.documents import open_corpus
+from mlmprep.corpus.sources import resolve_sources
 from mlmprep.errors import ConfigError, CorpusError
 
 
@@ -65,8 +65,8 @@ def reference_lines(data: bytes, policy: str) -> list[tuple[int, str]]:
 def test_text_lines_read_in_blocks_equal_reading_line_by_line(tmp_path, monkeypatch, read_bytes):
     """Blocks of any size, cut anywhere (inside a line, a CRLF, a multi-byte character), give the lines a plain
     line-by-line reader gives, from the whole file and from any byte range (the lines that start in it)."""
-    from mlmprep import readers
-    from mlmprep.readers import CorpusStats, ReadOptions
+    from mlmprep.corpus import readers
+    from mlmprep.corpus.readers import CorpusStats, ReadOptions
 
     monkeypatch.setattr(readers, "READ_BYTES", read_bytes)
     rng = random.Random(read_bytes)
@@ -230,8 +230,8 @@ def test_a_json_document_s_errors_name_the_file_s_line_when_lines_are_skipped(tm
 
 
 def test_json_file_holding_one_object_over_several_lines(tmp_path):
-    from mlmprep.readers import CorpusStats, ReadOptions
-    from mlmprep.shards import file_shards, read_shard
+    from mlmprep.corpus.readers import CorpusStats, ReadOptions
+    from mlmprep.corpus.shards import file_shards, read_shard
 
     pretty = write(tmp_path / "one.json", '\ufeff\n{\n  "text": "hello",\n  "id": 1\n}\n')
     assert docs(pretty) == ["hello"]
@@ -607,7 +607,7 @@ def test_dataset_missing_offline_is_one_corpus_error_with_the_hint(tmp_path):
     """In a child process with the HF offline switches set before `datasets` is imported: never the network."""
     code = textwrap.dedent(
         """
-        from mlmprep.corpus import open_corpus
+        from mlmprep.corpus.documents import open_corpus
         from mlmprep.errors import CorpusError
         try:
             open_corpus(dataset="mlmprep-no-such-user/no-such-dataset:cfg")

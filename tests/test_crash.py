@@ -21,7 +21,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-
 from conftest import tiny_documents
 from test_cli_build import build_args, cli, cli_command, cli_env, comparable, data_files, leftovers, manifest
 

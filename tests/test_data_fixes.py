@@ -5,9 +5,9 @@ import json
 
 import numpy as np
 import pytest
-
 from conftest import build_tiny, tiny_documents
-from mlmprep.write import iter_rows
+
+from mlmprep.format.write import iter_rows
 
 
 def rows_of(split_dir, column):
@@ -34,7 +34,7 @@ def test_span_rows_hold_eos_only_at_their_end(tmp_path, tiny_corpus, tiny_tokeni
             assert rows
             for row in rows:
                 assert row[-1] == eos and np.count_nonzero(row == eos) == 1, (split, column, row)
-    from mlmprep.verify import verify
+    from mlmprep.build.verify import verify
 
     assert verify(out).ok
 
@@ -87,7 +87,7 @@ def test_mlm_rows_are_framed_cls_sep_inside_the_input_length(tmp_path, tiny_corp
             assert np.count_nonzero(w == sep) == 1  # the frame's [SEP] is the document's end, not [SEP][SEP]
     if pack == "stream":
         assert {len(w) for w in windows} == {24}
-    from mlmprep.verify import verify
+    from mlmprep.build.verify import verify
 
     assert verify(out).ok
 
@@ -146,7 +146,7 @@ def test_inspect_marks_masked_replaced_and_kept_mlm_targets(mlm_build, tiny_toke
     """Each MLM target is shown in [[ ]]: masked, replaced by a random token (->), or kept (=)."""
     import re
 
-    from mlmprep.report import mlm_text
+    from mlmprep.format.report import mlm_text
 
     shown = cli("inspect", mlm_build, "--examples", "40").stdout
     texts = [line for line in shown.splitlines() if line.startswith("text:")]
@@ -251,7 +251,7 @@ def test_training_without_validation_rows_says_evaluation_is_skipped(tmp_path, t
     import torch
 
     from mlmprep.config import TrainConfig
-    from mlmprep.train import fit
+    from mlmprep.train.loop import fit
 
     data = build_tiny(tmp_path / "b", tiny_corpus, tiny_tokenizer_path, validation_fraction=0.0, seeds=1)
     threads = torch.get_num_threads()
@@ -270,8 +270,8 @@ def test_whole_word_needs_a_tokenizer_that_marks_word_starts(tmp_path, tiny_corp
     masked whole, so --whole-word is refused before any reading, in one line."""
     from fakes import fake_tokenizer
 
+    from mlmprep.build.mask import mlm_mask
     from mlmprep.errors import ConfigError
-    from mlmprep.mask import mlm_mask
 
     path = tmp_path / "wordlevel.json"
     fake_tokenizer(400).save(str(path))
@@ -304,8 +304,8 @@ def test_padding_and_truncation_saved_in_a_tokenizer_file_do_not_reach_the_data(
     the build keeps (and hashes) the file as given."""
     from tokenizers import Tokenizer
 
+    from mlmprep.build.verify import verify
     from mlmprep.tokenize import tokenizer_sha256
-    from mlmprep.verify import verify
 
     padded = Tokenizer.from_file(str(tiny_tokenizer_path))
     padded.enable_truncation(max_length=5)

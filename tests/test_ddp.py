@@ -22,13 +22,13 @@ from safetensors.torch import load_file
 
 from mlmprep.config import TrainConfig, to_dict
 from mlmprep.errors import ConfigError
-from mlmprep.train import World, epoch_plan, fit
+from mlmprep.train.loop import World, epoch_plan, fit
 
 WORKER = """
 import json, os, sys
 import torch, torch.distributed as dist
 from mlmprep.config import TrainConfig
-from mlmprep.train import fit
+from mlmprep.train.loop import fit
 
 cfg, out = TrainConfig(**json.loads(sys.argv[1])), sys.argv[2]
 seen = []  # (step, rows) of every real microbatch this rank ran
@@ -130,10 +130,10 @@ def test_two_ranks_share_the_plan_and_end_equal(launch):
 def full_batch_grad_norm(cfg: TrainConfig) -> float:
     """The gradient norm of step 0's whole batch (both ranks' rows) at the initial weights, in one process:
     what the ranks' scaled, all-reduced microbatch gradients must add up to."""
-    from mlmprep.collate import Collator
-    from mlmprep.load import read_manifest
-    from mlmprep.model import build_model
-    from mlmprep.train import seed_everything
+    from mlmprep.format.load import read_manifest
+    from mlmprep.train.collate import Collator
+    from mlmprep.train.loop import seed_everything
+    from mlmprep.train.model import build_model
 
     manifest = read_manifest(cfg.data)
     tok = manifest["tokenizer"]

@@ -19,10 +19,10 @@ import psutil
 import pytest
 import typer
 
+import mlmprep.build.engine
+from mlmprep.build.engine import Engine, TaskFailed, run_tasks, session
 from mlmprep.cli._util import cli_errors
 from mlmprep.config import BuildConfig
-import mlmprep.engine
-from mlmprep.engine import Engine, TaskFailed, run_tasks, session
 from mlmprep.errors import ConfigError, CorpusError, MlmprepError
 
 TESTS = Path(__file__).resolve().parent
@@ -111,7 +111,7 @@ def where_and_when(index: int) -> tuple[int, int, float]:
 
 
 def test_while_its_workers_start_the_driver_runs_tasks_from_the_end_of_the_list(monkeypatch):
-    monkeypatch.setattr(mlmprep.engine, "ProcessPoolExecutor", SlowToStart)
+    monkeypatch.setattr(mlmprep.build.engine, "ProcessPoolExecutor", SlowToStart)
     seen = []
     results = run_tasks(where_and_when, range(60), engine=Engine(workers=2), in_driver=where_and_when,
                         on_result=lambda index, result: seen.append(index))
@@ -177,7 +177,7 @@ def test_an_error_in_a_task_run_with_then_arrives_as_itself():
 
 
 def test_an_error_in_a_task_the_driver_runs_stops_the_workers_tasks_too(tmp_path, monkeypatch):
-    monkeypatch.setattr(mlmprep.engine, "ProcessPoolExecutor", SlowToStart)
+    monkeypatch.setattr(mlmprep.build.engine, "ProcessPoolExecutor", SlowToStart)
     shards = [Shard(i, wait=0.3, marker=str(tmp_path)) for i in [0, 1, 2, *range(4, 20)]] + [Shard(3)]  # 3 is last
     started = time.time()
     with pytest.raises(CorpusError, match="^corpus.txt at byte 300: not UTF-8"):
@@ -193,7 +193,7 @@ def test_an_error_in_a_task_the_driver_runs_stops_the_workers_tasks_too(tmp_path
 def test_the_driver_tokenizes_on_as_many_cores_as_its_workers_share(monkeypatch, threads, engine, driver_threads):
     """--threads counts in each worker (0: all cores); the driver, which tokenizes while they start, gets
     their sum, at most the machine's cores (16 here); Ray workers are on other machines."""
-    from mlmprep.build import set_tokenizer_threads
+    from mlmprep.build.run import set_tokenizer_threads
 
     monkeypatch.setenv("RAYON_NUM_THREADS", "unset")  # restored (to absent, say) at the end
     monkeypatch.delenv("RAYON_NUM_THREADS")
@@ -209,7 +209,7 @@ def test_the_driver_tokenizes_on_as_many_cores_as_its_workers_share(monkeypatch,
 def test_each_worker_gets_the_threads_asked_for_at_most_the_cores(monkeypatch, threads, engine, tasks, expected):
     """--threads 5000 on a local build started 5000 tokenizer threads per worker (a 20 KB build took 29 s);
     unset, the cores are shared (one process: 0, all of them); a Ray node's cores are not this machine's."""
-    from mlmprep.build import worker_threads
+    from mlmprep.build.run import worker_threads
     from mlmprep.config import BuildConfig
 
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)))
@@ -225,7 +225,7 @@ def numba_in_worker(_: int) -> tuple[bool, bool, bool, bool, bool]:
 
     numba_loaded, progress_loaded = "numba" in sys.modules, "mlmprep.progress" in sys.modules
     no_tqdm = "tqdm" not in sys.modules and gc.get_freeze_count() > 0
-    from mlmprep import _kernels
+    from mlmprep.build import _kernels
 
     importable = all(sys.modules.get(name, "absent") is not None for name in ("scipy.linalg", "cffi"))
     return numba_loaded, bool(_kernels.warm_up.signatures), importable, progress_loaded, no_tqdm
@@ -233,11 +233,11 @@ def numba_in_worker(_: int) -> tuple[bool, bool, bool, bool, bool]:
 
 def test_build_workers_start_with_numba_loaded_once_in_the_forkserver():
     proc = run_script("""
-        from mlmprep.engine import Engine, prestart, run_tasks
+        from mlmprep.build.engine import Engine, prestart, run_tasks
         from test_engine import numba_in_worker
         if __name__ == "__main__":
             engine = Engine(workers=2)
-            prestart(engine, 2 << 20, 1 << 20, "mlmprep.pipeline")  # as a build does: the server preloads its tasks
+            prestart(engine, 2 << 20, 1 << 20, "mlmprep.build.pipeline")  # as a build does: the server preloads its tasks
             print(run_tasks(numba_in_worker, [0, 1], engine=engine), "numba" in sys.modules)
     """)
     out, err = communicate(proc, timeout=120)
@@ -248,7 +248,7 @@ def test_build_workers_start_with_numba_loaded_once_in_the_forkserver():
 
 def tokenizer_in_worker(stage: str) -> bool:
     """Whether a worker had the tokenizer staged in `stage` without loading it."""
-    from mlmprep import pipeline
+    from mlmprep.build import pipeline
     from mlmprep.config import BuildConfig
 
     loads, load = [], pipeline.load_tokenizer
@@ -265,7 +265,7 @@ def test_the_forkserver_loads_a_given_tokenizer_once_for_every_worker(tmp_path, 
     same, other = tmp_path / "same", tmp_path / "other"
     proc = run_script(f"""
         import os
-        from mlmprep.engine import PRELOAD_TOKENIZER, Engine, prestart, run_tasks
+        from mlmprep.build.engine import PRELOAD_TOKENIZER, Engine, prestart, run_tasks
         from mlmprep.tokenize import load_tokenizer
         from test_engine import tokenizer_in_worker
         if __name__ == "__main__":
@@ -276,7 +276,7 @@ def test_the_forkserver_loads_a_given_tokenizer_once_for_every_worker(tmp_path, 
             changed.add_tokens(["zebra"])
             changed.save({str(other / "tokenizer.json")!r})
             engine = Engine(workers=2)
-            prestart(engine, 2 << 20, 1 << 20, "mlmprep.pipeline", {str(tiny_tokenizer_path)!r})
+            prestart(engine, 2 << 20, 1 << 20, "mlmprep.build.pipeline", {str(tiny_tokenizer_path)!r})
             print(run_tasks(tokenizer_in_worker, [{str(same)!r}, {str(other)!r}], engine=engine),
                   PRELOAD_TOKENIZER in os.environ)
     """)
@@ -297,7 +297,8 @@ def test_the_cli_starts_the_workers_server_before_parsing_and_its_heavy_imports(
                                                             "shard_bytes": 3000}))
         options = ["--config", str(tmp_path / "options.json")]
     proc = run_script(f"""
-        from mlmprep import config, engine
+        from mlmprep import config
+        from mlmprep.build import engine
         calls, parsed = [], []
         start, make_config = engine.start_forkserver, config.make_config
 
@@ -323,8 +324,8 @@ def test_the_cli_starts_the_workers_server_before_parsing_and_its_heavy_imports(
     assert out, err
     code, calls = out.splitlines()[-1].split(" ", 1)
     calls = ast.literal_eval(calls)
-    assert code == "0" and calls[0] == ("mlmprep.pipeline", from_file, False, str(tiny_tokenizer_path)), err
-    assert {module for module, *_ in calls} == {"mlmprep.pipeline"}, calls  # the server's preload is the pool's
+    assert code == "0" and calls[0] == ("mlmprep.build.pipeline", from_file, False, str(tiny_tokenizer_path)), err
+    assert {module for module, *_ in calls} == {"mlmprep.build.pipeline"}, calls  # the server's preload is the pool's
 
 
 @pytest.mark.parametrize("as_package_main", [True, False])
@@ -355,7 +356,7 @@ def test_build_workers_do_not_run_the_mlmprep_script_again(tmp_path, tiny_corpus
 def test_a_build_that_may_be_up_to_date_starts_no_workers_before_its_check(tmp_path, tiny_corpus, tiny_tokenizer_path):
     """A server started for nothing costs a core-second and holds the command's stdout open that long."""
     proc = run_script(f"""
-        from mlmprep import engine
+        from mlmprep.build import engine
         calls = []
         start = engine.start_forkserver
 
@@ -486,7 +487,7 @@ def test_a_worker_killed_mid_task_fails_the_run_with_one_line_and_no_hang(execut
     prelude = {"as-is": "", "missing-its-futures": textwrap.dedent(EXECUTOR_MISSES_THE_FUTURES),
                "submit-fails": textwrap.dedent(EXECUTOR_SUBMIT_FAILS)}[executor]
     proc = run_script(prelude + textwrap.dedent("""
-        from mlmprep.engine import Engine, TaskFailed, run_tasks
+        from mlmprep.build.engine import Engine, TaskFailed, run_tasks
         from test_engine import Shard, suicide_on_two
         if __name__ == "__main__":
             try:
@@ -504,7 +505,7 @@ def suicide_after_masking(shard: Shard) -> int:
     if shard.index == 2:
         import numpy as np
 
-        from mlmprep import mask
+        from mlmprep.build import mask
 
         mask.span_corrupt(np.arange(10, 74, dtype=np.int32), np.array([0, 64]), seed=0, first_row=0, noise_density=0.15,
                           mean_span_length=3.0, sentinels=np.arange(200, 190, -1, dtype=np.int32), eos_id=1)
@@ -516,7 +517,7 @@ def test_a_worker_killed_after_masking_leaves_the_resource_tracker_nothing_to_wa
     """Numba's threading layer takes a multiprocessing lock as it starts; one from a worker killed afterwards
     must not be a named semaphore, which the resource tracker would report at exit below the one error line."""
     proc = run_script("""
-        from mlmprep.engine import Engine, TaskFailed, run_tasks
+        from mlmprep.build.engine import Engine, TaskFailed, run_tasks
         from test_engine import Shard, suicide_after_masking
         if __name__ == "__main__":
             try:
@@ -537,7 +538,7 @@ def sleep_long(shard: Shard) -> int:
 
 def test_ctrl_c_stops_the_workers_promptly(tmp_path):
     proc = run_script(f"""
-        from mlmprep.engine import Engine, run_tasks
+        from mlmprep.build.engine import Engine, run_tasks
         from test_engine import Shard, sleep_long
         if __name__ == "__main__":
             try:
@@ -566,11 +567,11 @@ def interrupted_at_57(index: int) -> tuple[int, int, float]:
 
 def test_ctrl_c_stops_the_driver_running_tasks_while_its_workers_start():
     proc = run_script("""
-        import mlmprep.engine
-        from mlmprep.engine import Engine, run_tasks
+        import mlmprep.build.engine
+        from mlmprep.build.engine import Engine, run_tasks
         from test_engine import SlowToStart, interrupted_at_57, where_and_when
         if __name__ == "__main__":
-            mlmprep.engine.ProcessPoolExecutor = SlowToStart
+            mlmprep.build.engine.ProcessPoolExecutor = SlowToStart
             ran = []
             try:
                 run_tasks(where_and_when, range(60), engine=Engine(workers=2),
@@ -584,7 +585,7 @@ def test_ctrl_c_stops_the_driver_running_tasks_while_its_workers_start():
 
 def test_workers_end_with_a_driver_killed_by_sigkill(tmp_path):
     proc = run_script(f"""
-        from mlmprep.engine import Engine, run_tasks
+        from mlmprep.build.engine import Engine, run_tasks
         from test_engine import Shard, sleep_long
         if __name__ == "__main__":
             run_tasks(sleep_long, [Shard(i, marker={str(tmp_path)!r}) for i in range(4)], engine=Engine(workers=2))

@@ -10,7 +10,7 @@ import torch
 from conftest import build_tiny
 
 from mlmprep.config import TrainConfig
-from mlmprep.train import fit
+from mlmprep.train.loop import fit
 
 pytest.importorskip("transformers")
 from transformers import AutoModelForMaskedLM, AutoModelForSeq2SeqLM, AutoTokenizer  # noqa: E402

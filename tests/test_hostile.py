@@ -38,7 +38,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
 from conftest import WORDS, tiny_documents
 from test_cli_build import (
     assert_refused,
@@ -64,8 +63,8 @@ def text(n_docs: int = 40) -> bytes:
 def windows_text(build: Path) -> str:
     """The training windows of a build (made with --validation-fraction 0: all windows, in corpus order)
     decoded as one text; special tokens, such as the EOS between documents, are dropped."""
+    from mlmprep.format.write import iter_rows
     from mlmprep.tokenize import load_tokenizer
-    from mlmprep.write import iter_rows
 
     ids = [i for rows in iter_rows(build / "windows", "tokens") for i in rows.values.tolist()]
     return load_tokenizer(build / "tokenizer.json").decode(ids)
@@ -139,7 +138,7 @@ def corpus_dir(tmp_path: Path) -> Path:
 def while_reading_a(folder: Path, monkeypatch, action) -> None:
     """Run `action` when the build starts reading a.txt: after open_corpus has hashed both files (the build
     must run in this process, --workers 1, for the patched reader to act)."""
-    from mlmprep import readers
+    from mlmprep.corpus import readers
 
     read_txt = readers.READERS[".txt"]
 

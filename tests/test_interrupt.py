@@ -20,7 +20,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-
 from test_cli_build import build_args, cli_command, cli_env, leftovers
 from test_crash import POLL_S, big_corpus, stage_of, tokenizing, writing  # noqa: F401 (big_corpus: a fixture)
 
@@ -107,7 +106,7 @@ def test_ctrl_c_while_the_tokenizer_trains_stops_the_build(tmp_path, slow_to_tra
 def test_ctrl_c_while_tokenizing_or_writing_stops_the_build(tmp_path, big_corpus, tok, point):
     out = tmp_path / "out"
     # Not one line yet: stopping the worker pool mid-task can leave multiprocessing's resource_tracker warning
-    # about leaked semaphores (it removes them itself); that belongs to mlmprep.engine.
+    # about leaked semaphores (it removes them itself); that belongs to mlmprep.build.engine.
     assert_interrupted(interrupt_when(build_args(big_corpus, out, tok), out, point), out, one_line=False)
 
 

@@ -12,7 +12,7 @@ import pytest
 from fakes import write_fake_build
 
 from mlmprep.errors import CacheError
-from mlmprep.load import epoch_split, open_epoch, open_split, read_manifest
+from mlmprep.format.load import epoch_split, open_epoch, open_split, read_manifest
 
 
 @pytest.fixture(scope="module")

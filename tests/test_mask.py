@@ -9,9 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mlmprep import _kernels
-from mlmprep.errors import ConfigError
-from mlmprep.mask import (
+from mlmprep.build import _kernels
+from mlmprep.build.mask import (
     check_input_length_reached,
     check_span_settings,
     compute_input_and_target_lengths,
@@ -24,6 +23,7 @@ from mlmprep.mask import (
     span_counts,
     span_stats,
 )
+from mlmprep.errors import ConfigError
 
 EOS = 1
 SENTINELS = (30_000 - np.arange(1_000)).astype(np.int32)  # T5 layout: <extra_id_0> has the highest id
@@ -371,7 +371,7 @@ def test_row_seed_is_pure_and_distinct():
 def test_the_kernels_hash_rows_as_the_numpy_definition_does():
     from numba import njit
 
-    from mlmprep import _kernels, mask
+    from mlmprep.build import _kernels, mask
 
     @njit
     def keys(key, index):

@@ -13,11 +13,11 @@ from fakes import write_fake_build
 from safetensors.torch import load_file
 from typer.testing import CliRunner
 
-import mlmprep.train as train
-from mlmprep.checkpoint import checkpoints
+import mlmprep.train.loop as train
 from mlmprep.cli import app
 from mlmprep.config import TrainConfig
-from mlmprep.write import strict
+from mlmprep.format.write import strict
+from mlmprep.train.checkpoint import checkpoints
 
 SMALL = dict(max_tokens_per_batch=512, max_tokens_per_microbatch=256, max_examples_per_microbatch=8,
              warmup_steps=2, eval_every=0, log_every=1)
@@ -107,7 +107,7 @@ def test_cuda_setup_turns_off_cudnn_attention_and_leaves_the_cpu_alone():
     same weights and rows;
     with it off, 520 steps of the issue's recipe met none (with it on, the first came between steps 400 and
     500). The kernel cannot run on a CPU, so this checks the switch the fix is."""
-    from mlmprep.speed import setup_device
+    from mlmprep.train.speed import setup_device
 
     before = torch.backends.cuda.cudnn_sdp_enabled(), torch.backends.cuda.matmul.allow_tf32
     try:
@@ -147,7 +147,7 @@ def test_strict_replaces_non_finite_numbers():
 def test_compare_methods_reports_a_diverged_arm_as_diverged(tmp_path, monkeypatch):
     """An arm whose training stops with Diverged is reported "diverged at step N", never as a number."""
     import mlmprep.compare as compare
-    from mlmprep.numerics import Diverged
+    from mlmprep.train.numerics import Diverged
 
     def diverging_fit(cfg):
         (tmp_path / "out" / "run-text").mkdir(parents=True)
@@ -166,9 +166,9 @@ def test_compare_methods_reports_a_diverged_arm_as_diverged(tmp_path, monkeypatc
 
 def test_plan_shapes_count_the_shapes_the_collator_makes_and_decide_the_default_compile(tmp_path):
     """Unset --compile compiles on CUDA only when an epoch needs few graphs (one per microbatch shape)."""
-    from mlmprep.collate import Collator
-    from mlmprep.load import open_epoch, read_manifest
-    from mlmprep.speed import DEFAULT_MAX_SHAPES, compile_wanted, plan_shapes
+    from mlmprep.format.load import open_epoch, read_manifest
+    from mlmprep.train.collate import Collator
+    from mlmprep.train.speed import DEFAULT_MAX_SHAPES, compile_wanted, plan_shapes
 
     lengths = np.random.default_rng(3).integers(8, 60, size=80)
     data = write_fake_build(tmp_path / "data", n_rows=80, lengths=lengths)

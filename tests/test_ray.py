@@ -20,11 +20,11 @@ from pathlib import Path
 
 import psutil
 import pytest
-
 from conftest import tiny_documents
-from mlmprep.engine import Engine, run_tasks
-from mlmprep.errors import ConfigError
 from test_cli_build import cli_command, cli_env, comparable, data_files, manifest
+
+from mlmprep.build.engine import Engine, run_tasks
+from mlmprep.errors import ConfigError
 
 pytest.importorskip("ray", reason='Ray is not installed (pip install "mlmprep[ray]")')
 
@@ -38,7 +38,7 @@ import hashlib, json, os, signal, subprocess, sys, threading, time
 import psutil
 from ray.cluster_utils import Cluster
 
-from mlmprep.engine import Engine, run_tasks, session
+from mlmprep.build.engine import Engine, run_tasks, session
 from mlmprep.errors import CorpusError
 
 

@@ -11,7 +11,7 @@ import re
 import subprocess
 import sys
 
-from mlmprep import sample
+from mlmprep.corpus import sample
 
 FAKE_STDLIB = {
     # path: source
@@ -87,7 +87,7 @@ def test_harvest_is_deterministic_across_processes(tmp_path):
     for rel, source in reversed(FAKE_STDLIB.items()):
         (second / rel).parent.mkdir(parents=True, exist_ok=True)
         (second / rel).write_text(source, encoding="utf-8")
-    code = "import json, sys; from pathlib import Path; from mlmprep import sample; " \
+    code = "import json, sys; from pathlib import Path; from mlmprep.corpus import sample; " \
            "print(json.dumps(sample.harvest(Path(sys.argv[1]))))"
     runs = [subprocess.run([sys.executable, "-c", code, str(root)], capture_output=True, text=True, check=True,
                            env={**os.environ, "PYTHONHASHSEED": hash_seed}).stdout

@@ -10,16 +10,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import build_tiny, format_1_copy, tiny_documents
-from mlmprep.errors import CorpusError
-from mlmprep.pipeline import tokenize_shard_in_driver
-from mlmprep.readers import CorpusStats, ReadOptions
-from mlmprep.shards import file_shards, read_shard
-from mlmprep.tokenize import encode, load_tokenizer, special_ids, word_tables
-from mlmprep.windows import Rows, WindowStats, concat_rows, frame_rows, segment_chars, segment_rows, text_segments
-from mlmprep.write import iter_rows
 from reference_windows import token_windows
+
+from mlmprep.build.pipeline import tokenize_shard_in_driver
+from mlmprep.build.windows import WindowStats, frame_rows, segment_chars, segment_rows, text_segments
+from mlmprep.corpus.readers import CorpusStats, ReadOptions
+from mlmprep.corpus.shards import file_shards, read_shard
+from mlmprep.errors import CorpusError
+from mlmprep.format.rows import Rows, concat_rows
+from mlmprep.format.write import iter_rows
+from mlmprep.tokenize import encode, load_tokenizer, special_ids, word_tables
 
 SMALL = {"shard_bytes": 3000, "rows_per_file": 40}  # the tiny corpus in ~15 shards and several output files
 
@@ -78,15 +79,16 @@ def test_any_number_of_workers_writes_the_same_bytes(tmp_path, corpus_with_blank
 @pytest.mark.parametrize("case", ["tokens-stream-span", "text-span", "tokens-doc-mlm"])
 def test_shards_the_driver_reads_while_its_workers_start_give_the_same_bytes(tmp_path, corpus_with_blanks,
                                                                               tiny_tokenizer_path, case, monkeypatch):
-    import mlmprep.build
-    import mlmprep.engine
     from test_engine import SlowToStart
+
+    import mlmprep.build.engine
+    import mlmprep.build.run
 
     options = {**CASES[case], **SMALL}
     one = build_tiny(tmp_path / "w1", corpus_with_blanks, tiny_tokenizer_path, workers=1, **options)
     in_driver = []
-    monkeypatch.setattr(mlmprep.engine, "ProcessPoolExecutor", SlowToStart)
-    monkeypatch.setattr(mlmprep.build, "tokenize_shard_in_driver",
+    monkeypatch.setattr(mlmprep.build.engine, "ProcessPoolExecutor", SlowToStart)
+    monkeypatch.setattr(mlmprep.build.run, "tokenize_shard_in_driver",
                         lambda task: in_driver.append(task.shard.index) or tokenize_shard_in_driver(task))
     two = build_tiny(tmp_path / "w2", corpus_with_blanks, tiny_tokenizer_path, workers=2, **options)
     assert len(in_driver) >= 2 and 0 not in in_driver  # the driver read some shards, the workers the first
@@ -97,10 +99,10 @@ def test_the_driver_tokenizes_with_the_tokenizer_it_has_loaded(tmp_path, tiny_co
                                                                    monkeypatch):
     """Shards read in the driver (all of them with one worker) use the tokenizer it loaded for the build, not a
     second copy loaded from the staging directory (0.1 s for a 32k vocabulary)."""
-    import mlmprep.pipeline
+    import mlmprep.build.pipeline
 
     loads = []
-    monkeypatch.setattr(mlmprep.pipeline, "load_tokenizer", lambda path: loads.append(path) or load_tokenizer(path))
+    monkeypatch.setattr(mlmprep.build.pipeline, "load_tokenizer", lambda path: loads.append(path) or load_tokenizer(path))
     build_tiny(tmp_path / "one", tiny_corpus, tiny_tokenizer_path, workers=1)
     assert loads == []
 
@@ -116,7 +118,7 @@ def test_one_bar_counts_every_task_of_the_build_and_ends_full(tmp_path, corpus_w
 
     terminal, said = FakeTerminal(), []
     monkeypatch.setattr("sys.stderr", terminal)
-    from mlmprep.build import build
+    from mlmprep.build.run import build
     from mlmprep.config import BuildConfig
 
     options = {"input_length": 32, "seeds": 2, "validation_fraction": 0.1, "workers": 2, **CASES[case], **SMALL}
@@ -133,7 +135,7 @@ def test_one_bar_counts_every_task_of_the_build_and_ends_full(tmp_path, corpus_w
 
 
 def reference_rows(corpus: Path, tokenizer: Path, options: dict) -> tuple[Rows, dict]:
-    """Every window of a build, in order, by the one-pass functions of mlmprep.windows over the whole corpus
+    """Every window of a build, in order, by the one-pass functions of mlmprep.build.windows over the whole corpus
     (no shards, no output files), and their statistics."""
     tok = load_tokenizer(tokenizer)
     ids, tables = special_ids(tok), word_tables(tok)
@@ -141,7 +143,7 @@ def reference_rows(corpus: Path, tokenizer: Path, options: dict) -> tuple[Rows, 
     length = options.get("input_length", 32)
     framed = options.get("objective") == "mlm"
     if not framed:
-        from mlmprep.mask import compute_input_and_target_lengths
+        from mlmprep.build.mask import compute_input_and_target_lengths
 
         length = compute_input_and_target_lengths(length, 0.15, 3.0)[0]
     stats = WindowStats(method=options.get("method", "tokens"), row_length=length, unk_id=ids.unk)
@@ -160,7 +162,7 @@ def reference_rows(corpus: Path, tokenizer: Path, options: dict) -> tuple[Rows, 
 
 @pytest.mark.parametrize("case", ["tokens-stream-span", "tokens-doc-span", "text-span"])
 def test_windows_equal_a_one_pass_reference(tmp_path, corpus_with_blanks, tiny_tokenizer_path, case):
-    from mlmprep.pipeline import held_out
+    from mlmprep.build.pipeline import held_out
 
     options = {**CASES[case], **SMALL}
     build = build_tiny(tmp_path / "b", corpus_with_blanks, tiny_tokenizer_path, workers=2, **options)
@@ -178,9 +180,9 @@ def test_windows_equal_a_one_pass_reference(tmp_path, corpus_with_blanks, tiny_t
 def test_an_output_file_is_written_as_soon_as_the_shards_before_its_end_are_read():
     """Phase 2 overlaps phase 1: a file of 3 windows of 4 tokens needs stream tokens through 3 * 4 * (its number
     + 1) and one more (does its last window end inside a word?), from shards whose predecessors are all done."""
-    from mlmprep.build import OutputFiles
+    from mlmprep.build.pipeline import Layout, held_out
+    from mlmprep.build.run import OutputFiles
     from mlmprep.config import BuildConfig
-    from mlmprep.pipeline import Layout, held_out
 
     cfg = BuildConfig(validation_fraction=0.3, seed=5)
     files = OutputFiles(Layout(cfg, "stage", 1, content_length=4, window_length=4, doc_eos=1), rows_per_file=3,
@@ -210,8 +212,8 @@ def test_staged_shards_are_let_go_as_the_files_that_read_them_are_written(tmp_pa
                                                                           tiny_tokenizer_path, case, monkeypatch):
     """Each file is written as soon as its shards are read, and the shards no file still needs are deleted, so
     the staging directory never holds the whole corpus's tokens."""
-    import mlmprep.build
-    from mlmprep.pipeline import write_file
+    import mlmprep.build.run
+    from mlmprep.build.pipeline import write_file
 
     staged = []
 
@@ -219,7 +221,7 @@ def test_staged_shards_are_let_go_as_the_files_that_read_them_are_written(tmp_pa
         staged.append(len(list((Path(task.plan.layout.stage) / "shards").glob("shard-*"))) // 2)  # .ids and .lens
         return write_file(task)
 
-    monkeypatch.setattr(mlmprep.build, "write_file", counting)
+    monkeypatch.setattr(mlmprep.build.run, "write_file", counting)
     build_tiny(tmp_path / "one", corpus_with_blanks, tiny_tokenizer_path, workers=1, **{**CASES[case], **SMALL})
     shards = len(file_shards([(corpus_with_blanks, corpus_with_blanks.stat().st_size)], SMALL["shard_bytes"]))
     assert len(staged) >= 3 and shards >= 10
@@ -324,9 +326,9 @@ def test_a_bad_record_in_one_shard_is_one_line_naming_file_line_and_byte(tmp_pat
 
 
 def test_the_tokenizer_sample_is_spread_over_the_corpus_and_bounded(tmp_path):
-    from mlmprep.build import training_sample
+    from mlmprep.build.run import training_sample
     from mlmprep.config import BuildConfig
-    from mlmprep.corpus import open_corpus
+    from mlmprep.corpus.documents import open_corpus
 
     docs = [f"document {i} " + "word " * (i % 17) for i in range(3000)]
     path = tmp_path / "c.txt"
@@ -345,7 +347,7 @@ def test_the_tokenizer_sample_is_spread_over_the_corpus_and_bounded(tmp_path):
 def test_tokenizer_train_learns_from_the_sample_build_takes(tmp_path):
     """`mlmprep tokenizer train --train-chars N` and `build --tokenizer-train-chars N` learn the same tokenizer
     (the same sample), and N acts: the whole corpus gives another one."""
-    from mlmprep.build import build, train_tokenizer_file
+    from mlmprep.build.run import build, train_tokenizer_file
     from mlmprep.config import BuildConfig
 
     path = tmp_path / "c.txt"
@@ -362,10 +364,10 @@ def test_tokenizer_train_learns_from_the_sample_build_takes(tmp_path):
 
 def test_a_format_1_build_still_loads_verifies_and_remasks(tmp_path, tiny_build):
     """Builds written before the sharded layout (format 1: files cut every 512 MiB, no rows_per_file)."""
-    from mlmprep.build import remask
-    from mlmprep.engine import Engine
-    from mlmprep.load import open_epoch
-    from mlmprep.verify import verify
+    from mlmprep.build.engine import Engine
+    from mlmprep.build.run import remask
+    from mlmprep.build.verify import verify
+    from mlmprep.format.load import open_epoch
 
     old = tmp_path / "old"
     manifest = format_1_copy(tiny_build, old)
@@ -378,8 +380,8 @@ def test_a_build_that_stored_an_option_its_objective_ignores_still_remasks(tmp_p
     """Before such options were refused a span build could record whole_word: true; its bytes never used it."""
     import shutil
 
-    from mlmprep.build import remask
-    from mlmprep.engine import Engine
+    from mlmprep.build.engine import Engine
+    from mlmprep.build.run import remask
 
     plain, old = tmp_path / "plain", tmp_path / "old"
     shutil.copytree(tiny_build, plain)
@@ -428,7 +430,7 @@ def test_a_dataset_corpus_in_row_range_shards_builds_the_same_windows_as_its_tex
     docs = tiny_documents(300, seed=3)
     datasets.Dataset.from_dict({"text": docs}).save_to_disk(str(tmp_path / "ds"))
     (tmp_path / "c.txt").write_text("\n".join(docs) + "\n", encoding="utf-8")
-    from mlmprep.build import build
+    from mlmprep.build.run import build
     from mlmprep.config import BuildConfig
 
     def run(out, **options):

@@ -16,15 +16,15 @@ from fakes import write_fake_build
 from safetensors.torch import load_file
 from typer.testing import CliRunner
 
-from mlmprep.batch import Budget, split_microbatches
-from mlmprep.checkpoint import checkpoints
 from mlmprep.cli import app
-from mlmprep.collate import Collator
 from mlmprep.config import TrainConfig
 from mlmprep.errors import CacheError, ConfigError
-from mlmprep.load import open_epoch, read_manifest
-from mlmprep.model import build_model
-from mlmprep.train import World, accumulate, epoch_plan, fit, lr_at
+from mlmprep.format.load import open_epoch, read_manifest
+from mlmprep.train.batch import Budget, split_microbatches
+from mlmprep.train.checkpoint import checkpoints
+from mlmprep.train.collate import Collator
+from mlmprep.train.loop import World, accumulate, epoch_plan, fit, lr_at
+from mlmprep.train.model import build_model
 
 CPU = World(rank=0, size=1, device=torch.device("cpu"))
 SMALL = dict(max_tokens_per_batch=512, max_tokens_per_microbatch=256, max_examples_per_microbatch=8,
@@ -183,7 +183,7 @@ def test_a_remask_between_stop_and_resume_leaves_the_run_on_the_seeds_it_started
 @pytest.fixture(scope="module")
 def real_build(tmp_path_factory, tiny_corpus, tiny_tokenizer_path):
     """`mlmprep build` of the tests' tiny corpus: 64-token inputs, two seeds, 10% validation."""
-    from mlmprep.build import build
+    from mlmprep.build.run import build
     from mlmprep.config import BuildConfig
 
     out = tmp_path_factory.mktemp("build") / "data"
@@ -216,7 +216,7 @@ def test_cli_smoke_run_learns(tmp_path, real_build):
 
 def test_cli_smoke_run_on_the_builtin_sample_learns(tmp_path):
     """The README's main job, scaled down: build the built-in sample, train `tiny` on it, loss drops."""
-    from mlmprep.build import build
+    from mlmprep.build.run import build
     from mlmprep.config import BuildConfig
 
     data = tmp_path / "sample"
@@ -276,9 +276,9 @@ def test_after_an_out_of_memory_no_retried_microbatch_is_larger_than_a_planned_o
     large as anything that ran (re-cutting the rank's rows as one pool did)."""
     from types import SimpleNamespace
 
-    from mlmprep.adapt import Limits
-    from mlmprep.batch import Batch, Microbatch, padded_cost
-    from mlmprep.train import make_budget, rank_microbatches
+    from mlmprep.train.adapt import Limits
+    from mlmprep.train.batch import Batch, Microbatch, padded_cost
+    from mlmprep.train.loop import make_budget, rank_microbatches
 
     enc, dec = np.array([10, 10, 10, 10, 100, 100]), np.array([2, 2, 2, 2, 20, 20])
     split = SimpleNamespace(enc_lengths=enc, dec_lengths=dec)

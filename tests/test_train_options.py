@@ -18,12 +18,12 @@ from fakes import write_fake_build
 from safetensors.torch import load_file
 from typer.testing import CliRunner
 
-from mlmprep.checkpoint import checkpoints
 from mlmprep.cli import app
 from mlmprep.config import TrainConfig, to_dict
-from mlmprep.load import read_manifest
-from mlmprep.model import PRESETS, round_up
-from mlmprep.train import World, autocast, epoch_plan, fit
+from mlmprep.format.load import read_manifest
+from mlmprep.train.checkpoint import checkpoints
+from mlmprep.train.loop import World, autocast, epoch_plan, fit
+from mlmprep.train.model import PRESETS, round_up
 
 CPU = World(rank=0, size=1, device=torch.device("cpu"))
 BASE = dict(max_tokens_per_batch=512, max_tokens_per_microbatch=256, max_examples_per_microbatch=8, warmup_steps=1,
@@ -157,7 +157,7 @@ def test_bf16_autocast_only_when_asked_and_on_cuda():
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="bf16 autocast applies on CUDA only")
 def test_bf16_computes_in_bfloat16_on_cuda():
-    from mlmprep.model import build_model
+    from mlmprep.train.model import build_model
 
     model = build_model("tiny", "span", {"vocab_size": 200, "pad_id": 0, "eos_id": 1, "decoder_start_id": 0}).cuda()
     ids = torch.randint(4, 200, (2, 8), device="cuda")
@@ -180,7 +180,7 @@ def test_deterministic_holds_for_the_run_and_is_restored_after(tmp_path, data):
 
 def test_every_train_option_reaches_the_config(monkeypatch, tmp_path):
     """`mlmprep train` passes each option it has to TrainConfig: each set to a non-default value arrives."""
-    import mlmprep.train
+    import mlmprep.train.loop
 
     given = dict(model="t5-small", epochs=3, max_steps=7, max_tokens_per_batch=999, max_tokens_per_microbatch=333,
                  max_examples_per_microbatch=5, alpha=1.5, pad_to_multiple_of=8, max_encoder_len=40, max_decoder_len=16,
@@ -192,7 +192,7 @@ def test_every_train_option_reaches_the_config(monkeypatch, tmp_path):
     flags = {"bf16": False, "compile": True, "deterministic": True}
     missing = {f.name for f in fields(TrainConfig)} - {"data", "out", "resume", *given, *adamw, *flags}
     assert not missing, f"give {missing} a non-default value here"
-    monkeypatch.setattr(mlmprep.train, "fit", lambda cfg: got.setdefault("cfg", cfg) and {})
+    monkeypatch.setattr(mlmprep.train.loop, "fit", lambda cfg: got.setdefault("cfg", cfg) and {})
     for options in (given, {**given, "optimizer": "adamw", **adamw}):
         got = {}
         args = ["train", "d", "--out", str(tmp_path / "r"), "--no-bf16", "--compile", "--deterministic"]

@@ -14,8 +14,8 @@ import torch
 from fakes import write_fake_build
 
 from mlmprep.config import TrainConfig
-from mlmprep.model import PRESETS, build_model
-from mlmprep.train import fit, lr_at
+from mlmprep.train.loop import fit, lr_at
+from mlmprep.train.model import PRESETS, build_model
 
 SMALL = dict(max_tokens_per_batch=512, max_tokens_per_microbatch=256, max_examples_per_microbatch=8,
              warmup_steps=2, eval_every=0, log_every=2, save_every=0)
@@ -317,16 +317,16 @@ def test_a_non_finite_lr_in_a_config_file_is_refused(tmp_path, span_data):
 def test_ctrl_c_in_train_says_what_is_kept_and_how_to_resume(tmp_path, span_data, monkeypatch):
     from typer.testing import CliRunner
 
-    import mlmprep.train
+    import mlmprep.train.loop
     from mlmprep.cli import app
 
-    real_fit = mlmprep.train.fit
+    real_fit = mlmprep.train.loop.fit
 
     def stop_at_step_3(step, k, rows, padding):
         if step == 3:
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(mlmprep.train, "fit", lambda cfg: real_fit(cfg, hook=stop_at_step_3))
+    monkeypatch.setattr(mlmprep.train.loop, "fit", lambda cfg: real_fit(cfg, hook=stop_at_step_3))
     run = tmp_path / "run"
     args = ["--max-tokens-per-batch", "512", "--max-tokens-per-microbatch", "256", "--eval-every", "0"]
     result = CliRunner().invoke(app, ["train", str(span_data), "--out", str(run), "--max-steps", "4", "--save-every", "2",
@@ -334,7 +334,7 @@ def test_ctrl_c_in_train_says_what_is_kept_and_how_to_resume(tmp_path, span_data
     assert result.exit_code == 130
     assert result.output.splitlines()[-1] == (f"interrupted; {run} is kept (last checkpoint checkpoint-2): "
                              f"`mlmprep train --out {run} --resume` continues the run")
-    monkeypatch.setattr(mlmprep.train, "fit", real_fit)
+    monkeypatch.setattr(mlmprep.train.loop, "fit", real_fit)
     resumed = CliRunner().invoke(app, ["train", "--out", str(run), "--resume"])
     assert resumed.exit_code == 0, resumed.output
     assert json.loads((run / "final_metrics.json").read_text())["step"] == 4
@@ -373,7 +373,7 @@ def test_a_run_saved_with_an_option_now_refused_still_resumes(tmp_path, span_dat
 
 
 def test_each_step_logs_its_own_epoch(tmp_path, span_data):
-    from mlmprep.train import World, epoch_plan
+    from mlmprep.train.loop import World, epoch_plan
 
     cfg = TrainConfig(data=str(span_data), out=str(tmp_path / "run"), **{**SMALL, "log_every": 1}, epochs=3)
     per_epoch = [len(epoch_plan(cfg, World(0, 1, torch.device("cpu")), e)[1]) for e in range(3)]

@@ -7,11 +7,12 @@ import sys
 
 import numpy as np
 import pytest
-
 from conftest import build_tiny
-from mlmprep.verify import merge_spans, verify
-from mlmprep.windows import Rows
-from mlmprep.write import finish_split, iter_rows, part_path, write_json, write_part
+
+from mlmprep.build.verify import verify
+from mlmprep.format.report import merge_spans
+from mlmprep.format.rows import Rows
+from mlmprep.format.write import finish_split, iter_rows, part_path, write_json, write_part
 
 
 @pytest.fixture

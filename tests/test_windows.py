@@ -4,16 +4,11 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from mlmprep.tokenize import WordTables, word_tables
-from mlmprep.windows import (
-    Rows,
-    WindowStats,
-    segment_chars,
-    segment_rows,
-    text_segments,
-)
 from reference_windows import token_windows
+
+from mlmprep.build.windows import WindowStats, segment_chars, segment_rows, text_segments
+from mlmprep.format.rows import Rows
+from mlmprep.tokenize import WordTables, word_tables
 
 EOS = 1
 
@@ -153,12 +148,12 @@ def test_text_method_build_equals_plain_segmentation_of_the_joined_text(tmp_path
     character cut, or at the truncation) as counted here, and compare's replay of the row edges too."""
     import json
 
+    from conftest import build_tiny, tiny_documents
     from tokenizers import Tokenizer
 
-    from conftest import build_tiny, tiny_documents
     from mlmprep.compare import text_row_cuts
     from mlmprep.config import BuildConfig
-    from mlmprep.write import iter_rows
+    from mlmprep.format.write import iter_rows
 
     docs = tiny_documents(60) + ["café naïve 日本語のテキスト 😀😀 end", "x", "wörds " * 9 + "tail", "a" + " " * 40 + "b"]
     corpus = tmp_path / "c.txt"
@@ -218,10 +213,10 @@ def test_token_splitting_build_equals_plain_windows_of_the_tokenizer_output(tmp_
     </s> of its own) cuts each document alone and drops only tails under two tokens. Counts as counted here."""
     import json
 
+    from conftest import build_tiny
     from tokenizers import Tokenizer
 
-    from conftest import build_tiny
-    from mlmprep.write import iter_rows
+    from mlmprep.format.write import iter_rows
 
     out = build_tiny(tmp_path / "b", tiny_corpus, tiny_tokenizer_path, input_length=16, seeds=1, validation_fraction=0.0,
                      pack=pack, shard_bytes=4096)

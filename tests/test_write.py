@@ -6,10 +6,11 @@ import multiprocessing as mp
 import numpy as np
 import pytest
 
+from mlmprep.build.windows import fixed_rows
 from mlmprep.errors import CacheError
-from mlmprep.windows import Rows, fixed_rows
-from mlmprep.write import BATCH_ROWS, build_lock, finish_split, iter_rows, part_path, publish, read_existing, \
-    staging_dir, write_part
+from mlmprep.format.publish import build_lock, publish, read_existing, staging_dir
+from mlmprep.format.rows import Rows
+from mlmprep.format.write import BATCH_ROWS, finish_split, iter_rows, part_path, write_part
 
 
 def ragged(rows):

@@ -1,6 +1,6 @@
 """Corpus: files, a `datasets` dataset or the built-in sample -> a re-iterable stream of document strings.
 
-Nothing is held whole: files are streamed by their format's reader (mlmprep.readers) and a dataset stays
+Nothing is held whole: files are streamed by their format's reader (mlmprep.corpus.readers) and a dataset stays
 memory-mapped in the Hugging Face cache. All that is skipped or replaced is counted in CorpusStats, which
 the build writes to its manifest. Files are hashed when the corpus is opened, and a file that changes
 while it is read stops the build.
@@ -18,16 +18,16 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mlmprep.errors import ConfigError, CorpusError
-from mlmprep.shards import Shard, dataset_shards, file_shards, non_blank, read_unchanged
-from mlmprep.sources import printable, resolve
-from mlmprep.readers import (
+from mlmprep.corpus.readers import (
     BATCH_ROWS,
     READERS,
     CorpusStats,
     ReadOptions,
     column_texts,
 )
+from mlmprep.corpus.shards import Shard, dataset_shards, file_shards, non_blank, read_unchanged
+from mlmprep.corpus.sources import resolve
+from mlmprep.errors import ConfigError, CorpusError, printable
 
 DOC_SEPS = ("line", "blank")
 DECODE_POLICIES = ("replace", "skip", "fail")
@@ -172,7 +172,7 @@ def _dataset_corpus(spec: str, split: str, opts: ReadOptions) -> Corpus:
 
 
 def _sample_corpus() -> Corpus:
-    from mlmprep.sample import sample_description, sample_documents, sample_fingerprint
+    from mlmprep.corpus.sample import sample_description, sample_documents, sample_fingerprint
 
     return Corpus(sample_description(), sample_fingerprint(), [], CorpusStats(), lambda stats: sample_documents(),
                   lambda shard_bytes: [Shard(0, "sample", "the built-in sample")])

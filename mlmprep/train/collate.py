@@ -20,7 +20,8 @@ import torch
 from numba import njit
 
 from mlmprep.errors import CacheError, ConfigError
-from mlmprep.load import IGNORE, OBJECTIVES, Split
+from mlmprep.format.load import OBJECTIVES, Split
+from mlmprep.format.rows import IGNORE
 
 
 @njit(cache=True, nogil=True)

@@ -10,17 +10,8 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from mlmprep.errors import CorpusError
-from mlmprep.readers import SUPPORTED
-
-
-def printable(path: str | Path) -> str:
-    """A path (or any text) as text that encodes as UTF-8, for JSON files and the summary: bytes of a name that
-    are not UTF-8 (which Python holds as lone surrogates) as \\xNN escapes, other lone surrogates as \\uXXXX."""
-    try:
-        return os.fsencode(path).decode("utf-8", "backslashreplace")
-    except UnicodeEncodeError:  # a surrogate no file name decodes to
-        return os.fspath(path).encode("utf-8", "backslashreplace").decode("utf-8")
+from mlmprep.corpus.readers import SUPPORTED
+from mlmprep.errors import CorpusError, printable
 
 
 def resolve_sources(patterns: Sequence[str]) -> list[Path]:

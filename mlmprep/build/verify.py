@@ -18,13 +18,13 @@ from pathlib import Path
 
 import numpy as np
 
-from mlmprep import _kernels, mask
+from mlmprep.build import _kernels, mask
 from mlmprep.errors import ConfigError
-from mlmprep.load import file_problem, manifest_path, read_manifest
-from mlmprep.pipeline import VALIDATION_SLOT
+from mlmprep.format.load import file_problem, manifest_path, read_manifest
+from mlmprep.build.pipeline import VALIDATION_SLOT
 from mlmprep.tokenize import load_tokenizer, special_ids, tokenizer_sha256
-from mlmprep.windows import Rows, concat_rows
-from mlmprep.write import hf_tokenizer_files, iter_rows
+from mlmprep.format.rows import Rows, concat_rows
+from mlmprep.format.write import hf_tokenizer_files, iter_rows
 
 SPAN_PROBLEMS = {
     1: "encoder length differs from the window's corrupted length",
@@ -285,24 +285,3 @@ def check_statistics(name: str, manifest: dict, ids, masked: dict[str, Rows], re
     for key, value in recorded.items():
         if key in observed and abs(observed[key] - value) > STAT_TOLERANCE * max(1.0, abs(value)):
             report.problems.append(f"{name}: observed {key} {observed[key]:.6f}, manifest says {value:.6f}")
-
-
-def merge_spans(enc: np.ndarray, labels: np.ndarray, sentinels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Undo span corruption of one row: (the window's tokens, True where a token was masked).
-
-    Each sentinel in `enc` is replaced by what follows the same sentinel in `labels`, up to the next one;
-    the final </s> of both is dropped.
-    """
-    is_sentinel = np.isin(labels[:-1], sentinels)
-    starts = np.flatnonzero(is_sentinel)
-    ends = np.append(starts[1:], len(labels) - 1)
-    spans = {int(labels[s]): labels[s + 1 : e] for s, e in zip(starts, ends)}
-    tokens, noise = [], []
-    for t in enc[:-1].tolist():
-        if t in spans:
-            tokens.extend(spans[t].tolist())
-            noise.extend([True] * len(spans[t]))
-        else:
-            tokens.append(t)
-            noise.append(False)
-    return np.asarray(tokens, dtype=np.int32), np.asarray(noise, dtype=bool)

@@ -25,26 +25,16 @@ from pathlib import Path
 
 import numpy as np
 
-from mlmprep import mask
-from mlmprep.clean import clean_texts
+from mlmprep.build import mask
+from mlmprep.build.clean import clean_texts
 from mlmprep.config import BuildConfig
 from mlmprep.progress import prefetch, prefetch_map
-from mlmprep.readers import CorpusStats, ReadOptions
-from mlmprep.shards import Shard, read_shard
+from mlmprep.corpus.readers import CorpusStats, ReadOptions
+from mlmprep.corpus.shards import Shard, read_shard
 from mlmprep.tokenize import encode, load_tokenizer, plain_encoder, special_ids, word_tables
-from mlmprep.windows import (
-    Rows,
-    WindowStats,
-    concat_rows,
-    count_cut_rows,
-    doc_rows,
-    doc_rows_per_document,
-    fixed_rows,
-    frame_rows,
-    segment_rows,
-    with_eos,
-)
-from mlmprep.write import damaged, iter_rows_of_file, part_path, write_part
+from mlmprep.build.windows import WindowStats, count_cut_rows, doc_rows, doc_rows_per_document, fixed_rows, frame_rows, segment_rows, with_eos
+from mlmprep.format.rows import Rows, concat_rows
+from mlmprep.format.write import damaged, iter_rows_of_file, part_path, write_part
 
 STAGING = "shards"  # staging-directory subfolder of the phase-1 outputs; removed before publishing
 VALIDATION_SLOT = 1 << 20  # the validation split is masked once, with the seed of this (never trained) slot
@@ -489,7 +479,7 @@ def remask_file(task: RemaskTask) -> dict:
     """Mask one stored windows file with each new seed, as part `index` of each new split, once its bytes are
     the ones the manifest records: masks of changed windows would look sound. The hash is this task's read of
     the file; the masking reads it again from the page cache."""
-    from mlmprep.load import file_problem  # here: mlmprep.load imports Numba, which a build's start avoids
+    from mlmprep.format.load import file_problem  # here: mlmprep.format.load imports Numba, which a build's start avoids
 
     layout = task.layout
     path = Path(task.windows_file)
@@ -588,7 +578,7 @@ def in_forkserver() -> bool:
 if in_forkserver():  # load tokenizers, Numba and its compiler (most of a second of one core) once, for every worker
     import tokenizers  # noqa: F401
 
-    from mlmprep import _kernels, engine  # noqa: F401  # engine: what runs each worker's tasks
+    from mlmprep.build import _kernels, engine  # noqa: F401  # engine: what runs each worker's tasks
 
     # Numba's start-up probes for a BLAS by importing scipy.linalg (a quarter of a second where SciPy is
     # installed) and imports cffi to type cffi functions (15 ms); the kernels use neither, so here, in the

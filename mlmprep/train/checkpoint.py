@@ -27,7 +27,7 @@ import numpy as np
 
 from mlmprep.config import TrainConfig, to_dict
 from mlmprep.errors import CacheError, ConfigError
-from mlmprep.write import write_hf_tokenizer, write_json
+from mlmprep.format.write import write_hf_tokenizer, write_json
 
 PREFIX = "checkpoint-"
 CONFIG = "train_config.json"
@@ -109,7 +109,7 @@ def save(run: Path, step: int, *, model, optimizer, state: dict, cfg: TrainConfi
 def save_tokenizer(data: Path, model_dir: Path) -> None:
     """The build's tokenizer, with its transformers files, beside the weights: the model directory is then
     complete for from_pretrained (AutoTokenizer and AutoModel alike)."""
-    from mlmprep.load import read_manifest
+    from mlmprep.format.load import read_manifest
     from mlmprep.tokenize import load_tokenizer
 
     manifest = read_manifest(data)

@@ -1,7 +1,7 @@
 """`build`: corpus -> clean -> tokenize -> windows -> mask (N seeds) -> write, into a staging directory
 that is renamed into place at the end. The same inputs, options and seed give byte-identical output.
 
-The work runs as the tasks of mlmprep.pipeline on mlmprep.engine (local processes or Ray); this module is the
+The work runs as the tasks of mlmprep.build.pipeline on mlmprep.build.engine (local processes or Ray); this module is the
 driver: it trains or loads the tokenizer, plans the tasks (an output file's as soon as the shards it reads are
 done), sums their counts, finishes the splits and writes the manifest last.
 """
@@ -23,12 +23,12 @@ from pathlib import Path
 import numpy as np
 
 import mlmprep
-from mlmprep import mask
+from mlmprep.build import mask
 from mlmprep.config import MAX_SEEDS, BuildConfig, check_range
-from mlmprep.corpus import Corpus, open_corpus
-from mlmprep.engine import Engine, prestart, run_tasks, session
+from mlmprep.corpus.documents import Corpus, open_corpus
+from mlmprep.build.engine import Engine, prestart, run_tasks, session
 from mlmprep.errors import ConfigError, CorpusError, TokenizerError
-from mlmprep.pipeline import (
+from mlmprep.build.pipeline import (
     SEGMENT_TASK_CHARS,
     STAGING,
     VALIDATION_SLOT,
@@ -49,8 +49,8 @@ from mlmprep.pipeline import (
     write_file,
 )
 from mlmprep.progress import progress
-from mlmprep.readers import CorpusStats, ReadOptions, no_text_error
-from mlmprep.shards import read_shard
+from mlmprep.corpus.readers import CorpusStats, ReadOptions, no_text_error
+from mlmprep.corpus.shards import read_shard
 from mlmprep.tokenize import (
     frame_ids,
     load_tokenizer,
@@ -59,25 +59,9 @@ from mlmprep.tokenize import (
     train_tokenizer,
     word_tables,
 )
-from mlmprep.windows import MIN_ROW, WindowStats, segment_chars
-from mlmprep.write import (
-    FORMAT_VERSION,
-    build_directory,
-    build_lock,
-    check_output_path,
-    damaged,
-    data_files,
-    file_rows,
-    finish_split,
-    manifest_path,
-    part_path,
-    publish,
-    read_existing,
-    staging_dir,
-    strict,
-    write_hf_tokenizer,
-    write_json,
-)
+from mlmprep.build.windows import MIN_ROW, WindowStats, segment_chars
+from mlmprep.format.write import FORMAT_VERSION, damaged, data_files, file_rows, finish_split, manifest_path, part_path, strict, write_hf_tokenizer, write_json
+from mlmprep.format.publish import build_directory, build_lock, check_output_path, publish, read_existing, staging_dir
 
 __all__ = ["BuildResult", "build", "cleaned_documents", "remask", "train_tokenizer_file"]
 
@@ -510,7 +494,7 @@ def remask(out: str | Path, seeds: int, *, threads: int = 0, engine: Engine | No
     """Add splits seed-N .. seed-{seeds-1} to a build from its stored windows, one task per windows data
     file (phase 2 without the windows); return their names."""
     from mlmprep.config import check_range, make_config
-    from mlmprep.load import build_tokenizer, read_manifest
+    from mlmprep.format.load import build_tokenizer, read_manifest
 
     check_range("--seeds", seeds, low=1, high=MAX_SEEDS)
     check_range("--threads", threads, low=0)  # before the build is read: refused even with nothing to add
@@ -558,7 +542,7 @@ def windows_files(out: Path, manifest: dict) -> list[tuple[Path, dict | None]]:
     """The stored windows' data files in order, each with its manifest record, which its task checks the file's
     sha256 against: here every file of windows/ must be there at its recorded size, and state.json, which lists
     them, unchanged."""
-    from mlmprep.load import check_split_files, file_problem
+    from mlmprep.format.load import check_split_files, file_problem
 
     records = check_split_files(out, manifest, "windows")
     state = out / "windows" / "state.json"

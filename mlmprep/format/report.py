@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mlmprep.write import iter_rows
+from mlmprep.format.write import iter_rows
 
 
 def build_summary(out: Path, manifest: dict) -> str:
@@ -151,7 +151,6 @@ def show_examples(out: Path, manifest: dict, *, split: str = "seed-0", n: int = 
 
 def merge_spans_text(tok, enc: np.ndarray, labels: np.ndarray, sentinels: np.ndarray) -> str:
     """The original text of a span-corrupted row with each masked span shown as [[...]]."""
-    from mlmprep.verify import merge_spans
 
     tokens, noise = merge_spans(enc, labels, sentinels)
     return marked_text(tok, tokens, noise.astype(np.int8), lambda piece, _run: f"[[{piece}]]")
@@ -186,3 +185,24 @@ def marked_text(tok, tokens: np.ndarray, kinds: np.ndarray, mark) -> str:
         starts_word = first.startswith(("▁", "Ġ")) or (wordpiece and not first.startswith("##"))
         text += (" " if text and starts_word else "") + (mark(piece, run) if kinds[start] else piece)
     return text
+
+
+def merge_spans(enc: np.ndarray, labels: np.ndarray, sentinels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Undo span corruption of one row: (the window's tokens, True where a token was masked).
+
+    Each sentinel in `enc` is replaced by what follows the same sentinel in `labels`, up to the next one;
+    the final </s> of both is dropped.
+    """
+    is_sentinel = np.isin(labels[:-1], sentinels)
+    starts = np.flatnonzero(is_sentinel)
+    ends = np.append(starts[1:], len(labels) - 1)
+    spans = {int(labels[s]): labels[s + 1 : e] for s, e in zip(starts, ends)}
+    tokens, noise = [], []
+    for t in enc[:-1].tolist():
+        if t in spans:
+            tokens.extend(spans[t].tolist())
+            noise.extend([True] * len(spans[t]))
+        else:
+            tokens.append(t)
+            noise.append(False)
+    return np.asarray(tokens, dtype=np.int32), np.asarray(noise, dtype=bool)

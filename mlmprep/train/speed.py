@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from mlmprep.collate import Collator
+from mlmprep.train.collate import Collator
 
 RECOMPILE_LIMIT = 64  # graphs per compiled function before dynamo falls back to eager
 BACKEND = "inductor"  # tests set "aot_eager": the same tracing and autograd graphs, without code generation

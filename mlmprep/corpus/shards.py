@@ -16,9 +16,18 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from mlmprep.corpus.readers import (
+    BATCH_ROWS,
+    READERS,
+    CorpusStats,
+    ReadOptions,
+    column_texts,
+    line_boundary,
+    paragraph_boundary,
+    parquet_file,
+    whole_json,
+)
 from mlmprep.errors import CorpusError
-from mlmprep.readers import BATCH_ROWS, READERS, CorpusStats, ReadOptions, column_texts, line_boundary, \
-    paragraph_boundary, parquet_file, whole_json
 from mlmprep.tokenize import call_groups
 
 BYTE_RANGED = (".txt", ".jsonl")  # and a .json file of JSON lines
@@ -59,7 +68,7 @@ def non_blank(texts: Iterator[str | None], stats: CorpusStats) -> Iterator[str]:
 def read_shard(shard: Shard, opts: ReadOptions, stats: CorpusStats) -> Iterator[str]:
     """The non-blank documents of one shard, with what was read, skipped and replaced counted in `stats`."""
     if shard.kind == "sample":
-        from mlmprep.sample import sample_documents
+        from mlmprep.corpus.sample import sample_documents
 
         return non_blank(sample_documents(), stats)
     if shard.kind == "dataset":
@@ -148,7 +157,7 @@ def dataset_shards(spec: str, split: str, rows: int, nbytes: int, shard_bytes: i
 
 @functools.lru_cache(maxsize=2)
 def _dataset(spec: str, split: str):
-    from mlmprep.corpus import load_dataset
+    from mlmprep.corpus.documents import load_dataset
 
     return load_dataset(spec, split)
 

@@ -19,65 +19,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import NamedTuple
 
 import numpy as np
 
 from mlmprep.errors import ConfigError
+from mlmprep.format.rows import Rows
 from mlmprep.tokenize import WordTables
 
 MIN_ROW = 2  # the shortest row span corruption can mask (one noise and one kept token)
-
-
-class Rows(NamedTuple):
-    """Ragged int32 rows: row i is values[offsets[i]:offsets[i + 1]]."""
-
-    values: np.ndarray  # [total] int32
-    offsets: np.ndarray  # [n + 1] int64
-
-    def __len__(self) -> int:
-        return len(self.offsets) - 1
-
-    def lengths(self) -> np.ndarray:
-        return np.diff(self.offsets)
-
-    def slice(self, start: int, stop: int) -> Rows:
-        """Rows start..stop-1, as views."""
-        offsets = self.offsets[start : stop + 1]
-        return Rows(self.values[offsets[0] : offsets[-1]], offsets - offsets[0])
-
-    def pieces(self, max_tokens: int) -> Iterator[Rows]:
-        """The rows as consecutive views of at most `max_tokens` tokens each (one longer row alone)."""
-        start = 0
-        while start < len(self):
-            fits = int(np.searchsorted(self.offsets, self.offsets[start] + max_tokens, side="right")) - 1
-            stop = min(len(self), max(start + 1, fits))
-            yield self.slice(start, stop)
-            start = stop
-
-    def take(self, index: np.ndarray) -> Rows:
-        """The rows at `index` (sorted or not), as new contiguous Rows."""
-        lengths = self.lengths()[index]
-        offsets = np.zeros(len(index) + 1, dtype=np.int64)
-        np.cumsum(lengths, out=offsets[1:])
-        if len(index) and np.all(lengths == lengths[0]):  # fixed length: one fancy-index gather
-            width = int(lengths[0])
-            cols = self.offsets[index][:, None] + np.arange(width)
-            return Rows(self.values[cols.ravel()], offsets)
-        parts = [self.values[self.offsets[i] : self.offsets[i + 1]] for i in index]
-        return Rows(np.concatenate(parts) if parts else np.zeros(0, np.int32), offsets)
-
-
-def concat_rows(parts: list[Rows]) -> Rows:
-    """One Rows holding `parts` one after another."""
-    if len(parts) == 1:
-        return parts[0]
-    if not parts:
-        return Rows(np.zeros(0, np.int32), np.zeros(1, np.int64))
-    lengths = np.concatenate([p.lengths() for p in parts])
-    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    return Rows(np.concatenate([p.values for p in parts]), offsets)
 
 
 def fixed_rows(values: np.ndarray, length: int) -> Rows:

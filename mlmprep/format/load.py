@@ -19,9 +19,9 @@ import pyarrow as pa
 from numba import njit
 
 from mlmprep.errors import CacheError, TokenizerError
-from mlmprep.mask import IGNORE
+from mlmprep.format.rows import IGNORE
+from mlmprep.format.write import READ_VERSIONS, damaged, file_sha256, manifest_path, read_batches
 from mlmprep.tokenize import load_tokenizer, tokenizer_sha256
-from mlmprep.write import READ_VERSIONS, damaged, file_sha256, manifest_path, read_batches
 
 OBJECTIVES = ("span", "mlm")
 COLUMNS = ("input_ids", "labels")

@@ -1,11 +1,11 @@
 """`mlmprep train`: pretrain T5 (span data) or a BERT-style model (mlm data) on a build, in one pass that
 reads top to bottom like nanoGPT's train.py: config, world, plan, model, optimizer, evaluate(), lr_at(step), loop.
 
-One optimizer step is one token-budget batch of the epoch's plan (mlmprep.batch); epoch e reads split
+One optimizer step is one token-budget batch of the epoch's plan (mlmprep.train.batch); epoch e reads split
 seed-{e % N}. Exact gradients: each microbatch's loss is its summed token cross-entropy divided by the
 label tokens of the whole batch (all microbatches, all ranks), so the accumulated gradient is the gradient
 of the batch's mean per-token loss, however the batch is cut. An out-of-memory error shrinks the
-microbatch limits of the batch's length regime and retries the same batch (mlmprep.adapt).
+microbatch limits of the batch's length regime and retries the same batch (mlmprep.train.adapt).
 """
 
 from __future__ import annotations
@@ -29,9 +29,16 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from mlmprep import checkpoint, report_to
-from mlmprep.adapt import Adapter, Limits, regime_of
-from mlmprep.batch import (
+from mlmprep.config import TrainConfig, to_dict
+from mlmprep.errors import CacheError, ConfigError
+from mlmprep.format.load import epoch_split, open_epoch, open_split, read_manifest
+from mlmprep.format.publish import check_utf8_path
+from mlmprep.format.rows import IGNORE
+from mlmprep.format.write import manifest_path, strict, write_json
+from mlmprep.progress import progress
+from mlmprep.train import checkpoint, reporters
+from mlmprep.train.adapt import Adapter, Limits, regime_of
+from mlmprep.train.batch import (
     Batch,
     Budget,
     padded_cost,
@@ -39,14 +46,10 @@ from mlmprep.batch import (
     plan_stats,
     split_microbatches,
 )
-from mlmprep.collate import Collator
-from mlmprep.config import TrainConfig, to_dict
-from mlmprep.errors import CacheError, ConfigError
-from mlmprep.load import IGNORE, epoch_split, open_epoch, open_split, read_manifest
-from mlmprep.model import build_model, parameter_count
-from mlmprep.numerics import Guard, flop_counter, grad_norm
-from mlmprep.progress import progress
-from mlmprep.speed import (
+from mlmprep.train.collate import Collator
+from mlmprep.train.model import build_model, parameter_count
+from mlmprep.train.numerics import Guard, flop_counter, grad_norm
+from mlmprep.train.speed import (
     Forward,
     adamw_options,
     collate_ahead,
@@ -58,7 +61,6 @@ from mlmprep.speed import (
     setup_device,
     shape_key,
 )
-from mlmprep.write import check_utf8_path, manifest_path, strict, write_json
 
 Hook = Callable[[int, int, np.ndarray, bool], None]  # (step, microbatch index, rows, padding) before each forward
 
@@ -462,7 +464,7 @@ def run_fit(cfg: TrainConfig, world: World, hook: Hook | None, on_end: Callable 
     started = time.perf_counter()
     # -- run directory: a non-empty RUN needs --resume; checked on every rank before anything is written
     resume_from = checkpoint.open_run(cfg)
-    report_to.check(cfg)
+    reporters.check(cfg)
     if world.size > 1:
         dist.barrier()
     for option, path in (("DATA", cfg.data), ("--validation", cfg.validation)):  # train_config.json records them
@@ -510,7 +512,7 @@ def run_fit(cfg: TrainConfig, world: World, hook: Hook | None, on_end: Callable 
     if cfg.schedule in ("cosine", "linear") and 0 < cfg.decay_steps <= cfg.warmup_steps + 1:
         say(world, f"warning: --decay-steps {cfg.decay_steps} leaves no step to decay over after --warmup-steps "
                    f"{cfg.warmup_steps}: the learning rate falls from --lr to --min-lr {cfg.min_lr:g} at once")
-    writer = report_to.open_writer(cfg, run, step) if world.main else None
+    writer = reporters.open_writer(cfg, run, step) if world.main else None
     setup_device(world.device)
     ddp = wrap_ddp(model, world) if world.size > 1 else model
     collator = Collator(objective, tok["pad_id"], tok["decoder_start_id"], max_encoder_len=cfg.max_encoder_len,
@@ -536,7 +538,7 @@ def run_fit(cfg: TrainConfig, world: World, hook: Hook | None, on_end: Callable 
             return {}
         metrics = evaluate(model, *val, collator, world, cfg)
         record(run, world, step=at, **metrics)
-        report_to.report(writer, {"step": at, **metrics})
+        reporters.report(writer, {"step": at, **metrics})
         say(world, f"step {at}: eval loss {metrics['eval_loss']:.4f}, token accuracy {metrics['eval_accuracy']:.4f}")
         return metrics
 
@@ -586,7 +588,7 @@ def run_fit(cfg: TrainConfig, world: World, hook: Hook | None, on_end: Callable 
             state.update(logged_step=step, tokens=state["tokens"] + line["tokens"], examples=state["examples"] + line["examples"],
                          train_s=state.get("train_s", 0.0) + float(window[6]))
             record(run, world, step=step, epoch=epoch_of_last(epoch, cursor, step), lr=lr, grad_norm=norm, **line)
-            report_to.report(writer, {"step": step, "epoch": epoch_of_last(epoch, cursor, step), "lr": lr, "grad_norm": norm,
+            reporters.report(writer, {"step": step, "epoch": epoch_of_last(epoch, cursor, step), "lr": lr, "grad_norm": norm,
                                       **line})
             if bar.disable:  # off a terminal (a log file, a batch job): the bar's figures as a line
                 say(world, log_line(step, total, epoch_of_last(epoch, cursor, step), lr, line))

@@ -1,0 +1,188 @@
+"""Publish a build safely: one writer at a time, a staging directory beside the output, and one atomic
+rename at the end, so a reader never meets half a build and nothing the user had is replaced silently."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from mlmprep.errors import CacheError, ConfigError, printable
+from mlmprep.format.write import FORMAT_VERSION, MANIFEST, manifest_path
+
+
+def build_directory(given: str | Path) -> Path:
+    """The directory a build's --out names, absolute and with links resolved: a link to a directory is written
+    through (its target is what the build replaces, the link stays), and "." is the current directory."""
+    return Path(os.path.realpath(given or "."))
+
+
+def check_output_path(out: Path, option: str = "--out", *, directory: bool = False) -> None:
+    """Refuse an output path nothing can be written under, before any long work: a file on the way to it
+    (FILE/sub), a directory where nothing may be created (/proc, /sys, read-only), or with `directory`, a
+    file in the output directory's place, or a name that is not UTF-8 (tokenizers and JSON cannot hold it).
+    Leaves nothing behind."""
+    check_utf8_path(out, option)
+    if directory and os.path.lexists(out) and not os.path.isdir(out):
+        raise ConfigError(f"{option} {out}: exists and is not a directory; choose another {option}")
+    existing = next((p for p in Path(os.path.abspath(out)).parents if os.path.lexists(p)), None)
+    if existing is None:
+        raise ConfigError(f"{option} {out}: the root directory cannot be replaced; choose another {option}")
+    if not existing.is_dir():
+        raise ConfigError(f"{option} {out}: {existing} is a file, not a directory; choose another {option}")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".mlmprep-probe-", dir=existing)
+    except OSError as exc:
+        raise ConfigError(f"{option} {out}: cannot create files in {existing} ({exc.strerror}); choose another {option}") from None
+    os.close(fd)
+    os.unlink(probe)
+
+
+def check_utf8_path(path: str | Path, option: str) -> None:
+    """Refuse a path whose name (or its directories') holds bytes that are not UTF-8: the run's own JSON files
+    record it, and could not give it back (they escape such bytes)."""
+    if printable(os.path.abspath(path)) != os.path.abspath(path):
+        raise ConfigError(f"{option} {printable(path)}: the path holds bytes that are not UTF-8; choose or rename to a UTF-8 name")
+
+
+@contextlib.contextmanager
+def build_lock(out: Path) -> Iterator[None]:
+    """Hold an exclusive lock on `out` for the whole build; a second build into it fails at once. Directories
+    made for `out` (its missing parents) are removed again if the build fails."""
+    made = [p for p in Path(out).parents if not os.path.lexists(p)]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    path = out.parent / f".{out.name}.lock"
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise CacheError(f"--out {out}: another mlmprep build is writing it now (lock {path}); wait for it") from None
+            if not path.exists() or os.stat(path).st_ino != os.fstat(fd).st_ino:
+                raise CacheError(f"--out {out}: another mlmprep build just finished with it; run the command again")
+            try:
+                yield
+            finally:
+                path.unlink(missing_ok=True)
+        finally:
+            os.close(fd)  # closing releases the lock
+    except BaseException:
+        for directory in made:  # innermost first; one that holds something now stays
+            with contextlib.suppress(OSError):
+                directory.rmdir()
+        raise
+
+
+@contextlib.contextmanager
+def staging_dir(out: Path) -> Iterator[Path]:
+    """A fresh `.NAME.partial` beside `out` (a leftover from a killed build is removed); removed on failure."""
+    stage = out.parent / f".{out.name}.partial"
+    if stage.exists():
+        shutil.rmtree(stage)
+    stage.mkdir()
+    try:
+        yield stage
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
+
+
+def publish(stage: Path, out: Path) -> None:
+    """Move the finished `stage` to `out`, replacing an old build (only reached with --force or an empty dir).
+
+    A replacement is one atomic exchange of the two names where the system has it (Linux renameat2), so
+    `out` is never missing; elsewhere two renames, and a kill between them leaves the old build in `.NAME.old`.
+    """
+    if not out.exists():
+        stage.rename(out)
+        return
+    if exchange(stage, out):
+        shutil.rmtree(stage)  # now holds the old build
+        return
+    old = out.parent / f".{out.name}.old"
+    if old.exists():
+        shutil.rmtree(old)
+    out.rename(old)
+    stage.rename(out)
+    shutil.rmtree(old)
+
+
+def exchange(a: Path, b: Path) -> bool:
+    """Atomically swap two paths (renameat2 RENAME_EXCHANGE); False where the system cannot."""
+    import ctypes
+
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (AttributeError, OSError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    return renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0
+
+
+def read_existing(out: Path, identity: dict, fingerprint: str, *, tokenizer_sha: str | None, force: bool) -> dict | None:
+    """The manifest of `out` if it already holds this very build (then there is nothing to do), else None.
+
+    Raises CacheError when `out` holds something else and `--force` was not given: nothing the user has
+    is overwritten silently.
+    """
+    if not out.exists():
+        return None
+    if not out.is_dir():
+        raise CacheError(f"--out {out}: exists and is not a directory; choose another --out")
+    path = manifest_path(out)
+    if not path.is_file():
+        if any(out.iterdir()):  # not ours: --force does not replace it either
+            raise CacheError(f"--out {out}: exists and is not an mlmprep build (no {MANIFEST}); choose another --out")
+        return None
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        manifest = None
+    if not isinstance(manifest, dict) or not {"format_version", "mlmprep_version"} <= manifest.keys():
+        # not ours (or not readable as ours): --force does not replace it either
+        raise CacheError(f"--out {out}: exists and is not an mlmprep build ({MANIFEST} is not an mlmprep manifest); "
+                         "choose another --out")
+    differences = [] if manifest["format_version"] == FORMAT_VERSION else [
+        f"format_version: {manifest['format_version']!r} -> {FORMAT_VERSION}"]
+    differences += [
+        f"{key}: {manifest.get('config', {}).get(key)!r} -> {value!r}"
+        for key, value in identity.items()
+        if manifest.get("config", {}).get(key) != value and not enough_seeds(key, manifest, value)
+    ]
+    if manifest.get("corpus", {}).get("fingerprint") != fingerprint:
+        differences.append("the corpus changed")
+    if tokenizer_sha is not None and manifest.get("tokenizer", {}).get("sha256") != tokenizer_sha:
+        differences.append("the tokenizer changed")
+    if not differences and files_intact(out, manifest):
+        return None if force else manifest
+    if force:
+        return None
+    what = "; ".join(differences[:4]) if differences else "its files are damaged"
+    if len(differences) == 1 and differences[0].startswith("seeds:"):
+        raise CacheError(f"--out {out}: holds this build with fewer seeds ({what}); `mlmprep remask {out} --seeds "
+                         f"{identity['seeds']}` adds the others, or pass --force to rebuild it")
+    raise CacheError(f"--out {out}: holds a build made differently ({what}); pass --force to rebuild it or choose another --out")
+
+
+def enough_seeds(key: str, manifest: dict, wanted) -> bool:
+    """A build with more seeded splits satisfies a request for fewer (`remask` adds seeds to a build)."""
+    have = manifest.get("config", {}).get("seeds")
+    return key == "seeds" and isinstance(have, int) and isinstance(wanted, int) and have >= wanted
+
+
+def files_intact(out: Path, manifest: dict) -> bool:
+    """Every file the manifest lists is there with its recorded size (sizes only: `verify` re-hashes)."""
+    for name, split in manifest.get("splits", {}).items():
+        for f in split.get("files", []):
+            path = out / name / f["name"]
+            if not path.is_file() or path.stat().st_size != f["bytes"]:
+                return False
+    return (out / manifest.get("tokenizer", {}).get("file", "tokenizer.json")).is_file()
+
+
