@@ -1,4 +1,4 @@
-"""Text segmentation against token splitting (seed 002) on one corpus: the comparison a user reruns.
+"""Text segmentation against token splitting on one corpus: the comparison a user reruns.
 
     documents ─► ~5% held out (a hash of the text) ─► heldout.jsonl ─► build --method tokens ─► validation
               └► train.jsonl ─► one tokenizer ─┬► build --method text   ─► fit tiny T5 ─┐
@@ -496,7 +496,7 @@ def plot_backend():
 
 def plot_curves(figure, title: str, methods: dict, out: Path) -> list[str]:
     """val_loss.png and val_accuracy.png: the validation curve of each method against training tokens, pink
-    for text segmentation and blue for token splitting, as in seed 002's charts."""
+    for text segmentation and blue for token splitting."""
     names = []
     for key, label, name in (("eval_loss", "validation loss", "val_loss.png"),
                              ("eval_accuracy", "validation token accuracy", "val_accuracy.png")):

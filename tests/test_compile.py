@@ -1,4 +1,4 @@
-"""--compile keeps the trainer's guarantees (issue 10): exact microbatch gradients, exact resume, OOM retries.
+"""--compile keeps the trainer's guarantees: exact microbatch gradients, exact resume, OOM retries.
 
 On a CUDA machine they run with inductor, as `mlmprep train` does. On a CPU they run only with
 MLMPREP_COMPILE_TESTS=1, and with the "aot_eager" backend: the same dynamo tracing, per-shape guards and AOT

@@ -1,4 +1,4 @@
-"""Issue 11's data items: special tokens are structure, never noise or targets; MLM rows carry the
+"""Data details: special tokens are structure, never noise or targets; MLM rows carry the
 tokenizer's own frame; unknown tokens are counted; remask's seed semantics; inspect; config numbers."""
 
 import json

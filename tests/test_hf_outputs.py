@@ -1,4 +1,4 @@
-"""Outputs ready for `transformers` (issue 11, item 14): a build directory and every checkpoint's model/
+"""Outputs ready for `transformers`: a build directory and every checkpoint's model/
 directory load with AutoTokenizer (pad/eos/unk/mask and the sentinels set) and AutoModel, offline."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The non-finite guard (issue 10): a step whose loss or gradient norm is not finite is skipped, not applied;
+"""The non-finite guard: a step whose loss or gradient norm is not finite is skipped, not applied;
 --max-bad-steps in a row stop the run with exit 1 and one line; every JSON the trainer writes is strict."""
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ def test_a_finite_loss_with_a_nan_gradient_is_skipped_too(tmp_path, data, monkey
 
 
 def test_cuda_setup_turns_off_cudnn_attention_and_leaves_the_cpu_alone():
-    """The bf16 NaN of issue 10: on the H100, T5's gradients went NaN in the backward of bf16 SDPA as torch
+    """The bf16 NaN seen on an H100: T5's gradients went NaN in the backward of bf16 SDPA as torch
     dispatched it (cuDNN attention), the loss finite; float32 and HF's eager attention stayed finite on the
     same weights and rows;
     with it off, 520 steps of the issue's recipe met none (with it on, the first came between steps 400 and

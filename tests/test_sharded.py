@@ -1,4 +1,4 @@
-"""The sharded build (issue 9): the same bytes for any number of workers and any shard size, windows equal to
+"""The sharded build: the same bytes for any number of workers and any shard size, windows equal to
 an independent one-pass reference over the whole corpus, and shard boundaries that never split a document."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What a user of `mlmprep train` meets (issue 11, items 7, 13, 15, 16): T5 v1.1 presets and T5's
+"""What a user of `mlmprep train` meets: T5 v1.1 presets and T5's
 inverse_sqrt schedule, resume of a finished or missing run, log lines off a terminal, integer step counts,
 wall time and tokens/s in final_metrics.json, TensorBoard event files."""
 

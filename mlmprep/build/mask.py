@@ -5,7 +5,7 @@ offsets = arange(n + 1) * L. A row's mask is a pure function of (seed, first_row
 bytes do not depend on chunking or thread count. Validation, length arithmetic and allocation live
 here; the loops live in mlmprep.build._kernels.
 
-Span corruption (T5; seed 000): a row of L tokens gets `noise = round(L * density)` noise tokens,
+Span corruption (T5): a row of L tokens gets `noise = round(L * density)` noise tokens,
 clamped to [1, L - 1], in `spans = max(1, round(min(noise, L - noise) / mean_span))` spans. The noise
 and the kept tokens are each split into `spans` non-empty parts uniformly at random and interleaved,
 kept part first:

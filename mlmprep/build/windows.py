@@ -12,7 +12,7 @@ With `pack="doc"` (`doc_rows`) every document starts a new window and its short 
 row; with `eos_id=None` no EOS is appended (span corruption ends every row with its own </s>, an MLM frame
 with its [SEP]), so the end of a document is never text to mask. `frame_rows` adds a tokenizer's [CLS] … [SEP].
 Text segmentation (`text_segments`) cuts the raw text every `(input_length - 2) * 4` characters,
-wherever that falls, as the naive baseline of seed 002 does.
+wherever that falls: the naive baseline that `mlmprep compare-methods` measures token splitting against.
 """
 
 from __future__ import annotations

@@ -80,7 +80,7 @@ def _utf8(doc: str) -> bytes:
 
 
 def sample_documents() -> Iterator[str]:
-    """The sample, one document per docstring or topic. Harvested once per process (about 2 s), then cached."""
+    """The sample, one document per docstring or topic. Harvested once per process (it walks the standard library's modules), then cached."""
     return iter(_sample())
 
 

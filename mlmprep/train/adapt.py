@@ -1,4 +1,4 @@
-"""OOM adaptation (seed 003): per length regime, microbatch limits shrink after an out-of-memory error
+"""OOM adaptation: per length regime, microbatch limits shrink after an out-of-memory error
 and creep back up after a run of good steps, never above the user's values.
 
 A regime is the power-of-two bucket of a batch's longest effective row (enc_len + alpha * dec_len), so

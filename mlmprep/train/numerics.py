@@ -1,6 +1,6 @@
 """Numerics of a training step: the non-finite guard and model FLOPs.
 
-A step whose loss or gradient norm is not finite is not applied (seed: issue 10): its gradients are dropped
+A step whose loss or gradient norm is not finite is not applied: its gradients are dropped
 and the optimizer never sees them, so one bad batch cannot turn every weight into NaN. `max_bad` such steps
 in a row stop the run with `Diverged` (exit 1), while the weights and checkpoints are still those of the
 last good step.
