@@ -146,11 +146,14 @@ def wall_seconds(cmd: list[str]) -> float:
 
 def help_seconds(repeats: int = 5) -> dict[str, float]:
     """The fastest of `repeats` runs of each HELP_TARGETS command, each a fresh process of the installed
-    `mlmprep` script, the commands taken in turn."""
+    `mlmprep` script, the commands taken in turn. The script is the one beside this interpreter where there is
+    one: a shim found first on PATH (pyenv's is a shell script) would add its own start-up."""
+    beside = Path(sys.executable).parent / "mlmprep"
+    script = str(beside) if beside.is_file() else "mlmprep"
     times: dict[str, list[float]] = {cmd: [] for cmd in HELP_TARGETS}
     for _ in range(repeats):
         for cmd in HELP_TARGETS:
-            times[cmd].append(wall_seconds(cmd.split()))
+            times[cmd].append(wall_seconds([script, *cmd.split()[1:]]))
     return {cmd: min(t) for cmd, t in times.items()}
 
 
