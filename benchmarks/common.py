@@ -1,5 +1,5 @@
-"""What the benchmarks share: where the real corpora are, how to time a function, and how to time and
-measure a child process."""
+"""What the benchmarks share: where the real corpora are, the figure a benchmark reports, how to time a
+function, and how to time and measure a child process."""
 
 from __future__ import annotations
 
@@ -7,8 +7,22 @@ import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 CORPORA = Path(__file__).resolve().parents[2] / "shared" / "corpora"  # ../shared/corpora beside the checkout
+
+
+class Figure(NamedTuple):
+    """One row of a benchmark's summary: what was measured, its value, and the target it is judged against."""
+
+    name: str
+    value: str
+    target: str = ""
+    met: bool | None = None  # None: no target to meet, or not judged in this mode
+
+
+def ratio(a: float, b: float) -> str:
+    return f"{a / b:.2f}x"
 
 
 def compile_bytecode() -> None:

@@ -11,6 +11,7 @@ tokenized with a tokenizer `train_tokenizer` trains on the corpus' first megabyt
 Measured on each: padding efficiency (real tokens / padded slots, encoder and decoder together) and loader
 throughput: real tokens per second through plan + collate to int64 tensors from the memory-mapped split,
 one process, files in the page cache. Both sides use the same collator (pad to multiples of 8).
+--write-docs writes the figures into the `loader` section of docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -21,14 +22,15 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.common import CORPORA, best_seconds
+from benchmarks import docs
+from benchmarks.common import CORPORA, Figure, best_seconds, ratio
 from mlmprep.format.load import open_epoch
 from mlmprep.train.batch import Budget, plan_epoch, plan_stats
 from mlmprep.train.collate import Collator
 from tests.fakes import span_lengths, write_fake_build
 
 CORPUS = CORPORA / "pydocs.txt"
-SEGMENT_CHARS = (512 - 2) * 4  # the naive method's characters per segment (seed 002)
+SEGMENT_CHARS = (512 - 2) * 4  # characters per segment of text segmentation (`--method text`)
 WINDOW = 568  # window length the build truncates segments to (input length 512 after span corruption)
 BUDGET = Budget(max_tokens_per_batch=16384, max_tokens_per_microbatch=4096, max_examples_per_microbatch=64,
                 pad_to_multiple_of=8)
@@ -39,7 +41,8 @@ def segment_lengths(quick: bool) -> tuple[np.ndarray, str]:
     """Tokens per 2040-character segment of pydocs.txt, or a synthetic stand-in when it is absent."""
     if not CORPUS.is_file():
         rng = np.random.default_rng(0)  # log-normal fitted to pydocs segments: median ~700, 10-90% ~560-920
-        return np.exp(rng.normal(6.56, 0.2, 600 if quick else 5400)).astype(np.int64), "synthetic log-normal (no pydocs.txt)"
+        lengths = np.exp(rng.normal(6.56, 0.2, 600 if quick else 5400)).astype(np.int64)
+        return lengths, "synthetic log-normal (no pydocs.txt)"
     from mlmprep.tokenize import encode, train_tokenizer
 
     text = CORPUS.read_text(encoding="utf-8")[: 1_500_000 if quick else None]
@@ -94,7 +97,8 @@ def measure(windows: np.ndarray, work: Path) -> dict:
         "tokens_per_batch": {"budget": stats["tokens_per_batch"], "fixed": tokens / len(fixed)},
         "batches": {"budget": stats["batches"], "fixed": len(fixed)},
         "padding_efficiency": {"budget": stats["padding_efficiency"], "fixed": padding_efficiency(fixed, enc, dec)},
-        "tokens_per_s": {"budget": tokens / best_seconds(budget_epoch, EPOCHS), "fixed": tokens / best_seconds(fixed_epoch, EPOCHS)},
+        "tokens_per_s": {"budget": tokens / best_seconds(budget_epoch, EPOCHS),
+                         "fixed": tokens / best_seconds(fixed_epoch, EPOCHS)},
         "plan_tokens_per_s": tokens / plan_seconds,
         "hf_call_tokens_per_s": tokens / best_seconds(hf_epoch, EPOCHS),
     }
@@ -127,10 +131,27 @@ def print_table(r: dict) -> None:
               f"{m['hf_call_tokens_per_s']:.3g} tokens/s")
 
 
+def figures(r: dict) -> list[Figure]:
+    rows = []
+    for name in ("truncated", "untruncated"):
+        m = r[name]
+        pad, tps = m["padding_efficiency"], m["tokens_per_s"]
+        rows += [
+            Figure(f"padding efficiency, {name} rows: budget / fixed", f"{pad['budget']:.3f} / {pad['fixed']:.3f}"),
+            Figure(f"loader tokens/s, {name} rows: budget vs fixed", ratio(tps["budget"], tps["fixed"])),
+        ]
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a 1.5 MB slice of the corpus")
-    print_table(run(quick=parser.parse_args().quick))
+    docs.add_arguments(parser, "loader")
+    args = parser.parse_args()
+    result = run(quick=args.quick)
+    print_table(result)
+    if args.write_docs:
+        docs.write(args.write_docs, {args.section: figures(result)}, "benchmarks.loader")
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ Windows: pydocs.txt tokenized by a tokenizer trained on the slice with mlmprep.t
 compute_input_and_target_lengths(512, 0.15, 3) gives. Without the corpus: random ids, with a notice.
 Speeds are input tokens per second; compilation is excluded (one warm-up pass each). The three are
 timed in turn and the best of each kept, so drift on a shared machine does not bias their ratios.
+--write-docs writes the figures into the `span_corruption` section of docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from collections.abc import Callable
 import numba
 import numpy as np
 
-from benchmarks.common import CORPORA, best_of_each
+from benchmarks import docs
+from benchmarks.common import CORPORA, Figure, best_of_each
 from mlmprep.build.mask import compute_input_and_target_lengths, span_corrupt
 
 INPUT_LENGTH, DENSITY, MEAN_SPAN = 512, 0.15, 3.0
@@ -164,10 +166,24 @@ def print_table(r: dict) -> None:
           f"{r['numba_all_vs_1t']:>9.2f}x   (vs 1 thread; target >= 1.7x on 2)")
 
 
+def figures(r: dict) -> list[Figure]:
+    return [
+        Figure("Numba 1 thread vs per-example NumPy", f"{r['numba_1t_vs_numpy']:.0f}x", ">= 100x",
+               r["numba_1t_vs_numpy"] >= 100),
+        Figure(f"Numba {r['threads']} threads vs 1 thread", f"{r['numba_all_vs_1t']:.2f}x", ">= 1.7x on 2 cores",
+               r["numba_all_vs_1t"] >= 1.7),
+        Figure("Numba, all threads", f"{r['numba_all_tokens_per_s'] / 1e6:.1f} M tokens/s"),
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a 1 MB slice and fewer repeats")
-    run(parser.parse_args().quick)
+    docs.add_arguments(parser, "span_corruption")
+    args = parser.parse_args()
+    result = run(args.quick)
+    if args.write_docs:
+        docs.write(args.write_docs, {args.section: figures(result)}, "benchmarks.span_corruption")
 
 
 if __name__ == "__main__":

@@ -26,6 +26,9 @@ summed token loss over the batch's label tokens, then AdamW) on the same rows, o
 
 Reported per side: real tokens per second (encoder + decoder, padding excluded), padding efficiency
 (real tokens / padded slots), steps and mean real tokens per step.
+
+--write-docs writes the figures into the `train_step` section of docs/benchmarks.md (`train_step_gpu` with
+--data; --section names another).
 """
 
 from __future__ import annotations
@@ -39,6 +42,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from benchmarks import docs
+from benchmarks.common import Figure, ratio
 from mlmprep.config import TrainConfig
 from mlmprep.format.load import open_epoch, read_manifest
 from mlmprep.tokenize import load_tokenizer, special_ids
@@ -61,7 +66,8 @@ def lengths(n: int) -> np.ndarray:
 def fixed_batches(n: int, batch: int, micro: int) -> list[list[np.ndarray]]:
     """The usual loader: a shuffled epoch cut into batches of `batch` rows, each into microbatches of `micro`."""
     order = np.random.default_rng(1).permutation(n)
-    return [[order[i : i + batch][j : j + micro] for j in range(0, batch, micro)] for i in range(0, n - batch + 1, batch)]
+    return [[order[i : i + batch][j : j + micro] for j in range(0, batch, micro)]
+            for i in range(0, n - batch + 1, batch)]
 
 
 def time_steps(steps: list[list[np.ndarray]], split, work: Path) -> dict:
@@ -79,7 +85,8 @@ def time_steps(steps: list[list[np.ndarray]], split, work: Path) -> dict:
         if k == 1:  # the first step pays for allocations and lazy initialisation
             start, real, slots = time.perf_counter(), 0.0, 0.0
         n_targets = int(sum(targets[rows].sum() for rows in microbatches))
-        _, sums = accumulate(model, split, collator, [(rows, False) for rows in microbatches], n_targets, world=CPU, cfg=cfg)
+        _, sums = accumulate(model, split, collator, [(rows, False) for rows in microbatches], n_targets,
+                             world=CPU, cfg=cfg)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         real, slots = real + sums[0], slots + sums[1]
@@ -112,8 +119,9 @@ def mlmprep_side(data: Path, out: Path, *, model: str, compile_: bool, rows: int
     lines = [r for r in map(json.loads, (out / "metrics.jsonl").open()) if "tokens_per_s" in r and r["step"] > warmup]
     seconds = sum(r["tokens"] / r["tokens_per_s"] for r in lines)
     tokens = sum(r["tokens"] for r in lines)
-    return {"tokens_per_s": tokens / seconds, "tflops": sum(r["tflops"] * r["tokens"] / r["tokens_per_s"] for r in lines) / seconds,
-            "peak_memory_gb": lines[-1].get("peak_memory_gb"), "steps": len(lines)}
+    tflops = sum(r["tflops"] * r["tokens"] / r["tokens_per_s"] for r in lines) / seconds
+    return {"tokens_per_s": tokens / seconds, "tflops": tflops, "peak_memory_gb": lines[-1].get("peak_memory_gb"),
+            "steps": len(lines)}
 
 
 def side_by_side(data: Path, *, model: str, rows: int, micro: int, steps: int, warmup: int, compiled: bool,
@@ -152,8 +160,8 @@ def side_by_side(data: Path, *, model: str, rows: int, micro: int, steps: int, w
         hf = time_trainer(hf_model, windows, collator, rows_per_step=rows, rows_per_microbatch=micro, steps=steps,
                           warmup=warmup, workers=workers, bf16=True, out=str(Path(tmp) / "hf"))
         results["hf_trainer"] = {"tokens_per_s": rows * (enc + dec) / hf["seconds_per_step"],
-                                 "tflops": flops / hf["seconds_per_step"] / 1e12, "peak_memory_gb": hf["peak_memory_gb"],
-                                 "steps": steps - warmup}
+                                 "tflops": flops / hf["seconds_per_step"] / 1e12,
+                                 "peak_memory_gb": hf["peak_memory_gb"], "steps": steps - warmup}
     for side in ("mlmprep_eager", "mlmprep_compiled", "hf_trainer"):
         if side in results and results["peak_tflops"]:
             results[side]["mfu"] = results[side]["tflops"] / results["peak_tflops"]
@@ -204,13 +212,46 @@ def run(quick: bool = False, threads: int = 1) -> dict:
 
 
 def print_table(r: dict) -> None:
-    print(f"tiny T5 on CPU ({r['threads']} thread), {r['rows']} variable-length rows, mean {r['mean_row_tokens']:.0f} "
-          f"real tokens per row; fixed side: batches of {r['fixed_batch']} rows in microbatches of {r['fixed_microbatch']}")
+    print(f"tiny T5 on CPU ({r['threads']} thread), {r['rows']} variable-length rows, "
+          f"mean {r['mean_row_tokens']:.0f} real tokens per row; fixed side: batches of {r['fixed_batch']} rows "
+          f"in microbatches of {r['fixed_microbatch']}")
     a, b = r["token_budget"], r["fixed_batch_size"]
     print(f"  {'':22}{'token budget':>14}{'fixed batch':>14}{'ratio':>8}")
     for key, fmt in (("tokens_per_s", "{:14.0f}"), ("padding_efficiency", "{:14.3f}"), ("tokens_per_step", "{:14.0f}")):
         print(f"  {key:22}" + fmt.format(a[key]) + fmt.format(b[key]) + f"{a[key] / b[key]:8.2f}")
     print(f"  timed steps: {a['steps'] - 1} and {b['steps'] - 1} (the first step of each side is not timed)")
+
+
+def figures(r: dict) -> list[Figure]:
+    a, b, sides = r["token_budget"], r["fixed_batch_size"], r["side_by_side"]
+    return [
+        Figure("tiny T5 step tokens/s: budget vs fixed batch", ratio(a["tokens_per_s"], b["tokens_per_s"])),
+        Figure("padding efficiency: budget / fixed batch",
+               f"{a['padding_efficiency']:.3f} / {b['padding_efficiency']:.3f}"),
+        Figure("tiny T5 on CPU tokens/s: mlmprep train vs HF Trainer",
+               ratio(sides["mlmprep_eager"]["tokens_per_s"], sides["hf_trainer"]["tokens_per_s"])),
+    ]
+
+
+def side_by_side_figures(r: dict) -> list[Figure]:
+    """`side_by_side`'s figures: each side's tokens/s (and its ratio to the HF Trainer's), then model TFLOP/s,
+    MFU and peak GPU memory of the sides together."""
+    names = {"mlmprep_eager": ("mlmprep train, eager", "eager"),
+             "mlmprep_compiled": ("mlmprep train, compiled", "compiled"),
+             "hf_trainer": ("HF Trainer + run_t5_mlm_flax collator", "HF")}
+    sides = [side for side in names if side in r]
+    hf = r["hf_trainer"]["tokens_per_s"]
+    shape = f"{r['model']}, {r['rows_per_step']} x {r['input_length']}/{r['target_length']}"
+    rows = [Figure(f"{shape} tokens/s: {names[side][0]}", f"{r[side]['tokens_per_s']:,.0f}"
+                   + ("" if side == "hf_trainer" else f" ({r[side]['tokens_per_s'] / hf:.2f}x HF)")) for side in sides]
+    together = " / ".join(names[side][1] for side in sides)
+
+    def each(fmt: str, key: str) -> str:
+        return " / ".join("-" if r[side].get(key) is None else fmt.format(r[side][key]) for side in sides)
+
+    return rows + [Figure(f"model TFLOP/s: {together}", each("{:.1f}", "tflops")),
+                   Figure(f"MFU: {together}", each("{:.1%}", "mfu")),
+                   Figure(f"peak GPU memory (GB): {together}", each("{:.1f}", "peak_memory_gb"))]
 
 
 def main() -> None:
@@ -222,11 +263,13 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=25, help="CUDA mode: steps per side, the first 5 untimed")
     parser.add_argument("--compile", action="store_true", help="CPU: also time the compiled tiny model (minutes)")
     parser.add_argument("--json", type=Path, help="also write the results here")
+    docs.add_arguments(parser, "train_step")
     args = parser.parse_args()
     if args.data is not None:
         result = side_by_side(args.data, model=args.model, rows=128, micro=64, steps=args.steps, warmup=5,
                               compiled=True, workers=8)
         print_side_by_side(result)
+        rows, section = side_by_side_figures(result), "train_step_gpu" if args.section == "train_step" else args.section
     else:
         torch.set_num_threads(args.threads)
         result = run(quick=args.quick, threads=args.threads)
@@ -234,6 +277,9 @@ def main() -> None:
         if args.compile:
             result["side_by_side"] = cpu_side_by_side(args.quick, compiled=True)
         print_side_by_side(result["side_by_side"])
+        rows, section = figures(result), args.section
+    if args.write_docs:
+        docs.write(args.write_docs, {section: rows}, "benchmarks.train_step")
     if args.json:
         args.json.write_text(json.dumps(result, indent=2, allow_nan=False))
 

@@ -1,30 +1,60 @@
-"""The summary table of `python -m benchmarks`: a target is judged from the figures, and a run that diverged
-(no final evaluation) is shown as such and fails its target instead of crashing the table."""
+"""The summary rows of the benchmarks (`figures` of each module): a target is judged from the figures, a run that
+diverged (no final evaluation) is shown as such and fails its target instead of crashing the table, and the
+build's help timings are judged against their limits."""
 
 from __future__ import annotations
 
 import pytest
 
-from benchmarks.__main__ import segmentation
+from benchmarks import build, segmentation
 
 
 def result(text_loss, tokens_loss, text_accuracy=0.30, tokens_accuracy=0.35, mode="default") -> dict:
-    build = {"token_utilisation": 0.96, "fragment_rate": 0.6, "fragment_span_share": 0.25}
-    return {"settings": {"mode": mode}, "methods": {
-        "text": {"build": build, "train": {"steps": 20, "final_loss": text_loss, "final_accuracy": text_accuracy}},
-        "tokens": {"build": build, "train": {"steps": 20, "final_loss": tokens_loss, "final_accuracy": tokens_accuracy}},
-    }}
+    built = {"token_utilisation": 0.96, "tokens_dropped": 100, "fragment_rate": 0.6, "fragment_span_share": 0.25}
+
+    def arm(loss, accuracy):
+        return {"build": built, "train": {"steps": 20, "final_loss": loss, "final_accuracy": accuracy}}
+
+    return {"settings": {"mode": mode},
+            "methods": {"text": arm(text_loss, text_accuracy), "tokens": arm(tokens_loss, tokens_accuracy)}}
 
 
-@pytest.mark.parametrize("losses, met", [((4.6, 4.5), True), ((4.5, 4.6), False), ((4.6, None), False), ((None, 4.5), False)])
+@pytest.mark.parametrize("losses, met", [((4.6, 4.5), True), ((4.5, 4.6), False), ((4.6, None), False),
+                                         ((None, 4.5), False)])
 def test_the_segmentation_loss_target_is_judged_from_the_losses_and_a_diverged_run_fails_it(losses, met):
-    loss = next(f for f in segmentation(result(*losses)) if f.name.startswith("validation loss"))
-    assert loss.met is met
+    loss = next(f for f in segmentation.figures(result(*losses)) if f.name.startswith("validation loss"))
+    assert loss.met is met and loss.target == "tokens lower"
     assert loss.value == " / ".join("none (diverged)" if x is None else f"{x:.3f}" for x in losses)
 
 
 def test_a_quick_segmentation_run_is_shown_but_not_judged():
-    """20 steps on 1 MB cannot test seed 002's claim either way: the figures are shown, the targets not judged."""
+    """20 steps on 1 MB cannot test the claim either way: the figures are shown, the targets not judged."""
     for losses in ((4.6, 4.5), (4.5, 4.6)):
-        loss = next(f for f in segmentation(result(*losses, mode="quick")) if f.name.startswith("validation loss"))
+        figures = segmentation.figures(result(*losses, mode="quick"))
+        loss = next(f for f in figures if f.name.startswith("validation loss"))
         assert loss.met is None and loss.target == "tokens lower (default mode)"
+
+
+def build_result(help_s: dict[str, float], workers: list[int], scaling: list[dict]) -> dict:
+    runs = [{"scale": s, "mb": 11.0 * s, "ratio": 1.1, "build_rss_mb": 700 + s} for s in (1, 4)]
+    return {"quick": False, "workers": workers, "runs": runs, "scaling": scaling, "cold_build_s": 15.0,
+            "warm_build_s": 2.0, "threads_1_vs_2_identical": True, "help_s": help_s}
+
+
+def test_the_build_figures_judge_each_help_command_against_its_limit():
+    helps = {"mlmprep --help": 0.19, "mlmprep build --help": 0.2, "mlmprep train --help": 0.31}
+    rows = {f.name: f for f in build.figures(build_result(helps, [], []))}
+    assert (rows["mlmprep --help"].target, rows["mlmprep --help"].met) == ("<= 0.5 s", True)
+    assert (rows["mlmprep build --help"].value, rows["mlmprep build --help"].met) == ("0.20 s", True)
+    assert (rows["mlmprep train --help"].target, rows["mlmprep train --help"].met) == ("<= 0.2 s", False)
+    assert rows["build --seeds 4 time / tokenize-only time, 44 MB"].met is True
+
+
+def test_the_build_figures_give_the_speed_up_of_the_largest_worker_count_at_each_scale():
+    scaling = [{"scale": s, "workers": w, "tokens_per_s": tps} for s, w, tps in
+               ((1, 1, 1.0), (1, 2, 1.75), (4, 1, 1.0), (4, 2, 2.09))]
+    rows = {f.name: f for f in build.figures(build_result({}, [1, 2], scaling))}
+    small, large = rows["speed-up, 1 -> 2 workers, 11 MB"], rows["speed-up, 1 -> 2 workers, 44 MB"]
+    assert (small.value, small.target, small.met) == ("1.75x", ">= 1.8x", False)
+    assert (large.value, large.met) == ("2.09x", True)
+    assert "build --seeds 4 (2 workers) time / tokenize-only time, 11 MB" in rows
