@@ -126,8 +126,8 @@ def split_documents(cfg: CompareConfig, data: Path) -> dict[str, int]:
             (heldout if held else train).write(json.dumps({"text": doc}) + "\n")
             counts["heldout" if held else "train"] += 1
     if not counts["train"] or not counts["heldout"]:
-        raise CorpusError(f"{corpus.description}: {counts['train']} training and {counts['heldout']} held-out documents; "
-                          "the comparison needs both (give more text or change --heldout-fraction)")
+        raise CorpusError(f"{corpus.description}: {counts['train']} training and {counts['heldout']} "
+                          "held-out documents; the comparison needs both (give more text or change --heldout-fraction)")
     return counts
 
 
@@ -158,7 +158,8 @@ def arm_config(cfg: CompareConfig, data: Path, method: str, corpus: str, tokeniz
 def make_tokenizer(cfg: CompareConfig, data: Path) -> Path:
     """Train one tokenizer on the cleaned training documents (their first `tokenizer_chars` characters)."""
     build_cfg = arm_config(cfg, data, "tokens", "train.jsonl", data / "tokenizer.json")
-    docs = cleaned_documents(open_corpus(build_cfg.corpus), build_cfg, {"characters_removed": 0, "documents_emptied": 0})
+    docs = cleaned_documents(open_corpus(build_cfg.corpus), build_cfg,
+                             {"characters_removed": 0, "documents_emptied": 0})
     tok = train_tokenizer(first_chars(docs, cfg.tokenizer_chars), cfg.vocab_size)
     tok.save(build_cfg.tokenizer)
     return Path(build_cfg.tokenizer)
@@ -184,7 +185,8 @@ def fragment_spans(windows: Rows, inputs: Rows, labels: Rows, sentinels: np.ndar
     span_length = marks[np.searchsorted(marks, label_sentinels) + 1] - label_sentinels - 1  # tokens up to the next mark
     enc_sentinels = np.flatnonzero(np.isin(inputs.values, sentinels))
     if len(enc_sentinels) != len(span_length):
-        raise CacheError(f"{len(enc_sentinels)} sentinels in input_ids but {len(span_length)} in labels; rebuild the split")
+        raise CacheError(f"{len(enc_sentinels)} sentinels in input_ids but {len(span_length)} in labels; "
+                         "rebuild the split")
     step = np.ones(len(inputs.values), dtype=np.int64)  # window positions each encoder token covers
     step[inputs.offsets[1:] - 1] = 0  # the appended EOS covers none
     step[enc_sentinels] = span_length
@@ -213,7 +215,8 @@ def text_row_cuts(build_cfg: BuildConfig, tok, tables: WordTables, window_length
     """(begins inside a word, ends inside a word) per row of a text-segmentation build, by replaying its
     segmentation: the tokenizer marks every segment's first word as a word start, so the text cut decides.
     A row ends inside a word where its segment's end cut one, or for a truncated row, where truncation did."""
-    docs = cleaned_documents(open_corpus(build_cfg.corpus), build_cfg, {"characters_removed": 0, "documents_emptied": 0})
+    docs = cleaned_documents(open_corpus(build_cfg.corpus), build_cfg,
+                             {"characters_removed": 0, "documents_emptied": 0})
     segments = text_segments(docs, segment_chars(build_cfg.input_length))
     begins, ends, previous = [], [], False
     while chunk := list(islice(segments, SEGMENTS_PER_CALL)):
@@ -224,7 +227,8 @@ def text_row_cuts(build_cfg: BuildConfig, tok, tables: WordTables, window_length
         truncated = lengths > window_length
         last = starts + kept - 1
         after = np.where(truncated, starts + kept, last)  # the token truncation removed first (else unused)
-        cut_end = np.where(truncated, tables.cuts_word(flat[np.maximum(last, 0)], flat[np.maximum(after, 0)]), cut_after)
+        cut_end = np.where(truncated, tables.cuts_word(flat[np.maximum(last, 0)], flat[np.maximum(after, 0)]),
+                           cut_after)
         keep = kept >= MIN_ROW  # the build drops shorter segments
         begins.append(np.append(previous, cut_after[:-1])[keep])
         ends.append(cut_end[keep])
@@ -251,8 +255,9 @@ def fragment_share(build_cfg: BuildConfig, manifest: dict) -> dict[str, float]:
         begins, ends = text_row_cuts(build_cfg, tok, tables, manifest["window_length"])
     if len(begins) != len(windows):
         raise CacheError(f"{out}: replaying the segmentation gave {len(begins)} rows, the build has {len(windows)}")
-    spans, fragments = fragment_spans(windows, read_rows(out / "seed-0", "input_ids"), read_rows(out / "seed-0", "labels"),
-                                      special_ids(tok).sentinels, tables, begins, ends)
+    spans, fragments = fragment_spans(windows, read_rows(out / "seed-0", "input_ids"),
+                                      read_rows(out / "seed-0", "labels"), special_ids(tok).sentinels, tables,
+                                      begins, ends)
     return {"fragment_rate": float(np.mean(begins | ends)), "masked_spans": spans, "fragment_spans": fragments,
             "fragment_span_share": fragments / spans}
 
@@ -275,7 +280,8 @@ def build_arm(build_cfg: BuildConfig, documents: int, log: Callable[[str], None]
     seconds = time.perf_counter() - started
     windows = manifest["statistics"]["windows"]
     keys = ("rows", "tokens_kept", "tokens_dropped", "tokens_padded", "rows_truncated", "token_utilisation")
-    # the manifest's fragment rate is fragment_share's but for the token stream's last row (it also sees the dropped tail)
+    # the manifest's fragment rate is fragment_share's but for the token stream's last row (it also sees the
+    # dropped tail)
     return {"seconds": seconds, **{k: windows[k] for k in keys}, "manifest_fragment_rate": windows["fragment_rate"],
             **fragment_share(build_cfg, manifest)}
 
@@ -306,9 +312,11 @@ def check_compare(cfg: CompareConfig, *, force: bool) -> None:
         return
     if names - OUTPUTS or not (out / "results.json").is_file():
         what = ", ".join(sorted(names - OUTPUTS)) or "no results.json"
-        raise ConfigError(f"--out {out}: is not empty and holds no compare-methods result ({what}); choose another --out")
+        raise ConfigError(f"--out {out}: is not empty and holds no compare-methods result ({what}); "
+                          "choose another --out")
     if not force:
-        raise ConfigError(f"--out {out}: holds a compare-methods result; pass --force to replace it or choose another --out")
+        raise ConfigError(f"--out {out}: holds a compare-methods result; "
+                          "pass --force to replace it or choose another --out")
 
 
 def train_arm(cfg: CompareConfig, method: str) -> dict:
@@ -332,7 +340,8 @@ def train_arm(cfg: CompareConfig, method: str) -> dict:
     curve, step_seconds = read_metrics(run / "metrics.jsonl")
     if diverged is None and not all(math.isfinite(final.get(k) or math.nan) for k in ("eval_loss", "eval_accuracy")):
         diverged = final["step"]  # trained, but its validation loss is not a number
-    return {"steps": final.get("step", diverged), "training_tokens": final.get("tokens", sum(p["tokens"] for p in curve[-1:])),
+    return {"steps": final.get("step", diverged),
+            "training_tokens": final.get("tokens", sum(p["tokens"] for p in curve[-1:])),
             "examples": final.get("examples"), "seconds": seconds, "step_seconds": step_seconds,
             "final_loss": None if diverged is not None else final["eval_loss"],
             "final_accuracy": None if diverged is not None else final["eval_accuracy"], "diverged_at": diverged,

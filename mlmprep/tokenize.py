@@ -47,7 +47,8 @@ class SpecialIds:
     others: tuple[int, ...] = ()  # the tokenizer's other special tokens ([CLS], <s>, ...)
 
     def all(self) -> np.ndarray:
-        """Every special id (sorted, int32): never an MLM target, never drawn as a random replacement, never a word piece."""
+        """Every special id (sorted, int32): never an MLM target, never drawn as a random replacement, never a
+        word piece."""
         ids = [self.pad, self.eos, *(x for x in (self.unk, self.mask) if x is not None), *self.sentinels.tolist(),
                *self.others]
         return np.unique(np.asarray(ids, dtype=np.int32))
@@ -89,7 +90,8 @@ def tokenizer_sha256(tok) -> str:
     return hashlib.sha256(tok.to_str().encode("utf-8")).hexdigest()
 
 
-def train_tokenizer(texts: Iterable[str], vocab_size: int, *, n_sentinels: int = N_SENTINELS, show_progress: bool = False):
+def train_tokenizer(texts: Iterable[str], vocab_size: int, *, n_sentinels: int = N_SENTINELS,
+                    show_progress: bool = False):
     """Train a Unigram tokenizer laid out like T5's: <pad>=0, </s>=1, <unk>=2, <mask>=3, then pieces,
     then the sentinels with <extra_id_0> at the highest id. `vocab_size` counts everything. Text that spells
     a special token is blanked for training: the trainer would learn it as a second, ordinary piece.
@@ -113,8 +115,9 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int, *, n_sentinels: int =
     except Exception as exc:
         if "not large enough to contain all chars" not in str(exc):
             raise
-        raise TokenizerError(f"--vocab-size {vocab_size} cannot hold the training text's {len(chars)} distinct characters "
-                             f"and {n_sentinels} sentinels; raise --vocab-size to at least {len(chars) + n_sentinels}") from None
+        raise TokenizerError(f"--vocab-size {vocab_size} cannot hold the training text's {len(chars)} "
+                             f"distinct characters and {n_sentinels} sentinels; "
+                             f"raise --vocab-size to at least {len(chars) + n_sentinels}") from None
     tok = canonical_unigram(tok)
     tok.add_special_tokens([sentinel_name(k) for k in reversed(range(n_sentinels))])
     return tok
@@ -185,7 +188,8 @@ def canonical_unigram(tok):
         key=lambda ps: (-ps[1], ps[0]),
     )
     chars = sorted(p for (p, _), b in zip(pieces, in_block) if b)
-    ordered = head + [(c, round(lowest + CHAR_STEP * (len(chars) - 1 - k), SCORE_DECIMALS)) for k, c in enumerate(chars)]
+    ordered = head + [(c, round(lowest + CHAR_STEP * (len(chars) - 1 - k), SCORE_DECIMALS))
+                      for k, c in enumerate(chars)]
     data["model"]["vocab"] = [[p, s] for p, s in specials] + [[p, s] for p, s in ordered]
     return Tokenizer.from_str(json.dumps(data, ensure_ascii=False))
 
@@ -218,7 +222,8 @@ def special_ids(tok, *, where: str = "tokenizer") -> SpecialIds:
     if arr.size > 1:
         steps = np.diff(arr)
         if not (np.all(steps == -1) or np.all(steps == 1)):
-            raise TokenizerError(f"{where}: sentinel ids <extra_id_k> are not consecutive in k; the tokenizer is damaged")
+            raise TokenizerError(f"{where}: sentinel ids <extra_id_k> are not consecutive in k; "
+                                 "the tokenizer is damaged")
     return SpecialIds(
         pad=pad,
         eos=eos,

@@ -77,7 +77,8 @@ def _save_split(path: Path, rows: list[tuple[np.ndarray, np.ndarray]], num_shard
         widths = {len(r) for r in column}
         length = widths.pop() if len(widths) == 1 else -1
         features[name] = datasets.Sequence(datasets.Value("int32"), length=length)
-    datasets.Dataset.from_dict(data, features=datasets.Features(features)).save_to_disk(str(path), num_shards=num_shards)
+    datasets.Dataset.from_dict(data, features=datasets.Features(features)).save_to_disk(str(path),
+                                                                                      num_shards=num_shards)
     files = [{"name": f.name, "bytes": f.stat().st_size, "sha256": hashlib.sha256(f.read_bytes()).hexdigest()}
              for f in sorted(path.glob("data-*.arrow"))]
     return {"rows": len(rows), "files": files}
@@ -113,7 +114,8 @@ def write_fake_build(directory, *, objective: str = "span", n_rows: int = 64, le
         return [span_row(r, t, int(a), int(b), vocab_size) for t, a, b in zip(tokens, noise, spans)]
 
     seeds = [{"split": f"seed-{k}", "seed": 1000 + k} for k in range(n_seeds)]
-    splits = {s["split"]: _save_split(directory / s["split"], masked(train_tokens, s["seed"]), num_shards) for s in seeds}
+    splits = {s["split"]: _save_split(directory / s["split"], masked(train_tokens, s["seed"]), num_shards)
+              for s in seeds}
     splits["validation"] = _save_split(directory / "validation", masked(val_tokens, 999), num_shards)
 
     tok = fake_tokenizer(vocab_size)

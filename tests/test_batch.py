@@ -22,7 +22,8 @@ from mlmprep.train.batch import (
 def text_lengths(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """Encoder/decoder lengths like span-corrupted text segments: mostly ~500 tokens, a tail of short rows."""
     rng = np.random.default_rng(seed)
-    window = np.where(rng.random(n) < 0.9, rng.normal(560, 40, n), rng.uniform(20, 560, n)).clip(8, 700).astype(np.int64)
+    window = np.where(rng.random(n) < 0.9, rng.normal(560, 40, n),
+                      rng.uniform(20, 560, n)).clip(8, 700).astype(np.int64)
     noise = np.round(window * 0.15).astype(np.int64)
     spans = np.maximum(1, np.round(noise / 3)).astype(np.int64)
     return window - noise + spans + 1, noise + spans + 1
@@ -55,7 +56,8 @@ def check_plan(plan, enc, dec, budget, world_size):
             for mb in rank:
                 if mb.padding:
                     assert len(mb.rows) == 1 and not mb.oversize
-        loads.append([sum(padded_cost(enc, dec, mb.rows, budget) for mb in rank if not mb.padding) for rank in batch.ranks])
+        loads.append([sum(padded_cost(enc, dec, mb.rows, budget) for mb in rank if not mb.padding)
+                      for rank in batch.ranks])
     return loads
 
 
@@ -143,7 +145,8 @@ def test_ddp_dealing_balances_ranks(world_size):
     plan = plan_epoch(enc, dec, budget, seed=0, epoch=0, world_size=world_size)
     loads = np.array(check_plan(plan, enc, dec, budget, world_size))  # [batches, ranks]
     for batch in plan:  # ranks of one step never share a row
-        per_rank = [np.concatenate([mb.rows for mb in rank if not mb.padding] or [np.zeros(0, np.int64)]) for rank in batch.ranks]
+        per_rank = [np.concatenate([mb.rows for mb in rank if not mb.padding] or [np.zeros(0, np.int64)])
+                    for rank in batch.ranks]
         assert sum(map(len, per_rank)) == len(np.unique(np.concatenate(per_rank)))
     full = loads[:-1]  # the epoch's last step takes what is left and may be short on one rank
     # a step's ranks differ by less than one microbatch (test_plan_invariants); on average far less

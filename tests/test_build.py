@@ -6,7 +6,8 @@ from conftest import build_tiny
 
 
 def data_files(build):
-    return {str(p.relative_to(build)): p.read_bytes() for p in sorted(build.rglob("*")) if p.is_file() and p.name != "manifest.json"}
+    return {str(p.relative_to(build)): p.read_bytes() for p in sorted(build.rglob("*"))
+            if p.is_file() and p.name != "manifest.json"}
 
 
 @pytest.mark.parametrize(
@@ -35,7 +36,8 @@ def byte_level_bpe():
 
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.train_from_iterator(tiny_documents(), trainers.BpeTrainer(vocab_size=400, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tok.train_from_iterator(tiny_documents(),
+                            trainers.BpeTrainer(vocab_size=400, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
     return tok
 
 

@@ -107,7 +107,8 @@ def test_matches_per_character_reference(codepoints):
     assert clean_text(text) == reference(text)
 
 
-@pytest.mark.parametrize("line", ["The quick brown fox \x00jumps over the lazy dog.\r\n", "Ünï 日本 \x00\U0001f600\r\n"])
+@pytest.mark.parametrize("line", ["The quick brown fox \x00jumps over the lazy dog.\r\n",
+                                  "Ünï 日本 \x00\U0001f600\r\n"])
 def test_a_long_text_is_cleaned_whole(line):
     text = line * (10_000_000 // len(line))
     cleaned, removed = clean_text(text)

@@ -34,7 +34,8 @@ def tables() -> WordTables:
 
 def rows(*lists) -> Rows:
     lengths = [len(x) for x in lists]
-    return Rows(np.concatenate([np.asarray(x, np.int32) for x in lists]), np.append(0, np.cumsum(lengths)).astype(np.int64))
+    return Rows(np.concatenate([np.asarray(x, np.int32) for x in lists]),
+                np.append(0, np.cumsum(lengths)).astype(np.int64))
 
 
 # row 0: ▁The ▁fun [ction] ▁is [▁here] s   -> [ction] continues ▁fun, [▁here] is continued by s: 2 fragments
@@ -48,10 +49,13 @@ LABELS = rows([E0, CTION, E1, HERE, EOS], [E0, THE, E1, FUN, EOS], [E0, CTION, E
 def test_fragment_spans_inside_rows_and_at_their_edges():
     inside = fragment_spans(WINDOWS, INPUTS, LABELS, SENTINELS, tables(), np.zeros(3, bool), np.zeros(3, bool))
     assert inside == (5, 2)
-    edges = fragment_spans(WINDOWS, INPUTS, LABELS, SENTINELS, tables(), np.array([0, 0, 1], bool), np.array([0, 1, 0], bool))
+    edges = fragment_spans(WINDOWS, INPUTS, LABELS, SENTINELS, tables(), np.array([0, 0, 1], bool),
+                           np.array([0, 1, 0], bool))
     assert edges == (5, 4)
     row_0_begins_in_a_word = np.array([1, 0, 0], bool)
-    assert fragment_spans(WINDOWS, INPUTS, LABELS, SENTINELS, tables(), row_0_begins_in_a_word, np.zeros(3, bool)) == (5, 2)  # no span starts row 0
+    # no span starts row 0
+    assert fragment_spans(WINDOWS, INPUTS, LABELS, SENTINELS, tables(), row_0_begins_in_a_word,
+                          np.zeros(3, bool)) == (5, 2)
 
 
 def test_fragment_spans_reject_rows_that_do_not_match_their_windows():

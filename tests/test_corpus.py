@@ -129,7 +129,8 @@ def test_decode_error_skip(tmp_path):
 
 def test_decode_error_fail_names_file_line_and_fix(tmp_path):
     path = write(tmp_path / "a.txt", BAD_UTF8)
-    with pytest.raises(CorpusError, match=r"a\.txt line 2 \(byte \d+\): invalid UTF-8; use --on-decode-error replace\|skip"):
+    with pytest.raises(CorpusError,
+                       match=r"a\.txt line 2 \(byte \d+\): invalid UTF-8; use --on-decode-error replace\|skip"):
         docs(path, on_decode_error="fail")
 
 
@@ -186,7 +187,8 @@ def test_jsonl_text_field_nulls_blanks_and_text_column(tmp_path):
     [
         ('{"text": "ok"}\n{"text": 5}\n', r"b\.jsonl line 2 \(byte \d+\): field 'text' holds int, not text"),
         ('{"text": "ok"}\n\n{"text": "no end"\n', r"b\.jsonl line 3 \(byte \d+\): not valid JSON"),
-        ('["text", "in", "a", "list"]\n', r"b\.jsonl line 1 \(byte \d+\): expected a JSON object with a 'text' field, got list"),
+        ('["text", "in", "a", "list"]\n',
+         r"b\.jsonl line 1 \(byte \d+\): expected a JSON object with a 'text' field, got list"),
         ('{"text": "ok"}\n{"text": "x", "m": ' + "[" * 100_000 + "]" * 100_000 + "}\n",
          r"b\.jsonl line 2 \(byte 15\): JSON nested too deeply to parse; remove or fix that record"),
         ('{"text": "ok"}\n{"text": "x", "id": ' + "9" * 5000 + "}\n",

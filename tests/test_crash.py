@@ -121,7 +121,8 @@ def test_a_fresh_build_killed_while_tokenizing_or_writing_leaves_nothing(tmp_pat
     finish(args, out, reference)
 
 
-def test_a_rebuild_killed_while_publishing_shows_the_old_or_the_new_build_whole(tmp_path, big_corpus, tok, reference, tiny_corpus):
+def test_a_rebuild_killed_while_publishing_shows_the_old_or_the_new_build_whole(tmp_path, big_corpus, tok, reference,
+                                                                                tiny_corpus):
     out = tmp_path / "out"
     assert cli(*build_args(tiny_corpus, out, tok)).exit_code == 0
     padding = out / "padding"
@@ -144,7 +145,8 @@ def test_a_worker_killed_mid_build_fails_in_one_line_and_publishes_nothing(tmp_p
 
     out = tmp_path / "out"
     args = [*build_args(big_corpus, out, tok), "--workers", "2", "--shard-bytes", "200000"]
-    proc = subprocess.Popen(cli_command(*args), env=cli_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(cli_command(*args), env=cli_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True)
     killed = None
     try:
         while proc.poll() is None and killed is None:

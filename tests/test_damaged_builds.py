@@ -108,7 +108,8 @@ def test_a_format_1_build_with_changed_windows_is_not_remasked(tmp_path, tiny_bu
 
 
 INSPECT_DAMAGES = {
-    "split-removed": (lambda d: shutil.rmtree(d / "validation"), ["--split", "validation"], "validation/data-00000-of-", "missing"),
+    "split-removed": (lambda d: shutil.rmtree(d / "validation"), ["--split", "validation"], "validation/data-00000-of-",
+                      "missing"),
     "state-json-removed": (lambda d: (d / "seed-0/state.json").unlink(), [], "seed-0/state.json", "missing"),
     "data-file-removed": (lambda d: second_data_file(d / "seed-0").unlink(), [], "seed-0/data-00001-of-", "missing"),
     "data-file-truncated": (lambda d: truncate(min((d / "windows").glob("data-*"))), ["--split", "windows"],

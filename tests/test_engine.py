@@ -237,13 +237,14 @@ def test_build_workers_start_with_numba_loaded_once_in_the_forkserver():
         from test_engine import numba_in_worker
         if __name__ == "__main__":
             engine = Engine(workers=2)
-            prestart(engine, 2 << 20, 1 << 20, "mlmprep.build.pipeline")  # as a build does: the server preloads its tasks
+            # as a build does: the server preloads its tasks
+            prestart(engine, 2 << 20, 1 << 20, "mlmprep.build.pipeline")
             print(run_tasks(numba_in_worker, [0, 1], engine=engine), "numba" in sys.modules)
     """)
     out, err = communicate(proc, timeout=120)
     assert proc.returncode == 0, err
-    assert out.split() == ["[(True,", "True,", "True,", "True,", "True),", "(True,", "True,", "True,", "True,", "True)]",
-                           "False"], err
+    assert out.split() == ["[(True,", "True,", "True,", "True,", "True),",
+                           "(True,", "True,", "True,", "True,", "True)]", "False"], err
 
 
 def tokenizer_in_worker(stage: str) -> bool:
@@ -286,8 +287,8 @@ def test_the_forkserver_loads_a_given_tokenizer_once_for_every_worker(tmp_path, 
 
 
 @pytest.mark.parametrize("from_file", [False, True])
-def test_the_cli_starts_the_workers_server_before_parsing_and_its_heavy_imports(tmp_path, tiny_corpus, tiny_tokenizer_path,
-                                                                                from_file):
+def test_the_cli_starts_the_workers_server_before_parsing_and_its_heavy_imports(tmp_path, tiny_corpus,
+                                                                                tiny_tokenizer_path, from_file):
     """Before typer parses the command line (its value checks take 0.1 s; with a config file, which only the
     parse reads, just after) and before this process imports NumPy (let alone the pipeline), so that the
     server's start overlaps the driver's; and with the preload the build's own pool asks for."""
@@ -497,7 +498,8 @@ def test_a_worker_killed_mid_task_fails_the_run_with_one_line_and_no_hang(execut
     """))
     out, err = communicate(proc, timeout=120)
     assert proc.returncode == 0, err
-    assert out.strip() == "a build worker died (signal 9) while running shard 2 of corpus.txt; nothing was published", err
+    assert out.strip() == ("a build worker died (signal 9) while running shard 2 of corpus.txt; "
+                           "nothing was published"), err
 
 
 def suicide_after_masking(shard: Shard) -> int:

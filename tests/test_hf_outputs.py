@@ -45,7 +45,8 @@ def test_a_span_build_loads_with_autotokenizer(tiny_build):
 def test_an_mlm_build_with_a_wordpiece_tokenizer_keeps_its_bert_tokens(tmp_path, tiny_corpus, wordpiece_path):
     data = build_tiny(tmp_path / "data", tiny_corpus, wordpiece_path, objective="mlm", seeds=1)
     hf = load_hf_tokenizer(data)
-    assert (hf.pad_token, hf.unk_token, hf.cls_token, hf.sep_token, hf.mask_token) == ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+    assert (hf.pad_token, hf.unk_token, hf.cls_token, hf.sep_token, hf.mask_token) == (
+        "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
     assert hf("the river").input_ids[0] == hf.cls_token_id  # the tokenizer's own post-processor is kept
 
 
@@ -66,7 +67,8 @@ def test_every_checkpoint_is_a_complete_hugging_face_model_directory(tmp_path, t
         enc = hf(["the river <extra_id_0> quiet"], return_tensors="pt")
         labels = hf(["<extra_id_0> walked"], return_tensors="pt").input_ids
         assert torch.isfinite(model(**enc, labels=labels).loss)
-    assert (run / "checkpoint-2" / "model" / "tokenizer.json").read_bytes() == (tiny_build / "tokenizer.json").read_bytes()
+    assert ((run / "checkpoint-2" / "model" / "tokenizer.json").read_bytes()
+            == (tiny_build / "tokenizer.json").read_bytes())
 
 
 def test_an_mlm_checkpoint_loads_as_a_masked_lm_with_its_tokenizer(tmp_path, tiny_corpus, wordpiece_path):

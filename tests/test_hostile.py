@@ -206,7 +206,8 @@ SCRIPTS = (
 def test_every_script_survives_cleaning_and_tokenizing(tmp_path):
     corpus, out = tmp_path / "scripts.txt", tmp_path / "out"
     corpus.write_text("\n".join(SCRIPTS * 60) + "\n", encoding="utf-8")
-    result = cli("build", corpus, "--out", out, "--vocab-size", "300", "--input-length", "32", "--seeds", "1", *ALL_WINDOWS)
+    result = cli("build", corpus, "--out", out, "--vocab-size", "300", "--input-length", "32", "--seeds", "1",
+                 *ALL_WINDOWS)
     assert result.exit_code == 0, result.stderr
     m = manifest(out)
     assert m["corpus"]["stats"]["characters_removed"] == 0

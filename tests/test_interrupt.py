@@ -45,15 +45,16 @@ def training(stage: Path) -> bool:
 
 def start(args: list) -> subprocess.Popen:
     """The CLI as a real process in a new process group, as a shell runs a foreground job."""
-    return subprocess.Popen(cli_command(*args), env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    return subprocess.Popen(cli_command(*args), env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
 
 
 def ctrl_c(proc: subprocess.Popen) -> None:
     os.killpg(proc.pid, signal.SIGINT)
 
 
-def interrupt_when(args: list, out: Path, point: Callable[[Path], bool], settle_s: float = 0.0) -> subprocess.CompletedProcess:
+def interrupt_when(args: list, out: Path, point: Callable[[Path], bool],
+                   settle_s: float = 0.0) -> subprocess.CompletedProcess:
     """Run a build, press Ctrl-C once `point(stage)` holds (and still holds `settle_s` later); return its result."""
     proc = start(args)
     stage = stage_of(out)
@@ -103,7 +104,7 @@ def test_ctrl_c_while_the_tokenizer_trains_stops_the_build(tmp_path, slow_to_tra
 
 
 @pytest.mark.parametrize("point", [tokenizing, writing], ids=lambda p: p.__name__)
-def test_ctrl_c_while_tokenizing_or_writing_stops_the_build(tmp_path, big_corpus, tok, point):
+def test_ctrl_c_while_tokenizing_or_writing_stops_the_build(tmp_path, big_corpus, tok, point):  # noqa: F811 (a fixture)
     out = tmp_path / "out"
     # Not one line yet: stopping the worker pool mid-task can leave multiprocessing's resource_tracker warning
     # about leaked semaphores (it removes them itself); that belongs to mlmprep.build.engine.

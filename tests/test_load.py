@@ -109,13 +109,15 @@ def test_record_batches_without_tokens(tmp_path):
     rows = [[], [], [5, 6], [], [7], []]
     split_dir = tmp_path / "seed-0"
     split_dir.mkdir()
-    write_stream(split_dir / "data-00000-of-00001.arrow", [batch(rows[:2]), batch([]), batch(rows[2:4]), batch(rows[4:])])
+    write_stream(split_dir / "data-00000-of-00001.arrow",
+                 [batch(rows[:2]), batch([]), batch(rows[2:4]), batch(rows[4:])])
     (split_dir / "state.json").write_text(json.dumps({"_data_files": [{"filename": "data-00000-of-00001.arrow"}]}))
     split = open_split(split_dir, objective="span")
     assert [split.row(i)["input_ids"].tolist() for i in range(len(split))] == rows
     assert split.labels.values.tolist() == [5, 6, 7]
     features = datasets.Features({name: datasets.Sequence(datasets.Value("int32")) for name in ("input_ids", "labels")})
-    datasets.Dataset.from_dict({"input_ids": [[], []], "labels": [[1], [2]]}, features=features).save_to_disk(str(tmp_path / "ds"))
+    datasets.Dataset.from_dict({"input_ids": [[], []], "labels": [[1], [2]]},
+                               features=features).save_to_disk(str(tmp_path / "ds"))
     assert [r.tolist() for r in map(open_split(tmp_path / "ds", objective="span").input_ids.row, (0, 1))] == [[], []]
 
 
@@ -141,7 +143,8 @@ def test_decreasing_list_offsets_are_refused(tmp_path):
 
 def test_epoch_reads_seed_split_round_robin(span_build):
     manifest = read_manifest(span_build)
-    assert [epoch_split(manifest, e) for e in range(7)] == ["seed-0", "seed-1", "seed-2", "seed-0", "seed-1", "seed-2", "seed-0"]
+    assert [epoch_split(manifest, e) for e in range(7)] == ["seed-0", "seed-1", "seed-2", "seed-0", "seed-1", "seed-2",
+                                                            "seed-0"]
     splits = [open_epoch(span_build, e) for e in range(4)]
     assert [s.path.name for s in splits] == ["seed-0", "seed-1", "seed-2", "seed-0"]
     np.testing.assert_array_equal(splits[0].row(5)["labels"], splits[3].row(5)["labels"])
@@ -155,7 +158,8 @@ def test_manifest_errors(tmp_path, span_build):
         read_manifest(tmp_path)
     manifest = json.loads((span_build / "manifest.json").read_text())
     (tmp_path / "manifest.json").write_text(json.dumps({**manifest, "format_version": 7}))
-    with pytest.raises(CacheError, match=r"format_version 7.*format_version 1 or 2; rebuild it with `mlmprep build ... --force`"):
+    with pytest.raises(CacheError,
+                       match=r"format_version 7.*format_version 1 or 2; rebuild it with `mlmprep build ... --force`"):
         read_manifest(tmp_path)
     (tmp_path / "manifest.json").write_text(json.dumps({**manifest, "seeds": []}))
     with pytest.raises(CacheError, match="no seed splits"):
@@ -190,11 +194,13 @@ def test_damaged_builds_are_refused(tmp_path):
 def test_wrong_types_and_unequal_mlm_rows(tmp_path):
     wide = datasets.Features({"input_ids": datasets.Sequence(datasets.Value("int64")),
                               "labels": datasets.Sequence(datasets.Value("int64"))})
-    datasets.Dataset.from_dict({"input_ids": [[1, 2]], "labels": [[1, 2]]}, features=wide).save_to_disk(str(tmp_path / "a"))
+    datasets.Dataset.from_dict({"input_ids": [[1, 2]], "labels": [[1, 2]]},
+                               features=wide).save_to_disk(str(tmp_path / "a"))
     with pytest.raises(CacheError, match="int32"):
         open_split(tmp_path / "a", objective="span")
     narrow = datasets.Features({k: datasets.Sequence(datasets.Value("int32")) for k in ("input_ids", "labels")})
-    datasets.Dataset.from_dict({"input_ids": [[1, 2]], "labels": [[1]]}, features=narrow).save_to_disk(str(tmp_path / "b"))
+    datasets.Dataset.from_dict({"input_ids": [[1, 2]], "labels": [[1]]},
+                               features=narrow).save_to_disk(str(tmp_path / "b"))
     with pytest.raises(CacheError, match="mlm row 0 has 2 input_ids but 1 labels"):
         open_split(tmp_path / "b", objective="mlm")
     with pytest.raises(CacheError, match="span, mlm"):

@@ -166,7 +166,8 @@ def test_noise_and_span_counts_match_the_reference_over_many_settings():
         for mean in (1.0, 1.5, 3.0, 7.5):
             out = span_corrupt(values, offsets, seed=1, first_row=0, noise_density=density, mean_span_length=mean,
                                sentinels=SENTINELS, eos_id=EOS)
-            spans = np.diff(np.concatenate([[0], np.cumsum(np.isin(out.label_values, SENTINELS))[out.label_offsets[1:] - 1]]))
+            spans = np.diff(np.concatenate(
+                [[0], np.cumsum(np.isin(out.label_values, SENTINELS))[out.label_offsets[1:] - 1]]))
             noise = np.diff(out.label_offsets) - spans - 1
             for i, length in enumerate(lengths):
                 want = runs(random_spans_noise_mask(rng, length, density, mean))[0]

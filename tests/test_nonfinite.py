@@ -69,7 +69,8 @@ def test_one_nan_step_is_skipped_and_the_run_ends_finite(tmp_path, data, monkeyp
     state = torch.load(checkpoints(run)[-1] / "optimizer.pt", weights_only=True)["state"]
     assert {int(s["step"]) for s in state.values()} == {5}  # AdamW applied 5 of the 6 steps
     logged = [line["step"] for line in lines if "loss" in line and "event" not in line]
-    assert logged == [1, 2, 3, 4, 5, 6] and next(line for line in lines if line.get("step") == 3 and "tokens" in line)["tokens"] == 0
+    assert logged == [1, 2, 3, 4, 5, 6] and next(line for line in lines
+                                                 if line.get("step") == 3 and "tokens" in line)["tokens"] == 0
 
 
 class NanGradient(torch.autograd.Function):

@@ -78,6 +78,6 @@ def test_prefetch_map_works_ahead_while_the_consumer_is_busy():
     assert wait_until(lambda: len(done) >= 8), f"only {len(done)} calls ran ahead"  # nothing consumed yet
     for x in results:
         assert x == consumed[0]
-        assert wait_until(lambda: len(ahead) >= min(100, x + 9))  # the producer refills up to `depth` ahead ...
+        assert wait_until(lambda x=x: len(ahead) >= min(100, x + 9))  # the producer refills up to `depth` ahead ...
         consumed[0] += 1
     assert max(ahead) <= 8 + 1  # ... and never further: one item in hand beyond the `depth` queued

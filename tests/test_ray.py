@@ -127,8 +127,10 @@ def main(cfg):
             report["block_nodes"] = len(set(nodes))
             spans = os.path.join(os.path.dirname(cfg["blocks"]), "spans")
             os.mkdir(spans)
-            run_tasks(one_at_a_time, [(spans, i) for i in range(3)], engine=Engine(kind="ray", workers=1, ray_address=cluster.address))
-            report["spans"] = sorted(tuple(map(float, open(os.path.join(spans, n)).read().split())) for n in os.listdir(spans))
+            run_tasks(one_at_a_time, [(spans, i) for i in range(3)],
+                      engine=Engine(kind="ray", workers=1, ray_address=cluster.address))
+            report["spans"] = sorted(tuple(map(float, open(os.path.join(spans, n)).read().split()))
+                                     for n in os.listdir(spans))
             made = run_tasks(sleep_for, [(f"read-{i}", 0.3) for i in range(12)], engine=engine, then=sleep_for,
                              on_result=lambda i, result: [("write", 0.0)] if i == 0 else None)
             report["then"] = [started for _, started in made[:12]], made[12]
@@ -196,7 +198,8 @@ def kill_namespace(netns: str) -> list[str]:
     return left
 
 
-def run_in_netns(unshare: list[str], args: list[str], home: str, timeout: float) -> tuple[subprocess.CompletedProcess, list[str]]:
+def run_in_netns(unshare: list[str], args: list[str], home: str,
+                 timeout: float) -> tuple[subprocess.CompletedProcess, list[str]]:
     """`python ARGS` in a fresh network namespace with only loopback up, Ray's files (its token, sessions)
     under `home`, not the user's; afterwards every process still in the namespace is killed, and named in
     the second return value."""
@@ -237,7 +240,8 @@ def cluster_work(root: Path) -> tuple[Path, dict] | str:
     train_tokenizer(tiny_documents(), vocab_size=400).save(str(tok))
     corpus = root / "corpus.txt"
     corpus.write_text("\n".join(tiny_documents(2000)) + "\n", encoding="utf-8")
-    args = ["build", str(corpus), "--tokenizer", str(tok), "--input-length", "32", "--seeds", "2", "--rows-per-file", "500"]
+    args = ["build", str(corpus), "--tokenizer", str(tok), "--input-length", "32", "--seeds", "2",
+            "--rows-per-file", "500"]
     local = subprocess.run(cli_command(*args, "--out", root / "local", "--workers", "2"), env=cli_env(),
                            capture_output=True, text=True, timeout=300)
     assert local.returncode == 0, local.stderr

@@ -102,7 +102,8 @@ def test_the_driver_tokenizes_with_the_tokenizer_it_has_loaded(tmp_path, tiny_co
     import mlmprep.build.pipeline
 
     loads = []
-    monkeypatch.setattr(mlmprep.build.pipeline, "load_tokenizer", lambda path: loads.append(path) or load_tokenizer(path))
+    monkeypatch.setattr(mlmprep.build.pipeline, "load_tokenizer",
+                        lambda path: loads.append(path) or load_tokenizer(path))
     build_tiny(tmp_path / "one", tiny_corpus, tiny_tokenizer_path, workers=1)
     assert loads == []
 

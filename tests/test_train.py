@@ -319,20 +319,20 @@ def test_an_empty_validation_split_is_skipped_as_a_builds_own(tmp_path, real_bui
 
     empty = build_tiny(tmp_path / "v0", tiny_corpus, tiny_tokenizer_path, input_length=64, validation_fraction=0)
     run = tmp_path / "run"
-    result = CliRunner().invoke(app, ["train", str(real_build), "--out", str(run), "--max-steps", "1", "--eval-every", "1",
-                                      "--validation", str(empty / "validation")])
+    result = CliRunner().invoke(app, ["train", str(real_build), "--out", str(run), "--max-steps", "1",
+                                      "--eval-every", "1", "--validation", str(empty / "validation")])
     assert result.exit_code == 0, result.output
     assert f"{empty / 'validation'}: no validation rows" in result.output
     assert "eval_loss" not in json.loads((run / "final_metrics.json").read_text())
 
 
-@pytest.mark.parametrize("name, problem", [("nosuch", "not a split directory of a build"), ("", "not a split directory"),
-                                           ("mlm/seed-0", "mlm data, but")])
+@pytest.mark.parametrize("name, problem", [("nosuch", "not a split directory of a build"),
+                                           ("", "not a split directory"), ("mlm/seed-0", "mlm data, but")])
 def test_a_bad_validation_is_one_line_naming_it(tmp_path, span_data, name, problem):
     write_fake_build(tmp_path / "mlm", objective="mlm", n_rows=12)  # the same fake tokenizer, another objective
     path, run = tmp_path / name, tmp_path / "run"
-    result = CliRunner().invoke(app, ["train", str(span_data), "--out", str(run), "--max-steps", "1", "--warmup-steps", "5",
-                                      "--validation", str(path)])
+    result = CliRunner().invoke(app, ["train", str(span_data), "--out", str(run), "--max-steps", "1",
+                                      "--warmup-steps", "5", "--validation", str(path)])
     assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
     assert result.output.startswith(f"error: --validation {path}: {problem}")
     assert not run.exists()

@@ -57,8 +57,9 @@ def test_presets_give_mlm_data_a_bert_of_their_width_and_depth(name, untied):
 def test_an_untied_t5_keeps_its_own_head_through_training_and_a_checkpoint(tmp_path, span_data, capfd):
     """A v1.1-style config.json: lm_head trains apart from the shared embedding, and reloads untied."""
     config = tmp_path / "config.json"
-    config.write_text(json.dumps({"model_type": "t5", "d_model": 32, "d_ff": 64, "d_kv": 8, "num_heads": 2, "num_layers": 1,
-                                  "feed_forward_proj": "gated-gelu", "tie_word_embeddings": False, "dropout_rate": 0.0}))
+    config.write_text(json.dumps({"model_type": "t5", "d_model": 32, "d_ff": 64, "d_kv": 8, "num_heads": 2,
+                                  "num_layers": 1, "feed_forward_proj": "gated-gelu", "tie_word_embeddings": False,
+                                  "dropout_rate": 0.0}))
     run = tmp_path / "run"
     fit(TrainConfig(data=str(span_data), out=str(run), model=str(config), **SMALL, max_steps=2))
     tok = json.loads((span_data / "manifest.json").read_text())["tokenizer"]
@@ -83,7 +84,8 @@ def test_inverse_sqrt_schedule_is_transformers_one(tmp_path):
     floored = TrainConfig(schedule="inverse_sqrt", lr=0.01, min_lr=0.004, warmup_steps=10)
     assert lr_at(10_000, floored, horizon=300) == 0.004  # never below --min-lr; the horizon does not end it
     assert lr_at(0, TrainConfig(schedule="inverse_sqrt", warmup_steps=0), 10) == TrainConfig().lr
-    assert math.isclose(lr_at(3, TrainConfig(schedule="inverse_sqrt", warmup_steps=0, min_lr=1e-9), 10), TrainConfig().lr / 2)
+    assert math.isclose(lr_at(3, TrainConfig(schedule="inverse_sqrt", warmup_steps=0, min_lr=1e-9), 10),
+                        TrainConfig().lr / 2)
 
 
 # ----------------------------------------------------------------------------- item 7: --resume and --warmup-steps
@@ -125,8 +127,8 @@ def test_resume_on_other_data_is_refused_and_a_moved_copy_of_the_same_data_resum
 @pytest.mark.parametrize("decay_steps, warned", [(1, True), (2, True), (3, True), (4, False), (0, False)])
 def test_a_decay_that_ends_before_the_warmup_does_is_warned_about(tmp_path, span_data, capsys, decay_steps, warned):
     """With --decay-steps at most --warmup-steps + 1 the rate jumps from --lr to --min-lr after the warmup."""
-    cfg = TrainConfig(data=str(span_data), out=str(tmp_path / "run"), **{**SMALL, "warmup_steps": 2, "decay_steps": decay_steps},
-                      max_steps=4)
+    cfg = TrainConfig(data=str(span_data), out=str(tmp_path / "run"),
+                      **{**SMALL, "warmup_steps": 2, "decay_steps": decay_steps}, max_steps=4)
     fit(cfg)
     assert ("warning: --decay-steps" in capsys.readouterr().err) is warned
     assert (lr_at(3, cfg, cfg.decay_steps or 4) == cfg.min_lr) is warned  # step warmup + 1; run_fit's horizon
@@ -245,7 +247,8 @@ def test_report_to_tensorboard_writes_the_metrics_as_event_files(tmp_path, span_
     evals = {r["step"]: r for r in lines if "eval_loss" in r}
     assert [s for s, _ in scalars(run, "train/loss")] == [1, 2, 3, 4]  # step 3 once: the killed run's is purged
     assert scalars(run, "train/loss") == [(s, pytest.approx(train[s]["loss"], rel=1e-6)) for s in (1, 2, 3, 4)]
-    assert scalars(run, "train/tokens_per_s") == [(s, pytest.approx(train[s]["tokens_per_s"], rel=1e-6)) for s in (1, 2, 3, 4)]
+    assert scalars(run, "train/tokens_per_s") == [(s, pytest.approx(train[s]["tokens_per_s"], rel=1e-6))
+                                                  for s in (1, 2, 3, 4)]
     assert scalars(run, "eval/loss") == [(s, pytest.approx(evals[s]["eval_loss"], rel=1e-6)) for s in (0, 2, 4)]
 
 
@@ -329,8 +332,8 @@ def test_ctrl_c_in_train_says_what_is_kept_and_how_to_resume(tmp_path, span_data
     monkeypatch.setattr(mlmprep.train.loop, "fit", lambda cfg: real_fit(cfg, hook=stop_at_step_3))
     run = tmp_path / "run"
     args = ["--max-tokens-per-batch", "512", "--max-tokens-per-microbatch", "256", "--eval-every", "0"]
-    result = CliRunner().invoke(app, ["train", str(span_data), "--out", str(run), "--max-steps", "4", "--save-every", "2",
-                                      *args])
+    result = CliRunner().invoke(app, ["train", str(span_data), "--out", str(run), "--max-steps", "4",
+                                      "--save-every", "2", *args])
     assert result.exit_code == 130
     assert result.output.splitlines()[-1] == (f"interrupted; {run} is kept (last checkpoint checkpoint-2): "
                              f"`mlmprep train --out {run} --resume` continues the run")
@@ -346,8 +349,10 @@ def test_resume_finds_the_run_however_out_is_spelled_or_wherever_it_moved(tmp_pa
     from mlmprep.cli import app
 
     monkeypatch.chdir(tmp_path)
-    args = ["--max-tokens-per-batch", "512", "--max-tokens-per-microbatch", "256", "--eval-every", "0", "--save-every", "1"]
-    assert CliRunner().invoke(app, ["train", str(span_data), "--out", "runs/a", "--max-steps", "1", *args]).exit_code == 0
+    args = ["--max-tokens-per-batch", "512", "--max-tokens-per-microbatch", "256", "--eval-every", "0",
+            "--save-every", "1"]
+    assert CliRunner().invoke(app, ["train", str(span_data), "--out", "runs/a", "--max-steps", "1",
+                                    *args]).exit_code == 0
     for step, out in enumerate([str(tmp_path / "runs" / "a"), "runs/a/", "./runs/a"], start=2):
         result = CliRunner().invoke(app, ["train", "--out", out, "--resume", "--max-steps", str(step)])
         assert result.exit_code == 0 and f"from step {step - 1}" in result.output, result.output
@@ -363,9 +368,10 @@ def test_a_run_saved_with_an_option_now_refused_still_resumes(tmp_path, span_dat
     from mlmprep.cli import app
 
     run = tmp_path / "run"
-    args = ["--max-tokens-per-batch", "512", "--max-tokens-per-microbatch", "256", "--eval-every", "0", "--save-every", "1",
-            "--optimizer", "adafactor"]
-    assert CliRunner().invoke(app, ["train", str(span_data), "--out", str(run), "--max-steps", "1", *args]).exit_code == 0
+    args = ["--max-tokens-per-batch", "512", "--max-tokens-per-microbatch", "256", "--eval-every", "0",
+            "--save-every", "1", "--optimizer", "adafactor"]
+    assert CliRunner().invoke(app, ["train", str(span_data), "--out", str(run), "--max-steps", "1",
+                                    *args]).exit_code == 0
     saved = json.loads((run / "train_config.json").read_text())
     (run / "train_config.json").write_text(json.dumps({**saved, "beta1": 0.5}))
     result = CliRunner().invoke(app, ["train", "--out", str(run), "--resume", "--max-steps", "2"])
@@ -419,8 +425,10 @@ def test_a_directory_that_is_no_run_is_not_sent_back_and_forth(tmp_path, span_da
 @pytest.mark.parametrize("objective, args, refused", [
     ("span", ["--optimizer", "adafactor", "--beta1", "0.5"], "--beta1 applies to --optimizer adamw only"),
     ("span", ["--optimizer", "adafactor", "--beta2", "0.5"], "--beta2 applies to --optimizer adamw only"),
-    ("span", ["--schedule", "constant", "--decay-steps", "2"], "--decay-steps applies to --schedule cosine or linear only"),
-    ("span", ["--schedule", "inverse_sqrt", "--decay-steps", "2"], "--decay-steps applies to --schedule cosine or linear"),
+    ("span", ["--schedule", "constant", "--decay-steps", "2"],
+     "--decay-steps applies to --schedule cosine or linear only"),
+    ("span", ["--schedule", "inverse_sqrt", "--decay-steps", "2"],
+     "--decay-steps applies to --schedule cosine or linear"),
     ("span", ["--schedule", "constant", "--min-lr", "0.0005"], "--min-lr applies to --schedule cosine or linear or"),
     ("mlm", ["--max-decoder-len", "8"], "--max-decoder-len applies to span data only"),
     ("mlm", ["--alpha", "7"], "--alpha applies to span data only"),

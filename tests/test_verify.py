@@ -29,7 +29,8 @@ def data_file(out, split):
 def test_a_sound_build_verifies_ok_with_every_row_checked(tiny_build):
     report = verify(tiny_build)
     manifest = json.loads((tiny_build / "manifest.json").read_text())
-    rows = sum(manifest["splits"][s["split"]]["rows"] for s in manifest["seeds"]) + manifest["splits"]["validation"]["rows"]
+    rows = (sum(manifest["splits"][s["split"]]["rows"] for s in manifest["seeds"])
+            + manifest["splits"]["validation"]["rows"])
     assert report.ok, report.problems
     assert report.rows_checked == rows > 0
     assert report.summary().startswith("ok: ")
@@ -120,8 +121,10 @@ def edit_manifest(out, edit):
         (lambda out: (out / "special_tokens_map.json").unlink(), "special_tokens_map.json: missing"),
         (lambda out: (out / "tokenizer_config.json").write_text('{"tokenizer_class": "T5Tokenizer"}'),
          "tokenizer_config.json: not what the tokenizer implies"),
-        (lambda out: edit_manifest(out, lambda m: m["tokenizer"].update(vocab_size=100)), "tokenizer vocab_size is 100"),
-        (lambda out: edit_manifest(out, lambda m: m["tokenizer"].update(pad_id=7)), "tokenizer pad_id is 7, the tokenizer's is 0"),
+        (lambda out: edit_manifest(out, lambda m: m["tokenizer"].update(vocab_size=100)),
+         "tokenizer vocab_size is 100"),
+        (lambda out: edit_manifest(out, lambda m: m["tokenizer"].update(pad_id=7)),
+         "tokenizer pad_id is 7, the tokenizer's is 0"),
         (lambda out: edit_manifest(out, lambda m: m.update(window_length=m["window_length"] + 1)),
          "input, window and target lengths"),
         (lambda out: edit_manifest(out, lambda m: m.update(seeds=[])), "manifest.json: no seeds"),
@@ -142,7 +145,8 @@ def edit_manifest(out, edit):
          'manifest.json: splits."../seed-0" is not a split'),
         (lambda out: edit_manifest(out, lambda m: m["splits"]["seed-0"]["files"][0].update(bytes="12")),
          "manifest.json: splits.seed-0.files[0] is"),
-        (lambda out: edit_manifest(out, lambda m: m["statistics"]["masking"].update({"seed-0": {"noise_fraction": "x"}})),
+        (lambda out: edit_manifest(out,
+                                   lambda m: m["statistics"]["masking"].update({"seed-0": {"noise_fraction": "x"}})),
          'manifest.json: statistics.masking.seed-0 is {"noise_fraction": "x"}, not an object of finite numbers'),
         (lambda out: edit_manifest(out, lambda m: m.update(objective="bert")), "manifest.json: objective is \"bert\""),
     ],

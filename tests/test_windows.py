@@ -21,7 +21,8 @@ def all_word_starts(size: int = 100) -> WordTables:
 
 def run(chunks, length, pack="stream", tables=None):
     stats = WindowStats(method="tokens", row_length=length)
-    rows = list(token_windows(chunks, length=length, eos_id=EOS, pack=pack, tables=tables or all_word_starts(), stats=stats))
+    rows = list(token_windows(chunks, length=length, eos_id=EOS, pack=pack, tables=tables or all_word_starts(),
+                              stats=stats))
     return rows, stats
 
 
@@ -155,7 +156,8 @@ def test_text_method_build_equals_plain_segmentation_of_the_joined_text(tmp_path
     from mlmprep.config import BuildConfig
     from mlmprep.format.write import iter_rows
 
-    docs = tiny_documents(60) + ["café naïve 日本語のテキスト 😀😀 end", "x", "wörds " * 9 + "tail", "a" + " " * 40 + "b"]
+    docs = tiny_documents(60) + ["café naïve 日本語のテキスト 😀😀 end", "x", "wörds " * 9 + "tail",
+                                 "a" + " " * 40 + "b"]
     corpus = tmp_path / "c.txt"
     corpus.write_text("\n".join(docs) + "\n", encoding="utf-8")
     cfg = dict(input_length=9, seeds=1, validation_fraction=0.0, method="text")
@@ -182,12 +184,13 @@ def test_text_method_build_equals_plain_segmentation_of_the_joined_text(tmp_path
         begins = start > 0 and joined[start - 1].isalnum() and joined[start].isalnum()
         ends = stop < len(joined) and segment[-1].isalnum() and joined[stop].isalnum()
         cuts.append((begins, continues(ids[width - 1], ids[width]) if len(ids) > width else ends))
-    got = [c.values[c.offsets[i] : c.offsets[i + 1]].tolist() for c in iter_rows(out / "windows", "tokens") for i in range(len(c))]
+    got = [c.values[c.offsets[i] : c.offsets[i + 1]].tolist() for c in iter_rows(out / "windows", "tokens")
+           for i in range(len(c))]
     assert got == rows and truncated > 10
     stats = manifest["statistics"]["windows"]
     kept = sum(map(len, rows))
-    assert (stats["rows"], stats["tokens_kept"], stats["tokens_dropped"], stats["tokens_padded"], stats["rows_truncated"]) == (
-        len(rows), kept, lost, len(rows) * width - kept, truncated)
+    assert (stats["rows"], stats["tokens_kept"], stats["tokens_dropped"], stats["tokens_padded"],
+            stats["rows_truncated"]) == (len(rows), kept, lost, len(rows) * width - kept, truncated)
     assert round(stats["fragment_rate"] * len(rows)) == sum(b or e for b, e in cuts)
     build_cfg = BuildConfig(corpus=(str(corpus),), tokenizer=str(tiny_tokenizer_path), out=str(out), **cfg)
     begins, ends = text_row_cuts(build_cfg, tok, word_tables(tok), width)
@@ -207,7 +210,8 @@ def test_text_method_refuses_an_input_length_that_leaves_no_characters(tmp_path,
 
 
 @pytest.mark.parametrize("pack", ["stream", "doc"])
-def test_token_splitting_build_equals_plain_windows_of_the_tokenizer_output(tmp_path, tiny_corpus, tiny_tokenizer_path, pack):
+def test_token_splitting_build_equals_plain_windows_of_the_tokenizer_output(tmp_path, tiny_corpus, tiny_tokenizer_path,
+                                                                             pack):
     """Token splitting against plain Python, over several input shards: --pack stream is every document's ids
     and </s> back to back, cut every window length, the short tail dropped; --pack doc (span corruption: no
     </s> of its own) cuts each document alone and drops only tails under two tokens. Counts as counted here."""
@@ -218,8 +222,8 @@ def test_token_splitting_build_equals_plain_windows_of_the_tokenizer_output(tmp_
 
     from mlmprep.format.write import iter_rows
 
-    out = build_tiny(tmp_path / "b", tiny_corpus, tiny_tokenizer_path, input_length=16, seeds=1, validation_fraction=0.0,
-                     pack=pack, shard_bytes=4096)
+    out = build_tiny(tmp_path / "b", tiny_corpus, tiny_tokenizer_path, input_length=16, seeds=1,
+                     validation_fraction=0.0, pack=pack, shard_bytes=4096)
     manifest = json.loads((out / "manifest.json").read_text())
     width, eos = manifest["window_length"], manifest["tokenizer"]["eos_id"]
     tok = Tokenizer.from_file(str(tiny_tokenizer_path))
@@ -230,7 +234,8 @@ def test_token_splitting_build_equals_plain_windows_of_the_tokenizer_output(tmp_
     else:
         pieces = [ids[i : i + width] for ids in docs for i in range(0, len(ids), width)]
     rows = [p for p in pieces if len(p) == width or (pack == "doc" and len(p) >= 2)]
-    got = [c.values[c.offsets[i] : c.offsets[i + 1]].tolist() for c in iter_rows(out / "windows", "tokens") for i in range(len(c))]
+    got = [c.values[c.offsets[i] : c.offsets[i + 1]].tolist() for c in iter_rows(out / "windows", "tokens")
+           for i in range(len(c))]
     assert got == rows
     kept = sum(map(len, rows))
     stats = manifest["statistics"]["windows"]

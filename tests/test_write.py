@@ -1,4 +1,5 @@
-"""The split writer's output (parts, then the finished split) opens with datasets, and publishing never exposes or overwrites by surprise."""
+"""The split writer's output (parts, then the finished split) opens with datasets, and publishing never exposes or
+overwrites by surprise."""
 
 import json
 import multiprocessing as mp
@@ -15,7 +16,8 @@ from mlmprep.format.write import BATCH_ROWS, finish_split, iter_rows, part_path,
 
 def ragged(rows):
     lengths = [len(r) for r in rows]
-    return Rows(np.concatenate([np.asarray(r, np.int32) for r in rows]), np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64))
+    return Rows(np.concatenate([np.asarray(r, np.int32) for r in rows]),
+                np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64))
 
 
 def write_split(directory, widths, parts):
@@ -31,9 +33,11 @@ def test_fixed_length_split_loads_with_datasets_as_fixed_size_lists(tmp_path):
 
     widths = {"input_ids": 3, "labels": 2}
     entry = write_split(tmp_path / "s", widths, [
-        {"input_ids": fixed_rows(np.arange(6, dtype=np.int32), 3), "labels": fixed_rows(np.arange(4, dtype=np.int32), 2)},
+        {"input_ids": fixed_rows(np.arange(6, dtype=np.int32), 3),
+         "labels": fixed_rows(np.arange(4, dtype=np.int32), 2)},
         None,
-        {"input_ids": fixed_rows(np.arange(6, 9, dtype=np.int32), 3), "labels": fixed_rows(np.arange(4, 6, dtype=np.int32), 2)},
+        {"input_ids": fixed_rows(np.arange(6, 9, dtype=np.int32), 3),
+         "labels": fixed_rows(np.arange(4, 6, dtype=np.int32), 2)},
     ])
     ds = load_from_disk(str(tmp_path / "s"))
     assert ds["input_ids"][:] == [[0, 1, 2], [3, 4, 5], [6, 7, 8]]
@@ -108,7 +112,8 @@ def test_a_failed_build_leaves_no_staging_directory_and_publish_replaces_atomica
     with staging_dir(out) as stage:
         (stage / "new").write_text("new")
         publish(stage, out)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["data"] and (out / "new").exists() and not (out / "old").exists()
+    assert (sorted(p.name for p in tmp_path.iterdir()) == ["data"] and (out / "new").exists()
+            and not (out / "old").exists())
 
 
 def test_read_existing_refuses_foreign_or_different_outputs(tmp_path):
@@ -121,8 +126,8 @@ def test_read_existing_refuses_foreign_or_different_outputs(tmp_path):
             read_existing(out, {"seeds": 4}, "fp", tokenizer_sha=None, force=force)
     (out / "precious.txt").unlink()
     (out / "tokenizer.json").write_text("{}")
-    manifest = {"config": {"seeds": 4}, "corpus": {"fingerprint": "fp"}, "splits": {}, "tokenizer": {"file": "tokenizer.json"},
-                "format_version": 2, "mlmprep_version": "test"}
+    manifest = {"config": {"seeds": 4}, "corpus": {"fingerprint": "fp"}, "splits": {},
+                "tokenizer": {"file": "tokenizer.json"}, "format_version": 2, "mlmprep_version": "test"}
     (out / "manifest.json").write_text(json.dumps(manifest))
     assert read_existing(out, {"seeds": 4}, "fp", tokenizer_sha=None, force=False) == manifest  # up to date
     assert read_existing(out, {"seeds": 4}, "fp", tokenizer_sha=None, force=True) is None

@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange, types
 from numba.core import cgutils
-from numba.extending import intrinsic, register_jitable
 from numba.cpython.unsafe.numbers import trailing_zeros  # LLVM cttz
+from numba.extending import intrinsic, register_jitable
 
 from mlmprep.build import mask
 from mlmprep.build.mask import GOLDEN

@@ -32,7 +32,9 @@ _DROP_CLASS = (
 )
 _DROP = re.compile(f"[{_DROP_CLASS}]")
 _TOUCHED = re.compile(f"[{''.join(_BREAKS)}{_DROP_CLASS}]")  # what the drop pass would change (see clean_texts)
-_TOUCHED_BMP = re.compile(f"[{''.join(_BREAKS)}{_DROP_CLASS.replace(chr(0xF0000) + '-' + chr(0x10FFFF), '')}]")  # a third faster
+_TOUCHED_BMP = re.compile(  # a third faster
+    f"[{''.join(_BREAKS)}{_DROP_CLASS.replace(chr(0xF0000) + '-' + chr(0x10FFFF), '')}]"
+)
 # The noncharacters U+1FFFE..U+EFFFF are 28 separate points: a class of them is 6x slower to scan, so it runs
 # only on text holding code points that high (CJK extensions B+, tags, variation selectors supplement).
 _HIGH_ASTRAL = re.compile("[\U0001fffe-\U000effff]")

@@ -3,10 +3,9 @@
 Checks, in order: the manifest fields it reads have their types (an edited manifest is reported, not a
 traceback); every listed file exists with its size and sha256; the tokenizer is the recorded one, with
 the ids the manifest gives and the transformers files it implies; the manifest is strict JSON whose lengths and
-seeds follow from its options; every split loads and has its recorded row count; every row (or a `sample` of rows) of every masked
-split satisfies the objective's invariants against the stored unmasked window, whose lengths are the
-manifest's; the observed masking
-statistics equal the manifest's.
+seeds follow from its options; every split loads and has its recorded row count; every row (or a `sample` of
+rows) of every masked split satisfies the objective's invariants against the stored unmasked window, whose
+lengths are the manifest's; the observed masking statistics equal the manifest's.
 """
 
 from __future__ import annotations
@@ -19,12 +18,12 @@ from pathlib import Path
 import numpy as np
 
 from mlmprep.build import _kernels, mask
+from mlmprep.build.pipeline import VALIDATION_SLOT
 from mlmprep.errors import ConfigError
 from mlmprep.format.load import file_problem, manifest_path, read_manifest
-from mlmprep.build.pipeline import VALIDATION_SLOT
-from mlmprep.tokenize import load_tokenizer, special_ids, tokenizer_sha256
 from mlmprep.format.rows import Rows, concat_rows
 from mlmprep.format.write import hf_tokenizer_files, iter_rows
+from mlmprep.tokenize import load_tokenizer, special_ids, tokenizer_sha256
 
 SPAN_PROBLEMS = {
     1: "encoder length differs from the window's corrupted length",
@@ -171,11 +170,12 @@ def check_tokenizer(out: Path, manifest: dict, report: Report):
         report.problems.append(f"{record['file']}: not the tokenizer the build used (sha256 differs)")
         return tok
     ids = special_ids(tok)
-    actual = {"vocab_size": ids.vocab_size, "pad_id": ids.pad, "eos_id": ids.eos, "unk_id": ids.unk, "mask_id": ids.mask,
-              "decoder_start_id": ids.pad, "sentinels": len(ids.sentinels)}
+    actual = {"vocab_size": ids.vocab_size, "pad_id": ids.pad, "eos_id": ids.eos, "unk_id": ids.unk,
+              "mask_id": ids.mask, "decoder_start_id": ids.pad, "sentinels": len(ids.sentinels)}
     for key, value in actual.items():
         if record.get(key) != value:
-            report.problems.append(f"manifest.json: tokenizer {key} is {record.get(key)!r}, the tokenizer's is {value!r}")
+            report.problems.append(f"manifest.json: tokenizer {key} is {record.get(key)!r}, "
+                                   f"the tokenizer's is {value!r}")
     if manifest["format_version"] >= 2:  # format 1 builds may predate these files
         for name, content in hf_tokenizer_files(tok, model_max_length=manifest["input_length"]).items():
             try:
@@ -183,7 +183,8 @@ def check_tokenizer(out: Path, manifest: dict, report: Report):
             except (OSError, ValueError):
                 same = None
             if not same:
-                report.problems.append(f"{name}: {'missing or unreadable' if same is None else 'not what the tokenizer implies'}")
+                report.problems.append(
+                    f"{name}: {'missing or unreadable' if same is None else 'not what the tokenizer implies'}")
     return tok
 
 
@@ -202,7 +203,8 @@ def check_manifest(out: Path, manifest: dict, report: Report) -> None:
 def check_lengths_and_seeds(manifest: dict, report: Report) -> None:
     cfg = manifest["config"]
     if manifest["objective"] == "span":
-        lengths = mask.compute_input_and_target_lengths(cfg["input_length"], cfg["noise_density"], cfg["mean_span_length"])
+        lengths = mask.compute_input_and_target_lengths(cfg["input_length"], cfg["noise_density"],
+                                                        cfg["mean_span_length"])
     else:
         lengths = (cfg["input_length"], cfg["input_length"])
     recorded = (manifest["input_length"], manifest["window_length"], manifest["target_length"])
@@ -212,7 +214,8 @@ def check_lengths_and_seeds(manifest: dict, report: Report) -> None:
     if not manifest["seeds"]:
         report.problems.append("manifest.json: no seeds")
     for k, entry in enumerate(manifest["seeds"]):
-        if entry != {"split": f"seed-{k}", "seed": mask.row_seed(cfg["seed"], k)} or entry["split"] not in manifest["splits"]:
+        if (entry != {"split": f"seed-{k}", "seed": mask.row_seed(cfg["seed"], k)}
+                or entry["split"] not in manifest["splits"]):
             report.problems.append(f"manifest.json: seeds[{k}] is {entry}, not seed-{k} from --seed {cfg['seed']}")
     if manifest["validation_seed"] != mask.row_seed(cfg["seed"], VALIDATION_SLOT):
         report.problems.append(f"manifest.json: validation_seed is not the one --seed {cfg['seed']} gives")
@@ -227,7 +230,8 @@ def check_window_lengths(name: str, manifest: dict, windows: Rows, report: Repor
     lengths, length = windows.lengths(), manifest["window_length"]
     bad = np.flatnonzero(lengths != length if manifest["fixed_length"] else lengths > length)
     if len(bad):
-        report.problems.append(f"{name} row {bad[0]}: {lengths[bad[0]]} tokens, the manifest's window_length is {length}"
+        report.problems.append(f"{name} row {bad[0]}: {lengths[bad[0]]} tokens, "
+                               f"the manifest's window_length is {length}"
                                + (f" ({len(bad) - 1} more rows)" if len(bad) > 1 else ""))
 
 
@@ -237,7 +241,8 @@ def read_split(out: Path, name: str, manifest: dict, report: Report) -> dict[str
     try:
         split = {c: concat_rows(list(iter_rows(out / name, c))) for c in columns}
     except Exception as exc:  # any Arrow/JSON/IO failure means the split is damaged
-        report.problems.append(f"{name}: does not load ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})")
+        report.problems.append(f"{name}: does not load "
+                               f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})")
         return None
     rows = len(split[columns[0]])
     if rows != manifest["splits"][name]["rows"]:
@@ -252,7 +257,8 @@ def check_rows(name, manifest, ids, windows: Rows, masked: dict[str, Rows], rows
         report.problems.append(f"{name}: {len(inputs)} rows but its windows have {len(windows)}")
         return
     if manifest["objective"] == "span":
-        num_noise, num_spans = mask.span_counts(np.maximum(windows.lengths(), 2), cfg["noise_density"], cfg["mean_span_length"])
+        num_noise, num_spans = mask.span_counts(np.maximum(windows.lengths(), 2), cfg["noise_density"],
+                                                cfg["mean_span_length"])
         step = int(ids.sentinels[1] - ids.sentinels[0]) if len(ids.sentinels) > 1 else 1
         codes = _kernels.check_span_rows(windows.values, windows.offsets, inputs.values, inputs.offsets, labels.values,
                                          labels.offsets, rows, num_noise, num_spans, int(ids.sentinels[0]), step,

@@ -318,7 +318,7 @@ def column_texts(batches: Iterable, schema, source: str | Path, stats: CorpusSta
                     try:
                         value = value.decode("utf-8")
                     except UnicodeDecodeError:
-                        value = _undecodable(value, stats, opts.on_decode_error, lambda: f"{source} row {row}")
+                        value = _undecodable(value, stats, opts.on_decode_error, lambda row=row: f"{source} row {row}")
                         if value is None:  # skipped: counted as a decode error, not as a null
                             continue
                 yield value

@@ -80,7 +80,8 @@ def _utf8(doc: str) -> bytes:
 
 
 def sample_documents() -> Iterator[str]:
-    """The sample, one document per docstring or topic. Harvested once per process (it walks the standard library's modules), then cached."""
+    """The sample, one document per docstring or topic. Harvested once per process (it walks the standard
+    library's modules), then cached."""
     return iter(_sample())
 
 

@@ -152,7 +152,8 @@ def dataset_shards(spec: str, split: str, rows: int, nbytes: int, shard_bytes: i
     """Row ranges of a dataset, each about `shard_bytes` of its Arrow data."""
     per = max(1, rows * shard_bytes // max(nbytes, 1))
     starts = range(0, max(rows, 1), per)
-    return [Shard(k, "dataset", spec, s, s + per if s + per < rows else None, split=split) for k, s in enumerate(starts)]
+    return [Shard(k, "dataset", spec, s, s + per if s + per < rows else None, split=split)
+            for k, s in enumerate(starts)]
 
 
 @functools.lru_cache(maxsize=2)

@@ -36,17 +36,20 @@ def read_manifest(build_dir: str | Path) -> dict:
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise CacheError(f"{path}: unreadable ({str(exc).splitlines()[0]}); rebuild with mlmprep build --force") from None
+        raise CacheError(f"{path}: unreadable ({str(exc).splitlines()[0]}); "
+                         "rebuild with mlmprep build --force") from None
     if not isinstance(manifest, dict):
         raise CacheError(f"{path}: not a JSON object, so no mlmprep manifest; rebuild with mlmprep build --force")
     version = manifest.get("format_version")
     if isinstance(version, bool) or version not in READ_VERSIONS:  # True == 1, but is no version
         raise CacheError(
             f"{path}: format_version {version!r}, but this mlmprep reads format_version "
-            f"{' or '.join(map(str, READ_VERSIONS))}; rebuild it with `mlmprep build ... --force` or use the mlmprep that wrote it"
+            f"{' or '.join(map(str, READ_VERSIONS))}; rebuild it with `mlmprep build ... --force` "
+            "or use the mlmprep that wrote it"
         )
     if missing := sorted(set(MANIFEST_KEYS) - manifest.keys()):
-        raise CacheError(f"{path}: lacks {', '.join(missing)}, which every mlmprep build records; rebuild with mlmprep build --force")
+        raise CacheError(f"{path}: lacks {', '.join(missing)}, which every mlmprep build records; "
+                         "rebuild with mlmprep build --force")
     return manifest
 
 
@@ -133,10 +136,12 @@ class Column:
         rows = np.asarray(rows, dtype=np.int64)
         chunk = np.searchsorted(self.chunks[:, 0], rows, side="right") - 1
         start = self.offsets[rows]
-        return self.chunks[chunk, 2], self.chunks[chunk, 3] + start - self.chunks[chunk, 1], self.offsets[rows + 1] - start
+        return (self.chunks[chunk, 2], self.chunks[chunk, 3] + start - self.chunks[chunk, 1],
+                self.offsets[rows + 1] - start)
 
     def by_file(self, rows: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
-        """Per data file holding some of `rows`: (its int32 view, which of `rows` [k], their starts [k], lengths [k])."""
+        """Per data file holding some of `rows`: (its int32 view, which of `rows` [k], their starts [k],
+        lengths [k])."""
         file, start, length = self.locate(rows)
         if len(self.files) == 1:
             yield self.files[0], np.arange(len(file)), start, length
@@ -246,13 +251,15 @@ def _chunk(arr: pa.Array, mapped: pa.Buffer, file: int, where: str) -> tuple[np.
         offsets = arr.offsets.to_numpy()  # int32 [k + 1], honours a sliced array's offset
         lengths = np.diff(offsets).astype(np.int64)
         first = int(offsets[0])
-        if len(lengths) and lengths.min() < 0:  # negative rows cancel out in the bounds check below, and are read out of bounds
+        # negative rows cancel out in the bounds check below, and are read out of bounds
+        if len(lengths) and lengths.min() < 0:
             raise CacheError(f"{where}: list offsets decrease (a damaged file); rebuild the split")
     else:
         raise CacheError(f"{where}: type {arr.type}, expected list<int32> or fixed_size_list<int32>; rebuild")
     child = arr.values
     if child.type != pa.int32() or arr.null_count or child.null_count:
-        raise CacheError(f"{where}: type {arr.type} with {arr.null_count} null rows; mlmprep reads int32 lists without nulls")
+        raise CacheError(f"{where}: type {arr.type} with {arr.null_count} null rows; "
+                         "mlmprep reads int32 lists without nulls")
     if not lengths.sum():  # no tokens: the values buffer may be 0 bytes anywhere, and nothing is read from it
         return lengths, file, 0
     byte = child.buffers()[1].address + 4 * (child.offset + first) - mapped.address
@@ -293,7 +300,8 @@ def open_epoch(build_dir: str | Path, epoch: int, seeds: int | None = None) -> S
     check_split_files(build_dir, manifest, name)
     split = open_split(build_dir / name, objective=manifest["objective"])
     if len(split) != entry["rows"]:
-        raise CacheError(f"{build_dir / name}: {len(split)} rows, the manifest says {entry['rows']}; rebuild with --force")
+        raise CacheError(f"{build_dir / name}: {len(split)} rows, the manifest says {entry['rows']}; "
+                         "rebuild with --force")
     return split
 
 

@@ -38,7 +38,8 @@ def check_output_path(out: Path, option: str = "--out", *, directory: bool = Fal
     try:
         fd, probe = tempfile.mkstemp(prefix=".mlmprep-probe-", dir=existing)
     except OSError as exc:
-        raise ConfigError(f"{option} {out}: cannot create files in {existing} ({exc.strerror}); choose another {option}") from None
+        raise ConfigError(f"{option} {out}: cannot create files in {existing} ({exc.strerror}); "
+                          f"choose another {option}") from None
     os.close(fd)
     os.unlink(probe)
 
@@ -47,7 +48,8 @@ def check_utf8_path(path: str | Path, option: str) -> None:
     """Refuse a path whose name (or its directories') holds bytes that are not UTF-8: the run's own JSON files
     record it, and could not give it back (they escape such bytes)."""
     if printable(os.path.abspath(path)) != os.path.abspath(path):
-        raise ConfigError(f"{option} {printable(path)}: the path holds bytes that are not UTF-8; choose or rename to a UTF-8 name")
+        raise ConfigError(f"{option} {printable(path)}: the path holds bytes that are not UTF-8; "
+                          "choose or rename to a UTF-8 name")
 
 
 @contextlib.contextmanager
@@ -63,7 +65,8 @@ def build_lock(out: Path) -> Iterator[None]:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                raise CacheError(f"--out {out}: another mlmprep build is writing it now (lock {path}); wait for it") from None
+                raise CacheError(f"--out {out}: another mlmprep build is writing it now (lock {path}); "
+                                 "wait for it") from None
             if not path.exists() or os.stat(path).st_ino != os.fstat(fd).st_ino:
                 raise CacheError(f"--out {out}: another mlmprep build just finished with it; run the command again")
             try:
@@ -125,7 +128,8 @@ def exchange(a: Path, b: Path) -> bool:
     return renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0
 
 
-def read_existing(out: Path, identity: dict, fingerprint: str, *, tokenizer_sha: str | None, force: bool) -> dict | None:
+def read_existing(out: Path, identity: dict, fingerprint: str, *, tokenizer_sha: str | None,
+                  force: bool) -> dict | None:
     """The manifest of `out` if it already holds this very build (then there is nothing to do), else None.
 
     Raises CacheError when `out` holds something else and `--force` was not given: nothing the user has
@@ -167,7 +171,8 @@ def read_existing(out: Path, identity: dict, fingerprint: str, *, tokenizer_sha:
     if len(differences) == 1 and differences[0].startswith("seeds:"):
         raise CacheError(f"--out {out}: holds this build with fewer seeds ({what}); `mlmprep remask {out} --seeds "
                          f"{identity['seeds']}` adds the others, or pass --force to rebuild it")
-    raise CacheError(f"--out {out}: holds a build made differently ({what}); pass --force to rebuild it or choose another --out")
+    raise CacheError(f"--out {out}: holds a build made differently ({what}); "
+                     "pass --force to rebuild it or choose another --out")
 
 
 def enough_seeds(key: str, manifest: dict, wanted) -> bool:

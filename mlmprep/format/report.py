@@ -33,7 +33,8 @@ def build_summary(out: Path, manifest: dict) -> str:
         mb = sum(f["bytes"] for f in split["files"]) / 1e6
         m = masking.get(name, {})
         if "noise_fraction" in m:
-            what = f"noise {m['noise_fraction']:.3f}, mean span {m['mean_span_length']:.2f}, spans/row {m['spans_per_row']:.1f}"
+            what = (f"noise {m['noise_fraction']:.3f}, mean span {m['mean_span_length']:.2f}, "
+                    f"spans/row {m['spans_per_row']:.1f}")
         elif "masked_fraction" in m:
             what = f"masked {m['masked_fraction']:.3f}"
         elif name.endswith("windows"):
@@ -69,7 +70,8 @@ def vocabulary_reached(reached: int, asked: int) -> str:
     """The vocabulary a trained tokenizer reached, saying so when the corpus gave fewer pieces than asked."""
     if reached >= asked:
         return f"vocabulary {reached:,}"
-    return f"vocabulary {reached:,}, short of --vocab-size {asked:,} (the trainer kept no more pieces of this corpus; more text gives more)"
+    return (f"vocabulary {reached:,}, short of --vocab-size {asked:,} "
+            "(the trainer kept no more pieces of this corpus; more text gives more)")
 
 
 UNKNOWN_WARN = 0.01  # above this fraction of unknown tokens the tokenizer does not fit the corpus
@@ -125,10 +127,12 @@ def show_examples(out: Path, manifest: dict, *, split: str = "seed-0", n: int = 
     if n < 0:
         raise ConfigError(f"--examples must be 0 or more, got {n}")
     if split not in manifest["splits"]:
-        raise CacheError(f"--split {split}: not in {out}; splits: {', '.join(sorted(manifest['splits'], key=split_order))}")
+        raise CacheError(f"--split {split}: not in {out}; "
+                         f"splits: {', '.join(sorted(manifest['splits'], key=split_order))}")
     tok = load_tokenizer(out / manifest["tokenizer"]["file"])
     if split.endswith("windows"):  # the stored windows before masking: one `tokens` column
-        return "\n".join(f"--- {split} row {i} ({len(x)} tokens)\ntokens:  {tok.decode(x.tolist(), skip_special_tokens=False)}"
+        return "\n".join(f"--- {split} row {i} ({len(x)} tokens)\n"
+                         f"tokens:  {tok.decode(x.tolist(), skip_special_tokens=False)}"
                          for i, x in enumerate(first_rows(out / split, "tokens", n)))
     ids = special_ids(tok)
     inputs, labels = first_rows(out / split, "input_ids", n), first_rows(out / split, "labels", n)

@@ -33,8 +33,10 @@ def manifest_path(build_dir: str | Path) -> Path:
 
 
 def damaged(build_dir: str | Path, path: Path, problem: str) -> CacheError:
-    """The one-line error for a file of a build that is missing or changed, saying how to see every problem or rebuild."""
-    return CacheError(f"{path}: {problem}; the build is damaged: run `mlmprep verify {build_dir}` to see every problem, "
+    """The one-line error for a file of a build that is missing or changed, saying how to see every problem or
+    rebuild."""
+    return CacheError(f"{path}: {problem}; the build is damaged: "
+                      f"run `mlmprep verify {build_dir}` to see every problem, "
                       f"or rebuild it with `mlmprep build ... --out {build_dir} --force`")
 
 
@@ -76,13 +78,15 @@ def hf_tokenizer_files(tok, *, model_max_length: int) -> dict[str, dict]:
 
     ids, name = special_ids(tok), tok.id_to_token
     found = {"pad_token": ids.pad, "eos_token": ids.eos, "unk_token": ids.unk, "mask_token": ids.mask,
-             "cls_token": tok.token_to_id("[CLS]"), "sep_token": tok.token_to_id("[SEP]"), "bos_token": tok.token_to_id("<s>")}
+             "cls_token": tok.token_to_id("[CLS]"), "sep_token": tok.token_to_id("[SEP]"),
+             "bos_token": tok.token_to_id("<s>")}
     special = {key: name(idx) for key, idx in found.items() if idx is not None}
     if len(ids.sentinels):
-        special["additional_special_tokens"] = [name(int(idx)) for idx in ids.sentinels]  # <extra_id_0>, <extra_id_1>, ...
+        # <extra_id_0>, <extra_id_1>, ...
+        special["additional_special_tokens"] = [name(int(idx)) for idx in ids.sentinels]
     return {"special_tokens_map.json": special,
-            "tokenizer_config.json": {"tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": model_max_length,
-                                      **special}}
+            "tokenizer_config.json": {"tokenizer_class": "PreTrainedTokenizerFast",
+                                      "model_max_length": model_max_length, **special}}
 
 
 def write_hf_tokenizer(tok, directory: Path, *, model_max_length: int) -> None:
@@ -150,7 +154,8 @@ def write_part(path: Path, widths: dict[str, int | None], columns: dict[str, Row
 
 
 def split_schema(widths: dict[str, int | None]) -> pa.Schema:
-    return pa.schema([(n, pa.list_(pa.int32(), w) if w is not None else pa.list_(pa.int32())) for n, w in widths.items()])
+    return pa.schema([(n, pa.list_(pa.int32(), w) if w is not None else pa.list_(pa.int32()))
+                      for n, w in widths.items()])
 
 
 def finish_split(directory: Path, widths: dict[str, int | None], parts: list[tuple[Path, dict | None]]) -> dict:
@@ -170,7 +175,8 @@ def finish_split(directory: Path, widths: dict[str, int | None], parts: list[tup
         files.append({"name": name, "bytes": info["bytes"], "sha256": info["sha256"]})
     write_datasets_metadata(directory, [f["name"] for f in files])
     for name in ("dataset_info.json", "state.json"):
-        files.append({"name": name, "bytes": (directory / name).stat().st_size, "sha256": file_sha256(directory / name)})
+        files.append({"name": name, "bytes": (directory / name).stat().st_size,
+                      "sha256": file_sha256(directory / name)})
     files.sort(key=lambda f: f["name"])
     return {"rows": sum(info["rows"] for _, info in written), "files": files}
 

@@ -37,7 +37,8 @@ class Budget:
     pad_to_multiple_of: int = 1  # the collator pads to this multiple; the budget counts the same slots
 
     def __post_init__(self) -> None:
-        for option in ("max_tokens_per_batch", "max_tokens_per_microbatch", "max_examples_per_microbatch", "pad_to_multiple_of"):
+        for option in ("max_tokens_per_batch", "max_tokens_per_microbatch", "max_examples_per_microbatch",
+                       "pad_to_multiple_of"):
             value = getattr(self, option)
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
                 raise ConfigError(f"--{option.replace('_', '-')} must be a whole number >= 1, got {value!r}")
@@ -120,7 +121,8 @@ def _cut(enc, dec, multiple, alpha, max_tokens, max_examples, pool):
     return ends[:k], costs[:k]
 
 
-def split_microbatches(rows: np.ndarray, enc_lengths: np.ndarray, dec_lengths: np.ndarray, budget: Budget) -> list[np.ndarray]:
+def split_microbatches(rows: np.ndarray, enc_lengths: np.ndarray, dec_lengths: np.ndarray,
+                       budget: Budget) -> list[np.ndarray]:
     """Sort `rows` by length and cut them greedily into microbatches within both microbatch caps.
 
     A row whose cost alone is over max_tokens_per_microbatch gets a microbatch of its own (never dropped);
@@ -212,7 +214,8 @@ def plan_epoch(enc_lengths: np.ndarray, dec_lengths: np.ndarray, budget: Budget,
     if oversize.any():
         log.warning("%d rows cost more than --max-tokens-per-microbatch %d on their own; each trains alone",
                     int(oversize.sum()), budget.max_tokens_per_microbatch)
-    mbs = [Microbatch(rows=order[a:b], oversize=o) for a, b, o in zip(starts.tolist(), ends.tolist(), oversize.tolist())]
+    mbs = [Microbatch(rows=order[a:b], oversize=o)
+           for a, b, o in zip(starts.tolist(), ends.tolist(), oversize.tolist())]
     plan, start = [], 0
     for end in batch_ends.tolist():
         per_rank = [[] for _ in range(world_size)]
@@ -238,7 +241,8 @@ def plan_stats(plan: list[Batch], enc_lengths: np.ndarray, dec_lengths: np.ndarr
     if real:
         starts = np.cumsum(sizes) - sizes
         for lengths in (enc_lengths, dec_lengths):
-            padded += int((sizes * _roundup(np.maximum.reduceat(lengths[rows], starts), budget.pad_to_multiple_of)).sum())
+            padded += int((sizes * _roundup(np.maximum.reduceat(lengths[rows], starts),
+                                            budget.pad_to_multiple_of)).sum())
     return {
         "batches": len(plan),
         "microbatches": len(real),

@@ -1,8 +1,9 @@
 """Models from `transformers`, built from a config (never downloaded): T5 for span data, BERT for mlm data.
 
-`--model` is a preset (`tiny`, `t5-small`, `t5-base`, `t5-v1_1-small`, `t5-v1_1-base`), a config.json, or a local pretrained checkpoint
-directory (a transformers `save_pretrained` directory, or an mlmprep `RUN/checkpoint-{step}`). The vocabulary
-and special ids always follow the build's tokenizer (manifest["tokenizer"]).
+`--model` is a preset (`tiny`, `t5-small`, `t5-base`, `t5-v1_1-small`, `t5-v1_1-base`), a config.json, or a local
+pretrained checkpoint directory (a transformers `save_pretrained` directory, or an mlmprep
+`RUN/checkpoint-{step}`). The vocabulary and special ids always follow the build's tokenizer
+(manifest["tokenizer"]).
 """
 
 from __future__ import annotations
@@ -45,7 +46,8 @@ def preset_config(name: str, objective: str, tokenizer: dict, max_length: int):
         )
     return BertConfig(
         vocab_size=vocab, hidden_size=shape["d_model"], intermediate_size=shape["d_ff"],
-        num_attention_heads=shape["d_model"] // shape["d_kv"], num_hidden_layers=shape["num_layers"],  # heads fill d_model
+        num_attention_heads=shape["d_model"] // shape["d_kv"],  # heads fill d_model
+        num_hidden_layers=shape["num_layers"],
         max_position_embeddings=round_up(max(max_length, 512), VOCAB_MULTIPLE),
         hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, pad_token_id=tokenizer["pad_id"],
         tie_word_embeddings=not v1_1,
@@ -72,7 +74,8 @@ def auto_class(objective: str):
 def check_model_spec(spec: str) -> None:
     """Refuse a --model that is not a preset, a config.json or a directory with one (an mlmprep checkpoint's too)."""
     path = Path(spec)
-    if spec in PRESETS or path.is_file() or (path / "config.json").is_file() or (path / "model" / "config.json").is_file():
+    if (spec in PRESETS or path.is_file() or (path / "config.json").is_file()
+            or (path / "model" / "config.json").is_file()):
         return
     raise ConfigError(
         f"--model {spec}: not a preset ({', '.join(PRESETS)}), a config.json file or a directory with config.json"
