@@ -35,7 +35,8 @@ def show_version(value: bool) -> None:
 
 @app.callback()
 def app_options(
-    version: Annotated[bool, typer.Option("--version", help="Print the version and exit.", is_eager=True, callback=show_version)] = False,
+    version: Annotated[bool, typer.Option("--version", help="Print the version and exit.", is_eager=True,
+                                          callback=show_version)] = False,
 ) -> None:
     """Options of `mlmprep` itself, before the command."""
 

@@ -12,7 +12,7 @@ from typing import Any
 import typer
 from typer.core import TyperCommand, TyperGroup
 
-try:  # typer >= 0.26 carries its own copy of click, whose exceptions it catches
+try:  # typer 0.26 on carries its own copy of click, whose exceptions it catches (pyproject.toml bounds typer for it)
     from typer import _click as click
 except ImportError:
     import click
