@@ -127,11 +127,11 @@ def scan_build_args(args: list[str]) -> tuple[list[str], dict[str, str]] | None:
 
 
 def start_workers_before_parsing(args: list[str]) -> None:
-    """For `mlmprep build ARGS`, run start_workers_early before typer parses ARGS (about 0.1 s, most of it
-    pydantic checking values), so that every worker starts that much sooner: 2-3% of a 1x pydocs build on
-    2 cores. Only a command line this plain reading is sure of: a config file, a dataset or a help request
-    wait for the parse, and whatever it decides stands (the early start only ever makes a server the build
-    would have started, or one that goes unused and ends with this process)."""
+    """For `mlmprep build ARGS`, run start_workers_early before typer parses ARGS (most of the parse is pydantic
+    checking values), so that every worker starts that much sooner. Only a command line this plain reading is
+    sure of: a config file, a dataset or a help request wait for the parse, and whatever it decides stands (the
+    early start only ever makes a server the build would have started, or one that goes unused and ends with
+    this process)."""
     scanned = scan_build_args(args)
     if scanned is None:
         return
