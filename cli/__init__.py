@@ -35,7 +35,8 @@ def show_version(value: bool) -> None:
 
 @app.callback()
 def app_options(
-    version: Annotated[bool, typer.Option("--version", help="Print the version and exit.", is_eager=True, callback=show_version)] = False,
+    version: Annotated[bool, typer.Option("--version", help="Print the version and exit.", is_eager=True,
+                                          callback=show_version)] = False,
 ) -> None:
     """Options of `mlmprep` itself, before the command."""
 
@@ -64,8 +65,8 @@ def main() -> None:
 
 def as_package_main() -> None:
     """Run as `python -m mlmprep` does, even from the `mlmprep` script that pip writes. A worker process that
-    multiprocessing starts re-runs its parent's main script first (importing this CLI: 0.1-0.2 s of each
-    worker's start, on a build's critical path), but never a package's __main__ module, which that script is
+    multiprocessing starts re-runs its parent's main script first (importing this CLI at each worker's start,
+    on a build's critical path), but never a package's __main__ module, which that script is
     in all but name. Someone else's script that calls main() keeps its own behaviour."""
     import importlib.util
     from pathlib import Path

@@ -12,12 +12,11 @@ from typing import Any
 import typer
 from typer.core import TyperCommand, TyperGroup
 
-try:  # typer >= 0.26 carries its own copy of click, whose exceptions it catches
+try:  # typer 0.26 on carries its own copy of click, whose exceptions it catches (pyproject.toml bounds typer for it)
     from typer import _click as click
 except ImportError:
     import click
 
-from mlmprep.build.engine import TaskFailed
 from mlmprep.errors import MlmprepError
 
 INTERRUPTED = 130  # the exit code of a command stopped by Ctrl-C (128 + SIGINT, as shells report it)
@@ -33,8 +32,12 @@ def cli_errors(command: Callable[..., Any]) -> Callable[..., Any]:
         except MlmprepError as exc:
             typer.echo(error_line(exc), err=True)
             raise typer.Exit(code=2) from None
-        except TaskFailed as exc:  # not the input's fault: a worker died or a task hit a bug
-            typer.echo(error_line(exc), err=True)
+        except Exception as exc:
+            # Only a build's engine raises TaskFailed, so it is looked up once loaded: `--help` need not load it.
+            engine = sys.modules.get("mlmprep.build.engine")
+            if engine is None or not isinstance(exc, engine.TaskFailed):
+                raise
+            typer.echo(error_line(exc), err=True)  # not the input's fault: a worker died or a task hit a bug
             raise typer.Exit(code=1) from None
         except KeyboardInterrupt:
             typer.echo("interrupted; nothing was left under the output name", err=True)

@@ -9,7 +9,9 @@ import typer
 
 import mlmprep
 from mlmprep.cli import app
-from mlmprep.cli._util import HelpCommand, cli_errors, given, note
+from mlmprep.cli._util import HelpCommand, cli_errors, note
+from mlmprep.cli.options import config_options, flag_names, is_flag, option_fields
+from mlmprep.config import BuildConfig
 
 BUILD_EXAMPLES = """Examples:
 
@@ -46,55 +48,22 @@ app.add_typer(tokenizer_app, name="tokenizer")
 
 @app.command(epilog=BUILD_EXAMPLES, cls=HelpCommand)
 @cli_errors
+@config_options(BuildConfig)
 def build(
-    corpus: Annotated[list[str] | None, typer.Argument(help="Files, directories or globs (.txt .jsonl .json .parquet .csv .arrow). None: the built-in sample.", show_default=False)] = None,
+    corpus: Annotated[list[str] | None, typer.Argument(
+        help="Files, directories or globs (.txt .jsonl .json .parquet .csv .arrow). None: the built-in sample.",
+        show_default=False)] = None,
     *,
-    config: Annotated[Path | None, typer.Option(help="JSON/YAML file of options; the command line overrides it.", rich_help_panel="Input", metavar="FILE")] = None,
-    dataset: Annotated[str | None, typer.Option(help="A `datasets` name, NAME or NAME:CONFIG (from the local cache when offline).", rich_help_panel="Input", metavar="NAME[:CONFIG]")] = None,
-    dataset_split: Annotated[str | None, typer.Option(help="Split of --dataset. [default: train]", show_default=False, rich_help_panel="Input", metavar="SPLIT")] = None,
-    text_column: Annotated[str | None, typer.Option(help="Text field of .jsonl/.json/.parquet/.csv/.arrow records. [default: text]", show_default=False, rich_help_panel="Input", metavar="FIELD")] = None,
-    doc_sep: Annotated[Literal["line", "blank"] | None, typer.Option(help="In .txt files a document is a 'line' or a 'blank'-line separated paragraph. [default: line]", show_default=False, rich_help_panel="Input")] = None,
-    on_decode_error: Annotated[Literal["replace", "skip", "fail"] | None, typer.Option(help="Undecodable bytes: replace, skip the line, or fail. [default: replace]", show_default=False, rich_help_panel="Input")] = None,
-    normalize_whitespace: Annotated[bool | None, typer.Option("--normalize-whitespace/--keep-whitespace", help="Collapse runs of whitespace to one space. [default: keep]", show_default=False, rich_help_panel="Input")] = None,
-    nfkc: Annotated[bool | None, typer.Option("--nfkc/--no-nfkc", help="Unicode NFKC normalisation. [default: no]", show_default=False, rich_help_panel="Input")] = None,
-    tokenizer: Annotated[str | None, typer.Option(help="tokenizer.json or a local transformers directory. None: train a Unigram tokenizer on the corpus.", rich_help_panel="Tokenizer", metavar="PATH")] = None,
-    vocab_size: Annotated[int | None, typer.Option(help="Vocabulary of a trained tokenizer, sentinels included. [default: 32000]", show_default=False, rich_help_panel="Tokenizer")] = None,
-    method: Annotated[Literal["tokens", "text"] | None, typer.Option(help="'tokens': exact token windows; 'text': naive (input_length-2)*4-character segments. [default: tokens]", show_default=False, rich_help_panel="Windows")] = None,
-    pack: Annotated[Literal["stream", "doc"] | None, typer.Option(help="'stream': windows cross documents; 'doc': each document starts a window. [default: stream]", show_default=False, rich_help_panel="Windows")] = None,
-    input_length: Annotated[int | None, typer.Option(help="Encoder input length after masking. [default: 512]", show_default=False, rich_help_panel="Windows")] = None,
-    objective: Annotated[Literal["span", "mlm"] | None, typer.Option(help="'span': T5 span corruption; 'mlm': BERT 80/10/10 masking. [default: span]", show_default=False, rich_help_panel="Masking")] = None,
-    noise_density: Annotated[float | None, typer.Option(help="Fraction of tokens masked, in (0, 1). [default: 0.15]", show_default=False, rich_help_panel="Masking")] = None,
-    mean_span_length: Annotated[float | None, typer.Option(help="Mean masked span length, >= 1. [default: 3]", show_default=False, rich_help_panel="Masking")] = None,
-    random_roll: Annotated[bool | None, typer.Option("--random-roll/--no-random-roll", help="Rotate each mask so the last token is not always noise. [default: no]", show_default=False, rich_help_panel="Masking")] = None,
-    mlm_probability: Annotated[float | None, typer.Option(help="Fraction of tokens masked for --objective mlm. [default: 0.15]", show_default=False, rich_help_panel="Masking")] = None,
-    whole_word: Annotated[bool | None, typer.Option("--whole-word/--no-whole-word", help="MLM masks whole words. [default: no]", show_default=False, rich_help_panel="Masking")] = None,
-    out: Annotated[str | None, typer.Option(help="Output directory. [default: mlmprep-data]", show_default=False, rich_help_panel="Output", metavar="DIR")] = None,
-    seeds: Annotated[int | None, typer.Option(help="Differently masked copies, one per epoch slot. [default: 4]", show_default=False, rich_help_panel="Output")] = None,
-    seed: Annotated[int | None, typer.Option(help="Base seed of masks and the validation hold-out. [default: 0]", show_default=False, rich_help_panel="Output")] = None,
-    validation_fraction: Annotated[float | None, typer.Option(help="Share of windows held out for validation. [default: 0.02]", show_default=False, rich_help_panel="Output")] = None,
-    threads: Annotated[int | None, typer.Option(help="Tokenizer and masking threads inside each worker, at most the cores (0: the cores shared among the workers; with --workers 1, all); never changes the output. [default: 0]", show_default=False, rich_help_panel="Speed")] = None,
-    force: Annotated[bool | None, typer.Option("--force/--no-force", help="Rebuild even if --out is up to date or was built with other options. [default: no]", show_default=False, rich_help_panel="Output")] = None,
-    tokenizer_train_chars: Annotated[int | None, typer.Option(help="A trained tokenizer learns from a sample of this many characters, spread over the whole corpus (the whole corpus if smaller). [default: 10000000]", show_default=False, rich_help_panel="Tokenizer")] = None,
-    rows_per_file: Annotated[int | None, typer.Option(help="Windows per data file of each split (0: about 512 K tokens' worth). [default: 0]", show_default=False, rich_help_panel="Output")] = None,
-    shard_bytes: Annotated[int | None, typer.Option(help="Input bytes per reading task, at least 1024 (0: from the corpus size and --workers); never changes the output. [default: 0]", show_default=False, rich_help_panel="Speed")] = None,
-    workers: Annotated[int | None, typer.Option(help="Build processes (0: all cores; 1: in-process, for debugging); with --engine ray, tasks in flight on the cluster (0: two per CPU it has). Never changes the output. [default: 0]", show_default=False, rich_help_panel="Speed")] = None,
-    engine: Annotated[Literal["local", "ray"] | None, typer.Option(help="'local' worker processes, or 'ray' tasks on a Ray cluster (pip install \"mlmprep[ray]\"; absolute paths on shared storage). [default: local]", show_default=False, rich_help_panel="Speed")] = None,
-    ray_address: Annotated[str | None, typer.Option(help="Ray cluster to join with --engine ray, as `ray start --head` prints it. None: start or join a local instance.", rich_help_panel="Speed", metavar="ADDRESS")] = None,
+    config: Annotated[Path | None, typer.Option(help="JSON/YAML file of options; the command line overrides it.",
+                                                rich_help_panel="Input", metavar="FILE")] = None,
+    options: dict,
 ) -> None:
     """Build N differently seeded, masked Arrow datasets plus a validation split from a corpus."""
-    from mlmprep.config import BuildConfig, make_config, read_config_file
+    from mlmprep.config import make_config, read_config_file
     from mlmprep.errors import ConfigError
 
-    options = given(
-        corpus=tuple(corpus) if corpus else None, out=out, seeds=seeds, seed=seed, dataset=dataset,
-        dataset_split=dataset_split, text_column=text_column, doc_sep=doc_sep, on_decode_error=on_decode_error,
-        normalize_whitespace=normalize_whitespace, nfkc=nfkc, tokenizer=tokenizer, vocab_size=vocab_size,
-        method=method, pack=pack, input_length=input_length, objective=objective, noise_density=noise_density,
-        mean_span_length=mean_span_length, random_roll=random_roll, mlm_probability=mlm_probability,
-        whole_word=whole_word, validation_fraction=validation_fraction, threads=threads, force=force,
-        workers=workers, engine=engine, ray_address=ray_address, tokenizer_train_chars=tokenizer_train_chars,
-        rows_per_file=rows_per_file, shard_bytes=shard_bytes,
-    )
+    if corpus:
+        options = {"corpus": tuple(corpus), **options}
     file_values = input_given(read_config_file(config), options) if config else {}
     cfg = make_config(BuildConfig, file_values, options, source="options")
     if cfg.tokenizer:  # refused rather than ignored: the user expects them to act
@@ -129,9 +98,9 @@ def input_given(file_values, options: dict):
 
 
 STARTED_EARLY = False  # start_workers_before_parsing has called start_workers_early (the build command need not)
-# build's options that take no value; every other option takes one (tests/test_cli_build.py checks both)
-FLAGS = frozenset({"--force", "--no-force", "--normalize-whitespace", "--keep-whitespace", "--nfkc", "--no-nfkc", "--random-roll",
-                   "--no-random-roll", "--whole-word", "--no-whole-word"})
+# build's options that take no value, both spellings of each; every other option takes one
+FLAGS = frozenset(name for f in option_fields(BuildConfig) if is_flag(BuildConfig, f)
+                  for name in flag_names(BuildConfig, f))
 
 
 def scan_build_args(args: list[str]) -> tuple[list[str], dict[str, str]] | None:
@@ -158,18 +127,17 @@ def scan_build_args(args: list[str]) -> tuple[list[str], dict[str, str]] | None:
 
 
 def start_workers_before_parsing(args: list[str]) -> None:
-    """For `mlmprep build ARGS`, run start_workers_early before typer parses ARGS (about 0.1 s, most of it
-    pydantic checking values), so that every worker starts that much sooner: 2-3% of a 1x pydocs build on
-    2 cores. Only a command line this plain reading is sure of: a config file, a dataset or a help request
-    wait for the parse, and whatever it decides stands (the early start only ever makes a server the build
-    would have started, or one that goes unused and ends with this process)."""
+    """For `mlmprep build ARGS`, run start_workers_early before typer parses ARGS (most of the parse is pydantic
+    checking values), so that every worker starts that much sooner. Only a command line this plain reading is
+    sure of: a config file, a dataset or a help request wait for the parse, and whatever it decides stands (the
+    early start only ever makes a server the build would have started, or one that goes unused and ends with
+    this process)."""
     scanned = scan_build_args(args)
     if scanned is None:
         return
     positional, options = scanned
     if options.keys() & {"--help", "--config", "--dataset"}:
         return
-    from mlmprep.config import BuildConfig
     from mlmprep.errors import MlmprepError
 
     try:
@@ -185,8 +153,8 @@ def start_workers_before_parsing(args: list[str]) -> None:
 
 def start_workers_early(cfg) -> None:
     """Start the local workers' server (a forkserver that imports the pipeline, warms Numba and loads a given
-    tokenizer: about a second of one core) before this process imports the pipeline itself, so that the two overlap; on 16 cores the first
-    task then starts a third of a second sooner. Corpus files only: a build starts it itself in any case."""
+    tokenizer: about a second of one core) before this process imports the pipeline itself, so that the two
+    overlap and the first task starts sooner. Corpus files only: a build starts it itself in any case."""
     from mlmprep.build.engine import Engine, prestart
     from mlmprep.corpus.sources import resolve_sources
     from mlmprep.errors import MlmprepError
@@ -208,7 +176,8 @@ def start_workers_early(cfg) -> None:
 def remask(
     directory: Annotated[Path, typer.Argument(help="A directory written by mlmprep build.")],
     *,
-    seeds: Annotated[int, typer.Option(help="Total number of seeded splits wanted; new ones are masked from the stored windows.")],
+    seeds: Annotated[int, typer.Option(
+        help="Total number of seeded splits wanted; new ones are masked from the stored windows.")],
     threads: Annotated[int, typer.Option(help="Cores for masking (0: all).")] = 0,
 ) -> None:
     """Add seeded splits to a build from its stored windows, without re-tokenizing."""
@@ -246,13 +215,20 @@ def inspect_build(
 @tokenizer_app.command("train", epilog=TOKENIZER_EXAMPLES, cls=HelpCommand)
 @cli_errors
 def tokenizer_train(
-    corpus: Annotated[list[str] | None, typer.Argument(help="Files, directories or globs. None: the built-in sample.", show_default=False)] = None,
+    corpus: Annotated[list[str] | None, typer.Argument(help="Files, directories or globs. None: the built-in sample.",
+                                                       show_default=False)] = None,
     *,
-    out: Annotated[str, typer.Option(help="The tokenizer.json file to write; a directory (or a name ending in /) gets DIR/tokenizer.json.", metavar="PATH")] = "tokenizer.json",
-    vocab_size: Annotated[int, typer.Option(help="Vocabulary size, <pad> </s> <unk> <mask> and 100 sentinels included.")] = 32000,
-    text_column: Annotated[str, typer.Option(help="Text field of structured corpus files.", metavar="FIELD")] = "text",
-    doc_sep: Annotated[Literal["line", "blank"], typer.Option(help="'line' or 'blank' (paragraphs) for .txt files.")] = "line",
-    train_chars: Annotated[int | None, typer.Option(help="Learn from a sample of this many characters spread over the whole corpus (the whole corpus if smaller): the sample `build --tokenizer-train-chars` takes. [default: 10000000]", show_default=False, metavar="N")] = None,
+    out: Annotated[str, typer.Option(help="The tokenizer.json file to write; a directory (or a name ending in /) gets "
+                                          "DIR/tokenizer.json.", metavar="PATH")] = "tokenizer.json",
+    vocab_size: Annotated[int, typer.Option(
+        help="Vocabulary size, <pad> </s> <unk> <mask> and 100 sentinels included.")] = BuildConfig.vocab_size,
+    text_column: Annotated[str, typer.Option(help="Text field of structured corpus files.",
+                                             metavar="FIELD")] = BuildConfig.text_column,
+    doc_sep: Annotated[Literal["line", "blank"], typer.Option(
+        help="'line' or 'blank' (paragraphs) for .txt files.")] = BuildConfig.doc_sep,
+    train_chars: Annotated[int, typer.Option(
+        help="Learn from a sample of this many characters spread over the whole corpus (the whole corpus if smaller): "
+             "the sample `build --tokenizer-train-chars` takes.", metavar="N")] = BuildConfig.tokenizer_train_chars,
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing --out file.")] = False,
 ) -> None:
     """Train a T5-style Unigram tokenizer: <pad>=0, </s>=1, <unk>=2, <mask>=3, <extra_id_0> highest."""
@@ -260,6 +236,6 @@ def tokenizer_train(
     from mlmprep.format.report import vocabulary_reached
 
     path, reached, used = train_tokenizer_file(corpus or (), out, vocab_size=vocab_size, text_column=text_column,
-                                               doc_sep=doc_sep, force=force, **given(train_chars=train_chars))
+                                               doc_sep=doc_sep, force=force, train_chars=train_chars)
     typer.echo(f"wrote {path}: {vocabulary_reached(reached, vocab_size)}, trained on {used['characters']:,} characters "
                f"of {used['documents']:,} documents")

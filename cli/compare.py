@@ -10,6 +10,9 @@ import typer
 
 from mlmprep.cli import app
 from mlmprep.cli._util import INTERRUPTED, HelpCommand, cli_errors, given, note, option
+from mlmprep.config import COMPARE_MODES, CompareConfig
+
+DEFAULT = CompareConfig()  # the defaults help states; --quick and --full presets override some of them
 
 COMPARE_EXAMPLES = """Examples:
 
@@ -22,24 +25,52 @@ COMPARE_EXAMPLES = """Examples:
 @app.command("compare-methods", epilog=COMPARE_EXAMPLES, cls=HelpCommand)
 @cli_errors
 def compare_methods(
-    corpus: Annotated[list[str] | None, typer.Argument(help="Files, directories or globs. None: the built-in sample.", show_default=False)] = None,
+    corpus: Annotated[list[str] | None, typer.Argument(help="Files, directories or globs. None: the built-in sample.",
+                                                       show_default=False)] = None,
     *,
-    full: Annotated[bool, typer.Option("--full", help="GPU-sized: t5-small shapes, input length 512, 4000 steps.", rich_help_panel="Presets")] = False,
-    quick: Annotated[bool, typer.Option("--quick", help="A smoke run: 1 MB of the corpus, input length 64, 20 steps.", rich_help_panel="Presets")] = False,
-    max_mb: Annotated[float | None, option("Use only the corpus' first documents, up to this many million characters (0: the whole corpus). [default: all]", rich_help_panel="Input")] = None,
-    heldout_fraction: Annotated[float | None, option("Share of documents held out for the common validation set. [default: 0.05]", rich_help_panel="Input")] = None,
-    text_column: Annotated[str | None, option("Text field of structured corpus files. [default: text]", rich_help_panel="Input", metavar="FIELD")] = None,
-    doc_sep: Annotated[Literal["line", "blank"] | None, option("In .txt files a document is a 'line' or a 'blank'-line separated paragraph. [default: line]", rich_help_panel="Input")] = None,
-    vocab_size: Annotated[int | None, option("Vocabulary of the one tokenizer both methods use. [default: 8000]", rich_help_panel="Build")] = None,
-    input_length: Annotated[int | None, option("Encoder input length after masking. [default: 128]", rich_help_panel="Build")] = None,
-    model: Annotated[str | None, option("Model preset or config.json, the same for both. [default: tiny]", rich_help_panel="Training", metavar="NAME|PATH")] = None,
-    steps: Annotated[int | None, option("Optimizer steps of each run. [default: 400]", rich_help_panel="Training")] = None,
-    eval_every: Annotated[int | None, option("Evaluate on the common validation set every N steps. [default: 50]", rich_help_panel="Training")] = None,
-    max_tokens_per_batch: Annotated[int | None, option("Padded effective tokens per step. [default: 8192]", rich_help_panel="Training")] = None,
-    seed: Annotated[int | None, option("Seed of the hold-out, masks, weights and batch plans. [default: 0]", rich_help_panel="Training")] = None,
-    out: Annotated[str | None, option("Directory for the builds, runs, results.json, results.md and plots. [default: bench-out]", rich_help_panel="Output", metavar="DIR")] = None,
-    force: Annotated[bool, typer.Option("--force", help="Replace a previous compare-methods result in --out, its build and run directories with all they hold. An --out holding anything else is refused, with or without it.", rich_help_panel="Output")] = False,
-    threads: Annotated[int | None, option("Torch CPU threads while training (0: torch's default). [default: 1; --full: 0]", rich_help_panel="Speed")] = None,
+    full: Annotated[bool, typer.Option("--full", help="GPU-sized: t5-small shapes, input length 512, 4000 steps.",
+                                       rich_help_panel="Presets")] = False,
+    quick: Annotated[bool, typer.Option("--quick", help="A smoke run: 1 MB of the corpus, input length 64, 20 steps.",
+                                        rich_help_panel="Presets")] = False,
+    max_mb: Annotated[float | None, option(
+        "Use only the corpus' first documents, up to this many million characters (0: the whole corpus). "
+        f"[default: {DEFAULT.max_chars}]", rich_help_panel="Input")] = None,
+    heldout_fraction: Annotated[float | None, option(
+        f"Share of documents held out for the common validation set. [default: {DEFAULT.heldout_fraction}]",
+        rich_help_panel="Input")] = None,
+    text_column: Annotated[str | None, option(
+        f"Text field of structured corpus files. [default: {DEFAULT.text_column}]", rich_help_panel="Input",
+        metavar="FIELD")] = None,
+    doc_sep: Annotated[Literal["line", "blank"] | None, option(
+        f"In .txt files a document is a 'line' or a 'blank'-line separated paragraph. [default: {DEFAULT.doc_sep}]",
+        rich_help_panel="Input")] = None,
+    vocab_size: Annotated[int | None, option(
+        f"Vocabulary of the one tokenizer both methods use. [default: {DEFAULT.vocab_size}]",
+        rich_help_panel="Build")] = None,
+    input_length: Annotated[int | None, option(f"Encoder input length after masking. [default: {DEFAULT.input_length}]",
+                                               rich_help_panel="Build")] = None,
+    model: Annotated[str | None, option(f"Model preset or config.json, the same for both. [default: {DEFAULT.model}]",
+                                        rich_help_panel="Training", metavar="NAME|PATH")] = None,
+    steps: Annotated[int | None, option(f"Optimizer steps of each run. [default: {DEFAULT.steps}]",
+                                        rich_help_panel="Training")] = None,
+    eval_every: Annotated[int | None, option(
+        f"Evaluate on the common validation set every N steps. [default: {DEFAULT.eval_every}]",
+        rich_help_panel="Training")] = None,
+    max_tokens_per_batch: Annotated[int | None, option(
+        f"Padded effective tokens per step. [default: {DEFAULT.max_tokens_per_batch}]",
+        rich_help_panel="Training")] = None,
+    seed: Annotated[int | None, option(
+        f"Seed of the hold-out, masks, weights and batch plans. [default: {DEFAULT.seed}]",
+        rich_help_panel="Training")] = None,
+    out: Annotated[str | None, option(
+        f"Directory for the builds, runs, results.json, results.md and plots. [default: {DEFAULT.out}]",
+        rich_help_panel="Output", metavar="DIR")] = None,
+    force: Annotated[bool, typer.Option(
+        "--force", help="Replace a previous compare-methods result in --out, its build and run directories with all "
+        "they hold. An --out holding anything else is refused, with or without it.", rich_help_panel="Output")] = False,
+    threads: Annotated[int | None, option(
+        "Torch CPU threads while training (0: torch's default). "
+        f"[default: {DEFAULT.threads}; --full: {COMPARE_MODES['full']['threads']}]", rich_help_panel="Speed")] = None,
 ) -> None:
     """Text segmentation vs token splitting: build both from the same documents, train the same T5 on each,
     evaluate both on one held-out validation set, and write results.json, results.md and plots."""

@@ -22,7 +22,8 @@ VERIFY_EXAMPLES = """Examples:
 def verify(
     directory: Annotated[Path, typer.Argument(help="A directory written by mlmprep build.")],
     *,
-    sample: Annotated[int | None, typer.Option(help="Check this many random rows per split instead of every row.")] = None,
+    sample: Annotated[int | None, typer.Option(
+        help="Check this many random rows per split instead of every row.")] = None,
 ) -> None:
     """Check every file's sha256, every split's rows and every row's invariants; exit 1 listing what is wrong."""
     from mlmprep.build.verify import verify as run_verify

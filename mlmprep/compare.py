@@ -18,16 +18,17 @@ import os
 import shutil
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from itertools import islice
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
 from mlmprep.build.run import build, cleaned_documents
 from mlmprep.build.windows import MIN_ROW, segment_chars, text_segments
-from mlmprep.config import BuildConfig, TrainConfig, check_range, make_config, to_dict
+from mlmprep.config import COMPARE_MODES as MODES
+from mlmprep.config import BuildConfig, CompareConfig, TrainConfig, make_config, to_dict
 from mlmprep.corpus.documents import open_corpus
 from mlmprep.errors import CacheError, ConfigError, CorpusError
 from mlmprep.format.publish import check_output_path
@@ -52,54 +53,6 @@ OUTPUTS = frozenset({"data", "build-validation", "build-text", "build-tokens", "
                      "results.json", "results.md", "val_loss.png", "val_accuracy.png"})
 PREVIOUS = ".previous"  # inside --out: the result a --force run replaces, until the run completes
 SEGMENTS_PER_CALL = 4096  # text segments per tokenizer call when replaying the text method (speed only)
-
-# Presets: `default` runs end to end on 2 CPU cores in minutes; `quick` keeps the code path alive in CI;
-# `full` is GPU-sized (t5-small shapes). A CompareConfig field given explicitly overrides its preset.
-MODES: dict[str, dict[str, Any]] = {
-    "default": {},
-    "quick": dict(max_chars=1_000_000, vocab_size=2000, tokenizer_chars=300_000, input_length=64, seeds=1,
-                  steps=20, eval_every=10, warmup_steps=5, max_tokens_per_batch=4096, max_tokens_per_microbatch=4096),
-    "full": dict(model="t5-small", vocab_size=32000, tokenizer_chars=50_000_000, input_length=512, seeds=4,
-                 steps=4000, eval_every=250, warmup_steps=400, lr=1e-3, max_tokens_per_batch=65536,
-                 max_tokens_per_microbatch=16384, max_examples_per_microbatch=64, threads=0),
-}
-
-
-@dataclass(frozen=True)
-class CompareConfig:
-    """Everything the comparison varies; the two methods differ only in `--method`."""
-
-    corpus: tuple[str, ...] = ()  # files, directories or globs; () is the built-in sample
-    out: str = "bench-out"
-    mode: Literal["default", "quick", "full"] = "default"
-    text_column: str = "text"
-    doc_sep: Literal["line", "blank"] = "line"
-    max_chars: int = 0  # > 0: only the first documents of the corpus, up to this many characters
-    heldout_fraction: float = 0.05  # of documents, for the common validation set
-    seed: int = 0  # hold-out, masks, initial weights and batch plans
-    # tokenizer and builds, the same for both methods
-    vocab_size: int = 8000
-    tokenizer_chars: int = 2_000_000  # the tokenizer trains on the first this-many characters of training text
-    input_length: int = 128
-    seeds: int = 2
-    # training, the same for both methods
-    model: str = "tiny"
-    steps: int = 400
-    max_tokens_per_batch: int = 8192  # padded effective tokens per step (TrainConfig)
-    max_tokens_per_microbatch: int = 4096
-    max_examples_per_microbatch: int = 28
-    lr: float = 2e-3
-    warmup_steps: int = 50
-    eval_every: int = 50  # steps; also the metrics log interval, so training tokens at each eval are exact
-    threads: int = 1  # torch CPU threads while training (a tiny model runs fastest on one); 0: torch's default
-
-    def __post_init__(self) -> None:
-        if not 0.0 < self.heldout_fraction < 1.0:
-            raise ConfigError(f"--heldout-fraction must be in (0, 1), got {self.heldout_fraction}")
-        for option, value, low in (("--steps", self.steps, 1), ("--eval-every", self.eval_every, 1),
-                                   ("--tokenizer-chars", self.tokenizer_chars, 1), ("--threads", self.threads, 0)):
-            check_range(option, value, low=low)
-
 
 def compare_config(mode: str, options: dict[str, Any]) -> CompareConfig:
     """The preset `mode` (default, quick, full) with `options` (CompareConfig fields) over it."""

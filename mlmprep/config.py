@@ -20,10 +20,19 @@ from mlmprep.errors import ConfigError
 
 C = TypeVar("C")
 
+
+def opt(default: Any, help: str, *, panel: str, metavar: str | None = None, flags: str | None = None,
+        shown: str | None = None) -> Any:
+    """A config field that is also a command-line option (mlmprep.cli.options makes the option from it): its
+    default, its help text, the `--help` panel it is listed under, its metavar, its flag names (a bool's default
+    to "--name/--no-name") and `shown`, words for a default its value does not explain."""
+    return dataclasses.field(default=default, metadata={"help": help, "panel": panel, "metavar": metavar,
+                                                        "flags": flags, "shown": shown})
+
 MIN_SHARD_BYTES = 1024  # the smallest --shard-bytes: tests cut tiny corpora into a few KB
 MAX_TOKENS = 2**40  # the largest train token budget: batch planning counts tokens in int64
 MAX_SEEDS = 10_000  # each seed is a whole masked copy of the training data; far more is a typo
-MAX_VOCAB = 1 << 24  # the largest models use 256 K pieces; the Unigram trainer aborted on 2**31 (64 GB up front)
+MAX_VOCAB = 1 << 24  # the largest models use 256 K pieces; the Unigram trainer reserves memory per piece up front
 
 # option -> (what it applies with, whether a build's options have that): set to anything but its default
 # elsewhere, it would be ignored
@@ -39,7 +48,7 @@ APPLIES_WITH = {
 }
 
 # options that name files or directories: a leading ~ is the home directory there too, since a --config file
-# (or --out=~/x) never passes through the shell's expansion; `out: ~/x` made a directory named ~
+# (or --out=~/x) never passes through the shell's expansion
 PATH_OPTIONS = frozenset({"corpus", "dataset", "tokenizer", "out", "data", "validation", "model"})
 
 # train option -> (the option, the values) it applies with: set to anything but its default elsewhere, it is ignored
@@ -53,47 +62,57 @@ TRAIN_OBJECTIVE = {"alpha": "span", "max_decoder_len": "span"}
 
 @dataclass(frozen=True)
 class BuildConfig:
-    """Everything that decides what `mlmprep build` writes (and a few things that only decide how fast)."""
+    """Everything that decides what `mlmprep build` writes (and a few things that only decide how fast). Each
+    opt() field is also an option of `mlmprep build`, shown by `--help` in field order under its panel."""
 
-    # corpus
-    corpus: tuple[str, ...] = ()  # files, directories or globs; empty and no dataset: the built-in sample
-    dataset: str | None = None  # a `datasets` name, NAME or NAME:CONFIG
-    dataset_split: str = "train"
-    text_column: str = "text"
-    doc_sep: Literal["line", "blank"] = "line"
-    on_decode_error: Literal["replace", "skip", "fail"] = "replace"
-    # cleaning
-    normalize_whitespace: bool = False
-    nfkc: bool = False
-    # tokenizer
-    tokenizer: str | None = None  # tokenizer.json or a local transformers directory; None: train one
-    vocab_size: int = 32000
-    tokenizer_train_chars: int = 10_000_000  # a trained tokenizer learns from a sample of this many characters
-    # windows
-    method: Literal["tokens", "text"] = "tokens"
-    pack: Literal["stream", "doc"] = "stream"
-    input_length: int = 512
-    # masking
-    objective: Literal["span", "mlm"] = "span"
-    noise_density: float = 0.15
-    mean_span_length: float = 3.0
-    random_roll: bool = False
-    mlm_probability: float = 0.15
-    whole_word: bool = False
-    # output
-    seeds: int = 4
-    seed: int = 0
-    validation_fraction: float = 0.02
-    out: str = "mlmprep-data"
-    rows_per_file: int = 0  # windows per output file (each split's data files); 0: about 512 K tokens' worth
+    corpus: tuple[str, ...] = ()  # CORPUS: files, directories or globs; empty and no dataset: the built-in sample
+    dataset: str | None = opt(None, "A `datasets` name, NAME or NAME:CONFIG (from the local cache when offline). None: "
+                              "read CORPUS.", panel="Input", metavar="NAME[:CONFIG]")
+    dataset_split: str = opt("train", "Split of --dataset.", panel="Input", metavar="SPLIT")
+    text_column: str = opt("text", "Text field of .jsonl/.json/.parquet/.csv/.arrow records.", panel="Input",
+                           metavar="FIELD")
+    doc_sep: Literal["line", "blank"] = opt("line", "In .txt files a document is a 'line' or a 'blank'-line separated "
+                                            "paragraph.", panel="Input")
+    on_decode_error: Literal["replace", "skip", "fail"] = opt("replace", "Undecodable bytes: replace, skip the line, "
+                                                              "or fail.", panel="Input")
+    normalize_whitespace: bool = opt(False, "Collapse runs of whitespace to one space.", panel="Input",
+                                     flags="--normalize-whitespace/--keep-whitespace")
+    nfkc: bool = opt(False, "Unicode NFKC normalisation.", panel="Input")
+    tokenizer: str | None = opt(None, "tokenizer.json or a local transformers directory. None: train a Unigram "
+                                "tokenizer on the corpus.", panel="Tokenizer", metavar="PATH")
+    vocab_size: int = opt(32000, "Vocabulary of a trained tokenizer, sentinels included.", panel="Tokenizer")
+    tokenizer_train_chars: int = opt(10_000_000, "A trained tokenizer learns from a sample of this many characters, "
+                                     "spread over the whole corpus (the whole corpus if smaller).", panel="Tokenizer")
+    method: Literal["tokens", "text"] = opt("tokens", "'tokens': exact token windows; 'text': naive "
+                                            "(input_length-2)*4-character segments.", panel="Windows")
+    pack: Literal["stream", "doc"] = opt("stream", "'stream': windows cross documents; 'doc': each document starts a "
+                                         "window.", panel="Windows")
+    input_length: int = opt(512, "Encoder input length after masking.", panel="Windows")
+    objective: Literal["span", "mlm"] = opt("span", "'span': T5 span corruption; 'mlm': BERT 80/10/10 masking.",
+                                            panel="Masking")
+    noise_density: float = opt(0.15, "Fraction of tokens masked, in (0, 1).", panel="Masking")
+    mean_span_length: float = opt(3.0, "Mean masked span length, >= 1.", panel="Masking")
+    random_roll: bool = opt(False, "Rotate each mask so the last token is not always noise.", panel="Masking")
+    mlm_probability: float = opt(0.15, "Fraction of tokens masked for --objective mlm.", panel="Masking")
+    whole_word: bool = opt(False, "MLM masks whole words.", panel="Masking")
+    out: str = opt("mlmprep-data", "Output directory.", panel="Output", metavar="DIR")
+    seeds: int = opt(4, "Differently masked copies, one per epoch slot.", panel="Output")
+    seed: int = opt(0, "Base seed of masks and the validation hold-out.", panel="Output")
+    validation_fraction: float = opt(0.02, "Share of windows held out for validation.", panel="Output")
+    force: bool = opt(False, "Rebuild even if --out is up to date or was built with other options.", panel="Output")
+    rows_per_file: int = opt(0, "Windows per data file of each split (0: about 512 K tokens' worth).", panel="Output")
     # speed only: these never change the bytes written
-    threads: int = 0  # 0: all cores
-    chunk_chars: int = 1 << 20  # characters of text per tokenize/mask/write chunk: bounds the memory in flight
-    force: bool = False
-    shard_bytes: int = 0  # input bytes per phase-1 task; 0: chosen from the corpus size and the workers
-    workers: int = 0  # build processes; 0: all cores; 1: in-process (debugging)
-    engine: Literal["local", "ray"] = "local"
-    ray_address: str | None = None  # None: start or join a local Ray instance
+    threads: int = opt(0, "Tokenizer and masking threads inside each worker, at most the cores (0: the cores shared "
+                       "among the workers; with --workers 1, all); never changes the output.", panel="Speed")
+    shard_bytes: int = opt(0, f"Input bytes per reading task, at least {MIN_SHARD_BYTES} (0: from the corpus size and "
+                           "--workers); never changes the output.", panel="Speed")
+    workers: int = opt(0, "Build processes (0: all cores; 1: in-process, for debugging); with --engine ray, tasks in "
+                       "flight on the cluster (0: two per CPU it has). Never changes the output.", panel="Speed")
+    engine: Literal["local", "ray"] = opt("local", "'local' worker processes, or 'ray' tasks on a Ray cluster (pip "
+                                          "install \"mlmprep[ray]\"; absolute paths on shared storage).", panel="Speed")
+    ray_address: str | None = opt(None, "Ray cluster to join with --engine ray, as `ray start --head` prints it. None: "
+                                  "start or join a local instance.", panel="Speed", metavar="ADDRESS")
+    chunk_chars: int = 1 << 20  # config file only: characters of text per tokenize/mask/write chunk, bounding memory
 
     def __post_init__(self) -> None:
         check_range("--input-length", self.input_length, low=2)
@@ -105,7 +124,7 @@ class BuildConfig:
         check_range("--tokenizer-train-chars", self.tokenizer_train_chars, low=1)
         check_range("--rows-per-file", self.rows_per_file, low=0)
         check_range("--shard-bytes", self.shard_bytes, low=0)
-        if 0 < self.shard_bytes < MIN_SHARD_BYTES:  # a task per byte: a 20 KB corpus took 36 s
+        if 0 < self.shard_bytes < MIN_SHARD_BYTES:  # tasks of a few bytes cost far more than their reading
             raise ConfigError(f"--shard-bytes must be 0 (chosen from the corpus) or at least {MIN_SHARD_BYTES}, got "
                               f"{self.shard_bytes}: each reading task costs about a millisecond of its own")
         if not 0.0 < self.noise_density < 1.0:
@@ -375,50 +394,66 @@ class TrainConfig:
     """Everything `mlmprep train` needs. Saved in RUN/train_config.json and in every checkpoint, so that
     `--resume` continues the same run; `mlmprep.train.checkpoint.RESUMABLE` lists what may change on resume."""
 
-    data: str = "mlmprep-data"  # a directory written by `mlmprep build`
-    out: str = "runs/run"
-    model: str = "tiny"  # tiny | t5-small | t5-base | a config.json | a local pretrained checkpoint directory
-    resume: bool = False
-    # length of the run
-    epochs: int = 1  # epoch e reads split seed-{e % N}
-    max_steps: int = 0  # > 0: exactly this many optimizer steps, epochs or not
-    # token budgets (seed 003); a row costs enc_len + alpha * dec_len effective tokens
-    max_tokens_per_batch: int = 16384  # per optimizer step, all ranks together
-    max_tokens_per_microbatch: int = 4096  # per forward/backward
-    max_examples_per_microbatch: int = 28
-    alpha: float = 2.0
-    pad_to_multiple_of: int = 1
-    max_encoder_len: int | None = None  # truncate longer rows (None: keep whole rows)
-    max_decoder_len: int | None = None
-    # optimizer and learning-rate schedule
-    optimizer: Literal["adamw", "adafactor"] = "adamw"
-    lr: float = 1e-3  # peak, reached after warmup_steps
-    min_lr: float = 1e-5  # reached at the end of the decay
-    schedule: Literal["cosine", "linear", "constant", "inverse_sqrt"] = "cosine"  # inverse_sqrt: T5's, lr*sqrt(warmup/step)
-    warmup_steps: int = 100
-    decay_steps: int = 0  # 0: decay over the whole run; > 0: as nanoGPT's lr_decay_iters
-    weight_decay: float = 0.0  # on matrices only, not on norms and biases
-    beta1: float = 0.9
-    beta2: float = 0.999
-    grad_clip: float = 1.0  # max global gradient norm; 0: off
-    bf16: bool = True  # bfloat16 autocast on CUDA; CPU always runs float32
-    compile: bool | None = None  # torch.compile the model and loss; None: on CUDA if an epoch has <= 16 shapes
-    deterministic: bool = False  # deterministic CUDA kernels: a GPU rerun or resume gives the same bits (slower)
-    max_bad_steps: int = 8  # stop (exit 1) after this many consecutive steps with a non-finite loss or gradient
-    # evaluation, logging, checkpoints
-    eval_every: int = 500  # steps; 0: only at the end
-    validation: str | None = None  # a split directory to evaluate on; None: DATA/validation
-    eval_max_tokens_per_microbatch: int = 4096
-    log_every: int = 10
-    report_to: Literal["none", "tensorboard"] = "none"  # tensorboard: event files in RUN beside metrics.jsonl
-    save_every: int = 1000  # steps; 0: only at the end
-    keep_checkpoints: int = 2
-    seed: int = 0
-    # OOM adaptation: limits shrink on an out-of-memory error and grow x1.25 after this many good steps
-    grow_after: int = 100
+    data: str = "mlmprep-data"  # a directory written by `mlmprep build` (the DATA argument)
+    max_encoder_len: int | None = opt(None, "Truncate longer inputs (keeping </s>). None: keep whole rows.",
+                                      panel="Data")
+    max_decoder_len: int | None = opt(None, "Truncate longer span targets (keeping </s>). None: keep whole rows.",
+                                      panel="Data")
+    validation: str | None = opt(None, "A split directory of another build (same tokenizer) to evaluate on.",
+                                 panel="Data", metavar="DIR", shown="DATA/validation")
+    seed: int = opt(0, "Seed of the model's initial weights and the batch plan.", panel="Data")
+    model: str = opt("tiny", "tiny, t5-small, t5-base, t5-v1_1-small, t5-v1_1-base, a config.json, or a local "
+                     "checkpoint directory. T5 for span data, BERT-like for mlm.", panel="Model", metavar="NAME|PATH")
+    # token budgets: a row costs enc_len + alpha * dec_len effective tokens
+    max_tokens_per_batch: int = opt(16384, "Padded effective tokens (enc + alpha*dec) per optimizer step, all ranks.",
+                                    panel="Batching")
+    max_tokens_per_microbatch: int = opt(4096, "Padded effective tokens per forward/backward, at most "
+                                         "--max-tokens-per-batch.", panel="Batching")
+    max_examples_per_microbatch: int = opt(28, "Rows per forward/backward.", panel="Batching")
+    alpha: float = opt(2.0, "Cost of a decoder token relative to an encoder token.", panel="Batching")
+    pad_to_multiple_of: int = opt(1, "Pad batch widths to a multiple of this.", panel="Batching")
+    eval_max_tokens_per_microbatch: int = opt(4096, "Padded effective tokens per evaluation forward.",
+                                              panel="Batching")
+    grow_after: int = opt(100, "After an out-of-memory error, good steps before the shrunk limits grow x1.25.",
+                          panel="Batching")
+    optimizer: Literal["adamw", "adafactor"] = opt("adamw", "adamw or adafactor.", panel="Optimizer")
+    lr: float = opt(1e-3, "Peak learning rate, reached after --warmup-steps.", panel="Optimizer")
+    weight_decay: float = opt(0.0, "AdamW weight decay on matrices (not on norms and biases).", panel="Optimizer")
+    beta1: float = opt(0.9, "AdamW beta1.", panel="Optimizer")
+    beta2: float = opt(0.999, "AdamW beta2.", panel="Optimizer")
+    grad_clip: float = opt(1.0, "Clip the global gradient norm to this (0: off).", panel="Optimizer")
+    max_bad_steps: int = opt(8, "Steps with a non-finite loss or gradient are skipped; stop (exit 1) after this many "
+                             "in a row.", panel="Optimizer")
+    epochs: int = opt(1, "Passes over the data; epoch e reads split seed-{e % N}.", panel="Schedule")
+    max_steps: int = opt(0, "Exactly this many optimizer steps, whatever --epochs says (0: off).", panel="Schedule")
+    min_lr: float = opt(1e-5, "Learning rate at the end of the decay.", panel="Schedule")
+    schedule: Literal["cosine", "linear", "constant", "inverse_sqrt"] = opt(
+        "cosine", "After warmup: cosine, linear or constant; or inverse_sqrt, T5's lr*sqrt(warmup/step).",
+        panel="Schedule")
+    warmup_steps: int = opt(100, "Linear warmup steps.", panel="Schedule")
+    decay_steps: int = opt(0, "Step at which the decay reaches --min-lr (0: the last step, as nanoGPT's "
+                           "lr_decay_iters).", panel="Schedule")
+    out: str = opt("runs/run", "Run directory: metrics.jsonl, checkpoint-{step}/, final_metrics.json.",
+                   panel="Checkpoints and logs", metavar="DIR")
+    resume: bool = opt(False, "Continue the run in --out from its last checkpoint, with its saved options.",
+                       panel="Checkpoints and logs")
+    eval_every: int = opt(500, "Evaluate on the validation split every N steps (0: at the end only).",
+                          panel="Checkpoints and logs")
+    log_every: int = opt(10, "Write a metrics.jsonl line every N steps.", panel="Checkpoints and logs")
+    report_to: Literal["none", "tensorboard"] = opt("none", "none, or tensorboard: event files in --out beside "
+                                                    "metrics.jsonl (pip install 'mlmprep[tensorboard]').",
+                                                    panel="Checkpoints and logs")
+    save_every: int = opt(1000, "Write checkpoint-{step} every N steps (0: at the end only).",
+                          panel="Checkpoints and logs")
+    keep_checkpoints: int = opt(2, "Keep the last K checkpoints.", panel="Checkpoints and logs")
+    bf16: bool = opt(True, "bfloat16 autocast on CUDA; CPU always runs float32.", panel="Speed")
+    compile: bool | None = opt(None, "torch.compile the model and loss, one graph per microbatch shape.",
+                               panel="Speed", shown="on CUDA when an epoch has at most 16 shapes; off on CPU")
+    deterministic: bool = opt(False, "Deterministic CUDA kernels, so a rerun or a resume on a GPU gives the same bits "
+                              "(slower); CPU runs already do.", panel="Speed")
 
     def __post_init__(self) -> None:
-        for option, value, low, high in (  # budgets are counted in int64 (and a numba kernel refused 10**20)
+        for option, value, low, high in (  # budgets are counted in int64
             ("--epochs", self.epochs, 1, None), ("--max-steps", self.max_steps, 0, None),
             ("--max-tokens-per-batch", self.max_tokens_per_batch, 1, MAX_TOKENS),
             ("--max-tokens-per-microbatch", self.max_tokens_per_microbatch, 1, None),
@@ -431,7 +466,7 @@ class TrainConfig:
             ("--max-bad-steps", self.max_bad_steps, 1, None),
         ):
             check_range(option, value, low=low, high=high)
-        if not 1 <= self.pad_to_multiple_of <= self.max_tokens_per_microbatch:  # 10**12 padded one row to 7 TiB
+        if not 1 <= self.pad_to_multiple_of <= self.max_tokens_per_microbatch:  # else one padded row outgrows memory
             raise ConfigError(f"--pad-to-multiple-of must be from 1 to --max-tokens-per-microbatch "
                               f"({self.max_tokens_per_microbatch}), got {self.pad_to_multiple_of}: one padded row "
                               "must fit a microbatch")
@@ -449,7 +484,7 @@ class TrainConfig:
             raise ConfigError(f"need 0 < --min-lr <= --lr, got --min-lr {self.min_lr} and --lr {self.lr}")
         if self.alpha < 0 or self.weight_decay < 0 or self.grad_clip < 0:
             raise ConfigError("--alpha, --weight-decay and --grad-clip must not be negative")
-        if self.alpha > MAX_TOKENS:  # a row costs enc + alpha * dec: at 1e308 that is infinite, and training crashed
+        if self.alpha > MAX_TOKENS:  # a row costs enc + alpha * dec: a huge alpha makes that infinite
             raise ConfigError(f"--alpha must be at most {MAX_TOKENS:,} (the largest token budget), got {self.alpha}; "
                               "2.0 weighs decoder tokens double")
         if self.lr * self.weight_decay >= 1:
@@ -493,3 +528,52 @@ class TrainConfig:
             if getattr(self, key) != getattr(TrainConfig, key) and objective != needs:
                 raise ConfigError(f"--{key.replace('_', '-')} applies to {needs} data only, and {self.data} is "
                                   f"{objective} data; leave it out")
+
+
+# `mlmprep compare-methods` (mlmprep.compare), here so that its --help states these defaults without importing it.
+# Presets: `default` runs end to end on 2 CPU cores in minutes; `quick` keeps the code path alive in CI;
+# `full` is GPU-sized (t5-small shapes). A CompareConfig field given explicitly overrides its preset.
+COMPARE_MODES: dict[str, dict[str, Any]] = {
+    "default": {},
+    "quick": dict(max_chars=1_000_000, vocab_size=2000, tokenizer_chars=300_000, input_length=64, seeds=1,
+                  steps=20, eval_every=10, warmup_steps=5, max_tokens_per_batch=4096, max_tokens_per_microbatch=4096),
+    "full": dict(model="t5-small", vocab_size=32000, tokenizer_chars=50_000_000, input_length=512, seeds=4,
+                 steps=4000, eval_every=250, warmup_steps=400, lr=1e-3, max_tokens_per_batch=65536,
+                 max_tokens_per_microbatch=16384, max_examples_per_microbatch=64, threads=0),
+}
+
+
+@dataclass(frozen=True)
+class CompareConfig:
+    """Everything the comparison varies; the two methods differ only in `--method`."""
+
+    corpus: tuple[str, ...] = ()  # files, directories or globs; () is the built-in sample
+    out: str = "bench-out"
+    mode: Literal["default", "quick", "full"] = "default"
+    text_column: str = "text"
+    doc_sep: Literal["line", "blank"] = "line"
+    max_chars: int = 0  # > 0: only the first documents of the corpus, up to this many characters
+    heldout_fraction: float = 0.05  # of documents, for the common validation set
+    seed: int = 0  # hold-out, masks, initial weights and batch plans
+    # tokenizer and builds, the same for both methods
+    vocab_size: int = 8000
+    tokenizer_chars: int = 2_000_000  # the tokenizer trains on the first this-many characters of training text
+    input_length: int = 128
+    seeds: int = 2
+    # training, the same for both methods
+    model: str = "tiny"
+    steps: int = 400
+    max_tokens_per_batch: int = 8192  # padded effective tokens per step (TrainConfig)
+    max_tokens_per_microbatch: int = 4096
+    max_examples_per_microbatch: int = 28
+    lr: float = 2e-3
+    warmup_steps: int = 50
+    eval_every: int = 50  # steps; also the metrics log interval, so training tokens at each eval are exact
+    threads: int = 1  # torch CPU threads while training (a tiny model runs fastest on one); 0: torch's default
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.heldout_fraction < 1.0:
+            raise ConfigError(f"--heldout-fraction must be in (0, 1), got {self.heldout_fraction}")
+        for option, value, low in (("--steps", self.steps, 1), ("--eval-every", self.eval_every, 1),
+                                   ("--tokenizer-chars", self.tokenizer_chars, 1), ("--threads", self.threads, 0)):
+            check_range(option, value, low=low)

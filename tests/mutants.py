@@ -107,6 +107,13 @@ MUTANTS = [
     Mutant("early-start-ignores-config-file", "cli/build.py",  # a config file's workers/engine not waited for
            '    if options.keys() & {"--help", "--config", "--dataset"}:', '    if options.keys() & {"--help", "--dataset"}:',
            ("tests/test_cli_build.py",)),
+    Mutant("generated-flag-without-its-off-form", "cli/options.py",  # a file's `force: true` cannot be undone
+           '(f"{name}/--no-{name[2:]}" if is_flag(cls, field) else name)', "name",
+           ("tests/test_cli_help.py",)),
+    Mutant("generated-option-defaults-to-the-field", "cli/options.py",  # the command line overrides a config file
+           "    return inspect.Parameter(field.name, inspect.Parameter.KEYWORD_ONLY, default=None,",
+           "    return inspect.Parameter(field.name, inspect.Parameter.KEYWORD_ONLY, default=field.default,",
+           ("tests/test_config_files.py", "tests/test_cli_help.py")),
     Mutant("then-behind-the-queued-tasks", "mlmprep/build/engine.py",  # tasks made ready wait behind the first phase
            "                queue.extendleft(reversed(finished(futures[future], results[futures[future]])))",
            "                queue.extend(finished(futures[future], results[futures[future]]))",

@@ -224,7 +224,7 @@ def test_a_seed_count_no_disk_could_hold_is_refused_before_any_work(tmp_path, ti
 
 @pytest.mark.parametrize("sample", ["0", "-1"])
 def test_verify_sample_of_no_rows_is_refused(tiny_build, sample):
-    """--sample 0 checked no row and said ok; a negative one was a numpy traceback."""
+    """--sample 0 would check no row and say ok, and a negative one makes no sense: both are refused in one line."""
     result = cli("verify", tiny_build, "--sample", sample)
     assert_refused(result.exit_code, result.stderr, f"--sample must be at least 1, got {sample}")
     assert result.stdout == ""

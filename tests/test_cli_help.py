@@ -1,5 +1,7 @@
 """`--help` reads well: options under titled groups, choices as choices, no Python placeholders, examples under
-every command printed as written, `mlmprep --version`; and help stays fast (no rich, numba, torch imports)."""
+every command printed as written, `mlmprep --version`; and help stays fast (no rich, numba, torch imports).
+The options of build and train are made from the config dataclasses' fields, and docs/options.md from the
+command line."""
 
 from __future__ import annotations
 
@@ -7,12 +9,20 @@ import re
 import subprocess
 import sys
 import typing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Literal
 
 import pytest
 import typer
 from typer.testing import CliRunner
 
 from mlmprep.cli import app
+from mlmprep.cli._util import HelpCommand, OneLineErrors, cli_errors
+from mlmprep.cli.options import config_options, option_fields
+from mlmprep.config import BuildConfig, CompareConfig, TrainConfig, make_config, opt, read_config_file
+
+ROOT = Path(__file__).resolve().parents[1]
 
 COMMANDS = {  # command words -> the option groups its help shows, in order (the lone --help goes under "Options")
     ("build",): ["Input", "Tokenizer", "Windows", "Masking", "Output", "Speed"],
@@ -122,19 +132,122 @@ def test_help_loads_no_heavy_module():
     assert result.stdout.strip().splitlines()[-1] == "[]"
 
 
-# command words -> (its config class, option -> config field where the names differ, None: none)
+# ------------------------------------------------------------------ options made from the config dataclasses
+
+CONFIG_COMMANDS = {("build",): BuildConfig, ("train",): TrainConfig}
+
+
+def expected_names(cls, field) -> list[str]:
+    """The names an option field should have: its declared flags, else --name, and --no-name for a bool."""
+    if field.metadata["flags"]:
+        return field.metadata["flags"].split("/")
+    name = "--" + field.name.replace("_", "-")
+    return [name, "--no-" + name[2:]] if typing.get_type_hints(cls)[field.name] in (bool, bool | None) else [name]
+
+
+def default_matches(text: str | None, field) -> bool:
+    """Whether the default help states (None: it states none) is the field's."""
+    if field.metadata["shown"] is not None or field.default is None:
+        return text == field.metadata["shown"]
+    if isinstance(field.default, bool):
+        return text == ("on" if field.default else "off")
+    if isinstance(field.default, (int, float)):
+        return text is not None and float(text) == field.default
+    return text == field.default
+
+
+def stated(help: str) -> str | None:
+    found = re.search(r"\[default: (.*)\]$", help)
+    return found.group(1) if found else None
+
+
+@pytest.mark.parametrize("words", CONFIG_COMMANDS, ids=" ".join)
+def test_every_config_option_is_in_help_with_its_default_flags_and_panel(words):
+    cls = CONFIG_COMMANDS[words]
+    params = {p.name: p for p in command(*words).params}
+    text = help_text(*words)
+    fields = option_fields(cls)
+    options = {name for name, p in params.items() if p.param_type_name == "option"}
+    assert {f.name for f in fields} == options - {"config", "help"}
+    for field in fields:
+        param = params[field.name]
+        names = [*param.opts, *param.secondary_opts]
+        assert names == expected_names(cls, field), field.name
+        assert param.rich_help_panel == field.metadata["panel"], field.name
+        assert param.default is None  # not given: the --config file's value or the field's default applies
+        assert param.help.startswith(field.metadata["help"]) and default_matches(stated(param.help), field), param.help
+        shown = " / ".join(names) + (f" {field.metadata['metavar']}" if field.metadata["metavar"] else "")
+        assert re.search(rf"^  {re.escape(shown)}(\s|$)", text, flags=re.M), shown
+
+
+@pytest.mark.parametrize("words", CONFIG_COMMANDS, ids=" ".join)
+def test_an_option_that_defaults_to_none_says_what_none_does(words):
+    cls = CONFIG_COMMANDS[words]
+    for field in option_fields(cls):
+        if field.default is None:
+            assert field.metadata["shown"] or "None:" in field.metadata["help"], field.name
+
+
+def test_the_early_start_knows_every_flag_of_build():
+    from mlmprep.cli.build import FLAGS
+
+    assert FLAGS == {name for f in option_fields(BuildConfig) if isinstance(f.default, bool)
+                     for name in expected_names(BuildConfig, f)}
+
+
+@dataclass(frozen=True)
+class Toy:
+    """A config as a developer extends one: each opt() field becomes an option with no other edit."""
+
+    corpus: tuple[str, ...] = ()
+    level: int = opt(3, "How much.", panel="Output")
+    storage_options: str | None = opt(None, "fsspec options as JSON. None: the defaults.", panel="Output",
+                                      metavar="JSON")
+    loud: bool = opt(False, "Say more.", panel="Speed")
+    sep: Literal["line", "blank"] = opt("line", "Separator.", panel="Speed", flags="--sep")
+
+
+def toy_app(got: dict) -> typer.Typer:
+    toy = typer.Typer(cls=OneLineErrors, rich_markup_mode=None, add_completion=False)
+
+    @toy.command(cls=HelpCommand)
+    @cli_errors
+    @config_options(Toy)
+    def run(config: Annotated[str | None, typer.Option(rich_help_panel="Output")] = None, *, options: dict) -> None:
+        got["cfg"] = make_config(Toy, read_config_file(config) if config else {}, options, source="options")
+
+    @toy.command()
+    def other() -> None:
+        """A second command, so that `run` is a subcommand as build and train are."""
+
+    return toy
+
+
+def test_a_new_config_field_is_an_option_and_a_config_file_key_with_no_other_edit(tmp_path):
+    got: dict = {}
+    toy = toy_app(got)
+    text = CliRunner().invoke(toy, ["run", "--help"], terminal_width=200).stdout
+    assert re.search(r"^Output:\n  --config <str>\n  --level <int> +How much. \[default: 3\]$", text, re.M), text
+    assert re.search(r"^  --storage-options JSON +fsspec options as JSON. None: the defaults.$", text, flags=re.M)
+    assert re.search(r"^Speed:\n  --loud / --no-loud +Say more. \[default: off\]$", text, flags=re.M), text
+    result = CliRunner().invoke(toy, ["run", "--storage-options", "{}", "--loud"])
+    assert result.exit_code == 0, result.output
+    assert (got["cfg"].storage_options, got["cfg"].loud, got["cfg"].level) == ("{}", True, 3)
+    (tmp_path / "c.yaml").write_text("storage-options: '{\"a\": 1}'\nlevel: 5\nloud: true\n", encoding="utf-8")
+    result = CliRunner().invoke(toy, ["run", "--config", str(tmp_path / "c.yaml"), "--no-loud"])
+    assert result.exit_code == 0, result.output
+    assert (got["cfg"].storage_options, got["cfg"].loud, got["cfg"].level) == ('{"a": 1}', False, 5)
+    (tmp_path / "c.yaml").write_text("levle: 5\n", encoding="utf-8")
+    result = CliRunner().invoke(toy, ["run", "--config", str(tmp_path / "c.yaml")])
+    assert result.exit_code == 2 and "unknown option 'levle' (did you mean 'level'?)" in result.output
+
+
+# commands whose options are plain Typer parameters -> (their config class, option -> config field where the
+# names differ, None: none)
 CONFIG_OF = {
-    ("build",): ("BuildConfig", {}),
-    ("train",): ("TrainConfig", {}),
-    ("compare-methods",): ("CompareConfig", {"max_mb": "max_chars"}),
-    ("tokenizer", "train"): ("BuildConfig", {"train_chars": "tokenizer_train_chars", "out": None}),
+    ("compare-methods",): (CompareConfig, {"max_mb": "max_chars"}),
+    ("tokenizer", "train"): (BuildConfig, {"train_chars": "tokenizer_train_chars", "out": None}),
 }
-# stated defaults that are words, not values: (command, option) -> the config default they describe
-DESCRIBED = {("build", "normalize_whitespace"): False, ("build", "nfkc"): False, ("build", "random_roll"): False,
-             ("build", "whole_word"): False, ("build", "force"): False, ("train", "resume"): False,
-             ("train", "deterministic"): False, ("train", "bf16"): True, ("train", "compile"): None,
-             ("train", "validation"): None, ("train", "max_encoder_len"): None, ("train", "max_decoder_len"): None,
-             ("compare-methods", "max_mb"): 0}
 
 
 def stated_default(param) -> tuple[bool, object]:
@@ -147,14 +260,10 @@ def stated_default(param) -> tuple[bool, object]:
 
 
 @pytest.mark.parametrize("words", CONFIG_OF, ids=" ".join)
-def test_the_defaults_help_states_are_the_configs(words):
+def test_the_defaults_plain_commands_state_are_the_configs(words):
     import dataclasses
 
-    import mlmprep.compare
-    import mlmprep.config
-
-    name, renamed = CONFIG_OF[words]
-    cls = getattr(mlmprep.config, name, None) or getattr(mlmprep.compare, name)
+    cls, renamed = CONFIG_OF[words]
     defaults = {f.name: f.default for f in dataclasses.fields(cls)}
     compared = 0
     for param in command(*words).params:
@@ -162,14 +271,33 @@ def test_the_defaults_help_states_are_the_configs(words):
         states, text = stated_default(param)
         if not states or field not in defaults:
             continue
-        if (words[0], param.name) in DESCRIBED:
-            assert DESCRIBED[words[0], param.name] == defaults[field], param.name
-        elif isinstance(text, str) and not re.fullmatch(r"[-+.\de]+", text):
+        if isinstance(text, str) and not re.fullmatch(r"[-+.\de]+", text):
             assert text == defaults[field], (param.name, text, defaults[field])
         else:
             assert float(text) == float(defaults[field]), (param.name, text, defaults[field])
         compared += 1
     assert compared >= 4, compared  # the help states defaults at all
+
+
+# ------------------------------------------------------------------ docs/options.md
+
+def test_the_option_reference_is_up_to_date():
+    from mlmprep.cli.reference import REFRESH, reference
+
+    written = (ROOT / "docs" / "options.md").read_text(encoding="utf-8")
+    assert written == reference(), f"docs/options.md is out of date; refresh it with `{REFRESH}`"
+
+
+@pytest.mark.parametrize("words", COMMANDS, ids=" ".join)
+def test_the_option_reference_lists_every_option_help_shows(words):
+    from mlmprep.cli.reference import reference
+
+    sections = dict(re.findall(r"^## (.*)\n((?:(?!^## ).*\n)*)", reference(), flags=re.M))
+    section = sections[" ".join(["mlmprep", *words])]
+    shown = re.findall(r"^  (--[\w-]+)(?: / (--[\w-]+))?", help_text(*words), flags=re.M)
+    names = {name for pair in shown for name in pair if name and name != "--help"}
+    assert names, words
+    assert {name for name in names if not re.search(rf"[`/] ?{name}[ `]", section)} == set()
 
 
 @pytest.mark.parametrize("words", [("build",), ("train",)], ids=" ".join)

@@ -23,7 +23,8 @@ BUILD_FILE_REFUSALS = {
     "dash-and-underscore": ("c.yaml", "input-length: 32\ninput_length: 64\n",
                             ("--config FILE: 'input-length' and 'input_length' name the same option",)),
     "null": ("c.yaml", "seeds: null\n", ("--config FILE: --seeds expects a whole number, got null",)),
-    "misspelt": ("c.json", '{"seedz": 2}', ("--config FILE: unknown option 'seedz' (did you mean 'seed' or 'seeds'?)",)),
+    "misspelt": ("c.json", '{"seedz": 2}',
+                 ("--config FILE: unknown option 'seedz' (did you mean 'seed' or 'seeds'?)",)),
     "wrong-case": ("c.yaml", "Seeds: 2\n", ("unknown option 'Seeds' (did you mean 'seeds'", "valid options")),
     "empty-out": ("c.yaml", 'out: ""\n', ("--config FILE: --out is empty",)),
     "split-without-dataset": ("c.yaml", "dataset_split: validation\n", ("--dataset-split applies to --dataset only",)),
@@ -119,7 +120,7 @@ def low_lr_run(tmp_path_factory) -> Path:
 
 
 def test_resume_checks_the_options_that_act_not_the_defaults_beneath_them(low_lr_run):
-    """Repeating --lr 1e-6 on a resume is no change; it was refused against the default --min-lr 1e-5."""
+    """Repeating --lr 1e-6 on a resume is no change, checked against the run's --min-lr, not the default 1e-5."""
     result = cli("train", "--out", low_lr_run, "--resume", "--lr", "1e-6", "--max-steps", "2")
     assert result.exit_code == 0, result.stderr
     saved = json.loads((low_lr_run / "train_config.json").read_text())
@@ -175,7 +176,7 @@ def test_the_command_line_turns_off_a_flag_the_config_file_turns_on(monkeypatch,
 
 @pytest.mark.parametrize("command", [["build"], ["tokenizer", "train"]], ids=" ".join)
 def test_a_vocabulary_no_trainer_could_reserve_is_refused(tmp_path, tiny_corpus, command):
-    """2**31 pieces aborted the Unigram trainer (64 GB reserved); 10**20 was an OverflowError traceback."""
+    """A vocabulary past MAX_VOCAB is refused in one line, however large (the trainer reserves memory per piece)."""
     for size in ("2147483648", "100000000000000000000"):
         result = cli(*command, tiny_corpus, "--out", tmp_path / "out", "--vocab-size", size)
         assert_refused(result.exit_code, result.stderr, f"--vocab-size must be at most 16,777,216, got {int(size):,}")
@@ -184,7 +185,7 @@ def test_a_vocabulary_no_trainer_could_reserve_is_refused(tmp_path, tiny_corpus,
 
 @pytest.mark.parametrize("where", ["config file", "--out=~/..."])
 def test_a_leading_tilde_in_a_path_is_the_home_directory(monkeypatch, tmp_path, tiny_corpus, tok, where):
-    """No shell expands ~ in a config file (nor after --out=): the build went to a directory named ~."""
+    """No shell expands ~ in a config file (nor after --out=): mlmprep makes it the home directory itself."""
     home, cwd = tmp_path / "home", tmp_path / "cwd"
     home.mkdir(), cwd.mkdir()
     monkeypatch.setenv("HOME", str(home))
@@ -204,8 +205,8 @@ def test_a_leading_tilde_in_a_path_is_the_home_directory(monkeypatch, tmp_path, 
 ])
 def test_an_input_on_the_command_line_replaces_the_config_files(monkeypatch, tmp_path, tiny_corpus, text,
                                                                  command_line, expected):
-    """Corpus paths and --dataset are alternatives: either on the command line overrides the file's, where
-    both together were refused as given twice."""
+    """Corpus paths and --dataset are alternatives: either on the command line overrides the file's (both
+    together are not refused as given twice)."""
     import mlmprep.build.run
     from mlmprep.errors import ConfigError
 
@@ -226,7 +227,7 @@ def test_an_input_on_the_command_line_replaces_the_config_files(monkeypatch, tmp
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes")
 def test_a_config_from_a_pipe_is_read(tmp_path):
-    """`--config <(...)` names a pipe, which is no regular file: it was refused as `no such file`."""
+    """`--config <(...)` names a pipe, which is no regular file, and is read like one."""
     fifo = tmp_path / "opts"
     os.mkfifo(fifo)
     writer = threading.Thread(target=fifo.write_text, args=("seeds: 3\n",), daemon=True)
