@@ -114,19 +114,21 @@ MUTANTS = [
            "    return inspect.Parameter(field.name, inspect.Parameter.KEYWORD_ONLY, default=None,",
            "    return inspect.Parameter(field.name, inspect.Parameter.KEYWORD_ONLY, default=field.default,",
            ("tests/test_config_files.py", "tests/test_cli_help.py")),
-    Mutant("then-behind-the-queued-tasks", "mlmprep/build/engine.py",  # tasks made ready wait behind the first phase
-           "                queue.extendleft(reversed(finished(futures[future], results[futures[future]])))",
-           "                queue.extend(finished(futures[future], results[futures[future]]))",
+    Mutant("added-behind-the-queued-tasks", "mlmprep/build/engine.py",  # tasks added wait behind the first phase
+           "                queue.extendleft(reversed(run.added()))", "                queue.extend(run.added())",
            ("tests/test_engine.py",)),
-    Mutant("then-last-in-process", "mlmprep/build/engine.py",  # in-process too
-           "            queue.extendleft(reversed(ready))", "            queue.extend(ready)",
+    Mutant("added-last-in-process", "mlmprep/build/engine.py",  # in-process too
+           "            waiting.extendleft(reversed(run.added()))", "            waiting.extend(run.added())",
+           ("tests/test_engine.py",)),
+    Mutant("run-left-early-keeps-its-tasks", "mlmprep/build/engine.py",  # a driver that fails keeps the workers busy
+           "        self.finished.close()", "        pass",
            ("tests/test_engine.py",)),
     Mutant("shard-let-go-with-the-token-a-file-needs", "mlmprep/build/run.py",  # the token before a file's first window
            "start = max(0, rows * self.layout.content_length - 1) if", "start = rows * self.layout.content_length if",
            ("tests/test_sharded.py",)),
     Mutant("shards-kept-to-the-end", "mlmprep/build/run.py",  # staging holds every shard until the build ends
-           "                        layout.staged(f\"shard-{shard:06d}.{suffix}\").unlink(missing_ok=True)",
-           "                        pass",
+           "            layout.staged(f\"shard-{shard:06d}.{suffix}\").unlink(missing_ok=True)",
+           "            pass",
            ("tests/test_sharded.py",)),
     Mutant("driver-takes-what-the-workers-leave", "mlmprep/build/engine.py",  # the driver keeps reading once they are up
            "            while in_driver is not None and not pressed and submitter.is_alive():",
@@ -158,21 +160,21 @@ MUTANTS = [
     Mutant("shards-counted-past-a-gap", "mlmprep/build/run.py",  # a shard still running counts as empty
            "self.sizes[len(self.offsets) - 1] is not None:", "True:\n            self.sizes = [x or 0 for x in self.sizes]\n            if False:",
            ("tests/test_sharded.py",)),
-    Mutant("then-after-the-whole-phase", "mlmprep/build/engine.py",  # tasks made ready wait for every first-phase result
+    Mutant("added-after-the-whole-phase", "mlmprep/build/engine.py",  # tasks added wait for every first-phase result
            "        top_up()\n        while pending:\n"
            "            done, pending = wait(pending, timeout=WATCH_S, return_when=FIRST_COMPLETED)\n"
            "            drain(pool.started, running)\n"
            "            for future in sorted(done, key=futures.get):\n"
-           "                results[futures[future]] = future.result()\n"
-           "                queue.extendleft(reversed(finished(futures[future], results[futures[future]])))\n",
+           "                yield futures[future], future.result()\n"
+           "                queue.extendleft(reversed(run.added()))\n",
            "        top_up()\n        held = []\n        while pending or held:\n"
            "            if not pending:\n                queue.extend(held)\n                held = []\n"
            "                top_up()\n                continue\n"
            "            done, pending = wait(pending, timeout=WATCH_S, return_when=FIRST_COMPLETED)\n"
            "            drain(pool.started, running)\n"
            "            for future in sorted(done, key=futures.get):\n"
-           "                results[futures[future]] = future.result()\n"
-           "                held += finished(futures[future], results[futures[future]])\n",
+           "                yield futures[future], future.result()\n"
+           "                held += run.added()\n",
            ("tests/test_engine.py",)),
     Mutant("driver-tokenizer-reloaded", "mlmprep/build/run.py",  # the driver loads the staged tokenizer again
            '        adopt_tokenizer(stage / "tokenizer.json", tok)', "        pass",

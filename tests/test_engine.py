@@ -20,7 +20,7 @@ import pytest
 import typer
 
 import mlmprep.build.engine
-from mlmprep.build.engine import Engine, TaskFailed, run_tasks, session
+from mlmprep.build.engine import Engine, TaskFailed, TaskRun, run_tasks, session
 from mlmprep.cli._util import cli_errors
 from mlmprep.config import BuildConfig
 from mlmprep.errors import ConfigError, CorpusError, MlmprepError
@@ -59,10 +59,11 @@ def buggy(shard: Shard) -> int:
 
 def test_results_come_in_task_order_with_each_index_reported_once():
     shards = [Shard(i, wait=0.05 * (6 - i)) for i in range(6)]
-    seen = []
-    results = run_tasks(cube_later, shards, engine=Engine(workers=2), on_result=lambda i, r: seen.append((i, r)))
-    assert [cube for cube, _ in results] == [i**3 for i in range(6)]
-    assert sorted(seen) == list(enumerate(results))
+    with TaskRun(cube_later, shards, engine=Engine(workers=2)) as run:
+        seen = list(run)
+    assert [cube for cube, _ in run.results] == [i**3 for i in range(6)]
+    assert sorted(seen) == list(enumerate(run.results))
+    assert [cube for cube, _ in run_tasks(cube_later, shards, engine=Engine(workers=2))] == [i**3 for i in range(6)]
 
 
 def test_workers_run_in_at_most_n_other_processes_and_one_worker_runs_in_process():
@@ -112,9 +113,9 @@ def where_and_when(index: int) -> tuple[int, int, float]:
 
 def test_while_its_workers_start_the_driver_runs_tasks_from_the_end_of_the_list(monkeypatch):
     monkeypatch.setattr(mlmprep.build.engine, "ProcessPoolExecutor", SlowToStart)
-    seen = []
-    results = run_tasks(where_and_when, range(60), engine=Engine(workers=2), in_driver=where_and_when,
-                        on_result=lambda index, result: seen.append(index))
+    with TaskRun(where_and_when, range(60), engine=Engine(workers=2), in_driver=where_and_when) as run:
+        seen = [index for index, _ in run]
+    results = run.results
     assert [index for index, _, _ in results] == list(range(60)) and sorted(seen) == list(range(60))
     by_driver = [index for index, pid, _ in results if pid == os.getpid()]
     assert len(by_driver) >= 5 and by_driver == list(range(60 - len(by_driver), 60))  # the last ones
@@ -132,21 +133,20 @@ def square_then(task: tuple[str, int, float]) -> tuple[str, int, int, float, flo
 
 
 @pytest.mark.parametrize("workers", [1, 2])
-def test_tasks_a_result_makes_ready_run_with_then_before_the_first_phase_ends(workers):
-    """Each first-phase result makes one second-phase task ready (the last makes two): they run on the workers
-    while first-phase tasks still run, their results follow in the order given, each reported once."""
+def test_tasks_added_as_results_come_in_run_before_the_first_phase_ends(workers):
+    """Each first-phase result makes one second-phase task ready (the last makes two): added to the run, they
+    run on the workers while first-phase tasks still run, their results follow in the order given, each
+    reported once."""
     first = [("read", i, 1.5 if i == 0 else 0.05) for i in range(8)]  # task 0 runs long on one worker
     seen, reads = [], []
-
-    def ready(index, result):
-        seen.append(index)
-        phase, value, _, _, _ = result
-        if phase == "read":
-            reads.append(index)
-            return [("write", value, 0.0)] + ([("write", -1, 0.0)] if len(reads) == len(first) else [])
-        return None
-
-    results = run_tasks(square_then, first, engine=Engine(workers=workers), on_result=ready, then=square_then)
+    with TaskRun(square_then, first, engine=Engine(workers=workers)) as run:
+        for index, (phase, value, *_) in run:
+            seen.append(index)
+            if phase == "read":
+                reads.append(index)
+                last = [("write", -1, 0.0)] if len(reads) == len(first) else []
+                run.add(square_then, [("write", value, 0.0), *last])
+    results = run.results
     assert [(phase, value) for phase, value, *_ in results[:8]] == [("read", i * i) for i in range(8)]
     assert sorted(seen) == list(range(17))
     later = results[8:]
@@ -155,7 +155,6 @@ def test_tasks_a_result_makes_ready_run_with_then_before_the_first_phase_ends(wo
     if workers == 2:  # the tasks made ready by reads 1-7 ran while read 0 still ran, on the other worker
         read_0_end = results[0][4]
         assert sum(start < read_0_end for _, _, _, start, _ in later) >= 6
-    assert len(run_tasks(square_then, first[1:3], engine=Engine(workers=workers), on_result=ready)) == 2  # no `then`
 
 
 @pytest.mark.parametrize("workers", [1, 2])
@@ -163,17 +162,22 @@ def test_tasks_made_ready_go_ahead_of_the_first_phase_tasks_not_started(workers)
     """A task the first result makes ready starts before most first-phase tasks, though those were all given
     first: a build's write task runs as soon as its shards are in, and the shards can be let go."""
     first = [("read", i, 0.05) for i in range(30)]
-    results = run_tasks(square_then, first, engine=Engine(workers=workers), then=square_then,
-                        on_result=lambda index, result: [("write", 7, 0.0)] if index == 0 else None)
+    with TaskRun(square_then, first, engine=Engine(workers=workers)) as run:
+        for index, _ in run:
+            if index == 0:
+                run.add(square_then, [("write", 7, 0.0)])
+    results = run.results
     assert results[30][:2] == ("write", 49)
     write_started = results[30][3]
     assert sum(started > write_started for *_, started, _ in results[:30]) >= (29 if workers == 1 else 20)
 
 
-def test_an_error_in_a_task_run_with_then_arrives_as_itself():
+def test_an_error_in_an_added_task_arrives_as_itself():
     with pytest.raises(CorpusError, match="^corpus.txt at byte 300"):
-        run_tasks(cube_later, [Shard(i) for i in range(4)], engine=Engine(workers=2),
-                  on_result=lambda index, result: [Shard(3)] if index == 0 else None, then=fail_on_three)
+        with TaskRun(cube_later, [Shard(i) for i in range(4)], engine=Engine(workers=2)) as run:
+            for index, _ in run:
+                if index == 0:
+                    run.add(fail_on_three, [Shard(3)])
 
 
 def test_an_error_in_a_task_the_driver_runs_stops_the_workers_tasks_too(tmp_path, monkeypatch):
@@ -184,6 +188,21 @@ def test_an_error_in_a_task_the_driver_runs_stops_the_workers_tasks_too(tmp_path
         run_tasks(fail_on_three, shards, engine=Engine(workers=2), in_driver=fail_on_three)
     time.sleep(0.5)  # any task still running would mark its file by now
     assert len(list(tmp_path.iterdir())) < 5 and time.time() - started < 30
+
+
+def test_an_error_in_the_loop_over_a_run_stops_its_workers():
+    """A driver that fails on a result (a check of its own) leaves the loop: the workers running the tasks left
+    are stopped, and the session's next run starts fresh ones."""
+    engine = Engine(workers=2)
+    with session(engine):
+        with pytest.raises(CorpusError, match="too little text"):
+            with TaskRun(cube_later, [Shard(i, wait=0.3) for i in range(20)], engine=engine) as run:
+                for _, (_, pid) in run:
+                    worker = psutil.Process(pid)
+                    raise CorpusError("corpus.txt: too little text")
+        gone, alive = psutil.wait_procs([worker], timeout=30)
+        assert not alive
+        assert pid not in {pid for _, pid in run_tasks(cube_later, [Shard(i) for i in range(4)], engine=engine)}
 
 
 @pytest.mark.parametrize(("threads", "engine", "driver_threads"), [
@@ -255,7 +274,7 @@ def tokenizer_in_worker(stage: str) -> bool:
     loads, load = [], pipeline.load_tokenizer
     pipeline.load_tokenizer = lambda path: loads.append(path) or load(path)
     try:
-        pipeline.start_worker(pipeline.Layout(BuildConfig(), stage, 1, 8, 8, None))
+        pipeline.worker_tokenizer(pipeline.Layout(BuildConfig(), stage, 1, 8, 8, None))
     finally:
         pipeline.load_tokenizer = load
     return not loads

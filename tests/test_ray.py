@@ -38,7 +38,7 @@ import hashlib, json, os, signal, subprocess, sys, threading, time
 import psutil
 from ray.cluster_utils import Cluster
 
-from mlmprep.build.engine import Engine, run_tasks, session
+from mlmprep.build.engine import Engine, TaskRun, run_tasks, session
 from mlmprep.errors import CorpusError
 
 
@@ -131,9 +131,11 @@ def main(cfg):
                       engine=Engine(kind="ray", workers=1, ray_address=cluster.address))
             report["spans"] = sorted(tuple(map(float, open(os.path.join(spans, n)).read().split()))
                                      for n in os.listdir(spans))
-            made = run_tasks(sleep_for, [(f"read-{i}", 0.3) for i in range(12)], engine=engine, then=sleep_for,
-                             on_result=lambda i, result: [("write", 0.0)] if i == 0 else None)
-            report["then"] = [started for _, started in made[:12]], made[12]
+            with TaskRun(sleep_for, [(f"read-{i}", 0.3) for i in range(12)], engine=engine) as run:
+                for i, _ in run:
+                    if i == 0:
+                        run.add(sleep_for, [("write", 0.0)])
+            report["added"] = [started for _, started in run.results[:12]], run.results[12]
             try:
                 run_tasks(refuse_7, [6, 7, 8], engine=engine)
             except CorpusError as exc:
@@ -313,8 +315,8 @@ def test_a_task_made_ready_goes_ahead_of_the_tasks_not_submitted(cluster_run):
     """With --workers 0 the cluster is given two tasks per CPU at a time, so a task that a result makes ready
     (a write whose shards are read) starts before most of the reads given before it."""
     _, report = cluster_run
-    reads, (name, write_started) = report["then"]
-    assert name == "write" and sum(started > write_started for started in reads) >= 6, report["then"]
+    reads, (name, write_started) = report["added"]
+    assert name == "write" and sum(started > write_started for started in reads) >= 6, report["added"]
 
 
 def test_a_task_error_arrives_as_its_own_class_and_message(cluster_run):

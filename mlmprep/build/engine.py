@@ -1,4 +1,5 @@
-"""Run independent build tasks on local worker processes or a Ray cluster, results in task order.
+"""Run independent build tasks on local worker processes or a Ray cluster: results as each task finishes, or
+all of them in task order.
 
 Tasks must be idempotent: a task may run again after its worker died (Ray retries it), so it writes to
 deterministic paths in the staging directory through a temporary name and os.replace, and a rerun
@@ -18,12 +19,12 @@ import threading
 import time
 import traceback
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import closing, contextmanager
-from multiprocessing import forkserver, resource_tracker
 from dataclasses import dataclass
+from multiprocessing import forkserver, resource_tracker
 from typing import Any
 
 import psutil
@@ -32,7 +33,7 @@ from mlmprep.errors import ConfigError, MlmprepError
 
 RAY_RETRIES = 3  # attempts after the first when a Ray worker dies mid-task
 TASKS_PER_WORKER = 24  # reading tasks per worker (at most): the last round, uneven, leaves a core idle for 1/24 of it
-AHEAD_PER_WORKER = 2  # local tasks submitted per worker, running or queued: the rest wait in the driver, behind `then`
+AHEAD_PER_WORKER = 2  # local tasks submitted per worker, running or queued: the rest wait in the driver, added first
 RAY_AHEAD_PER_CPU = 2  # the same on Ray with --workers 0, per CPU of the cluster (looked up again every RAY_RESIZE_S)
 RAY_RESIZE_S = 5.0
 WATCH_S = 1.0  # how often the driver looks for a dead local worker itself, while no task finishes
@@ -68,58 +69,90 @@ class Engine:
 
     def shard_bytes(self, input_bytes: int, given: int = 0) -> int:
         """Input bytes per reading task: `given` (--shard-bytes), or TASKS_PER_WORKER tasks per worker, so that the
-        last round of uneven shards leaves workers idle briefly; 256 KiB to 64 MiB (a task costs ~1 ms of its own)."""
+        last round of uneven shards leaves workers idle briefly; 256 KiB to 64 MiB (every task has a fixed cost of
+        its own)."""
         workers = 16 if self.kind == "ray" else self.processes(1 << 30)
         return given or int(min(64 << 20, max(256 << 10, input_bytes // (TASKS_PER_WORKER * workers))))
 
 
+class TaskRun:
+    """fn(task) for every task on the engine's workers. Iterating gives (index, result) as each task finishes,
+    in completion order, and `results` holds them by index; `add` queues more tasks while the loop runs, ahead
+    of the tasks not started yet (on Ray, not submitted yet): a next phase can start as soon as the results it
+    needs are in. Use it in a `with` block: leaving the block before the end stops the tasks still running.
+
+    A MlmprepError from a task re-raises as itself (exit 2); any other failure, a dead worker included, raises
+    TaskFailed naming the task, and the remaining tasks are cancelled. Functions and tasks must pickle (module
+    level functions). Inside `session(engine)` the local engine's workers stay up from one run to the next.
+    `in_driver`, a function giving fn's result in the driver process: while local workers are starting, the
+    driver runs tasks of the first list itself with it (see submit_first)."""
+
+    def __init__(self, fn: Callable[[Any], Any], tasks: Iterable[Any], *, engine: Engine,
+                 in_driver: Callable[[Any], Any] | None = None):
+        self.calls = [(fn, task) for task in tasks]  # (function, task) by index: those given, then those added
+        self.results: list = []  # by index; None for a call not finished
+        self.new: list[int] = []  # calls added since the engine last took them
+        self.finished = finish_calls(self, engine, in_driver)
+
+    def add(self, fn: Callable[[Any], Any], tasks: Iterable[Any]) -> None:
+        """Queue fn(task) for each task, in order, ahead of the calls not started; indices len(calls) on."""
+        first = len(self.calls)
+        self.calls += [(fn, task) for task in tasks]
+        self.new += range(first, len(self.calls))
+
+    def added(self) -> list[int]:
+        """The indices of the calls added since the last look, which the engine runs next."""
+        new, self.new = self.new, []
+        return new
+
+    def __iter__(self) -> Iterator[tuple[int, Any]]:
+        return self
+
+    def __next__(self) -> tuple[int, Any]:
+        index, result = next(self.finished)
+        self.results += [None] * (len(self.calls) - len(self.results))
+        self.results[index] = result
+        return index, result
+
+    def __enter__(self) -> TaskRun:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.finished.close()  # an engine stopped early stops its tasks
+
+
 def run_tasks(fn: Callable[[Any], Any], tasks: Iterable[Any], *, engine: Engine,
-              on_result: Callable[[int, Any], Any] | None = None,
-              in_driver: Callable[[Any], Any] | None = None, then: Callable[[Any], Any] | None = None) -> list:
-    """fn(task) for every task; results in task order; on_result(index, result) in the driver as each
-    finishes (for one progress bar). A MlmprepError from a task re-raises as itself (exit 2); any other
-    failure, a dead worker included, raises TaskFailed naming the task, and the remaining tasks are cancelled.
-    `fn` and the tasks must pickle (fn a module-level function). Inside `session(engine)` the local engine's
-    workers stay up from one call to the next. `in_driver`, a function giving fn's result in the driver
-    process: while local workers are starting, the driver runs tasks itself with it (see submit_all).
+              in_driver: Callable[[Any], Any] | None = None) -> list:
+    """fn(task) for every task (see TaskRun); the results in task order."""
+    with TaskRun(fn, tasks, engine=engine, in_driver=in_driver) as run:
+        for _ in run:
+            pass
+    return run.results
 
-    `then`: on_result may return a list of more tasks (without `then`, what it returns is ignored), which
-    `then` runs on the same workers ahead of the tasks not started yet (on Ray, of those not submitted yet): a
-    next phase that starts as soon as the results it needs are in, and whose inputs can then be let go early.
-    Their results follow in the list returned, in the order given, and on_result sees them too (with index
-    len(tasks) and on)."""
-    calls = [(fn, task) for task in tasks]
-    reported = on_result or (lambda index, result: None)
 
-    def finished(index: int, result: Any) -> list:
-        """Report a result; queue the tasks it makes ready (given `then`). Returns their indices."""
-        more = reported(index, result)
-        if then is None or not more:  # without `then`, what on_result returns means nothing
-            return []
-        calls.extend((then, task) for task in more)
-        return list(range(len(calls) - len(more), len(calls)))
-
-    if not calls:
-        return []
+def finish_calls(run: TaskRun, engine: Engine, in_driver: Callable[[Any], Any] | None) -> Iterator[tuple[int, Any]]:
+    """(index, result) of each of the run's calls as it finishes, on the engine that runs them."""
+    if not run.calls:
+        return
     if engine.kind == "ray":
-        return run_ray(calls, engine, finished)
-    if engine.processes(len(calls)) == 1:
-        results: list = [None] * len(calls)
-        queue = deque(range(len(calls)))
-        while queue:
-            index = queue.popleft()
-            results[index] = attempt(*calls[index])
-            ready = finished(index, results[index])
-            results += [None] * len(ready)
-            queue.extendleft(reversed(ready))  # before the rest of the first phase
-        return results
-    if engine in POOLS:  # inside a session: its pool, started by the first call that needs one
+        yield from run_ray(run, engine)
+        return
+    if engine.processes(len(run.calls)) == 1:
+        waiting = deque(range(len(run.calls)))
+        while waiting:
+            index = waiting.popleft()
+            yield index, attempt(*run.calls[index])
+            waiting.extendleft(reversed(run.added()))  # before the rest of the first tasks
+        return
+    if engine in POOLS:  # inside a session: its pool, started by the first run that needs one
         if POOLS[engine] is not None:  # its workers are up: the driver has nothing to wait for
-            return run_local(calls, POOLS[engine], finished, None)
-        pool = POOLS[engine] = LocalPool(engine.processes(1 << 30), fn.__module__)
-        return run_local(calls, pool, finished, in_driver)
-    with closing(LocalPool(engine.processes(len(calls)), fn.__module__)) as pool:
-        return run_local(calls, pool, finished, in_driver)
+            yield from run_local(run, POOLS[engine], None)
+            return
+        pool = POOLS[engine] = LocalPool(engine.processes(1 << 30), run.calls[0][0].__module__)
+        yield from run_local(run, pool, in_driver)
+        return
+    with closing(LocalPool(engine.processes(len(run.calls)), run.calls[0][0].__module__)) as pool:
+        yield from run_local(run, pool, in_driver)
 
 
 def attempt(fn: Callable[[Any], Any], task: Any) -> Any:
@@ -171,7 +204,7 @@ PRELOAD_TOKENIZER = "MLMPREP_FORKSERVER_TOKENIZER"  # set only while the workers
 def prestart(engine: Engine, input_bytes: int, shard_bytes: int, module: str, tokenizer: str | None = None) -> None:
     """When reading `input_bytes` (in tasks of engine.shard_bytes(input_bytes, shard_bytes)) will run on local
     worker processes, start their forkserver now, so that its imports, Numba's warm-up and the loading of
-    `tokenizer` (about a second of one core) overlap the caller's own start-up rather than delay the first
+    `tokenizer` overlap the caller's own start-up rather than delay the first
     task. Safe to call again."""
     tasks = -(-input_bytes // engine.shard_bytes(input_bytes, shard_bytes))
     if engine.kind == "local" and engine.processes(tasks) > 1:
@@ -187,7 +220,7 @@ class LocalPool:
         self.ahead = AHEAD_PER_WORKER * processes  # tasks in the executor at a time (run_local keeps it full)
         context = start_forkserver(module)
         self.started = context.SimpleQueue()  # unbuffered: a killed worker loses none of its reports
-        self.executor = ProcessPoolExecutor(processes, mp_context=context, initializer=start_worker,
+        self.executor = ProcessPoolExecutor(processes, mp_context=context, initializer=init_pool_worker,
                                             initargs=(os.getpid(), self.started))
         self.workers: dict = {}  # pid -> process, every one the pool spawned
 
@@ -216,23 +249,21 @@ class LocalPool:
 POOLS: dict[Engine, LocalPool | None] = {}  # the pool of each open local session (None: none needed yet)
 
 
-def run_local(calls: list, pool: LocalPool, finished: Callable[[int, Any], list],
-              in_driver: Callable[[Any], Any] | None) -> list:
-    """The (fn, task) calls on the pool's workers (and on the driver while they start, given `in_driver`),
-    with those that `finished` adds as results come in; on any failure the pool's workers are stopped and it
-    is dropped."""
+def run_local(run: TaskRun, pool: LocalPool, in_driver: Callable[[Any], Any] | None) -> Iterator[tuple[int, Any]]:
+    """The run's calls on the pool's workers (and on the driver while they start, given `in_driver`), with
+    those added as results come in; on any failure, or when the run is left early, the pool's workers are
+    stopped and it is dropped."""
     running: dict[int, int] = {}  # pid -> index of the task it started last
-    drain(pool.started, {})  # reports of an earlier call's tasks
-    results: list = [None] * len(calls)
+    drain(pool.started, {})  # reports of an earlier run's tasks
+    futures: dict = {}  # future -> call index
     try:
-        futures, waiting = submit_all(calls, pool, results, finished, in_driver)
-        queue, pending = deque(waiting), set(futures)  # not submitted yet: tasks made ready first, in order
+        waiting = yield from submit_first(run, pool, futures, in_driver)
+        queue, pending = deque(waiting), set(futures)  # not submitted yet: tasks added first, in order
 
         def top_up() -> None:
-            results.extend([None] * (len(calls) - len(results)))
             while queue and len(pending) < pool.ahead:
                 index = queue.popleft()
-                future = pool.submit(calls[index], index)
+                future = pool.submit(run.calls[index], index)
                 futures[future] = index
                 pending.add(future)
 
@@ -241,35 +272,33 @@ def run_local(calls: list, pool: LocalPool, finished: Callable[[int, Any], list]
             done, pending = wait(pending, timeout=WATCH_S, return_when=FIRST_COMPLETED)
             drain(pool.started, running)
             for future in sorted(done, key=futures.get):
-                results[futures[future]] = future.result()
-                queue.extendleft(reversed(finished(futures[future], results[futures[future]])))
+                yield futures[future], future.result()
+                queue.extendleft(reversed(run.added()))
             top_up()
             if not done and pool.lost_a_worker():
                 # The executor marks its pool broken itself, but a worker dying while tasks are still being
                 # submitted can leave it joining a worker spawned after its clean-up, and this wait never ends.
                 raise BrokenProcessPool
-        return results
     except BaseException as exc:
         # a worker's death shows as BrokenProcessPool, or, when it comes while tasks are being submitted, as
         # whatever the executor's spawning of a replacement hits (OSError: a closed pipe): look before stopping
         died = isinstance(exc, BrokenProcessPool) or (isinstance(exc, Exception) and pool.lost_a_worker())
         pool.terminate()  # the others, so that the executor's own clean-up can join them
-        message = dead_worker(pool.workers, pool.started, running, [task for _, task in calls]) if died else None
+        message = dead_worker(pool.workers, pool.started, running, [task for _, task in run.calls]) if died else None
         drop(pool)
         if died:
             raise TaskFailed(message) from None
         raise
 
 
-def submit_all(calls: list, pool: LocalPool, results: list, finished: Callable[[int, Any], list],
-               in_driver: Callable[[Any], Any] | None) -> tuple[dict, list]:
-    """Submit the first pool.ahead calls to the pool in order, from a thread: the first submit waits until the
-    forkserver is ready (its imports and Numba's warm-up, most of a second), the rest take milliseconds.
-    Meanwhile the driver, given `in_driver` (its stand-in for the calls' function), runs calls from the end of
-    the list into `results` until the submitter is done. ({future: call index}, the indices still to run: the
-    calls its results made ready, then those neither took, in order)."""
-    futures: dict = {}
-    bounds = [0, len(calls)]  # calls [bounds[0], bounds[1]) are still to take: the pool's from the front
+def submit_first(run: TaskRun, pool: LocalPool, futures: dict,
+                 in_driver: Callable[[Any], Any] | None) -> Generator[tuple[int, Any], None, list[int]]:
+    """Submit the first pool.ahead calls to the pool in order, from a thread, into `futures` ({future: call
+    index}): the first submit waits until the forkserver is ready (its imports and Numba's warm-up), the rest
+    are quick. Meanwhile the driver, given `in_driver` (its stand-in for the calls' function), runs calls from
+    the end of the first list, yielding (index, result), until the submitter is done. Returns the indices still
+    to run: the calls added meanwhile, then those neither took, in order."""
+    bounds = [0, len(run.calls)]  # calls [bounds[0], bounds[1]) are still to take: the pool's from the front
     lock, failed, later = threading.Lock(), [], []
 
     def submit() -> None:
@@ -280,7 +309,7 @@ def submit_all(calls: list, pool: LocalPool, results: list, finished: Callable[[
                         return
                     index = bounds[0]
                     bounds[0] += 1
-                futures[pool.submit(calls[index], index)] = index
+                futures[pool.submit(run.calls[index], index)] = index
         except BaseException as exc:  # noqa: BLE001 - a worker died while the rest were being submitted
             failed.append(exc)
 
@@ -295,8 +324,8 @@ def submit_all(calls: list, pool: LocalPool, results: list, finished: Callable[[
                         break
                     bounds[1] -= 1
                     index = bounds[1]
-                results[index] = attempt(in_driver, calls[index][1])
-                later += finished(index, results[index])
+                yield index, attempt(in_driver, run.calls[index][1])
+                later += run.added()
         except BaseException:
             with lock:
                 bounds[1] = bounds[0]  # the submitter stops after the submit it is in
@@ -305,7 +334,7 @@ def submit_all(calls: list, pool: LocalPool, results: list, finished: Callable[[
             submitter.join()
     if failed:
         raise failed[0]
-    return futures, later + list(range(*bounds))
+    return later + list(range(*bounds))
 
 
 @contextmanager
@@ -334,8 +363,8 @@ def drop(pool: LocalPool) -> None:
     pool.close()
 
 
-def start_worker(driver: int, started: Any) -> None:
-    """Worker start-up: ignore Ctrl-C (the driver stops the workers itself), end with the driver even if it
+def init_pool_worker(driver: int, started: Any) -> None:
+    """A pool worker's start-up: ignore Ctrl-C (the driver stops the workers itself), end with the driver even if it
     is killed (a pool's workers would wait for work forever), keep the task-start queue."""
     global STARTED
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -448,32 +477,31 @@ def import_ray() -> Any:
     return ray
 
 
-def run_ray(calls: list, engine: Engine, finished: Callable[[int, Any], list]) -> list:
-    """The same (fn, task) calls as Ray tasks, each retried on another worker when its worker dies, with those
-    that `finished` adds as results come in."""
+def run_ray(run: TaskRun, engine: Engine) -> Iterator[tuple[int, Any]]:
+    """The run's calls as Ray tasks, each retried on another worker when its worker dies, with those added as
+    results come in."""
     ray = import_ray()
     with session(engine):
         remote = ray.remote(max_retries=RAY_RETRIES, retry_exceptions=False)(attempt)
         index: dict = {}  # ref -> call index
-        results: list = []
-        waiting: list[int] = list(range(len(calls)))  # not submitted yet, in order
+        waiting: list[int] = list(range(len(run.calls)))  # not submitted yet, in order
         pending: list = []
         limit, sized = engine.workers, -RAY_RESIZE_S
         while waiting or pending:  # on an error the rest are left to Ray: a job's tasks end when its driver leaves
             # --workers N: at most N tasks in flight on the cluster; 0: two per CPU it has (a cluster that grows
-            # gets more), so that tasks made ready go ahead of the rest rather than behind all of them
+            # gets more), so that tasks added go ahead of the rest rather than behind all of them
             if not engine.workers and time.monotonic() - sized >= RAY_RESIZE_S:
                 limit = RAY_AHEAD_PER_CPU * max(1, int(ray.cluster_resources().get("CPU", 1)))
                 sized = time.monotonic()
             while waiting and len(pending) < limit:
                 i = waiting.pop(0)
-                fn, task = calls[i]
+                fn, task = run.calls[i]
                 ref = remote.options(name=f"mlmprep {name(task)}").remote(fn, task)
                 index[ref] = i
                 pending.append(ref)
             done, pending = ray.wait(pending, num_returns=1)
             for ref in done:
-                task = calls[index[ref]][1]
+                task = run.calls[index[ref]][1]
                 try:
                     result = ray.get(ref)
                 except ray.exceptions.RayTaskError as exc:  # the task raised, or Ray could not run it
@@ -485,7 +513,5 @@ def run_ray(calls: list, engine: Engine, finished: Callable[[int, Any], list]) -
                     raise TaskFailed(f"a Ray worker died while running {name(task)} "
                                      f"({RAY_RETRIES + 1} attempts; {str(exc).splitlines()[0]}); "
                                      "nothing was published") from None
-                results.extend([None] * (len(calls) - len(results)))
-                results[index[ref]] = result
-                waiting[:0] = finished(index[ref], result)  # ahead of the first phase's tasks not submitted
-        return results
+                yield index[ref], result
+                waiting[:0] = run.added()  # ahead of the first tasks not submitted

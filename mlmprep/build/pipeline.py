@@ -27,14 +27,23 @@ import numpy as np
 
 from mlmprep.build import mask
 from mlmprep.build.clean import clean_texts
+from mlmprep.build.windows import (
+    WindowStats,
+    count_cut_rows,
+    doc_rows,
+    doc_rows_per_document,
+    fixed_rows,
+    frame_rows,
+    segment_rows,
+    with_eos,
+)
 from mlmprep.config import BuildConfig
-from mlmprep.progress import prefetch, prefetch_map
 from mlmprep.corpus.readers import CorpusStats, ReadOptions
 from mlmprep.corpus.shards import Shard, read_shard
-from mlmprep.tokenize import encode, load_tokenizer, plain_encoder, special_ids, word_tables
-from mlmprep.build.windows import WindowStats, count_cut_rows, doc_rows, doc_rows_per_document, fixed_rows, frame_rows, segment_rows, with_eos
 from mlmprep.format.rows import Rows, concat_rows
 from mlmprep.format.write import damaged, iter_rows_of_file, part_path, write_part
+from mlmprep.progress import prefetch, prefetch_map
+from mlmprep.tokenize import encode, load_tokenizer, plain_encoder, special_ids, word_tables
 
 STAGING = "shards"  # staging-directory subfolder of the phase-1 outputs; removed before publishing
 VALIDATION_SLOT = 1 << 20  # the validation split is masked once, with the seed of this (never trained) slot
@@ -89,9 +98,10 @@ LOADED: dict[tuple, WorkerTokenizer] = {}  # identity of a staged tokenizer.json
 PRELOADED: dict = {}  # from the forkserver: sha256 of the file a tokenizer is saved as -> the tokenizer
 
 
-def start_worker(layout: Layout) -> WorkerTokenizer:
-    """Threads for this worker, before its tokenizer first runs; the build's tokenizer, loaded once per worker
-    process and build (or once for all of them, by the forkserver: see preload_tokenizer)."""
+def worker_tokenizer(layout: Layout) -> WorkerTokenizer:
+    """The build's tokenizer for this process's tasks, loaded once per process and build (or once for every
+    worker, by the forkserver: see preload_tokenizer); first sets this process's tokenizer threads, which the
+    tokenizer's first use fixes."""
     if layout.threads:
         os.environ["RAYON_NUM_THREADS"] = str(layout.threads)
     path = Path(layout.stage) / "tokenizer.json"
@@ -103,18 +113,17 @@ def start_worker(layout: Layout) -> WorkerTokenizer:
 
 
 def adopt_tokenizer(path: Path, tok) -> None:
-    """Use `tok`, saved as `path`, for this process's tasks (it becomes a plain encoder). The driver, which
-    has it loaded, so saves itself a second load (0.1 s for a 32k vocabulary) before the tasks it runs.
-    Keeps one build's."""
+    """Use `tok`, saved as `path`, for this process's tasks (it becomes a plain encoder): the driver, which
+    has it loaded, so saves itself a second load before the tasks it runs. Keeps one build's."""
     LOADED.clear()
     LOADED[identity(path)] = WorkerTokenizer(tok)
 
 
 def preload_tokenizer(given: str) -> None:
     """In the forkserver: load `--tokenizer` (a tokenizer.json) once, for every worker it forks, instead of in
-    each (0.1 s of a core apiece for a 32k vocabulary; its word tables are left to the tasks that need them,
-    off the server's serial start). Keyed by the bytes the driver stages it as (tokenizers' save), so a
-    worker only takes it for a build whose staged file matches."""
+    each (its word tables are left to the tasks that need them, off the server's serial start). Keyed by the
+    bytes the driver stages it as (tokenizers' save), so a worker only takes it for a build whose staged file
+    matches."""
     path = Path(given) / "tokenizer.json" if Path(given).is_dir() else Path(given)
     try:
         tok = load_tokenizer(path) if path.is_file() else None  # not a transformers directory: slow to load
@@ -184,7 +193,7 @@ def tokenize_shard(task: TokenizeTask) -> dict:
     """Phase 1: one shard read, cleaned and tokenized into `shard-N.ids` / `shard-N.lens` (or its cleaned text
     into `shard-N.txt32` for --method text); returns its counts."""
     layout, cfg, index = task.layout, task.layout.cfg, task.shard.index
-    worker = start_worker(layout)
+    worker = worker_tokenizer(layout)
     tok = worker.tok
     stats = CorpusStats()
     clean = {"characters_removed": 0, "documents_emptied": 0}
@@ -264,7 +273,7 @@ def segment_text(task: SegmentTask) -> dict:
     """Cut, tokenize and truncate a run of text segments into rows (`segments-N.ids` / `.lens`); returns the
     window statistics of its rows. A cut splits a word where the characters on both sides are alphanumeric."""
     layout, c = task.layout, task.chars
-    worker = start_worker(layout)
+    worker = worker_tokenizer(layout)
     tok, ids, tables = worker.tok, worker.ids, worker.tables
     offsets = np.asarray(task.char_offsets, dtype=np.int64)
     total = int(offsets[-1]) - 1  # the joined text has no space after its last document
@@ -424,7 +433,7 @@ def write_file(task: WriteTask) -> dict:
     counts of its rows and the masking totals."""
     plan, layout = task.plan, task.plan.layout
     cfg = layout.cfg
-    worker = start_worker(layout)
+    worker = worker_tokenizer(layout)
     ids, tables = worker.ids, worker.tables
     mask.set_threads(layout.threads)
     counts = {}  # --method text: the segmenting tasks counted everything
@@ -447,17 +456,20 @@ def write_file(task: WriteTask) -> dict:
         "validation-windows": write_part(part_path(stage / "validation-windows", task.index), width, {"tokens": val}),
     }
     for k, seed in enumerate(plan.seeds):
-        parts[f"seed-{k}"] = mask_part(masker, stage / f"seed-{k}", task.index, train, seed, task.first_train, f"seed-{k}")
+        parts[f"seed-{k}"] = mask_part(masker, stage / f"seed-{k}", task.index, train, seed, task.first_train,
+                                       f"seed-{k}")
     parts["validation"] = mask_part(masker, stage / "validation", task.index, val, plan.validation_seed,
                                     task.first_validation, "validation")
     return {"parts": parts, "windows": counts, "masking": masker.totals}
 
 
-def mask_part(masker: Masker, split_dir: Path, index: int, rows: Rows, seed: int, first_row: int, split: str) -> dict | None:
+def mask_part(masker: Masker, split_dir: Path, index: int, rows: Rows, seed: int, first_row: int,
+              split: str) -> dict | None:
     """Mask `rows` (numbered from `first_row` in their split) and write them as part `index` of `split_dir`."""
     if len(rows) == 0:
         return None
-    return write_part(part_path(split_dir, index), masker.widths, masker(rows, seed=seed, first_row=first_row, split=split))
+    masked = masker(rows, seed=seed, first_row=first_row, split=split)
+    return write_part(part_path(split_dir, index), masker.widths, masked)
 
 
 @dataclass(frozen=True)
@@ -479,13 +491,14 @@ def remask_file(task: RemaskTask) -> dict:
     """Mask one stored windows file with each new seed, as part `index` of each new split, once its bytes are
     the ones the manifest records: masks of changed windows would look sound. The hash is this task's read of
     the file; the masking reads it again from the page cache."""
-    from mlmprep.format.load import file_problem  # here: mlmprep.format.load imports Numba, which a build's start avoids
+    # imported here: mlmprep.format.load imports Numba, which a build's start avoids
+    from mlmprep.format.load import file_problem
 
     layout = task.layout
     path = Path(task.windows_file)
     if problem := file_problem(path, task.record):
         raise damaged(layout.stage, path, problem)
-    worker = start_worker(layout)
+    worker = worker_tokenizer(layout)
     ids, tables = worker.ids, worker.tables
     mask.set_threads(layout.threads)
     rows = concat_rows(list(iter_rows_of_file(path, "tokens")))
@@ -502,7 +515,8 @@ class Masker:
         self.cfg, self.ids, self.tables = cfg, ids, tables
         if cfg.objective == "span":
             enc, lab = mask.corrupted_lengths(np.array([window_length]), cfg.noise_density, cfg.mean_span_length)
-            self.widths = {"input_ids": int(enc[0]), "labels": int(lab[0])} if fixed else {"input_ids": None, "labels": None}
+            self.widths = ({"input_ids": int(enc[0]), "labels": int(lab[0])} if fixed
+                           else {"input_ids": None, "labels": None})
         else:
             self.widths = {"input_ids": window_length if fixed else None, "labels": window_length if fixed else None}
         self.totals: dict[str, dict[str, float]] = {}
@@ -516,7 +530,8 @@ class Masker:
                 random_roll=cfg.random_roll,
             )
             stats = mask.span_stats(out.label_values, out.label_offsets, out.enc_offsets, self.ids.sentinels)
-            result = {"input_ids": Rows(out.enc_values, out.enc_offsets), "labels": Rows(out.label_values, out.label_offsets)}
+            result = {"input_ids": Rows(out.enc_values, out.enc_offsets),
+                      "labels": Rows(out.label_values, out.label_offsets)}
         else:
             inputs, labels = mask.mlm_mask(
                 rows.values, rows.offsets, seed=seed, first_row=first_row, probability=cfg.mlm_probability,
@@ -575,14 +590,14 @@ def in_forkserver() -> bool:
     return False
 
 
-if in_forkserver():  # load tokenizers, Numba and its compiler (most of a second of one core) once, for every worker
+if in_forkserver():  # load tokenizers, Numba and its compiler once, for every worker
     import tokenizers  # noqa: F401
 
     from mlmprep.build import _kernels, engine  # noqa: F401  # engine: what runs each worker's tasks
 
-    # Numba's start-up probes for a BLAS by importing scipy.linalg (a quarter of a second where SciPy is
-    # installed) and imports cffi to type cffi functions (15 ms); the kernels use neither, so here, in the
-    # processes that only run the build's tasks, it finds neither.
+    # Numba's start-up probes for a BLAS by importing scipy.linalg (slow where SciPy is installed) and imports
+    # cffi to type cffi functions; the kernels use neither, so here, in the processes that only run the
+    # build's tasks, it finds neither.
     hidden = [name for name in ("scipy.linalg", "cffi") if name not in sys.modules]
     sys.modules.update(dict.fromkeys(hidden))  # importing them raises ImportError
     try:
@@ -592,6 +607,6 @@ if in_forkserver():  # load tokenizers, Numba and its compiler (most of a second
             del sys.modules[name]
     if os.environ.get(engine.PRELOAD_TOKENIZER):
         preload_tokenizer(os.environ[engine.PRELOAD_TOKENIZER])  # loading starts no tokenizer threads
-    # What the server loaded (110 k objects, most of them Numba's) lives as long as the workers: their garbage
-    # collections leave it alone, rather than walk it (25 ms a full collection) and copy its pages.
+    # What the server loaded (mostly Numba's objects) lives as long as the workers: their garbage
+    # collections leave it alone, rather than walk it at every full collection and copy its pages.
     gc.freeze()

@@ -1,9 +1,9 @@
 """`build`: corpus -> clean -> tokenize -> windows -> mask (N seeds) -> write, into a staging directory
 that is renamed into place at the end. The same inputs, options and seed give byte-identical output.
 
-The work runs as the tasks of mlmprep.build.pipeline on mlmprep.build.engine (local processes or Ray); this module is the
-driver: it trains or loads the tokenizer, plans the tasks (an output file's as soon as the shards it reads are
-done), sums their counts, finishes the splits and writes the manifest last.
+The work runs as the tasks of mlmprep.build.pipeline on mlmprep.build.engine (local processes or Ray); this
+module is the driver: it trains or loads the tokenizer, plans the tasks (an output file's as soon as the shards
+it reads are done), sums their counts, finishes the splits and writes the manifest last.
 """
 
 from __future__ import annotations
@@ -24,10 +24,7 @@ import numpy as np
 
 import mlmprep
 from mlmprep.build import mask
-from mlmprep.config import MAX_SEEDS, BuildConfig, check_range
-from mlmprep.corpus.documents import Corpus, open_corpus
-from mlmprep.build.engine import Engine, prestart, run_tasks, session
-from mlmprep.errors import ConfigError, CorpusError, TokenizerError
+from mlmprep.build.engine import Engine, TaskRun, prestart, run_tasks, session
 from mlmprep.build.pipeline import (
     SEGMENT_TASK_CHARS,
     STAGING,
@@ -48,9 +45,26 @@ from mlmprep.build.pipeline import (
     tokenize_shard_in_driver,
     write_file,
 )
-from mlmprep.progress import progress
+from mlmprep.build.windows import MIN_ROW, WindowStats, segment_chars
+from mlmprep.config import MAX_SEEDS, BuildConfig, check_range
+from mlmprep.corpus.documents import Corpus, open_corpus
 from mlmprep.corpus.readers import CorpusStats, ReadOptions, no_text_error
 from mlmprep.corpus.shards import read_shard
+from mlmprep.errors import ConfigError, CorpusError, TokenizerError
+from mlmprep.format.publish import build_directory, build_lock, check_output_path, publish, read_existing, staging_dir
+from mlmprep.format.write import (
+    FORMAT_VERSION,
+    damaged,
+    data_files,
+    file_rows,
+    finish_split,
+    manifest_path,
+    part_path,
+    strict,
+    write_hf_tokenizer,
+    write_json,
+)
+from mlmprep.progress import progress
 from mlmprep.tokenize import (
     frame_ids,
     load_tokenizer,
@@ -59,9 +73,6 @@ from mlmprep.tokenize import (
     train_tokenizer,
     word_tables,
 )
-from mlmprep.build.windows import MIN_ROW, WindowStats, segment_chars
-from mlmprep.format.write import FORMAT_VERSION, damaged, data_files, file_rows, finish_split, manifest_path, part_path, strict, write_hf_tokenizer, write_json
-from mlmprep.format.publish import build_directory, build_lock, check_output_path, publish, read_existing, staging_dir
 
 __all__ = ["BuildResult", "build", "cleaned_documents", "remask", "train_tokenizer_file"]
 
@@ -103,7 +114,8 @@ def build(cfg: BuildConfig, *, log: Callable[[str], None] = print) -> BuildResul
     log(f"corpus: {corpus.description}")
     with build_lock(out):
         tokenizer_sha = tokenizer_sha256(given_tokenizer) if given_tokenizer else None
-        existing = read_existing(out, strict(cfg.identity()), corpus.fingerprint, tokenizer_sha=tokenizer_sha, force=cfg.force)
+        existing = read_existing(out, strict(cfg.identity()), corpus.fingerprint, tokenizer_sha=tokenizer_sha,
+                                 force=cfg.force)
         if existing is not None:
             return BuildResult(out, existing, up_to_date=True)
         prestart(engine, corpus.bytes, cfg.shard_bytes, tokenize_shard.__module__, cfg.tokenizer)  # no-op if started
@@ -172,9 +184,11 @@ def write_build(cfg: BuildConfig, corpus: Corpus, tok, stage: Path, log: Callabl
     started = time.perf_counter()
     trained_on = None
     if tok is None:
-        log(f"training a Unigram tokenizer (vocab {cfg.vocab_size}) on at most {cfg.tokenizer_train_chars:,} characters ...")
+        log(f"training a Unigram tokenizer (vocab {cfg.vocab_size}) on at most {cfg.tokenizer_train_chars:,} "
+            "characters ...")
         trained_on = {"documents": 0, "characters": 0}
-        tok = train_tokenizer(training_sample(corpus, cfg, trained_on), cfg.vocab_size, show_progress=sys.stderr.isatty())
+        tok = train_tokenizer(training_sample(corpus, cfg, trained_on), cfg.vocab_size,
+                              show_progress=sys.stderr.isatty())
         timings["train_tokenizer_s"] = time.perf_counter() - started
     write_hf_tokenizer(tok, stage, model_max_length=cfg.input_length)  # tokenizer.json + the transformers files
     ids = special_ids(tok)
@@ -190,60 +204,41 @@ def write_build(cfg: BuildConfig, corpus: Corpus, tok, stage: Path, log: Callabl
     shards = corpus.shards(engine.shard_bytes(corpus.bytes, cfg.shard_bytes))
     layout = Layout(cfg, str(stage), worker_threads(cfg, engine, len(shards)),
                     content_length=window_length - len(prefix) - len(suffix), window_length=window_length,
-                    doc_eos=document_eos(cfg, ids, suffix), prefix=tuple(prefix.tolist()), suffix=tuple(suffix.tolist()))
+                    doc_eos=document_eos(cfg, ids, suffix), prefix=tuple(prefix.tolist()),
+                    suffix=tuple(suffix.tolist()))
     (stage / STAGING).mkdir()
     log(f"{len(shards)} input shard{'s' * (len(shards) != 1)} on {engine.describe()}")
     stats = WindowStats(method=cfg.method, row_length=layout.content_length, unk_id=ids.unk)
     files = OutputFiles(layout, output_rows(cfg, window_length), len(shards),
-                        tuple(mask.row_seed(cfg.seed, k) for k in range(cfg.seeds)), mask.row_seed(cfg.seed, VALIDATION_SLOT))
-    read: list = [None] * len(shards)
-    corpus_stats: dict = {}
+                        tuple(mask.row_seed(cfg.seed, k) for k in range(cfg.seeds)),
+                        mask.row_seed(cfg.seed, VALIDATION_SLOT))
+    reading = Reading([None] * len(shards))
     # one bar over every task of the build; its total grows as each phase's tasks become known
     with progress(desc="read, clean, tokenize", unit="task", unit_scale=False, total=len(shards)) as bar:
-        tokens = reading = 0
-
-        def finished(index: int, result: dict) -> list[WriteTask]:
-            """In the driver, as each task ends: count it. A shard may make output files ready to write (with
-            --method text none are: its segments need the whole text), and the last one every file left."""
-            nonlocal tokens, reading
-            bar.update(1)
-            if index >= len(shards):  # an output file is written: let go the shards no file still needs
-                for shard in files.written(index - len(shards)):
-                    for suffix in ("ids", "lens"):
-                        layout.staged(f"shard-{shard:06d}.{suffix}").unlink(missing_ok=True)
-                return []
-            read[index], reading, tokens = result, reading + 1, tokens + result["tokens"]
-            bar.set_postfix_str(f"{tokens:,} tokens", refresh=False)
-            if cfg.method == "text":
-                return []
-            ready = files.shard_done(index, result) + (all_read() if reading == len(shards) else [])
-            more_tasks(bar, len(ready))
-            return ready
-
-        def all_read() -> list[WriteTask]:
-            """The barrier: every shard is in. Checks, the window statistics, the files not made yet."""
-            timings["tokenize_s"] = time.perf_counter() - pipeline_started
-            corpus_stats.update(corpus_counts(corpus, read))
-            if corpus_stats["documents"] == 0:
-                raise no_text_error(corpus_name(corpus), corpus_stats, cfg.text_column)
-            rest = files.rest(barrier(layout, read, stats, engine, bar))
-            if not files.tasks:
-                raise CorpusError(f"{corpus_name(corpus)}: too little text for one window of {window_length} tokens; "
-                                  "lower --input-length or use --pack doc")
-            if files.train == 0:
-                raise CorpusError(f"{corpus_name(corpus)}: every window went to validation; lower --validation-fraction")
-            bar.set_description("window, mask, write", refresh=False)
-            bar.set_postfix_str(f"{files.tasks[-1].first + files.tasks[-1].count:,} windows", refresh=False)
-            return rest
-
-        results = run_tasks(tokenize_shard, [TokenizeTask(layout, shard) for shard in shards], engine=engine,
-                            on_result=finished, in_driver=tokenize_shard_in_driver, then=write_file)
+        with TaskRun(tokenize_shard, [TokenizeTask(layout, shard) for shard in shards], engine=engine,
+                     in_driver=tokenize_shard_in_driver) as run:
+            for index, result in run:  # as each task ends; the write tasks' indices follow the shards'
+                bar.update(1)
+                if index >= len(shards):  # an output file is written: let go the shards no file still needs
+                    let_go(layout, files.written(index - len(shards)))
+                    continue
+                reading.add(index, result)
+                bar.set_postfix_str(f"{reading.tokens:,} tokens", refresh=False)
+                if cfg.method == "text":  # no file is ready before the end: its segments need the whole text
+                    continue
+                ready = files.shard_done(index, result)
+                if reading.done:  # the last shard makes every file left ready
+                    ready += plan_rest(corpus, layout, files, reading.results, stats, engine, bar)
+                more_tasks(bar, len(ready))
+                run.add(write_file, ready)
         if cfg.method == "text":
-            tasks = all_read()
-            more_tasks(bar, len(tasks))
-            results += run_tasks(write_file, tasks, engine=engine, on_result=lambda index, result: bar.update(1))
-        written = results[len(shards):]  # one per output file, in order
-        timings["mask_and_write_s"] = time.perf_counter() - pipeline_started - timings["tokenize_s"]
+            rest = plan_rest(corpus, layout, files, reading.results, stats, engine, bar)
+            more_tasks(bar, len(rest))
+            written = counted_tasks(write_file, rest, engine, bar)
+        else:
+            written = run.results[len(shards):]  # one per output file, in order
+        timings["tokenize_s"] = reading.finished - pipeline_started
+        timings["mask_and_write_s"] = time.perf_counter() - reading.finished
     masker = Masker(cfg, ids, None, layout.fixed, window_length)  # sums the tasks' totals; masks nothing here
     for result in written:
         add_counts(stats, result["windows"])
@@ -258,9 +253,65 @@ def write_build(cfg: BuildConfig, corpus: Corpus, tok, stage: Path, log: Callabl
     shutil.rmtree(stage / STAGING)
     timings["pipeline_s"] = time.perf_counter() - pipeline_started
     timings["total_s"] = time.perf_counter() - started
-    return finish_manifest(cfg, corpus, tok, ids, stage, splits, files.seeds, stats, masker, corpus_stats, timings,
+    return finish_manifest(cfg, corpus, tok, ids, stage, splits, files.seeds, stats, masker,
+                           corpus_counts(corpus, reading.results), timings,
                            window_length=window_length, target_length=target_length, trained_on=trained_on,
                            rows_per_file=output_rows(cfg, window_length))
+
+
+@dataclass
+class Reading:
+    """Phase 1 as its shards finish: each one's counts (None: not finished yet), the tokens read so far and,
+    once the last shard is in, when that was."""
+
+    results: list[dict | None]
+    tokens: int = 0
+    count: int = 0  # shards finished
+    finished: float = 0.0  # time.perf_counter() when the last shard came in
+
+    def add(self, index: int, result: dict) -> None:
+        self.results[index] = result
+        self.tokens += result["tokens"]
+        self.count += 1
+        if self.done:
+            self.finished = time.perf_counter()
+
+    @property
+    def done(self) -> bool:
+        return self.count == len(self.results)
+
+
+def let_go(layout: Layout, shards: list[int]) -> None:
+    """Delete the staged token files of `shards`, which no output file still to write reads."""
+    for shard in shards:
+        for suffix in ("ids", "lens"):
+            layout.staged(f"shard-{shard:06d}.{suffix}").unlink(missing_ok=True)
+
+
+def plan_rest(corpus: Corpus, layout: Layout, files: OutputFiles, read: list[dict], stats: WindowStats,
+              engine: Engine, bar) -> list[WriteTask]:
+    """The barrier, once every shard is read: checks, the window statistics, the write tasks of the files not
+    made yet."""
+    corpus_stats = corpus_counts(corpus, read)
+    if corpus_stats["documents"] == 0:
+        raise no_text_error(corpus_name(corpus), corpus_stats, layout.cfg.text_column)
+    rest = files.rest(barrier(layout, read, stats, engine, bar))
+    if not files.tasks:
+        raise CorpusError(f"{corpus_name(corpus)}: too little text for one window of {layout.window_length} tokens; "
+                          "lower --input-length or use --pack doc")
+    if files.train == 0:
+        raise CorpusError(f"{corpus_name(corpus)}: every window went to validation; lower --validation-fraction")
+    bar.set_description("window, mask, write", refresh=False)
+    bar.set_postfix_str(f"{files.tasks[-1].first + files.tasks[-1].count:,} windows", refresh=False)
+    return rest
+
+
+def counted_tasks(fn: Callable, tasks: list, engine: Engine, bar) -> list:
+    """fn(task) for every task, the progress bar counting each as it ends; the results in task order."""
+    with TaskRun(fn, tasks, engine=engine) as run:
+        for _ in run:
+            bar.update(1)
+    return run.results
 
 
 def worker_threads(cfg: BuildConfig, engine: Engine, tasks: int) -> int:
@@ -315,7 +366,7 @@ def barrier(layout: Layout, read: list[dict], stats: WindowStats, engine: Engine
         tasks = [SegmentTask(layout, t, first, min(per, segments - first), char_offsets, chars)
                  for t, first in enumerate(range(0, segments, per))]
         more_tasks(bar, len(tasks), "cut, tokenize text segments")
-        counted = run_tasks(segment_text, tasks, engine=engine, on_result=lambda index, result: bar.update(1))
+        counted = counted_tasks(segment_text, tasks, engine, bar)
         for counts in counted:
             add_counts(stats, counts)
         return [counts["rows"] for counts in counted]
@@ -343,7 +394,8 @@ class OutputFiles:
     Once every file that reads a shard is written, `written` lets the shard go."""
 
     def __init__(self, layout: Layout, rows_per_file: int, shards: int, seeds: tuple[int, ...], validation_seed: int):
-        self.layout, self.rows_per_file, self.seeds, self.validation_seed = layout, rows_per_file, seeds, validation_seed
+        self.layout, self.rows_per_file = layout, rows_per_file
+        self.seeds, self.validation_seed = seeds, validation_seed
         self.sizes: list[int | None] = [None] * shards
         self.offsets = [0]  # where each shard starts, for every shard whose predecessors are all done
         self.tasks: list[WriteTask] = []
@@ -515,8 +567,10 @@ def remask(out: str | Path, seeds: int, *, threads: int = 0, engine: Engine | No
         names = [f"seed-{k}" for k in range(have, seeds)]
         with contextlib.ExitStack() as stack:
             stages = {name: stack.enter_context(staging_dir(out / name)) for name in names}
-            new = tuple((name, str(stages[name]), mask.row_seed(cfg.seed, k)) for k, name in zip(range(have, seeds), names))
-            tasks = [RemaskTask(layout, str(path), record, i, int(firsts[i]), new) for i, (path, record) in enumerate(files)]
+            new = tuple((name, str(stages[name]), mask.row_seed(cfg.seed, k))
+                        for k, name in zip(range(have, seeds), names))
+            tasks = [RemaskTask(layout, str(path), record, i, int(firsts[i]), new)
+                     for i, (path, record) in enumerate(files)]
             masked = run_tasks(remask_file, tasks, engine=engine)
             for result in masked:
                 masker.merge(result["masking"])
@@ -524,7 +578,8 @@ def remask(out: str | Path, seeds: int, *, threads: int = 0, engine: Engine | No
             try:  # the new splits count once the manifest lists them: until then a failure takes them back
                 for (name, stage, seed) in new:
                     manifest["splits"][name] = finish_split(
-                        Path(stage), masker.widths, [(part_path(Path(stage), i), r["parts"][name]) for i, r in enumerate(masked)])
+                        Path(stage), masker.widths,
+                        [(part_path(Path(stage), i), r["parts"][name]) for i, r in enumerate(masked)])
                     publish(Path(stage), out / name)
                     published.append(out / name)
                     manifest["seeds"].append({"split": name, "seed": seed})
