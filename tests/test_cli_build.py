@@ -115,7 +115,8 @@ def write_bad_inputs(d: Path, tiny_corpus: Path) -> None:
 REFUSALS = {
     "missing-path": ("missing.txt", [], ("missing.txt", "no such file")),
     "empty-corpus": ("empty-dir", [], ("empty-dir", "no corpus files")),
-    "no-text-column": ("notext.jsonl", [], ("notext.jsonl", "none of its 1 records has a 'text' field", "--text-column")),
+    "no-text-column": ("notext.jsonl", [],
+                       ("notext.jsonl", "none of its 1 records has a 'text' field", "--text-column")),
     "decode-fail": ("bad.txt", ["--on-decode-error", "fail"], ("bad.txt line 41", "--on-decode-error replace")),
     "noise-0": ("tiny.txt", ["--noise-density", "0"], ("--noise-density", "(0, 1)")),
     "noise-1": ("tiny.txt", ["--noise-density", "1"], ("--noise-density", "(0, 1)")),
@@ -137,7 +138,8 @@ def refusals(tmp_path_factory, tok, tiny_corpus) -> dict[str, tuple[subprocess.C
     """Every refusal case, run once as a real process in the cases' directory: case -> (result, its --out)."""
     d = tmp_path_factory.mktemp("bad-input")
     write_bad_inputs(d, tiny_corpus)
-    commands = {case: build_args(Path(src), Path(f"out-{case}"), tok, *more) for case, (src, more, _) in REFUSALS.items()}
+    commands = {case: build_args(Path(src), Path(f"out-{case}"), tok, *more)
+                for case, (src, more, _) in REFUSALS.items()}
     results = run_many(commands, cwd=d)
     return {case: (results[case], d / f"out-{case}") for case in REFUSALS}
 
@@ -187,7 +189,8 @@ def test_the_early_reading_of_build_arguments_knows_which_options_take_no_value(
 
 
 @pytest.mark.parametrize("args, expected", [
-    (["a.txt", "b/", "--tokenizer", "t.json", "--workers=2"], (["a.txt", "b/"], {"--tokenizer": "t.json", "--workers": "2"})),
+    (["a.txt", "b/", "--tokenizer", "t.json", "--workers=2"],
+     (["a.txt", "b/"], {"--tokenizer": "t.json", "--workers": "2"})),
     (["--force", "a.txt", "--nfkc", "--out", "o"], (["a.txt"], {"--force": "", "--nfkc": "", "--out": "o"})),
     (["--seeds", "4"], ([], {"--seeds": "4"})),  # an option's value is not a corpus
     (["--", "--odd-name.txt"], (["--odd-name.txt"], {})),
@@ -219,7 +222,8 @@ def test_the_early_start_acts_only_on_a_command_line_it_is_sure_of(tmp_path, mon
     assert not build.STARTED_EARLY  # so the build command starts the workers itself
     [(engine, size, shard_bytes, module, tok)] = started(tiny_corpus, "--tokenizer", "t.json", "--workers", "3",
                                                           "--shard-bytes", "5000", "--out", out)
-    assert (engine.workers, size, shard_bytes, module, tok) == (3, tiny_corpus.stat().st_size, 5000, "mlmprep.build.pipeline", "t.json")
+    assert (engine.workers, size, shard_bytes, module, tok) == (
+        3, tiny_corpus.stat().st_size, 5000, "mlmprep.build.pipeline", "t.json")
     assert build.STARTED_EARLY  # the build command need not read the corpus's sizes again
     assert started("--seeds", "4") == []  # the built-in sample
     assert started(tiny_corpus, "--workers", "two") == [] and started(tiny_corpus, "--workers", "-1") == []
@@ -474,7 +478,10 @@ def test_the_summary_lists_splits_in_build_order_whether_built_now_or_read_from_
     result = cli(*build_args(tiny_corpus, out, tok, "--seeds", "11"))
     assert result.exit_code == 0, result.stderr
     expected = ["windows", "validation-windows", *(f"seed-{k}" for k in range(11)), "validation"]
-    table = lambda text: [line.split()[0] for line in text.splitlines() if line.startswith(("seed-", "valid", "windows"))]
+
+    def table(text: str) -> list[str]:
+        return [line.split()[0] for line in text.splitlines() if line.startswith(("seed-", "valid", "windows"))]
+
     assert table(result.stdout) == expected
     assert table(build_summary(out, manifest(out))) == expected
     assert table(cli("inspect", out, "--examples", "0").stdout) == expected

@@ -19,17 +19,22 @@ CAN_PROBE = os.path.isdir("/proc") and os.path.isdir("/sys")
 OUT_REFUSALS = {
     "build-proc": (["build", "tiny.txt", "--out", "/proc/x"], ("--out /proc/x", "cannot create files in /proc")),
     "build-sys": (["build", "tiny.txt", "--out", "/sys/x"], ("--out /sys/x", "cannot create files in /sys")),
-    "build-under-a-file": (["build", "tiny.txt", "--out", "empty.txt/sub"], ("--out empty.txt/sub", "empty.txt is a file")),
+    "build-under-a-file": (["build", "tiny.txt", "--out", "empty.txt/sub"],
+                           ("--out empty.txt/sub", "empty.txt is a file")),
     "build-a-file": (["build", "tiny.txt", "--out", "empty.txt"], ("--out empty.txt", "not a directory")),
     "build-before-the-corpus": (["build", "missing.txt", "--out", "/proc/x"], ("--out /proc/x",)),
-    "tokenizer-proc": (["tokenizer", "train", "missing.txt", "--out", "/proc/tok.json"], ("--out /proc/tok.json", "/proc")),
+    "tokenizer-proc": (["tokenizer", "train", "missing.txt", "--out", "/proc/tok.json"],
+                       ("--out /proc/tok.json", "/proc")),
     "tokenizer-under-a-file": (
-        ["tokenizer", "train", "missing.txt", "--out", "empty.txt/tok.json"], ("--out empty.txt/tok.json", "empty.txt is a file")
+        ["tokenizer", "train", "missing.txt", "--out", "empty.txt/tok.json"],
+        ("--out empty.txt/tok.json", "empty.txt is a file")
     ),
     "train-proc": (["train", "missing-data", "--out", "/proc/run"], ("--out /proc/run", "/proc")),
-    "train-under-a-file": (["train", "missing-data", "--out", "empty.txt/run"], ("--out empty.txt/run", "empty.txt is a file")),
+    "train-under-a-file": (["train", "missing-data", "--out", "empty.txt/run"],
+                           ("--out empty.txt/run", "empty.txt is a file")),
     "compare-proc": (["compare-methods", "missing.txt", "--quick", "--out", "/proc/cmp"], ("--out /proc/cmp", "/proc")),
-    "compare-a-file": (["compare-methods", "missing.txt", "--quick", "--out", "empty.txt"], ("--out empty.txt", "not a directory")),
+    "compare-a-file": (["compare-methods", "missing.txt", "--quick", "--out", "empty.txt"],
+                       ("--out empty.txt", "not a directory")),
 }
 
 
@@ -99,7 +104,8 @@ def test_the_build_summary_says_the_vocabulary_reached(tmp_path, tiny_corpus):
                  "--seeds", "1")
     assert result.exit_code == 0, result.stderr
     reached = json.loads((tmp_path / "out" / "manifest.json").read_text())["tokenizer"]["vocab_size"]
-    assert f"tokenizer: Unigram trained on the corpus, vocabulary {reached:,}, short of --vocab-size 5,000" in result.stdout
+    expected = f"tokenizer: Unigram trained on the corpus, vocabulary {reached:,}, short of --vocab-size 5,000"
+    assert expected in result.stdout
 
 
 @pytest.mark.parametrize("where", ["command line", "config file"])

@@ -172,8 +172,10 @@ def test_deterministic_holds_for_the_run_and_is_restored_after(tmp_path, data):
     resume exact, test_compile) and leaves the process as it found it."""
     seen = {}
     for flag in (True, False):
-        train(tmp_path, data, f"run-{flag}", hook=lambda *_: seen.setdefault(flag, torch.are_deterministic_algorithms_enabled()),
-              deterministic=flag, max_steps=1)
+        def hook(*_, flag=flag):
+            seen.setdefault(flag, torch.are_deterministic_algorithms_enabled())
+
+        train(tmp_path, data, f"run-{flag}", hook=hook, deterministic=flag, max_steps=1)
     assert seen == {True: True, False: False} and not torch.are_deterministic_algorithms_enabled()
     assert "CUBLAS_WORKSPACE_CONFIG" not in os.environ
 
@@ -213,7 +215,8 @@ def dropout_config(path: Path, data: Path) -> Path:
 
     tok = read_manifest(data)["tokenizer"]
     config = T5Config(vocab_size=round_up(tok["vocab_size"], 128), **PRESETS["tiny"], dropout_rate=0.1,
-                      pad_token_id=tok["pad_id"], eos_token_id=tok["eos_id"], decoder_start_token_id=tok["decoder_start_id"])
+                      pad_token_id=tok["pad_id"], eos_token_id=tok["eos_id"],
+                      decoder_start_token_id=tok["decoder_start_id"])
     path.write_text(config.to_json_string())
     return path
 
@@ -254,7 +257,8 @@ def train_pausing_in_checkpoint(args: list[str], pause_at: int, paused: Path) ->
 
 def test_sigkill_while_writing_a_checkpoint_resumes_from_the_last_whole_one(tmp_path, data):
     options = {**BASE, "save_every": 2, "max_steps": 6, "decay_steps": 6, "epochs": 2}
-    args = ["train", str(data), *(f"--{k.replace('_', '-')}" + ("" if v is True else f"={v}") for k, v in options.items())]
+    flags = (f"--{k.replace('_', '-')}" + ("" if v is True else f"={v}") for k, v in options.items())
+    args = ["train", str(data), *flags]
     assert CliRunner().invoke(app, [*args, "--out", str(tmp_path / "a")]).exit_code == 0
 
     # a forked child (torch already imported: a fresh interpreter would spend seconds importing it) is killed
@@ -266,7 +270,8 @@ def test_sigkill_while_writing_a_checkpoint_resumes_from_the_last_whole_one(tmp_
         deadline = time.monotonic() + 300  # a bound on a hang only: the kill waits for the pause, not for time
         while not paused.exists() and child.is_alive() and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert paused.exists(), f"the child ended with exit code {child.exitcode}" if not child.is_alive() else "no pause"
+        ended = f"the child ended with exit code {child.exitcode}"
+        assert paused.exists(), ended if not child.is_alive() else "no pause"
         os.kill(child.pid, signal.SIGKILL)
         child.join(60)
         assert child.exitcode == -signal.SIGKILL
