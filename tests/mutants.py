@@ -315,7 +315,7 @@ MUTANTS = [
            'else resumed_seeds(cfg, world, len(manifest["seeds"]), saved)', 'else len(manifest["seeds"])',
            ("tests/test_train.py::test_a_remask_between_stop_and_resume_leaves_the_run_on_the_seeds_it_started_with",)),
     Mutant("resume-on-other-data", "mlmprep/train/loop.py",  # a resume trains on whatever build DATA names
-           "        check_same_data(cfg, saved, digest)\n", "",
+           "        check_same_data(cfg, saved, digest)\n", "        pass\n",
            ("tests/test_train_ux.py::test_resume_on_other_data_is_refused_and_a_moved_copy_of_the_same_data_resumes",)),
     Mutant("train-collates-any-token-id", "mlmprep/train/loop.py",  # a damaged id reaches the embedding
            "                    vocab_size=tok[\"vocab_size\"])", "                    )",
