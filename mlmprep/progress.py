@@ -53,22 +53,31 @@ def prefetch(items: Iterable[T], depth: int = 2) -> Iterator[T]:
 
 
 def prefetch_map(fn: Callable[[T], R], items: Iterable[T], workers: int = 2, depth: int = 8) -> Iterator[R]:
-    """fn(item) for each item, in order, computed by `workers` threads started now and kept up to `depth`
-    results ahead of the consumer. For calls that release the GIL for most of their time (tokenizing):
-    while one thread does the Python part of its call, another call keeps the cores busy, and a consumer
-    busy elsewhere for a while (loading Numba) does not stop them."""
+    """fn(item) for each item, in order, computed by `workers` threads started now, with at most `depth` calls
+    submitted beyond the one the consumer is taking (depth=1: the next call runs while the consumer uses this
+    result, and no further). For calls that release the GIL for most of their time (tokenizing): while one
+    thread does the Python part of its call, another call keeps the cores busy, and a consumer busy elsewhere
+    for a while (loading Numba) does not stop them."""
     pool = ThreadPoolExecutor(workers, thread_name_prefix="mlmprep-prefetch")
-    jobs = prefetch((pool.submit(fn, item) for item in items), depth=depth)
-    return _results(pool, jobs)
+    slots = threading.Semaphore(depth)  # one per call submitted and not yet taken by the consumer
+
+    def submit() -> Iterator[Future]:
+        for item in items:
+            slots.acquire()
+            yield pool.submit(fn, item)  # after the pool's shutdown: RuntimeError, which ends the producer
+
+    return _results(pool, prefetch(submit(), depth=depth), slots, depth)
 
 
-def _results(pool: ThreadPoolExecutor, jobs: Iterator[Future]) -> Iterator:
+def _results(pool: ThreadPoolExecutor, jobs: Iterator[Future], slots: threading.Semaphore, depth: int) -> Iterator:
     try:
         for job in jobs:
+            slots.release()  # taken: the producer may submit one more call
             yield job.result()
     finally:
-        jobs.close()
         pool.shutdown(wait=False, cancel_futures=True)
+        slots.release(depth)  # a producer waiting for a slot goes on, to the shut pool, and stops
+        jobs.close()
 
 
 def _consume(q: queue.Queue, stop: threading.Event, thread: threading.Thread) -> Iterator:

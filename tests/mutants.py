@@ -246,13 +246,13 @@ MUTANTS = [
            "betas=(cfg.beta1, cfg.beta2)", "betas=(0.9, 0.999)",
            ("tests/test_train_options.py",)),
     Mutant("grad-clip-ignored", "mlmprep/train/loop.py",
-           "grad_norm(params, cfg.grad_clip)", "grad_norm(params, 0.0)",
+           "grad_norm(run.params, run.cfg.grad_clip)", "grad_norm(run.params, 0.0)",
            ("tests/test_train_options.py",)),
     Mutant("budget-ignores-alpha", "mlmprep/train/loop.py",  # the plan's budget keeps the default alpha
            "Budget(cfg.max_tokens_per_batch, limits.tokens, limits.examples, alpha=cfg.alpha,",
            "Budget(cfg.max_tokens_per_batch, limits.tokens, limits.examples, alpha=2.0,",
            ("tests/test_train_options.py",)),
-    Mutant("resume-in-eval-mode", "mlmprep/train/loop.py",  # dropout off after a resume (the bug fixed in 7c2f18a)
+    Mutant("resume-in-eval-mode", "mlmprep/train/loop.py",  # dropout off after a resume
            "    model.train()  # from_pretrained", "    pass  # from_pretrained",
            ("tests/test_train_options.py::test_resume_with_dropout_is_exact",)),
     # ------------------------------------------------------------ checkpoints and resume
@@ -317,17 +317,17 @@ MUTANTS = [
            "    except (pa.ArrowInvalid, OSError) as exc:\n        raise damaged(", "    except ZeroDivisionError as exc:\n        raise damaged(",
            ("tests/test_damaged_builds.py",)),
     Mutant("run-written-before-the-data-opens", "mlmprep/train/loop.py",  # a damaged build leaves a RUN behind
-           "    split, plan = epoch_plan(cfg, world, epoch, n_seeds)\n    if world.main:\n        run.mkdir(parents=True, exist_ok=True)",
-           "    if world.main:\n        run.mkdir(parents=True, exist_ok=True)\n    split, plan = epoch_plan(cfg, world, epoch, n_seeds)",
+           "    split, plan = epoch_plan(cfg, world, state.epoch, state.seeds)\n    write_run(cfg, world, state.step)\n",
+           "    write_run(cfg, world, state.step)\n    split, plan = epoch_plan(cfg, world, state.epoch, state.seeds)\n",
            ("tests/test_damaged_builds.py::test_training_refuses_a_data_file_with_a_damaged_header_in_one_line",)),
     Mutant("resume-reads-the-new-seed-count", "mlmprep/train/loop.py",  # a remask changes a stopped run's later epochs
-           "        n_seeds = resumed_seeds(cfg, world, n_seeds, saved)", "        pass",
+           'else resumed_seeds(cfg, world, len(manifest["seeds"]), saved)', 'else len(manifest["seeds"])',
            ("tests/test_train.py::test_a_remask_between_stop_and_resume_leaves_the_run_on_the_seeds_it_started_with",)),
     Mutant("resume-on-other-data", "mlmprep/train/loop.py",  # a resume trains on whatever build DATA names
-           "        check_same_data(cfg, saved, data_digest(manifest, n_seeds))\n", "",
+           "        check_same_data(cfg, saved, digest)\n", "        pass\n",
            ("tests/test_train_ux.py::test_resume_on_other_data_is_refused_and_a_moved_copy_of_the_same_data_resumes",)),
     Mutant("train-collates-any-token-id", "mlmprep/train/loop.py",  # a damaged id reaches the embedding
-           "                        vocab_size=tok[\"vocab_size\"])", "                        )",
+           "                    vocab_size=tok[\"vocab_size\"])", "                    )",
            ("tests/test_damaged_builds.py",)),
     Mutant("remask-leaves-published-splits", "mlmprep/build/run.py",  # an interrupted remask leaves unlisted seed-k
            "                    shutil.rmtree(path, ignore_errors=True)", "                    pass",

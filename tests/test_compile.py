@@ -117,7 +117,8 @@ def test_two_compiled_ranks_end_equal_with_the_full_batch_gradient(tmp_path):
     cfg = TrainConfig(data=str(data), out=str(tmp_path / "run"), max_tokens_per_batch=1024,
                       max_tokens_per_microbatch=256, max_examples_per_microbatch=8, warmup_steps=2, eval_every=0,
                       log_every=1, max_steps=3, compile=True)
-    worker = "import mlmprep.train.speed\nmlmprep.train.speed.BACKEND = 'aot_eager'\n" + WORKER  # the ranks run on the CPU
+    # the ranks run on the CPU
+    worker = "import mlmprep.train.speed\nmlmprep.train.speed.BACKEND = 'aot_eager'\n" + WORKER
     (tmp_path / "worker.py").write_text(worker)
     command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
                "--master_port", str(free_port()), str(tmp_path / "worker.py"), json.dumps(to_dict(cfg)), str(tmp_path)]

@@ -81,3 +81,32 @@ def test_prefetch_map_works_ahead_while_the_consumer_is_busy():
         assert wait_until(lambda x=x: len(ahead) >= min(100, x + 9))  # the producer refills up to `depth` ahead ...
         consumed[0] += 1
     assert max(ahead) <= 8 + 1  # ... and never further: one item in hand beyond the `depth` queued
+
+
+def test_prefetch_takes_at_most_depth_items_beyond_the_one_in_hand_and_the_one_being_queued():
+    taken = []
+
+    def items():
+        for x in range(50):
+            taken.append(x)
+            yield x
+
+    for x in prefetch(items(), depth=3):
+        assert wait_until(lambda x=x: len(taken) >= min(50, x + 5))
+        time.sleep(0.02)  # time to run further ahead, were it unbounded
+        assert len(taken) == min(50, x + 5)  # x in hand, 3 queued, 1 waiting to be queued
+
+
+def test_prefetch_map_with_depth_1_runs_only_the_next_call_ahead():
+    """The trainer's collation: while the consumer uses result x, call x + 1 runs and no later one (each holds
+    a microbatch in pinned memory)."""
+    started = []
+
+    def fn(x: int) -> int:
+        started.append(x)
+        return x
+
+    for x in prefetch_map(fn, range(10), workers=1, depth=1):
+        assert wait_until(lambda x=x: started[-1] >= min(9, x + 1))
+        time.sleep(0.02)  # time to run further ahead, were it allowed
+        assert started[-1] == min(9, x + 1)

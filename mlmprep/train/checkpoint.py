@@ -35,8 +35,8 @@ CONFIG = "train_config.json"
 # not the steps already taken. (A new --max-steps also moves the end of the decay unless --decay-steps is set.)
 # --out is where the run is, however spelled, or wherever it was moved to.
 RESUMABLE = frozenset(
-    {"data", "out", "resume", "epochs", "max_steps", "eval_every", "validation", "log_every", "save_every", "keep_checkpoints",
-     "compile", "max_bad_steps", "report_to"}
+    {"data", "out", "resume", "epochs", "max_steps", "eval_every", "validation", "log_every", "save_every",
+     "keep_checkpoints", "compile", "max_bad_steps", "report_to"}
 )
 
 
@@ -77,9 +77,9 @@ def set_rng_state(state: dict) -> None:
     random.setstate((version, tuple(internal), gauss_next))
 
 
-def save(run: Path, step: int, *, model, optimizer, state: dict, cfg: TrainConfig, rank: int, world_size: int) -> Path:
-    """Write checkpoint-{step} and delete all but the last cfg.keep_checkpoints. Every rank calls it: rank 0
-    writes, with every rank's RNG state, while the others wait."""
+def save(run: Path, state: dict, *, model, optimizer, cfg: TrainConfig, rank: int, world_size: int) -> Path:
+    """Write checkpoint-{step} of the loop's `state` (its state.json, with the step) and delete all but the last
+    cfg.keep_checkpoints. Every rank calls it: rank 0 writes, with every rank's RNG state, while the others wait."""
     import torch
     import torch.distributed as dist
 
@@ -87,6 +87,7 @@ def save(run: Path, step: int, *, model, optimizer, state: dict, cfg: TrainConfi
     if world_size > 1:
         rngs = [None] * world_size
         dist.all_gather_object(rngs, rng_state())
+    step = state["step"]
     final = run / f"{PREFIX}{step}"
     if rank == 0:
         tmp = run / f".{PREFIX}{step}.tmp"
@@ -96,7 +97,7 @@ def save(run: Path, step: int, *, model, optimizer, state: dict, cfg: TrainConfi
         save_tokenizer(Path(cfg.data), tmp / "model")
         torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
         torch.save(rngs, tmp / "rng.pt")
-        write_json(tmp / "state.json", {"step": step, **state})
+        write_json(tmp / "state.json", state)
         write_json(tmp / CONFIG, to_dict(cfg))
         os.replace(tmp, final)
         for old in checkpoints(run)[: -cfg.keep_checkpoints]:
@@ -117,23 +118,22 @@ def save_tokenizer(data: Path, model_dir: Path) -> None:
     write_hf_tokenizer(tok, model_dir, model_max_length=manifest["input_length"])
 
 
-def load(path: Path, optimizer, *, rank: int, world_size: int, device) -> dict:
-    """Restore the optimizer and this rank's RNG states from a checkpoint; return its state.json.
+def load(path: Path, state: dict, optimizer, *, rank: int, world_size: int, device) -> None:
+    """Restore the optimizer and this rank's RNG states from checkpoint `path`, whose state.json is `state`.
     (The model's weights are loaded by `build_model(str(path), ...)`.)"""
     import torch
 
-    state = read_json(path / "state.json")
     if state["world_size"] != world_size:  # the batch plan, and so the loader position, depends on it
-        raise ConfigError(f"{path}: saved by {state['world_size']} processes; resume it with the same number, not {world_size}")
+        raise ConfigError(f"{path}: saved by {state['world_size']} processes; resume it with the same number, "
+                          f"not {world_size}")
     try:
         optimizer.load_state_dict(torch.load(path / "optimizer.pt", map_location=device, weights_only=True))
     except Exception as exc:  # missing, truncated, or another optimizer's state
-        raise damaged(path / "optimizer.pt", exc) from None
+        raise damaged_run_file(path / "optimizer.pt", exc) from None
     try:
         set_rng_state(torch.load(path / "rng.pt", weights_only=True)[rank])
     except Exception as exc:
-        raise damaged(path / "rng.pt", exc) from None
-    return state
+        raise damaged_run_file(path / "rng.pt", exc) from None
 
 
 def read_json(path: Path) -> dict:
@@ -141,13 +141,13 @@ def read_json(path: Path) -> dict:
     try:
         value = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise damaged(path, exc) from None
+        raise damaged_run_file(path, exc) from None
     if not isinstance(value, dict):
-        raise damaged(path, ValueError("not a JSON object"))
+        raise damaged_run_file(path, ValueError("not a JSON object"))
     return value
 
 
-def damaged(path: Path, exc: Exception) -> CacheError:
+def damaged_run_file(path: Path, exc: Exception) -> CacheError:
     """The error for a damaged file of RUN: resume from the checkpoint before, or start a new run."""
     problem = "missing" if isinstance(exc, FileNotFoundError) else (str(exc).splitlines() or [type(exc).__name__])[0]
     owner = next((p for p in path.parents if p.name.startswith(PREFIX)), None)
@@ -169,11 +169,13 @@ def saved_config(run: str | Path) -> dict:
 def check_resumable(saved: dict, cfg: TrainConfig) -> None:
     """Refuse to resume with options that would change the steps already taken."""
     now = to_dict(cfg)
-    changed = sorted(f.name for f in fields(cfg) if f.name not in RESUMABLE and f.name in saved and saved[f.name] != now[f.name])
+    changed = sorted(f.name for f in fields(cfg)
+                     if f.name not in RESUMABLE and f.name in saved and saved[f.name] != now[f.name])
     if changed:
         options = ", ".join("--" + k.replace("_", "-") for k in changed)
         raise ConfigError(
-            f"--resume: {options} would change the run saved in {Path(cfg.out) / CONFIG}; drop them or start a new --out"
+            f"--resume: {options} would change the run saved in {Path(cfg.out) / CONFIG}; "
+            "drop them or start a new --out"
         )
 
 
@@ -183,15 +185,15 @@ def trim_metrics(run: Path, step: int) -> None:
     path = run / "metrics.jsonl"
     if path.is_file():
         lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
-        path.write_text("".join(line for line in lines if step and json.loads(line).get("step", 0) <= step), encoding="utf-8")
+        kept = [line for line in lines if step and json.loads(line).get("step", 0) <= step]
+        path.write_text("".join(kept), encoding="utf-8")
 
 
-def finished(path: Path, total: int) -> dict | None:
-    """The run's final_metrics.json if checkpoint `path` is at or past step `total` (a resume would train
-    nothing), else None."""
-    step = read_json(path / "state.json")["step"]
+def finished(path: Path, state: dict, total: int) -> dict | None:
+    """The run's final_metrics.json if checkpoint `path` (whose state.json is `state`) is at or past step
+    `total` (a resume would train nothing), else None."""
     final = path.parent / "final_metrics.json"
-    if step < total or not final.is_file():  # (no final metrics: killed after its last checkpoint; finish it)
+    if state["step"] < total or not final.is_file():  # (no final metrics: killed after its last checkpoint; finish it)
         return None
     return json.loads(final.read_text(encoding="utf-8"))
 
@@ -208,7 +210,7 @@ def open_run(cfg: TrainConfig) -> Path | None:
         raise CacheError(f"--out {run}: not empty; pass --resume to continue that run, or choose another --out")
     if cfg.resume:
         if not (run / CONFIG).is_file():
-            raise CacheError(f"--resume: --out {run} holds no run to resume (no {CONFIG}); "
-                             + ("it is not an mlmprep run: choose a new --out" if busy else "drop --resume to start one"))
+            fix = "it is not an mlmprep run: choose a new --out" if busy else "drop --resume to start one"
+            raise CacheError(f"--resume: --out {run} holds no run to resume (no {CONFIG}); {fix}")
         check_resumable(saved_config(run), cfg)
     return latest(run) if cfg.resume else None

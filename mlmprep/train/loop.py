@@ -1,5 +1,8 @@
-"""`mlmprep train`: pretrain T5 (span data) or a BERT-style model (mlm data) on a build, in one pass that
-reads top to bottom like nanoGPT's train.py: config, world, plan, model, optimizer, evaluate(), lr_at(step), loop.
+"""`mlmprep train`: pretrain T5 (span data) or a BERT-style model (mlm data) on a build. `run_fit` reads top to
+bottom like nanoGPT's train.py and nanoT5's train(): check RUN and the data, set up (`start`), then loop over
+`train_step` (one optimizer step) with `log_window`, `evaluate_and_log` and `save_checkpoint` each on its own
+schedule, and write the final metrics. `TrainState` is the loop's position and totals (a checkpoint's
+state.json), `Window` the counters of the next metrics line, `Run` what stays fixed for the whole run.
 
 One optimizer step is one token-budget batch of the epoch's plan (mlmprep.train.batch); epoch e reads split
 seed-{e % N}. Exact gradients: each microbatch's loss is its summed token cross-entropy divided by the
@@ -20,7 +23,7 @@ import random
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, astuple, dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
@@ -31,7 +34,7 @@ from tqdm import tqdm
 
 from mlmprep.config import TrainConfig, to_dict
 from mlmprep.errors import CacheError, ConfigError
-from mlmprep.format.load import epoch_split, open_epoch, open_split, read_manifest
+from mlmprep.format.load import Split, epoch_split, open_epoch, open_split, read_manifest
 from mlmprep.format.publish import check_utf8_path
 from mlmprep.format.rows import IGNORE
 from mlmprep.format.write import manifest_path, strict, write_json
@@ -95,7 +98,8 @@ def wrap_ddp(model, world: World):
     from torch.nn.parallel import DistributedDataParallel
 
     params = inspect.signature(DistributedDataParallel).parameters
-    option = "forward_sync_buffers" if "forward_sync_buffers" in params else "broadcast_buffers"  # newer torch renamed it
+    # newer torch renamed the option
+    option = "forward_sync_buffers" if "forward_sync_buffers" in params else "broadcast_buffers"
     device_ids = [world.device.index] if world.device.type == "cuda" else None
     return DistributedDataParallel(model, device_ids=device_ids, **{option: False})
 
@@ -155,7 +159,7 @@ def accumulate(model, split, collator: Collator, microbatches: list[tuple[np.nda
     Nothing here waits for the device: the loss stays on it.
     """
     forward = forward or Forward(loss=summed_loss)
-    scale = world.size / n_targets if n_targets else 0.0  # no label token in the batch: no gradient (the step is skipped)
+    scale = world.size / n_targets if n_targets else 0.0  # no label token in the batch: no gradient (step skipped)
     loss, out = torch.zeros((), dtype=torch.float64, device=world.device), np.zeros(4)
     batches = collate_ahead(collator, split, microbatches, forward, pin=world.device.type == "cuda")
     for k, ((rows, padding), (tensors, counts)) in enumerate(zip(microbatches, batches)):
@@ -165,7 +169,8 @@ def accumulate(model, split, collator: Collator, microbatches: list[tuple[np.nda
         mb = {name: t.to(world.device, non_blocking=True) for name, t in tensors.items()}
         if forward.compiled and shape_key(mb) not in forward.shapes:
             forward.shapes.add(shape_key(mb))
-            say(world, f"step {step}: compiling for microbatches of {shape_key(mb)} tokens (shape {len(forward.shapes)})")
+            say(world, f"step {step}: compiling for microbatches of {shape_key(mb)} tokens "
+                       f"(shape {len(forward.shapes)})")
         sync = model.no_sync() if world.size > 1 and not last else contextlib.nullcontext()
         try:
             with sync:
@@ -232,7 +237,8 @@ def data_digest(manifest: dict, seeds: int) -> str:
     """sha256 over the manifest's hashes of the files a run reads, seed-0..seeds-1 and validation: a remask that
     adds seeds leaves it as it was, a build of other data or options does not."""
     names = [entry["split"] for entry in manifest["seeds"][:seeds]] + ["validation"]
-    files = [(name, f.get("name"), f.get("sha256")) for name in names for f in manifest["splits"].get(name, {}).get("files", [])]
+    files = [(name, f.get("name"), f.get("sha256"))
+             for name in names for f in manifest["splits"].get(name, {}).get("files", [])]
     return hashlib.sha256(json.dumps(files).encode("utf-8")).hexdigest()
 
 
@@ -256,7 +262,8 @@ def batch_targets(batch: Batch, targets: np.ndarray) -> int:
     return int(sum(targets[mb.rows].sum() for rank in batch.ranks for mb in rank if not mb.padding))
 
 
-def rank_microbatches(batch: Batch, rank: int, split, cfg: TrainConfig, limits: Limits) -> list[tuple[np.ndarray, bool]]:
+def rank_microbatches(batch: Batch, rank: int, split, cfg: TrainConfig,
+                      limits: Limits) -> list[tuple[np.ndarray, bool]]:
     """This rank's microbatches, each re-cut with `limits` if an OOM tightened them (padding ones stay). Each planned
     microbatch is cut on its own: pooling the rank's rows could merge rows of small planned microbatches into
     a piece larger than any that just ran out of memory (twice as large, after the example cap was halved)."""
@@ -311,10 +318,12 @@ def evaluate(model, split, microbatches: list[np.ndarray], collator: Collator, w
             logits = logits_of(model, mb)
             counted = mb["labels"] != IGNORE
             correct = (logits.argmax(-1) == mb["labels"]) & counted
-            sums += torch.stack([summed_loss(logits, mb["labels"]).double(), correct.sum().double(), counted.sum().double()])
+            sums += torch.stack([summed_loss(logits, mb["labels"]).double(), correct.sum().double(),
+                                 counted.sum().double()])
     model.train()
     loss, correct, counted = all_sum(world, sums).tolist()
-    return {"eval_loss": loss / max(counted, 1), "eval_accuracy": correct / max(counted, 1), "eval_tokens": int(counted)}
+    return {"eval_loss": loss / max(counted, 1), "eval_accuracy": correct / max(counted, 1),
+            "eval_tokens": int(counted)}
 
 
 # ----------------------------------------------------------------------------- logging
@@ -323,13 +332,34 @@ def due(step: int, every: int, total: int) -> bool:
     return (every > 0 and step % every == 0) or step == total
 
 
-def window_metrics(world: World, window: np.ndarray) -> dict:
+@dataclass
+class Window:
+    """This rank's sums over the steps since the last metrics line; summed over ranks when it is logged."""
+
+    loss: float = 0.0  # the mean token losses of the steps applied
+    tokens: float = 0.0  # real (not padding) encoder and decoder tokens
+    slots: float = 0.0  # padded token slots the microbatches ran
+    rows: float = 0.0
+    flops: float = 0.0  # model FLOPs (numerics.flop_counter)
+    applied: float = 0.0  # steps the optimizer took
+    seconds: float = 0.0  # time in training steps, skipped ones included
+
+    def add(self, loss: float, counts: np.ndarray) -> None:
+        """An applied step: its mean token loss and accumulate()'s [real tokens, padded slots, rows, FLOPs]."""
+        tokens, slots, rows, flops = counts.tolist()
+        self.loss, self.tokens, self.slots = self.loss + loss, self.tokens + tokens, self.slots + slots
+        self.rows, self.flops, self.applied = self.rows + rows, self.flops + flops, self.applied + 1
+
+
+def window_metrics(world: World, window: Window) -> dict:
     """The metrics line of the steps since the last log, summed over ranks; the loss is the mean over the
     steps applied (None if none was)."""
-    loss, real, slots, rows, flops, good, seconds = all_sum(world, torch.tensor(window, dtype=torch.float64)).tolist()
-    seconds, good = seconds / world.size, good / world.size  # each rank timed and counted the same steps
-    line = {"loss": loss / good if good else None, "tokens": int(real), "examples": int(rows),
-            "tokens_per_s": real / seconds, "padding_efficiency": real / max(slots, 1.0), "tflops": flops / seconds / 1e12}
+    sums = all_sum(world, torch.tensor(astuple(window), dtype=torch.float64)).tolist()
+    loss, real, slots, rows, flops, applied, seconds = sums
+    seconds, applied = seconds / world.size, applied / world.size  # each rank timed and counted the same steps
+    line = {"loss": loss / applied if applied else None, "tokens": int(real), "examples": int(rows),
+            "tokens_per_s": real / seconds, "padding_efficiency": real / max(slots, 1.0),
+            "tflops": flops / seconds / 1e12}
     peak = peak_memory_gb(world.device)
     return line if peak is None else {**line, "peak_memory_gb": peak}
 
@@ -375,8 +405,8 @@ def train_batch(model, batch: Batch, split, targets: np.ndarray, collator: Colla
         limits = adapter.limits(regime)
         microbatches = rank_microbatches(batch, world.rank, split, cfg, limits)
         try:
-            sums = accumulate(model, split, collator, microbatches, n_targets, world=world, cfg=cfg, step=step, hook=hook,
-                              forward=forward)
+            sums = accumulate(model, split, collator, microbatches, n_targets, world=world, cfg=cfg, step=step,
+                              hook=hook, forward=forward)
         except torch.OutOfMemoryError:
             sums = None  # recover below, once the handler has released the failed pass's tensors
         if sums is not None:
@@ -397,7 +427,8 @@ def train_batch(model, batch: Batch, split, targets: np.ndarray, collator: Colla
                    f"{shrunk.examples} rows / {shrunk.tokens} tokens per microbatch", file=sys.stderr)
     grown = adapter.succeeded(regime)
     if grown:
-        record(run, world, event="grow", step=step, rank=world.rank, regime=regime, examples=grown.examples, tokens=grown.tokens)
+        record(run, world, event="grow", step=step, rank=world.rank, regime=regime, examples=grown.examples,
+               tokens=grown.tokens)
     return sums
 
 
@@ -413,8 +444,8 @@ def validation(cfg: TrainConfig, manifest: dict):
     split = open_split(path, objective=manifest["objective"])
     if len(split) == 0:
         return None
-    budget = Budget(cfg.eval_max_tokens_per_microbatch, cfg.eval_max_tokens_per_microbatch, cfg.max_examples_per_microbatch,
-                    alpha=cfg.alpha, pad_to_multiple_of=cfg.pad_to_multiple_of)
+    budget = Budget(cfg.eval_max_tokens_per_microbatch, cfg.eval_max_tokens_per_microbatch,
+                    cfg.max_examples_per_microbatch, alpha=cfg.alpha, pad_to_multiple_of=cfg.pad_to_multiple_of)
     return split, split_microbatches(np.arange(len(split)), split.enc_lengths, split.dec_lengths, budget)
 
 
@@ -440,7 +471,274 @@ def load_model(cfg: TrainConfig, resume_from: Path | None, objective: str, tok: 
     try:
         return build_model(str(resume_from), objective, tok, max_length=max_length)
     except Exception as exc:  # a truncated model.safetensors, a broken config.json
-        raise checkpoint.damaged(resume_from / "model", exc) from None
+        raise checkpoint.damaged_run_file(resume_from / "model", exc) from None
+
+
+# ----------------------------------------------------------------------------- the loop's state
+@dataclass
+class TrainState:
+    """Where the loop is and what it has trained on, saved as a checkpoint's state.json: (epoch, cursor) is
+    the next batch of the epoch's plan for `world_size` ranks."""
+
+    step: int = 0  # optimizer steps taken, skipped ones included
+    epoch: int = 0
+    cursor: int = 0
+    world_size: int = 1
+    logged_step: int = 0  # the step of the last metrics line
+    tokens: int = 0  # real tokens of the logged steps, all ranks
+    examples: int = 0  # rows of the logged steps, all ranks
+    train_s: float = 0.0  # seconds in the logged steps (evaluation and checkpoints not counted)
+    seeds: int = 1  # seed splits the run reads: epoch e reads seed-{e % seeds}
+    data: str = ""  # data_digest of the files it reads
+    adapt: dict = field(default_factory=dict)  # Adapter.state_dict(): microbatch limits an OOM left per regime
+
+    @classmethod
+    def begin(cls, world: World, saved: dict | None, seeds: int, digest: str) -> TrainState:
+        """A new run's state, or a resumed one's from its checkpoint's state.json (`saved`)."""
+        names = {f.name for f in fields(cls)}
+        kept = {key: value for key, value in (saved or {}).items() if key in names}
+        return cls(**{"world_size": world.size, **kept, "seeds": seeds, "data": digest})
+
+    def advance(self, plan_length: int) -> None:
+        """Move past the step just taken; after an epoch's last batch, to the start of the next epoch."""
+        self.step, self.cursor = self.step + 1, self.cursor + 1
+        if self.cursor == plan_length:
+            self.epoch, self.cursor = self.epoch + 1, 0
+
+
+@dataclass(frozen=True)
+class Epoch:
+    """The rows an epoch trains on: its split `name` (seed-{index % seeds}), the batch plan, label tokens per row."""
+
+    index: int
+    name: str
+    split: Split
+    plan: list[Batch]
+    targets: np.ndarray
+
+
+@dataclass(frozen=True)
+class Run:
+    """What the loop's steps use, fixed for the whole run."""
+
+    cfg: TrainConfig
+    world: World
+    out: Path  # RUN
+    manifest: dict
+    total: int  # train up to this step
+    horizon: int  # the step at which the learning rate reaches --min-lr (lr_at)
+    model: torch.nn.Module
+    ddp: torch.nn.Module  # the model, wrapped for DistributedDataParallel when there are several ranks
+    params: list  # the trainable parameters, whose gradient norm is clipped and checked
+    optimizer: torch.optim.Optimizer
+    adapter: Adapter
+    guard: Guard
+    collator: Collator
+    forward: Forward
+    val: tuple | None  # validation(): (split, microbatches), or None
+    writer: object  # reporters.open_writer(): a SummaryWriter, or None
+    hook: Hook | None
+
+
+# ----------------------------------------------------------------------------- setting up
+def check_run(cfg: TrainConfig, world: World) -> Path | None:
+    """The checkpoint to resume from, if any. A non-empty RUN needs --resume: checked on every rank before
+    anything is written, as are the paths train_config.json records."""
+    resume_from = checkpoint.open_run(cfg)
+    reporters.check(cfg)
+    if world.size > 1:
+        dist.barrier()
+    for option, path in (("DATA", cfg.data), ("--validation", cfg.validation)):
+        if path:
+            check_utf8_path(path, option)
+    return resume_from
+
+
+def seeds_and_digest(cfg: TrainConfig, world: World, manifest: dict, saved: dict | None) -> tuple[int, str]:
+    """The number of seed splits the run reads and the digest of its files. A resume reads the seeds it started
+    with (a remask since then does not change its epochs), and only on the data it started with."""
+    n_seeds = len(manifest["seeds"]) if saved is None else resumed_seeds(cfg, world, len(manifest["seeds"]), saved)
+    digest = data_digest(manifest, n_seeds)
+    if saved is not None:
+        check_same_data(cfg, saved, digest)
+    return n_seeds, digest
+
+
+def make_model_and_optimizer(cfg: TrainConfig, world: World, manifest: dict, resume_from: Path | None):
+    """The model on the device, in training mode, with the same initial weights on every rank (a resume's are
+    the checkpoint's), and its optimizer; then each rank's own seed, so dropout masks differ across ranks."""
+    seed_everything(cfg.seed)
+    model = load_model(cfg, resume_from, manifest["objective"], manifest["tokenizer"], manifest["input_length"])
+    model = model.to(world.device)
+    model.train()  # from_pretrained (a resume, a checkpoint as --model) returns eval mode: dropout would be off
+    optimizer = make_optimizer(model, cfg)
+    seed_everything(cfg.seed + world.rank)
+    return model, optimizer
+
+
+def write_run(cfg: TrainConfig, world: World, step: int) -> None:
+    """RUN with the run's options; metrics.jsonl keeps the lines up to `step`, those after it are redone."""
+    if world.main:
+        run = Path(cfg.out)
+        run.mkdir(parents=True, exist_ok=True)
+        write_json(run / checkpoint.CONFIG, to_dict(cfg))
+        checkpoint.trim_metrics(run, step)
+
+
+def warn_schedule(cfg: TrainConfig, world: World, total: int) -> None:
+    """Warn of a warmup or decay that the run's length makes meaningless."""
+    if cfg.warmup_steps > total:
+        say(world, f"warning: --warmup-steps {cfg.warmup_steps} is longer than the run ({total} steps): the learning "
+                   f"rate never reaches --lr {cfg.lr:g}")
+    if cfg.schedule in ("cosine", "linear") and 0 < cfg.decay_steps <= cfg.warmup_steps + 1:
+        say(world, f"warning: --decay-steps {cfg.decay_steps} leaves no step to decay over after --warmup-steps "
+                   f"{cfg.warmup_steps}: the learning rate falls from --lr to --min-lr {cfg.min_lr:g} at once")
+
+
+def make_collator(cfg: TrainConfig, manifest: dict) -> Collator:
+    """Batches of the build's rows, with its tokenizer's ids, the --max-*-len caps and --pad-to-multiple-of."""
+    tok = manifest["tokenizer"]
+    return Collator(manifest["objective"], tok["pad_id"], tok["decoder_start_id"], max_encoder_len=cfg.max_encoder_len,
+                    max_decoder_len=cfg.max_decoder_len, pad_to_multiple_of=cfg.pad_to_multiple_of,
+                    vocab_size=tok["vocab_size"])
+
+
+def describe(cfg: TrainConfig, world: World, model, epoch: Epoch, total: int, state: TrainState) -> None:
+    """The model, the data and the plan in two console lines."""
+    stats = plan_stats(epoch.plan, epoch.split.enc_lengths, epoch.split.dec_lengths, make_budget(cfg))
+    say(world, f"{type(model).__name__}: {parameter_count(model) / 1e6:.2f}M parameters on {world.size} x "
+               f"{world.device.type}; {epoch.split.objective} data {cfg.data}")
+    say(world, f"tokens/step: {stats['tokens_per_batch']:.0f} real (budget {cfg.max_tokens_per_batch} padded, "
+               f"padding efficiency {stats['padding_efficiency']:.3f}); steps/epoch: {len(epoch.plan)}; {total} steps "
+               f"from step {state.step}; epoch e reads seed-{{e % {state.seeds}}}")
+
+
+def start(cfg: TrainConfig, world: World, manifest: dict, resume_from: Path | None, saved: dict | None,
+          state: TrainState, total: int, hook: Hook | None) -> tuple[Run, Epoch]:
+    """Set up for the loop: the model and optimizer (a resume restores the checkpoint's optimizer and RNG
+    states), the data, then RUN, the device, the collator and the compiled forward; returns the run and
+    the epoch it goes on with."""
+    model, optimizer = make_model_and_optimizer(cfg, world, manifest, resume_from)
+    adapter = Adapter(user_limits(cfg), grow_after=cfg.grow_after)
+    if resume_from:
+        checkpoint.load(resume_from, saved, optimizer, rank=world.rank, world_size=world.size, device=world.device)
+        adapter.load_state_dict(state.adapt)
+    val = validation(cfg, manifest)  # the data is opened before RUN is written: a damaged build leaves no RUN
+    split, plan = epoch_plan(cfg, world, state.epoch, state.seeds)
+    write_run(cfg, world, state.step)
+    warn_schedule(cfg, world, total)  # after every check that can fail, so that an error stays one line
+    writer = reporters.open_writer(cfg, Path(cfg.out), state.step) if world.main else None
+    setup_device(world.device)
+    ddp = wrap_ddp(model, world) if world.size > 1 else model
+    collator = make_collator(cfg, manifest)
+    if val is None:
+        say(world, f"{cfg.validation or cfg.data}: no validation rows (built with --validation-fraction 0?); "
+                   "evaluation is skipped")
+    name = epoch_split(manifest, state.epoch, state.seeds)
+    epoch = Epoch(state.epoch, name, split, plan, row_targets(split, collator))
+    describe(cfg, world, model, epoch, total, state)
+    shapes = plan_shapes(plan, split.enc_lengths, split.dec_lengths, world.rank, collator)
+    forward = make_forward(model, cfg, world, manifest["objective"], shapes)
+    run = Run(cfg=cfg, world=world, out=Path(cfg.out), manifest=manifest, total=total, horizon=cfg.decay_steps or total,
+              model=model, ddp=ddp, params=[p for p in model.parameters() if p.requires_grad], optimizer=optimizer,
+              adapter=adapter, guard=Guard(cfg.max_bad_steps, cfg.out), collator=collator, forward=forward, val=val,
+              writer=writer, hook=hook)
+    return run, epoch
+
+
+def next_epoch(run: Run, index: int, seeds: int) -> Epoch:
+    """Epoch `index`: its split, its plan (the same on every rank) and the label tokens of its rows."""
+    split, plan = epoch_plan(run.cfg, run.world, index, seeds)
+    return Epoch(index, epoch_split(run.manifest, index, seeds), split, plan, row_targets(split, run.collator))
+
+
+# ----------------------------------------------------------------------------- the loop's steps
+def train_step(run: Run, state: TrainState, epoch: Epoch, window: Window) -> tuple[float, float]:
+    """One optimizer step on the batch at state.cursor: set the learning rate, forward/backward the batch, then
+    apply the gradients, or drop them if they are not finite or the batch has no label token. Adds the step to
+    `window`, moves `state` past it and returns (learning rate, gradient norm)."""
+    t0, lr = time.perf_counter(), lr_at(state.step, run.cfg, run.horizon)
+    for group in run.optimizer.param_groups:
+        group["lr"] = lr
+    batch = epoch.plan[state.cursor]
+    loss, counts = train_batch(run.ddp, batch, epoch.split, epoch.targets, run.collator, run.adapter, cfg=run.cfg,
+                               world=run.world, step=state.step, run=run.out, hook=run.hook, forward=run.forward)
+    loss, norm, bad = checked(run.world, loss, grad_norm(run.params, run.cfg.grad_clip))  # the step's one sync
+    if bad or not batch_targets(batch, epoch.targets):
+        skip_step(run, state.step, batch, bad, loss, norm)
+    else:
+        run.optimizer.step()
+        run.optimizer.zero_grad(set_to_none=True)
+        run.guard.good(state.step)
+        window.add(loss, counts)
+    window.seconds += time.perf_counter() - t0
+    state.advance(len(epoch.plan))
+    return lr, norm
+
+
+def skip_step(run: Run, step: int, batch: Batch, bad: str, loss: float, norm: float) -> None:
+    """Drop a step's gradients unapplied: a non-finite loss or gradient norm (`bad`, counted by the guard), or
+    a batch whose caps (--max-encoder-len / --max-decoder-len) cut every label token off."""
+    run.optimizer.zero_grad(set_to_none=True)
+    rows = sorted(int(r) for rank in batch.ranks for mb in rank if not mb.padding for r in mb.rows)
+    if bad:
+        record(run.out, run.world, event="nonfinite", step=step, value=bad, loss=loss, grad_norm=norm, rows=rows)
+        say(run.world, f"step {step}: non-finite {bad}; the step is skipped ({run.guard.streak + 1} in a row, "
+                       f"--max-bad-steps {run.cfg.max_bad_steps})")
+        run.guard.bad(step, bad)
+    else:
+        record(run.out, run.world, event="no_targets", step=step, rows=rows)
+        say(run.world, f"step {step}: its rows have no label token left (--max-encoder-len / --max-decoder-len); "
+                       "the step is skipped")
+
+
+def log_window(run: Run, state: TrainState, window: Window, lr: float, norm: float, bar) -> float | None:
+    """Log the steps since the last metrics line (metrics.jsonl, TensorBoard, the bar or a console line) and
+    add them to the run's totals; returns their mean loss (None if none was applied)."""
+    line = window_metrics(run.world, window)
+    state.logged_step, state.train_s = state.step, state.train_s + window.seconds
+    state.tokens, state.examples = state.tokens + line["tokens"], state.examples + line["examples"]
+    epoch = epoch_of_last(state.epoch, state.cursor, state.step)
+    record(run.out, run.world, step=state.step, epoch=epoch, lr=lr, grad_norm=norm, **line)
+    reporters.report(run.writer, {"step": state.step, "epoch": epoch, "lr": lr, "grad_norm": norm, **line})
+    if bar.disable:  # off a terminal (a log file, a batch job): the bar's figures as a line
+        say(run.world, log_line(state.step, run.total, epoch, lr, line))
+    bar.set_postfix(loss=f"{line['loss']:.3f}" if line["loss"] is not None else "-", lr=f"{lr:.2e}",
+                    tok_s=f"{line['tokens_per_s']:.0f}", pad=f"{line['padding_efficiency']:.2f}",
+                    tflops=f"{line['tflops']:.3g}",
+                    **({"mem_gb": f"{line['peak_memory_gb']:.1f}"} if "peak_memory_gb" in line else {}))
+    return line["loss"]
+
+
+def evaluate_and_log(run: Run, step: int) -> dict:
+    """Evaluate on the validation rows and log it ({} without validation rows)."""
+    if run.val is None:
+        return {}
+    metrics = evaluate(run.model, *run.val, run.collator, run.world, run.cfg)
+    record(run.out, run.world, step=step, **metrics)
+    reporters.report(run.writer, {"step": step, **metrics})
+    say(run.world, f"step {step}: eval loss {metrics['eval_loss']:.4f}, token accuracy {metrics['eval_accuracy']:.4f}")
+    return metrics
+
+
+def save_checkpoint(run: Run, state: TrainState) -> None:
+    """checkpoint-{step}: weights, optimizer, every rank's RNG states and `state` with the adapter's limits."""
+    state.adapt = run.adapter.state_dict()
+    checkpoint.save(run.out, asdict(state), model=run.model, optimizer=run.optimizer, cfg=run.cfg, rank=run.world.rank,
+                    world_size=run.world.size)
+
+
+def finish(run: Run, state: TrainState, loss: float | None, metrics: dict, started: float) -> dict:
+    """final_metrics.json: the last logged loss and evaluation, and the run's totals."""
+    epoch = epoch_of_last(state.epoch, state.cursor, state.step)
+    final = {"step": state.step, "epoch": epoch, "loss": loss, **metrics, "tokens": state.tokens,
+             "examples": state.examples, "wall_s": time.perf_counter() - started, "train_s": state.train_s,
+             "tokens_per_s": state.tokens / state.train_s if state.train_s else 0.0}
+    if run.world.main:
+        write_json(run.out / "final_metrics.json", final)
+    if run.writer is not None:
+        run.writer.close()
+    return final
 
 
 # ----------------------------------------------------------------------------- the run
@@ -461,159 +759,44 @@ def fit(cfg: TrainConfig, *, hook: Hook | None = None, on_end: Callable | None =
 
 
 def run_fit(cfg: TrainConfig, world: World, hook: Hook | None, on_end: Callable | None) -> dict:
+    """fit() on one rank, as a recipe: RUN and the data, the set-up, the loop, the final metrics."""
     started = time.perf_counter()
-    # -- run directory: a non-empty RUN needs --resume; checked on every rank before anything is written
-    resume_from = checkpoint.open_run(cfg)
-    reporters.check(cfg)
-    if world.size > 1:
-        dist.barrier()
-    for option, path in (("DATA", cfg.data), ("--validation", cfg.validation)):  # train_config.json records them
-        if path:
-            check_utf8_path(path, option)
-    run, manifest = Path(cfg.out), read_manifest(cfg.data)
-    objective, tok, n_seeds = manifest["objective"], manifest["tokenizer"], len(manifest["seeds"])
-    cfg.check_objective(objective)
-    if resume_from:  # the seed count the run started with: a remask since then does not change its epochs
-        saved = checkpoint.read_json(resume_from / "state.json")
-        n_seeds = resumed_seeds(cfg, world, n_seeds, saved)
-        check_same_data(cfg, saved, data_digest(manifest, n_seeds))
-
-    # -- plan: total steps (unless --max-steps), and the learning-rate horizon
+    # -- RUN and the data: what a resume reads, and the steps to train (the whole plan unless --max-steps)
+    resume_from = check_run(cfg, world)
+    manifest = read_manifest(cfg.data)
+    cfg.check_objective(manifest["objective"])
+    saved = checkpoint.read_json(resume_from / "state.json") if resume_from else None
+    n_seeds, digest = seeds_and_digest(cfg, world, manifest, saved)
     total = cfg.max_steps or sum(len(epoch_plan(cfg, world, e, n_seeds)[1]) for e in range(cfg.epochs))
-    horizon = cfg.decay_steps or total
-    if resume_from and (done := checkpoint.finished(resume_from, total)) is not None:  # nothing to train: change nothing
-        say(world, f"{run}: already trained to step {done['step']} of {total}; nothing to do (raise --max-steps or "
-                   f"--epochs to train further)")
+    if saved is not None and (done := checkpoint.finished(resume_from, saved, total)) is not None:  # change nothing
+        say(world, f"{Path(cfg.out)}: already trained to step {done['step']} of {total}; nothing to do (raise "
+                   "--max-steps or --epochs to train further)")
         return done
+    state = TrainState.begin(world, saved, n_seeds, digest)
+    run, epoch = start(cfg, world, manifest, resume_from, saved, state, total, hook)
 
-    # -- model and optimizer (identical initial weights on every rank; a resume loads the checkpoint's)
-    seed_everything(cfg.seed)
-    model = load_model(cfg, resume_from, objective, tok, manifest["input_length"]).to(world.device)
-    model.train()  # from_pretrained (a resume, a checkpoint as --model) returns eval mode: dropout would be off
-    optimizer = make_optimizer(model, cfg)
-    seed_everything(cfg.seed + world.rank)  # dropout masks differ across ranks
-    adapter = Adapter(user_limits(cfg), grow_after=cfg.grow_after)
-    state = {"epoch": 0, "cursor": 0, "world_size": world.size, "logged_step": 0, "tokens": 0, "examples": 0,
-             "adapt": {}}
-    if resume_from:
-        state = checkpoint.load(resume_from, optimizer, rank=world.rank, world_size=world.size, device=world.device)
-        adapter.load_state_dict(state["adapt"])
-    state["seeds"], state["data"] = n_seeds, data_digest(manifest, n_seeds)
-    step, epoch, cursor = state.pop("step", 0), state["epoch"], state["cursor"]
-    val = validation(cfg, manifest)  # the data is opened before RUN is written: a damaged build leaves no RUN
-    split, plan = epoch_plan(cfg, world, epoch, n_seeds)
-    if world.main:
-        run.mkdir(parents=True, exist_ok=True)
-        write_json(run / checkpoint.CONFIG, to_dict(cfg))
-        checkpoint.trim_metrics(run, step)
-    if cfg.warmup_steps > total:  # after every check that can fail, so that an error stays one line
-        say(world, f"warning: --warmup-steps {cfg.warmup_steps} is longer than the run ({total} steps): the learning "
-                   f"rate never reaches --lr {cfg.lr:g}")
-    if cfg.schedule in ("cosine", "linear") and 0 < cfg.decay_steps <= cfg.warmup_steps + 1:
-        say(world, f"warning: --decay-steps {cfg.decay_steps} leaves no step to decay over after --warmup-steps "
-                   f"{cfg.warmup_steps}: the learning rate falls from --lr to --min-lr {cfg.min_lr:g} at once")
-    writer = reporters.open_writer(cfg, run, step) if world.main else None
-    setup_device(world.device)
-    ddp = wrap_ddp(model, world) if world.size > 1 else model
-    collator = Collator(objective, tok["pad_id"], tok["decoder_start_id"], max_encoder_len=cfg.max_encoder_len,
-                        max_decoder_len=cfg.max_decoder_len, pad_to_multiple_of=cfg.pad_to_multiple_of,
-                        vocab_size=tok["vocab_size"])
-    if val is None:
-        say(world, f"{cfg.validation or cfg.data}: no validation rows (built with --validation-fraction 0?); "
-                   "evaluation is skipped")
-
-    targets = row_targets(split, collator)
-    stats = plan_stats(plan, split.enc_lengths, split.dec_lengths, make_budget(cfg))
-    say(world, f"{type(model).__name__}: {parameter_count(model) / 1e6:.2f}M parameters on {world.size} x {world.device.type}; "
-               f"{objective} data {cfg.data}")
-    say(world, f"tokens/step: {stats['tokens_per_batch']:.0f} real (budget {cfg.max_tokens_per_batch} padded, "
-               f"padding efficiency {stats['padding_efficiency']:.3f}); steps/epoch: {len(plan)}; {total} steps "
-               f"from step {step}; epoch e reads seed-{{e % {n_seeds}}}")
-    forward = make_forward(model, cfg, world, objective, plan_shapes(plan, split.enc_lengths, split.dec_lengths,
-                                                                      world.rank, collator))
-
-    # -- loop
-    def run_eval(at: int) -> dict:
-        if val is None:
-            return {}
-        metrics = evaluate(model, *val, collator, world, cfg)
-        record(run, world, step=at, **metrics)
-        reporters.report(writer, {"step": at, **metrics})
-        say(world, f"step {at}: eval loss {metrics['eval_loss']:.4f}, token accuracy {metrics['eval_accuracy']:.4f}")
-        return metrics
-
-    metrics = run_eval(step) if cfg.eval_every and step == 0 else {}
-    bar = progress(total=total, initial=step, unit="step", unit_scale=False, **({} if world.main else {"disable": True}))
-    window, norm, loss = np.zeros(7), 0.0, None  # window: loss, real tokens, slots, rows, FLOPs, good steps, seconds
-    guard, params = Guard(cfg.max_bad_steps, cfg.out), [p for p in model.parameters() if p.requires_grad]
-    while step < total:
-        if plan is None:
-            split, plan = epoch_plan(cfg, world, epoch, n_seeds)
-            targets = row_targets(split, collator)
-        bar.set_description(f"epoch {epoch} ({epoch_split(manifest, epoch, n_seeds)})")
-        t0, lr = time.perf_counter(), lr_at(step, cfg, horizon)
-        for group in optimizer.param_groups:
-            group["lr"] = lr
-        step_loss, counts = train_batch(ddp, plan[cursor], split, targets, collator, adapter, cfg=cfg, world=world,
-                                        step=step, run=run, hook=hook, forward=forward)
-        step_loss, norm, bad = checked(world, step_loss, grad_norm(params, cfg.grad_clip))  # the step's one sync
-        if bad:  # not applied: the optimizer never sees these gradients
-            optimizer.zero_grad(set_to_none=True)
-            rows = sorted(int(r) for rank in plan[cursor].ranks for mb in rank if not mb.padding for r in mb.rows)
-            record(run, world, event="nonfinite", step=step, value=bad, loss=step_loss, grad_norm=norm, rows=rows)
-            say(world, f"step {step}: non-finite {bad}; the step is skipped ({guard.streak + 1} in a row, "
-                       f"--max-bad-steps {cfg.max_bad_steps})")
-            guard.bad(step, bad)
-        elif not batch_targets(plan[cursor], targets):  # caps cut every label token off: nothing to learn
-            optimizer.zero_grad(set_to_none=True)
-            rows = sorted(int(r) for rank in plan[cursor].ranks for mb in rank if not mb.padding for r in mb.rows)
-            record(run, world, event="no_targets", step=step, rows=rows)
-            say(world, f"step {step}: its rows have no label token left (--max-encoder-len / --max-decoder-len); "
-                       "the step is skipped")
-        else:
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-            guard.good(step)
-            window[:6] += [step_loss, *counts, 1]
-        window[6] += time.perf_counter() - t0
-        step, cursor = step + 1, cursor + 1
-        if cursor == len(plan):
-            epoch, cursor, plan = epoch + 1, 0, None
+    # -- the loop: one optimizer step, then logging, evaluation and a checkpoint, each on its own schedule
+    metrics = evaluate_and_log(run, state.step) if cfg.eval_every and state.step == 0 else {}
+    bar = progress(total=total, initial=state.step, unit="step", unit_scale=False,
+                   **({} if world.main else {"disable": True}))
+    window, loss = Window(), None
+    while state.step < total:
+        if epoch.index != state.epoch:  # the previous step was its epoch's last
+            epoch = next_epoch(run, state.epoch, state.seeds)
+        bar.set_description(f"epoch {epoch.index} ({epoch.name})")
+        lr, norm = train_step(run, state, epoch, window)
         bar.update(1)
-
-        save = due(step, cfg.save_every, total)
-        if due(step, cfg.log_every, total) or save:  # the same steps on every rank: all_sum matches
-            line = window_metrics(world, window)
-            loss = line["loss"]
-            state.update(logged_step=step, tokens=state["tokens"] + line["tokens"], examples=state["examples"] + line["examples"],
-                         train_s=state.get("train_s", 0.0) + float(window[6]))
-            record(run, world, step=step, epoch=epoch_of_last(epoch, cursor, step), lr=lr, grad_norm=norm, **line)
-            reporters.report(writer, {"step": step, "epoch": epoch_of_last(epoch, cursor, step), "lr": lr, "grad_norm": norm,
-                                      **line})
-            if bar.disable:  # off a terminal (a log file, a batch job): the bar's figures as a line
-                say(world, log_line(step, total, epoch_of_last(epoch, cursor, step), lr, line))
-            bar.set_postfix(loss=f"{loss:.3f}" if loss is not None else "-", lr=f"{lr:.2e}",
-                            tok_s=f"{line['tokens_per_s']:.0f}", pad=f"{line['padding_efficiency']:.2f}",
-                            tflops=f"{line['tflops']:.3g}",
-                            **({"mem_gb": f"{line['peak_memory_gb']:.1f}"} if "peak_memory_gb" in line else {}))
-            window[:] = 0
-        if due(step, cfg.eval_every, total):
-            metrics = run_eval(step)
+        save = due(state.step, cfg.save_every, total)
+        if due(state.step, cfg.log_every, total) or save:  # the same steps on every rank: all_sum matches
+            loss, window = log_window(run, state, window, lr, norm, bar), Window()
+        if due(state.step, cfg.eval_every, total):
+            metrics = evaluate_and_log(run, state.step)
         if save:
-            state.update(epoch=epoch, cursor=cursor, adapt=adapter.state_dict())
-            checkpoint.save(run, step, model=model, optimizer=optimizer, state=state, cfg=cfg, rank=world.rank,
-                            world_size=world.size)
+            save_checkpoint(run, state)
     bar.close()
     if not metrics:  # no evaluation yet (say, a run killed after its last checkpoint, resumed): evaluate now
-        metrics = run_eval(step)
-    train_s = state.get("train_s", 0.0)
-    final = {"step": step, "epoch": epoch_of_last(epoch, cursor, step), "loss": loss, **metrics, "tokens": state["tokens"], "examples": state["examples"],
-             "wall_s": time.perf_counter() - started, "train_s": train_s,
-             "tokens_per_s": state["tokens"] / train_s if train_s else 0.0}
-    if world.main:
-        write_json(run / "final_metrics.json", final)
-    if writer is not None:
-        writer.close()
+        metrics = evaluate_and_log(run, state.step)
+    final = finish(run, state, loss, metrics, started)
     if on_end is not None:
-        on_end(model)
+        on_end(run.model)
     return final

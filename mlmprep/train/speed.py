@@ -1,4 +1,4 @@
-"""How the trainer keeps a GPU busy (issue 10): TF32 matmuls, torch.compile of the model and the loss,
+"""How the trainer keeps a GPU busy: TF32 matmuls, torch.compile of the model and the loss,
 fused AdamW, and microbatches collated one ahead in a thread into pinned memory, so the copy to the device
 is asynchronous and the host never waits for the device inside a step's microbatch loop.
 
@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
+from mlmprep.progress import prefetch_map
 from mlmprep.train.collate import Collator
 
 RECOMPILE_LIMIT = 64  # graphs per compiled function before dynamo falls back to eager
@@ -27,7 +27,7 @@ def setup_device(device: torch.device) -> None:
     """TF32 for float32 matmuls and convolutions on CUDA (what bf16 autocast leaves in float32), and no cuDNN
     attention: on an H100 (torch 2.11, bf16, T5's learned position bias as the attention mask) its backward
     gave NaN gradients for whole microbatches now and then (loss finite), while float32 and HF's eager
-    attention stayed finite on the same weights and rows; with it off the issue's recipe met none."""
+    attention stayed finite on the same weights and rows; with it off the same runs met none."""
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
@@ -107,18 +107,6 @@ def adamw_options(device: torch.device) -> dict:
     return {"fused": True} if device.type == "cuda" else {}
 
 
-def ahead(work: Callable, items: list) -> Iterator:
-    """work(item) for each item in order, computing the next in a thread while the caller uses this one."""
-    if not items:
-        return
-    with ThreadPoolExecutor(1) as pool:
-        pending = pool.submit(work, items[0])
-        for nxt in items[1:]:
-            done, pending = pending.result(), pool.submit(work, nxt)
-            yield done
-        yield pending.result()
-
-
 def pinned(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """Page-locked copies, so `.to(cuda, non_blocking=True)` is a true asynchronous copy."""
     return {name: t.pin_memory() for name, t in tensors.items()}
@@ -157,4 +145,4 @@ def collate_ahead(collator: Collator, split, microbatches: list[tuple[np.ndarray
         counts = [enc.sum() + dec.sum(), slots, len(item[0]), forward.flops(enc, dec) if forward.flops else 0.0]
         return (pinned(tensors) if pin else tensors), np.array(counts, dtype=np.float64)
 
-    return ahead(work, microbatches)
+    return prefetch_map(work, microbatches, workers=1, depth=1)  # only the next one ahead
