@@ -67,9 +67,34 @@ def load_tokenizer(path: str | Path):
     if not path.is_file():
         raise TokenizerError(f"--tokenizer {path}: no such file or directory")
     try:  # read here, not by from_file, which cannot open a path whose name is not UTF-8
-        return Tokenizer.from_str(path.read_text(encoding="utf-8"))
+        tok = Tokenizer.from_str(path.read_text(encoding="utf-8"))
     except Exception as exc:
         raise TokenizerError(f"--tokenizer {path}: not a tokenizer.json file ({str(exc).splitlines()[0]})") from None
+    if is_eos_frame(tok.post_processor, tok):  # a build's or checkpoint's file: the tokenizer the build used
+        tok.post_processor = None
+    return tok
+
+
+def eos_frame(tok):
+    """The post-processor mlmprep writes for transformers into a tokenizer that has none: `text </s>` (the
+    tokenizer's EOS), as every row ends and T5's tokenizers encode. A one-item Sequence, so load_tokenizer
+    tells it from a tokenizer's own frame and takes it off again: the build's tokenizer stays the one it used."""
+    from tokenizers import processors
+
+    eos = tok.id_to_token(special_ids(tok).eos)
+    return processors.Sequence([processors.TemplateProcessing(
+        single=f"$A {eos}", pair=f"$A {eos} $B:1 {eos}:1", special_tokens=[(eos, tok.token_to_id(eos))])])
+
+
+def is_eos_frame(processor, tok) -> bool:
+    """Whether `processor` is eos_frame(tok)."""
+    if processor is None or type(processor).__name__ != "Sequence":
+        return False
+    try:
+        frame = eos_frame(tok)
+    except TokenizerError:  # no EOS token: not a frame mlmprep wrote
+        return False
+    return json.loads(processor.__getstate__()) == json.loads(frame.__getstate__())
 
 
 def _from_transformers_dir(path: Path):

@@ -362,6 +362,19 @@ MUTANTS = [
     Mutant("train-takes-non-finite-numbers", "mlmprep/config.py",  # --grad-clip nan wrote NaN weights
            "            if isinstance(value, float) and not math.isfinite(value):", "            if False:",
            ("tests/test_train_ux.py",)),
+    Mutant("hf-tokenizer-without-eos-frame", "mlmprep/format/write.py",  # AutoTokenizer gave no final </s>
+           "    if framed.post_processor is None:\n        framed.post_processor = eos_frame(tok)",
+           "    pass", ("tests/test_hf_frame.py",)),
+    Mutant("eos-frame-kept-on-load", "mlmprep/tokenize.py",  # the framed file changed the build's identity
+           "    if is_eos_frame(tok.post_processor, tok):", "    if False:",
+           ("tests/test_hf_frame.py", "tests/test_verify.py")),
+    Mutant("budget-trainer-ignores-the-epoch", "mlmprep/train/hf.py",  # every epoch on seed-0
+           "        split = open_epoch(self.data, epoch)", "        split = open_epoch(self.data, 0)",
+           ("tests/test_hf_trainer.py",)),
+    Mutant("budget-trainer-flattens-microbatches", "mlmprep/train/hf.py",  # batches over the microbatch caps
+           "        self.microbatches = [mb.rows for batch in plan for mb in batch.ranks[0]]",
+           "        self.microbatches = [np.concatenate([mb.rows for mb in batch.ranks[0]]) for batch in plan]",
+           ("tests/test_hf_trainer.py",)),
 ]
 
 

@@ -286,12 +286,13 @@ def test_the_forkserver_loads_a_given_tokenizer_once_for_every_worker(tmp_path, 
     proc = run_script(f"""
         import os
         from mlmprep.build.engine import PRELOAD_TOKENIZER, Engine, prestart, run_tasks
+        from mlmprep.format.write import hf_tokenizer
         from mlmprep.tokenize import load_tokenizer
         from test_engine import tokenizer_in_worker
         if __name__ == "__main__":
             for stage in ({str(same)!r}, {str(other)!r}):
                 os.makedirs(stage)
-            load_tokenizer({str(tiny_tokenizer_path)!r}).save({str(same / "tokenizer.json")!r})  # as a build stages it
+            hf_tokenizer(load_tokenizer({str(tiny_tokenizer_path)!r})).save({str(same / "tokenizer.json")!r})  # staged
             changed = load_tokenizer({str(tiny_tokenizer_path)!r})
             changed.add_tokens(["zebra"])
             changed.save({str(other / "tokenizer.json")!r})

@@ -6,10 +6,11 @@ from pathlib import Path
 README = Path(__file__).resolve().parents[1] / "README.md"
 
 
-def test_readme_python_example_runs(tiny_build):
+def test_readme_python_example_runs(tiny_build, tmp_path):
     (block,) = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), flags=re.S)
     namespace: dict = {}
-    exec(block.replace('"mlmprep-data"', repr(str(tiny_build))), namespace)  # noqa: S102  (our own README)
+    code = block.replace('"mlmprep-data', '"' + str(tiny_build)).replace('"runs/hf"', repr(str(tmp_path / "hf")))
+    exec(code, namespace)  # noqa: S102  (our own README)
     assert namespace["tensors"]["input_ids"].shape[1] == 32  # the tiny build's input length
     assert len(namespace["plan"]) > 0
 

@@ -41,7 +41,7 @@ from mlmprep.config import BuildConfig
 from mlmprep.corpus.readers import CorpusStats, ReadOptions
 from mlmprep.corpus.shards import Shard, read_shard
 from mlmprep.format.rows import Rows, concat_rows
-from mlmprep.format.write import damaged, iter_rows_of_file, part_path, write_part
+from mlmprep.format.write import damaged, hf_tokenizer, iter_rows_of_file, part_path, write_part
 from mlmprep.progress import prefetch, prefetch_map
 from mlmprep.tokenize import encode, load_tokenizer, plain_encoder, special_ids, word_tables
 
@@ -130,7 +130,7 @@ def preload_tokenizer(given: str) -> None:
     except Exception:  # noqa: BLE001 - the driver reports a bad --tokenizer itself
         return
     if tok is not None:
-        PRELOADED[hashlib.sha256(tok.to_str(pretty=True).encode("utf-8")).hexdigest()] = tok
+        PRELOADED[hashlib.sha256(hf_tokenizer(tok).to_str(pretty=True).encode("utf-8")).hexdigest()] = tok
 
 
 def write_atomic(path: Path, chunks: Iterable[bytes]) -> None:

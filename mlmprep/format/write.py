@@ -89,9 +89,24 @@ def hf_tokenizer_files(tok, *, model_max_length: int) -> dict[str, dict]:
                                       "model_max_length": model_max_length, **special}}
 
 
+def hf_tokenizer(tok):
+    """`tok` as tokenizer.json is written for transformers: one without a post-processor gets eos_frame, so
+    AutoTokenizer ends an input with </s> as every row ends (a post-processor of its own frames the rows and
+    is kept). load_tokenizer takes the frame off again, so the build's tokenizer, its sha256 and its data stay
+    those of `tok`, which is left unchanged."""
+    from tokenizers import Tokenizer
+
+    from mlmprep.tokenize import eos_frame
+
+    framed = Tokenizer.from_str(tok.to_str())
+    if framed.post_processor is None:
+        framed.post_processor = eos_frame(tok)
+    return framed
+
+
 def write_hf_tokenizer(tok, directory: Path, *, model_max_length: int) -> None:
-    """tokenizer.json, with the transformers files beside it (hf_tokenizer_files)."""
-    tok.save(str(directory / "tokenizer.json"))
+    """tokenizer.json (hf_tokenizer), with the transformers files beside it (hf_tokenizer_files)."""
+    hf_tokenizer(tok).save(str(directory / "tokenizer.json"))
     for name, content in hf_tokenizer_files(tok, model_max_length=model_max_length).items():
         write_json(directory / name, content)
 
