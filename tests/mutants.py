@@ -362,6 +362,23 @@ MUTANTS = [
     Mutant("train-takes-non-finite-numbers", "mlmprep/config.py",  # --grad-clip nan wrote NaN weights
            "            if isinstance(value, float) and not math.isfinite(value):", "            if False:",
            ("tests/test_train_ux.py",)),
+    Mutant("wrapped-lines-not-counted", "mlmprep/corpus/readers.py",  # wrapped prose built with no hint
+           "        stats.wrapped_lines += wrapped_count(lines)\n", "", ("tests/test_corpus_hints.py",)),
+    Mutant("wrapped-prose-judged-per-shard", "mlmprep/build/run.py",  # a file's figures depend on its shards
+           "            counts = per_file.setdefault(shard.source, [0, 0, 0, 0])",
+           "            counts = per_file.setdefault(str(shard.index), [0, 0, 0, 0])", ("tests/test_corpus_hints.py",)),
+    Mutant("missing-text-column-built-anyway", "mlmprep/build/run.py",  # --text-column most records lack: 211 rows
+           "    if error := missing_field_error(corpus_name(corpus), corpus_stats, layout.cfg.text_column):\n"
+           "        raise error\n", "", ("tests/test_corpus_hints.py",)),
+    Mutant("missing-field-count-names-text", "mlmprep/format/report.py",  # --text-column body counted as "text"
+           "    (\"missing_field_skipped\", \"records without the {column!r} field skipped\"),",
+           "    (\"missing_field_skipped\", \"records without the 'text' field skipped\"),",
+           ("tests/test_corpus_hints.py", "tests/test_data_fixes.py")),
+    Mutant("write-stage-forgets-files-written", "mlmprep/build/run.py",  # the bar's last stage never ends full
+           'bar.stage("window, mask, write", len(files.tasks), "output file", done=len(files.done))',
+           'bar.stage("window, mask, write", len(files.tasks), "output file")', ("tests/test_sharded.py",)),
+    Mutant("progress-logs-every-update", "mlmprep/progress.py",  # a log line per task, not every 10 s
+           "        elif self.clock() - self.logged >= self.every:", "        else:", ("tests/test_progress.py",)),
 ]
 
 
