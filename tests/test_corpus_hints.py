@@ -83,46 +83,51 @@ def test_no_hint_for_one_document_per_line_paragraphs_or_json(tmp_path, tok):
         assert manifest(tmp_path / name)["corpus"]["stats"]["wrapped_prose"]["files"] == 0
 
 
-def records(path: Path, n: int, lacking: int) -> Path:
-    """`n` JSON records, every (n // lacking)-th of which (`lacking` in all) has its text under "body", not "text"."""
-    docs, every = tiny_documents(n, seed=3), n // lacking
-    path.write_text("".join(json.dumps({"body": doc, "id": k, "title": "t"} if k % every == 0 else {"text": doc})
-                            + "\n" for k, doc in enumerate(docs)), encoding="utf-8")
+def records(path: Path, n: int, lacking: int, column: str = "body") -> Path:
+    """`n` JSON records with their text under `column`, except `lacking` of them spread evenly, which hold it
+    under "content" beside an id and a title."""
+    docs = tiny_documents(n, seed=3)
+    lacks = [(k * lacking) // n != ((k + 1) * lacking) // n for k in range(n)]
+    path.write_text("".join(json.dumps({"content": doc, "id": k, "title": "t"} if lack else {column: doc}) + "\n"
+                            for k, (doc, lack) in enumerate(zip(docs, lacks))), encoding="utf-8")
     return path
+
+
+BUILD = ("--text-column", "body", "--input-length", "32", "--seeds", "1")
 
 
 def test_a_text_field_some_records_lack_is_named_in_the_count_and_warned_of(tmp_path, tok):
     corpus = records(tmp_path / "c.jsonl", 400, 40)
-    result = cli("build", corpus, "--out", tmp_path / "b", "--tokenizer", tok, "--input-length", "32", "--seeds", "1")
+    result = cli("build", corpus, "--out", tmp_path / "b", "--tokenizer", tok, *BUILD)
     assert result.exit_code == 0, result.stderr
-    assert "40 records without the 'text' field skipped" in result.stdout
+    assert "dropped or replaced: 40 records without the 'body' field skipped" in result.stdout
     (warning,) = [line for line in result.stdout.splitlines() if line.startswith("warning:")]
-    assert warning == ("warning: 10.0% of the JSON records (40 of 400) have no 'text' field and were skipped "
-                       "(their fields: body (40), id (40), title (40)); check --text-column")
+    assert warning == ("warning: 10.0% of the JSON records (40 of 400) have no 'body' field and were skipped "
+                       "(their fields: content (40), id (40), title (40)); check --text-column")
 
 
 def test_a_few_records_without_the_field_are_counted_but_not_warned_of(tmp_path, tok):
     corpus = records(tmp_path / "c.jsonl", 400, 4)  # 1%: not over it
-    result = cli("build", corpus, "--out", tmp_path / "b", "--tokenizer", tok, "--input-length", "32", "--seeds", "1")
+    result = cli("build", corpus, "--out", tmp_path / "b", "--tokenizer", tok, *BUILD)
     assert result.exit_code == 0, result.stderr
-    assert "4 records without the 'text' field skipped" in result.stdout
+    assert "4 records without the 'body' field skipped" in result.stdout
     assert not [line for line in result.stdout.splitlines() if line.startswith("warning:")]
 
 
 def test_a_text_column_most_records_lack_is_refused_after_reading_leaving_nothing(tmp_path, tok):
     """--text-column body where 360 of 400 records lack it, read by two workers in many shards: one line naming
     the column, the count and the fields the records have, exit 2, nothing under --out."""
-    corpus = records(tmp_path / "c.jsonl", 400, 40)
+    corpus = records(tmp_path / "c.jsonl", 400, 360)
     out = tmp_path / "b"
-    result = run_cli("build", corpus, "--text-column", "body", "--out", out, "--tokenizer", tok, "--input-length",
-                     "32", "--seeds", "1", "--workers", "2", "--shard-bytes", "4096")
+    result = run_cli("build", corpus, "--out", out, "--tokenizer", tok, *BUILD, "--workers", "2",
+                     "--shard-bytes", "4096")
     assert_refused(result.returncode, result.stderr, "360 of its 400 records lack the 'body' field",
-                   "--text-column NAME", "their fields: text (360)")
+                   "--text-column NAME", "their fields: content (360), id (360), title (360)")
     assert leftovers(out) == []
 
 
 def test_half_the_records_without_the_field_is_built_with_a_warning(tmp_path, tok):
     corpus = records(tmp_path / "c.jsonl", 400, 200)
-    result = cli("build", corpus, "--out", tmp_path / "b", "--tokenizer", tok, "--input-length", "32", "--seeds", "1")
+    result = cli("build", corpus, "--out", tmp_path / "b", "--tokenizer", tok, *BUILD)
     assert result.exit_code == 0, result.stderr
     assert "warning: 50.0% of the JSON records (200 of 400)" in result.stdout
