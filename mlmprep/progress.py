@@ -5,6 +5,7 @@ from __future__ import annotations
 import queue
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, TypeVar
@@ -27,6 +28,73 @@ def progress(**kwargs) -> tqdm:
     kwargs.setdefault("dynamic_ncols", True)
     kwargs.setdefault("disable", None if sys.stderr.isatty() else True)
     return tqdm(**kwargs)
+
+
+LOG_EVERY_S = 10.0  # where stderr is not a terminal, a progress line at most this often
+
+
+class Stages:
+    """A long job's progress in stages, each with a total known when it starts (so its percentage never falls):
+    on a terminal one tqdm bar whose description changes with the stage; elsewhere (a log file, a pipe) a line to
+    stderr at the first update `every` seconds after the last one: the stage, done of total, a note, and the
+    tokens counted so far with their rate over the stage."""
+
+    def __init__(self, every: float | None = None, clock: Callable[[], float] = time.monotonic):
+        self.every = LOG_EVERY_S if every is None else every
+        self.clock = clock
+        self.logged = clock()
+        self.bar = progress(unit_scale=False, total=0) if sys.stderr.isatty() else None
+        self.desc, self.unit, self.total, self.done, self.note, self.tokens, self.began = "", "", 0, 0, "", 0, 0.0
+
+    def stage(self, desc: str, total: int, unit: str, done: int = 0) -> None:
+        """Start stage `desc` of `total` `unit`s ("B": bytes, shown scaled), `done` of them done already."""
+        self.desc, self.unit, self.total, self.done, self.note, self.tokens = desc, unit, total, done, "", 0
+        self.began = self.clock()
+        if self.bar is not None:
+            self.bar.unit, self.bar.unit_scale = unit, unit == "B"
+            self.bar.set_description(desc, refresh=False)
+            self.bar.set_postfix_str("", refresh=False)
+            self.bar.reset(total=total)  # draws the new stage at 0
+            self.bar.update(done)
+
+    def update(self, n: int = 1, note: str | None = None, tokens: int | None = None) -> None:
+        """`n` more units done; `note` ("12/49 shards") and the `tokens` so far, when given, replace the last."""
+        self.done += n
+        self.note = self.note if note is None else note
+        self.tokens = self.tokens if tokens is None else tokens
+        if self.bar is not None:
+            self.bar.set_postfix_str(", ".join(self.parts(rate=False)), refresh=False)
+            self.bar.update(n)
+        elif self.clock() - self.logged >= self.every:
+            self.logged = self.clock()
+            print(self.line(), file=sys.stderr, flush=True)
+
+    def parts(self, *, rate: bool) -> list[str]:
+        """The note, and the tokens (with their rate over the stage if `rate`)."""
+        parts = [self.note] if self.note else []
+        if self.tokens:
+            parts.append(f"{self.tokens:,} tokens")
+            if rate:
+                parts.append(f"{self.tokens / max(self.clock() - self.began, 1e-9):,.0f} tokens/s")
+        return parts
+
+    def line(self) -> str:
+        """One log line: "read, clean, tokenize: 12.6 of 50.3 MB (25%), 12/49 shards, 3,145,728 tokens, ..."."""
+        if self.unit == "B":
+            done = f"{self.done / 1e6:.1f} of {self.total / 1e6:.1f} MB"
+        else:
+            done = f"{self.done:,} of {self.total:,} {self.unit}{'s' * (self.total != 1)}"
+        return ", ".join([f"{self.desc}: {done} ({self.done / max(self.total, 1):.0%})", *self.parts(rate=True)])
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+    def __enter__(self) -> Stages:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 def prefetch(items: Iterable[T], depth: int = 2) -> Iterator[T]:

@@ -375,6 +375,23 @@ MUTANTS = [
            "        self.microbatches = [mb.rows for batch in plan for mb in batch.ranks[0]]",
            "        self.microbatches = [np.concatenate([mb.rows for mb in batch.ranks[0]]) for batch in plan]",
            ("tests/test_hf_trainer.py",)),
+    Mutant("wrapped-lines-not-counted", "mlmprep/corpus/readers.py",  # wrapped prose built with no hint
+           "        stats.wrapped_lines += wrapped_count(lines)\n", "", ("tests/test_corpus_hints.py",)),
+    Mutant("wrapped-prose-judged-per-shard", "mlmprep/build/run.py",  # a file's figures depend on its shards
+           "            counts = per_file.setdefault(shard.source, [0, 0, 0, 0])",
+           "            counts = per_file.setdefault(str(shard.index), [0, 0, 0, 0])", ("tests/test_corpus_hints.py",)),
+    Mutant("missing-text-column-built-anyway", "mlmprep/build/run.py",  # --text-column most records lack: 211 rows
+           "    if error := missing_field_error(corpus_name(corpus), corpus_stats, layout.cfg.text_column):\n"
+           "        raise error\n", "", ("tests/test_corpus_hints.py",)),
+    Mutant("missing-field-count-names-text", "mlmprep/format/report.py",  # --text-column body counted as "text"
+           "    (\"missing_field_skipped\", \"records without the {column!r} field skipped\"),",
+           "    (\"missing_field_skipped\", \"records without the 'text' field skipped\"),",
+           ("tests/test_corpus_hints.py", "tests/test_data_fixes.py")),
+    Mutant("write-stage-forgets-files-written", "mlmprep/build/run.py",  # the bar's last stage never ends full
+           'bar.stage("window, mask, write", len(files.tasks), "output file", done=len(files.done))',
+           'bar.stage("window, mask, write", len(files.tasks), "output file")', ("tests/test_sharded.py",)),
+    Mutant("progress-logs-every-update", "mlmprep/progress.py",  # a log line per task, not every 10 s
+           "        elif self.clock() - self.logged >= self.every:", "        else:", ("tests/test_progress.py",)),
 ]
 
 

@@ -225,7 +225,7 @@ def test_records_without_the_text_field_are_counted_and_skipped(tmp_path, tok):
     assert result.exit_code == 0, result.stderr
     stats = json.loads((out / "manifest.json").read_text())["corpus"]["stats"]
     assert stats["missing_field_skipped"] == 12 and stats["documents"] == 108
-    assert "12 records without the text field skipped" in result.stdout
+    assert "12 records without the 'text' field skipped" in result.stdout
 
 
 def test_a_corpus_where_no_record_has_the_field_is_refused_naming_the_option(tmp_path, tok):

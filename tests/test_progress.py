@@ -110,3 +110,27 @@ def test_prefetch_map_with_depth_1_runs_only_the_next_call_ahead():
         assert wait_until(lambda x=x: started[-1] >= min(9, x + 1))
         time.sleep(0.02)  # time to run further ahead, were it allowed
         assert started[-1] == min(9, x + 1)
+
+
+def test_stages_log_a_line_each_interval_when_stderr_is_not_a_terminal(monkeypatch):
+    """A fake clock, one update a second: a line at 10 s and at 20 s only, with the stage, what is done of all,
+    the note, and the tokens with their rate over the stage (100 k^2 tokens after k seconds: 1,000 then 2,000/s)."""
+    import io
+
+    from mlmprep.progress import Stages
+
+    log, now = io.StringIO(), [0.0]
+    monkeypatch.setattr("sys.stderr", log)
+    with Stages(every=10, clock=lambda: now[0]) as stages:
+        stages.stage("read, clean, tokenize", 50_000_000, "B")
+        for k in range(1, 26):
+            now[0] = float(k)
+            stages.update(2_000_000, f"{k}/25 shards", tokens=100 * k * k)
+        stages.stage("window, mask, write", 4, "output file", done=1)
+        now[0] = 35.0
+        stages.update(2)
+    assert log.getvalue().splitlines() == [
+        "read, clean, tokenize: 20.0 of 50.0 MB (40%), 10/25 shards, 10,000 tokens, 1,000 tokens/s",
+        "read, clean, tokenize: 40.0 of 50.0 MB (80%), 20/25 shards, 40,000 tokens, 2,000 tokens/s",
+        "window, mask, write: 3 of 4 output files (75%)",
+    ]

@@ -109,30 +109,77 @@ def test_the_driver_tokenizes_with_the_tokenizer_it_has_loaded(tmp_path, tiny_co
 
 
 @pytest.mark.parametrize("case", ["tokens-stream-span", "text-span"])
-def test_one_bar_counts_every_task_of_the_build_and_ends_full(tmp_path, corpus_with_blanks, tiny_tokenizer_path,
-                                                              case, monkeypatch):
-    """One bar over the build: its total grows as write tasks (and text segments) become known, and it ends with
-    every task counted once: the shards, the segmenting tasks, one per output file."""
+def test_the_bar_never_goes_back_and_every_stage_ends_full(tmp_path, corpus_with_blanks, tiny_tokenizer_path,
+                                                           case, monkeypatch):
+    """On a terminal: stages in order, each with a total fixed when it starts (reading: the input's bytes, then
+    the text segments, then one per output file), each ending with every unit counted once; the drawn
+    percentage of a stage never falls."""
     import re
 
     from test_train_ux import FakeTerminal
 
-    terminal, said = FakeTerminal(), []
-    monkeypatch.setattr("sys.stderr", terminal)
-    from mlmprep.build.run import build
+    import mlmprep.build.run
     from mlmprep.config import BuildConfig
+    from mlmprep.progress import Stages
 
+    stages = []
+
+    class Recorded(Stages):
+        def stage(self, desc, total, unit, done=0):
+            stages.append([desc, total, unit, done])
+            super().stage(desc, total, unit, done)
+
+        def update(self, n=1, note=None, tokens=None):
+            stages[-1][3] += n
+            super().update(n, note, tokens)
+
+    terminal = FakeTerminal()
+    monkeypatch.setattr("sys.stderr", terminal)
+    monkeypatch.setattr(mlmprep.build.run, "Stages", Recorded)
     options = {"input_length": 32, "seeds": 2, "validation_fraction": 0.1, "workers": 2, **CASES[case], **SMALL}
-    build(BuildConfig(corpus=(str(corpus_with_blanks),), tokenizer=str(tiny_tokenizer_path), out=str(tmp_path / "b"),
-                      **options), log=said.append)
-    shards = int(next(line for line in said if "input shards" in line).split()[0])
+    mlmprep.build.run.build(BuildConfig(corpus=(str(corpus_with_blanks),), tokenizer=str(tiny_tokenizer_path),
+                                        out=str(tmp_path / "b"), **options), log=lambda line: None)
     files = len(list((tmp_path / "b" / "windows").glob("data-*.arrow")))
-    frames = [f for f in re.split(r"[\r\n]", terminal.getvalue()) if re.search(r"\d+/\d+", f)]
-    done, total = map(int, re.search(r"(\d+)/(\d+)", frames[-1]).groups())
-    assert done == total and frames[-1].startswith("window, mask, write")
-    segmenting = 1 if case == "text-span" else 0  # the tiny corpus's text is one segmenting task (4M characters)
-    assert total == shards + segmenting + files and files >= 3
-    assert len({f.split(":")[0] for f in frames}) <= 3  # one bar, whose description changes with the phase
+    expected = [["read, clean, tokenize", corpus_with_blanks.stat().st_size, "B"]]
+    if case == "text-span":  # the tiny corpus's text is one segmenting task (4M characters)
+        expected.append(["cut, tokenize text segments", 1, "task"])
+    expected.append(["window, mask, write", files, "output file"])
+    assert [s[:3] for s in stages] == expected and files >= 3
+    assert all(done == total for _, total, _, done in stages)
+    drawn = [(f.split(":")[0], int(m.group(1))) for f in re.split(r"[\r\n]", terminal.getvalue())
+             if (m := re.search(r"(\d+)%\|", f))]
+    for desc, frames in itertools.groupby(drawn, key=lambda frame: frame[0]):
+        percents = [percent for _, percent in frames]
+        assert percents == sorted(percents), (desc, percents)
+    assert drawn[-1] == ("window, mask, write", 100)
+
+
+def test_a_build_logged_to_a_file_says_its_progress_in_lines(tmp_path, corpus_with_blanks, tiny_tokenizer_path,
+                                                            monkeypatch):
+    """stderr not a terminal: lines (here one per update, the interval set to 0) naming the stage, the bytes and
+    shards read of all, the tokens and their rate; no bar's carriage returns."""
+    import io
+    import re
+
+    import mlmprep.progress
+
+    log = io.StringIO()
+    monkeypatch.setattr("sys.stderr", log)
+    monkeypatch.setattr(mlmprep.progress, "LOG_EVERY_S", 0.0)
+    build_tiny(tmp_path / "b", corpus_with_blanks, tiny_tokenizer_path, workers=2, **SMALL)
+    lines = log.getvalue().splitlines()
+    size = corpus_with_blanks.stat().st_size / 1e6
+    reading = [line for line in lines if line.startswith("read, clean, tokenize: ")]
+    shards = len(reading)
+    pattern = (rf"read, clean, tokenize: \d+\.\d of {size:.1f} MB \(\d+%\), (\d+)/{shards} shards"
+               r"(, \d+ output files written)?, [\d,]+ tokens, [\d,]+ tokens/s")
+    assert all(re.fullmatch(pattern, line) for line in reading), reading
+    assert [int(re.fullmatch(pattern, line).group(1)) for line in reading] == list(range(1, shards + 1))
+    assert reading[-1].startswith(f"read, clean, tokenize: {size:.1f} of {size:.1f} MB (100%)")
+    writing = [line for line in lines if line.startswith("window, mask, write: ")]
+    assert all(re.fullmatch(r"window, mask, write: \d+ of \d+ output files \(\d+%\), [\d,]+ windows", line)
+               for line in writing), writing
+    assert "\r" not in log.getvalue() and shards > 5
 
 
 def reference_rows(corpus: Path, tokenizer: Path, options: dict) -> tuple[Rows, dict]:

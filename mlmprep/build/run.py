@@ -48,7 +48,14 @@ from mlmprep.build.pipeline import (
 from mlmprep.build.windows import MIN_ROW, WindowStats, segment_chars
 from mlmprep.config import MAX_SEEDS, BuildConfig, check_range
 from mlmprep.corpus.documents import Corpus, open_corpus
-from mlmprep.corpus.readers import CorpusStats, ReadOptions, no_text_error
+from mlmprep.corpus.readers import (
+    CorpusStats,
+    ReadOptions,
+    looks_wrapped,
+    missing_field_error,
+    most_common_fields,
+    no_text_error,
+)
 from mlmprep.corpus.shards import read_shard
 from mlmprep.errors import ConfigError, CorpusError, TokenizerError
 from mlmprep.format.publish import build_directory, build_lock, check_output_path, publish, read_existing, staging_dir
@@ -64,7 +71,7 @@ from mlmprep.format.write import (
     write_hf_tokenizer,
     write_json,
 )
-from mlmprep.progress import progress
+from mlmprep.progress import Stages
 from mlmprep.tokenize import (
     frame_ids,
     load_tokenizer,
@@ -213,27 +220,30 @@ def write_build(cfg: BuildConfig, corpus: Corpus, tok, stage: Path, log: Callabl
                         tuple(mask.row_seed(cfg.seed, k) for k in range(cfg.seeds)),
                         mask.row_seed(cfg.seed, VALIDATION_SLOT))
     reading = Reading([None] * len(shards))
-    # one bar over every task of the build; its total grows as each phase's tasks become known
-    with progress(desc="read, clean, tokenize", unit="task", unit_scale=False, total=len(shards)) as bar:
+    # progress in stages, each of a total known when it starts: the input's bytes (shards for the sample, whose
+    # size is not known up front), then the text segments (--method text), then the output files
+    sizes = [shard.nbytes for shard in shards] if corpus.bytes else [1] * len(shards)
+    with Stages() as bar:
+        bar.stage("read, clean, tokenize", sum(sizes), "B" if corpus.bytes else "shard")
         with TaskRun(tokenize_shard, [TokenizeTask(layout, shard) for shard in shards], engine=engine,
                      in_driver=tokenize_shard_in_driver) as run:
             for index, result in run:  # as each task ends; the write tasks' indices follow the shards'
-                bar.update(1)
                 if index >= len(shards):  # an output file is written: let go the shards no file still needs
                     let_go(layout, files.written(index - len(shards)))
+                    if reading.done:  # the write stage, which begins once every shard is read
+                        bar.update(1)
                     continue
                 reading.add(index, result)
-                bar.set_postfix_str(f"{reading.tokens:,} tokens", refresh=False)
+                written_yet = f", {len(files.done)} output files written" if files.done else ""
+                bar.update(sizes[index], f"{reading.count}/{len(shards)} shards{written_yet}", reading.tokens)
                 if cfg.method == "text":  # no file is ready before the end: its segments need the whole text
                     continue
                 ready = files.shard_done(index, result)
                 if reading.done:  # the last shard makes every file left ready
                     ready += plan_rest(corpus, layout, files, reading.results, stats, engine, bar)
-                more_tasks(bar, len(ready))
                 run.add(write_file, ready)
         if cfg.method == "text":
             rest = plan_rest(corpus, layout, files, reading.results, stats, engine, bar)
-            more_tasks(bar, len(rest))
             written = counted_tasks(write_file, rest, engine, bar)
         else:
             written = run.results[len(shards):]  # one per output file, in order
@@ -253,8 +263,8 @@ def write_build(cfg: BuildConfig, corpus: Corpus, tok, stage: Path, log: Callabl
     shutil.rmtree(stage / STAGING)
     timings["pipeline_s"] = time.perf_counter() - pipeline_started
     timings["total_s"] = time.perf_counter() - started
-    return finish_manifest(cfg, corpus, tok, ids, stage, splits, files.seeds, stats, masker,
-                           corpus_counts(corpus, reading.results), timings,
+    corpus_stats = {**corpus_counts(corpus, reading.results), "wrapped_prose": wrapped_prose(shards, reading.results)}
+    return finish_manifest(cfg, corpus, tok, ids, stage, splits, files.seeds, stats, masker, corpus_stats, timings,
                            window_length=window_length, target_length=target_length, trained_on=trained_on,
                            rows_per_file=output_rows(cfg, window_length))
 
@@ -295,14 +305,16 @@ def plan_rest(corpus: Corpus, layout: Layout, files: OutputFiles, read: list[dic
     corpus_stats = corpus_counts(corpus, read)
     if corpus_stats["documents"] == 0:
         raise no_text_error(corpus_name(corpus), corpus_stats, layout.cfg.text_column)
+    if error := missing_field_error(corpus_name(corpus), corpus_stats, layout.cfg.text_column):
+        raise error
     rest = files.rest(barrier(layout, read, stats, engine, bar))
     if not files.tasks:
         raise CorpusError(f"{corpus_name(corpus)}: too little text for one window of {layout.window_length} tokens; "
                           "lower --input-length or use --pack doc")
     if files.train == 0:
         raise CorpusError(f"{corpus_name(corpus)}: every window went to validation; lower --validation-fraction")
-    bar.set_description("window, mask, write", refresh=False)
-    bar.set_postfix_str(f"{files.tasks[-1].first + files.tasks[-1].count:,} windows", refresh=False)
+    bar.stage("window, mask, write", len(files.tasks), "output file", done=len(files.done))
+    bar.update(0, f"{files.tasks[-1].first + files.tasks[-1].count:,} windows")
     return rest
 
 
@@ -331,22 +343,33 @@ def output_rows(cfg: BuildConfig, window_length: int) -> int:
 
 
 def corpus_counts(corpus: Corpus, read: list[dict]) -> dict:
-    """The corpus statistics of the manifest: every shard's counts summed, and what cleaning removed."""
+    """The corpus statistics of the manifest: every shard's counts summed, and what cleaning removed; of the
+    fields of records without the text field, the most common few."""
     total = CorpusStats(files=corpus.stats.files, files_skipped=corpus.stats.files_skipped).as_dict()
+    keys = total["missing_field_keys"]
     for result in read:
         for key, value in itertools.chain(result["stats"].items(), result["clean"].items()):
-            if key not in ("files", "files_skipped"):
+            if key == "missing_field_keys":
+                for name, count in value.items():
+                    keys[name] = keys.get(name, 0) + count
+            elif key not in ("files", "files_skipped"):
                 total[key] = total.get(key, 0) + value
+    total["missing_field_keys"] = most_common_fields(keys)
     return total
 
 
-def more_tasks(bar, n: int, desc: str | None = None) -> None:
-    """Grow the build's one progress bar by `n` tasks (of the next phase: `desc`)."""
-    if n:
-        bar.total += n
-        if desc:
-            bar.set_description(desc, refresh=False)
-        bar.refresh()
+def wrapped_prose(shards: list, read: list[dict]) -> dict:
+    """The .txt files read one document per line that look like hard-wrapped prose (readers.looks_wrapped), with
+    their lines, documents and characters: each file's shards' counts summed first."""
+    per_file: dict[str, list[int]] = {}
+    for shard, result in zip(shards, read):
+        if shard.kind == "file" and Path(shard.source).suffix.lower() == ".txt":
+            counts = per_file.setdefault(shard.source, [0, 0, 0, 0])
+            for k, key in enumerate(("documents", "blank_skipped", "wrapped_lines", "characters")):
+                counts[k] += result["stats"][key]
+    flagged = [counts for counts in per_file.values() if looks_wrapped(*counts[:3])]
+    return {"files": len(flagged), "lines": sum(c[0] + c[1] for c in flagged),
+            "documents": sum(c[0] for c in flagged), "characters": sum(c[3] for c in flagged)}
 
 
 def add_counts(stats: WindowStats, counts: dict[str, int]) -> None:
@@ -365,7 +388,7 @@ def barrier(layout: Layout, read: list[dict], stats: WindowStats, engine: Engine
         per = max(1, SEGMENT_TASK_CHARS // chars)
         tasks = [SegmentTask(layout, t, first, min(per, segments - first), char_offsets, chars)
                  for t, first in enumerate(range(0, segments, per))]
-        more_tasks(bar, len(tasks), "cut, tokenize text segments")
+        bar.stage("cut, tokenize text segments", len(tasks), "task")
         counted = counted_tasks(segment_text, tasks, engine, bar)
         for counts in counted:
             add_counts(stats, counts)

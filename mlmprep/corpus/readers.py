@@ -30,6 +30,13 @@ CSV_BLOCK_BYTES = 1 << 20
 SNIFF_BYTES = 8192
 READ_BYTES = 1 << 20  # bytes of a text file read and decoded at a time
 BOM = b"\xef\xbb\xbf"
+KEYS_KEPT = 100  # distinct field names counted per shard among records without the text field
+WRAP_COLUMNS = 100  # a hard-wrapped line is at most this long ...
+SENTENCE_ENDS = ".!?;:…。！？"  # ... and does not end in one of these (closing quotes and brackets aside)
+CLOSERS = "\"'”’»)]*`"
+WRAPPED_SHARE = 0.5  # a .txt file looks like hard-wrapped prose when at least this share of its lines do,
+BLANK_SHARE = 0.01  # at least this share of its lines are blank (paragraphs: what --doc-sep blank would keep),
+WRAPPED_MIN_LINES = 20  # and it has at least this many non-blank lines
 
 
 @dataclass
@@ -42,6 +49,9 @@ class CorpusStats:
     blank_skipped: int = 0  # empty or whitespace-only lines / records
     null_skipped: int = 0  # null values in a text column or field
     missing_field_skipped: int = 0  # JSON records without the text field
+    json_records: int = 0  # JSON records read, with the text field or without
+    missing_field_keys: dict[str, int] = field(default_factory=dict)  # fields of the records without it: counts
+    wrapped_lines: int = 0  # lines of .txt files read with --doc-sep line that look hard-wrapped (see wrapped_count)
     decode_errors: int = 0  # lines (CSV values) with undecodable bytes = replaced + skipped
     decode_replaced_lines: int = 0
     decode_skipped_lines: int = 0
@@ -182,12 +192,37 @@ def paragraph_boundary(path: Path, at: int) -> int:
         return f.tell()
 
 
+def wrapped_count(lines: list[str | None]) -> int:
+    """How many of `lines` look like hard-wrapped prose: non-blank, short, and not the end of a sentence."""
+    # a blank line (or one of closers only) ends in "", which `in` finds in any string: not counted
+    return sum(1 for line in lines
+               if line and len(line) <= WRAP_COLUMNS and line.rstrip().rstrip(CLOSERS)[-1:] not in SENTENCE_ENDS)
+
+
+def looks_wrapped(documents: int, blank: int, wrapped: int) -> bool:
+    """Whether a .txt file read one document per line (`documents` non-blank lines, `blank` blank ones,
+    `wrapped` of them hard-wrapped) is prose wrapped into paragraphs, which --doc-sep blank reads whole."""
+    lines = documents + blank
+    return documents >= WRAPPED_MIN_LINES and blank >= BLANK_SHARE * lines and wrapped >= WRAPPED_SHARE * documents
+
+
+Blocks = Iterator[tuple[int, list[str | None]]]  # (byte offset, lines) as _line_blocks gives them
+
+
+def _counted(blocks: Blocks, stats: CorpusStats) -> Blocks:
+    """`blocks`, their hard-wrapped lines counted in stats.wrapped_lines."""
+    for offset, lines in blocks:
+        stats.wrapped_lines += wrapped_count(lines)
+        yield offset, lines
+
+
 def _txt(path: Path, stats: CorpusStats, opts: ReadOptions, start: int = 0, end: int | None = None) -> Iterator[str]:
     """One document per line, or per paragraph (lines joined by "\\n") when doc_sep is "blank"."""
-    lines = _decoded(_line_blocks(path, stats, opts.on_decode_error, start, end))
+    blocks = _line_blocks(path, stats, opts.on_decode_error, start, end)
     if opts.doc_sep == "line":
-        yield from lines
+        yield from _decoded(_counted(blocks, stats))
         return
+    lines = _decoded(blocks)
     paragraph: list[str] = []
     for text in lines:
         if text and not text.isspace():
@@ -200,22 +235,50 @@ def _txt(path: Path, stats: CorpusStats, opts: ReadOptions, start: int = 0, end:
 
 
 def _has_field(record: Any, column: str, where: Callable[[], str], stats: CorpusStats) -> bool:
-    """Whether a JSON record has the text field; records without it are counted and skipped (a corpus
-    where none has it is refused after reading: see no_text_error)."""
+    """Whether a JSON record has the text field; records without it are counted, with the fields they have,
+    and skipped (a corpus where over half lack it is refused after reading: see missing_field_error)."""
     if not isinstance(record, dict):
         raise CorpusError(f"{where()}: expected a JSON object with a {column!r} field, got {type(record).__name__}")
+    stats.json_records += 1
     if column not in record:
         stats.missing_field_skipped += 1
+        keys = stats.missing_field_keys
+        for key in record:
+            if key in keys or len(keys) < KEYS_KEPT:
+                keys[key] = keys.get(key, 0) + 1
         return False
     return True
 
 
+MISSING_FIELD_REFUSED = 0.5  # a build where more than this share of the JSON records lack the text field stops
+
+
+def most_common_fields(keys: dict[str, int], n: int = 5) -> dict[str, int]:
+    """The `n` most common field names of `keys` (name -> records), most common first, then by name."""
+    return dict(sorted(keys.items(), key=lambda item: (-item[1], item[0]))[:n])
+
+
+def common_fields(keys: dict[str, int]) -> str:
+    """The most common field names of `keys`, with their counts: "title (6,975), id (6,975)"."""
+    return ", ".join(f"{name} ({count:,})" for name, count in most_common_fields(keys).items()) or "none"
+
+
+def missing_field_error(source: str, stats: dict, column: str) -> CorpusError | None:
+    """The error for a corpus where over MISSING_FIELD_REFUSED of the JSON records lack the text field (a
+    misspelt --text-column), naming the fields they have; None for any other corpus."""
+    missing, records = stats.get("missing_field_skipped", 0), stats.get("json_records", 0)
+    if missing <= MISSING_FIELD_REFUSED * records:
+        return None
+    which = (f"none of its {records:,} records has a" if missing == records
+             else f"{missing:,} of its {records:,} records lack the")
+    fields = common_fields(stats.get("missing_field_keys", {}))
+    return CorpusError(f"{source}: {which} {column!r} field; pass --text-column NAME (their fields: {fields})")
+
+
 def no_text_error(source: str, stats: dict, column: str) -> CorpusError:
     """The error for a corpus that gave no document; when its records lack the text field, it says so."""
-    if stats.get("missing_field_skipped"):
-        return CorpusError(f"{source}: none of its {stats['missing_field_skipped']:,} records has a {column!r} field; "
-                           "pass --text-column NAME")
-    return CorpusError(f"{source}: the corpus has no text (no non-blank documents); check the path")
+    return missing_field_error(source, stats, column) or CorpusError(
+        f"{source}: the corpus has no text (no non-blank documents); check the path")
 
 
 def _record_text(record: dict, column: str, where: Callable[[], str]) -> str | None:

@@ -12,6 +12,7 @@ reading the whole corpus in one pass, whatever the shard size, which therefore n
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +45,7 @@ class Shard:
     end: int | None = None  # None: to the end
     size: int = 0  # a file's size when it was hashed (a file that changes stops the build)
     split: str = ""  # a dataset's split
+    nbytes: int = 0  # the input bytes it stands for (progress): its byte range, or its share of the file or dataset
 
     def describe(self) -> str:
         unit = {".parquet": "row groups", ".arrow": "record batches"}.get(Path(self.source).suffix.lower(), "bytes")
@@ -110,50 +112,58 @@ def file_shards(files: list[tuple[Path, int]], shard_bytes: int) -> list[Shard]:
     """Shards of corpus files (path, hashed size), in corpus order, each about `shard_bytes` of input."""
     shards: list[Shard] = []
     for path, size in files:
-        for start, end in _file_parts(path, size, shard_bytes):
-            shards.append(Shard(len(shards), "file", str(path), start, end, size))
+        for start, end, weight in _file_parts(path, size, shard_bytes):
+            shards.append(Shard(len(shards), "file", str(path), start, end, size, nbytes=weight))
     return shards
 
 
-def _file_parts(path: Path, size: int, shard_bytes: int) -> list[tuple[int, int | None]]:
+def _file_parts(path: Path, size: int, shard_bytes: int) -> list[tuple[int, int | None, int]]:
+    """(start, end, input bytes) of each part of a file."""
     suffix = path.suffix.lower()
     try:
         if suffix in BYTE_RANGED or (suffix == ".json" and not whole_json(path)):
             starts = range(0, max(size, 1), shard_bytes)
-            return [(s, s + shard_bytes if s + shard_bytes < size else None) for s in starts]
+            return [(s, s + shard_bytes, shard_bytes) if s + shard_bytes < size else (s, None, size - s)
+                    for s in starts]
         if suffix == ".parquet":
             meta = parquet_file(path).metadata
-            return _grouped([meta.row_group(g).total_byte_size for g in range(meta.num_row_groups)], shard_bytes)
+            sizes = [meta.row_group(g).total_byte_size for g in range(meta.num_row_groups)]
+            return _grouped(sizes, shard_bytes, size)
         if suffix == ".arrow":
-            return _arrow_parts(path, shard_bytes)
+            return _arrow_parts(path, size, shard_bytes)
     except OSError as exc:
         raise CorpusError(f"{path}: cannot read ({exc.strerror or exc}); check its permissions") from None
-    return [(0, None)]
+    return [(0, None, size)]
 
 
-def _arrow_parts(path: Path, shard_bytes: int) -> list[tuple[int, int | None]]:
+def _arrow_parts(path: Path, size: int, shard_bytes: int) -> list[tuple[int, int | None, int]]:
     import pyarrow as pa
 
     with pa.memory_map(str(path)) as source:
         try:
             reader = pa.ipc.open_file(source)
         except pa.ArrowInvalid:  # a stream (or not Arrow: its reader says so)
-            return [(0, None)]
-        return _grouped([reader.get_batch(i).nbytes for i in range(reader.num_record_batches)], shard_bytes)
+            return [(0, None, size)]
+        return _grouped([reader.get_batch(i).nbytes for i in range(reader.num_record_batches)], shard_bytes, size)
 
 
-def _grouped(sizes: list[int], limit: int) -> list[tuple[int, int | None]]:
-    """Consecutive [start, end) ranges of parts whose sizes add up to about `limit`; the last ends at None."""
+def _grouped(sizes: list[int], limit: int, total: int) -> list[tuple[int, int | None, int]]:
+    """Consecutive [start, end) ranges of parts whose sizes add up to about `limit`, the last ending at None, each
+    with its share of the file's `total` bytes (the shares add up to it)."""
     groups = call_groups(sizes, limit) or [(0, 0)]
-    return [*groups[:-1], (groups[-1][0], None)]
+    before = list(itertools.accumulate(sizes, initial=0))  # the parts' sizes before each part
+    marks = [0, *(total * before[stop] // max(before[-1], 1) for _, stop in groups[:-1]), total]
+    return [(start, stop if k < len(groups) - 1 else None, marks[k + 1] - marks[k])
+            for k, (start, stop) in enumerate(groups)]
 
 
 def dataset_shards(spec: str, split: str, rows: int, nbytes: int, shard_bytes: int) -> list[Shard]:
     """Row ranges of a dataset, each about `shard_bytes` of its Arrow data."""
     per = max(1, rows * shard_bytes // max(nbytes, 1))
-    starts = range(0, max(rows, 1), per)
-    return [Shard(k, "dataset", spec, s, s + per if s + per < rows else None, split=split)
-            for k, s in enumerate(starts)]
+    starts = list(range(0, max(rows, 1), per))
+    weights = [nbytes * min(s + per, rows) // max(rows, 1) - nbytes * s // max(rows, 1) for s in starts]
+    return [Shard(k, "dataset", spec, s, s + per if s + per < rows else None, split=split, nbytes=weight)
+            for k, (s, weight) in enumerate(zip(starts, weights))]
 
 
 @functools.lru_cache(maxsize=2)

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mlmprep.corpus.readers import common_fields
 from mlmprep.format.write import iter_rows
 
 
@@ -19,7 +20,9 @@ def build_summary(out: Path, manifest: dict) -> str:
         f"input length {manifest['input_length']} (windows of {manifest['window_length']} tokens, "
         f"targets {manifest['target_length']})",
         f"corpus: {manifest['corpus']['description']}",
-        *corpus_losses(manifest["corpus"]["stats"]),
+        *corpus_losses(manifest["corpus"]["stats"], manifest["config"].get("text_column", "text")),
+        *missing_field_warning(manifest["corpus"]["stats"], manifest["config"].get("text_column", "text")),
+        *wrapped_prose_hint(manifest["corpus"]["stats"]),
         tokenizer_line(manifest),
         f"rows: {w['rows']:,}  tokens kept: {w['tokens_kept']:,}  dropped: {w['tokens_dropped']:,}  "
         f"padded: {w['tokens_padded']:,}  utilisation: {w['token_utilisation']:.3f}  "
@@ -89,7 +92,7 @@ def unknown_warning(windows: dict) -> list[str]:
 LOSSES = (  # corpus.stats keys that count something dropped or replaced, and how to say it
     ("blank_skipped", "blank documents skipped"),
     ("null_skipped", "null records skipped"),
-    ("missing_field_skipped", "records without the text field skipped"),
+    ("missing_field_skipped", "records without the {column!r} field skipped"),
     ("decode_replaced_lines", "lines with undecodable bytes replaced (U+FFFD)"),
     ("decode_skipped_lines", "lines with undecodable bytes skipped"),
     ("characters_removed", "control/non-text characters removed by cleaning"),
@@ -97,13 +100,40 @@ LOSSES = (  # corpus.stats keys that count something dropped or replaced, and ho
 )
 
 
-def corpus_losses(stats: dict) -> list[str]:
-    """One line of everything the corpus stage dropped or replaced (nothing is lost silently)."""
-    parts = [f"{stats[key]:,} {what}" for key, what in LOSSES if stats.get(key)]
+def corpus_losses(stats: dict, column: str) -> list[str]:
+    """One line of everything the corpus stage dropped or replaced (nothing is lost silently); `column`: the
+    text field (--text-column)."""
+    parts = [f"{stats[key]:,} {what.format(column=column)}" for key, what in LOSSES if stats.get(key)]
     skipped = stats.get("files_skipped") or []
     if skipped:
         parts.append(f"{len(skipped)} files skipped ({', '.join(skipped[:3])}{', ...' if len(skipped) > 3 else ''})")
     return [f"dropped or replaced: {'; '.join(parts)}"] if parts else []
+
+
+MISSING_FIELD_WARN = 0.01  # above this share of JSON records without the text field, --text-column is doubtful
+
+
+def missing_field_warning(stats: dict, column: str) -> list[str]:
+    """A warning line when more than MISSING_FIELD_WARN of the JSON records lack the text field, with the fields
+    they have (the build refuses over half: readers.missing_field_error)."""
+    missing, records = stats.get("missing_field_skipped", 0), stats.get("json_records", 0)
+    if not records or missing <= MISSING_FIELD_WARN * records:  # no records counted: a build by an older mlmprep
+        return []
+    return [f"warning: {missing / records:.1%} of the JSON records ({missing:,} of {records:,}) have no {column!r} "
+            f"field and were skipped (their fields: {common_fields(stats.get('missing_field_keys', {}))}); "
+            "check --text-column"]
+
+
+def wrapped_prose_hint(stats: dict) -> list[str]:
+    """A hint line when .txt files read one document per line look like hard-wrapped prose (every line a short
+    "document", `</s>` between them): with --doc-sep blank each paragraph is one document."""
+    prose = stats.get("wrapped_prose") or {}
+    if not prose.get("files"):
+        return []
+    files, mean = prose["files"], prose["characters"] / max(prose["documents"], 1)
+    return [f"hint: {files:,} .txt file{'s' * (files != 1)} ({prose['lines']:,} lines) look{'s' * (files == 1)} "
+            f"like hard-wrapped prose, read one document per line (mean {mean:,.0f} characters); "
+            "--doc-sep blank (one document per paragraph) probably fits"]
 
 
 def first_rows(split_dir: Path, column: str, n: int) -> list[np.ndarray]:
