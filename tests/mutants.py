@@ -321,7 +321,7 @@ MUTANTS = [
            "    write_run(cfg, world, state.step)\n    split, plan = epoch_plan(cfg, world, state.epoch, state.seeds)\n",
            ("tests/test_damaged_builds.py::test_training_refuses_a_data_file_with_a_damaged_header_in_one_line",)),
     Mutant("resume-reads-the-new-seed-count", "mlmprep/train/loop.py",  # a remask changes a stopped run's later epochs
-           'else resumed_seeds(cfg, world, len(manifest["seeds"]), saved)', 'else len(manifest["seeds"])',
+           'else resumed_seeds(cfg, len(manifest["seeds"]), saved)', 'else len(manifest["seeds"])',
            ("tests/test_train.py::test_a_remask_between_stop_and_resume_leaves_the_run_on_the_seeds_it_started_with",)),
     Mutant("resume-on-other-data", "mlmprep/train/loop.py",  # a resume trains on whatever build DATA names
            "        check_same_data(cfg, saved, digest)\n", "        pass\n",
