@@ -106,8 +106,8 @@ def test_resuming_a_finished_run_changes_nothing(tmp_path, span_data, capsys):
     assert fewer == final and run_files(tmp_path / "run") == before
 
 
-def test_resuming_a_finished_run_after_a_remask_says_only_that_it_is_finished(tmp_path, tiny_corpus, tiny_tokenizer_path,
-                                                                             capsys):
+def test_resuming_a_finished_run_after_a_remask_says_only_that_it_is_finished(
+        tmp_path, tiny_corpus, tiny_tokenizer_path, capsys):
     """A real build of 4 seeds, trained to the end, remasked to 6: the resume trains nothing, so the note that
     it goes on reading its 4 seeds does not apply; stderr is the one line that the run is finished."""
     from conftest import build_tiny
