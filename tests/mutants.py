@@ -362,6 +362,20 @@ MUTANTS = [
     Mutant("train-takes-non-finite-numbers", "mlmprep/config.py",  # --grad-clip nan wrote NaN weights
            "            if isinstance(value, float) and not math.isfinite(value):", "            if False:",
            ("tests/test_train_ux.py",)),
+    Mutant("missing-build-dir-says-no-manifest", "mlmprep/format/load.py",  # `inspect out/nothere`: "no manifest.json"
+           "    if not Path(build_dir).is_dir():", "    if False:",
+           ("tests/test_cli_errors.py::test_a_missing_build_directory_is_named_as_such",)),
+    Mutant("finished-resume-notes-new-seeds", "mlmprep/train/loop.py",  # a note before "already trained"
+           "    if saved is not None and (done := checkpoint.finished(",
+           "    say_seeds_added(cfg, world, len(manifest[\"seeds\"]), n_seeds)\n"
+           "    if saved is not None and (done := checkpoint.finished(",
+           ("tests/test_train_ux.py::test_resuming_a_finished_run_after_a_remask_says_only_that_it_is_finished",)),
+    Mutant("compare-help-drops-fixed-settings", "cli/compare.py",  # --full's lr and seeds not in its help
+           '            fixed.append(f"{field} {value}")', "            pass",
+           ("tests/test_compare.py::test_compare_methods_help_lists_every_setting_of_each_preset",)),
+    Mutant("mlm-line-without-why", "mlmprep/format/report.py",  # "masked 0.142" with no word on special tokens
+           'of all tokens, special ones never" + (', '" + (',
+           ("tests/test_report_mlm.py",)),
 ]
 
 
