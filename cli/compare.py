@@ -58,9 +58,9 @@ def compare_methods(
     corpus: Annotated[list[str] | None, typer.Argument(help="Files, directories or globs. None: the built-in sample.",
                                                        show_default=False)] = None,
     *,
-    full: Annotated[bool, typer.Option("--full", help="GPU-sized: t5-small shapes (all it sets: below).",
+    full: Annotated[bool, typer.Option("--full", help="GPU-sized: t5-small shapes; --help ends listing all it sets.",
                                        rich_help_panel="Presets")] = False,
-    quick: Annotated[bool, typer.Option("--quick", help="A smoke run (all it sets: below).",
+    quick: Annotated[bool, typer.Option("--quick", help="A smoke run; --help ends listing all it sets.",
                                         rich_help_panel="Presets")] = False,
     max_mb: Annotated[float | None, option(
         "Use only the corpus' first documents, up to this many million characters (0: the whole corpus). "
