@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import math
+import textwrap
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import typer
 
@@ -22,15 +23,44 @@ COMPARE_EXAMPLES = """Examples:
 """
 
 
-@app.command("compare-methods", epilog=COMPARE_EXAMPLES, cls=HelpCommand)
+class PresetsHelp(HelpCommand):
+    """compare-methods' help, with what each preset sets (read from COMPARE_MODES) before the examples."""
+
+    def format_epilog(self, ctx: Any, formatter: Any) -> None:
+        options = {param.name for param in self.get_params(ctx)}
+        with formatter.section("What the presets set (an option given as well overrides its preset)"):
+            indent = " " * formatter.current_indent
+            for mode, settings in COMPARE_MODES.items():
+                if settings:  # wrapped here, never inside an option's name as click's wrapping would
+                    lines = textwrap.wrap(preset_settings(mode, options), formatter.width - len(indent) - 9,
+                                          break_on_hyphens=False)
+                    formatter.write("".join(f"{indent}{f'--{mode}' if i == 0 else '':<9}{line}\n"
+                                            for i, line in enumerate(lines)))
+        super().format_epilog(ctx, formatter)
+
+
+def preset_settings(mode: str, options: set[str]) -> str:
+    """The settings of preset `mode` as options and values; the ones the command has no option for, by field."""
+    given, fixed = [], []
+    for field, value in COMPARE_MODES[mode].items():
+        if field == "max_chars":  # the option counts millions of characters
+            given.append(f"--max-mb {value / 1e6:g}")
+        elif field in options:
+            given.append(f"--{field.replace('_', '-')} {value}")
+        else:
+            fixed.append(f"{field} {value}")
+    return ", ".join(given) + (f"; and, having no option, {', '.join(fixed)}" if fixed else "")
+
+
+@app.command("compare-methods", epilog=COMPARE_EXAMPLES, cls=PresetsHelp)
 @cli_errors
 def compare_methods(
     corpus: Annotated[list[str] | None, typer.Argument(help="Files, directories or globs. None: the built-in sample.",
                                                        show_default=False)] = None,
     *,
-    full: Annotated[bool, typer.Option("--full", help="GPU-sized: t5-small shapes, input length 512, 4000 steps.",
+    full: Annotated[bool, typer.Option("--full", help="GPU-sized: t5-small shapes; --help ends listing all it sets.",
                                        rich_help_panel="Presets")] = False,
-    quick: Annotated[bool, typer.Option("--quick", help="A smoke run: 1 MB of the corpus, input length 64, 20 steps.",
+    quick: Annotated[bool, typer.Option("--quick", help="A smoke run; --help ends listing all it sets.",
                                         rich_help_panel="Presets")] = False,
     max_mb: Annotated[float | None, option(
         "Use only the corpus' first documents, up to this many million characters (0: the whole corpus). "

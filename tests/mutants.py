@@ -321,7 +321,7 @@ MUTANTS = [
            "    write_run(cfg, world, state.step)\n    split, plan = epoch_plan(cfg, world, state.epoch, state.seeds)\n",
            ("tests/test_damaged_builds.py::test_training_refuses_a_data_file_with_a_damaged_header_in_one_line",)),
     Mutant("resume-reads-the-new-seed-count", "mlmprep/train/loop.py",  # a remask changes a stopped run's later epochs
-           'else resumed_seeds(cfg, world, len(manifest["seeds"]), saved)', 'else len(manifest["seeds"])',
+           'else resumed_seeds(cfg, len(manifest["seeds"]), saved)', 'else len(manifest["seeds"])',
            ("tests/test_train.py::test_a_remask_between_stop_and_resume_leaves_the_run_on_the_seeds_it_started_with",)),
     Mutant("resume-on-other-data", "mlmprep/train/loop.py",  # a resume trains on whatever build DATA names
            "        check_same_data(cfg, saved, digest)\n", "        pass\n",
@@ -392,6 +392,20 @@ MUTANTS = [
            'bar.stage("window, mask, write", len(files.tasks), "output file")', ("tests/test_sharded.py",)),
     Mutant("progress-logs-every-update", "mlmprep/progress.py",  # a log line per task, not every 10 s
            "        elif self.clock() - self.logged >= self.every:", "        else:", ("tests/test_progress.py",)),
+    Mutant("missing-build-dir-says-no-manifest", "mlmprep/format/load.py",  # `inspect out/nothere`: "no manifest.json"
+           "    if not Path(build_dir).is_dir():", "    if False:",
+           ("tests/test_cli_errors.py::test_a_missing_build_directory_is_named_as_such",)),
+    Mutant("finished-resume-notes-new-seeds", "mlmprep/train/loop.py",  # a note before "already trained"
+           "    if saved is not None and (done := checkpoint.finished(",
+           "    say_seeds_added(cfg, world, len(manifest[\"seeds\"]), n_seeds)\n"
+           "    if saved is not None and (done := checkpoint.finished(",
+           ("tests/test_train_ux.py::test_resuming_a_finished_run_after_a_remask_says_only_that_it_is_finished",)),
+    Mutant("compare-help-drops-fixed-settings", "cli/compare.py",  # --full's lr and seeds not in its help
+           '            fixed.append(f"{field} {value}")', "            pass",
+           ("tests/test_compare.py::test_compare_methods_help_lists_every_setting_of_each_preset",)),
+    Mutant("mlm-line-without-why", "mlmprep/format/report.py",  # "masked 0.142" with no word on special tokens
+           'of all tokens, special ones never" + (', '" + (',
+           ("tests/test_report_mlm.py",)),
 ]
 
 

@@ -292,3 +292,18 @@ def test_workers_far_beyond_the_cores_are_refused_on_the_local_engine_only(tmp_p
     assert not (tmp_path / "out").exists()
     assert BuildConfig(workers=limit).workers == limit
     assert BuildConfig(workers=limit + 1, engine="ray", out=str(tmp_path / "ray")).workers == limit + 1
+
+
+@pytest.mark.parametrize("command", [["inspect"], ["verify"], ["remask", "--seeds", "6"], ["train", "--out", "run"]])
+@pytest.mark.parametrize("target", ["nothere", "afile"])
+def test_a_missing_build_directory_is_named_as_such(tmp_path, monkeypatch, command, target):
+    """Every command that reads a build says plainly that its directory does not exist (or is a file), rather
+    than that a build lacks its manifest; nothing is written (train's --out included)."""
+    from test_cli_build import assert_refused, cli
+
+    monkeypatch.chdir(tmp_path)
+    Path("afile").write_text("not a build")
+    result = cli(command[0], target, *command[1:])
+    what = "no such directory" if target == "nothere" else "not a directory"
+    assert_refused(result.exit_code, result.stderr, f"{target}: {what}; give the directory mlmprep build wrote")
+    assert sorted(os.listdir()) == ["afile"]

@@ -290,3 +290,34 @@ def test_max_mb_counts_million_characters_and_a_tiny_positive_limit_is_not_the_w
     from mlmprep.cli.compare import million_chars
 
     assert million_chars(max_mb) == chars
+
+
+@pytest.mark.parametrize("mode", ["quick", "full"])
+def test_compare_methods_help_lists_every_setting_of_each_preset(mode):
+    """The help's entry for --quick / --full names each setting the preset gives (an option of the command
+    where it has one, with its value as typed there) and the value compare_config then holds."""
+    import re
+    from dataclasses import fields
+
+    from mlmprep.config import CompareConfig
+
+    result = CliRunner().invoke(app, ["compare-methods", "--help"], prog_name="mlmprep")
+    help_text = " ".join(result.output.split())
+    section = help_text.split("What the presets set")[1].split("Examples:")[0]
+    entry = re.search(rf" --{mode} (.*?)(?= --(?:quick|full) |$)", section.rstrip()).group(1)
+    given, _, fixed = entry.partition("; and, having no option, ")
+    named = {}
+    for part in given.split(", "):
+        option, value = part.split(" ")
+        assert f" {option} " in help_text.split("What the presets set")[0]  # an option the command has
+        field = "max_chars" if option == "--max-mb" else option[2:].replace("-", "_")
+        named[field] = round(float(value) * 1e6) if option == "--max-mb" else value
+    for part in filter(None, fixed.split(", ")):
+        field, value = part.split(" ")
+        assert f"--{field.replace('_', '-')} " not in help_text  # said to have no option: it has none
+        named[field] = value
+    preset, default = compare_config(mode, {}), CompareConfig()
+    changed = {f.name for f in fields(CompareConfig) if getattr(preset, f.name) != getattr(default, f.name)}
+    assert changed - {"mode"} <= named.keys()
+    for field, value in named.items():
+        assert str(getattr(preset, field)) == str(value), field

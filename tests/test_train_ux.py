@@ -106,6 +106,27 @@ def test_resuming_a_finished_run_changes_nothing(tmp_path, span_data, capsys):
     assert fewer == final and run_files(tmp_path / "run") == before
 
 
+def test_resuming_a_finished_run_after_a_remask_says_only_that_it_is_finished(
+        tmp_path, tiny_corpus, tiny_tokenizer_path, capsys):
+    """A real build of 4 seeds, trained to the end, remasked to 6: the resume trains nothing, so the note that
+    it goes on reading its 4 seeds does not apply; stderr is the one line that the run is finished."""
+    from conftest import build_tiny
+
+    from mlmprep.build.run import remask
+
+    data = build_tiny(tmp_path / "data", tiny_corpus, tiny_tokenizer_path, seeds=4)
+    cfg = TrainConfig(data=str(data), out=str(tmp_path / "run"), **SMALL, max_steps=2)
+    final = fit(cfg)
+    assert remask(data, 6) == ["seed-4", "seed-5"]
+    capsys.readouterr()
+    assert fit(TrainConfig(**{**vars(cfg), "resume": True})) == final
+    assert capsys.readouterr().err.splitlines() == [
+        f"{tmp_path / 'run'}: already trained to step 2 of 2; nothing to do (raise --max-steps or --epochs to train "
+        "further)"]
+    fit(TrainConfig(**{**vars(cfg), "resume": True, "max_steps": 3}))  # one that trains on still says it
+    assert f"{data}: has 6 seed splits now; this run goes on reading the 4" in capsys.readouterr().err
+
+
 def test_resume_on_other_data_is_refused_and_a_moved_copy_of_the_same_data_resumes(tmp_path, span_data):
     """A run resumes only on the data it trained on: another build (here the same rows masked with another
     seed) is refused in one line, before the run changes; a copy of its own build elsewhere resumes."""

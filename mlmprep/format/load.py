@@ -31,6 +31,9 @@ MANIFEST_KEYS = ("config", "objective", "seeds", "splits", "tokenizer")  # what 
 def read_manifest(build_dir: str | Path) -> dict:
     """The manifest of a build directory, checked to be one this version of mlmprep reads."""
     path = manifest_path(build_dir)
+    if not Path(build_dir).is_dir():  # a mistyped name is said plainly, not as a build missing its manifest
+        what = "not a directory" if Path(build_dir).exists() else "no such directory"
+        raise CacheError(f"{build_dir}: {what}; give the directory mlmprep build wrote")
     if not path.is_file():
         raise CacheError(f"{build_dir}: no manifest.json; run mlmprep build first")
     try:

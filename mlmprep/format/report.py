@@ -38,8 +38,9 @@ def build_summary(out: Path, manifest: dict) -> str:
         if "noise_fraction" in m:
             what = (f"noise {m['noise_fraction']:.3f}, mean span {m['mean_span_length']:.2f}, "
                     f"spans/row {m['spans_per_row']:.1f}")
-        elif "masked_fraction" in m:
-            what = f"masked {m['masked_fraction']:.3f}"
+        elif "masked_fraction" in m:  # of every token: special ones (the frame, </s> between documents) never are
+            what = f"masked {m['masked_fraction']:.3f} of all tokens, special ones never" + (
+                f" (--mlm-probability {p:g} of the rest)" if (p := manifest["config"].get("mlm_probability")) else "")
         elif name.endswith("windows"):
             what = "unmasked windows"
         else:  # a masked split with no rows (validation at --validation-fraction 0): no statistics to give

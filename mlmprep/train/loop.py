@@ -220,17 +220,21 @@ def epoch_plan(cfg: TrainConfig, world: World, epoch: int, seeds: int | None = N
                              world_size=world.size)
 
 
-def resumed_seeds(cfg: TrainConfig, world: World, have: int, state: dict) -> int:
+def resumed_seeds(cfg: TrainConfig, have: int, state: dict) -> int:
     """The number of seed splits a resumed run reads: those it started with (runs saved before this was
-    recorded: the build's), saying so when a remask has added more since."""
+    recorded: the build's)."""
     started = state.get("seeds", have)
     if type(started) is not int or not 1 <= started <= have:
         raise CacheError(f"{cfg.data}: has {have} seed splits, but the run in {cfg.out} started with {started!r}; "
                          "resume it on the build it started with")
-    if started < have:
-        say(world, f"{cfg.data}: has {have} seed splits now; this run goes on reading the {started} it started with "
-                   f"(epoch e reads seed-{{e % {started}}}); a new run reads all {have}")
     return started
+
+
+def say_seeds_added(cfg: TrainConfig, world: World, have: int, seeds: int) -> None:
+    """Tell a resume that goes on training when a remask has added seed splits it will not read."""
+    if seeds < have:
+        say(world, f"{cfg.data}: has {have} seed splits now; this run goes on reading the {seeds} it started with "
+                   f"(epoch e reads seed-{{e % {seeds}}}); a new run reads all {have}")
 
 
 def data_digest(manifest: dict, seeds: int) -> str:
@@ -557,7 +561,7 @@ def check_run(cfg: TrainConfig, world: World) -> Path | None:
 def seeds_and_digest(cfg: TrainConfig, world: World, manifest: dict, saved: dict | None) -> tuple[int, str]:
     """The number of seed splits the run reads and the digest of its files. A resume reads the seeds it started
     with (a remask since then does not change its epochs), and only on the data it started with."""
-    n_seeds = len(manifest["seeds"]) if saved is None else resumed_seeds(cfg, world, len(manifest["seeds"]), saved)
+    n_seeds = len(manifest["seeds"]) if saved is None else resumed_seeds(cfg, len(manifest["seeds"]), saved)
     digest = data_digest(manifest, n_seeds)
     if saved is not None:
         check_same_data(cfg, saved, digest)
@@ -772,6 +776,7 @@ def run_fit(cfg: TrainConfig, world: World, hook: Hook | None, on_end: Callable 
         say(world, f"{Path(cfg.out)}: already trained to step {done['step']} of {total}; nothing to do (raise "
                    "--max-steps or --epochs to train further)")
         return done
+    say_seeds_added(cfg, world, len(manifest["seeds"]), n_seeds)  # after the check above: a finished run says only that
     state = TrainState.begin(world, saved, n_seeds, digest)
     run, epoch = start(cfg, world, manifest, resume_from, saved, state, total, hook)
 
