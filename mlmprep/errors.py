@@ -32,3 +32,13 @@ def printable(path: str | Path) -> str:
         return os.fsencode(path).decode("utf-8", "backslashreplace")
     except UnicodeEncodeError:  # a surrogate no file name decodes to
         return os.fspath(path).encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def most_common_fields(keys: dict[str, int], n: int = 5) -> dict[str, int]:
+    """The `n` most common field names of `keys` (name -> records), most common first, then by name."""
+    return dict(sorted(keys.items(), key=lambda item: (-item[1], item[0]))[:n])
+
+
+def common_fields(keys: dict[str, int]) -> str:
+    """The most common field names of `keys`, with their counts: "title (6,975), id (6,975)"."""
+    return ", ".join(f"{name} ({count:,})" for name, count in most_common_fields(keys).items()) or "none"

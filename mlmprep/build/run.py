@@ -53,11 +53,10 @@ from mlmprep.corpus.readers import (
     ReadOptions,
     looks_wrapped,
     missing_field_error,
-    most_common_fields,
     no_text_error,
 )
 from mlmprep.corpus.shards import read_shard
-from mlmprep.errors import ConfigError, CorpusError, TokenizerError
+from mlmprep.errors import ConfigError, CorpusError, TokenizerError, most_common_fields
 from mlmprep.format.publish import build_directory, build_lock, check_output_path, publish, read_existing, staging_dir
 from mlmprep.format.write import (
     FORMAT_VERSION,

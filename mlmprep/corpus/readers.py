@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mlmprep.errors import CorpusError
+from mlmprep.errors import CorpusError, common_fields
 
 SUPPORTED = (".txt", ".jsonl", ".json", ".parquet", ".csv", ".arrow")
 BATCH_ROWS = 1024  # rows per record batch read from Parquet files and datasets
@@ -253,14 +253,6 @@ def _has_field(record: Any, column: str, where: Callable[[], str], stats: Corpus
 MISSING_FIELD_REFUSED = 0.5  # a build where more than this share of the JSON records lack the text field stops
 
 
-def most_common_fields(keys: dict[str, int], n: int = 5) -> dict[str, int]:
-    """The `n` most common field names of `keys` (name -> records), most common first, then by name."""
-    return dict(sorted(keys.items(), key=lambda item: (-item[1], item[0]))[:n])
-
-
-def common_fields(keys: dict[str, int]) -> str:
-    """The most common field names of `keys`, with their counts: "title (6,975), id (6,975)"."""
-    return ", ".join(f"{name} ({count:,})" for name, count in most_common_fields(keys).items()) or "none"
 
 
 def missing_field_error(source: str, stats: dict, column: str) -> CorpusError | None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mlmprep.corpus.readers import common_fields
+from mlmprep.errors import common_fields
 from mlmprep.format.write import iter_rows
 
 
