@@ -426,6 +426,9 @@ class TrainConfig:
                              "in a row.", panel="Optimizer")
     epochs: int = opt(1, "Passes over the data; epoch e reads split seed-{e % N}.", panel="Schedule")
     max_steps: int = opt(0, "Exactly this many optimizer steps, whatever --epochs says (0: off).", panel="Schedule")
+    max_tokens: int = opt(0, "Train until the steps taken hold this many real tokens (encoder + decoder, after "
+                          "--max-encoder-len/--max-decoder-len, no padding), whatever --epochs says (0: off).",
+                          panel="Schedule")
     min_lr: float = opt(1e-5, "Learning rate at the end of the decay.", panel="Schedule")
     schedule: Literal["cosine", "linear", "constant", "inverse_sqrt"] = opt(
         "cosine", "After warmup: cosine, linear or constant; or inverse_sqrt, T5's lr*sqrt(warmup/step).",
@@ -455,6 +458,7 @@ class TrainConfig:
     def __post_init__(self) -> None:
         for option, value, low, high in (  # budgets are counted in int64
             ("--epochs", self.epochs, 1, None), ("--max-steps", self.max_steps, 0, None),
+            ("--max-tokens", self.max_tokens, 0, MAX_TOKENS),
             ("--max-tokens-per-batch", self.max_tokens_per_batch, 1, MAX_TOKENS),
             ("--max-tokens-per-microbatch", self.max_tokens_per_microbatch, 1, None),
             ("--max-examples-per-microbatch", self.max_examples_per_microbatch, 1, MAX_TOKENS),
@@ -475,6 +479,9 @@ class TrainConfig:
         self.check_options_apply()
         if not 0 <= self.seed < 2**32:  # numpy's legacy seed range
             raise ConfigError(f"--seed must be in [0, 2**32), got {self.seed}")
+        if self.max_steps and self.max_tokens:
+            raise ConfigError(f"--max-steps {self.max_steps} and --max-tokens {self.max_tokens} both say when to stop; "
+                              "give one of the two")
         if self.max_tokens_per_microbatch > self.max_tokens_per_batch:
             raise ConfigError(
                 f"--max-tokens-per-microbatch ({self.max_tokens_per_microbatch}) must not exceed "

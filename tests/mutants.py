@@ -406,6 +406,9 @@ MUTANTS = [
     Mutant("mlm-line-without-why", "mlmprep/format/report.py",  # "masked 0.142" with no word on special tokens
            'of all tokens, special ones never" + (', '" + (',
            ("tests/test_report_mlm.py",)),
+    Mutant("max-tokens-one-step-late", "mlmprep/train/loop.py",  # --max-tokens N trains a step past N
+           "            if tokens >= cfg.max_tokens:", "            if tokens > cfg.max_tokens:",
+           ("tests/test_train_options.py",)),
 ]
 
 

@@ -20,6 +20,7 @@ from typer.testing import CliRunner
 
 from mlmprep.cli import app
 from mlmprep.config import TrainConfig, to_dict
+from mlmprep.errors import ConfigError
 from mlmprep.format.load import read_manifest
 from mlmprep.train.checkpoint import checkpoints
 from mlmprep.train.loop import World, autocast, epoch_plan, fit
@@ -83,6 +84,26 @@ def test_the_same_options_train_the_same_weights(tmp_path, data, baseline):
 def test_option_changes_the_trained_weights(tmp_path, data, baseline, options):
     _, weights, _ = train(tmp_path, data, "run", **options)
     assert not same(weights, baseline[1]), f"{options} trained the same weights as the defaults"
+
+
+@pytest.mark.parametrize("caps", [{}, {"max_encoder_len": 8, "max_decoder_len": 4}], ids=["whole", "capped"])
+def test_max_tokens_stops_at_the_step_whose_tokens_reach_it(tmp_path, data, caps):
+    """--max-tokens N trains to the first step at which the tokens the model was fed (metrics.jsonl, counted
+    from the collated tensors) reach N, past --epochs when N needs more."""
+    def steps(run: list[dict]) -> list[dict]:
+        return [line for line in run if "tokens" in line]
+
+    epoch = steps(train(tmp_path, data, "epoch", max_steps=0, epochs=1, **caps)[2])
+    one_epoch = sum(line["tokens"] for line in epoch)
+    for wanted, taken in ((one_epoch, len(epoch)), (one_epoch + 1, len(epoch) + 1), (one_epoch - 1, len(epoch))):
+        seen = steps(train(tmp_path, data, f"tokens-{wanted}", max_steps=0, epochs=1, max_tokens=wanted, **caps)[2])
+        assert len(seen) == taken
+        assert sum(line["tokens"] for line in seen[:-1]) < wanted <= sum(line["tokens"] for line in seen)
+
+
+def test_max_tokens_and_max_steps_are_not_both_given(tmp_path, data):
+    with pytest.raises(ConfigError, match="--max-steps 4 and --max-tokens 100 both say when to stop"):
+        TrainConfig(data=str(data), max_steps=4, max_tokens=100)
 
 
 def test_adafactor_is_adafactor(tmp_path, data, baseline):
@@ -184,7 +205,7 @@ def test_every_train_option_reaches_the_config(monkeypatch, tmp_path):
     """`mlmprep train` passes each option it has to TrainConfig: each set to a non-default value arrives."""
     import mlmprep.train.loop
 
-    given = dict(model="t5-small", epochs=3, max_steps=7, max_tokens_per_batch=999, max_tokens_per_microbatch=333,
+    given = dict(model="t5-small", epochs=3, max_tokens=7000, max_tokens_per_batch=999, max_tokens_per_microbatch=333,
                  max_examples_per_microbatch=5, alpha=1.5, pad_to_multiple_of=8, max_encoder_len=40, max_decoder_len=16,
                  optimizer="adafactor", lr=0.02, min_lr=0.001, schedule="linear", warmup_steps=11, decay_steps=13,
                  weight_decay=0.1, grad_clip=2.0, eval_every=17, validation="v",
@@ -192,10 +213,11 @@ def test_every_train_option_reaches_the_config(monkeypatch, tmp_path):
                  grow_after=31, max_bad_steps=3, report_to="tensorboard")
     adamw = dict(beta1=0.8, beta2=0.95)  # AdamW's only: refused with adafactor
     flags = {"bf16": False, "compile": True, "deterministic": True}
-    missing = {f.name for f in fields(TrainConfig)} - {"data", "out", "resume", *given, *adamw, *flags}
+    missing = {f.name for f in fields(TrainConfig)} - {"data", "out", "resume", "max_steps", *given, *adamw, *flags}
     assert not missing, f"give {missing} a non-default value here"
     monkeypatch.setattr(mlmprep.train.loop, "fit", lambda cfg: got.setdefault("cfg", cfg) and {})
-    for options in (given, {**given, "optimizer": "adamw", **adamw}):
+    steps = {k: v for k, v in given.items() if k != "max_tokens"} | {"max_steps": 7}  # the other way to stop
+    for options in (given, {**given, "optimizer": "adamw", **adamw}, steps):
         got = {}
         args = ["train", "d", "--out", str(tmp_path / "r"), "--no-bf16", "--compile", "--deterministic"]
         for key, value in options.items():

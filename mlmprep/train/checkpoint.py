@@ -35,8 +35,8 @@ CONFIG = "train_config.json"
 # not the steps already taken. (A new --max-steps also moves the end of the decay unless --decay-steps is set.)
 # --out is where the run is, however spelled, or wherever it was moved to.
 RESUMABLE = frozenset(
-    {"data", "out", "resume", "epochs", "max_steps", "eval_every", "validation", "log_every", "save_every",
-     "keep_checkpoints", "compile", "max_bad_steps", "report_to"}
+    {"data", "out", "resume", "epochs", "max_steps", "max_tokens", "eval_every", "validation", "log_every",
+     "save_every", "keep_checkpoints", "compile", "max_bad_steps", "report_to"}
 )
 
 

@@ -32,7 +32,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from mlmprep.config import TrainConfig, to_dict
+from mlmprep.config import MAX_TOKENS, TrainConfig, to_dict
 from mlmprep.errors import CacheError, ConfigError
 from mlmprep.format.load import Split, epoch_split, open_epoch, open_split, read_manifest
 from mlmprep.format.publish import check_utf8_path
@@ -218,6 +218,27 @@ def epoch_plan(cfg: TrainConfig, world: World, epoch: int, seeds: int | None = N
         raise CacheError(f"{split.path}: no rows to train on; build from a larger corpus")
     return split, plan_epoch(split.enc_lengths, split.dec_lengths, make_budget(cfg), seed=cfg.seed, epoch=epoch,
                              world_size=world.size)
+
+
+def planned_steps(cfg: TrainConfig, world: World, seeds: int) -> int:
+    """The steps the run trains: --max-steps; or with --max-tokens the first step by which the planned rows hold
+    that many real tokens (epochs follow one another past --epochs as needed); else --epochs' plans."""
+    if cfg.max_steps:
+        return cfg.max_steps
+    if not cfg.max_tokens:
+        return sum(len(epoch_plan(cfg, world, e, seeds)[1]) for e in range(cfg.epochs))
+    steps, tokens, epoch = 0, 0, 0
+    while True:
+        split, plan = epoch_plan(cfg, world, epoch, seeds)
+        enc = np.minimum(split.enc_lengths, cfg.max_encoder_len or MAX_TOKENS)
+        dec = np.minimum(split.dec_lengths, cfg.max_decoder_len or MAX_TOKENS)
+        for batch in plan:
+            rows = [mb.rows for rank in batch.ranks for mb in rank if not mb.padding]
+            rows = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
+            steps, tokens = steps + 1, tokens + int(enc[rows].sum() + dec[rows].sum())
+            if tokens >= cfg.max_tokens:
+                return steps
+        epoch += 1
 
 
 def resumed_seeds(cfg: TrainConfig, have: int, state: dict) -> int:
@@ -771,7 +792,7 @@ def run_fit(cfg: TrainConfig, world: World, hook: Hook | None, on_end: Callable 
     cfg.check_objective(manifest["objective"])
     saved = checkpoint.read_json(resume_from / "state.json") if resume_from else None
     n_seeds, digest = seeds_and_digest(cfg, world, manifest, saved)
-    total = cfg.max_steps or sum(len(epoch_plan(cfg, world, e, n_seeds)[1]) for e in range(cfg.epochs))
+    total = planned_steps(cfg, world, n_seeds)
     if saved is not None and (done := checkpoint.finished(resume_from, saved, total)) is not None:  # change nothing
         say(world, f"{Path(cfg.out)}: already trained to step {done['step']} of {total}; nothing to do (raise "
                    "--max-steps or --epochs to train further)")
