@@ -151,7 +151,9 @@ def test_an_int32_build_still_loads_verifies_inspects_and_remasks_in_int32(tmp_p
     assert a.input_ids.dtype == np.int32 and b.input_ids.dtype == np.uint16
     assert np.array_equal(a.input_ids.values, b.input_ids.values)
     assert show_examples(old, manifest(old)) == show_examples(new, manifest(new))
-    assert "token ids int32, format 2" in build_summary(old, manifest(old))
+    disk = next(x for x in build_summary(old, manifest(old)).splitlines() if x.startswith("disk:"))
+    assert "(token ids int32, format 2)" in disk
+    assert disk.endswith("; `mlmprep build ... --force` rebuilds it as format 3, about half the size")
     assert run.remask(old, 3, engine=Engine(workers=1)) == run.remask(new, 3, engine=Engine(workers=1)) == ["seed-2"]
     assert (stored_type(old / "seed-2", "input_ids"), stored_type(new / "seed-2", "input_ids")) == (pa.int32(),
                                                                                                   pa.uint16())

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mlmprep.format.write import column_dtypes, iter_rows
+from mlmprep.format.write import FORMAT_VERSION, column_dtypes, format_version, iter_rows
 
 
 def build_summary(out: Path, manifest: dict) -> str:
@@ -53,7 +53,8 @@ def build_summary(out: Path, manifest: dict) -> str:
 
 def disk_line(out: Path, manifest: dict) -> str:
     """The bytes the build takes (its splits' files as the manifest lists them, and the files beside them), the
-    types its columns are stored as, and what one more seed (`remask`) adds: the bytes of one seed split."""
+    types its columns are stored as, and what one more seed (`remask`) adds: the bytes of one seed split. An
+    int32 build whose ids fit in uint16 is told how to get the smaller format."""
     data = sum(f["bytes"] for split in manifest["splits"].values() for f in split["files"])
     beside = sum(p.stat().st_size for p in Path(out).iterdir() if p.is_file()) if Path(out).is_dir() else 0
     dtypes = column_dtypes(manifest["format_version"], manifest["objective"], manifest["tokenizer"]["vocab_size"])
@@ -61,8 +62,11 @@ def disk_line(out: Path, manifest: dict) -> str:
               else f"token ids {dtypes['input_ids']}, labels {dtypes['labels']}")
     seeds = manifest["seeds"]
     seed = sum(f["bytes"] for f in manifest["splits"][seeds[0]["split"]]["files"]) if seeds else 0
-    return (f"disk: {(data + beside) / 1e6:.1f} MB ({stored}, format {manifest['format_version']}); "
+    line = (f"disk: {(data + beside) / 1e6:.1f} MB ({stored}, format {manifest['format_version']}); "
             f"each further seed adds {seed / 1e6:.1f} MB")
+    if manifest["format_version"] < FORMAT_VERSION == format_version(manifest["tokenizer"]["vocab_size"]):
+        line += f"; `mlmprep build ... --force` rebuilds it as format {FORMAT_VERSION}, about half the size"
+    return line
 
 
 def split_order(name: str) -> tuple[int, int, str]:
