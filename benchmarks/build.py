@@ -11,12 +11,13 @@ Each run is a child process so its wall time and peak RSS are its own. Both side
 bytecode written and the Numba cache warm (both paid once, before the timed runs). They run in turn, a
 tokenize-only run and then a build, several times; each pair's ratio compares runs taken back to back, and the
 ratio reported is the median of the pairs' (the best time of each side is printed too). Also measured: the
-Numba compile a first build pays and a second does not, whether --threads 1 and --threads 2 give identical
-bytes, and how fast `mlmprep --help`, `mlmprep build --help` and `mlmprep train --help` answer (the best of a
-few fresh processes each). With --workers W1,W2,... every scale is built with each worker count in turn, one
-core each (--threads 1; the ratio then compares the largest count with tokenize-only on all cores), and a
-scaling table gives each count's throughput in corpus tokens per second and its speed-up over the first
-count. Peak RSS is the whole process tree's (the driver and its workers summed), sampled every 20 ms.
+output's size (bytes on disk per corpus byte), the Numba compile a first build pays and a second does not,
+whether --threads 1 and --threads 2 give identical bytes, and how fast `mlmprep --help`,
+`mlmprep build --help` and `mlmprep train --help` answer (the best of a few fresh processes each). With
+--workers W1,W2,... every scale is built with each worker count in turn, one core each (--threads 1; the ratio
+then compares the largest count with tokenize-only on all cores), and a scaling table gives each count's
+throughput in corpus tokens per second and its speed-up over the first count. Peak RSS is the whole process
+tree's (the driver and its workers summed), sampled every 20 ms.
 
 --write-docs writes the figures into the `build` section of docs/benchmarks.md (--section names another).
 """
@@ -40,6 +41,7 @@ from benchmarks.common import CORPORA, Figure, compile_bytecode, ratio, timed
 
 RATIO_TARGET = 1.25  # build time / tokenize-only time, on the whole corpus
 SPEED_UP_TARGETS = {2: 1.8, 16: 10.0}  # from 1 worker to this many, on a machine with as many cores
+OUTPUT_TARGET = 3.1  # bytes of a --seeds 4 build per corpus byte: 0.55x the 5.7 of int32 columns (pydocs, 32 k vocab)
 HELP_TARGETS = {"mlmprep --help": 0.2, "mlmprep build --help": 0.3, "mlmprep train --help": 0.3}  # seconds
 
 TOKENIZE_ONLY = """
@@ -75,6 +77,11 @@ def tree_digest(path: Path) -> str:
     return digest.hexdigest()
 
 
+def tree_bytes(path: Path) -> int:
+    """Bytes of every file of a build."""
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
 def corpus_tokens(build: Path) -> int:
     """Tokens of the corpus in a build (documents and their EOS, kept in windows or dropped)."""
     windows = json.loads((build / "manifest.json").read_text())["statistics"]["windows"]
@@ -107,7 +114,7 @@ def run(quick: bool = False, scales: tuple[int, ...] = (1, 4), corpus: Path | No
         for scale in scales:
             path = make_corpus(source, work, scale, limit)
             out = work / f"out-{scale}x"
-            tok_runs, build_runs, by_workers, tokens = [], [], {w: [] for w in workers}, 0
+            tok_runs, build_runs, by_workers, tokens, out_bytes = [], [], {w: [] for w in workers}, 0, 0
             for _ in range(repeats):  # in turn, so drift on a shared machine slows both sides alike
                 tok_runs.append(timed([sys.executable, "-c", TOKENIZE_ONLY, str(tok), str(path)]))
                 for w in workers or (0,):
@@ -115,7 +122,7 @@ def run(quick: bool = False, scales: tuple[int, ...] = (1, 4), corpus: Path | No
                                   "--out", str(out), *(["--workers", str(w), "--threads", "1"] if w else [])])
                     if w:
                         by_workers[w].append(run_)
-                    tokens = corpus_tokens(out)
+                    tokens, out_bytes = corpus_tokens(out), tree_bytes(out)
                     shutil.rmtree(out)
                 build_runs.append(by_workers[workers[-1]][-1] if workers else run_)
             for w, runs in by_workers.items():
@@ -127,6 +134,7 @@ def run(quick: bool = False, scales: tuple[int, ...] = (1, 4), corpus: Path | No
                 "scale": scale, "mb": path.stat().st_size / 1e6, "tokenize_s": min(w for w, _ in tok_runs),
                 "build_s": min(w for w, _ in build_runs), "ratio": statistics.median(ratios), "ratios": ratios,
                 "tokenize_rss_mb": max(r for _, r in tok_runs), "build_rss_mb": max(r for _, r in build_runs),
+                "out_mb": out_bytes / 1e6, "out_per_input": out_bytes / path.stat().st_size,
             })
             if scale != 1:
                 path.unlink()
@@ -173,11 +181,11 @@ def print_table(r: dict) -> None:
     print(f"\nbuild --seeds 4 vs tokenize-only, {r['corpus']} (same tokenizer, all cores; {r['repeats']} pairs of "
           "runs taken in turn: best times, median of the pairs' ratios)")
     print(f"{'scale':>6}{'MB':>9}{'tokenize s':>12}{'build s':>10}{'ratio':>8}{'tok RSS MB':>12}{'build RSS MB':>14}"
-          "  ratio of each pair")
+          f"{'out MB':>9}  ratio of each pair")
     for x in r["runs"]:
         pairs = " ".join(f"{q:.2f}" for q in x["ratios"])
         print(f"{x['scale']:>5}x{x['mb']:>9.1f}{x['tokenize_s']:>12.2f}{x['build_s']:>10.2f}{x['ratio']:>8.2f}"
-              f"{x['tokenize_rss_mb']:>12.0f}{x['build_rss_mb']:>14.0f}  {pairs}")
+              f"{x['tokenize_rss_mb']:>12.0f}{x['build_rss_mb']:>14.0f}{x['out_mb']:>9.1f}  {pairs}")
     print(f"target: ratio <= {RATIO_TARGET} on the whole corpus (a quick slice is dominated by start-up); "
           "build RSS flat across scales")
     print(f"first build (cold Numba cache) {r['cold_build_s']:.2f} s, second {r['warm_build_s']:.2f} s "
@@ -201,6 +209,10 @@ def figures(r: dict) -> list[Figure]:
     side = f"build --seeds 4 ({r['workers'][-1]} workers)" if r["workers"] else "build --seeds 4"
     rows = [Figure(f"{side} time / tokenize-only time, {x['mb']:.0f} MB", f"{x['ratio']:.2f}x", target,
                    None if r["quick"] else x["ratio"] <= RATIO_TARGET) for x in r["runs"]]
+    out = r["runs"][0]  # bytes per corpus byte hardly change with the scale
+    rows.append(Figure(f"build output bytes per corpus byte, {out['mb']:.0f} MB", f"{out['out_per_input']:.2f}",
+                       f"<= {OUTPUT_TARGET}" + (" (whole corpus)" if r["quick"] else ""),
+                       None if r["quick"] else out["out_per_input"] <= OUTPUT_TARGET))
     rss = [x["build_rss_mb"] for x in r["runs"]]
     if len(rss) > 1:
         rows.append(Figure("build peak RSS, largest / smallest corpus", ratio(rss[-1], rss[0]), "flat (<= 1.2x)",

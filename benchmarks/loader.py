@@ -10,7 +10,9 @@ tokenized with a tokenizer `train_tokenizer` trains on the corpus' first megabyt
 
 Measured on each: padding efficiency (real tokens / padded slots, encoder and decoder together) and loader
 throughput: real tokens per second through plan + collate to int64 tensors from the memory-mapped split,
-one process, files in the page cache. Both sides use the same collator (pad to multiples of 8).
+one process, files in the page cache. Both sides use the same collator (pad to multiples of 8). The split is
+stored as builds store it (format 3: uint16 token ids); the token-budget loader is also timed on the same rows
+stored as int32 (format 2), the two timed in turn.
 --write-docs writes the figures into the `loader` section of docs/benchmarks.md.
 """
 
@@ -23,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks import docs
-from benchmarks.common import CORPORA, Figure, best_seconds, ratio
+from benchmarks.common import CORPORA, Figure, best_of_each, best_seconds, ratio
 from mlmprep.format.load import open_epoch
 from mlmprep.train.batch import Budget, plan_epoch, plan_stats
 from mlmprep.train.collate import Collator
@@ -35,6 +37,8 @@ WINDOW = 568  # window length the build truncates segments to (input length 512 
 BUDGET = Budget(max_tokens_per_batch=16384, max_tokens_per_microbatch=4096, max_examples_per_microbatch=64,
                 pad_to_multiple_of=8)
 EPOCHS = 3  # timed epochs per side; the best is reported
+PAIRED_EPOCHS = 11  # epochs per side of the uint16 / int32 pair
+UINT16_TARGET = 0.95  # uint16 columns load no slower than int32 ones, give or take timing noise
 
 
 def segment_lengths(quick: bool) -> tuple[np.ndarray, str]:
@@ -65,8 +69,10 @@ def padding_efficiency(batches: list[np.ndarray], enc: np.ndarray, dec: np.ndarr
 
 
 def measure(windows: np.ndarray, work: Path) -> dict:
-    """Both loaders over one span-corrupted build of rows with these window lengths."""
-    split = open_epoch(write_fake_build(work, lengths=windows, n_seeds=1, vocab_size=8000), 0)
+    """Both loaders over one span-corrupted build of rows with these window lengths (uint16 columns), and the
+    token-budget loader over the same rows in int32 columns."""
+    split, wide = (open_epoch(write_fake_build(work / f"v{v}", lengths=windows, n_seeds=1, vocab_size=8000,
+                                               format_version=v), 0) for v in (3, 2))
     enc, dec = split.enc_lengths, split.dec_lengths
     collator = Collator("span", pad_id=0, decoder_start_id=0, pad_to_multiple_of=BUDGET.pad_to_multiple_of)
     tokens = float(enc.sum() + dec.sum())
@@ -76,10 +82,10 @@ def measure(windows: np.ndarray, work: Path) -> dict:
     size = max(1, round(stats["tokens_per_batch"] / (tokens / len(split))))  # same mean tokens per batch
     fixed = fixed_batches(len(split), size, seed=0)
 
-    def budget_epoch():
+    def budget_epoch(source=split):
         for batch in plan_epoch(enc, dec, BUDGET, seed=0, epoch=1):
             for mb in batch.ranks[0]:
-                collator.from_split(split, mb.rows)
+                collator.from_split(source, mb.rows)
 
     def fixed_epoch():
         for rows in fixed_batches(len(split), size, seed=1):
@@ -100,6 +106,8 @@ def measure(windows: np.ndarray, work: Path) -> dict:
         "tokens_per_s": {"budget": tokens / best_seconds(budget_epoch, EPOCHS),
                          "fixed": tokens / best_seconds(fixed_epoch, EPOCHS)},
         "plan_tokens_per_s": tokens / plan_seconds,
+        "columns_tokens_per_s": {k: tokens / t for k, t in best_of_each(
+            {"uint16": budget_epoch, "int32": lambda: budget_epoch(wide)}, PAIRED_EPOCHS).items()},
         "hf_call_tokens_per_s": tokens / best_seconds(hf_epoch, EPOCHS),
     }
 
@@ -129,6 +137,14 @@ def print_table(r: dict) -> None:
             print(f"  {key:28}" + fmt.format(a) + fmt.format(b) + f"{a / b:8.2f}")
         print(f"  plan alone: {m['plan_tokens_per_s']:.3g} tokens/s; HF-style __call__ path: "
               f"{m['hf_call_tokens_per_s']:.3g} tokens/s")
+        print(f"  token budget over uint16 / int32 columns, timed in turn: "
+              f"{m['columns_tokens_per_s']['uint16']:.3g} / {m['columns_tokens_per_s']['int32']:.3g} tokens/s "
+              f"({tps_ratio(m):.2f})")
+
+
+def tps_ratio(m: dict) -> float:
+    """Token-budget loader throughput over uint16 columns / over int32 columns."""
+    return m["columns_tokens_per_s"]["uint16"] / m["columns_tokens_per_s"]["int32"]
 
 
 def figures(r: dict) -> list[Figure]:
@@ -139,6 +155,8 @@ def figures(r: dict) -> list[Figure]:
         rows += [
             Figure(f"padding efficiency, {name} rows: budget / fixed", f"{pad['budget']:.3f} / {pad['fixed']:.3f}"),
             Figure(f"loader tokens/s, {name} rows: budget vs fixed", ratio(tps["budget"], tps["fixed"])),
+            Figure(f"loader tokens/s, {name} rows: uint16 vs int32 columns", f"{tps_ratio(m):.2f}x",
+                   f">= {UINT16_TARGET}x", tps_ratio(m) >= UINT16_TARGET),
         ]
     return rows
 

@@ -111,14 +111,44 @@ def corpora() -> Path:
     return CORPORA
 
 
-def format_1_copy(build: Path, dest: Path) -> dict:
-    """`build` copied to `dest` as a build written before the sharded layout looks (format 1: files cut every
-    512 MiB, no rows_per_file); its manifest."""
+def int32_copy(build: Path, dest: Path) -> dict:
+    """`build` copied to `dest` as mlmprep wrote it before format 3: every column int32 (the same values, in the
+    same record batches), format_version 2, the manifest's sizes and hashes those of the rewritten files; its
+    manifest."""
+    import hashlib
     import json
     import shutil
 
+    import pyarrow as pa
+
     shutil.copytree(build, dest)
     manifest = json.loads((dest / "manifest.json").read_text())
+    manifest["format_version"] = 2
+    for name, split in manifest["splits"].items():
+        for record in split["files"]:
+            path = dest / name / record["name"]
+            if not record["name"].endswith(".arrow"):
+                continue
+            with pa.memory_map(str(path)) as source:
+                reader = pa.ipc.open_stream(source)
+                schema = pa.schema([(f.name, pa.list_(pa.int32(), getattr(f.type, "list_size", -1)))
+                                    for f in reader.schema])
+                batches = [pa.record_batch([c.cast(t) for c, t in zip(b.columns, schema.types)], schema=schema)
+                           for b in reader]
+            with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_stream(sink, schema) as writer:
+                for batch in batches:
+                    writer.write_batch(batch)
+            record.update(bytes=path.stat().st_size, sha256=hashlib.sha256(path.read_bytes()).hexdigest())
+    (dest / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    return manifest
+
+
+def format_1_copy(build: Path, dest: Path) -> dict:
+    """`build` copied to `dest` as a build written before the sharded layout looks (format 1: int32 columns, files
+    cut every 512 MiB, no rows_per_file); its manifest."""
+    import json
+
+    manifest = int32_copy(build, dest)
     manifest["format_version"] = 1
     for key in ("rows_per_file", "tokenizer_train_chars"):
         manifest.pop(key, None)

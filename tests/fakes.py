@@ -67,8 +67,9 @@ def fake_tokenizer(vocab_size: int):
     return tok
 
 
-def _save_split(path: Path, rows: list[tuple[np.ndarray, np.ndarray]], num_shards: int) -> dict:
-    """save_to_disk the rows (fixed-size lists when every row of a column has one length); manifest entry."""
+def _save_split(path: Path, rows: list[tuple[np.ndarray, np.ndarray]], num_shards: int, dtypes: dict) -> dict:
+    """save_to_disk the rows (fixed-size lists of `dtypes` when every row of a column has one length); manifest
+    entry."""
     import datasets
 
     data = {"input_ids": [r[0] for r in rows], "labels": [r[1] for r in rows]}
@@ -76,7 +77,7 @@ def _save_split(path: Path, rows: list[tuple[np.ndarray, np.ndarray]], num_shard
     for name, column in data.items():
         widths = {len(r) for r in column}
         length = widths.pop() if len(widths) == 1 else -1
-        features[name] = datasets.Sequence(datasets.Value("int32"), length=length)
+        features[name] = datasets.Sequence(datasets.Value(dtypes[name].name), length=length)
     datasets.Dataset.from_dict(data, features=datasets.Features(features)).save_to_disk(str(path),
                                                                                       num_shards=num_shards)
     files = [{"name": f.name, "bytes": f.stat().st_size, "sha256": hashlib.sha256(f.read_bytes()).hexdigest()}
@@ -85,13 +86,17 @@ def _save_split(path: Path, rows: list[tuple[np.ndarray, np.ndarray]], num_shard
 
 
 def write_fake_build(directory, *, objective: str = "span", n_rows: int = 64, lengths=None, n_seeds: int = 2,
-                     vocab_size: int = 160, seed: int = 0, window_length: int = 32, num_shards: int = 1) -> Path:
+                     vocab_size: int = 160, seed: int = 0, window_length: int = 32, num_shards: int = 1,
+                     format_version: int = 1) -> Path:
     """Write a build directory: manifest.json, tokenizer.json, seed-0 .. seed-{n_seeds-1}, validation.
 
     lengths: per-row window lengths (text segmentation, variable-length list columns); None gives n_rows
     windows of `window_length` tokens (token splitting, fixed-size list columns). Seed splits mask the
-    same windows differently; validation has its own n_rows // 4 (at least 2) windows.
+    same windows differently; validation has its own n_rows // 4 (at least 2) windows. Columns are stored
+    as `format_version` stores them (int32 before 3).
     """
+    from mlmprep.format.write import column_dtypes
+
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     windows = np.full(n_rows, window_length, np.int64) if lengths is None else np.asarray(lengths, np.int64)
@@ -114,9 +119,10 @@ def write_fake_build(directory, *, objective: str = "span", n_rows: int = 64, le
         return [span_row(r, t, int(a), int(b), vocab_size) for t, a, b in zip(tokens, noise, spans)]
 
     seeds = [{"split": f"seed-{k}", "seed": 1000 + k} for k in range(n_seeds)]
-    splits = {s["split"]: _save_split(directory / s["split"], masked(train_tokens, s["seed"]), num_shards)
+    dtypes = column_dtypes(format_version, objective, vocab_size)
+    splits = {s["split"]: _save_split(directory / s["split"], masked(train_tokens, s["seed"]), num_shards, dtypes)
               for s in seeds}
-    splits["validation"] = _save_split(directory / "validation", masked(val_tokens, 999), num_shards)
+    splits["validation"] = _save_split(directory / "validation", masked(val_tokens, 999), num_shards, dtypes)
 
     tok = fake_tokenizer(vocab_size)
     tok.save(str(directory / "tokenizer.json"))
@@ -124,7 +130,7 @@ def write_fake_build(directory, *, objective: str = "span", n_rows: int = 64, le
     noise, spans = span_lengths(longest)
     enc_len, dec_len = (longest, longest) if objective == "mlm" else (longest - noise + spans + 1, noise + spans + 1)
     manifest = {
-        "format_version": 1,
+        "format_version": format_version,
         "mlmprep_version": "fake",
         "objective": objective,
         "method": "tokens" if lengths is None else "text",

@@ -409,6 +409,22 @@ MUTANTS = [
     Mutant("max-tokens-one-step-late", "mlmprep/train/loop.py",  # --max-tokens N trains a step past N
            "            if tokens >= cfg.max_tokens:", "            if tokens > cfg.max_tokens:",
            ("tests/test_train_options.py",)),
+    Mutant("mlm-labels-uint16", "mlmprep/format/write.py",  # -100 stored as 65436: datasets users see it
+           "    labels = np.int16 if vocab_size <= INT16_LABELS else np.int32",
+           "    labels = np.uint16 if vocab_size <= INT16_LABELS else np.int32", ("tests/test_narrow_ids.py",)),
+    Mutant("uint16-for-any-vocabulary", "mlmprep/format/write.py",  # ids above 65,535 wrap around
+           "    return FORMAT_VERSION if vocab_size <= UINT16_IDS else 2", "    return FORMAT_VERSION",
+           ("tests/test_narrow_ids.py",)),
+    Mutant("loader-views-every-column-as-int32", "mlmprep/format/load.py",  # two uint16 ids read as one int32
+           "    files = tuple(np.frombuffer(m, dtype=dtype, count=m.size // dtype.itemsize) for m in maps)",
+           "    files = tuple(np.frombuffer(m, dtype=np.int32, count=m.size // 4) for m in maps)",
+           ("tests/test_narrow_ids.py", "tests/test_load.py")),
+    Mutant("verify-ignores-column-types", "mlmprep/build/verify.py",
+           "        report.problems += type_problems(out, name, columns, manifest)\n", "",
+           ("tests/test_narrow_ids.py", "tests/test_verify.py")),
+    Mutant("remask-in-the-newest-format", "mlmprep/build/run.py",  # an int32 build gets uint16 seeds
+           "        version = manifest[\"format_version\"]\n", "        version = 3\n",
+           ("tests/test_narrow_ids.py",)),
 ]
 
 

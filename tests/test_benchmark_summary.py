@@ -35,9 +35,11 @@ def test_a_quick_segmentation_run_is_shown_but_not_judged():
         assert loss.met is None and loss.target == "tokens lower (default mode)"
 
 
-def build_result(help_s: dict[str, float], workers: list[int], scaling: list[dict]) -> dict:
-    runs = [{"scale": s, "mb": 11.0 * s, "ratio": 1.1, "build_rss_mb": 700 + s} for s in (1, 4)]
-    return {"quick": False, "workers": workers, "runs": runs, "scaling": scaling, "cold_build_s": 15.0,
+def build_result(help_s: dict[str, float], workers: list[int], scaling: list[dict], out_per_input: float = 2.94,
+                 quick: bool = False) -> dict:
+    runs = [{"scale": s, "mb": 11.0 * s, "ratio": 1.1, "build_rss_mb": 700 + s, "out_per_input": out_per_input}
+            for s in (1, 4)]
+    return {"quick": quick, "workers": workers, "runs": runs, "scaling": scaling, "cold_build_s": 15.0,
             "warm_build_s": 2.0, "threads_1_vs_2_identical": True, "help_s": help_s}
 
 
@@ -58,3 +60,12 @@ def test_the_build_figures_give_the_speed_up_of_the_largest_worker_count_at_each
     assert (small.value, small.target, small.met) == ("1.75x", ">= 1.8x", False)
     assert (large.value, large.met) == ("2.09x", True)
     assert "build --seeds 4 (2 workers) time / tokenize-only time, 11 MB" in rows
+
+
+@pytest.mark.parametrize("out_per_input, quick, met", [(2.94, False, True), (5.7, False, False), (5.7, True, None)])
+def test_the_build_output_size_is_judged_per_corpus_byte_on_the_whole_corpus(out_per_input, quick, met):
+    """Bytes of a --seeds 4 build per corpus byte: int32 columns took 5.7, uint16 ones must stay under 3.1."""
+    rows = {f.name: f for f in build.figures(build_result({}, [], [], out_per_input, quick))}
+    size = rows["build output bytes per corpus byte, 11 MB"]
+    assert (size.value, size.met) == (f"{out_per_input:.2f}", met)
+    assert size.target == "<= 3.1" + (" (whole corpus)" if quick else "")

@@ -302,12 +302,12 @@ def test_a_directory_whose_manifest_is_not_mlmprep_s_is_never_replaced(tmp_path,
 def test_a_build_in_another_format_version_is_never_taken_as_up_to_date(tmp_path, tok, tiny_corpus):
     out = tmp_path / "out"
     assert cli(*build_args(tiny_corpus, out, tok)).exit_code == 0
-    newer = {**manifest(out), "format_version": 3}
-    (out / "manifest.json").write_text(json.dumps(newer), encoding="utf-8")
+    older = {**manifest(out), "format_version": 2}  # int32 columns, where this vocabulary now gets uint16
+    (out / "manifest.json").write_text(json.dumps(older), encoding="utf-8")
     refused = cli(*build_args(tiny_corpus, out, tok))
-    assert_refused(refused.exit_code, refused.stderr, "format_version: 3 -> 2", "--force")
-    assert manifest(out) == newer
-    assert cli(*build_args(tiny_corpus, out, tok, "--force")).exit_code == 0 and manifest(out)["format_version"] == 2
+    assert_refused(refused.exit_code, refused.stderr, "format_version: 2 -> 3", "--force")
+    assert manifest(out) == older
+    assert cli(*build_args(tiny_corpus, out, tok, "--force")).exit_code == 0 and manifest(out)["format_version"] == 3
 
 
 def test_an_out_that_is_a_symbolic_link_is_written_through(tmp_path, tok, tiny_corpus):

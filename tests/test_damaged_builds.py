@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import build_tiny, format_1_copy
+from conftest import build_tiny, format_1_copy, int32_copy
 from test_cli_build import assert_refused, cli, data_files, leftovers, manifest
 
 
@@ -146,26 +146,32 @@ def test_training_refuses_a_data_file_with_a_damaged_header_in_one_line(tmp_path
 
 def overwrite_token(path: Path, value: int) -> int:
     """Write `value` over the first token of row 0's input_ids in an Arrow data file, found by its bytes (the
-    row's first 8 tokens as pyarrow reads them): the size and the headers stay valid. Returns that row's
-    length, so a caller can tell it was found."""
+    row's first 8 tokens as pyarrow reads them, in the column's stored type): the size and the headers stay
+    valid. Returns that row's length, so a caller can tell it was found."""
     import numpy as np
     import pyarrow as pa
 
     with pa.ipc.open_stream(pa.BufferReader(path.read_bytes())) as reader:
-        row = np.asarray(reader.read_next_batch().column("input_ids")[0].as_py(), dtype="<i4")
+        column = reader.read_next_batch().column("input_ids")
+        dtype = np.dtype(column.type.value_type.to_pandas_dtype()).newbyteorder("<")
+        row = np.asarray(column[0].as_py(), dtype=dtype)
     data = bytearray(path.read_bytes())
     at = bytes(data).index(row[:8].tobytes())
-    data[at : at + 4] = np.array([value], dtype="<i4").tobytes()
+    data[at : at + dtype.itemsize] = np.array([value], dtype=dtype).tobytes()
     path.write_bytes(bytes(data))
     return len(row)
 
 
-@pytest.mark.parametrize("value", [10**6, -7])
-def test_training_refuses_token_ids_outside_the_vocabulary_in_one_line(tmp_path, several_files, value):
+@pytest.mark.parametrize("value, int32", [(60_000, False), (10**6, True), (-7, True)])
+def test_training_refuses_token_ids_outside_the_vocabulary_in_one_line(tmp_path, several_files, value, int32):
     """A data file of the right size with valid headers but a token id no tokenizer gave: the run stops in one
-    line naming the split and the row, where the model's embedding would raise (or, on CUDA, assert)."""
+    line naming the split and the row, where the model's embedding would raise (or, on CUDA, assert). A uint16
+    column holds ids up to 65,535; an int32 one (format 2) any."""
     d = tmp_path / "data"
-    shutil.copytree(several_files, d)
+    if int32:
+        int32_copy(several_files, d)
+    else:
+        shutil.copytree(several_files, d)
     assert overwrite_token(min((d / "seed-0").glob("data-*")), value) > 8
     result = cli("train", d, "--model", "tiny", "--out", tmp_path / "run", "--epochs", "1", "--warmup-steps", "0",
                  "--log-every", "1000", "--eval-every", "0")

@@ -274,7 +274,7 @@ def tokenizer_in_worker(stage: str) -> bool:
     loads, load = [], pipeline.load_tokenizer
     pipeline.load_tokenizer = lambda path: loads.append(path) or load(path)
     try:
-        pipeline.worker_tokenizer(pipeline.Layout(BuildConfig(), stage, 1, 8, 8, None))
+        pipeline.worker_tokenizer(pipeline.Layout(BuildConfig(), stage, 1, 8, 8, None, 3))
     finally:
         pipeline.load_tokenizer = load
     return not loads

@@ -158,8 +158,8 @@ def test_manifest_errors(tmp_path, span_build):
         read_manifest(tmp_path)
     manifest = json.loads((span_build / "manifest.json").read_text())
     (tmp_path / "manifest.json").write_text(json.dumps({**manifest, "format_version": 7}))
-    with pytest.raises(CacheError,
-                       match=r"format_version 7.*format_version 1 or 2; rebuild it with `mlmprep build ... --force`"):
+    with pytest.raises(CacheError, match=r"format_version 7.*format_version 1, 2 or 3; "
+                                         r"rebuild it with `mlmprep build ... --force`"):
         read_manifest(tmp_path)
     (tmp_path / "manifest.json").write_text(json.dumps({**manifest, "seeds": []}))
     with pytest.raises(CacheError, match="no seed splits"):

@@ -233,8 +233,8 @@ def test_an_output_file_is_written_as_soon_as_the_shards_before_its_end_are_read
     from mlmprep.config import BuildConfig
 
     cfg = BuildConfig(validation_fraction=0.3, seed=5)
-    files = OutputFiles(Layout(cfg, "stage", 1, content_length=4, window_length=4, doc_eos=1), rows_per_file=3,
-                        shards=5, seeds=(11, 12), validation_seed=13)
+    layout = Layout(cfg, "stage", 1, content_length=4, window_length=4, doc_eos=1, format_version=3)
+    files = OutputFiles(layout, rows_per_file=3, shards=5, seeds=(11, 12), validation_seed=13)
     sizes = [5, 7, 0, 12, 9]  # stream tokens (documents and their EOS) of each shard: 33 in all, 8 windows
 
     def done(index):

@@ -12,7 +12,7 @@ from conftest import build_tiny
 from mlmprep.build.verify import verify
 from mlmprep.format.report import merge_spans
 from mlmprep.format.rows import Rows
-from mlmprep.format.write import finish_split, iter_rows, part_path, write_json, write_part
+from mlmprep.format.write import column_dtypes, finish_split, iter_rows, part_path, write_json, write_part
 
 
 @pytest.fixture
@@ -60,8 +60,9 @@ def rewrite_split(out, split, change):
     shutil.rmtree(out / split)
     width = manifest["fixed_length"] and {"input_ids": int(inputs.lengths()[0]), "labels": int(labels.lengths()[0])}
     widths, part = width or {"input_ids": None, "labels": None}, part_path(out / split, 0)
-    info = write_part(part, widths, {"input_ids": inputs, "labels": labels})
-    manifest["splits"][split] = finish_split(out / split, widths, [(part, info)])
+    dtypes = column_dtypes(manifest["format_version"], manifest["objective"], manifest["tokenizer"]["vocab_size"])
+    info = write_part(part, widths, dtypes, {"input_ids": inputs, "labels": labels})
+    manifest["splits"][split] = finish_split(out / split, widths, dtypes, [(part, info)])
     write_json(out / "manifest.json", manifest)
 
 

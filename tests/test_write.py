@@ -20,12 +20,13 @@ def ragged(rows):
                 np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64))
 
 
-def write_split(directory, widths, parts):
+def write_split(directory, widths, parts, dtypes=None):
     """A split of one data file per item of `parts` (None: a part without rows), as build tasks and the
-    driver write it; returns the manifest entry."""
-    infos = [(part_path(directory, k), write_part(part_path(directory, k), widths, columns) if columns else None)
-             for k, columns in enumerate(parts)]
-    return finish_split(directory, widths, infos)
+    driver write it, its columns int32 unless `dtypes` says otherwise; returns the manifest entry."""
+    dtypes = dtypes or dict.fromkeys(widths, np.dtype(np.int32))
+    infos = [(part_path(directory, k), write_part(part_path(directory, k), widths, dtypes, columns) if columns
+              else None) for k, columns in enumerate(parts)]
+    return finish_split(directory, widths, dtypes, infos)
 
 
 def test_fixed_length_split_loads_with_datasets_as_fixed_size_lists(tmp_path):
@@ -52,7 +53,7 @@ def test_a_part_is_written_in_record_batches_of_fixed_rows(tmp_path):
     import pyarrow as pa
 
     rows = fixed_rows(np.arange(5 * (2 * BATCH_ROWS + 7), dtype=np.int32), 5)
-    info = write_part(tmp_path / "p.arrow", {"tokens": 5}, {"tokens": rows})
+    info = write_part(tmp_path / "p.arrow", {"tokens": 5}, {"tokens": np.dtype(np.int32)}, {"tokens": rows})
     with pa.memory_map(str(tmp_path / "p.arrow")) as source:
         assert [b.num_rows for b in pa.ipc.open_stream(source)] == [BATCH_ROWS, BATCH_ROWS, 7]
     assert info["rows"] == len(rows) and not (tmp_path / "p.arrow.tmp").exists()
@@ -127,7 +128,8 @@ def test_read_existing_refuses_foreign_or_different_outputs(tmp_path):
     (out / "precious.txt").unlink()
     (out / "tokenizer.json").write_text("{}")
     manifest = {"config": {"seeds": 4}, "corpus": {"fingerprint": "fp"}, "splits": {},
-                "tokenizer": {"file": "tokenizer.json"}, "format_version": 2, "mlmprep_version": "test"}
+                "tokenizer": {"file": "tokenizer.json", "vocab_size": 32000}, "format_version": 3,
+                "mlmprep_version": "test"}
     (out / "manifest.json").write_text(json.dumps(manifest))
     assert read_existing(out, {"seeds": 4}, "fp", tokenizer_sha=None, force=False) == manifest  # up to date
     assert read_existing(out, {"seeds": 4}, "fp", tokenizer_sha=None, force=True) is None
@@ -135,6 +137,15 @@ def test_read_existing_refuses_foreign_or_different_outputs(tmp_path):
         read_existing(out, {"seeds": 8}, "fp", tokenizer_sha=None, force=False)
     with pytest.raises(CacheError, match="the corpus changed"):
         read_existing(out, {"seeds": 4}, "other", tokenizer_sha=None, force=False)
+    # int32 columns (format 2) are what this vocabulary is built as no longer, and what a larger one still is
+    for vocab, current in ((32000, False), (70000, True)):
+        old = {**manifest, "format_version": 2, "tokenizer": {"file": "tokenizer.json", "vocab_size": vocab}}
+        (out / "manifest.json").write_text(json.dumps(old))
+        if current:
+            assert read_existing(out, {"seeds": 4}, "fp", tokenizer_sha=None, force=False) == old
+        else:
+            with pytest.raises(CacheError, match=r"format_version: 2 -> 3.*--force"):
+                read_existing(out, {"seeds": 4}, "fp", tokenizer_sha=None, force=False)
 
 
 def test_paths_whose_names_are_not_utf8_build_read_back_and_are_refused_where_a_run_records_them(

@@ -41,7 +41,7 @@ from mlmprep.config import BuildConfig
 from mlmprep.corpus.readers import CorpusStats, ReadOptions
 from mlmprep.corpus.shards import Shard, read_shard
 from mlmprep.format.rows import Rows, concat_rows
-from mlmprep.format.write import damaged, hf_tokenizer, iter_rows_of_file, part_path, write_part
+from mlmprep.format.write import column_dtypes, damaged, hf_tokenizer, iter_rows_of_file, part_path, write_part
 from mlmprep.progress import prefetch, prefetch_map
 from mlmprep.tokenize import encode, load_tokenizer, plain_encoder, special_ids, word_tables
 
@@ -61,6 +61,7 @@ class Layout:
     content_length: int  # tokens of text per window, inside any frame
     window_length: int  # tokens per window as masked, frame included
     doc_eos: int | None  # the token that ends each document in the stream (None: --pack doc rows end themselves)
+    format_version: int  # the build's format, which decides its columns' types (write.column_dtypes)
     prefix: tuple[int, ...] = ()  # the MLM frame around every row ([CLS] ... [SEP])
     suffix: tuple[int, ...] = ()
 
@@ -449,11 +450,13 @@ def write_file(task: WriteTask) -> dict:
     rows = frame_rows(rows, np.asarray(layout.prefix, np.int32), np.asarray(layout.suffix, np.int32))
     held = held_out(task.first, task.count, cfg.validation_fraction, cfg.seed)
     train, val = rows.take(np.flatnonzero(~held)), rows.take(np.flatnonzero(held))
-    masker = Masker(cfg, ids, tables, layout.fixed, layout.window_length)
+    masker = Masker(cfg, ids, tables, layout.fixed, layout.window_length, layout.format_version)
     stage, width = Path(layout.stage), {"tokens": layout.window_length if layout.fixed else None}
+    dtype = {"tokens": masker.dtypes["tokens"]}
     parts = {
-        "windows": write_part(part_path(stage / "windows", task.index), width, {"tokens": train}),
-        "validation-windows": write_part(part_path(stage / "validation-windows", task.index), width, {"tokens": val}),
+        "windows": write_part(part_path(stage / "windows", task.index), width, dtype, {"tokens": train}),
+        "validation-windows": write_part(part_path(stage / "validation-windows", task.index), width, dtype,
+                                         {"tokens": val}),
     }
     for k, seed in enumerate(plan.seeds):
         parts[f"seed-{k}"] = mask_part(masker, stage / f"seed-{k}", task.index, train, seed, task.first_train,
@@ -469,7 +472,7 @@ def mask_part(masker: Masker, split_dir: Path, index: int, rows: Rows, seed: int
     if len(rows) == 0:
         return None
     masked = masker(rows, seed=seed, first_row=first_row, split=split)
-    return write_part(part_path(split_dir, index), masker.widths, masked)
+    return write_part(part_path(split_dir, index), masker.widths, masker.dtypes, masked)
 
 
 @dataclass(frozen=True)
@@ -502,17 +505,19 @@ def remask_file(task: RemaskTask) -> dict:
     ids, tables = worker.ids, worker.tables
     mask.set_threads(layout.threads)
     rows = concat_rows(list(iter_rows_of_file(path, "tokens")))
-    masker = Masker(layout.cfg, ids, tables, layout.fixed, layout.window_length)
+    masker = Masker(layout.cfg, ids, tables, layout.fixed, layout.window_length, layout.format_version)
     parts = {name: mask_part(masker, Path(stage), task.index, rows, seed, task.first_row, name)
              for name, stage, seed in task.seeds}
     return {"parts": parts, "masking": masker.totals}
 
 
 class Masker:
-    """Masks rows for one objective and keeps running totals of what it produced."""
+    """Masks rows for one objective, says how its columns are stored (`widths`, `dtypes`: those of format
+    `version`) and keeps running totals of what it produced."""
 
-    def __init__(self, cfg: BuildConfig, ids, tables, fixed: bool, window_length: int):
+    def __init__(self, cfg: BuildConfig, ids, tables, fixed: bool, window_length: int, version: int):
         self.cfg, self.ids, self.tables = cfg, ids, tables
+        self.dtypes = column_dtypes(version, cfg.objective, ids.vocab_size)
         if cfg.objective == "span":
             enc, lab = mask.corrupted_lengths(np.array([window_length]), cfg.noise_density, cfg.mean_span_length)
             self.widths = ({"input_ids": int(enc[0]), "labels": int(lab[0])} if fixed

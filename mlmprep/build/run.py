@@ -59,11 +59,11 @@ from mlmprep.corpus.shards import read_shard
 from mlmprep.errors import ConfigError, CorpusError, TokenizerError, most_common_fields
 from mlmprep.format.publish import build_directory, build_lock, check_output_path, publish, read_existing, staging_dir
 from mlmprep.format.write import (
-    FORMAT_VERSION,
     damaged,
     data_files,
     file_rows,
     finish_split,
+    format_version,
     manifest_path,
     part_path,
     strict,
@@ -210,7 +210,8 @@ def write_build(cfg: BuildConfig, corpus: Corpus, tok, stage: Path, log: Callabl
     shards = corpus.shards(engine.shard_bytes(corpus.bytes, cfg.shard_bytes))
     layout = Layout(cfg, str(stage), worker_threads(cfg, engine, len(shards)),
                     content_length=window_length - len(prefix) - len(suffix), window_length=window_length,
-                    doc_eos=document_eos(cfg, ids, suffix), prefix=tuple(prefix.tolist()),
+                    doc_eos=document_eos(cfg, ids, suffix), format_version=format_version(ids.vocab_size),
+                    prefix=tuple(prefix.tolist()),
                     suffix=tuple(suffix.tolist()))
     (stage / STAGING).mkdir()
     log(f"{len(shards)} input shard{'s' * (len(shards) != 1)} on {engine.describe()}")
@@ -248,14 +249,16 @@ def write_build(cfg: BuildConfig, corpus: Corpus, tok, stage: Path, log: Callabl
             written = run.results[len(shards):]  # one per output file, in order
         timings["tokenize_s"] = reading.finished - pipeline_started
         timings["mask_and_write_s"] = time.perf_counter() - reading.finished
-    masker = Masker(cfg, ids, None, layout.fixed, window_length)  # sums the tasks' totals; masks nothing here
+    # sums the tasks' totals; masks nothing here
+    masker = Masker(cfg, ids, None, layout.fixed, window_length, layout.format_version)
     for result in written:
         add_counts(stats, result["windows"])
         masker.merge(result["masking"])
-    token_width = {"tokens": window_length if layout.fixed else None}
+    token_width, token_dtype = {"tokens": window_length if layout.fixed else None}, {"tokens": masker.dtypes["tokens"]}
     names = ["windows", "validation-windows", *(f"seed-{k}" for k in range(cfg.seeds)), "validation"]
     splits = {
-        name: finish_split(stage / name, token_width if name.endswith("windows") else masker.widths,
+        name: finish_split(stage / name, *((token_width, token_dtype) if name.endswith("windows")
+                                           else (masker.widths, masker.dtypes)),
                            [(part_path(stage / name, i), result["parts"][name]) for i, result in enumerate(written)])
         for name in names
     }
@@ -525,7 +528,7 @@ def finish_manifest(cfg, corpus, tok, ids, stage, splits, seeds, stats, masker, 
     from mlmprep.config import to_dict
 
     manifest = {
-        "format_version": FORMAT_VERSION,
+        "format_version": format_version(ids.vocab_size),
         "mlmprep_version": mlmprep.__version__,
         "config": cfg.identity(),
         "build_options": {k: v for k, v in to_dict(cfg).items() if k not in cfg.identity()},
@@ -581,11 +584,14 @@ def remask(out: str | Path, seeds: int, *, threads: int = 0, engine: Engine | No
             return []
         cfg = make_config(BuildConfig, BuildConfig.used(manifest["config"]), source=str(manifest_path(out)))
         tok = build_tokenizer(out, manifest)
-        masker = Masker(cfg, special_ids(tok), word_tables(tok), manifest["fixed_length"], manifest["window_length"])
+        # new seeds in the build's own format: an older build keeps its int32 columns
+        version = manifest["format_version"]
+        masker = Masker(cfg, special_ids(tok), word_tables(tok), manifest["fixed_length"], manifest["window_length"],
+                        version)
         files = windows_files(out, manifest)
         firsts = np.cumsum([0] + [file_rows(path) for path, _ in files])
         layout = Layout(cfg, str(out), worker_threads(BuildConfig(threads=threads), engine, len(files)), 0,
-                        manifest["window_length"], None)
+                        manifest["window_length"], None, version)
         names = [f"seed-{k}" for k in range(have, seeds)]
         with contextlib.ExitStack() as stack:
             stages = {name: stack.enter_context(staging_dir(out / name)) for name in names}
@@ -600,7 +606,7 @@ def remask(out: str | Path, seeds: int, *, threads: int = 0, engine: Engine | No
             try:  # the new splits count once the manifest lists them: until then a failure takes them back
                 for (name, stage, seed) in new:
                     manifest["splits"][name] = finish_split(
-                        Path(stage), masker.widths,
+                        Path(stage), masker.widths, masker.dtypes,
                         [(part_path(Path(stage), i), r["parts"][name]) for i, r in enumerate(masked)])
                     publish(Path(stage), out / name)
                     published.append(out / name)

@@ -2,8 +2,9 @@
 
 Checks, in order: the manifest fields it reads have their types (an edited manifest is reported, not a
 traceback); every listed file exists with its size and sha256; the tokenizer is the recorded one, with
-the ids the manifest gives and the transformers files it implies; the manifest is strict JSON whose lengths and
-seeds follow from its options; every split loads and has its recorded row count; every row (or a `sample` of
+the ids the manifest gives and the transformers files it implies; the manifest is strict JSON whose lengths,
+seeds and format version follow from its options and tokenizer; every split loads, stores its columns in the
+types its format version gives and has its recorded row count; every row (or a `sample` of
 rows) of every masked split satisfies the objective's invariants against the stored unmasked window, whose
 lengths are the manifest's; the observed masking statistics equal the manifest's.
 """
@@ -16,13 +17,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 
 from mlmprep.build import _kernels, mask
 from mlmprep.build.pipeline import VALIDATION_SLOT
 from mlmprep.errors import ConfigError
 from mlmprep.format.load import file_problem, manifest_path, read_manifest
 from mlmprep.format.rows import Rows, concat_rows
-from mlmprep.format.write import hf_tokenizer_files, iter_rows
+from mlmprep.format.write import UINT16_IDS, column_dtypes, data_files, hf_tokenizer_files, iter_rows
 from mlmprep.tokenize import load_tokenizer, special_ids, tokenizer_sha256
 
 SPAN_PROBLEMS = {
@@ -107,7 +109,8 @@ FIELDS = {  # what verify reads of the manifest, and what each must be; a parent
     "objective": (lambda v: v in ("span", "mlm"), "'span' or 'mlm'"), "input_length": INTEGER,
     "window_length": INTEGER, "target_length": INTEGER, "fixed_length": FLAG, "validation_seed": INTEGER,
     "seeds": LIST, "splits": OBJECT, "statistics": OBJECT, "statistics.masking": OBJECT, "tokenizer": OBJECT,
-    "tokenizer.file": NAME, "tokenizer.sha256": TEXT, "config": OBJECT, "config.input_length": INTEGER,
+    "tokenizer.file": NAME, "tokenizer.sha256": TEXT, "tokenizer.vocab_size": INTEGER, "config": OBJECT,
+    "config.input_length": INTEGER,
     "config.seed": INTEGER, "config.noise_density": NUMBER, "config.mean_span_length": NUMBER,
     "config.mlm_probability": NUMBER, "config.whole_word": FLAG,
 }
@@ -194,6 +197,10 @@ def check_manifest(out: Path, manifest: dict, report: Report) -> None:
         json.loads(manifest_path(out).read_text(encoding="utf-8"), parse_constant=reject_constant)
     except ValueError as exc:
         report.problems.append(f"manifest.json: not strict JSON ({exc})")
+    vocab = manifest["tokenizer"]["vocab_size"]
+    if manifest["format_version"] >= 3 and vocab > UINT16_IDS:
+        report.problems.append(f"manifest.json: format_version {manifest['format_version']} stores uint16 ids, "
+                               f"but the vocabulary has {vocab:,} (at most {UINT16_IDS:,} fit)")
     try:
         check_lengths_and_seeds(manifest, report)
     except ConfigError as exc:  # an edited config no build accepts: say so, not as if the user had passed it
@@ -240,6 +247,7 @@ def read_split(out: Path, name: str, manifest: dict, report: Report) -> dict[str
     columns = ("tokens",) if name.endswith("windows") else ("input_ids", "labels")
     try:
         split = {c: concat_rows(list(iter_rows(out / name, c))) for c in columns}
+        report.problems += type_problems(out, name, columns, manifest)
     except Exception as exc:  # any Arrow/JSON/IO failure means the split is damaged
         report.problems.append(f"{name}: does not load "
                                f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})")
@@ -248,6 +256,22 @@ def read_split(out: Path, name: str, manifest: dict, report: Report) -> dict[str
     if rows != manifest["splits"][name]["rows"]:
         report.problems.append(f"{name}: {rows} rows, manifest says {manifest['splits'][name]['rows']}")
     return split
+
+
+def type_problems(out: Path, name: str, columns: tuple[str, ...], manifest: dict) -> list[str]:
+    """The columns of split `name` whose stored values are not of the type its format version gives
+    (write.column_dtypes), one line each."""
+    expected = column_dtypes(manifest["format_version"], manifest["objective"], manifest["tokenizer"]["vocab_size"])
+    problems = []
+    for path in data_files(out / name):
+        with pa.memory_map(str(path)) as source:
+            schema = pa.ipc.open_stream(source).schema
+        for column in columns:
+            stored = schema.field(column).type.value_type
+            if stored != pa.from_numpy_dtype(expected[column]):
+                problems.append(f"{name}/{path.name}: column {column} holds {stored}, format_version "
+                                f"{manifest['format_version']} stores {expected[column]}")
+    return problems
 
 
 def check_rows(name, manifest, ids, windows: Rows, masked: dict[str, Rows], rows: np.ndarray, report: Report) -> None:

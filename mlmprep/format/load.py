@@ -1,9 +1,10 @@
 """Load: open the splits of a build directory in place, memory-mapped, without copying a token.
 
 A split directory is what `datasets.save_to_disk` writes: Arrow IPC *stream* files, each a run of record
-batches. Every data file is mapped once and viewed whole as int32; a `Column` records where each record
-batch's tokens sit in those views. Rows are read straight from the page cache, so the ranks of one
-machine share a single copy, and opening a split costs O(rows), never O(tokens).
+batches. Every data file is mapped once and viewed whole as each column's stored type (uint16, int16 or
+int32: write.column_dtypes); a `Column` records where each record batch's tokens sit in those views. Rows
+are read straight from the page cache, so the ranks of one machine share a single copy, and opening a split
+costs O(rows), never O(tokens).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from mlmprep.tokenize import load_tokenizer, tokenizer_sha256
 
 OBJECTIVES = ("span", "mlm")
 COLUMNS = ("input_ids", "labels")
+STORED = {pa.int32(): np.int32, pa.uint16(): np.uint16, pa.int16(): np.int16}  # the value types a column may have
 MANIFEST_KEYS = ("config", "objective", "seeds", "splits", "tokenizer")  # what train, inspect, remask and verify read
 
 
@@ -47,8 +49,8 @@ def read_manifest(build_dir: str | Path) -> dict:
     if isinstance(version, bool) or version not in READ_VERSIONS:  # True == 1, but is no version
         raise CacheError(
             f"{path}: format_version {version!r}, but this mlmprep reads format_version "
-            f"{' or '.join(map(str, READ_VERSIONS))}; rebuild it with `mlmprep build ... --force` "
-            "or use the mlmprep that wrote it"
+            f"{', '.join(map(str, READ_VERSIONS[:-1]))} or {READ_VERSIONS[-1]}; "
+            "rebuild it with `mlmprep build ... --force` or use the mlmprep that wrote it"
         )
     if missing := sorted(set(MANIFEST_KEYS) - manifest.keys()):
         raise CacheError(f"{path}: lacks {', '.join(missing)}, which every mlmprep build records; "
@@ -106,16 +108,17 @@ def build_tokenizer(build_dir: Path, manifest: dict):
 
 @dataclass(frozen=True, eq=False)
 class Column:
-    """One int32 list column of a split, read in place.
+    """One list column of a split, read in place, its values in their stored type (`dtype`).
 
     Row i has offsets[i + 1] - offsets[i] tokens, numbered as if the column were one flat array. The
-    tokens live in `files` (each mapped data file viewed whole as int32, zero-copy); record batch c holds
+    tokens live in `files` (each mapped data file viewed whole as `dtype`, zero-copy); record batch c holds
     rows from chunks[c, 0] on, whose first token (number chunks[c, 1]) is files[chunks[c, 2]][chunks[c, 3]].
     """
 
     offsets: np.ndarray  # int64 [n + 1]
-    files: tuple[np.ndarray, ...]  # int32 [file bytes // 4] per data file, read-only views of the maps
+    files: tuple[np.ndarray, ...]  # dtype [file bytes // itemsize] per data file, read-only views of the maps
     chunks: np.ndarray  # int64 [n_chunks, 4]: first row, first token, file index, token position in that file
+    dtype: np.dtype  # uint16, int16 or int32: the values as stored, which every reader converts to int64 alike
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
@@ -126,13 +129,13 @@ class Column:
 
     @property
     def values(self) -> np.ndarray:
-        """All tokens, flat (int32 [offsets[-1]]): a zero-copy view when the column is one record batch;
+        """All tokens, flat (dtype [offsets[-1]]): a zero-copy view when the column is one record batch;
         otherwise the batches are not adjacent in the files and this is a copy (`row`, `locate` never copy)."""
         ends = np.append(self.chunks[1:, 1], self.offsets[-1])
         parts = [self.files[f][pos : pos + end - first] for (_, first, f, pos), end in zip(self.chunks, ends)]
         if len(parts) == 1:
             return parts[0]
-        return np.concatenate(parts) if parts else np.zeros(0, np.int32)
+        return np.concatenate(parts) if parts else np.zeros(0, self.dtype)
 
     def locate(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(file index, first token's position in that file, length) of each row; int64 [len(rows)] each."""
@@ -143,7 +146,7 @@ class Column:
                 self.offsets[rows + 1] - start)
 
     def by_file(self, rows: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
-        """Per data file holding some of `rows`: (its int32 view, which of `rows` [k], their starts [k],
+        """Per data file holding some of `rows`: (its view, which of `rows` [k], their starts [k],
         lengths [k])."""
         file, start, length = self.locate(rows)
         if len(self.files) == 1:
@@ -154,7 +157,7 @@ class Column:
             yield self.files[f], which, start[which], length[which]
 
     def row(self, i: int) -> np.ndarray:
-        """Row i, int32 [length]: a view of the mapped file."""
+        """Row i, dtype [length]: a view of the mapped file."""
         file, start, length = (int(x[0]) for x in self.locate(np.array([i])))
         return self.files[file][start : start + length]
 
@@ -178,7 +181,7 @@ class Split:
         return len(self.enc_lengths)
 
     def row(self, i: int) -> dict[str, np.ndarray]:
-        """Row i as zero-copy int32 views: {"input_ids": [L_enc], "labels": [L_dec]}."""
+        """Row i as zero-copy views in the stored types: {"input_ids": [L_enc], "labels": [L_dec]}."""
         return {"input_ids": self.input_ids.row(i), "labels": self.labels.row(i)}
 
     __getitem__ = row  # a map-style dataset for torch's DataLoader and the HF Trainer
@@ -222,18 +225,23 @@ def open_split(path: str | Path, *, objective: str | None = None) -> Split:
         names = [entry["filename"] for entry in json.loads(state.read_text(encoding="utf-8"))["_data_files"]]
     except (OSError, ValueError, KeyError, TypeError):
         raise CacheError(f"{state}: not a datasets state.json (no _data_files list); rebuild the split") from None
-    files, chunks = [], {name: [] for name in COLUMNS}
+    maps, chunks, dtypes = [], {name: [] for name in COLUMNS}, {}
     for f, name in enumerate(names):
         if not (path / name).is_file():
             raise CacheError(f"{path / name}: listed in state.json but missing; the build is incomplete, rebuild it")
         mapped = pa.memory_map(str(path / name)).read_buffer()  # zero-copy: the whole file
-        files.append(np.frombuffer(mapped, dtype=np.int32, count=mapped.size // 4))
+        maps.append(mapped)
         for batch in read_batches(mapped, path / name):
             for column in COLUMNS:
                 if column not in batch.schema.names:
                     raise CacheError(f"{path / name}: no column {column!r} (has {', '.join(batch.schema.names)})")
-                chunks[column].append(_chunk(batch.column(column), mapped, f, f"{path / name}:{column}"))
-    input_ids, labels = (_column(chunks[name], tuple(files)) for name in COLUMNS)
+                where = f"{path / name}:{column}"
+                chunk, dtype = _chunk(batch.column(column), mapped, f, where)
+                if dtypes.setdefault(column, dtype) != dtype:
+                    raise CacheError(f"{where}: {dtype} values where earlier batches hold {dtypes[column]}; "
+                                     "rebuild the split")
+                chunks[column].append(chunk)
+    input_ids, labels = (_column(chunks[name], maps, dtypes.get(name, np.dtype(np.int32))) for name in COLUMNS)
     if len(input_ids) != len(labels):
         raise CacheError(f"{path}: {len(input_ids)} input_ids rows but {len(labels)} labels rows; rebuild the split")
     enc, dec = input_ids.lengths(), labels.lengths()
@@ -245,8 +253,9 @@ def open_split(path: str | Path, *, objective: str | None = None) -> Split:
     return Split(path=path, objective=objective, input_ids=input_ids, labels=labels, enc_lengths=enc, dec_lengths=dec)
 
 
-def _chunk(arr: pa.Array, mapped: pa.Buffer, file: int, where: str) -> tuple[np.ndarray, int, int]:
-    """(row lengths int64 [k], file index, token position in the file) of one record batch's list column."""
+def _chunk(arr: pa.Array, mapped: pa.Buffer, file: int, where: str) -> tuple[tuple[np.ndarray, int, int], np.dtype]:
+    """((row lengths int64 [k], file index, token position in the file), value type) of one record batch's list
+    column."""
     if pa.types.is_fixed_size_list(arr.type):
         lengths = np.full(len(arr), arr.type.list_size, dtype=np.int64)
         first = arr.offset * arr.type.list_size
@@ -258,21 +267,24 @@ def _chunk(arr: pa.Array, mapped: pa.Buffer, file: int, where: str) -> tuple[np.
         if len(lengths) and lengths.min() < 0:
             raise CacheError(f"{where}: list offsets decrease (a damaged file); rebuild the split")
     else:
-        raise CacheError(f"{where}: type {arr.type}, expected list<int32> or fixed_size_list<int32>; rebuild")
+        raise CacheError(f"{where}: type {arr.type}, expected a list or fixed_size_list of integers; rebuild")
     child = arr.values
-    if child.type != pa.int32() or arr.null_count or child.null_count:
+    if child.type not in STORED or arr.null_count or child.null_count:
         raise CacheError(f"{where}: type {arr.type} with {arr.null_count} null rows; "
-                         "mlmprep reads int32 lists without nulls")
+                         "mlmprep reads lists of uint16, int16 or int32 without nulls")
+    dtype = np.dtype(STORED[child.type])
     if not lengths.sum():  # no tokens: the values buffer may be 0 bytes anywhere, and nothing is read from it
-        return lengths, file, 0
-    byte = child.buffers()[1].address + 4 * (child.offset + first) - mapped.address
-    if byte % 4 or not 0 <= byte <= mapped.size - 4 * int(lengths.sum()):
+        return (lengths, file, 0), dtype
+    size = dtype.itemsize
+    byte = child.buffers()[1].address + size * (child.offset + first) - mapped.address
+    if byte % size or not 0 <= byte <= mapped.size - size * int(lengths.sum()):
         raise CacheError(f"{where}: tokens are not stored in place (a compressed Arrow stream?); rebuild the split")
-    return lengths, file, byte // 4
+    return (lengths, file, byte // size), dtype
 
 
-def _column(chunks: list[tuple[np.ndarray, int, int]], files: tuple[np.ndarray, ...]) -> Column:
-    """Join per-batch (lengths, file, position) into one Column; empty batches are left out of the table."""
+def _column(chunks: list[tuple[np.ndarray, int, int]], maps: list[pa.Buffer], dtype: np.dtype) -> Column:
+    """Join per-batch (lengths, file, position) into one Column over `maps` viewed as `dtype`; empty batches
+    are left out of the table."""
     lengths = np.concatenate([c[0] for c in chunks]) if chunks else np.zeros(0, np.int64)
     offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
@@ -280,7 +292,8 @@ def _column(chunks: list[tuple[np.ndarray, int, int]], files: tuple[np.ndarray, 
     table = np.array(
         [(r, offsets[r], f, pos) for r, (ls, f, pos) in zip(rows, chunks) if len(ls)], dtype=np.int64
     ).reshape(-1, 4)
-    return Column(offsets=offsets, files=files, chunks=table)
+    files = tuple(np.frombuffer(m, dtype=dtype, count=m.size // dtype.itemsize) for m in maps)
+    return Column(offsets=offsets, files=files, chunks=table, dtype=dtype)
 
 
 def epoch_split(manifest: dict, epoch: int, seeds: int | None = None) -> str:

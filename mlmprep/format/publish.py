@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from mlmprep.errors import CacheError, ConfigError, printable
-from mlmprep.format.write import FORMAT_VERSION, MANIFEST, manifest_path
+from mlmprep.format.write import FORMAT_VERSION, MANIFEST, format_version, manifest_path
 
 
 def build_directory(given: str | Path) -> Path:
@@ -152,8 +152,10 @@ def read_existing(out: Path, identity: dict, fingerprint: str, *, tokenizer_sha:
         # not ours (or not readable as ours): --force does not replace it either
         raise CacheError(f"--out {out}: exists and is not an mlmprep build ({MANIFEST} is not an mlmprep manifest); "
                          "choose another --out")
-    differences = [] if manifest["format_version"] == FORMAT_VERSION else [
-        f"format_version: {manifest['format_version']!r} -> {FORMAT_VERSION}"]
+    vocab = manifest.get("tokenizer", {}).get("vocab_size")
+    version = format_version(vocab) if isinstance(vocab, int) else FORMAT_VERSION  # the one this build writes
+    differences = [] if manifest["format_version"] == version else [
+        f"format_version: {manifest['format_version']!r} -> {version}"]
     differences += [
         f"{key}: {manifest.get('config', {}).get(key)!r} -> {value!r}"
         for key, value in identity.items()

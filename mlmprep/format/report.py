@@ -7,11 +7,11 @@ from pathlib import Path
 import numpy as np
 
 from mlmprep.errors import common_fields
-from mlmprep.format.write import iter_rows
+from mlmprep.format.write import FORMAT_VERSION, column_dtypes, format_version, iter_rows
 
 
 def build_summary(out: Path, manifest: dict) -> str:
-    """A table of splits, windows and masking statistics."""
+    """A table of splits, windows and masking statistics, and the disk the build takes."""
     w = manifest["statistics"]["windows"]
     timings = manifest.get("timings", {})
     total_s = timings.get("total_s", 0.0)
@@ -46,12 +46,31 @@ def build_summary(out: Path, manifest: dict) -> str:
         else:  # a masked split with no rows (validation at --validation-fraction 0): no statistics to give
             what = "masked, no rows"
         lines.append(f"{name:<20}{split['rows']:>10,}{mb:>10.1f}  {what}")
+    lines += ["", disk_line(out, manifest)]
     if total_s:
         pipeline_s = timings.get("pipeline_s", total_s)
         trained = f"tokenizer training {timings['train_tokenizer_s']:.1f} s, " if "train_tokenizer_s" in timings else ""
         lines += ["", f"built in {total_s:.1f} s: {trained}tokenize + mask + write {pipeline_s:.1f} s "
                       f"({w['tokens_kept'] / pipeline_s / 1e6:.2f} M tokens/s)"]
     return "\n".join(lines)
+
+
+def disk_line(out: Path, manifest: dict) -> str:
+    """The bytes the build takes (its splits' files as the manifest lists them, and the files beside them), the
+    types its columns are stored as, and what one more seed (`remask`) adds: the bytes of one seed split. An
+    int32 build whose ids fit in uint16 is told how to get the smaller format."""
+    data = sum(f["bytes"] for split in manifest["splits"].values() for f in split["files"])
+    beside = sum(p.stat().st_size for p in Path(out).iterdir() if p.is_file()) if Path(out).is_dir() else 0
+    dtypes = column_dtypes(manifest["format_version"], manifest["objective"], manifest["tokenizer"]["vocab_size"])
+    stored = (f"token ids {dtypes['input_ids']}" if dtypes["labels"] == dtypes["input_ids"]
+              else f"token ids {dtypes['input_ids']}, labels {dtypes['labels']}")
+    seeds = manifest["seeds"]
+    seed = sum(f["bytes"] for f in manifest["splits"][seeds[0]["split"]]["files"]) if seeds else 0
+    line = (f"disk: {(data + beside) / 1e6:.1f} MB ({stored}, format {manifest['format_version']}); "
+            f"each further seed adds {seed / 1e6:.1f} MB")
+    if manifest["format_version"] < FORMAT_VERSION == format_version(manifest["tokenizer"]["vocab_size"]):
+        line += f"; `mlmprep build ... --force` rebuilds it as format {FORMAT_VERSION}, about half the size"
+    return line
 
 
 def split_order(name: str) -> tuple[int, int, str]:

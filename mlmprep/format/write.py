@@ -3,8 +3,9 @@
 Each build task writes one data file of each split (`write_part`); the driver names them in order and adds
 datasets' metadata (`finish_split`). A split directory holds Arrow IPC stream files
 `data-0000k-of-0000K.arrow`, `dataset_info.json` and `state.json`, so `datasets.load_from_disk` opens it
-and the trainer memory-maps it. Columns are int32:
-`fixed_size_list<int32>[L]` when every row has length L (a zero-copy 2-D view), `list<int32>` otherwise.
+and the trainer memory-maps it. Columns are lists of the integer type `column_dtypes` gives (uint16 token
+ids when the vocabulary fits, else int32): fixed-size lists when every row has length L (a zero-copy 2-D view),
+variable-length lists otherwise.
 """
 
 from __future__ import annotations
@@ -22,10 +23,29 @@ import pyarrow as pa
 from mlmprep.errors import CacheError, printable
 from mlmprep.format.rows import Rows
 
-FORMAT_VERSION = 2  # 2: a fixed number of rows per data file (manifest rows_per_file); 1: a new file every 512 MiB
-READ_VERSIONS = (1, 2)  # both are datasets save_to_disk directories: loading, verify and remask read either
+FORMAT_VERSION = 3  # 3: 16-bit columns (column_dtypes); 2: int32, a fixed number of rows per data file
+READ_VERSIONS = (1, 2, 3)  # 1: int32, a new file every 512 MiB; all are datasets save_to_disk directories
+UINT16_IDS = 1 << 16  # a vocabulary of at most this many ids is stored as uint16 (format 3)
+INT16_LABELS = 1 << 15  # an mlm vocabulary of at most this many ids has int16 labels, -100 stored as it is
 MANIFEST = "manifest.json"
 BATCH_ROWS = 1000  # rows per Arrow record batch, whatever the chunks upstream, so the bytes never depend on them
+
+
+def format_version(vocab_size: int) -> int:
+    """The format a new build with a tokenizer of `vocab_size` ids is written in: 3 when every id fits in uint16,
+    else 2 (int32 throughout)."""
+    return FORMAT_VERSION if vocab_size <= UINT16_IDS else 2
+
+
+def column_dtypes(version: int, objective: str, vocab_size: int) -> dict[str, np.dtype]:
+    """The value type of each column of a build in format `version`: int32 before format 3; in format 3 uint16
+    token ids (`tokens`, `input_ids`, span `labels`), and mlm `labels` int16 when the vocabulary has at most
+    32,768 ids (ids and IGNORE = -100 stored as they are, so every reader sees today's values), else int32."""
+    if version < 3:
+        return dict.fromkeys(("tokens", "input_ids", "labels"), np.dtype(np.int32))
+    labels = np.int16 if vocab_size <= INT16_LABELS else np.int32
+    return {"tokens": np.dtype(np.uint16), "input_ids": np.dtype(np.uint16),
+            "labels": np.dtype(np.uint16 if objective == "span" else labels)}
 
 
 def manifest_path(build_dir: str | Path) -> Path:
@@ -111,18 +131,19 @@ def write_hf_tokenizer(tok, directory: Path, *, model_max_length: int) -> None:
         write_json(directory / name, content)
 
 
-def arrow_column(rows: Rows, width: int | None) -> pa.Array:
-    """int32 list column over the rows' own buffers (no copy): fixed-size when `width` is given (every row
-    has that length). Built from buffers because `pa.array` imports pandas, a second of start-up."""
-    values = int32_array(rows.values)
+def arrow_column(rows: Rows, width: int | None, dtype: np.dtype) -> pa.Array:
+    """A list column of `dtype` values over the rows (no copy when they are `dtype` already): fixed-size when
+    `width` is given (every row has that length). Built from buffers because `pa.array` imports pandas, a
+    second of start-up."""
+    values = flat_array(rows.values, dtype)
     if width is not None:
         return pa.FixedSizeListArray.from_arrays(values, width)
-    return pa.ListArray.from_arrays(int32_array(rows.offsets.astype(np.int32)), values)
+    return pa.ListArray.from_arrays(flat_array(rows.offsets, np.dtype(np.int32)), values)
 
 
-def int32_array(values: np.ndarray) -> pa.Array:
-    values = np.ascontiguousarray(values, dtype=np.int32)
-    return pa.Array.from_buffers(pa.int32(), len(values), [None, pa.py_buffer(values)])
+def flat_array(values: np.ndarray, dtype: np.dtype) -> pa.Array:
+    values = np.ascontiguousarray(values, dtype=dtype)
+    return pa.Array.from_buffers(pa.from_numpy_dtype(dtype), len(values), [None, pa.py_buffer(values)])
 
 
 def write_datasets_metadata(directory: Path, names: list[str]) -> None:
@@ -149,38 +170,40 @@ def part_path(split_dir: Path, index: int) -> Path:
     return split_dir / f"part-{index:06d}.arrow"
 
 
-def write_part(path: Path, widths: dict[str, int | None], columns: dict[str, Rows]) -> dict | None:
-    """One data file of a split: `columns` in record batches of BATCH_ROWS rows, written under a temporary
-    name and renamed, so a task run again replaces what a dead attempt left. Returns its rows, bytes and
-    sha256; None (and no file) for no rows."""
+def write_part(path: Path, widths: dict[str, int | None], dtypes: dict[str, np.dtype],
+               columns: dict[str, Rows]) -> dict | None:
+    """One data file of a split: `columns` (stored as `dtypes`) in record batches of BATCH_ROWS rows, written
+    under a temporary name and renamed, so a task run again replaces what a dead attempt left. Returns its
+    rows, bytes and sha256; None (and no file) for no rows."""
     rows = len(next(iter(columns.values())))
     if rows == 0:
         return None
-    schema = split_schema(widths)
+    schema = split_schema(widths, dtypes)
     tmp = path.with_name(path.name + ".tmp")
     path.parent.mkdir(parents=True, exist_ok=True)
     with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_stream(sink, schema) as writer:
         for start in range(0, rows, BATCH_ROWS):
             stop = min(start + BATCH_ROWS, rows)
-            arrays = [arrow_column(columns[name].slice(start, stop), w) for name, w in widths.items()]
+            arrays = [arrow_column(columns[name].slice(start, stop), w, dtypes[name]) for name, w in widths.items()]
             writer.write_batch(pa.record_batch(arrays, schema=schema))
     os.replace(tmp, path)
     return {"rows": rows, "bytes": path.stat().st_size, "sha256": file_sha256(path)}
 
 
-def split_schema(widths: dict[str, int | None]) -> pa.Schema:
-    return pa.schema([(n, pa.list_(pa.int32(), w) if w is not None else pa.list_(pa.int32()))
+def split_schema(widths: dict[str, int | None], dtypes: dict[str, np.dtype]) -> pa.Schema:
+    return pa.schema([(n, pa.list_(pa.from_numpy_dtype(dtypes[n]), -1 if w is None else w))
                       for n, w in widths.items()])
 
 
-def finish_split(directory: Path, widths: dict[str, int | None], parts: list[tuple[Path, dict | None]]) -> dict:
+def finish_split(directory: Path, widths: dict[str, int | None], dtypes: dict[str, np.dtype],
+                 parts: list[tuple[Path, dict | None]]) -> dict:
     """Name a split's written parts data-0000k-of-0000K.arrow in order (parts without rows have no file; a
     split without rows gets one empty file, so it loads), write datasets' metadata; return the manifest entry."""
     written = [(path, info) for path, info in parts if info is not None]
     directory.mkdir(parents=True, exist_ok=True)
     if not written:
         path = part_path(directory, 0)
-        with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_stream(sink, split_schema(widths)):
+        with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_stream(sink, split_schema(widths, dtypes)):
             pass
         written = [(path, {"rows": 0, "bytes": path.stat().st_size, "sha256": file_sha256(path)})]
     files = []
@@ -197,7 +220,8 @@ def finish_split(directory: Path, widths: dict[str, int | None], parts: list[tup
 
 
 def iter_rows(split_dir: Path, column: str) -> Iterator[Rows]:
-    """Read one int32 list column of a split back, a record batch at a time (the counterpart of write_part)."""
+    """Read one list column of a split back as int32 Rows, a record batch at a time (the counterpart of
+    write_part)."""
     for path in data_files(split_dir):
         yield from iter_rows_of_file(path, column)
 
@@ -217,7 +241,7 @@ def read_batches(source, path: Path) -> Iterator[pa.RecordBatch]:
 
 
 def iter_rows_of_file(path: Path, column: str) -> Iterator[Rows]:
-    """One data file's column, a record batch at a time."""
+    """One data file's column as int32 Rows (whatever its stored type), a record batch at a time."""
     with pa.memory_map(str(path)) as source:
         for batch in read_batches(source, path):
             arr = batch.column(column)

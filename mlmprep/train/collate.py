@@ -110,7 +110,7 @@ class Collator:
         return None
 
     def _collate(self, n: int, enc_parts: list, dec_parts: list) -> dict[str, torch.Tensor]:
-        """Pad both columns; each part is (int32 buffer, output rows [k], starts [k], lengths [k])."""
+        """Pad both columns; each part is (buffer in the stored type, output rows [k], starts [k], lengths [k])."""
         if self.objective == "mlm":
             enc_len, dec_len = _lengths(n, enc_parts), _lengths(n, dec_parts)
             if not np.array_equal(enc_len, dec_len):
