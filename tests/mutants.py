@@ -282,7 +282,7 @@ MUTANTS = [
            "    if problems := shape_problems(manifest):", "    if problems := []:",
            ("tests/test_verify.py::test_a_manifest_that_contradicts_its_tokenizer_options_or_json_is_reported",)),
     Mutant("format-version-ignored", "mlmprep/format/publish.py",  # a newer format with the same options is "up to date"
-           "differences = [] if manifest[\"format_version\"] == FORMAT_VERSION else [", "differences = [] if True else [",
+           "differences = [] if manifest[\"format_version\"] == version else [", "differences = [] if True else [",
            ("tests/test_cli_build.py::test_a_build_in_another_format_version_is_never_taken_as_up_to_date",)),
     Mutant("out-parents-left", "mlmprep/format/publish.py",  # a failed build leaves the directories it made for --out
            "made = [p for p in Path(out).parents if not os.path.lexists(p)]", "made = []",
