@@ -390,16 +390,23 @@ def stream_windows(plan: Plan, first: int, count: int, tables) -> tuple[Rows, in
     return fixed_rows(windows, length), count_cut_rows(cuts[:-1], cuts[1:])
 
 
+def overlapping(offsets, first: int, count: int) -> Iterator[tuple[int, int, int]]:
+    """(task, a, b) for each task whose rows offsets[task]..offsets[task + 1]-1 overlap rows first..first+count-1:
+    its own rows a..b-1 are the overlap."""
+    offsets = np.asarray(offsets)
+    for task in range(max(0, int(np.searchsorted(offsets, first, side="right")) - 1), len(offsets) - 1):
+        lo, hi = int(offsets[task]), int(offsets[task + 1])
+        if lo >= first + count:
+            return
+        a, b = max(first, lo) - lo, min(first + count, hi) - lo
+        if a < b:
+            yield task, a, b
+
+
 def doc_windows(plan: Plan, first: int, count: int, tables) -> tuple[Rows, int]:
     """Rows first..first+count-1 of --pack doc, and how many begin or end inside a word."""
-    layout, offsets, parts, cut = plan.layout, np.asarray(plan.offsets), [], 0
-    for s in range(max(0, int(np.searchsorted(offsets, first, side="right")) - 1), len(offsets) - 1):
-        lo, hi = int(offsets[s]), int(offsets[s + 1])
-        if lo >= first + count:
-            break
-        a, b = max(first, lo) - lo, min(first + count, hi) - lo
-        if a >= b:
-            continue
+    layout, parts, cut = plan.layout, [], 0
+    for s, a, b in overlapping(plan.offsets, first, count):
         lengths, starts = document_index(layout.staged(f"shard-{s:06d}.lens"))
         per_doc, _ = doc_rows_per_document(lengths, layout.content_length, layout.doc_eos is not None)
         row_ends = np.cumsum(per_doc)
@@ -415,14 +422,8 @@ def doc_windows(plan: Plan, first: int, count: int, tables) -> tuple[Rows, int]:
 
 def stored_rows(plan: Plan, first: int, count: int) -> Rows:
     """Rows first..first+count-1 of the segmenting tasks' output (--method text)."""
-    layout, offsets, parts = plan.layout, np.asarray(plan.offsets), []
-    for t in range(max(0, int(np.searchsorted(offsets, first, side="right")) - 1), len(offsets) - 1):
-        lo, hi = int(offsets[t]), int(offsets[t + 1])
-        if lo >= first + count:
-            break
-        a, b = max(first, lo) - lo, min(first + count, hi) - lo
-        if a >= b:
-            continue
+    layout, parts = plan.layout, []
+    for t, a, b in overlapping(plan.offsets, first, count):
         lengths, starts = document_index(layout.staged(f"segments-{t:06d}.lens"))
         values = read_array(layout.staged(f"segments-{t:06d}.ids"), np.int32, int(starts[a]), int(starts[b]))
         parts.append(Rows(values, starts[a : b + 1] - starts[a]))
