@@ -184,3 +184,34 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def s3_endpoint():
+    """A real S3 server (moto's server mode) on a free loopback port, for the tests of one module."""
+    from s3server import s3_server
+
+    with s3_server() as server:
+        yield server
+
+
+@pytest.fixture
+def s3(s3_endpoint, monkeypatch):
+    """The module's S3 server with this process's environment pointed at it; `s3.bucket()` makes a fresh bucket."""
+    for key, value in s3_endpoint.env.items():
+        monkeypatch.setenv(key, value)
+    return s3_endpoint
+
+
+@pytest.fixture
+def s3_proxy(s3, monkeypatch):
+    """A FaultProxy in front of the S3 server, with the environment pointed at the proxy: add faults to it."""
+    from urllib.parse import urlsplit
+
+    from s3server import FaultProxy
+
+    url = urlsplit(s3.endpoint)
+    proxy = FaultProxy((url.hostname, url.port))
+    monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
+    yield proxy
+    proxy.close()
