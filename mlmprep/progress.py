@@ -37,7 +37,9 @@ class Stages:
     """A long job's progress in stages, each with a total known when it starts (so its percentage never falls):
     on a terminal one tqdm bar whose description changes with the stage; elsewhere (a log file, a pipe) a line to
     stderr at the first update `every` seconds after the last one: the stage, done of total, a note, and the
-    tokens counted so far with their rate over the stage."""
+    tokens counted so far with their rate over the stage. A task that runs longer than `every` seconds sends no
+    update, so there a heartbeat thread prints the same line when `every` seconds of real time pass without one:
+    a log shows the job alive, whatever the length of its tasks."""
 
     def __init__(self, every: float | None = None, clock: Callable[[], float] = time.monotonic):
         self.every = LOG_EVERY_S if every is None else every
@@ -45,6 +47,9 @@ class Stages:
         self.logged = clock()
         self.bar = progress(unit_scale=False, total=0) if sys.stderr.isatty() else None
         self.desc, self.unit, self.total, self.done, self.note, self.tokens, self.began = "", "", 0, 0, "", 0, 0.0
+        self.lock, self.stopped, self.printed = threading.Lock(), threading.Event(), time.monotonic()
+        if self.bar is None and self.every > 0:
+            threading.Thread(target=self.heartbeat, daemon=True, name="mlmprep-progress").start()
 
     def stage(self, desc: str, total: int, unit: str, done: int = 0) -> None:
         """Start stage `desc` of `total` `unit`s ("B": bytes, shown scaled), `done` of them done already."""
@@ -65,9 +70,22 @@ class Stages:
         if self.bar is not None:
             self.bar.set_postfix_str(", ".join(self.parts(rate=False)), refresh=False)
             self.bar.update(n)
-        elif self.clock() - self.logged >= self.every:
-            self.logged = self.clock()
-            print(self.line(), file=sys.stderr, flush=True)
+        else:
+            with self.lock:
+                if self.clock() - self.logged >= self.every:
+                    self.logged = self.clock()
+                    self.print_line()
+
+    def heartbeat(self) -> None:
+        """Print the current line whenever `every` seconds of real time pass with no line printed."""
+        while not self.stopped.wait(max(self.printed + self.every - time.monotonic(), 0.0)):
+            with self.lock:
+                if self.desc and time.monotonic() - self.printed >= self.every:
+                    self.print_line()
+
+    def print_line(self) -> None:
+        self.printed = time.monotonic()
+        print(self.line(), file=sys.stderr, flush=True)
 
     def parts(self, *, rate: bool) -> list[str]:
         """The note, and the tokens (with their rate over the stage if `rate`)."""
@@ -79,14 +97,19 @@ class Stages:
         return parts
 
     def line(self) -> str:
-        """One log line: "read, clean, tokenize: 12.6 of 50.3 MB (25%), 12/49 shards, 3,145,728 tokens, ..."."""
+        """One log line: "read, clean, tokenize: 12.6 of 50.3 MB (25%, 6 s), 12/49 shards, 3,145,728 tokens, ...",
+        the time in parentheses being the stage's so far."""
         if self.unit == "B":
             done = f"{self.done / 1e6:.1f} of {self.total / 1e6:.1f} MB"
         else:
             done = f"{self.done:,} of {self.total:,} {self.unit}{'s' * (self.total != 1)}"
-        return ", ".join([f"{self.desc}: {done} ({self.done / max(self.total, 1):.0%})", *self.parts(rate=True)])
+        elapsed = f"{self.clock() - self.began:.0f} s"
+        return ", ".join([f"{self.desc}: {done} ({self.done / max(self.total, 1):.0%}, {elapsed})",
+                          *self.parts(rate=True)])
 
     def close(self) -> None:
+        with self.lock:
+            self.stopped.set()
         if self.bar is not None:
             self.bar.close()
 

@@ -130,7 +130,48 @@ def test_stages_log_a_line_each_interval_when_stderr_is_not_a_terminal(monkeypat
         now[0] = 35.0
         stages.update(2)
     assert log.getvalue().splitlines() == [
-        "read, clean, tokenize: 20.0 of 50.0 MB (40%), 10/25 shards, 10,000 tokens, 1,000 tokens/s",
-        "read, clean, tokenize: 40.0 of 50.0 MB (80%), 20/25 shards, 40,000 tokens, 2,000 tokens/s",
-        "window, mask, write: 3 of 4 output files (75%)",
+        "read, clean, tokenize: 20.0 of 50.0 MB (40%, 10 s), 10/25 shards, 10,000 tokens, 1,000 tokens/s",
+        "read, clean, tokenize: 40.0 of 50.0 MB (80%, 20 s), 20/25 shards, 40,000 tokens, 2,000 tokens/s",
+        "window, mask, write: 3 of 4 output files (75%, 10 s)",
     ]
+
+
+def test_stages_heartbeat_prints_while_a_long_task_sends_no_update(monkeypatch):
+    """stderr not a terminal and no update for a while (one task of a long stage still running): the current
+    line is printed every `every` seconds of real time anyway, and nothing once the stages are closed."""
+    import io
+    import re
+
+    from mlmprep.progress import Stages
+
+    log = io.StringIO()
+    monkeypatch.setattr("sys.stderr", log)
+    with Stages(every=0.1) as stages:
+        stages.stage("read, clean, tokenize", 4_000_000, "B")
+        stages.update(1_000_000, "1/4 shards", tokens=5_000)
+        time.sleep(0.75)
+    lines = log.getvalue().splitlines()
+    assert 4 <= len(lines) <= 9, lines
+    assert all(re.fullmatch(r"read, clean, tokenize: 1\.0 of 4\.0 MB \(25%, \d s\), 1/4 shards, 5,000 tokens, "
+                            r"[\d,]+ tokens/s", line) for line in lines), lines
+    time.sleep(0.3)
+    assert log.getvalue().splitlines() == lines
+
+
+def test_tokenizer_training_reports_the_sample_read_then_the_fit(monkeypatch):
+    """Off a terminal, training a tokenizer is a stage counting the sample's characters as the trainer takes them
+    (every text passed on unchanged), then a stage for the fit, which the heartbeat keeps alive in the log."""
+    import io
+
+    from mlmprep.build.run import logged_sample
+    from mlmprep.progress import Stages
+
+    log = io.StringIO()
+    monkeypatch.setattr("sys.stderr", log)
+    texts = ["x" * 600_000, "y" * 600_000, "z" * 10]
+    with Stages(every=0.0) as bar:
+        assert list(logged_sample(iter(texts), bar, 1_200_010)) == texts
+        assert (bar.desc, bar.total, bar.done) == ("train tokenizer: fit the Unigram model", 1, 0)
+    assert [line.split(" (")[0] for line in log.getvalue().splitlines()] == [
+        "train tokenizer: read the sample: 1,200,000 of 1,200,010 characters",
+        "train tokenizer: read the sample: 1,200,010 of 1,200,010 characters"]

@@ -171,13 +171,13 @@ def test_a_build_logged_to_a_file_says_its_progress_in_lines(tmp_path, corpus_wi
     size = corpus_with_blanks.stat().st_size / 1e6
     reading = [line for line in lines if line.startswith("read, clean, tokenize: ")]
     shards = len(reading)
-    pattern = (rf"read, clean, tokenize: \d+\.\d of {size:.1f} MB \(\d+%\), (\d+)/{shards} shards"
+    pattern = (rf"read, clean, tokenize: \d+\.\d of {size:.1f} MB \(\d+%, \d+ s\), (\d+)/{shards} shards"
                r"(, \d+ output files written)?, [\d,]+ tokens, [\d,]+ tokens/s")
     assert all(re.fullmatch(pattern, line) for line in reading), reading
     assert [int(re.fullmatch(pattern, line).group(1)) for line in reading] == list(range(1, shards + 1))
-    assert reading[-1].startswith(f"read, clean, tokenize: {size:.1f} of {size:.1f} MB (100%)")
+    assert reading[-1].startswith(f"read, clean, tokenize: {size:.1f} of {size:.1f} MB (100%, ")
     writing = [line for line in lines if line.startswith("window, mask, write: ")]
-    assert all(re.fullmatch(r"window, mask, write: \d+ of \d+ output files \(\d+%\), [\d,]+ windows", line)
+    assert all(re.fullmatch(r"window, mask, write: \d+ of \d+ output files \(\d+%, \d+ s\), [\d,]+ windows", line)
                for line in writing), writing
     assert "\r" not in log.getvalue() and shards > 5
 

@@ -184,6 +184,21 @@ def training_sample(corpus: Corpus, cfg: BuildConfig, used: dict) -> Iterator[st
                 break
 
 
+def logged_sample(texts: Iterator[str], bar: Stages, total: int) -> Iterator[str]:
+    """`texts`, their characters counted in a progress stage of `total`; then a stage for the fit that follows
+    (the longest part of training a tokenizer, which reports nothing until it ends)."""
+    bar.stage("train tokenizer: read the sample", total, "character")
+    pending = 0
+    for text in texts:
+        yield text
+        pending += len(text)
+        if pending >= 1 << 20:
+            bar.update(pending)
+            pending = 0
+    bar.update(pending)
+    bar.stage("train tokenizer: fit the Unigram model", 1, "step")
+
+
 def write_build(cfg: BuildConfig, corpus: Corpus, tok, stage: Path, log: Callable[[str], None], engine: Engine) -> dict:
     """Write every split and the manifest into `stage`; return the manifest."""
     timings: dict[str, float] = {}
@@ -193,8 +208,13 @@ def write_build(cfg: BuildConfig, corpus: Corpus, tok, stage: Path, log: Callabl
         log(f"training a Unigram tokenizer (vocab {cfg.vocab_size}) on at most {cfg.tokenizer_train_chars:,} "
             "characters ...")
         trained_on = {"documents": 0, "characters": 0}
-        tok = train_tokenizer(training_sample(corpus, cfg, trained_on), cfg.vocab_size,
-                              show_progress=sys.stderr.isatty())
+        texts = training_sample(corpus, cfg, trained_on)
+        if sys.stderr.isatty():  # the tokenizers trainer's own bars, which show its EM rounds
+            tok = train_tokenizer(texts, cfg.vocab_size, show_progress=True)
+        else:
+            with Stages() as bar:
+                tok = train_tokenizer(logged_sample(texts, bar, min(cfg.tokenizer_train_chars, corpus.bytes or
+                                                                     cfg.tokenizer_train_chars)), cfg.vocab_size)
         timings["train_tokenizer_s"] = time.perf_counter() - started
     write_hf_tokenizer(tok, stage, model_max_length=cfg.input_length)  # tokenizer.json + the transformers files
     ids = special_ids(tok)
