@@ -1,8 +1,7 @@
 """The option reference: every command and option of `mlmprep`, as `--help` shows them, in Markdown.
 
-    python -m mlmprep.cli.reference > docs/options.md
-
-tests/test_cli_help.py fails when docs/options.md differs from what this prints.
+The docs site's CLI reference page is this text, written by docs/hooks.py as mkdocs builds the site;
+`python -m mlmprep.cli.reference` prints it.
 """
 
 from __future__ import annotations
@@ -14,14 +13,14 @@ import typer
 
 from mlmprep.cli import app
 
-REFRESH = "python -m mlmprep.cli.reference > docs/options.md"
-HEADER = f"""# Command-line options
+HEADER = """# CLI reference
 
 Every command of `mlmprep` and every option it takes, with its default, as `mlmprep COMMAND --help` shows
 them (each command also takes `--help`). Options of `build` and `train` can also be given in a `--config`
 file: JSON or YAML, the option's name as key (`input_length` or `input-length`), the command line winning.
 
-Generated from the command line itself by `{REFRESH}`; do not edit by hand.
+This page is generated from the command line itself each time the site is built (`python -m
+mlmprep.cli.reference` prints it), so it never drifts from `--help`.
 """
 DEFAULT = re.compile(r"\s*\[default: (.*)\]$")
 
@@ -58,9 +57,9 @@ def entry(names: str, help: str) -> str:
 
 
 def markdown(text: str) -> str:
-    """Help text as Markdown shows it: outside `code`, < and * are escaped (`</s>` is no HTML tag)."""
+    """Help text as Markdown shows it: outside `code`, < is an entity (`</s>` is no HTML tag) and * escaped."""
     pieces = text.split("`")
-    return "`".join(re.sub(r"([<*])", r"\\\1", p) if i % 2 == 0 else p for i, p in enumerate(pieces))
+    return "`".join(p.replace("<", "&lt;").replace("*", "\\*") if i % 2 == 0 else p for i, p in enumerate(pieces))
 
 
 def reference() -> str:
@@ -71,7 +70,7 @@ def reference() -> str:
         if getattr(command, "commands", None) and command is not root:
             continue  # a group of subcommands (`mlmprep tokenizer`): its commands follow
         usage = " ".join([ctx.command_path, *command.collect_usage_pieces(ctx)])
-        about = " ".join((command.help or "").strip().split("\n\n")[0].split())  # the first paragraph
+        about = markdown(" ".join((command.help or "").strip().split("\n\n")[0].split()))  # the first paragraph
         lines += [f"## {ctx.command_path}", "", about, "", f"    {usage}", ""]
         lines += option_lines(command, ctx)
     return "\n".join(lines).rstrip("\n") + "\n"

@@ -425,6 +425,25 @@ MUTANTS = [
     Mutant("remask-in-the-newest-format", "mlmprep/build/run.py",  # an int32 build gets uint16 seeds
            "        version = manifest[\"format_version\"]\n", "        version = 3\n",
            ("tests/test_narrow_ids.py",)),
+    Mutant("reference-help-line-as-html", "cli/reference.py",  # `<pad>=0, </s>=1` in a command's help eaten as tags
+           '        about = markdown(" ".join((command.help or "").strip().split("\\n\\n")[0].split()))',
+           '        about = " ".join((command.help or "").strip().split("\\n\\n")[0].split())',
+           ("tests/test_docs.py",)),
+    Mutant("reference-options-as-html", "cli/reference.py",  # an option's `</s>` in its help eaten as a tag
+           'p.replace("<", "&lt;").replace("*", "\\\\*") if i % 2 == 0', 'p.replace("*", "\\\\*") if i % 2 == 0',
+           ("tests/test_docs.py",)),
+    Mutant("reference-drops-the-off-flag", "cli/reference.py",  # --no-force missing from the reference
+           "append(entry(*record))", "append(entry(param.opts[0], record[1]))",
+           ("tests/test_docs.py",)),
+    Mutant("reference-not-generated-at-build", "docs/hooks.py",  # the site without its CLI reference
+           "    files.append(File.generated(config, PAGE, content=reference()))\n", "",
+           ("tests/test_docs.py",)),
+    Mutant("docs-broken-anchors-pass", "mkdocs.yml",  # a link to a heading that is not there builds
+           "  anchors: warn\n", "  anchors: info\n",
+           ("tests/test_docs.py",)),
+    Mutant("docs-web-fonts", "mkdocs.yml",  # the site fetches Google's fonts: no offline page, a request per reader
+           "  font: false\n", "  font: {text: Roboto}\n",
+           ("tests/test_docs.py",)),
 ]
 
 

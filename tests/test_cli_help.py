@@ -1,7 +1,7 @@
 """`--help` reads well: options under titled groups, choices as choices, no Python placeholders, examples under
 every command printed as written, `mlmprep --version`; and help stays fast (no rich, numba, torch imports).
-The options of build and train are made from the config dataclasses' fields, and docs/options.md from the
-command line."""
+The options of build and train are made from the config dataclasses' fields (the docs site's CLI reference is
+checked in tests/test_docs.py)."""
 
 from __future__ import annotations
 
@@ -277,27 +277,6 @@ def test_the_defaults_plain_commands_state_are_the_configs(words):
             assert float(text) == float(defaults[field]), (param.name, text, defaults[field])
         compared += 1
     assert compared >= 4, compared  # the help states defaults at all
-
-
-# ------------------------------------------------------------------ docs/options.md
-
-def test_the_option_reference_is_up_to_date():
-    from mlmprep.cli.reference import REFRESH, reference
-
-    written = (ROOT / "docs" / "options.md").read_text(encoding="utf-8")
-    assert written == reference(), f"docs/options.md is out of date; refresh it with `{REFRESH}`"
-
-
-@pytest.mark.parametrize("words", COMMANDS, ids=" ".join)
-def test_the_option_reference_lists_every_option_help_shows(words):
-    from mlmprep.cli.reference import reference
-
-    sections = dict(re.findall(r"^## (.*)\n((?:(?!^## ).*\n)*)", reference(), flags=re.M))
-    section = sections[" ".join(["mlmprep", *words])]
-    shown = re.findall(r"^  (--[\w-]+)(?: / (--[\w-]+))?", help_text(*words), flags=re.M)
-    names = {name for pair in shown for name in pair if name and name != "--help"}
-    assert names, words
-    assert {name for name in names if not re.search(rf"[`/] ?{name}[ `]", section)} == set()
 
 
 @pytest.mark.parametrize("words", [("build",), ("train",)], ids=" ".join)
