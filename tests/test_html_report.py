@@ -104,6 +104,44 @@ def test_span_statistics_count_the_stored_spans_and_follow_the_t5_reference(span
     assert len(lengths) > 1000 and 0.5 * np.abs(observed - reference).sum() < 0.05
 
 
+@pytest.mark.parametrize("pack", ["stream", "doc"])
+def test_document_lengths_and_windows_per_document(tmp_path, tiny_corpus, tiny_tokenizer_path, tiny_tokenizer, pack):
+    """Reference: every document of the corpus tokenized alone (its </s> added in a stream), laid end to end."""
+    from conftest import tiny_documents
+
+    from mlmprep.format.html import documents
+    from mlmprep.format.load import read_manifest
+
+    build = build_tiny(tmp_path / "data", tiny_corpus, tiny_tokenizer_path, seeds=1, input_length=40,
+                       validation_fraction=0.0, pack=pack)
+    manifest = read_manifest(build)
+    window = manifest["window_length"]
+    sizes = np.array([len(tiny_tokenizer.encode(d, add_special_tokens=False).ids) for d in tiny_documents()])
+    rows = manifest["splits"]["windows"]["rows"]
+    tokens, spread = documents(build, manifest, rows)
+    if pack == "stream":  # the first document is left out (it may have begun before the windows read)
+        sizes += 1
+        ends = np.cumsum(sizes)
+        whole = ends <= rows * window  # the stream's tail, shorter than a window, is dropped
+        expected = sizes[whole][1:]
+        starts = (ends - sizes)[whole][1:]
+        expected_spread = (starts + expected - 1) // window - starts // window + 1
+    else:  # rows of a document: whole windows and a tail of at least 2 tokens; one that fills whole windows
+        kept = sizes - np.where(sizes % window < 2, sizes % window, 0)  # reads as the start of the next document
+        expected, expected_spread, carry = [], [], 0
+        for n in kept.tolist():
+            carry += n
+            if n % window:
+                expected.append(carry)
+                expected_spread.append(-(-carry // window))
+                carry = 0
+        expected, expected_spread = np.array(expected), np.array(expected_spread)
+        assert len(expected) < len(kept)  # the corpus does have such a document
+    assert tokens.tolist() == expected.tolist()
+    assert spread.tolist() == expected_spread.tolist()
+    assert spread.max() > 1  # some documents do span windows
+
+
 def test_a_report_is_one_self_contained_file(tmp_path, span_build):
     page = report_page(span_build, None)
     assert page.startswith("<!-- mlmprep report -->")

@@ -301,9 +301,14 @@ def build_charts(build: Path, manifest: dict, tok, ids) -> list[str]:
     order = np.argsort(-counts, kind="stable")[:TOP_PIECES]
     order = order[counts[order] > 0]
     charts.append(svg.hbars(f"Most frequent pieces: {scanned:,} tokens of {of}",
-                            [tok.id_to_token(int(t)) or str(t) for t in order], counts[order].tolist(),
+                            [shown_piece(tok.id_to_token(int(t)) or str(t)) for t in order], counts[order].tolist(),
                             xlabel="occurrences"))
     return charts
+
+
+def shown_piece(piece: str) -> str:
+    """A vocabulary piece as a label: whitespace escaped (a newline piece shows as \\n)."""
+    return piece if piece.strip() else piece.encode("unicode_escape").decode("ascii").replace(" ", "\\x20")
 
 
 def run_charts(run: Path) -> tuple[list[str], dict]:

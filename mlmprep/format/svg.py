@@ -86,8 +86,13 @@ def bars(title: str, labels: list[str], values: list[float], *, xlabel: str, yla
                          f'text-anchor="middle">{escape(label)}</text>')
     legend = []
     if reference is not None:
-        points = " ".join(f"{LEFT + (i + 0.5) * step:.1f},{y_of(r):.1f}" for i, r in enumerate(reference))
-        parts.append(f'<polyline class="ref" points="{points}" fill="none" stroke="{REFERENCE}" stroke-width="2"/>')
+        if n > 3:  # a curve over lengths; a few categories get a mark each
+            points = " ".join(f"{LEFT + (i + 0.5) * step:.1f},{y_of(r):.1f}" for i, r in enumerate(reference))
+            parts.append(f'<polyline points="{points}" fill="none" stroke="{REFERENCE}" stroke-width="2"/>')
+        else:
+            parts += [f'<line x1="{LEFT + i * step + step * 0.05:.1f}" x2="{LEFT + (i + 1) * step - step * 0.05:.1f}" '
+                      f'y1="{y_of(r):.1f}" y2="{y_of(r):.1f}" stroke="{REFERENCE}" stroke-width="2.5"/>'
+                      for i, r in enumerate(reference)]
         parts += [f'<circle cx="{LEFT + (i + 0.5) * step:.1f}" cy="{y_of(r):.1f}" r="2.5" fill="{REFERENCE}">'
                   f'<title>{escape(labels[i])}: {names[1]} {fmt(r)}</title></circle>' for i, r in enumerate(reference)]
         legend = [(BAR, names[0]), (REFERENCE, names[1])]
