@@ -169,20 +169,17 @@ def mlm_density(split, rows: np.ndarray) -> np.ndarray:
     return np.array([float(np.mean(np.asarray(split.labels.row(r)) != -100)) for r in rows.tolist()])
 
 
-def window_scan(build: Path, manifest: dict) -> tuple[np.ndarray, np.ndarray, int, int]:
-    """(token counts by id, the stored windows' lengths, tokens read, rows read) over the first TOKEN_SCAN tokens
-    of windows/."""
+def window_scan(build: Path, manifest: dict) -> tuple[np.ndarray, int, int]:
+    """(token counts by id, tokens read, rows read) over the first TOKEN_SCAN tokens of windows/."""
     counts = np.zeros(manifest["tokenizer"]["vocab_size"], dtype=np.int64)
-    lengths, tokens = [], 0
+    tokens = rows = 0
     if "windows" in manifest["splits"]:
         for _, chunk in batches_with_start(build / "windows", "tokens"):
             counts += np.bincount(chunk.values, minlength=len(counts))[: len(counts)]
-            lengths.append(np.diff(chunk.offsets))
-            tokens += len(chunk.values)
+            tokens, rows = tokens + len(chunk.values), rows + len(chunk)
             if tokens >= TOKEN_SCAN:
                 break
-    row_lengths = np.concatenate(lengths) if lengths else np.zeros(0, np.int64)
-    return counts, row_lengths, tokens, len(row_lengths)
+    return counts, tokens, rows
 
 
 def documents(build: Path, manifest: dict, rows: int) -> tuple[np.ndarray, np.ndarray] | None:
@@ -281,9 +278,10 @@ def build_charts(build: Path, manifest: dict, tok, ids) -> list[str]:
         charts.append(svg.bars(f"Noise density per row: {len(rows):,} rows of {name} ({what})", labels, shares,
                                xlabel="share of the row's tokens that are targets", ylabel="share of rows",
                                percent=True))
-    counts, _, scanned, scanned_rows = window_scan(build, manifest)
+    counts, scanned, scanned_rows = window_scan(build, manifest)
     docs = documents(build, manifest, scanned_rows)
-    of = f"the first {scanned_rows:,} windows" if scanned_rows < manifest["splits"]["windows"]["rows"] else "windows/"
+    total = manifest["splits"].get("windows", {}).get("rows", 0)
+    of = f"the first {scanned_rows:,} windows" if scanned_rows < total else "windows/"
     if docs is not None and len(docs[0]):
         tokens, spread = docs
         labels, values = log2_bins(tokens)
@@ -295,7 +293,7 @@ def build_charts(build: Path, manifest: dict, tok, ids) -> list[str]:
         charts.append(svg.bars("Windows per document (the windows each document's tokens fall in)",
                                [str(i) for i in range(1, top)] + [f"{top}+"], per.tolist(), xlabel="windows",
                                ylabel="documents"))
-    else:
+    elif manifest["method"] == "text":
         charts.append('<figure class="chart note"><figcaption>Documents</figcaption><p>--method text cuts the joined '
                       "text of every document into segments, so rows keep no document boundaries.</p></figure>")
     order = np.argsort(-counts, kind="stable")[:TOP_PIECES]
