@@ -227,6 +227,8 @@ def inspect_build(
         return
     if run is not None:
         raise ConfigError("--run shows a training run in the HTML report: add --html FILE")
+    if (directory / "train_config.json").is_file() and not (directory / "manifest.json").is_file():
+        raise ConfigError(f"{directory} is a training run, not a build: add --html FILE to see its curves")
     split = split or "seed-0"
     manifest = read_manifest(directory)
     tokenizer_path(directory, manifest)  # a damaged build is refused in one line, before anything is shown

@@ -19,6 +19,7 @@ from conftest import build_tiny
 from mlmprep.format.html import (
     reference_span_lengths,
     report_page,
+    report_sources,
     sample_rows,
     span_statistics,
     t5_span_counts,
@@ -191,8 +192,10 @@ def fake_run(run: Path, data: Path) -> Path:
 
 def test_a_run_directory_shows_its_curves_and_its_build(tmp_path, span_build):
     run = fake_run(tmp_path / "run", span_build)
-    page = report_page(*__import__("mlmprep.format.html", fromlist=["_"]).report_sources(run, None))
+    page = report_page(*report_sources(run, None))
     assert 'id="run"' in page and 'id="examples"' in page
+    refused = subprocess.run([sys.executable, "-m", "mlmprep", "inspect", str(run)], capture_output=True, text=True)
+    assert refused.returncode == 2 and "add --html FILE" in refused.stderr
     run_part = page.split('id="run"')[1]
     assert run_part.count("<svg") == 3 and "Learning rate" in run_part
     # the validation curve has a point per evaluation: 3 of them, 11 training points
