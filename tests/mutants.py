@@ -426,16 +426,16 @@ MUTANTS = [
            "        version = manifest[\"format_version\"]\n", "        version = 3\n",
            ("tests/test_narrow_ids.py",)),
     # ------------------------------------------------------------ the HTML report and RUN plots
-    Mutant("t5-reference-off-by-one", "mlmprep/format/html.py",  # C(noise - j, ...): the composition count is wrong
+    Mutant("t5-reference-off-by-one", "mlmprep/format/charts.py",  # C(noise - j, ...): the composition count is wrong
            "p[j] = math.comb(noise - j - 1, spans - 2) / total", "p[j] = math.comb(noise - j, spans - 2) / total",
            ("tests/test_html_report.py",)),
-    Mutant("span-lengths-count-the-sentinel", "mlmprep/format/html.py",  # each span one token longer
+    Mutant("span-lengths-count-the-sentinel", "mlmprep/format/charts.py",  # each span one token longer
            "spans = np.diff(np.append(starts, len(labels) - 1)) - 1", "spans = np.diff(np.append(starts, len(labels) - 1))",
            ("tests/test_html_report.py",)),
     Mutant("report-span-numbers-shifted", "mlmprep/format/report.py",  # the text's spans lit by the next sentinel
            "span.extend([number[t]] * len(spans[t]))", "span.extend([number[t] + 1] * len(spans[t]))",
            ("tests/test_html_report.py", "tests/test_verify.py")),
-    Mutant("documents-keep-their-eos-apart", "mlmprep/format/html.py",  # a document ends before its </s>
+    Mutant("documents-keep-their-eos-apart", "mlmprep/format/charts.py",  # a document ends before its </s>
            "ends = np.flatnonzero(values == manifest[\"tokenizer\"][\"eos_id\"]) + 1",
            "ends = np.flatnonzero(values == manifest[\"tokenizer\"][\"eos_id\"])",
            ("tests/test_html_report.py",)),

@@ -16,16 +16,14 @@ import numpy as np
 import pytest
 from conftest import build_tiny
 
-from mlmprep.format.html import (
+from mlmprep.format.charts import (
     reference_span_lengths,
-    report_page,
-    report_sources,
     sample_rows,
     span_statistics,
     t5_span_counts,
     t5_span_length_distribution,
-    write_report,
 )
+from mlmprep.format.html import report_page, report_sources, write_report
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -110,7 +108,7 @@ def test_document_lengths_and_windows_per_document(tmp_path, tiny_corpus, tiny_t
     """Reference: every document of the corpus tokenized alone (its </s> added in a stream), laid end to end."""
     from conftest import tiny_documents
 
-    from mlmprep.format.html import documents
+    from mlmprep.format.charts import documents
     from mlmprep.format.load import read_manifest
 
     build = build_tiny(tmp_path / "data", tiny_corpus, tiny_tokenizer_path, seeds=1, input_length=40,
