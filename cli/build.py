@@ -34,6 +34,8 @@ INSPECT_EXAMPLES = """Examples:
   mlmprep inspect mlmprep-data                                 # the summary and 3 decoded rows of seed-0
   mlmprep inspect mlmprep-data --split validation --examples 10
   mlmprep inspect mlmprep-data --split windows                 # the windows before masking
+  mlmprep inspect mlmprep-data --html report.html              # a page: spans under every seed, charts
+  mlmprep inspect runs/a --html run.html                       # a training run's curves (and its build)
 """
 
 TOKENIZER_EXAMPLES = """Examples:
@@ -195,15 +197,39 @@ def remask(
 @app.command("inspect", epilog=INSPECT_EXAMPLES, cls=HelpCommand)
 @cli_errors
 def inspect_build(
-    directory: Annotated[Path, typer.Argument(help="A directory written by mlmprep build.")],
+    directory: Annotated[Path, typer.Argument(help="A directory written by mlmprep build (or, with --html, a "
+                                                   "training run's directory: mlmprep train --out).")],
     *,
-    split: Annotated[str, typer.Option(help="Which split to show examples from.", metavar="SPLIT")] = "seed-0",
+    split: Annotated[str | None, typer.Option(
+        help="Which split to show examples from (with --html: the seed split shown first). [default: seed-0]",
+        metavar="SPLIT", show_default=False)] = None,
     examples: Annotated[int, typer.Option(help="How many decoded examples to show.")] = 3,
+    html: Annotated[Path | None, typer.Option(
+        help="Write a self-contained HTML report to this file instead: the summary, examples under every seed with "
+             "their spans, charts; a training run's curves.", metavar="FILE", show_default=False)] = None,
+    run: Annotated[Path | None, typer.Option(
+        help="With --html: a training run's directory (mlmprep train --out) whose curves the report shows too.",
+        metavar="RUN", show_default=False)] = None,
 ) -> None:
-    """Summarise a build and show decoded examples with their masked spans."""
+    """Summarise a build and show decoded examples with their masked spans (or write them as an HTML report)."""
+    from mlmprep.errors import ConfigError
     from mlmprep.format.load import check_split_files, read_manifest, tokenizer_path
     from mlmprep.format.report import build_summary, show_examples
 
+    if html is not None:
+        if examples < 0:
+            raise ConfigError(f"--examples must be 0 or more, got {examples}")
+        from mlmprep.format.html import report_sources, write_report
+
+        build, run = report_sources(directory, run)
+        written = write_report(html, build=build, run=run, examples_shown=examples, first_seed=split)
+        typer.echo(f"wrote {written} ({written.stat().st_size / 1e6:.2f} MB): open it in a browser")
+        return
+    if run is not None:
+        raise ConfigError("--run shows a training run in the HTML report: add --html FILE")
+    if (directory / "train_config.json").is_file() and not (directory / "manifest.json").is_file():
+        raise ConfigError(f"{directory} is a training run, not a build: add --html FILE to see its curves")
+    split = split or "seed-0"
     manifest = read_manifest(directory)
     tokenizer_path(directory, manifest)  # a damaged build is refused in one line, before anything is shown
     if split in manifest["splits"]:  # else show_examples names the splits there are

@@ -444,6 +444,34 @@ MUTANTS = [
     Mutant("docs-web-fonts", "mkdocs.yml",  # the site fetches Google's fonts: no offline page, a request per reader
            "  font: false\n", "  font: {text: Roboto}\n",
            ("tests/test_docs.py",)),
+    # ------------------------------------------------------------ the HTML report and RUN plots
+    Mutant("t5-reference-off-by-one", "mlmprep/format/charts.py",  # C(noise - j, ...): the composition count is wrong
+           "p[j] = math.comb(noise - j - 1, spans - 2) / total", "p[j] = math.comb(noise - j, spans - 2) / total",
+           ("tests/test_html_report.py",)),
+    Mutant("span-lengths-count-the-sentinel", "mlmprep/format/charts.py",  # each span one token longer
+           "spans = np.diff(np.append(starts, len(labels) - 1)) - 1", "spans = np.diff(np.append(starts, len(labels) - 1))",
+           ("tests/test_html_report.py",)),
+    Mutant("report-span-numbers-shifted", "mlmprep/format/report.py",  # the text's spans lit by the next sentinel
+           "span.extend([number[t]] * len(spans[t]))", "span.extend([number[t] + 1] * len(spans[t]))",
+           ("tests/test_html_report.py", "tests/test_verify.py")),
+    Mutant("documents-keep-their-eos-apart", "mlmprep/format/charts.py",  # a document ends before its </s>
+           "ends = np.flatnonzero(values == manifest[\"tokenizer\"][\"eos_id\"]) + 1",
+           "ends = np.flatnonzero(values == manifest[\"tokenizer\"][\"eos_id\"])",
+           ("tests/test_html_report.py",)),
+    Mutant("seed-switch-stuck", "mlmprep/format/report.html",  # every seed button shows seed-0's masks
+           "const v = ex.seeds[seed];", "const v = ex.seeds[0];", ("tests/test_html_report.py",)),
+    Mutant("mlm-kept-and-random-swapped", "mlmprep/format/report.html",
+           "return v.input[i] === target ? \"m-kept\" : \"m-rand\";", "return v.input[i] === target ? \"m-rand\" : \"m-kept\";",
+           ("tests/test_html_report.py",)),
+    Mutant("hover-lights-every-span", "mlmprep/format/report.html",  # hovering lights every marked token
+           "card.querySelectorAll(\"[data-\" + key + '=\"' + target.dataset[key] + '\"]')",
+           "card.querySelectorAll(\"[data-\" + key + \"]\")", ("tests/test_html_report.py",)),
+    Mutant("report-overwrites-any-file", "mlmprep/format/html.py",
+           "            if f.read(len(MARK)) != MARK.encode():", "            if False:", ("tests/test_html_report.py",)),
+    Mutant("plots-warn-every-time", "mlmprep/train/plots.py",
+           "            _warned = True\n", "            pass\n", ("tests/test_plots.py",)),
+    Mutant("plots-never-drawn", "mlmprep/train/loop.py",
+           "        plots.update(run.out)  # RUN/plots.png\n", "        pass\n", ("tests/test_plots.py",)),
 ]
 
 

@@ -230,33 +230,45 @@ def marked_text(tok, tokens: np.ndarray, kinds: np.ndarray, mark) -> str:
     """Decode `tokens` in runs of equal `kinds`; runs of a nonzero kind are shown as mark(text, slice)."""
     change = np.flatnonzero(np.diff(kinds)) + 1
     bounds = np.concatenate([[0], change, [len(tokens)]])
-    wordpiece = type(tok.model).__name__ == "WordPiece"
     text = ""
     for start, stop in zip(bounds[:-1], bounds[1:]):
         run = slice(int(start), int(stop))
         piece = tok.decode(tokens[run].tolist(), skip_special_tokens=False)
-        first = tok.id_to_token(int(tokens[start])) or ""
-        starts_word = first.startswith(("▁", "Ġ")) or (wordpiece and not first.startswith("##"))
-        text += (" " if text and starts_word else "") + (mark(piece, run) if kinds[start] else piece)
+        text += (" " if text and starts_word(tok, int(tokens[start])) else "") + (mark(piece, run) if kinds[start]
+                                                                                 else piece)
     return text
 
 
+def starts_word(tok, token: int) -> bool:
+    """Whether a token begins a word (a space goes before it in text): a ▁ or Ġ piece, or a WordPiece one
+    without ##."""
+    piece = tok.id_to_token(token) or ""
+    return piece.startswith(("▁", "Ġ")) or (type(tok.model).__name__ == "WordPiece" and not piece.startswith("##"))
+
+
 def merge_spans(enc: np.ndarray, labels: np.ndarray, sentinels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Undo span corruption of one row: (the window's tokens, True where a token was masked).
+    """Undo span corruption of one row: (the window's tokens, True where a token was masked)."""
+    tokens, span = unmask_spans(enc, labels, sentinels)
+    return tokens, span >= 0
+
+
+def unmask_spans(enc: np.ndarray, labels: np.ndarray, sentinels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Undo span corruption of one row: (the window's tokens, per token the k of the sentinel <extra_id_k> that
+    stood for it, -1 for a kept token).
 
     Each sentinel in `enc` is replaced by what follows the same sentinel in `labels`, up to the next one;
     the final </s> of both is dropped.
     """
-    is_sentinel = np.isin(labels[:-1], sentinels)
-    starts = np.flatnonzero(is_sentinel)
+    number = {int(s): k for k, s in enumerate(sentinels)}
+    starts = np.flatnonzero(np.isin(labels[:-1], sentinels))
     ends = np.append(starts[1:], len(labels) - 1)
     spans = {int(labels[s]): labels[s + 1 : e] for s, e in zip(starts, ends)}
-    tokens, noise = [], []
+    tokens, span = [], []
     for t in enc[:-1].tolist():
         if t in spans:
             tokens.extend(spans[t].tolist())
-            noise.extend([True] * len(spans[t]))
+            span.extend([number[t]] * len(spans[t]))
         else:
             tokens.append(t)
-            noise.append(False)
-    return np.asarray(tokens, dtype=np.int32), np.asarray(noise, dtype=bool)
+            span.append(-1)
+    return np.asarray(tokens, dtype=np.int32), np.asarray(span, dtype=np.int32)

@@ -39,7 +39,7 @@ from mlmprep.format.publish import check_utf8_path
 from mlmprep.format.rows import IGNORE
 from mlmprep.format.write import manifest_path, strict, write_json
 from mlmprep.progress import progress
-from mlmprep.train import checkpoint, reporters
+from mlmprep.train import checkpoint, plots, reporters
 from mlmprep.train.adapt import Adapter, Limits, regime_of
 from mlmprep.train.batch import (
     Batch,
@@ -742,6 +742,8 @@ def evaluate_and_log(run: Run, step: int) -> dict:
     metrics = evaluate(run.model, *run.val, run.collator, run.world, run.cfg)
     record(run.out, run.world, step=step, **metrics)
     reporters.report(run.writer, {"step": step, **metrics})
+    if run.world.main:
+        plots.update(run.out)  # RUN/plots.png
     say(run.world, f"step {step}: eval loss {metrics['eval_loss']:.4f}, token accuracy {metrics['eval_accuracy']:.4f}")
     return metrics
 

@@ -1,0 +1,248 @@
+"""The HTML report of a build and of a training run: one self-contained page (inline CSS, JS and SVG; nothing
+fetched) that shows the manifest, decoded examples with their noise spans under every seed, and the charts of
+mlmprep.format.charts. A large build is sampled, so the page stays small: the example rows are a few, spread
+over the split, and the charts count a bounded sample."""
+
+from __future__ import annotations
+
+import json
+import os
+from html import escape
+from pathlib import Path
+
+import numpy as np
+
+from mlmprep.errors import ConfigError
+from mlmprep.format.charts import batches_with_start, build_charts, run_charts, sample_rows
+from mlmprep.format.report import (
+    corpus_losses,
+    disk_line,
+    missing_field_warning,
+    split_order,
+    starts_word,
+    tokenizer_line,
+    unknown_warning,
+    unmask_spans,
+    wrapped_prose_hint,
+)
+
+TEMPLATE = Path(__file__).with_name("report.html")
+MARK = "<!-- mlmprep report -->"  # the page's first line: a file that starts with it may be overwritten
+
+
+class Pieces:
+    """The token texts the page's examples use, numbered densely: the page carries each text once."""
+
+    def __init__(self, tok, ids):
+        self.tok, self.ids, self.index = tok, ids, {}
+        self.texts: list[str] = []
+        self.kinds: list[int] = []  # -1 text, -2 another special token, k >= 0 the sentinel <extra_id_k>
+        self.sentinel = {int(s): k for k, s in enumerate(ids.sentinels)}
+        self.special = set(ids.all().tolist())
+
+    def __call__(self, tokens) -> list[int]:
+        return [self.add(int(t)) for t in tokens]
+
+    def add(self, token: int) -> int:
+        if token not in self.index:
+            self.index[token] = len(self.texts)
+            if token in self.special:
+                text = self.tok.id_to_token(token) or f"<{token}>"
+                self.kinds.append(self.sentinel.get(token, -2))
+            else:
+                text = self.tok.decode([token], skip_special_tokens=False)  # "" for a lone ▁, a space
+                text = " " + text if starts_word(self.tok, token) else text or (self.tok.id_to_token(token) or "")
+                self.kinds.append(-1)
+            self.texts.append(text)
+        return self.index[token]
+
+
+def examples(build: Path, manifest: dict, tok, ids, rows: np.ndarray) -> dict:
+    """The example rows under every seed, as piece numbers: span rows with, per token of the window, the
+    sentinel that stands for it (-1: kept); mlm rows with their labels (-1: not a target)."""
+    from mlmprep.format.load import open_split
+
+    pieces, out = Pieces(tok, ids), []
+    seeds = [s["split"] for s in manifest["seeds"]]
+    splits = {name: open_split(build / name, objective=manifest["objective"]) for name in seeds}
+    windows = {}
+    if manifest["objective"] == "span" and "windows" in manifest["splits"]:
+        wanted = {int(r) for r in rows}
+        for start, chunk in batches_with_start(build / "windows", "tokens"):
+            for r in wanted & set(range(start, start + len(chunk))):
+                windows[r] = chunk.values[chunk.offsets[r - start] : chunk.offsets[r - start + 1]]
+            if len(windows) == len(wanted):
+                break
+    for r in rows.tolist():
+        views = []
+        for name in seeds:
+            x, y = (np.asarray(v, dtype=np.int64) for v in splits[name].row(r).values())
+            if manifest["objective"] == "span":
+                tokens, span = unmask_spans(x, y, ids.sentinels)
+                stored = windows.get(r)
+                views.append({"split": name, "original": pieces(tokens), "span": span.tolist(), "input": pieces(x),
+                              "labels": pieces(y),
+                              "differs": stored is not None and not np.array_equal(stored, tokens)})
+            else:
+                chosen = y != -100
+                views.append({"split": name, "original": pieces(np.where(chosen, y, x)), "input": pieces(x),
+                              "labels": [pieces([t])[0] if c else -1 for t, c in zip(y.tolist(), chosen.tolist())]})
+        out.append({"row": r, "seeds": views})
+    mask = pieces.index.get(ids.mask, -1) if ids.mask is not None else -1
+    return {"objective": manifest["objective"], "texts": pieces.texts, "kinds": pieces.kinds, "mask": mask,
+            "rows": out}
+
+
+# ----------------------------------------------------------------------------- the page
+def table(rows: list[tuple[str, str]], cls: str = "facts") -> str:
+    """A two-column table of (name, value) rows; values are text, escaped here."""
+    body = "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in rows)
+    return f'<table class="{cls}">{body}</table>'
+
+
+def summary(build: Path, manifest: dict) -> str:
+    """The manifest as the page's first section: facts, warnings, the splits and every option."""
+    w, config, tok = manifest["statistics"]["windows"], manifest["config"], manifest["tokenizer"]
+    stats = manifest["corpus"]["stats"]
+    column = config.get("text_column", "text")
+    notes = [*corpus_losses(stats, column), *missing_field_warning(stats, column), *wrapped_prose_hint(stats),
+             *unknown_warning(w)]
+    seeds = ", ".join(s["split"] for s in manifest["seeds"]) or "none"
+    values = ", ".join(str(s["seed"]) for s in manifest["seeds"][:4]) + (", …" if len(manifest["seeds"]) > 4 else "")
+    facts = [
+        ("build", f"{build}  (format {manifest['format_version']}, mlmprep {manifest['mlmprep_version']})"),
+        ("objective", f"{manifest['objective']}, method {manifest['method']}, input length "
+                      f"{manifest['input_length']} (windows of {manifest['window_length']} tokens, targets "
+                      f"{manifest['target_length']})"),
+        ("corpus", manifest["corpus"]["description"]),
+        ("tokenizer", tokenizer_line(manifest).removeprefix("tokenizer: ") + f"; sha256 {tok['sha256'][:12]}…"),
+        ("rows", f"{w['rows']:,} windows; rows cut inside a word {w['fragment_rate']:.1%}"),
+        ("tokens", f"kept {w['tokens_kept']:,}, dropped {w['tokens_dropped']:,}, padded {w['tokens_padded']:,} "
+                   f"(utilisation {w['token_utilisation']:.3f})"),
+        ("unknown tokens", f"{w.get('unknown_tokens', 0):,} ({w.get('unknown_fraction', 0.0):.3%} of the tokens kept)"),
+        ("seeds", f"{len(manifest['seeds'])}: {seeds} (masking seeds {values}; validation "
+                  f"{manifest.get('validation_seed', '-')})"),
+        ("disk", disk_line(build, manifest).removeprefix("disk: ")),
+    ]
+    if total := manifest.get("timings", {}).get("total_s"):
+        facts.append(("built in", f"{total:.1f} s"))
+    masking = manifest["statistics"]["masking"]
+    split_rows = []
+    for name, split in sorted(manifest["splits"].items(), key=lambda item: split_order(item[0])):
+        m = masking.get(name, {})
+        what = (f"noise {m['noise_fraction']:.3f}, mean span {m['mean_span_length']:.2f}, spans/row "
+                f"{m['spans_per_row']:.1f}" if "noise_fraction" in m else
+                f"masked {m['masked_fraction']:.3f} of all tokens" if "masked_fraction" in m else
+                "unmasked windows" if name.endswith("windows") else "masked, no rows")
+        mb = sum(f["bytes"] for f in split["files"]) / 1e6
+        split_rows.append(f"<tr><td>{escape(name)}</td><td>{split['rows']:,}</td><td>{mb:,.1f}</td>"
+                          f"<td>{escape(what)}</td></tr>")
+    options = table([(k, json.dumps(v)) for k, v in sorted(config.items())], "options")
+    return (f"{table(facts)}{''.join(f'<p class=warn>{escape(n)}</p>' for n in notes)}"
+            '<table class="splits"><tr><th>split</th><th>rows</th><th>MB</th><th>masking</th></tr>'
+            f"{''.join(split_rows)}</table><details><summary>every option of the build</summary>{options}</details>")
+
+
+def run_section(run: Path) -> str:
+    """A training run: its options, final metrics and curves."""
+    charts, final = run_charts(run)
+    config_path = run / "train_config.json"
+    config = json.loads(config_path.read_text(encoding="utf-8")) if config_path.is_file() else {}
+    shown = [(k, f"{v:.4g}" if isinstance(v, float) else str(v)) for k, v in final.items()]
+    facts = table([("run", str(run)), ("data", str(config.get("data", "-"))), ("model", str(config.get("model", "-")))]
+                  + shown)
+    options = table([(k, json.dumps(v)) for k, v in sorted(config.items())], "options")
+    return (f'<section id="run"><h2>Training run</h2>{facts}<details><summary>every option of the run</summary>'
+            f'{options}</details><div class="charts">{"".join(charts)}</div></section>')
+
+
+def report_page(build: Path | None, run: Path | None, *, examples_shown: int = 4, first_seed: str | None = None) -> str:
+    """The whole page: the build's summary, examples and charts (when `build`), a run's curves (when `run`)."""
+    from mlmprep.format.load import build_tokenizer, check_split_files, read_manifest
+    from mlmprep.tokenize import special_ids
+
+    body, data, title = [], {}, []
+    if build is not None:
+        manifest = read_manifest(build)
+        tok = build_tokenizer(build, manifest)
+        for name in manifest["splits"]:
+            check_split_files(build, manifest, name)
+        ids = special_ids(tok)
+        seeds = [s["split"] for s in manifest["seeds"]]
+        if first_seed is not None and first_seed not in seeds:
+            raise ConfigError(f"--split {first_seed}: the HTML report shows the seed splits ({', '.join(seeds)}); "
+                              "pick one of them to show first, or leave --split out")
+        rows = np.zeros(0, int)
+        if seeds:
+            rows = sample_rows(manifest["splits"][seeds[0]]["rows"], examples_shown)
+        data = examples(build, manifest, tok, ids, rows)
+        data["first"] = seeds.index(first_seed) if first_seed else 0
+        legend = ("Hover or click a sentinel ‹k› (or any token of a span) to light up its span in the text, "
+                  "the input and the labels." if manifest["objective"] == "span" else
+                  "Targets: <mask> in the input, replaced by a random token, or kept as they were; hover one to "
+                  "find it in all three lines.")
+        body += [f'<section id="summary"><h2>Build</h2>{summary(build, manifest)}</section>',
+                 '<section id="examples"><h2>Examples</h2><div class="seedbar">'
+                 + "".join(f'<button data-seed="{i}">{escape(s)}</button>' for i, s in enumerate(seeds))
+                 + f'</div><p class="legend">{escape(legend)}</p><div id="rows"></div></section>',
+                 f'<section id="charts"><h2>Charts</h2><div class="charts">'
+                 f'{"".join(build_charts(build, manifest, tok, ids))}</div></section>']
+        title.append(str(build))
+    if run is not None:
+        body.append(run_section(run))
+        title.append(str(run))
+    page = TEMPLATE.read_text(encoding="utf-8")
+    blob = json.dumps(data, ensure_ascii=False, separators=(",", ":")).replace("</", "<\\/")
+    return (page.replace("{{TITLE}}", escape(" and ".join(title))).replace("{{BODY}}", "\n".join(body))
+            .replace("{{DATA}}", blob))
+
+
+def check_report_path(path: Path) -> None:
+    """Refuse an output path that cannot take the page, or a file there that is not an earlier report."""
+    if path.is_dir():
+        raise ConfigError(f"--html {path}: a directory; give a file name such as report.html")
+    if not path.parent.is_dir():
+        raise ConfigError(f"--html {path}: no directory {path.parent}; create it or give another path")
+    if path.exists():
+        with open(path, "rb") as f:
+            if f.read(len(MARK)) != MARK.encode():
+                raise ConfigError(f"--html {path}: the file exists and is no mlmprep report; give a new name "
+                                  "(only an earlier report is overwritten)")
+
+
+def write_report(path: Path, *, build: Path | None, run: Path | None, examples_shown: int = 4,
+                 first_seed: str | None = None) -> Path:
+    """Write the page to `path` (whole or not at all: a temporary file beside it, then renamed)."""
+    path = Path(path)
+    check_report_path(path)
+    page = report_page(build, run, examples_shown=examples_shown, first_seed=first_seed)
+    tmp = path.with_name(f".{path.name}.partial")
+    try:
+        tmp.write_text(page, encoding="utf-8")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+
+def report_sources(directory: Path, run: Path | None) -> tuple[Path | None, Path | None]:
+    """(build, run) that a report of `directory` shows: a build (with --run's curves), or a training run with
+    the build it trained on when that is still there."""
+    from mlmprep.format.load import read_manifest
+    from mlmprep.format.write import manifest_path
+
+    directory = Path(directory)
+    if run is not None and not is_run(run):
+        raise ConfigError(f"--run {run}: not a training run (no train_config.json); give the --out of mlmprep train")
+    if is_run(directory) and not manifest_path(directory).is_file():
+        if run is not None:
+            raise ConfigError(f"{directory} is a training run already; leave out --run {run}")
+        data = json.loads((directory / "train_config.json").read_text(encoding="utf-8")).get("data")
+        return (Path(data) if data and manifest_path(data).is_file() else None), directory
+    read_manifest(directory)  # not a build: refused in one line
+    return directory, run
+
+
+def is_run(directory: Path) -> bool:
+    """Whether `directory` is a training run's (mlmprep train --out)."""
+    return (Path(directory) / "train_config.json").is_file()
