@@ -101,8 +101,10 @@ def test_parts_of_a_compressed_file_read_the_documents_of_the_plain_file(tmp_pat
         whole, _ = read_parts(path, [], doc_sep)
         if doc_sep == "line":
             assert whole == plain_lines(data)
-        for _ in range(25):
+        for trial in range(25):
             cuts = sorted(set(rng.sample(range(1, len(data) + 200), rng.randrange(1, 10))))
+            if trial % 2:  # on line starts, and just after one, where an off-by-one shows
+                cuts = sorted({data.find(b"\n", cut) + 1 + trial % 4 // 2 for cut in cuts if b"\n" in data[cut:]})
             got, stats = read_parts(packed, cuts, doc_sep)
             assert got == whole, (doc_sep, cuts)
             assert stats.decode_errors == 1
@@ -220,6 +222,12 @@ def test_the_cli_refuses_damaged_or_misnamed_files_in_one_line_and_leaves_nothin
         result = cli(*build_args(tmp_path / name, out, tok))
         assert_refused(result.exit_code, result.stderr, *words)
         assert leftovers(out) == []
+    out = tmp_path / "kept"
+    result = cli(*build_args(tmp_path / "cut.txt.gz", out, tok, "--on-decode-error", "skip"))
+    assert result.exit_code == 0, result.stderr
+    assert "1 compressed files read up to damaged data" in result.stdout
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["corpus"]["stats"]["truncated_files"] == 1
 
 
 def test_directories_and_globs_pick_compressed_files_up_and_skip_hidden_ones(tmp_path):
