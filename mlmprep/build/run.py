@@ -83,6 +83,7 @@ from mlmprep.tokenize import (
 
 __all__ = ["BuildResult", "build", "cleaned_documents", "remask", "train_tokenizer_file"]
 
+STREAMS_PER_WORKER = 2  # parts of one compressed file per worker: a second round evens out the later parts' skips
 SAMPLE_PARTS = 64  # a tokenizer trained on a sample learns from the starts of this many evenly spaced parts
 FILE_TOKENS = 1 << 19  # an output file holds about this many tokens of windows (a whole number of 1000s of rows)
 
@@ -208,7 +209,7 @@ def write_build(cfg: BuildConfig, corpus: Corpus, tok, stage: Path, log: Callabl
     if tok.padding is None and tok.truncation is None:  # else plain_encoder would change what the manifest hashes
         adopt_tokenizer(stage / "tokenizer.json", tok)  # for the tasks this process runs
     pipeline_started = time.perf_counter()
-    shards = corpus.shards(engine.shard_bytes(corpus.bytes, cfg.shard_bytes), engine.parallelism())
+    shards = corpus.shards(engine.shard_bytes(corpus.bytes, cfg.shard_bytes), STREAMS_PER_WORKER * engine.parallelism())
     layout = Layout(cfg, str(stage), worker_threads(cfg, engine, len(shards)),
                     content_length=window_length - len(prefix) - len(suffix), window_length=window_length,
                     doc_eos=document_eos(cfg, ids, suffix), format_version=format_version(ids.vocab_size),

@@ -10,8 +10,9 @@ reading the whole corpus in one pass, whatever the shard size, which therefore n
 
 A compressed text file cannot be entered in the middle: its shards are ranges of its decompressed text, each
 read by decompressing from the start and skipping to the range (decompressing runs 10-50 times faster than
-tokenizing, bz2 excepted), so a file is cut into at most one shard per worker (`streams`). Their sizes come from
-an estimate of the text's size (the ratio of its first compressed MiB); the last shard reads to the end.
+tokenizing, bz2 excepted), so a file is cut into at most `streams` shards (the build asks for two per worker).
+Their sizes come from an estimate of the text's size (the ratio of its first compressed MiB); the last shard reads
+to the end.
 """
 
 from __future__ import annotations
