@@ -177,9 +177,12 @@ class _Chunks(io.RawIOBase):
 def damage_errors(path: Path | str) -> tuple[type[BaseException], ...]:
     """What reading damaged data of a compressed file raises: EOFError (truncated), OSError (gzip, bz2), zlib's,
     lzma's and zstandard's errors; nothing for a plain file (`except ()` catches nothing)."""
-    import zstandard
+    compression = file_format(path)[1]
+    if compression == "zstd":
+        import zstandard
 
-    return (EOFError, OSError, zlib.error, lzma.LZMAError, zstandard.ZstdError) if file_format(path)[1] else ()
+        return EOFError, OSError, zstandard.ZstdError
+    return (EOFError, OSError, zlib.error, lzma.LZMAError) if compression else ()
 
 
 def damaged(path: Path | str, progress: str, exc: BaseException) -> CorpusError:
