@@ -208,8 +208,8 @@ MUTANTS = [
     Mutant("stream-part-skips-its-first-line", "mlmprep/corpus/readers.py",  # a part starting on a line start loses it
            "blank_from = _line_start(data, offset, start)", "blank_from = _line_start(data, offset, start + 1)",
            ("tests/test_compressed.py::test_parts_of_a_compressed_file_read_the_documents_of_the_plain_file",)),
-    Mutant("stream-paragraph-part-overlaps", "mlmprep/corpus/readers.py",  # a part ending before its first paragraph
-           "(not paragraphs or tail_from < first)", "not paragraphs",  # reads the next part's paragraph too
+    Mutant("stream-paragraph-part-ends-on-a-line", "mlmprep/corpus/readers.py",  # --doc-sep blank parts end at a line
+           "if tail_from is not None and not paragraphs:", "if tail_from is not None:",  # and cut a paragraph
            ("tests/test_compressed.py::test_parts_of_a_compressed_file_read_the_documents_of_the_plain_file",)),
     Mutant("stream-part-ends-on-next-line", "mlmprep/corpus/readers.py",  # a part reads the line starting at its end
            "tail_from = _line_start(data, offset, end)", "tail_from = _line_start(data, offset, end + 1)",

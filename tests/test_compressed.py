@@ -110,6 +110,8 @@ def test_parts_of_a_compressed_file_read_the_documents_of_the_plain_file(tmp_pat
             assert stats.decode_errors == 1
             plain, _ = read_parts(path, cuts, doc_sep)  # the plain file's parts, aligned the plain way
             assert plain == whole
+        dense = [*range(97, 9000, 97), len(data) // 2]  # parts inside one paragraph or line: empty
+        assert read_parts(packed, dense, doc_sep)[0] == whole
 
 
 def test_every_text_format_reads_compressed_as_plain(tmp_path):

@@ -328,10 +328,10 @@ def _stream_blocks(path: Path, stats: CorpusStats, policy: str, start: int, end:
                 if first is None:
                     continue
                 i, stop, done = max(first, offset) - offset, len(data), False
-                if tail_from is not None and (not paragraphs or tail_from < first):  # the part ends at tail_from,
-                    stop, done = tail_from - offset, True  # or with `paragraphs` (the blank line ending at `first`
-                elif tail_from is not None:  # starts after it) is empty; else it ends after a blank line
-                    closing = _blank_end(data, offset, max(tail_from, offset))
+                if tail_from is not None and not paragraphs:  # the part ends at the first line start from `end`,
+                    stop, done = tail_from - offset, True
+                elif tail_from is not None:  # or just after the first blank line from there (where that is the one
+                    closing = _blank_end(data, offset, max(tail_from, offset))  # ending at `first`: empty)
                     if closing is not None:
                         stop, done = closing - offset, True
                 if stop > i:
