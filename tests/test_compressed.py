@@ -150,6 +150,14 @@ def test_multi_member_gzip_and_multi_frame_zstd_read_every_member(tmp_path):
                                                                                   "five"]
 
 
+@pytest.mark.parametrize("ext", list(CODECS))
+def test_a_bad_record_in_a_compressed_file_is_named_by_its_line_and_text_byte(tmp_path, ext):
+    data = b'{"text": "one"}\n{"text": "two"}\n{"text": broken\n'
+    path = compressed(tmp_path / "a.jsonl", data, ext)
+    with pytest.raises(CorpusError, match=rf"a\.jsonl\.{ext} line 3 \(byte 32\): not valid JSON"):
+        list(open_corpus([str(path)]).documents())
+
+
 def damaged_copies(data: bytes, ext: str) -> dict[str, bytes]:
     """The compressed data cut short, and with bytes in its middle overwritten."""
     packed = CODECS[ext](data)

@@ -379,12 +379,16 @@ def _decoded(blocks: Iterator[tuple[int, list[str | None]]]) -> Iterator[str]:
 
 
 def line_at(path: Path, offset: int, k: int) -> str:
-    """line_where for line `k` (from 0) of the block that starts at byte `offset`."""
+    """line_where for line `k` (from 0) of the block that starts at byte `offset` (of the text, when compressed)."""
     with open_corpus_file(path) as f:
-        f.seek(offset)
-        for _ in range(k):
-            f.readline()
-        return line_where(path, f.tell())
+        if file_format(path)[1]:  # a zstd stream cannot seek: read up to there
+            left = offset
+            while left > 0 and (block := f.read(min(left, READ_BYTES))):
+                left -= len(block)
+        else:
+            f.seek(offset)
+        at = offset + sum(len(f.readline()) for _ in range(k))
+    return line_where(path, at)
 
 
 def line_where(path: Path, offset: int) -> str:
