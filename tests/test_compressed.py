@@ -305,6 +305,11 @@ def test_shards_of_a_compressed_file_are_one_per_worker_at_most_and_cover_its_te
     assert sum(s.nbytes for s in plans) == size
     assert len(shards.file_shards([(packed, size)], 1 << 30, streams=4)) == 1  # one shard's worth: one shard
     assert len(shards.file_shards([(packed, size)], 1 << 16, streams=1)) == 1
+    other = compressed(tmp_path / "other.txt", data, "zst")
+    two = shards.file_shards([(packed, size), (tmp_path / "m.txt", 10), (other, other.stat().st_size)], 1 << 16, 4)
+    assert [Path(s.source).name for s in two] == ["big.txt.gz"] * 2 + ["m.txt", "other.txt.zst", "other.txt.zst"]
+    many = [(compressed(tmp_path / f"{k}.txt", data, "gz"), 0) for k in range(5)]
+    assert len(shards.file_shards(many, 1 << 16, streams=4)) == 5  # one each: no file is skipped through
 
 
 # ------------------------------------------------------------------------------------------------ memory

@@ -10,9 +10,9 @@ reading the whole corpus in one pass, whatever the shard size, which therefore n
 
 A compressed text file cannot be entered in the middle: its shards are ranges of its decompressed text, each
 read by decompressing from the start and skipping to the range (decompressing runs 10-50 times faster than
-tokenizing, bz2 excepted), so a file is cut into at most `streams` shards (the build asks for two per worker).
-Their sizes come from an estimate of the text's size (the ratio of its first compressed MiB); the last shard reads
-to the end.
+tokenizing, bz2 excepted), so the compressed files are cut into about `streams` shards together (the build asks
+for two per worker). Their sizes come from an estimate of the text's size (the ratio of its first compressed MiB);
+the last shard of a file reads to its end.
 """
 
 from __future__ import annotations
@@ -122,11 +122,13 @@ def read_unchanged(path: Path, size: int, texts: Iterator[str | None]) -> Iterat
 
 
 def file_shards(files: list[tuple[Path, int]], shard_bytes: int, streams: int = 1) -> list[Shard]:
-    """Shards of corpus files (path, hashed size), in corpus order, each about `shard_bytes` of input; a
-    compressed text file in at most `streams`."""
+    """Shards of corpus files (path, hashed size), in corpus order, each about `shard_bytes` of input; the
+    compressed files in about `streams` shards together (each in one at least: many files keep the workers busy
+    without skipping)."""
     shards: list[Shard] = []
+    per_file = max(1, streams // max(1, sum(1 for path, _ in files if file_format(path)[1])))
     for path, size in files:
-        parts = (_stream_parts(path, size, shard_bytes, streams) if file_format(path)[1]
+        parts = (_stream_parts(path, size, shard_bytes, per_file) if file_format(path)[1]
                  else _file_parts(path, size, shard_bytes))
         for start, end, weight in parts:
             shards.append(Shard(len(shards), "file", str(path), start, end, size, nbytes=weight))
