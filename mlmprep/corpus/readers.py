@@ -226,7 +226,8 @@ def _line_blocks(path: Path, stats: CorpusStats, policy: str, start: int = 0, en
     """(byte offset, lines) for the lines that start in bytes [start, end) of the file (`start` a line start),
     about READ_BYTES at a time: each line decoded and without its line end, None for an undecodable line that
     `policy` skips. A block whose last line runs on is completed by one buffered readline, so a 50 MB line
-    is read in linear time and held once. A compressed file's part is read by _stream_blocks."""
+    is read in linear time and held once. A compressed file's part is read by _stream_blocks, whose `start` and
+    `end` are offsets in its text that it aligns itself."""
     if file_format(path)[1]:
         yield from _stream_blocks(path, stats, policy, start, end, paragraphs)
         return
