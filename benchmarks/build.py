@@ -5,6 +5,7 @@
     python -m benchmarks.build --quick         # a 2 MB slice, for CI
     python -m benchmarks.build --workers 1,2   # builds with 1 and 2 worker processes: the scaling table
     python -m benchmarks.build --workers 1,2,4,8,16 --scales 4 --repeats 1   # on a 16-core machine
+    python -m benchmarks.build --compression gz,zst   # compressed copies of the corpus beside the plain build
 
 Each run is a child process so its wall time and peak RSS are its own. Both sides use the same tokenizer
 (trained once, passed with --tokenizer) and all cores, and start as an installed copy does: with mlmprep's
@@ -19,14 +20,22 @@ then compares the largest count with tokenize-only on all cores), and a scaling 
 throughput in corpus tokens per second and its speed-up over the first count. Peak RSS is the whole process
 tree's (the driver and its workers summed), sampled every 20 ms.
 
+With --compression gz,zst,... the corpus is also built from compressed copies (.txt.gz, .txt.zst, ...) on 2
+workers, timed in turn with the plain .txt on 2 workers (same bytes out, checked), and as one .jsonl.gz file of
+JSON records on 1 and 2 workers, beside the plain .jsonl: a compressed file is read by one reader per part, each
+decompressing from its start, and this shows what that costs and whether both workers stay busy.
+
 --write-docs writes the figures into the `build` section of docs/benchmarks.md (--section names another).
 """
 
 from __future__ import annotations
 
 import argparse
+import bz2
+import gzip
 import hashlib
 import json
+import lzma
 import os
 import shutil
 import statistics
@@ -36,6 +45,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import zstandard
+
 from benchmarks import docs
 from benchmarks.common import CORPORA, Figure, compile_bytecode, ratio, timed
 
@@ -43,6 +54,14 @@ RATIO_TARGET = 1.25  # build time / tokenize-only time, on the whole corpus
 SPEED_UP_TARGETS = {2: 1.8, 16: 10.0}  # from 1 worker to this many, on a machine with as many cores
 OUTPUT_TARGET = 3.1  # bytes of a --seeds 4 build per corpus byte: 0.55x the 5.7 of int32 columns (pydocs, 32 k vocab)
 HELP_TARGETS = {"mlmprep --help": 0.2, "mlmprep build --help": 0.3, "mlmprep train --help": 0.3}  # seconds
+COMPRESSED_TARGET = 1.10  # build time from a .txt.gz / .txt.zst / ... over the plain .txt's, 2 workers each
+COMPRESSED_SPEED_UP_TARGET = 1.7  # one .jsonl.gz from 1 to 2 workers
+CODECS = {  # what a published corpus uses: gzip -6, zstd -3, bzip2 -9, xz -6
+    "gz": lambda data: gzip.compress(data, 6, mtime=0),
+    "zst": lambda data: zstandard.ZstdCompressor(level=3).compress(data),
+    "bz2": bz2.compress,
+    "xz": lzma.compress,
+}
 
 TOKENIZE_ONLY = """
 import sys
@@ -89,7 +108,7 @@ def corpus_tokens(build: Path) -> int:
 
 
 def run(quick: bool = False, scales: tuple[int, ...] = (1, 4), corpus: Path | None = None,
-        repeats: int | None = None, workers: tuple[int, ...] = ()) -> dict:
+        repeats: int | None = None, workers: tuple[int, ...] = (), compression: tuple[str, ...] = ()) -> dict:
     source = corpus or CORPORA / "pydocs.txt"
     if not source.is_file():
         print(f"benchmarks.build: {source} is absent; skipped")
@@ -105,7 +124,7 @@ def run(quick: bool = False, scales: tuple[int, ...] = (1, 4), corpus: Path | No
         subprocess.run([*mlmprep, "tokenizer", "train", str(base), "--vocab-size", "8000" if quick else "32000",
                         "--out", str(tok)], check=True, stdout=subprocess.DEVNULL)
         results: dict = {"corpus": source.name, "quick": quick, "repeats": repeats, "workers": list(workers),
-                         "runs": [], "scaling": []}
+                         "runs": [], "scaling": [], "compression": []}
         compile_bytecode()
         warm_up = work / "warm-up.txt"  # compiles or loads the Numba cache untimed; startup() times that part
         warm_up.write_bytes(base.read_bytes()[:200_000])
@@ -136,6 +155,8 @@ def run(quick: bool = False, scales: tuple[int, ...] = (1, 4), corpus: Path | No
                 "tokenize_rss_mb": max(r for _, r in tok_runs), "build_rss_mb": max(r for _, r in build_runs),
                 "out_mb": out_bytes / 1e6, "out_per_input": out_bytes / path.stat().st_size,
             })
+            if compression:
+                results["compression"].append(compressed_runs(work, path, tok, compression, repeats, scale))
             if scale != 1:
                 path.unlink()
         results.update(startup(work, base, tok, mlmprep))
@@ -143,6 +164,53 @@ def run(quick: bool = False, scales: tuple[int, ...] = (1, 4), corpus: Path | No
         return results
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def compressed_runs(work: Path, path: Path, tok: Path, codecs: tuple[str, ...], repeats: int, scale: int) -> dict:
+    """The corpus built from each compressed copy and from the plain file on 2 workers, and one .jsonl.gz of it (one
+    record per line) on 1 and 2 workers beside the plain .jsonl; the runs taken in turn, every output compared."""
+    data = path.read_bytes()
+    files = {"txt": path}
+    for codec in codecs:
+        files[f"txt.{codec}"] = work / f"c.txt.{codec}"
+        files[f"txt.{codec}"].write_bytes(CODECS[codec](data))
+    records = b"".join(json.dumps({"text": line}).encode() + b"\n"
+                       for line in data.decode("utf-8", "replace").splitlines() if line.strip())
+    files["jsonl"] = work / "c.jsonl"
+    files["jsonl"].write_bytes(records)
+    files["jsonl.gz"] = work / "c.jsonl.gz"
+    files["jsonl.gz"].write_bytes(CODECS["gz"](records))
+    sizes = {name: file.stat().st_size / 1e6 for name, file in files.items()}
+    cases = [(name, 2) for name in files if name.startswith("txt")] + [(n, w) for n in ("jsonl", "jsonl.gz")
+                                                                        for w in (1, 2)]
+    runs: dict = {case: [] for case in cases}
+    digests: dict = {}
+    for _ in range(repeats):
+        for name, w in cases:
+            out = work / "out-compressed"
+            runs[(name, w)].append(timed([sys.executable, "-m", "mlmprep", "build", str(files[name]), "--tokenizer",
+                                          str(tok), "--seeds", "4", "--out", str(out), "--workers", str(w),
+                                          "--threads", "1"]))
+            digests[(name, w)] = tree_digest(out)
+            shutil.rmtree(out)
+    for file in files.values():
+        if file != path:
+            file.unlink()
+    plain = runs[("txt", 2)]
+    result = {"scale": scale, "mb": len(data) / 1e6, "codecs": {}, "jsonl": {}}
+    for codec in codecs:
+        mine = runs[(f"txt.{codec}", 2)]
+        result["codecs"][codec] = {
+            "mb": sizes[f"txt.{codec}"],
+            "build_s": min(w for w, _ in mine), "ratio": statistics.median(m[0] / p[0] for m, p in zip(mine, plain)),
+            "rss_mb": max(r for _, r in mine), "identical": digests[(f"txt.{codec}", 2)] == digests[("txt", 2)]}
+    for name in ("jsonl", "jsonl.gz"):
+        one, two = runs[(name, 1)], runs[(name, 2)]
+        result["jsonl"][name] = {"build_1_s": min(w for w, _ in one), "build_2_s": min(w for w, _ in two),
+                                 "speed_up": statistics.median(a[0] / b[0] for a, b in zip(one, two)),
+                                 "identical": digests[(name, 1)] == digests[(name, 2)] == digests[("jsonl", 1)]}
+    result["plain_build_s"], result["plain_rss_mb"] = min(w for w, _ in plain), max(r for _, r in plain)
+    return result
 
 
 def wall_seconds(cmd: list[str]) -> float:
@@ -199,6 +267,19 @@ def print_table(r: dict) -> None:
             first = next(y for y in r["scaling"] if y["scale"] == x["scale"])
             print(f"{x['scale']:>5}x{x['workers']:>9}{x['build_s']:>10.2f}{x['tokens_per_s'] / 1e6:>9.2f}"
                   f"{x['tokens_per_s'] / first['tokens_per_s']:>9.2f}x{x['rss_mb']:>9.0f}")
+    for c in r["compression"]:
+        print(f"\ncompressed corpus files, {c['scale']}x ({c['mb']:.1f} MB of text), --workers 2 --threads 1 (best "
+              f"of {r['repeats']}; time ratio: median of the pairs' against the plain .txt, "
+              f"{c['plain_build_s']:.2f} s)")
+        print(f"{'file':>10}{'MB':>8}{'build s':>10}{'/ .txt':>8}{'RSS MB':>9}  same bytes")
+        for codec, x in c["codecs"].items():
+            print(f"{'.txt.' + codec:>10}{x['mb']:>8.1f}{x['build_s']:>10.2f}{x['ratio']:>7.2f}x{x['rss_mb']:>9.0f}"
+                  f"  {x['identical']}")
+        for name, x in c["jsonl"].items():
+            print(f"one .{name}: 1 worker {x['build_1_s']:.2f} s, 2 workers {x['build_2_s']:.2f} s, speed-up "
+                  f"{x['speed_up']:.2f}x; same bytes on 1 and 2 workers and as the plain .jsonl: {x['identical']}")
+        print(f"targets: .txt.gz/.txt.zst <= {COMPRESSED_TARGET}x the .txt; .jsonl.gz 1 -> 2 workers >= "
+              f"{COMPRESSED_SPEED_UP_TARGET}x (whole corpus)")
     for cmd, seconds in r["help_s"].items():
         print(f"{cmd}: {seconds:.2f} s (target <= {HELP_TARGETS[cmd]} s)")
 
@@ -226,6 +307,19 @@ def figures(r: dict) -> list[Figure]:
         goal = SPEED_UP_TARGETS.get(x["workers"]) if first["workers"] == 1 else None
         rows.append(Figure(f"speed-up, {first['workers']} -> {x['workers']} workers, {mb:.0f} MB", f"{speed_up:.2f}x",
                            f">= {goal:g}x" if goal else "", speed_up >= goal if goal else None))
+    for c in r["compression"]:
+        judged = None if r["quick"] else True
+        for codec, x in c["codecs"].items():
+            target = f"<= {COMPRESSED_TARGET}x" if codec in ("gz", "zst") else ""
+            rows.append(Figure(f"build from .txt.{codec} time / from .txt time, 2 workers, {c['mb']:.0f} MB",
+                               f"{x['ratio']:.2f}x", target + (" (whole corpus)" if r["quick"] and target else ""),
+                               judged and x["ratio"] <= COMPRESSED_TARGET if target else None))
+            rows.append(Figure(f"build from .txt.{codec} byte-identical to the .txt build", str(x["identical"]), "True",
+                               x["identical"]))
+        for name, x in c["jsonl"].items():
+            target = f">= {COMPRESSED_SPEED_UP_TARGET}x" + (" (whole corpus)" if r["quick"] else "")
+            rows.append(Figure(f"speed-up, one .{name} of {c['mb']:.0f} MB, 1 -> 2 workers", f"{x['speed_up']:.2f}x",
+                               target, judged and x["speed_up"] >= COMPRESSED_SPEED_UP_TARGET))
     rows += [
         Figure("Numba compile paid by the first build", f"{r['cold_build_s'] - r['warm_build_s']:.1f} s"),
         Figure("--threads 1 and 2 byte-identical", str(r["threads_1_vs_2_identical"]), "True",
@@ -242,10 +336,15 @@ def main() -> None:
     parser.add_argument("--corpus", type=Path, default=None, help="a .txt corpus (default: shared pydocs.txt)")
     parser.add_argument("--repeats", type=int, default=None, help="pairs of runs per scale (default 5; quick 1)")
     parser.add_argument("--workers", default="", help="build with each of these worker counts, e.g. 1,2 or 1,2,4,8,16")
+    parser.add_argument("--compression", default="", help=f"also build compressed copies: any of {','.join(CODECS)}")
     docs.add_arguments(parser, "build")
     args = parser.parse_args()
     workers = tuple(int(w) for w in args.workers.split(",") if w)
-    result = run(args.quick, tuple(int(s) for s in args.scales.split(",")), args.corpus, args.repeats, workers)
+    compression = tuple(c for c in args.compression.split(",") if c)
+    if unknown := set(compression) - set(CODECS):
+        parser.error(f"--compression: unknown {', '.join(sorted(unknown))}; use any of {','.join(CODECS)}")
+    result = run(args.quick, tuple(int(s) for s in args.scales.split(",")), args.corpus, args.repeats, workers,
+                 compression)
     if args.write_docs and result:
         docs.write(args.write_docs, {args.section: figures(result)}, "benchmarks.build")
 

@@ -74,7 +74,8 @@ class BuildConfig:
     doc_sep: Literal["line", "blank"] = opt("line", "In .txt files a document is a 'line' or a 'blank'-line separated "
                                             "paragraph.", panel="Input")
     on_decode_error: Literal["replace", "skip", "fail"] = opt("replace", "Undecodable bytes: replace, skip the line, "
-                                                              "or fail.", panel="Input")
+                                                              "or fail. Damaged compressed data fails, or with skip "
+                                                              "ends the file's text.", panel="Input")
     normalize_whitespace: bool = opt(False, "Collapse runs of whitespace to one space.", panel="Input",
                                      flags="--normalize-whitespace/--keep-whitespace")
     nfkc: bool = opt(False, "Unicode NFKC normalisation.", panel="Input")

@@ -204,6 +204,37 @@ MUTANTS = [
     Mutant("bad-block-offsets-off-by-one", "mlmprep/corpus/readers.py",  # line offsets in a bad block skip the line ends
            "ends.append(ends[-1] + len(raw) + 1)", "ends.append(ends[-1] + len(raw))",
            ("tests/test_corpus.py",)),
+    # ------------------------------------------------------------ compressed files
+    Mutant("stream-part-skips-its-first-line", "mlmprep/corpus/readers.py",  # a part starting on a line start loses it
+           "blank_from = _line_start(data, offset, start)", "blank_from = _line_start(data, offset, start + 1)",
+           ("tests/test_compressed.py::test_parts_of_a_compressed_file_read_the_documents_of_the_plain_file",)),
+    Mutant("stream-paragraph-part-ends-on-a-line", "mlmprep/corpus/readers.py",  # --doc-sep blank parts end at a line
+           "if tail_from is not None and not paragraphs:", "if tail_from is not None:",  # and cut a paragraph
+           ("tests/test_compressed.py::test_parts_of_a_compressed_file_read_the_documents_of_the_plain_file",)),
+    Mutant("stream-part-ends-on-next-line", "mlmprep/corpus/readers.py",  # a part reads the line starting at its end
+           "tail_from = _line_start(data, offset, end)", "tail_from = _line_start(data, offset, end + 1)",
+           ("tests/test_compressed.py::test_parts_of_a_compressed_file_read_the_documents_of_the_plain_file",)),
+    Mutant("damage-counted-by-every-part", "mlmprep/corpus/readers.py",  # a part after the damage counts it again
+           "            if first is not None:  # the damage is in this part", "            if True:",
+           ("tests/test_compressed.py",)),
+    Mutant("damage-drops-the-lines-before-it", "mlmprep/corpus/readers.py",  # skip loses the last block's whole lines
+           "            damage, block = exc, None", "            raise _Damage(offset, lines, exc) from None",
+           ("tests/test_compressed.py",)),
+    Mutant("zstd-truncation-silent", "mlmprep/corpus/readers.py",  # a cut .zst reads as a shorter corpus
+           "    if started:\n        raise EOFError", "    if False:\n        raise EOFError",
+           ("tests/test_compressed.py",)),
+    Mutant("magic-of-compressed-name-unchecked", "mlmprep/corpus/readers.py",  # a .gz of plain text: a codec's error
+           "    if compression and not head.startswith(MAGIC[compression]):", "    if False:",
+           ("tests/test_compressed.py",)),
+    Mutant("compressed-data-in-plain-name-read", "mlmprep/corpus/readers.py",  # a gzipped .jsonl: "binary data"
+           "    if not compression and found and fmt in TEXT_FORMATS:", "    if False:",
+           ("tests/test_compressed.py",)),
+    Mutant("compressed-file-decompressed-whole", "mlmprep/corpus/readers.py",  # a worker holds the whole text
+           "            block = f.read(STREAM_BYTES)", "            block = f.read()",
+           ("tests/test_compressed.py::test_peak_memory_does_not_grow_with_the_compressed_file",)),
+    Mutant("compressed-file-one-shard", "mlmprep/corpus/shards.py",  # one large .gz keeps one worker busy
+           "parts = max(1, min(streams, -(-text // max(shard_bytes, 1))))", "parts = 1",
+           ("tests/test_compressed.py",)),
     Mutant("astral-scan-skipped", "mlmprep/build/clean.py",  # texts with astral characters scanned as if they had none
            'return not text.isascii() and len(text.encode("utf-16-le", "surrogatepass")) != 2 * len(text)',
            "return False", ("tests/test_clean.py",)),

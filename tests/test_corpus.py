@@ -149,8 +149,8 @@ def test_binary_file_is_refused_by_name(tmp_path, data):
         docs(path)
 
 
-@pytest.mark.parametrize("encode", [lambda t: gzip.compress(t.encode()), lambda t: t.encode("utf-16")],
-                         ids=["gzip", "utf-16"])
+@pytest.mark.parametrize("encode", [lambda t: b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 40,
+                                    lambda t: t.encode("utf-16")], ids=["binary", "utf-16"])
 def test_a_csv_file_of_binary_or_utf16_data_is_refused_as_a_text_file_is(tmp_path, encode):
     """Not parsed: the CSV parser's message would quote the bytes of a garbled row."""
     path = write(tmp_path / "t.csv", encode("id,text\n" + "".join(f"{i},line {i}\n" for i in range(500))))
@@ -440,13 +440,13 @@ def test_bad_sources_name_the_path_and_the_fix(tmp_path):
 
 
 def test_a_directory_of_only_other_files_names_what_it_skipped(tmp_path):
-    """A directory of compressed JSON lines reads as no corpus at all: the message says which files were there."""
-    for name in ("b.jsonl.gz", "a.jsonl.gz", "c.jsonl.gz", "d.jsonl.gz"):
+    """A directory of compressed archives reads as no corpus at all: the message says which files were there."""
+    for name in ("b.tar.gz", "a.tar.gz", "c.zip", "d.parquet.gz"):
         write(tmp_path / "data" / name, gzip.compress(b'{"text": "x"}\n'))
     folder = tmp_path / "data"
-    message = (f"{folder}: no corpus files (.txt, .jsonl, .json, .parquet, .csv, .arrow) found; 4 other files "
-               f"skipped ({folder / 'a.jsonl.gz'}, {folder / 'b.jsonl.gz'}, {folder / 'c.jsonl.gz'}, ...): "
-               "decompress or convert them")
+    message = (f"{folder}: no corpus files (.txt, .jsonl, .json, .parquet, .csv, .arrow; .txt/.jsonl/.json/.csv also "
+               f"as .gz/.bz2/.xz/.zst) found; 4 other files skipped ({folder / 'a.tar.gz'}, {folder / 'b.tar.gz'}, "
+               f"{folder / 'c.zip'}, ...): convert them")
     with pytest.raises(CorpusError, match=re.escape(message)):
         resolve_sources([str(folder)])
 

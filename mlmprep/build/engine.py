@@ -71,8 +71,11 @@ class Engine:
         """Input bytes per reading task: `given` (--shard-bytes), or TASKS_PER_WORKER tasks per worker, so that the
         last round of uneven shards leaves workers idle briefly; 256 KiB to 64 MiB (every task has a fixed cost of
         its own)."""
-        workers = 16 if self.kind == "ray" else self.processes(1 << 30)
-        return given or int(min(64 << 20, max(256 << 10, input_bytes // (TASKS_PER_WORKER * workers))))
+        return given or int(min(64 << 20, max(256 << 10, input_bytes // (TASKS_PER_WORKER * self.parallelism()))))
+
+    def parallelism(self) -> int:
+        """How many tasks run at once, for planning: the local worker processes, or 16 on a Ray cluster."""
+        return 16 if self.kind == "ray" else self.processes(1 << 30)
 
 
 class TaskRun:

@@ -51,6 +51,7 @@ from mlmprep.corpus.documents import Corpus, open_corpus
 from mlmprep.corpus.readers import (
     CorpusStats,
     ReadOptions,
+    file_format,
     looks_wrapped,
     missing_field_error,
     no_text_error,
@@ -82,6 +83,7 @@ from mlmprep.tokenize import (
 
 __all__ = ["BuildResult", "build", "cleaned_documents", "remask", "train_tokenizer_file"]
 
+STREAMS_PER_WORKER = 2  # parts of one compressed file per worker: a second round evens out the later parts' skips
 SAMPLE_PARTS = 64  # a tokenizer trained on a sample learns from the starts of this many evenly spaced parts
 FILE_TOKENS = 1 << 19  # an output file holds about this many tokens of windows (a whole number of 1000s of rows)
 
@@ -227,7 +229,7 @@ def write_build(cfg: BuildConfig, corpus: Corpus, tok, stage: Path, log: Callabl
     if tok.padding is None and tok.truncation is None:  # else plain_encoder would change what the manifest hashes
         adopt_tokenizer(stage / "tokenizer.json", tok)  # for the tasks this process runs
     pipeline_started = time.perf_counter()
-    shards = corpus.shards(engine.shard_bytes(corpus.bytes, cfg.shard_bytes))
+    shards = corpus.shards(engine.shard_bytes(corpus.bytes, cfg.shard_bytes), STREAMS_PER_WORKER * engine.parallelism())
     layout = Layout(cfg, str(stage), worker_threads(cfg, engine, len(shards)),
                     content_length=window_length - len(prefix) - len(suffix), window_length=window_length,
                     doc_eos=document_eos(cfg, ids, suffix), format_version=format_version(ids.vocab_size),
@@ -385,7 +387,7 @@ def wrapped_prose(shards: list, read: list[dict]) -> dict:
     their lines, documents and characters: each file's shards' counts summed first."""
     per_file: dict[str, list[int]] = {}
     for shard, result in zip(shards, read):
-        if shard.kind == "file" and Path(shard.source).suffix.lower() == ".txt":
+        if shard.kind == "file" and file_format(shard.source)[0] == ".txt":
             counts = per_file.setdefault(shard.source, [0, 0, 0, 0])
             for k, key in enumerate(("documents", "blank_skipped", "wrapped_lines", "characters")):
                 counts[k] += result["stats"][key]

@@ -23,7 +23,9 @@ from mlmprep.corpus.readers import (
     READERS,
     CorpusStats,
     ReadOptions,
+    check_magic,
     column_texts,
+    file_format,
 )
 from mlmprep.corpus.shards import Shard, dataset_shards, file_shards, non_blank, read_unchanged
 from mlmprep.corpus.sources import resolve
@@ -42,7 +44,8 @@ class Corpus:
     files: list[dict]  # [{"path", "bytes", "sha256"}] for file corpora, else []
     stats: CorpusStats  # counts of the most recent pass of documents()
     read: Callable[[CorpusStats], Iterator[str | None]] = field(repr=False, compare=False)
-    shards: Callable[[int], list[Shard]] = field(repr=False, compare=False)  # shard_bytes -> input shards
+    # (shard_bytes, streams) -> input shards; streams: at most so many of a compressed file (one per worker)
+    shards: Callable[..., list[Shard]] = field(repr=False, compare=False)
     bytes: int = 0  # of the files or the dataset's Arrow data (0: the sample)
 
     def documents(self) -> Iterator[str]:
@@ -55,9 +58,12 @@ class Corpus:
 
 
 def _sha256_file(path: Path) -> tuple[int, str]:
-    """(bytes read, sha256 hex); hashlib releases the GIL, so files hash in parallel threads."""
+    """(bytes read, sha256 hex), the name checked against the first bytes (compressed or not); hashlib releases
+    the GIL, so files hash in parallel threads."""
     try:
         with open(path, "rb") as f:
+            check_magic(path, f.read(8))
+            f.seek(0)
             digest = hashlib.file_digest(f, "sha256")
             return f.tell(), digest.hexdigest()
     except OSError as exc:
@@ -77,7 +83,7 @@ def _check_used(opts: ReadOptions, *, fields: bool, lines: bool) -> None:
 
 def _file_corpus(paths: Sequence[str], opts: ReadOptions) -> Corpus:
     files, skipped = resolve(paths)
-    suffixes = {path.suffix.lower() for path in files}
+    suffixes = {file_format(path)[0] for path in files}
     _check_used(opts, fields=bool(suffixes - {".txt"}), lines=".txt" in suffixes)
     with ThreadPoolExecutor(max_workers=min(len(files), os.cpu_count() or 1)) as pool:
         digests = list(pool.map(_sha256_file, files))
@@ -88,7 +94,7 @@ def _file_corpus(paths: Sequence[str], opts: ReadOptions) -> Corpus:
 
     def read(stats: CorpusStats) -> Iterator[str | None]:
         for path, (size, _) in zip(files, digests):
-            yield from read_unchanged(path, size, READERS[path.suffix.lower()](path, stats, opts))
+            yield from read_unchanged(path, size, READERS[file_format(path)[0]](path, stats, opts))
 
     return Corpus(
         description=f"{len(files)} file{'s' * (len(files) != 1)}, {total / 1e6:.1f} MB",
@@ -96,7 +102,8 @@ def _file_corpus(paths: Sequence[str], opts: ReadOptions) -> Corpus:
         files=[{"path": printable(p), "bytes": size, "sha256": d} for p, (size, d) in zip(files, digests)],
         stats=CorpusStats(files=len(files), files_skipped=skipped),
         read=read,
-        shards=lambda shard_bytes: file_shards([(p, size) for p, (size, _) in zip(files, digests)], shard_bytes),
+        shards=lambda shard_bytes, streams=1: file_shards([(p, size) for p, (size, _) in zip(files, digests)],
+                                                          shard_bytes, streams),
         bytes=total,
     )
 
@@ -166,7 +173,7 @@ def _dataset_corpus(spec: str, split: str, opts: ReadOptions) -> Corpus:
         files=[],
         stats=CorpusStats(),
         read=read,
-        shards=lambda shard_bytes: dataset_shards(spec, split, ds.num_rows, ds.data.nbytes, shard_bytes),
+        shards=lambda shard_bytes, streams=1: dataset_shards(spec, split, ds.num_rows, ds.data.nbytes, shard_bytes),
         bytes=ds.data.nbytes,
     )
 
@@ -175,7 +182,7 @@ def _sample_corpus() -> Corpus:
     from mlmprep.corpus.sample import sample_description, sample_documents, sample_fingerprint
 
     return Corpus(sample_description(), sample_fingerprint(), [], CorpusStats(), lambda stats: sample_documents(),
-                  lambda shard_bytes: [Shard(0, "sample", "the built-in sample")])
+                  lambda shard_bytes, streams=1: [Shard(0, "sample", "the built-in sample")])
 
 
 def open_corpus(

@@ -5,6 +5,11 @@ bytes is decoded line by line, so --on-decode-error can replace, skip or refuse 
 and Arrow files are read in record batches. The exception is a `.json` file holding one JSON document (a
 top-level array, or one object over several lines), which is parsed whole (use JSON lines for large corpora).
 
+Compressed files: `NAME.FORMAT.gz|.bz2|.xz|.zst` (any text format) are streamed through `open_corpus_file`,
+which every reader uses, and checked against their magic bytes both ways. A part of one is read by decompressing
+from the start and skipping to the part (see `_stream_blocks`); damaged data is an error, or with
+--on-decode-error skip the end of the file (the text before it is kept, its cut last line dropped).
+
 Binary files: a .txt/.json/.jsonl/.csv file that starts with a UTF-16 byte-order mark, or whose first 8 KiB
 hold NUL bytes and are over 1% undecodable (an image, an archive) or over 1% NUL (UTF-16 text), is refused.
 Other NULs are text, dropped by the clean stage, and other undecodable bytes follow --on-decode-error (a stray
@@ -14,9 +19,13 @@ NUL beside one Latin-1 byte is still text).
 from __future__ import annotations
 
 import codecs
+import contextlib
 import dataclasses
 import functools
+import io
 import json
+import lzma
+import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,10 +34,14 @@ from typing import Any
 from mlmprep.errors import CorpusError, common_fields
 
 SUPPORTED = (".txt", ".jsonl", ".json", ".parquet", ".csv", ".arrow")
+TEXT_FORMATS = (".txt", ".jsonl", ".json", ".csv")  # the formats read compressed too
+COMPRESSIONS = {".gz": "gzip", ".bz2": "bz2", ".xz": "xz", ".zst": "zstd"}  # name ending -> fsspec's compression
+MAGIC = {"gzip": b"\x1f\x8b", "bz2": b"BZh", "xz": b"\xfd7zXZ\x00", "zstd": b"\x28\xb5\x2f\xfd"}
 BATCH_ROWS = 1024  # rows per record batch read from Parquet files and datasets
 CSV_BLOCK_BYTES = 1 << 20
 SNIFF_BYTES = 8192
 READ_BYTES = 1 << 20  # bytes of a text file read and decoded at a time
+STREAM_BYTES = 1 << 16  # bytes read at a time from a decompressed stream: damage keeps the text before it to this
 BOM = b"\xef\xbb\xbf"
 KEYS_KEPT = 100  # distinct field names counted per shard among records without the text field
 WRAP_COLUMNS = 100  # a hard-wrapped line is at most this long ...
@@ -55,6 +68,7 @@ class CorpusStats:
     decode_errors: int = 0  # lines (CSV values) with undecodable bytes = replaced + skipped
     decode_replaced_lines: int = 0
     decode_skipped_lines: int = 0
+    truncated_files: int = 0  # compressed files whose damaged end was dropped (--on-decode-error skip)
     files_skipped: list[str] = field(default_factory=list)  # unsupported files; hidden, linked, unreadable dirs/
 
     def as_dict(self) -> dict[str, Any]:
@@ -66,6 +80,117 @@ class ReadOptions:
     text_column: str = "text"
     doc_sep: str = "line"
     on_decode_error: str = "replace"
+
+
+# ------------------------------------------------------------------------------------------------ opening files
+
+
+def file_format(path: Path | str) -> tuple[str, str | None]:
+    """(format suffix, compression or None) of a corpus file by its name: "x.jsonl.gz" -> (".jsonl", "gzip");
+    the format is "" for a name no reader takes (a ".tar.gz" archive, a ".parquet.gz")."""
+    path = Path(path)
+    compression = COMPRESSIONS.get(path.suffix.lower())
+    suffix = Path(path.stem).suffix.lower() if compression else path.suffix.lower()
+    readable = suffix in (TEXT_FORMATS if compression else SUPPORTED)
+    return (suffix if readable else ""), compression
+
+
+def check_magic(path: Path | str, head: bytes) -> None:
+    """Refuse a file whose first bytes disagree with its name: a `.gz` that is not gzip data, or a `.jsonl` that
+    is compressed (renaming it is the fix: the name decides how every part of a build reads it)."""
+    fmt, compression = file_format(path)
+    if compression and not head.startswith(MAGIC[compression]):
+        raise CorpusError(f"{path}: not {compression} data (its name ends in {Path(path).suffix}); check the "
+                          "download, or rename it to what it holds")
+    found = next((name for name, magic in MAGIC.items() if head.startswith(magic)), None)
+    if not compression and found and fmt in TEXT_FORMATS:
+        ending = next(end for end, name in COMPRESSIONS.items() if name == found)
+        raise CorpusError(f"{path}: {found}-compressed data in a {fmt} file; rename it to {Path(path).name}{ending}")
+
+
+def open_corpus_file(path: Path | str):
+    """A corpus file, opened for reading bytes through fsspec, decompressed as a stream when its name says it is
+    compressed (the name is checked against the magic bytes first). Use it as a context manager."""
+    import fsspec
+
+    _, compression = file_format(path)
+    raw = fsspec.open(str(path), "rb")
+    with raw as f:
+        check_magic(path, f.read(8))
+    if compression == "zstd":  # fsspec's zstd reader ends a truncated frame silently
+        return _ZstdOpenFile(raw)
+    return fsspec.open(str(path), "rb", compression=compression)
+
+
+class _ZstdOpenFile:
+    """A zstd file opened like fsspec's OpenFile: a context manager giving a buffered reader of every frame, which
+    raises EOFError (as gzip, bz2 and lzma do) where the file ends inside a frame."""
+
+    def __init__(self, raw):
+        self.raw = raw
+
+    def __enter__(self):
+        return io.BufferedReader(_Chunks(_zstd_frames(self.raw.__enter__())), READ_BYTES)
+
+    def __exit__(self, *exc: object) -> None:
+        self.raw.__exit__(*exc)
+
+
+def _zstd_frames(source) -> Iterator[bytes]:
+    """The decompressed bytes of consecutive zstd frames (the `zstandard` library's decompressobj per frame)."""
+    import zstandard
+
+    new = zstandard.ZstdDecompressor().decompressobj
+    frame, started = new(), False
+    while data := source.read(READ_BYTES):
+        while data:
+            started = True
+            out, data = frame.decompress(data), b""
+            if frame.eof:
+                data, frame, started = frame.unused_data, new(), False
+            yield out
+    if started:
+        raise EOFError("Compressed file ended before the end-of-stream marker was reached")
+
+
+class _Chunks(io.RawIOBase):
+    """A readable stream of the byte strings an iterator gives."""
+
+    def __init__(self, chunks: Iterator[bytes]):
+        self.chunks, self.pending = chunks, memoryview(b"")
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        while not self.pending:
+            chunk = next(self.chunks, None)
+            if chunk is None:
+                return 0
+            self.pending = memoryview(chunk)
+        n = min(len(buffer), len(self.pending))
+        buffer[:n] = self.pending[:n]
+        self.pending = self.pending[n:]
+        return n
+
+
+def damage_errors(path: Path | str) -> tuple[type[BaseException], ...]:
+    """What reading damaged data of a compressed file raises: EOFError (truncated), OSError (gzip, bz2), zlib's,
+    lzma's and zstandard's errors; nothing for a plain file (`except ()` catches nothing)."""
+    compression = file_format(path)[1]
+    if compression == "zstd":
+        import zstandard
+
+        return EOFError, OSError, zstandard.ZstdError
+    return (EOFError, OSError, zlib.error, lzma.LZMAError) if compression else ()
+
+
+def damaged(path: Path | str, progress: str, exc: BaseException) -> CorpusError:
+    """The error for compressed data that stops decoding after `progress` ("12 lines (345 bytes of text)")."""
+    what = "truncated" if isinstance(exc, EOFError) else f"corrupt ({str(exc).splitlines()[0] if str(exc) else exc})"
+    _, compression = file_format(path)
+    return CorpusError(f"{path}: {compression} data {what} after {progress}; download it again, or pass "
+                       "--on-decode-error skip to keep the text before the damage")
 
 
 # ------------------------------------------------------------------------------------------------ text files
@@ -96,13 +221,17 @@ def _check_text(path: Path, head: bytes) -> None:
             raise CorpusError(f"{path}: binary or UTF-16 data (NUL bytes in its first 8 KiB); convert it to UTF-8")
 
 
-def _line_blocks(path: Path, stats: CorpusStats, policy: str, start: int = 0, end: int | None = None
-                 ) -> Iterator[tuple[int, list[str | None]]]:
+def _line_blocks(path: Path, stats: CorpusStats, policy: str, start: int = 0, end: int | None = None,
+                 paragraphs: bool = False) -> Blocks:
     """(byte offset, lines) for the lines that start in bytes [start, end) of the file (`start` a line start),
     about READ_BYTES at a time: each line decoded and without its line end, None for an undecodable line that
     `policy` skips. A block whose last line runs on is completed by one buffered readline, so a 50 MB line
-    is read in linear time and held once."""
-    with open(path, "rb") as f:
+    is read in linear time and held once. A compressed file's part is read by _stream_blocks, whose `start` and
+    `end` are offsets in its text that it aligns itself."""
+    if file_format(path)[1]:
+        yield from _stream_blocks(path, stats, policy, start, end, paragraphs)
+        return
+    with open_corpus_file(path) as f:
         _check_text(path, f.read(SNIFF_BYTES))
         f.seek(start)
         offset = start
@@ -114,6 +243,107 @@ def _line_blocks(path: Path, stats: CorpusStats, policy: str, start: int = 0, en
                 block += f.readline()
             yield offset, _decode_lines(block, offset, path, stats, policy)
             offset += len(block)
+
+
+class _Damage(Exception):
+    """Compressed data that stopped decoding after `offset` bytes (`lines` whole lines) of text."""
+
+    def __init__(self, offset: int, lines: int, cause: BaseException):
+        super().__init__(offset, lines, cause)
+        self.offset, self.lines, self.cause = offset, lines, cause
+
+
+def _whole_lines(path: Path, f) -> Iterator[tuple[int, bytes]]:
+    """(offset, whole lines) of a decompressed stream, about READ_BYTES at a time (the last piece may be an
+    unended last line). It is read STREAM_BYTES at a time from its start, whichever part the caller wants, so
+    that damaged data stops every reader of the file at the same byte; the whole lines read before the damage
+    are given, then _Damage is raised."""
+    offset, lines, pending, size, errors = 0, 0, [], 0, damage_errors(path)
+    while True:
+        try:
+            block = f.read(STREAM_BYTES)
+        except errors as exc:
+            damage, block = exc, None
+        else:
+            if offset == 0 and not pending:
+                _check_text(path, block[:SNIFF_BYTES])
+            pending.append(block)
+            size += len(block)
+            if block and size < READ_BYTES:
+                continue
+        data = b"".join(pending)
+        cut = len(data) if block == b"" else data.rfind(b"\n") + 1  # the end: the unended last line too
+        if cut:
+            lines += data.count(b"\n", 0, cut)
+            yield offset, data[:cut]
+            offset += cut
+        if block is None:
+            raise _Damage(offset + len(data) - cut, lines, damage)
+        if not block:
+            return
+        pending, size = [data[cut:]], len(data) - cut
+
+
+def _line_start(data: bytes, offset: int, at: int) -> int | None:
+    """The first line start at or after text offset `at` in `data` (whole lines from `offset`), or its end when
+    that is the next line start; None if `data` ends the file before one."""
+    if at <= offset:
+        return offset
+    i = data.find(b"\n", at - 1 - offset)
+    return None if i < 0 else offset + i + 1
+
+
+def _blank_end(data: bytes, offset: int, at: int) -> int | None:
+    """Just after the first blank line (ASCII whitespace only) in `data` (whole lines from `offset`) that starts
+    at or after line start `at`; None if there is none in it."""
+    pos = at - offset
+    while pos < len(data):
+        newline = data.find(b"\n", pos)
+        line_end = len(data) if newline < 0 else newline + 1
+        if not data[pos:line_end].strip():
+            return offset + line_end
+        pos = line_end
+    return None
+
+
+def _stream_blocks(path: Path, stats: CorpusStats, policy: str, start: int, end: int | None,
+                   paragraphs: bool) -> Blocks:
+    """_line_blocks of a compressed file's part: the lines that start in text offsets [start, end), both aligned
+    here as shards.py aligns a plain file's range (to a line start; with `paragraphs`, to just after a blank line
+    at or after it), the text before the part decompressed and skipped. Damaged data is a CorpusError, or with
+    policy "skip" the end of the text: the part that reaches it keeps its lines before the damage (the cut last
+    line is dropped) and counts the file in stats.truncated_files."""
+    first: int | None = 0 if start <= 0 else None  # the part's first line start, once found
+    blank_from: int | None = None  # with `paragraphs`: the line start after which a blank line begins the part
+    tail_from: int | None = None  # the first line start at or after `end`, once reached
+    with open_corpus_file(path) as f:
+        try:
+            for offset, data in _whole_lines(path, f):
+                if end is not None and tail_from is None:
+                    tail_from = _line_start(data, offset, end)
+                if first is None and blank_from is None:
+                    blank_from = _line_start(data, offset, start)
+                    first = None if paragraphs else blank_from
+                if first is None and blank_from is not None:
+                    first = _blank_end(data, offset, max(blank_from, offset))
+                if first is None:
+                    continue
+                i, stop, done = max(first, offset) - offset, len(data), False
+                if tail_from is not None and not paragraphs:  # the part ends at the first line start from `end`,
+                    stop, done = tail_from - offset, True
+                elif tail_from is not None:  # or just after the first blank line from there (where that is the one
+                    closing = _blank_end(data, offset, max(tail_from, offset))  # ending at `first`: empty)
+                    if closing is not None:
+                        stop, done = closing - offset, True
+                if stop > i:
+                    yield offset + i, _decode_lines(data[i:stop], offset + i, path, stats, policy)
+                if done:
+                    return
+        except _Damage as exc:
+            if policy != "skip":
+                raise damaged(path, f"{exc.lines:,} lines ({exc.offset:,} bytes of text)", exc.cause) from None
+            if first is not None:  # the damage is in this part: its end is the text's
+                stats.truncated_files += 1
 
 
 def _decode_lines(data: bytes, offset: int, path: Path, stats: CorpusStats, policy: str) -> list[str | None]:
@@ -150,19 +380,23 @@ def _decoded(blocks: Iterator[tuple[int, list[str | None]]]) -> Iterator[str]:
 
 
 def line_at(path: Path, offset: int, k: int) -> str:
-    """line_where for line `k` (from 0) of the block that starts at byte `offset`."""
-    with open(path, "rb") as f:
-        f.seek(offset)
-        for _ in range(k):
-            f.readline()
-        return line_where(path, f.tell())
+    """line_where for line `k` (from 0) of the block that starts at byte `offset` (of the text, when compressed)."""
+    with open_corpus_file(path) as f:
+        if file_format(path)[1]:  # a zstd stream cannot seek: read up to there
+            left = offset
+            while left > 0 and (block := f.read(min(left, READ_BYTES))):
+                left -= len(block)
+        else:
+            f.seek(offset)
+        at = offset + sum(len(f.readline()) for _ in range(k))
+    return line_where(path, at)
 
 
 def line_where(path: Path, offset: int) -> str:
     """"PATH line N (byte OFFSET)" for the line starting at byte `offset`: the line number is counted only
     here, when a message needs it, so a shard read from the middle of a file never counts lines."""
     newlines, left = 0, offset
-    with open(path, "rb") as f:
+    with open_corpus_file(path) as f:
         while left > 0 and (block := f.read(min(left, 1 << 20))):
             newlines += block.count(b"\n")
             left -= len(block)
@@ -173,7 +407,7 @@ def line_boundary(path: Path, at: int) -> int:
     """The first line start at or after byte `at` (the file size if none)."""
     if at <= 0:
         return 0
-    with open(path, "rb") as f:
+    with open_corpus_file(path) as f:
         f.seek(at - 1)
         f.readline()
         return f.tell()
@@ -184,7 +418,7 @@ def paragraph_boundary(path: Path, at: int) -> int:
     where --doc-sep blank ends a document whatever came before (the file size if none)."""
     if at <= 0:
         return 0
-    with open(path, "rb") as f:
+    with open_corpus_file(path) as f:
         f.seek(line_boundary(path, at))
         for raw in f:
             if not raw.strip():
@@ -218,7 +452,7 @@ def _counted(blocks: Blocks, stats: CorpusStats) -> Blocks:
 
 def _txt(path: Path, stats: CorpusStats, opts: ReadOptions, start: int = 0, end: int | None = None) -> Iterator[str]:
     """One document per line, or per paragraph (lines joined by "\\n") when doc_sep is "blank"."""
-    blocks = _line_blocks(path, stats, opts.on_decode_error, start, end)
+    blocks = _line_blocks(path, stats, opts.on_decode_error, start, end, paragraphs=opts.doc_sep == "blank")
     if opts.doc_sep == "line":
         yield from _decoded(_counted(blocks, stats))
         return
@@ -323,8 +557,11 @@ def whole_json(path: Path) -> bool:
     """Whether a .json file is one JSON document, parsed whole, rather than JSON lines: a top-level array, or
     one object spread over lines (its first line is an object cut short where the line ends, which no JSON
     line is)."""
-    with open(path, "rb") as f:
-        head = f.read(SNIFF_BYTES).removeprefix(BOM).lstrip()
+    try:
+        with open_corpus_file(path) as f:
+            head = f.read(SNIFF_BYTES).removeprefix(BOM).lstrip()
+    except damage_errors(path):  # damage in its first bytes: read as JSON lines, whose reader reports it
+        return False
     if head.startswith(b"["):
         return True
     first, newline, _ = head.partition(b"\n")
@@ -441,23 +678,41 @@ def _csv(path: Path, stats: CorpusStats, opts: ReadOptions) -> Iterator[str | No
     import pyarrow as pa
     import pyarrow.csv as pacsv
 
-    with open(path, "rb") as f:
-        _check_text(path, f.read(SNIFF_BYTES))
+    if not file_format(path)[1]:  # a compressed file's first block is checked as it is read (_whole_lines)
+        with open_corpus_file(path) as f:
+            _check_text(path, f.read(SNIFF_BYTES))
 
-    def reader(columns: list[str] | None):
-        types = {c: pa.large_binary() for c in columns or ()}
-        convert = pacsv.ConvertOptions(include_columns=columns, column_types=types)
-        read = pacsv.ReadOptions(block_size=CSV_BLOCK_BYTES)
-        return pacsv.open_csv(path, read, pacsv.ParseOptions(newlines_in_values=True), convert)
+    with contextlib.ExitStack() as files:
+        def reader(columns: list[str] | None):
+            types = {c: pa.large_binary() for c in columns or ()}
+            convert = pacsv.ConvertOptions(include_columns=columns, column_types=types)
+            read = pacsv.ReadOptions(block_size=CSV_BLOCK_BYTES)
+            f = files.enter_context(open_corpus_file(path))
+            if file_format(path)[1]:  # damage ends the stream after the whole lines before it (see _csv_lines)
+                f = io.BufferedReader(_Chunks(_csv_lines(path, f, stats, opts.on_decode_error)), READ_BYTES)
+            return pacsv.open_csv(f, read, pacsv.ParseOptions(newlines_in_values=True), convert)
 
-    try:
         try:
-            batches = reader([opts.text_column])
-        except KeyError:  # no such column: open without options so column_texts can list the columns
-            batches = reader(None)
-    except (pa.ArrowInvalid, OSError) as exc:
-        raise CorpusError(f"{path}: not a readable CSV file ({str(exc).splitlines()[0]})") from None
-    yield from column_texts(batches, batches.schema, path, stats, opts)
+            try:
+                batches = reader([opts.text_column])
+            except KeyError:  # no such column: open without options so column_texts can list the columns
+                batches = reader(None)
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise CorpusError(f"{path}: not a readable CSV file ({str(exc).splitlines()[0]})") from None
+        yield from column_texts(batches, batches.schema, path, stats, opts)
+
+
+def _csv_lines(path: Path, f, stats: CorpusStats, policy: str) -> Iterator[bytes]:
+    """The whole lines of a compressed CSV file for Arrow's parser, which reads ahead in threads: damage is the
+    error of text files, or with policy "skip" the end of the file after the whole lines before it (a quoted
+    value the damage cuts is then a parse error), wherever the parser's threads were."""
+    try:
+        for _, data in _whole_lines(path, f):
+            yield data
+    except _Damage as exc:
+        if policy != "skip":
+            raise damaged(path, f"{exc.lines:,} lines ({exc.offset:,} bytes of text)", exc.cause) from None
+        stats.truncated_files += 1
 
 
 def _arrow(path: Path, stats: CorpusStats, opts: ReadOptions, start: int = 0, end: int | None = None

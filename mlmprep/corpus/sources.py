@@ -10,7 +10,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from mlmprep.corpus.readers import SUPPORTED
+from mlmprep.corpus.readers import COMPRESSIONS, SUPPORTED, TEXT_FORMATS, file_format
 from mlmprep.errors import CorpusError, printable
 
 
@@ -40,27 +40,35 @@ def resolve(patterns: Sequence[str]) -> tuple[list[Path], list[str]]:
             _walk(path, found, skipped)
         elif not path.is_file():  # a FIFO would block the build until something writes to it
             raise CorpusError(f"{path}: not a regular file (a pipe or a device); save the corpus to a file")
-        elif path.suffix.lower() not in SUPPORTED:
-            kind = path.suffix or "(no extension)"
-            raise CorpusError(f"{path}: unsupported file type {kind}; use one of {', '.join(SUPPORTED)}")
+        elif not file_format(path)[0]:
+            raise CorpusError(f"{path}: unsupported file type {_kind(path)}; use one of {', '.join(SUPPORTED)}, "
+                              f"or {'/'.join(TEXT_FORMATS)} compressed as {'/'.join(COMPRESSIONS)}")
         else:
             found.append(path)
     if not found:
-        raise CorpusError(f"{', '.join(patterns)}: no corpus files ({', '.join(SUPPORTED)}) found{_listed(skipped)}")
+        raise CorpusError(f"{', '.join(patterns)}: no corpus files ({', '.join(SUPPORTED)}; {'/'.join(TEXT_FORMATS)} "
+                          f"also as {'/'.join(COMPRESSIONS)}) found{_listed(skipped)}")
     unique: dict[Path, Path] = {}
     for path in found:  # a file named twice (itself and in its directory) is read once, where first named
         unique.setdefault(path.resolve(), path)
     return list(unique.values()), skipped
 
 
+def _kind(path: Path) -> str:
+    """A file's type as its name gives it, for a message: ".tar.gz" for a compressed archive."""
+    if file_format(path)[1]:
+        return "".join(path.suffixes[-2:]) if len(path.suffixes) > 1 else f"{path.suffix} (no format before it)"
+    return path.suffix or "(no extension)"
+
+
 def _listed(skipped: list[str]) -> str:
-    """The files a search that found no corpus file skipped (compressed corpora, say), for its error message;
+    """The files a search that found no corpus file skipped (archives, say), for its error message;
     skipped directories (.git/) are left out."""
     files = [entry for entry in skipped if not entry.endswith("/")]
     if not files:
         return ""
     names = ", ".join(files[:3]) + (", ..." if len(files) > 3 else "")
-    return f"; {len(files)} other file{'s' * (len(files) != 1)} skipped ({names}): decompress or convert them"
+    return f"; {len(files)} other file{'s' * (len(files) != 1)} skipped ({names}): convert them"
 
 
 def _walk(folder: Path, found: list[Path], skipped: list[str]) -> None:
@@ -94,7 +102,7 @@ def _saved_dataset(folder: Path) -> bool:
 def _add_member(path: Path, found: list[Path], skipped: list[str]) -> None:
     if path.is_dir():
         _walk(path, found, skipped)
-    elif path.is_file() and path.suffix.lower() in SUPPORTED:
+    elif path.is_file() and file_format(path)[0]:
         found.append(path)
     else:
         skipped.append(printable(path))

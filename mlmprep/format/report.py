@@ -115,6 +115,7 @@ LOSSES = (  # corpus.stats keys that count something dropped or replaced, and ho
     ("missing_field_skipped", "records without the {column!r} field skipped"),
     ("decode_replaced_lines", "lines with undecodable bytes replaced (U+FFFD)"),
     ("decode_skipped_lines", "lines with undecodable bytes skipped"),
+    ("truncated_files", "compressed files read up to damaged data"),
     ("characters_removed", "control/non-text characters removed by cleaning"),
     ("documents_emptied", "documents emptied by cleaning"),
 )
