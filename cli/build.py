@@ -9,7 +9,7 @@ import typer
 
 import mlmprep
 from mlmprep.cli import app
-from mlmprep.cli._util import HelpCommand, cli_errors, note
+from mlmprep.cli._util import HelpCommand, StorageOptions, cli_errors, note
 from mlmprep.cli.options import config_options, flag_names, is_flag, option_fields
 from mlmprep.config import BuildConfig
 
@@ -34,6 +34,7 @@ INSPECT_EXAMPLES = """Examples:
   mlmprep inspect mlmprep-data                                 # the summary and 3 decoded rows of seed-0
   mlmprep inspect mlmprep-data --split validation --examples 10
   mlmprep inspect mlmprep-data --split windows                 # the windows before masking
+  mlmprep inspect s3://bucket/data                             # a build on object storage
 """
 
 TOKENIZER_EXAMPLES = """Examples:
@@ -174,42 +175,57 @@ def start_workers_early(cfg) -> None:
 @app.command(epilog=REMASK_EXAMPLES, cls=HelpCommand)
 @cli_errors
 def remask(
-    directory: Annotated[Path, typer.Argument(help="A directory written by mlmprep build.")],
+    directory: Annotated[str, typer.Argument(help="A directory (or URL) written by mlmprep build.")],
     *,
     seeds: Annotated[int, typer.Option(
         help="Total number of seeded splits wanted; new ones are masked from the stored windows.")],
     threads: Annotated[int, typer.Option(help="Cores for masking (0: all).")] = 0,
+    storage_options: Annotated[str | None, StorageOptions] = None,
 ) -> None:
     """Add seeded splits to a build from its stored windows, without re-tokenizing."""
+    import json
+
+    from mlmprep import storage
     from mlmprep.build.run import remask as run_remask
     from mlmprep.format.load import read_manifest
 
-    added = run_remask(directory, seeds, threads=threads)
+    options = storage.parse_options(storage_options)
+    added = run_remask(directory, seeds, threads=threads, storage_options=options)
     if added:
         typer.echo(f"{directory}: added {', '.join(added)}")
     else:
-        have = len(read_manifest(directory)["seeds"])
-        typer.echo(f"{directory}: already has {have} seeds (>= {seeds}); nothing to add")
+        manifest = (json.loads(storage.read_bytes(storage.join(directory, "manifest.json"), options))
+                    if storage.is_url(directory) else read_manifest(directory))
+        typer.echo(f"{directory}: already has {len(manifest['seeds'])} seeds (>= {seeds}); nothing to add")
 
 
 @app.command("inspect", epilog=INSPECT_EXAMPLES, cls=HelpCommand)
 @cli_errors
 def inspect_build(
-    directory: Annotated[Path, typer.Argument(help="A directory written by mlmprep build.")],
+    directory: Annotated[str, typer.Argument(help="A directory (or URL) written by mlmprep build.")],
     *,
     split: Annotated[str, typer.Option(help="Which split to show examples from.", metavar="SPLIT")] = "seed-0",
     examples: Annotated[int, typer.Option(help="How many decoded examples to show.")] = 3,
+    storage_options: Annotated[str | None, StorageOptions] = None,
 ) -> None:
     """Summarise a build and show decoded examples with their masked spans."""
-    from mlmprep.format.load import check_split_files, read_manifest, tokenizer_path
-    from mlmprep.format.report import build_summary, show_examples
+    import contextlib
 
-    manifest = read_manifest(directory)
-    tokenizer_path(directory, manifest)  # a damaged build is refused in one line, before anything is shown
-    if split in manifest["splits"]:  # else show_examples names the splits there are
-        check_split_files(directory, manifest, split)
-    summary = build_summary(directory, manifest)
-    typer.echo(f"{summary}\n{show_examples(directory, manifest, split=split, n=examples)}")  # nothing, if damaged
+    from mlmprep.format.load import check_split_files, read_manifest, tokenizer_path
+    from mlmprep.format.publish import fetched_build
+    from mlmprep.format.report import build_summary, show_examples
+    from mlmprep.storage import is_url, parse_options
+
+    remote = is_url(directory)  # then a copy of the manifest, the tokenizer and the split shown
+    with (fetched_build(directory, parse_options(storage_options), splits=[split]) if remote
+          else contextlib.nullcontext(Path(directory))) as local:
+        manifest = read_manifest(local)
+        tokenizer_path(local, manifest)  # a damaged build is refused in one line, before anything is shown
+        if split in manifest["splits"]:  # else show_examples names the splits there are
+            check_split_files(local, manifest, split)
+        summary = build_summary(local, manifest)
+        text = f"{summary}\n{show_examples(local, manifest, split=split, n=examples)}"  # nothing, if damaged
+    typer.echo(text.replace(str(local), directory.rstrip("/")) if remote else text)
 
 
 @tokenizer_app.command("train", epilog=TOKENIZER_EXAMPLES, cls=HelpCommand)

@@ -15,6 +15,7 @@ import math
 import os
 import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 import mlmprep
+from mlmprep import storage
 from mlmprep.build import mask
 from mlmprep.build.engine import Engine, TaskRun, prestart, run_tasks, session
 from mlmprep.build.pipeline import (
@@ -56,9 +58,23 @@ from mlmprep.corpus.readers import (
     no_text_error,
 )
 from mlmprep.corpus.shards import read_shard
+from mlmprep.corpus.sources import remote_sources, resolve_sources
 from mlmprep.errors import ConfigError, CorpusError, TokenizerError, most_common_fields
-from mlmprep.format.publish import build_directory, build_lock, check_output_path, publish, read_existing, staging_dir
+from mlmprep.format.publish import (
+    build_directory,
+    build_lock,
+    check_output_path,
+    commit_remote,
+    fetched_build,
+    publish,
+    read_existing,
+    read_existing_remote,
+    remote_contents,
+    remote_lock,
+    staging_dir,
+)
 from mlmprep.format.write import (
+    MANIFEST,
     damaged,
     data_files,
     file_rows,
@@ -94,42 +110,96 @@ class BuildResult:
 
 
 def build(cfg: BuildConfig, *, log: Callable[[str], None] = print) -> BuildResult:
-    """Build `cfg.out`, or report it up to date when it already holds this build of this corpus."""
-    check_output_path(Path(cfg.out), directory=True)  # before reading the corpus or training a tokenizer
+    """Build `cfg.out` (a directory, or a prefix on object storage), or report it up to date when it already
+    holds this build of this corpus."""
+    options = storage.parse_options(cfg.storage_options)
+    remote = storage.is_url(cfg.out)
+    if remote:  # before reading the corpus or training a tokenizer
+        storage.preflight(cfg.out, options, "--out")
+    else:
+        check_output_path(Path(cfg.out), directory=True)
     if cfg.objective == "span" and cfg.method == "tokens" and cfg.pack == "stream":  # rows exactly input_length
         window_length, _ = mask.compute_input_and_target_lengths(cfg.input_length, cfg.noise_density,
                                                                  cfg.mean_span_length)
         mask.check_input_length_reached(cfg.input_length, window_length, cfg.noise_density, cfg.mean_span_length)
-    out = build_directory(cfg.out)
-    check_outside_corpus(out, cfg.corpus)
-    corpus = open_corpus(
-        cfg.corpus,
-        dataset=cfg.dataset,
-        dataset_split=cfg.dataset_split,
-        text_column=cfg.text_column,
-        doc_sep=cfg.doc_sep,
-        on_decode_error=cfg.on_decode_error,
-    )
-    engine = Engine(cfg.engine, cfg.workers, cfg.ray_address)
-    set_tokenizer_threads(cfg.threads, engine)
-    # The workers' server starts now, to overlap what follows, unless a build there may be up to date: one
-    # started for nothing costs a core-second and keeps this process's stdout open that long after it exits.
-    if cfg.force or not manifest_path(out).exists():
-        prestart(engine, corpus.bytes, cfg.shard_bytes, tokenize_shard.__module__, cfg.tokenizer)
-    given_tokenizer = load_tokenizer(cfg.tokenizer) if cfg.tokenizer else None
-    log(f"corpus: {corpus.description}")
-    with build_lock(out):
-        tokenizer_sha = tokenizer_sha256(given_tokenizer) if given_tokenizer else None
-        existing = read_existing(out, strict(cfg.identity()), corpus.fingerprint, tokenizer_sha=tokenizer_sha,
-                                 force=cfg.force)
-        if existing is not None:
-            return BuildResult(out, existing, up_to_date=True)
-        prestart(engine, corpus.bytes, cfg.shard_bytes, tokenize_shard.__module__, cfg.tokenizer)  # no-op if started
-        # one Ray connection (or local instance, or local pool) for all the build's phases
-        with staging_dir(out) as stage, session(engine):
-            manifest = write_build(cfg, corpus, given_tokenizer, stage, log, engine)
-            publish(stage, out)
+    out = cfg.out.rstrip("/") if remote else build_directory(cfg.out)
+    if not remote:
+        check_outside_corpus(out, cfg.corpus)
+    with tempfile.TemporaryDirectory(prefix="mlmprep-") as scratch:  # remote inputs, a remote build's stage
+        paths, urls = fetch_sources(cfg.corpus, Path(scratch, "corpus"), options)
+        corpus = open_corpus(
+            paths,
+            dataset=cfg.dataset,
+            dataset_split=cfg.dataset_split,
+            text_column=cfg.text_column,
+            doc_sep=cfg.doc_sep,
+            on_decode_error=cfg.on_decode_error,
+        )
+        for record, url in zip(corpus.files, urls):  # the manifest names what the user named
+            record["path"] = url or record["path"]
+        tokenizer = fetch_tokenizer(cfg.tokenizer, Path(scratch, "tokenizer"), options)
+        engine = Engine(cfg.engine, cfg.workers, cfg.ray_address)
+        set_tokenizer_threads(cfg.threads, engine)
+        # The workers' server starts now, to overlap what follows, unless a build there may be up to date: one
+        # started for nothing costs a core-second and keeps this process's stdout open that long after it exits.
+        if cfg.force or not (storage.exists(storage.join(out, MANIFEST), options) if remote
+                             else manifest_path(out).exists()):
+            prestart(engine, corpus.bytes, cfg.shard_bytes, tokenize_shard.__module__, tokenizer)
+        given_tokenizer = load_tokenizer(tokenizer) if tokenizer else None
+        log(f"corpus: {corpus.description}")
+        with remote_lock(out, options) if remote else build_lock(out):
+            tokenizer_sha = tokenizer_sha256(given_tokenizer) if given_tokenizer else None
+            if remote:
+                present = remote_contents(out, options)
+                existing = read_existing_remote(out, present, options, strict(cfg.identity()), corpus.fingerprint,
+                                                tokenizer_sha=tokenizer_sha, force=cfg.force)
+            else:
+                existing = read_existing(out, strict(cfg.identity()), corpus.fingerprint, tokenizer_sha=tokenizer_sha,
+                                         force=cfg.force)
+            if existing is not None:
+                return BuildResult(out, existing, up_to_date=True)
+            prestart(engine, corpus.bytes, cfg.shard_bytes, tokenize_shard.__module__, tokenizer)  # no-op if started
+            # one Ray connection (or local instance, or local pool) for all the build's phases
+            stage_dir = staging_dir(Path(scratch, "build")) if remote else staging_dir(out)
+            with stage_dir as stage, session(engine):
+                manifest = write_build(cfg, corpus, given_tokenizer, stage, log, engine)
+                if remote:
+                    commit_remote(stage, out, present, options)
+                else:
+                    publish(stage, out)
     return BuildResult(out, manifest, up_to_date=False)
+
+
+def fetch_sources(patterns: Iterable[str], directory: Path, options: dict) -> tuple[list[str], list[str | None]]:
+    """The corpus paths with every URL among them replaced by local copies of the files it names, in `directory`
+    (streamed to disk by fsspec, never held in memory); and for each file read, its URL (None: a local path)."""
+    if not any(storage.is_url(pattern) for pattern in patterns):
+        return list(patterns), []
+    paths: list[str] = []
+    urls: list[str | None] = []
+    for pattern in patterns:
+        if not storage.is_url(pattern):
+            paths.append(pattern)
+            urls.extend([None] * len(resolve_sources([pattern])))
+            continue
+        for url in remote_sources(pattern, options):
+            local = directory / f"{len(urls):06d}" / url.rsplit("/", 1)[-1]
+            local.parent.mkdir(parents=True)
+            storage.get(url, local, options)
+            paths.append(str(local))
+            urls.append(url)
+    return paths, urls
+
+
+def fetch_tokenizer(tokenizer: str | None, directory: Path, options: dict) -> str | None:
+    """--tokenizer as a local path: a URL (a tokenizer.json or a transformers directory) is copied into `directory`."""
+    if not storage.is_url(tokenizer):
+        return tokenizer
+    name = tokenizer.rstrip("/").rsplit("/", 1)[-1]
+    directory.mkdir(parents=True)
+    with storage.errors(f"--tokenizer {tokenizer}", TokenizerError):
+        storage.get(tokenizer, directory / name, options)
+    return str(directory / name)
 
 
 def check_outside_corpus(out: Path, patterns: Iterable[str]) -> None:
@@ -531,7 +601,8 @@ def finish_manifest(cfg, corpus, tok, ids, stage, splits, seeds, stats, masker, 
         "format_version": format_version(ids.vocab_size),
         "mlmprep_version": mlmprep.__version__,
         "config": cfg.identity(),
-        "build_options": {k: v for k, v in to_dict(cfg).items() if k not in cfg.identity()},
+        # storage options may hold credentials: never written down
+        "build_options": {k: v for k, v in to_dict(cfg).items() if k not in {*cfg.identity(), "storage_options"}},
         "objective": cfg.objective,
         "method": cfg.method,
         "input_length": cfg.input_length,
@@ -567,15 +638,18 @@ def finish_manifest(cfg, corpus, tok, ids, stage, splits, seeds, stats, masker, 
     return strict(manifest)  # as written: what the summary shows is what inspect will
 
 
-def remask(out: str | Path, seeds: int, *, threads: int = 0, engine: Engine | None = None) -> list[str]:
-    """Add splits seed-N .. seed-{seeds-1} to a build from its stored windows, one task per windows data
-    file (phase 2 without the windows); return their names."""
+def remask(out: str | Path, seeds: int, *, threads: int = 0, engine: Engine | None = None,
+           storage_options: dict | None = None) -> list[str]:
+    """Add splits seed-N .. seed-{seeds-1} to a build (a directory or a URL) from its stored windows, one task
+    per windows data file (phase 2 without the windows); return their names."""
     from mlmprep.config import check_range, make_config
     from mlmprep.format.load import build_tokenizer, read_manifest
 
     check_range("--seeds", seeds, low=1, high=MAX_SEEDS)
     check_range("--threads", threads, low=0)  # before the build is read: refused even with nothing to add
     engine = engine or Engine()
+    if storage.is_url(out):
+        return remask_remote(out, seeds, threads=threads, engine=engine, options=storage_options or {})
     out = Path(out)
     with build_lock(out):
         manifest = read_manifest(out)
@@ -618,6 +692,19 @@ def remask(out: str | Path, seeds: int, *, threads: int = 0, engine: Engine | No
                 for path in published:
                     shutil.rmtree(path, ignore_errors=True)
                 raise
+    return names
+
+
+def remask_remote(url: str, seeds: int, *, threads: int, engine: Engine, options: dict) -> list[str]:
+    """remask on object storage: under the prefix's lock, the windows are fetched, the new splits masked
+    locally and uploaded, then the manifest that lists them replaces the old one in one put (the commit)."""
+    url = url.rstrip("/")
+    storage.preflight(url, options, "remask")
+    with remote_lock(url, options), fetched_build(url, options, splits=["windows"]) as local:
+        names = remask(local, seeds, threads=threads, engine=engine)
+        if names:  # what a failed remask left under the new names goes first
+            leftovers = {n: size for n, size in remote_contents(url, options).items() if n.split("/")[0] in names}
+            commit_remote(local, url, leftovers, options, names=names)
     return names
 
 

@@ -10,6 +10,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from mlmprep import storage
 from mlmprep.corpus.readers import SUPPORTED
 from mlmprep.errors import CorpusError, printable
 
@@ -51,6 +52,24 @@ def resolve(patterns: Sequence[str]) -> tuple[list[Path], list[str]]:
     for path in found:  # a file named twice (itself and in its directory) is read once, where first named
         unique.setdefault(path.resolve(), path)
     return list(unique.values()), skipped
+
+
+def remote_sources(pattern: str, options: dict | None = None) -> list[str]:
+    """The corpus files a URL names (one object, every object under a prefix, or a glob's matches), sorted, as a
+    local directory or glob picks them: hidden names and other file types skipped; one named alone must be one."""
+    found = storage.files(pattern, options)
+    if len(found) == 1 and found[0][0] == pattern.rstrip("/"):
+        suffix = Path(pattern).suffix.lower()
+        if suffix not in SUPPORTED:
+            raise CorpusError(f"{pattern}: unsupported file type {suffix or '(no extension)'}; "
+                              f"use one of {', '.join(SUPPORTED)}")
+        return [pattern]
+    kept = [url for url, _ in found
+            if not url.rsplit("/", 1)[-1].startswith(".") and Path(url).suffix.lower() in SUPPORTED]
+    if not kept:
+        raise CorpusError(f"{pattern}: no corpus files ({', '.join(SUPPORTED)}) found "
+                          f"({len(found)} other object{'s' * (len(found) != 1)}); check the URL")
+    return kept
 
 
 def _listed(skipped: list[str]) -> str:
