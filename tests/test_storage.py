@@ -174,6 +174,8 @@ def test_faults_are_retried_and_the_build_equals_a_clean_one(s3, s3_proxy, tiny_
     assert result.returncode == 0, result.stderr
     assert [f.hits for f in faults] == [1, 2, 2, 1]
     assert remote_files(s3, out) == data_files(local_reference)
+    puts = [path for method, path in s3_proxy.requests if method == "PUT" and ".mlmprep-" not in path]
+    assert "manifest.json" in puts[-1] and not any("manifest.json" in path for path in puts[:-2])  # last: the commit
 
 
 def test_storage_options_act(s3, monkeypatch, tiny_corpus, tok):
@@ -196,8 +198,8 @@ def test_store_problems_are_one_line_naming_the_url_before_any_work(s3, monkeypa
 
     bucket = s3.bucket()
     corpus, tokenizer, out, env = str(tiny_corpus), tok, f"s3://{bucket}/data", {}
-    if case == "missing bucket":
-        out = "s3://no-such-bucket-here/data"
+    if case == "missing bucket":  # found before the corpus is looked at: the missing corpus is not what is said
+        out, corpus = "s3://no-such-bucket-here/data", str(tmp_path / "no-such-corpus.txt")
     elif case == "wrong credentials":
         monkeypatch.setattr(moto.settings, "INITIAL_NO_AUTH_ACTION_COUNT", 0)  # the server checks keys now
         env = {"AWS_ACCESS_KEY_ID": "wrong"}
@@ -226,3 +228,13 @@ def test_ray_refuses_object_storage_paths_in_one_line(tiny_corpus, tok):
     pytest.importorskip("ray")
     result = run(*build_args(tiny_corpus, "s3://bucket/data", tok, "--engine", "ray"), env={})
     assert_refused(result.returncode, result.stderr, "--engine ray", "s3://bucket/data")
+
+
+def test_a_bad_record_in_a_remote_corpus_file_is_named_by_its_url(s3, tok):
+    bucket = s3.bucket()
+    s3.fs().pipe(f"{bucket}/c/a.jsonl", b'{"text": "one fine document here"}\n{"text": broken\n')
+    corpus = f"s3://{bucket}/c/a.jsonl"
+    result = cli(*build_args(corpus, f"s3://{bucket}/out", tok))
+    assert result.exit_code == 2 and f"{corpus} line 2" in result.stderr and "/mlmprep-" not in result.stderr, \
+        result.stderr
+    assert listing(s3, f"s3://{bucket}/out") == []

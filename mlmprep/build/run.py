@@ -58,8 +58,8 @@ from mlmprep.corpus.readers import (
     no_text_error,
 )
 from mlmprep.corpus.shards import read_shard
-from mlmprep.corpus.sources import remote_sources, resolve_sources
-from mlmprep.errors import ConfigError, CorpusError, TokenizerError, most_common_fields
+from mlmprep.corpus.sources import remote_sources
+from mlmprep.errors import ConfigError, CorpusError, MlmprepError, TokenizerError, most_common_fields
 from mlmprep.format.publish import (
     build_directory,
     build_lock,
@@ -125,8 +125,10 @@ def build(cfg: BuildConfig, *, log: Callable[[str], None] = print) -> BuildResul
     out = cfg.out.rstrip("/") if remote else build_directory(cfg.out)
     if not remote:
         check_outside_corpus(out, cfg.corpus)
-    with tempfile.TemporaryDirectory(prefix="mlmprep-") as scratch:  # remote inputs, a remote build's stage
-        paths, urls = fetch_sources(cfg.corpus, Path(scratch, "corpus"), options)
+    with contextlib.ExitStack() as stack:
+        scratch = stack.enter_context(tempfile.TemporaryDirectory(prefix="mlmprep-"))  # remote inputs and stage
+        paths, copies = fetch_sources(cfg.corpus, Path(scratch, "corpus"), options)
+        stack.enter_context(named_as(copies))
         corpus = open_corpus(
             paths,
             dataset=cfg.dataset,
@@ -135,8 +137,8 @@ def build(cfg: BuildConfig, *, log: Callable[[str], None] = print) -> BuildResul
             doc_sep=cfg.doc_sep,
             on_decode_error=cfg.on_decode_error,
         )
-        for record, url in zip(corpus.files, urls):  # the manifest names what the user named
-            record["path"] = url or record["path"]
+        for record in corpus.files:  # the manifest names what the user named
+            record["path"] = copies.get(record["path"], record["path"])
         tokenizer = fetch_tokenizer(cfg.tokenizer, Path(scratch, "tokenizer"), options)
         engine = Engine(cfg.engine, cfg.workers, cfg.ray_address)
         set_tokenizer_threads(cfg.threads, engine)
@@ -170,25 +172,35 @@ def build(cfg: BuildConfig, *, log: Callable[[str], None] = print) -> BuildResul
     return BuildResult(out, manifest, up_to_date=False)
 
 
-def fetch_sources(patterns: Iterable[str], directory: Path, options: dict) -> tuple[list[str], list[str | None]]:
+def fetch_sources(patterns: Iterable[str], directory: Path, options: dict) -> tuple[list[str], dict[str, str]]:
     """The corpus paths with every URL among them replaced by local copies of the files it names, in `directory`
-    (streamed to disk by fsspec, never held in memory); and for each file read, its URL (None: a local path)."""
-    if not any(storage.is_url(pattern) for pattern in patterns):
-        return list(patterns), []
+    (streamed to disk by fsspec, never held in memory, several at once); and each copy's URL by its path."""
     paths: list[str] = []
-    urls: list[str | None] = []
+    copies: dict[str, str] = {}
     for pattern in patterns:
         if not storage.is_url(pattern):
             paths.append(pattern)
-            urls.extend([None] * len(resolve_sources([pattern])))
             continue
-        for url in remote_sources(pattern, options):
-            local = directory / f"{len(urls):06d}" / url.rsplit("/", 1)[-1]
-            local.parent.mkdir(parents=True)
-            storage.get(url, local, options)
-            paths.append(str(local))
-            urls.append(url)
-    return paths, urls
+        pairs = [(url, directory / f"{len(copies) + k:06d}" / url.rsplit("/", 1)[-1])
+                 for k, url in enumerate(remote_sources(pattern, options))]
+        storage.fetch(pairs, options)
+        paths += [str(local) for _, local in pairs]
+        copies.update((str(local), url) for url, local in pairs)
+    return paths, copies
+
+
+@contextlib.contextmanager
+def named_as(copies: dict[str, str]) -> Iterator[None]:
+    """An error that names a local copy of a corpus file names its URL instead, as the user gave it."""
+    try:
+        yield
+    except MlmprepError as exc:
+        text = str(exc)
+        for local, url in copies.items():
+            text = text.replace(local, url)
+        if text == str(exc):
+            raise
+        raise type(exc)(text) from None
 
 
 def fetch_tokenizer(tokenizer: str | None, directory: Path, options: dict) -> str | None:
