@@ -169,6 +169,7 @@ def s3_case(work: Path, corpus: Path, tok: Path, mlmprep: list[str], repeats: in
                                env)[0])
             remote.append(timed([*mlmprep, *args, f"s3://{bucket}/corpus/", "--tokenizer", f"s3://{bucket}/tok.json",
                                  "--out", f"s3://{bucket}/out"], env)[0])
+        shutil.rmtree(work / "from-s3", ignore_errors=True)
         fs.get(f"{bucket}/out/", str(work / "from-s3") + "/", recursive=True)
         same = tree_digest(work / "disk") == tree_digest(work / "from-s3")
     return {"mb": corpus.stat().st_size / 1e6, "local_s": min(local), "s3_s": min(remote), "same": same,
@@ -275,9 +276,10 @@ def storage_figures(r: dict) -> list[Figure]:
     """The --storage s3 case: its time against the local-disk build, and whether their bytes are equal."""
     if "storage" not in r:
         return []
-    x = r["storage"]
+    x = r["storage"]  # a quick slice is dominated by the fixed cost of the S3 client: judged on the whole corpus
     return [Figure(f"build from and to S3 (moto, loopback) time / local-disk build time, {x['mb']:.0f} MB",
-                   f"{x['ratio']:.2f}x", f"<= {STORAGE_TARGET}x", x["ratio"] <= STORAGE_TARGET),
+                   f"{x['ratio']:.2f}x", f"<= {STORAGE_TARGET}x" + (" (whole corpus)" if r["quick"] else ""),
+                   None if r["quick"] else x["ratio"] <= STORAGE_TARGET),
             Figure("build from and to S3 byte-identical to the local-disk build", str(x["same"]), "True", x["same"])]
 
 

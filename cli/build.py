@@ -155,7 +155,8 @@ def start_workers_before_parsing(args: list[str]) -> None:
 def start_workers_early(cfg) -> None:
     """Start the local workers' server (a forkserver that imports the pipeline, warms Numba and loads a given
     tokenizer: about a second of one core) before this process imports the pipeline itself, so that the two
-    overlap and the first task starts sooner. Corpus files only: a build starts it itself in any case."""
+    overlap and the first task starts sooner. Corpus files only (on object storage, taken to need the workers,
+    since only the store can say their size): a build starts it itself in any case."""
     from mlmprep.build.engine import Engine, prestart
     from mlmprep.corpus.sources import resolve_sources
     from mlmprep.errors import MlmprepError
@@ -166,7 +167,10 @@ def start_workers_early(cfg) -> None:
         return  # a build there may be up to date: mlmprep.build.run.build checks that before it starts workers
     try:
         engine = Engine(cfg.engine, cfg.workers, cfg.ray_address)
-        input_bytes = sum(path.stat().st_size for path in resolve_sources(cfg.corpus))
+        if any("://" in pattern for pattern in cfg.corpus):  # sized only by listing the store: assume it is large
+            input_bytes = 1 << 40
+        else:
+            input_bytes = sum(path.stat().st_size for path in resolve_sources(cfg.corpus))
     except (MlmprepError, OSError):
         return  # the build reports it, in its own order
     prestart(engine, input_bytes, cfg.shard_bytes, "mlmprep.build.pipeline", cfg.tokenizer)  # no-op for 1 worker, Ray

@@ -10,7 +10,9 @@ exponential backoff (RETRIES).
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
+import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -57,21 +59,37 @@ def parse_options(text: str | None, option: str = "--storage-options") -> dict:
 def filesystem(url: str, options: dict | None = None):
     """(fsspec file system, path inside it) for `url`. A protocol whose library is missing is one line naming
     the extra that installs it; an unknown protocol is one line too."""
-    import fsspec.core
+    try:
+        fs = _filesystem(protocol(url), json.dumps(options or {}, sort_keys=True),
+                         tuple(os.environ.get(name) for name in CLIENT_ENVIRONMENT))
+    except ConfigError as exc:
+        raise ConfigError(f"{url}: {exc}") from None
+    return fs, fs._strip_protocol(url)
 
-    proto = protocol(url)
-    defaults = {"skip_instance_cache": True}  # the environment (endpoint, keys) may differ between calls
+
+# what a client reads from the environment when it is made: a file system made before any of it changed is stale
+CLIENT_ENVIRONMENT = ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+                      "AWS_PROFILE", "AWS_DEFAULT_REGION", "GOOGLE_APPLICATION_CREDENTIALS")
+
+
+@functools.lru_cache(maxsize=8)
+def _filesystem(proto: str, options: str, environment: tuple):
+    """One file system per protocol, options and environment, made once: making an S3 client loads botocore's
+    service model, a good part of a second."""
+    import fsspec
+
+    defaults: dict = {"skip_instance_cache": True}  # this cache is the one that knows the environment
     if proto in ("s3", "s3a"):
         defaults["config_kwargs"] = {"retries": {"max_attempts": RETRIES, "mode": "standard"}}
     try:
-        return fsspec.core.url_to_fs(url, **{**defaults, **(options or {})})
+        return fsspec.filesystem(proto, **{**defaults, **json.loads(options)})
     except ImportError:
         extra = EXTRAS.get(proto)
         hint = f"pip install 'mlmprep[{extra}]'" if extra else f"install the fsspec implementation of {proto}://"
-        raise ConfigError(f"{url}: {proto}:// needs a package that is not installed; {hint}") from None
+        raise ConfigError(f"{proto}:// needs a package that is not installed; {hint}") from None
     except ValueError as exc:
         if "protocol" in str(exc).lower():
-            raise ConfigError(f"{url}: unknown protocol {proto}://; use s3://, gs:// or a local path") from None
+            raise ConfigError(f"unknown protocol {proto}://; use s3://, gs:// or a local path") from None
         raise
 
 
@@ -199,8 +217,3 @@ def create(url: str, data: bytes, options: dict | None = None) -> bool:
             return False
     return True
 
-
-def write_bytes(url: str, data: bytes, options: dict | None = None) -> None:
-    fs, path = filesystem(url, options)
-    with errors(url):
-        fs.pipe_file(path, data)
