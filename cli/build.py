@@ -20,6 +20,7 @@ BUILD_EXAMPLES = """Examples:
       --seeds 4 --input-length 512 --noise-density 0.15 --mean-span-length 3
   mlmprep build books/ --method text --out cache-text/  # the naive text-segmentation baseline
   mlmprep build corpus.txt --objective mlm --whole-word # BERT-style masking
+  mlmprep build s3://corpora/c4/ --out s3://builds/c4  # from and to object storage (pip install 'mlmprep[s3]')
 """
 
 TRAINED_TOKENIZER_ONLY = ("vocab_size", "tokenizer_train_chars")  # options a given --tokenizer makes meaningless
@@ -52,7 +53,8 @@ app.add_typer(tokenizer_app, name="tokenizer")
 @config_options(BuildConfig)
 def build(
     corpus: Annotated[list[str] | None, typer.Argument(
-        help="Files, directories or globs (.txt .jsonl .json .parquet .csv .arrow). None: the built-in sample.",
+        help="Files, directories or globs (.txt .jsonl .json .parquet .csv .arrow), local or URLs "
+             "(s3://BUCKET/PREFIX/). None: the built-in sample.",
         show_default=False)] = None,
     *,
     config: Annotated[Path | None, typer.Option(help="JSON/YAML file of options; the command line overrides it.",

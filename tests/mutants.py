@@ -54,6 +54,10 @@ MUTANTS = [
     Mutant("remote-lock-unconditional", "mlmprep/storage.py",  # the lock object simply overwritten
            'fs.pipe_file(path, data, mode="create")', "fs.pipe_file(path, data)",
            ("tests/test_storage.py::test_two_builds_into_one_prefix_cannot_both_win",)),
+    Mutant("remote-intact-always", "mlmprep/format/publish.py",  # files missing from the store go unnoticed
+           "return all(present.get(name) == size for name, size in listed.items()) and",
+           "return all(name in present or True for name in listed) and",
+           ("tests/test_storage.py::test_a_remote_build_missing_a_file_is_not_up_to_date",)),
     Mutant("remote-no-preflight", "mlmprep/build/run.py",  # --out on the store checked only when the build ends
            '        storage.preflight(cfg.out, options, "--out")\n', "        pass\n",
            ("tests/test_storage.py::test_store_problems_are_one_line_naming_the_url_before_any_work",)),

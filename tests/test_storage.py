@@ -238,3 +238,13 @@ def test_a_bad_record_in_a_remote_corpus_file_is_named_by_its_url(s3, tok):
     assert result.exit_code == 2 and f"{corpus} line 2" in result.stderr and "/mlmprep-" not in result.stderr, \
         result.stderr
     assert listing(s3, f"s3://{bucket}/out") == []
+
+
+def test_a_remote_build_missing_a_file_is_not_up_to_date(s3, tiny_corpus, tok):
+    out = f"s3://{s3.bucket()}/data"
+    assert cli(*build_args(tiny_corpus, out, tok)).exit_code == 0
+    s3.fs().rm(out.removeprefix("s3://") + "/seed-1/data-00000-of-00001.arrow")
+    refused = cli(*build_args(tiny_corpus, out, tok))
+    assert refused.exit_code == 2 and "its files are damaged" in refused.stderr, refused.stdout
+    assert cli(*build_args(tiny_corpus, out, tok, "--force")).exit_code == 0
+    assert cli("verify", out).exit_code == 0

@@ -1,5 +1,6 @@
 """Publish a build safely: one writer at a time, a staging directory beside the output, and one atomic
-rename at the end, so a reader never meets half a build and nothing the user had is replaced silently."""
+rename at the end, so a reader never meets half a build and nothing the user had is replaced silently.
+On object storage, which has no rename, manifest.json uploaded last is the commit (see the section below)."""
 
 from __future__ import annotations
 
@@ -203,8 +204,6 @@ def files_intact(out: Path, manifest: dict) -> bool:
             if not path.is_file() or path.stat().st_size != f["bytes"]:
                 return False
     return (out / manifest.get("tokenizer", {}).get("file", "tokenizer.json")).is_file()
-
-
 
 
 # ------------------------------------------------------------------------------------------------ object storage
