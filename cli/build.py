@@ -237,11 +237,12 @@ def inspect_build(
 @tokenizer_app.command("train", epilog=TOKENIZER_EXAMPLES, cls=HelpCommand)
 @cli_errors
 def tokenizer_train(
-    corpus: Annotated[list[str] | None, typer.Argument(help="Files, directories or globs. None: the built-in sample.",
+    corpus: Annotated[list[str] | None, typer.Argument(help="Files, directories or globs, local or URLs. None: the "
+                                                       "built-in sample.",
                                                        show_default=False)] = None,
     *,
-    out: Annotated[str, typer.Option(help="The tokenizer.json file to write; a directory (or a name ending in /) gets "
-                                          "DIR/tokenizer.json.", metavar="PATH")] = "tokenizer.json",
+    out: Annotated[str, typer.Option(help="The tokenizer.json file to write, local or a URL; a directory (or a name "
+                                          "ending in /) gets DIR/tokenizer.json.", metavar="PATH")] = "tokenizer.json",
     vocab_size: Annotated[int, typer.Option(
         help="Vocabulary size, <pad> </s> <unk> <mask> and 100 sentinels included.")] = BuildConfig.vocab_size,
     text_column: Annotated[str, typer.Option(help="Text field of structured corpus files.",
@@ -252,12 +253,15 @@ def tokenizer_train(
         help="Learn from a sample of this many characters spread over the whole corpus (the whole corpus if smaller): "
              "the sample `build --tokenizer-train-chars` takes.", metavar="N")] = BuildConfig.tokenizer_train_chars,
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing --out file.")] = False,
+    storage_options: Annotated[str | None, StorageOptions] = None,
 ) -> None:
     """Train a T5-style Unigram tokenizer: <pad>=0, </s>=1, <unk>=2, <mask>=3, <extra_id_0> highest."""
     from mlmprep.build.run import train_tokenizer_file
     from mlmprep.format.report import vocabulary_reached
+    from mlmprep.storage import parse_options
 
     path, reached, used = train_tokenizer_file(corpus or (), out, vocab_size=vocab_size, text_column=text_column,
-                                               doc_sep=doc_sep, force=force, train_chars=train_chars)
+                                               doc_sep=doc_sep, force=force, train_chars=train_chars,
+                                               storage_options=parse_options(storage_options))
     typer.echo(f"wrote {path}: {vocabulary_reached(reached, vocab_size)}, trained on {used['characters']:,} characters "
                f"of {used['documents']:,} documents")

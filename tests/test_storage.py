@@ -248,3 +248,15 @@ def test_a_remote_build_missing_a_file_is_not_up_to_date(s3, tiny_corpus, tok):
     assert refused.exit_code == 2 and "its files are damaged" in refused.stderr, refused.stdout
     assert cli(*build_args(tiny_corpus, out, tok, "--force")).exit_code == 0
     assert cli("verify", out).exit_code == 0
+
+
+def test_tokenizer_train_reads_and_writes_urls(s3, tmp_path, tiny_corpus):
+    bucket = s3.bucket()
+    s3.fs().put(str(tiny_corpus), f"{bucket}/c/{tiny_corpus.name}")
+    args = ["--vocab-size", "300", "--train-chars", "20000"]
+    assert cli("tokenizer", "train", tiny_corpus, "--out", tmp_path / "local.json", *args).exit_code == 0
+    made = cli("tokenizer", "train", f"s3://{bucket}/c/", "--out", f"s3://{bucket}/tok/", *args)
+    assert made.exit_code == 0 and made.stdout.startswith(f"wrote s3://{bucket}/tok/tokenizer.json:"), made.stdout
+    assert s3.fs().cat(f"{bucket}/tok/tokenizer.json") == (tmp_path / "local.json").read_bytes()
+    again = cli("tokenizer", "train", f"s3://{bucket}/c/", "--out", f"s3://{bucket}/tok/", *args)
+    assert again.exit_code == 2 and "exists; pass --force" in again.stderr

@@ -735,30 +735,58 @@ def windows_files(out: Path, manifest: dict) -> list[tuple[Path, dict | None]]:
 
 def train_tokenizer_file(corpus: Iterable[str], out: str | Path, *, vocab_size: int, text_column: str = "text",
                          doc_sep: str = "line", train_chars: int = BuildConfig.tokenizer_train_chars,
-                         force: bool = False) -> tuple[Path, int, dict]:
+                         force: bool = False, storage_options: dict | None = None) -> tuple[str, int, dict]:
     """`mlmprep tokenizer train`: train on the sample of the corpus `build --tokenizer-train-chars` would take
     (cleaned as build cleans it) and save tokenizer.json, into `out` when that is a directory or ends with a
-    slash. Returns the file written, the vocabulary reached and the documents and characters trained on."""
-    is_dir = str(out).endswith(("/", os.sep)) or Path(out).is_dir()
-    out = Path(out, "tokenizer.json") if is_dir else Path(out)
-    check_output_path(out)  # before the training, which takes minutes
-    if out.is_dir():
-        raise ConfigError(f"--out {out}: is a directory; choose a file name or another --out")
-    if out.exists() and not force:
-        raise ConfigError(f"--out {out}: exists; pass --force to overwrite it or choose another --out")
+    slash; `out` and the corpus may be URLs. Returns the file written, the vocabulary reached and the documents
+    and characters trained on."""
+    options = storage_options or {}
+    check_tokenizer_out(out, force, options)  # before the training, which takes minutes
     check_range("--train-chars", train_chars, low=1)
     cfg = BuildConfig(corpus=tuple(corpus), text_column=text_column, doc_sep=doc_sep, vocab_size=vocab_size,
                       tokenizer_train_chars=train_chars)
-    source = open_corpus(cfg.corpus, text_column=text_column, doc_sep=doc_sep)
-    used = {"documents": 0, "characters": 0}
-    tok = train_tokenizer(training_sample(source, cfg, used), vocab_size)
-    if used["documents"] == 0:
-        raise no_text_error(corpus_name(source), source.stats.as_dict(), text_column)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
+    with tempfile.TemporaryDirectory(prefix="mlmprep-") as scratch:
+        paths, copies = fetch_sources(cfg.corpus, Path(scratch, "corpus"), options)
+        with named_as(copies):
+            source = open_corpus(paths, text_column=text_column, doc_sep=doc_sep)
+            used = {"documents": 0, "characters": 0}
+            tok = train_tokenizer(training_sample(source, cfg, used), vocab_size)
+            if used["documents"] == 0:
+                raise no_text_error(corpus_name(source), source.stats.as_dict(), text_column)
+        if storage.is_url(str(out)):
+            url = tokenizer_out(out)
+            tok.save(str(Path(scratch, "tokenizer.json")))
+            storage.put([(Path(scratch, "tokenizer.json"), url)], options)  # one put: the old file or the new
+            return url, tok.get_vocab_size(), used
+    path = Path(tokenizer_out(out))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
     try:
         tok.save(str(tmp))
-        os.replace(tmp, out)
+        os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
-    return out, tok.get_vocab_size(), used
+    return str(path), tok.get_vocab_size(), used
+
+
+def tokenizer_out(out: str | Path) -> str:
+    """The file `tokenizer train --out` names: OUT/tokenizer.json for a directory or a name ending in a slash."""
+    out = str(out)
+    if storage.is_url(out):
+        return storage.join(out, "tokenizer.json") if out.endswith("/") else out
+    return str(Path(out, "tokenizer.json")) if out.endswith(("/", os.sep)) or Path(out).is_dir() else out
+
+
+def check_tokenizer_out(out: str | Path, force: bool, options: dict) -> None:
+    """Refuse a `tokenizer train --out` that cannot be written, or exists without --force."""
+    target = tokenizer_out(out)
+    if storage.is_url(target):
+        storage.preflight(target.rsplit("/", 1)[0], options, "--out")
+        exists = storage.exists(target, options)
+    else:
+        check_output_path(Path(target))
+        if Path(target).is_dir():
+            raise ConfigError(f"--out {target}: is a directory; choose a file name or another --out")
+        exists = Path(target).exists()
+    if exists and not force:
+        raise ConfigError(f"--out {target}: exists; pass --force to overwrite it or choose another --out")
