@@ -6,6 +6,7 @@
     python -m benchmarks.build --workers 1,2   # builds with 1 and 2 worker processes: the scaling table
     python -m benchmarks.build --workers 1,2,4,8,16 --scales 4 --repeats 1   # on a 16-core machine
     python -m benchmarks.build --compression gz,zst   # compressed copies of the corpus beside the plain build
+    python -m benchmarks.build --storage s3    # also from and to a local S3 server, beside the local-disk build
 
 Each run is a child process so its wall time and peak RSS are its own. Both sides use the same tokenizer
 (trained once, passed with --tokenizer) and all cores, and start as an installed copy does: with mlmprep's
@@ -24,6 +25,8 @@ With --compression gz,zst,... the corpus is also built from compressed copies (.
 workers, timed in turn with the plain .txt on 2 workers (same bytes out, checked), and as one .jsonl.gz file of
 JSON records on 1 and 2 workers, beside the plain .jsonl: a compressed file is read by one reader per part, each
 decompressing from its start, and this shows what that costs and whether both workers stay busy.
+With --storage s3 the first scale is also built from and to moto's S3 server on loopback (corpus, tokenizer and
+--out as s3:// URLs), in turn with the same build on local disk: the time ratio and whether the bytes are equal.
 
 --write-docs writes the figures into the `build` section of docs/benchmarks.md (--section names another).
 """
@@ -51,6 +54,7 @@ from benchmarks import docs
 from benchmarks.common import CORPORA, Figure, compile_bytecode, ratio, timed
 
 RATIO_TARGET = 1.25  # build time / tokenize-only time, on the whole corpus
+STORAGE_TARGET = 1.25  # build time from and to S3 / the same build on local disk
 SPEED_UP_TARGETS = {2: 1.8, 16: 10.0}  # from 1 worker to this many, on a machine with as many cores
 OUTPUT_TARGET = 3.1  # bytes of a --seeds 4 build per corpus byte: 0.55x the 5.7 of int32 columns (pydocs, 32 k vocab)
 HELP_TARGETS = {"mlmprep --help": 0.2, "mlmprep build --help": 0.3, "mlmprep train --help": 0.3}  # seconds
@@ -108,7 +112,8 @@ def corpus_tokens(build: Path) -> int:
 
 
 def run(quick: bool = False, scales: tuple[int, ...] = (1, 4), corpus: Path | None = None,
-        repeats: int | None = None, workers: tuple[int, ...] = (), compression: tuple[str, ...] = ()) -> dict:
+        repeats: int | None = None, workers: tuple[int, ...] = (), compression: tuple[str, ...] = (),
+        storage: tuple[str, ...] = ()) -> dict:
     source = corpus or CORPORA / "pydocs.txt"
     if not source.is_file():
         print(f"benchmarks.build: {source} is absent; skipped")
@@ -160,6 +165,8 @@ def run(quick: bool = False, scales: tuple[int, ...] = (1, 4), corpus: Path | No
             if scale != 1:
                 path.unlink()
         results.update(startup(work, base, tok, mlmprep))
+        if "s3" in storage:
+            results["storage"] = s3_case(work, make_corpus(source, work, scales[0], limit), tok, mlmprep, repeats)
         print_table(results)
         return results
     finally:
@@ -211,6 +218,28 @@ def compressed_runs(work: Path, path: Path, tok: Path, codecs: tuple[str, ...], 
                                  "identical": digests[(name, 1)] == digests[(name, 2)] == digests[("jsonl", 1)]}
     result["plain_build_s"], result["plain_rss_mb"] = min(w for w, _ in plain), max(r for _, r in plain)
     return result
+def s3_case(work: Path, corpus: Path, tok: Path, mlmprep: list[str], repeats: int) -> dict:
+    """The build from and to a local S3 server (moto's, on loopback, in this process), in turn with the same
+    build on local disk: their times (the median of the pairs' ratios) and whether the data files are equal."""
+    from tests.s3server import s3_server
+
+    with s3_server() as server:
+        fs, bucket = server.fs(), server.bucket()
+        fs.put(str(corpus), f"{bucket}/corpus/{corpus.name}")
+        fs.put(str(tok), f"{bucket}/tok.json")
+        env = {**os.environ, **server.env}
+        args = ["build", "--seeds", "4", "--force"]
+        local, remote = [], []
+        for _ in range(repeats):
+            local.append(timed([*mlmprep, *args, str(corpus), "--tokenizer", str(tok), "--out", str(work / "disk")],
+                               env)[0])
+            remote.append(timed([*mlmprep, *args, f"s3://{bucket}/corpus/", "--tokenizer", f"s3://{bucket}/tok.json",
+                                 "--out", f"s3://{bucket}/out"], env)[0])
+        shutil.rmtree(work / "from-s3", ignore_errors=True)
+        fs.get(f"{bucket}/out/", str(work / "from-s3") + "/", recursive=True)
+        same = tree_digest(work / "disk") == tree_digest(work / "from-s3")
+    return {"mb": corpus.stat().st_size / 1e6, "local_s": min(local), "s3_s": min(remote), "same": same,
+            "ratio": statistics.median(r / d for d, r in zip(local, remote))}
 
 
 def wall_seconds(cmd: list[str]) -> float:
@@ -282,6 +311,11 @@ def print_table(r: dict) -> None:
               f"{COMPRESSED_SPEED_UP_TARGET}x (whole corpus)")
     for cmd, seconds in r["help_s"].items():
         print(f"{cmd}: {seconds:.2f} s (target <= {HELP_TARGETS[cmd]} s)")
+    if "storage" in r:
+        x = r["storage"]
+        print(f"\nbuild --seeds 4 of {x['mb']:.1f} MB from and to S3 (moto on loopback) {x['s3_s']:.2f} s, "
+              f"on local disk {x['local_s']:.2f} s: {x['ratio']:.2f}x (target <= {STORAGE_TARGET}x); "
+              f"bytes identical: {x['same']}")
 
 
 def figures(r: dict) -> list[Figure]:
@@ -325,8 +359,20 @@ def figures(r: dict) -> list[Figure]:
         Figure("--threads 1 and 2 byte-identical", str(r["threads_1_vs_2_identical"]), "True",
                r["threads_1_vs_2_identical"]),
     ]
+    rows += storage_figures(r)
     return rows + [Figure(cmd, f"{seconds:.2f} s", f"<= {HELP_TARGETS[cmd]} s", seconds <= HELP_TARGETS[cmd])
                    for cmd, seconds in r["help_s"].items()]
+
+
+def storage_figures(r: dict) -> list[Figure]:
+    """The --storage s3 case: its time against the local-disk build, and whether their bytes are equal."""
+    if "storage" not in r:
+        return []
+    x = r["storage"]  # a quick slice is dominated by the fixed cost of the S3 client: judged on the whole corpus
+    return [Figure(f"build from and to S3 (moto, loopback) time / local-disk build time, {x['mb']:.0f} MB",
+                   f"{x['ratio']:.2f}x", f"<= {STORAGE_TARGET}x" + (" (whole corpus)" if r["quick"] else ""),
+                   None if r["quick"] else x["ratio"] <= STORAGE_TARGET),
+            Figure("build from and to S3 byte-identical to the local-disk build", str(x["same"]), "True", x["same"])]
 
 
 def main() -> None:
@@ -337,6 +383,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=None, help="pairs of runs per scale (default 5; quick 1)")
     parser.add_argument("--workers", default="", help="build with each of these worker counts, e.g. 1,2 or 1,2,4,8,16")
     parser.add_argument("--compression", default="", help=f"also build compressed copies: any of {','.join(CODECS)}")
+    parser.add_argument("--storage", default="", help="also build from and to this storage: s3 (a local S3 server)")
     docs.add_arguments(parser, "build")
     args = parser.parse_args()
     workers = tuple(int(w) for w in args.workers.split(",") if w)
@@ -344,7 +391,7 @@ def main() -> None:
     if unknown := set(compression) - set(CODECS):
         parser.error(f"--compression: unknown {', '.join(sorted(unknown))}; use any of {','.join(CODECS)}")
     result = run(args.quick, tuple(int(s) for s in args.scales.split(",")), args.corpus, args.repeats, workers,
-                 compression)
+                 compression, tuple(x for x in args.storage.split(",") if x))
     if args.write_docs and result:
         docs.write(args.write_docs, {args.section: figures(result)}, "benchmarks.build")
 

@@ -17,8 +17,11 @@ try:  # typer 0.26 on carries its own copy of click, whose exceptions it catches
 except ImportError:
     import click
 
+from mlmprep.config import STORAGE_OPTIONS_HELP
 from mlmprep.errors import MlmprepError
 
+# --storage-options of the commands that read a build: the build command's own comes from BuildConfig
+StorageOptions = typer.Option("--storage-options", help=STORAGE_OPTIONS_HELP, metavar="JSON")
 INTERRUPTED = 130  # the exit code of a command stopped by Ctrl-C (128 + SIGINT, as shells report it)
 
 

@@ -9,7 +9,7 @@ import typer
 
 import mlmprep
 from mlmprep.cli import app
-from mlmprep.cli._util import HelpCommand, cli_errors, note
+from mlmprep.cli._util import HelpCommand, StorageOptions, cli_errors, note
 from mlmprep.cli.options import config_options, flag_names, is_flag, option_fields
 from mlmprep.config import BuildConfig
 
@@ -20,6 +20,7 @@ BUILD_EXAMPLES = """Examples:
       --seeds 4 --input-length 512 --noise-density 0.15 --mean-span-length 3
   mlmprep build books/ --method text --out cache-text/  # the naive text-segmentation baseline
   mlmprep build corpus.txt --objective mlm --whole-word # BERT-style masking
+  mlmprep build s3://corpora/c4/ --out s3://builds/c4  # from and to object storage (pip install 'mlmprep[s3]')
 """
 
 TRAINED_TOKENIZER_ONLY = ("vocab_size", "tokenizer_train_chars")  # options a given --tokenizer makes meaningless
@@ -36,6 +37,7 @@ INSPECT_EXAMPLES = """Examples:
   mlmprep inspect mlmprep-data --split windows                 # the windows before masking
   mlmprep inspect mlmprep-data --html report.html              # a page: spans under every seed, charts
   mlmprep inspect runs/a --html run.html                       # a training run's curves (and its build)
+  mlmprep inspect s3://bucket/data                             # a build on object storage
 """
 
 TOKENIZER_EXAMPLES = """Examples:
@@ -53,7 +55,8 @@ app.add_typer(tokenizer_app, name="tokenizer")
 @config_options(BuildConfig)
 def build(
     corpus: Annotated[list[str] | None, typer.Argument(
-        help="Files, directories or globs (.txt .jsonl .json .parquet .csv .arrow). None: the built-in sample.",
+        help="Files, directories or globs (.txt .jsonl .json .parquet .csv .arrow), local or URLs "
+             "(s3://BUCKET/PREFIX/). None: the built-in sample.",
         show_default=False)] = None,
     *,
     config: Annotated[Path | None, typer.Option(help="JSON/YAML file of options; the command line overrides it.",
@@ -156,7 +159,8 @@ def start_workers_before_parsing(args: list[str]) -> None:
 def start_workers_early(cfg) -> None:
     """Start the local workers' server (a forkserver that imports the pipeline, warms Numba and loads a given
     tokenizer: about a second of one core) before this process imports the pipeline itself, so that the two
-    overlap and the first task starts sooner. Corpus files only: a build starts it itself in any case."""
+    overlap and the first task starts sooner. Corpus files only (on object storage, taken to need the workers,
+    since only the store can say their size): a build starts it itself in any case."""
     from mlmprep.build.engine import Engine, prestart
     from mlmprep.corpus.sources import resolve_sources
     from mlmprep.errors import MlmprepError
@@ -167,7 +171,10 @@ def start_workers_early(cfg) -> None:
         return  # a build there may be up to date: mlmprep.build.run.build checks that before it starts workers
     try:
         engine = Engine(cfg.engine, cfg.workers, cfg.ray_address)
-        input_bytes = sum(path.stat().st_size for path in resolve_sources(cfg.corpus))
+        if any("://" in pattern for pattern in cfg.corpus):  # sized only by listing the store: assume it is large
+            input_bytes = 1 << 40
+        else:
+            input_bytes = sum(path.stat().st_size for path in resolve_sources(cfg.corpus))
     except (MlmprepError, OSError):
         return  # the build reports it, in its own order
     prestart(engine, input_bytes, cfg.shard_bytes, "mlmprep.build.pipeline", cfg.tokenizer)  # no-op for 1 worker, Ray
@@ -176,29 +183,35 @@ def start_workers_early(cfg) -> None:
 @app.command(epilog=REMASK_EXAMPLES, cls=HelpCommand)
 @cli_errors
 def remask(
-    directory: Annotated[Path, typer.Argument(help="A directory written by mlmprep build.")],
+    directory: Annotated[str, typer.Argument(help="A directory (or URL) written by mlmprep build.")],
     *,
     seeds: Annotated[int, typer.Option(
         help="Total number of seeded splits wanted; new ones are masked from the stored windows.")],
     threads: Annotated[int, typer.Option(help="Cores for masking (0: all).")] = 0,
+    storage_options: Annotated[str | None, StorageOptions] = None,
 ) -> None:
     """Add seeded splits to a build from its stored windows, without re-tokenizing."""
+    import json
+
+    from mlmprep import storage
     from mlmprep.build.run import remask as run_remask
     from mlmprep.format.load import read_manifest
 
-    added = run_remask(directory, seeds, threads=threads)
+    options = storage.parse_options(storage_options)
+    added = run_remask(directory, seeds, threads=threads, storage_options=options)
     if added:
         typer.echo(f"{directory}: added {', '.join(added)}")
     else:
-        have = len(read_manifest(directory)["seeds"])
-        typer.echo(f"{directory}: already has {have} seeds (>= {seeds}); nothing to add")
+        manifest = (json.loads(storage.read_bytes(storage.join(directory, "manifest.json"), options))
+                    if storage.is_url(directory) else read_manifest(directory))
+        typer.echo(f"{directory}: already has {len(manifest['seeds'])} seeds (>= {seeds}); nothing to add")
 
 
 @app.command("inspect", epilog=INSPECT_EXAMPLES, cls=HelpCommand)
 @cli_errors
 def inspect_build(
-    directory: Annotated[Path, typer.Argument(help="A directory written by mlmprep build (or, with --html, a "
-                                                   "training run's directory: mlmprep train --out).")],
+    directory: Annotated[str, typer.Argument(help="A directory or URL written by mlmprep build (or, with --html, a "
+                                                  "training run's directory: mlmprep train --out).")],
     *,
     split: Annotated[str | None, typer.Option(
         help="Which split to show examples from (with --html: the seed split shown first). [default: seed-0]",
@@ -210,42 +223,53 @@ def inspect_build(
     run: Annotated[Path | None, typer.Option(
         help="With --html: a training run's directory (mlmprep train --out) whose curves the report shows too.",
         metavar="RUN", show_default=False)] = None,
+    storage_options: Annotated[str | None, StorageOptions] = None,
 ) -> None:
     """Summarise a build and show decoded examples with their masked spans (or write them as an HTML report)."""
+    import contextlib
+
     from mlmprep.errors import ConfigError
     from mlmprep.format.load import check_split_files, read_manifest, tokenizer_path
+    from mlmprep.format.publish import fetched_build
     from mlmprep.format.report import build_summary, show_examples
+    from mlmprep.storage import is_url, parse_options
 
-    if html is not None:
-        if examples < 0:
-            raise ConfigError(f"--examples must be 0 or more, got {examples}")
-        from mlmprep.format.html import report_sources, write_report
-
-        build, run = report_sources(directory, run)
-        written = write_report(html, build=build, run=run, examples_shown=examples, first_seed=split)
-        typer.echo(f"wrote {written} ({written.stat().st_size / 1e6:.2f} MB): open it in a browser")
-        return
-    if run is not None:
+    if html is None and run is not None:
         raise ConfigError("--run shows a training run in the HTML report: add --html FILE")
-    if (directory / "train_config.json").is_file() and not (directory / "manifest.json").is_file():
-        raise ConfigError(f"{directory} is a training run, not a build: add --html FILE to see its curves")
-    split = split or "seed-0"
-    manifest = read_manifest(directory)
-    tokenizer_path(directory, manifest)  # a damaged build is refused in one line, before anything is shown
-    if split in manifest["splits"]:  # else show_examples names the splits there are
-        check_split_files(directory, manifest, split)
-    summary = build_summary(directory, manifest)
-    typer.echo(f"{summary}\n{show_examples(directory, manifest, split=split, n=examples)}")  # nothing, if damaged
+    if html is not None and examples < 0:
+        raise ConfigError(f"--examples must be 0 or more, got {examples}")
+    remote = is_url(directory)  # then a copy of the manifest, the tokenizer and the splits shown
+    shown = None if html is not None else [split or "seed-0"]  # the report shows every seed
+    with (fetched_build(directory, parse_options(storage_options), splits=shown) if remote
+          else contextlib.nullcontext(Path(directory))) as local:
+        if html is not None:
+            from mlmprep.format.html import report_sources, write_report
+
+            build, run = report_sources(local, run)
+            written = write_report(html, build=build, run=run, examples_shown=examples, first_seed=split)
+            typer.echo(f"wrote {written} ({written.stat().st_size / 1e6:.2f} MB): open it in a browser")
+            return
+        if (local / "train_config.json").is_file() and not (local / "manifest.json").is_file():
+            raise ConfigError(f"{directory} is a training run, not a build: add --html FILE to see its curves")
+        split = split or "seed-0"
+        manifest = read_manifest(local)
+        tokenizer_path(local, manifest)  # a damaged build is refused in one line, before anything is shown
+        if split in manifest["splits"]:  # else show_examples names the splits there are
+            check_split_files(local, manifest, split)
+        summary = build_summary(local, manifest)
+        text = f"{summary}\n{show_examples(local, manifest, split=split, n=examples)}"  # nothing, if damaged
+    typer.echo(text.replace(str(local), directory.rstrip("/")) if remote else text)
 
 
 @tokenizer_app.command("train", epilog=TOKENIZER_EXAMPLES, cls=HelpCommand)
 @cli_errors
 def tokenizer_train(
-    corpus: Annotated[list[str] | None, typer.Argument(help="Files, directories or globs. None: the built-in sample.",
+    corpus: Annotated[list[str] | None, typer.Argument(help="Files, directories or globs, local or URLs. None: the "
+                                                       "built-in sample.",
                                                        show_default=False)] = None,
     *,
-    out: Annotated[str, typer.Option(help="The tokenizer.json file to write; a directory (or a name ending in /) gets "
-                                          "DIR/tokenizer.json.", metavar="PATH")] = "tokenizer.json",
+    out: Annotated[str, typer.Option(help="The tokenizer.json file to write, local or a URL; a directory (or a name "
+                                          "ending in /) gets DIR/tokenizer.json.", metavar="PATH")] = "tokenizer.json",
     vocab_size: Annotated[int, typer.Option(
         help="Vocabulary size, <pad> </s> <unk> <mask> and 100 sentinels included.")] = BuildConfig.vocab_size,
     text_column: Annotated[str, typer.Option(help="Text field of structured corpus files.",
@@ -256,12 +280,15 @@ def tokenizer_train(
         help="Learn from a sample of this many characters spread over the whole corpus (the whole corpus if smaller): "
              "the sample `build --tokenizer-train-chars` takes.", metavar="N")] = BuildConfig.tokenizer_train_chars,
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing --out file.")] = False,
+    storage_options: Annotated[str | None, StorageOptions] = None,
 ) -> None:
     """Train a T5-style Unigram tokenizer: <pad>=0, </s>=1, <unk>=2, <mask>=3, <extra_id_0> highest."""
     from mlmprep.build.run import train_tokenizer_file
     from mlmprep.format.report import vocabulary_reached
+    from mlmprep.storage import parse_options
 
     path, reached, used = train_tokenizer_file(corpus or (), out, vocab_size=vocab_size, text_column=text_column,
-                                               doc_sep=doc_sep, force=force, train_chars=train_chars)
+                                               doc_sep=doc_sep, force=force, train_chars=train_chars,
+                                               storage_options=parse_options(storage_options))
     typer.echo(f"wrote {path}: {vocabulary_reached(reached, vocab_size)}, trained on {used['characters']:,} characters "
                f"of {used['documents']:,} documents")

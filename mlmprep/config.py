@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from mlmprep.errors import ConfigError
+from mlmprep.storage import parse_options
 
 C = TypeVar("C")
 
@@ -29,6 +30,9 @@ def opt(default: Any, help: str, *, panel: str, metavar: str | None = None, flag
     return dataclasses.field(default=default, metadata={"help": help, "panel": panel, "metavar": metavar,
                                                         "flags": flags, "shown": shown})
 
+STORAGE_OPTIONS_HELP = ("fsspec options for the URLs among the paths (s3://, gs://), a JSON object such as "
+                        "'{\"endpoint_url\": \"http://host:9000\"}' or '{\"profile\": \"x\"}'. None: credentials "
+                        "and endpoint from the environment (AWS_* variables, ~/.aws, AWS_ENDPOINT_URL).")
 MIN_SHARD_BYTES = 1024  # the smallest --shard-bytes: tests cut tiny corpora into a few KB
 MAX_TOKENS = 2**40  # the largest train token budget: batch planning counts tokens in int64
 MAX_SEEDS = 10_000  # each seed is a whole masked copy of the training data; far more is a typo
@@ -79,8 +83,9 @@ class BuildConfig:
     normalize_whitespace: bool = opt(False, "Collapse runs of whitespace to one space.", panel="Input",
                                      flags="--normalize-whitespace/--keep-whitespace")
     nfkc: bool = opt(False, "Unicode NFKC normalisation.", panel="Input")
-    tokenizer: str | None = opt(None, "tokenizer.json or a local transformers directory. None: train a Unigram "
-                                "tokenizer on the corpus.", panel="Tokenizer", metavar="PATH")
+    storage_options: str | None = opt(None, STORAGE_OPTIONS_HELP, panel="Input", metavar="JSON")
+    tokenizer: str | None = opt(None, "tokenizer.json or a transformers directory, local or a URL. None: train a "
+                                "Unigram tokenizer on the corpus.", panel="Tokenizer", metavar="PATH")
     vocab_size: int = opt(32000, "Vocabulary of a trained tokenizer, sentinels included.", panel="Tokenizer")
     tokenizer_train_chars: int = opt(10_000_000, "A trained tokenizer learns from a sample of this many characters, "
                                      "spread over the whole corpus (the whole corpus if smaller).", panel="Tokenizer")
@@ -96,7 +101,8 @@ class BuildConfig:
     random_roll: bool = opt(False, "Rotate each mask so the last token is not always noise.", panel="Masking")
     mlm_probability: float = opt(0.15, "Fraction of tokens masked for --objective mlm.", panel="Masking")
     whole_word: bool = opt(False, "MLM masks whole words.", panel="Masking")
-    out: str = opt("mlmprep-data", "Output directory.", panel="Output", metavar="DIR")
+    out: str = opt("mlmprep-data", "Output directory, or a prefix on object storage (s3://BUCKET/PATH, gs://...).",
+                   panel="Output", metavar="DIR")
     seeds: int = opt(4, "Differently masked copies, one per epoch slot.", panel="Output")
     seed: int = opt(0, "Base seed of masks and the validation hold-out.", panel="Output")
     validation_fraction: float = opt(0.02, "Share of windows held out for validation.", panel="Output")
@@ -138,12 +144,16 @@ class BuildConfig:
             raise ConfigError(f"--validation-fraction must be in [0, 1), got {self.validation_fraction}")
         if self.corpus and self.dataset:
             raise ConfigError("give either corpus paths or --dataset, not both")
+        parse_options(self.storage_options)
         self.check_applies()
         if self.engine == "ray":  # every node must find the same files at the same paths
             paths = [self.out, *self.corpus]
             if self.dataset and Path(self.dataset.partition(":")[0]).exists():  # a save_to_disk directory
                 paths.append(self.dataset.partition(":")[0])
             for path in paths:
+                if "://" in path:
+                    raise ConfigError(f"--engine ray: {path} is on object storage, which Ray builds do not read or "
+                                      "write yet; use --engine local, or paths on storage every node sees")
                 if not Path(path).is_absolute():
                     raise ConfigError(f"--engine ray: {path} is a relative path; give an absolute path on "
                                       "storage every node of the cluster sees")
@@ -164,7 +174,8 @@ class BuildConfig:
 
     def identity(self) -> dict[str, Any]:
         """The options that decide the output bytes; two builds with equal identities are the same build."""
-        speed_only = {"threads", "chunk_chars", "force", "out", "shard_bytes", "workers", "engine", "ray_address"}
+        speed_only = {"threads", "chunk_chars", "force", "out", "shard_bytes", "workers", "engine", "ray_address",
+                      "storage_options"}
         return {k: v for k, v in to_dict(self).items() if k not in speed_only}
 
 

@@ -39,6 +39,28 @@ class Mutant(NamedTuple):
 
 
 MUTANTS = [
+    # ------------------------------------------------------------ object storage: the commit protocol
+    Mutant("remote-manifest-with-files", "mlmprep/format/publish.py",  # the commit point uploaded among the files
+           "        storage.put(pairs, options)\n        storage.put([(stage / MANIFEST, manifest)], options)",
+           "        storage.put([(stage / MANIFEST, manifest), *pairs], options)",
+           ("tests/test_storage.py::test_faults_are_retried_and_the_build_equals_a_clean_one",)),
+    Mutant("remote-force-keeps-old-files", "mlmprep/format/publish.py",  # --force leaves the old build's files
+           "    storage.remove([storage.join(url, name) for name in present if name != MANIFEST], options)\n", "",
+           ("tests/test_storage.py::test_force_never_leaves_old_files_beside_the_new_manifest",)),
+    Mutant("remote-failure-keeps-uploads", "mlmprep/format/publish.py",  # a failed upload leaves its files
+           "            storage.remove([remote for _, remote in pairs] + ([manifest] if names is None else []), options)",
+           "            pass",
+           ("tests/test_storage.py::test_a_failed_upload_leaves_nothing_that_reads_as_a_build",)),
+    Mutant("remote-lock-unconditional", "mlmprep/storage.py",  # the lock object simply overwritten
+           'fs.pipe_file(path, data, mode="create")', "fs.pipe_file(path, data)",
+           ("tests/test_storage.py::test_two_builds_into_one_prefix_cannot_both_win",)),
+    Mutant("remote-intact-always", "mlmprep/format/publish.py",  # files missing from the store go unnoticed
+           "return all(present.get(name) == size for name, size in listed.items()) and",
+           "return all(name in present or True for name in listed) and",
+           ("tests/test_storage.py::test_a_remote_build_missing_a_file_is_not_up_to_date",)),
+    Mutant("remote-no-preflight", "mlmprep/build/run.py",  # --out on the store checked only when the build ends
+           '        storage.preflight(cfg.out, options, "--out")\n', "        pass\n",
+           ("tests/test_storage.py::test_store_problems_are_one_line_naming_the_url_before_any_work",)),
     # ------------------------------------------------------------ span corruption kernel
     Mutant("floyd-range", "mlmprep/build/_kernels.py",  # Floyd draws from [0, j): the collision branch alone can take j
            "state, t = _bounded(state, j + 1)", "state, t = _bounded(state, j)",

@@ -15,6 +15,7 @@ import math
 import os
 import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 import mlmprep
+from mlmprep import storage
 from mlmprep.build import mask
 from mlmprep.build.engine import Engine, TaskRun, prestart, run_tasks, session
 from mlmprep.build.pipeline import (
@@ -57,9 +59,23 @@ from mlmprep.corpus.readers import (
     no_text_error,
 )
 from mlmprep.corpus.shards import read_shard
-from mlmprep.errors import ConfigError, CorpusError, TokenizerError, most_common_fields
-from mlmprep.format.publish import build_directory, build_lock, check_output_path, publish, read_existing, staging_dir
+from mlmprep.corpus.sources import remote_sources
+from mlmprep.errors import ConfigError, CorpusError, MlmprepError, TokenizerError, most_common_fields
+from mlmprep.format.publish import (
+    build_directory,
+    build_lock,
+    check_output_path,
+    commit_remote,
+    fetched_build,
+    publish,
+    read_existing,
+    read_existing_remote,
+    remote_contents,
+    remote_lock,
+    staging_dir,
+)
 from mlmprep.format.write import (
+    MANIFEST,
     damaged,
     data_files,
     file_rows,
@@ -96,42 +112,108 @@ class BuildResult:
 
 
 def build(cfg: BuildConfig, *, log: Callable[[str], None] = print) -> BuildResult:
-    """Build `cfg.out`, or report it up to date when it already holds this build of this corpus."""
-    check_output_path(Path(cfg.out), directory=True)  # before reading the corpus or training a tokenizer
+    """Build `cfg.out` (a directory, or a prefix on object storage), or report it up to date when it already
+    holds this build of this corpus."""
+    options = storage.parse_options(cfg.storage_options)
+    remote = storage.is_url(cfg.out)
+    if remote:  # before reading the corpus or training a tokenizer
+        storage.preflight(cfg.out, options, "--out")
+    else:
+        check_output_path(Path(cfg.out), directory=True)
     if cfg.objective == "span" and cfg.method == "tokens" and cfg.pack == "stream":  # rows exactly input_length
         window_length, _ = mask.compute_input_and_target_lengths(cfg.input_length, cfg.noise_density,
                                                                  cfg.mean_span_length)
         mask.check_input_length_reached(cfg.input_length, window_length, cfg.noise_density, cfg.mean_span_length)
-    out = build_directory(cfg.out)
-    check_outside_corpus(out, cfg.corpus)
-    corpus = open_corpus(
-        cfg.corpus,
-        dataset=cfg.dataset,
-        dataset_split=cfg.dataset_split,
-        text_column=cfg.text_column,
-        doc_sep=cfg.doc_sep,
-        on_decode_error=cfg.on_decode_error,
-    )
-    engine = Engine(cfg.engine, cfg.workers, cfg.ray_address)
-    set_tokenizer_threads(cfg.threads, engine)
-    # The workers' server starts now, to overlap what follows, unless a build there may be up to date: one
-    # started for nothing costs a core-second and keeps this process's stdout open that long after it exits.
-    if cfg.force or not manifest_path(out).exists():
-        prestart(engine, corpus.bytes, cfg.shard_bytes, tokenize_shard.__module__, cfg.tokenizer)
-    given_tokenizer = load_tokenizer(cfg.tokenizer) if cfg.tokenizer else None
-    log(f"corpus: {corpus.description}")
-    with build_lock(out):
-        tokenizer_sha = tokenizer_sha256(given_tokenizer) if given_tokenizer else None
-        existing = read_existing(out, strict(cfg.identity()), corpus.fingerprint, tokenizer_sha=tokenizer_sha,
-                                 force=cfg.force)
-        if existing is not None:
-            return BuildResult(out, existing, up_to_date=True)
-        prestart(engine, corpus.bytes, cfg.shard_bytes, tokenize_shard.__module__, cfg.tokenizer)  # no-op if started
-        # one Ray connection (or local instance, or local pool) for all the build's phases
-        with staging_dir(out) as stage, session(engine):
-            manifest = write_build(cfg, corpus, given_tokenizer, stage, log, engine)
-            publish(stage, out)
+    out = cfg.out.rstrip("/") if remote else build_directory(cfg.out)
+    if not remote:
+        check_outside_corpus(out, cfg.corpus)
+    with contextlib.ExitStack() as stack:
+        scratch = stack.enter_context(tempfile.TemporaryDirectory(prefix="mlmprep-"))  # remote inputs and stage
+        paths, copies = fetch_sources(cfg.corpus, Path(scratch, "corpus"), options)
+        stack.enter_context(named_as(copies))
+        corpus = open_corpus(
+            paths,
+            dataset=cfg.dataset,
+            dataset_split=cfg.dataset_split,
+            text_column=cfg.text_column,
+            doc_sep=cfg.doc_sep,
+            on_decode_error=cfg.on_decode_error,
+        )
+        for record in corpus.files:  # the manifest names what the user named
+            record["path"] = copies.get(record["path"], record["path"])
+        tokenizer = fetch_tokenizer(cfg.tokenizer, Path(scratch, "tokenizer"), options)
+        engine = Engine(cfg.engine, cfg.workers, cfg.ray_address)
+        set_tokenizer_threads(cfg.threads, engine)
+        # The workers' server starts now, to overlap what follows, unless a build there may be up to date: one
+        # started for nothing costs a core-second and keeps this process's stdout open that long after it exits.
+        if cfg.force or not (storage.exists(storage.join(out, MANIFEST), options) if remote
+                             else manifest_path(out).exists()):
+            prestart(engine, corpus.bytes, cfg.shard_bytes, tokenize_shard.__module__, tokenizer)
+        given_tokenizer = load_tokenizer(tokenizer) if tokenizer else None
+        log(f"corpus: {corpus.description}")
+        with remote_lock(out, options) if remote else build_lock(out):
+            tokenizer_sha = tokenizer_sha256(given_tokenizer) if given_tokenizer else None
+            if remote:
+                present = remote_contents(out, options)
+                existing = read_existing_remote(out, present, options, strict(cfg.identity()), corpus.fingerprint,
+                                                tokenizer_sha=tokenizer_sha, force=cfg.force)
+            else:
+                existing = read_existing(out, strict(cfg.identity()), corpus.fingerprint, tokenizer_sha=tokenizer_sha,
+                                         force=cfg.force)
+            if existing is not None:
+                return BuildResult(out, existing, up_to_date=True)
+            prestart(engine, corpus.bytes, cfg.shard_bytes, tokenize_shard.__module__, tokenizer)  # no-op if started
+            # one Ray connection (or local instance, or local pool) for all the build's phases
+            stage_dir = staging_dir(Path(scratch, "build")) if remote else staging_dir(out)
+            with stage_dir as stage, session(engine):
+                manifest = write_build(cfg, corpus, given_tokenizer, stage, log, engine)
+                if remote:
+                    commit_remote(stage, out, present, options)
+                else:
+                    publish(stage, out)
     return BuildResult(out, manifest, up_to_date=False)
+
+
+def fetch_sources(patterns: Iterable[str], directory: Path, options: dict) -> tuple[list[str], dict[str, str]]:
+    """The corpus paths with every URL among them replaced by local copies of the files it names, in `directory`
+    (streamed to disk by fsspec, never held in memory, several at once); and each copy's URL by its path."""
+    paths: list[str] = []
+    copies: dict[str, str] = {}
+    for pattern in patterns:
+        if not storage.is_url(pattern):
+            paths.append(pattern)
+            continue
+        pairs = [(url, directory / f"{len(copies) + k:06d}" / url.rsplit("/", 1)[-1])
+                 for k, url in enumerate(remote_sources(pattern, options))]
+        storage.fetch(pairs, options)
+        paths += [str(local) for _, local in pairs]
+        copies.update((str(local), url) for url, local in pairs)
+    return paths, copies
+
+
+@contextlib.contextmanager
+def named_as(copies: dict[str, str]) -> Iterator[None]:
+    """An error that names a local copy of a corpus file names its URL instead, as the user gave it."""
+    try:
+        yield
+    except MlmprepError as exc:
+        text = str(exc)
+        for local, url in copies.items():
+            text = text.replace(local, url)
+        if text == str(exc):
+            raise
+        raise type(exc)(text) from None
+
+
+def fetch_tokenizer(tokenizer: str | None, directory: Path, options: dict) -> str | None:
+    """--tokenizer as a local path: a URL (a tokenizer.json or a transformers directory) is copied into `directory`."""
+    if not storage.is_url(tokenizer):
+        return tokenizer
+    name = tokenizer.rstrip("/").rsplit("/", 1)[-1]
+    directory.mkdir(parents=True)
+    with storage.errors(f"--tokenizer {tokenizer}", TokenizerError):
+        storage.get(tokenizer, directory / name, options)
+    return str(directory / name)
 
 
 def check_outside_corpus(out: Path, patterns: Iterable[str]) -> None:
@@ -553,7 +635,8 @@ def finish_manifest(cfg, corpus, tok, ids, stage, splits, seeds, stats, masker, 
         "format_version": format_version(ids.vocab_size),
         "mlmprep_version": mlmprep.__version__,
         "config": cfg.identity(),
-        "build_options": {k: v for k, v in to_dict(cfg).items() if k not in cfg.identity()},
+        # storage options may hold credentials: never written down
+        "build_options": {k: v for k, v in to_dict(cfg).items() if k not in {*cfg.identity(), "storage_options"}},
         "objective": cfg.objective,
         "method": cfg.method,
         "input_length": cfg.input_length,
@@ -589,15 +672,18 @@ def finish_manifest(cfg, corpus, tok, ids, stage, splits, seeds, stats, masker, 
     return strict(manifest)  # as written: what the summary shows is what inspect will
 
 
-def remask(out: str | Path, seeds: int, *, threads: int = 0, engine: Engine | None = None) -> list[str]:
-    """Add splits seed-N .. seed-{seeds-1} to a build from its stored windows, one task per windows data
-    file (phase 2 without the windows); return their names."""
+def remask(out: str | Path, seeds: int, *, threads: int = 0, engine: Engine | None = None,
+           storage_options: dict | None = None) -> list[str]:
+    """Add splits seed-N .. seed-{seeds-1} to a build (a directory or a URL) from its stored windows, one task
+    per windows data file (phase 2 without the windows); return their names."""
     from mlmprep.config import check_range, make_config
     from mlmprep.format.load import build_tokenizer, read_manifest
 
     check_range("--seeds", seeds, low=1, high=MAX_SEEDS)
     check_range("--threads", threads, low=0)  # before the build is read: refused even with nothing to add
     engine = engine or Engine()
+    if storage.is_url(out):
+        return remask_remote(out, seeds, threads=threads, engine=engine, options=storage_options or {})
     out = Path(out)
     with build_lock(out):
         manifest = read_manifest(out)
@@ -643,6 +729,19 @@ def remask(out: str | Path, seeds: int, *, threads: int = 0, engine: Engine | No
     return names
 
 
+def remask_remote(url: str, seeds: int, *, threads: int, engine: Engine, options: dict) -> list[str]:
+    """remask on object storage: under the prefix's lock, the windows are fetched, the new splits masked
+    locally and uploaded, then the manifest that lists them replaces the old one in one put (the commit)."""
+    url = url.rstrip("/")
+    storage.preflight(url, options, "remask")
+    with remote_lock(url, options), fetched_build(url, options, splits=["windows"]) as local:
+        names = remask(local, seeds, threads=threads, engine=engine)
+        if names:  # what a failed remask left under the new names goes first
+            leftovers = {n: size for n, size in remote_contents(url, options).items() if n.split("/")[0] in names}
+            commit_remote(local, url, leftovers, options, names=names)
+    return names
+
+
 def windows_files(out: Path, manifest: dict) -> list[tuple[Path, dict | None]]:
     """The stored windows' data files in order, each with its manifest record, which its task checks the file's
     sha256 against: here every file of windows/ must be there at its recorded size, and state.json, which lists
@@ -658,30 +757,58 @@ def windows_files(out: Path, manifest: dict) -> list[tuple[Path, dict | None]]:
 
 def train_tokenizer_file(corpus: Iterable[str], out: str | Path, *, vocab_size: int, text_column: str = "text",
                          doc_sep: str = "line", train_chars: int = BuildConfig.tokenizer_train_chars,
-                         force: bool = False) -> tuple[Path, int, dict]:
+                         force: bool = False, storage_options: dict | None = None) -> tuple[str, int, dict]:
     """`mlmprep tokenizer train`: train on the sample of the corpus `build --tokenizer-train-chars` would take
     (cleaned as build cleans it) and save tokenizer.json, into `out` when that is a directory or ends with a
-    slash. Returns the file written, the vocabulary reached and the documents and characters trained on."""
-    is_dir = str(out).endswith(("/", os.sep)) or Path(out).is_dir()
-    out = Path(out, "tokenizer.json") if is_dir else Path(out)
-    check_output_path(out)  # before the training, which takes minutes
-    if out.is_dir():
-        raise ConfigError(f"--out {out}: is a directory; choose a file name or another --out")
-    if out.exists() and not force:
-        raise ConfigError(f"--out {out}: exists; pass --force to overwrite it or choose another --out")
+    slash; `out` and the corpus may be URLs. Returns the file written, the vocabulary reached and the documents
+    and characters trained on."""
+    options = storage_options or {}
+    check_tokenizer_out(out, force, options)  # before the training, which takes minutes
     check_range("--train-chars", train_chars, low=1)
     cfg = BuildConfig(corpus=tuple(corpus), text_column=text_column, doc_sep=doc_sep, vocab_size=vocab_size,
                       tokenizer_train_chars=train_chars)
-    source = open_corpus(cfg.corpus, text_column=text_column, doc_sep=doc_sep)
-    used = {"documents": 0, "characters": 0}
-    tok = train_tokenizer(training_sample(source, cfg, used), vocab_size)
-    if used["documents"] == 0:
-        raise no_text_error(corpus_name(source), source.stats.as_dict(), text_column)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
+    with tempfile.TemporaryDirectory(prefix="mlmprep-") as scratch:
+        paths, copies = fetch_sources(cfg.corpus, Path(scratch, "corpus"), options)
+        with named_as(copies):
+            source = open_corpus(paths, text_column=text_column, doc_sep=doc_sep)
+            used = {"documents": 0, "characters": 0}
+            tok = train_tokenizer(training_sample(source, cfg, used), vocab_size)
+            if used["documents"] == 0:
+                raise no_text_error(corpus_name(source), source.stats.as_dict(), text_column)
+        if storage.is_url(str(out)):
+            url = tokenizer_out(out)
+            tok.save(str(Path(scratch, "tokenizer.json")))
+            storage.put([(Path(scratch, "tokenizer.json"), url)], options)  # one put: the old file or the new
+            return url, tok.get_vocab_size(), used
+    path = Path(tokenizer_out(out))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
     try:
         tok.save(str(tmp))
-        os.replace(tmp, out)
+        os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
-    return out, tok.get_vocab_size(), used
+    return str(path), tok.get_vocab_size(), used
+
+
+def tokenizer_out(out: str | Path) -> str:
+    """The file `tokenizer train --out` names: OUT/tokenizer.json for a directory or a name ending in a slash."""
+    out = str(out)
+    if storage.is_url(out):
+        return storage.join(out, "tokenizer.json") if out.endswith("/") else out
+    return str(Path(out, "tokenizer.json")) if out.endswith(("/", os.sep)) or Path(out).is_dir() else out
+
+
+def check_tokenizer_out(out: str | Path, force: bool, options: dict) -> None:
+    """Refuse a `tokenizer train --out` that cannot be written, or exists without --force."""
+    target = tokenizer_out(out)
+    if storage.is_url(target):
+        storage.preflight(target.rsplit("/", 1)[0], options, "--out")
+        exists = storage.exists(target, options)
+    else:
+        check_output_path(Path(target))
+        if Path(target).is_dir():
+            raise ConfigError(f"--out {target}: is a directory; choose a file name or another --out")
+        exists = Path(target).exists()
+    if exists and not force:
+        raise ConfigError(f"--out {target}: exists; pass --force to overwrite it or choose another --out")

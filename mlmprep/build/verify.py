@@ -19,10 +19,12 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from mlmprep import storage
 from mlmprep.build import _kernels, mask
 from mlmprep.build.pipeline import VALIDATION_SLOT
 from mlmprep.errors import ConfigError
 from mlmprep.format.load import file_problem, manifest_path, read_manifest
+from mlmprep.format.publish import fetched_build
 from mlmprep.format.rows import Rows, concat_rows
 from mlmprep.format.write import UINT16_IDS, column_dtypes, data_files, hf_tokenizer_files, iter_rows
 from mlmprep.tokenize import load_tokenizer, special_ids, tokenizer_sha256
@@ -61,8 +63,15 @@ class Report:
         return "\n".join([f"{len(self.problems)} problem(s):", *self.problems])
 
 
-def verify(out: str | Path, *, sample: int | None = None, seed: int = 0) -> Report:
-    """Check `out` against its manifest; `sample` checks that many random rows per split instead of all."""
+def verify(out: str | Path, *, sample: int | None = None, seed: int = 0, storage_options: dict | None = None
+           ) -> Report:
+    """Check `out` (a directory or a URL) against its manifest; `sample` checks that many random rows per split
+    instead of all. A build on object storage is fetched whole and every byte the store serves re-hashed."""
+    if storage.is_url(out):
+        with fetched_build(str(out), storage_options or {}) as local:
+            report = verify(local, sample=sample, seed=seed)
+        report.problems = [problem.replace(str(local), str(out).rstrip("/")) for problem in report.problems]
+        return report
     out = Path(out)
     manifest = read_manifest(out)
     report = Report()

@@ -10,6 +10,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from mlmprep import storage
 from mlmprep.corpus.readers import COMPRESSIONS, SUPPORTED, TEXT_FORMATS, file_format
 from mlmprep.errors import CorpusError, printable
 
@@ -59,6 +60,24 @@ def _kind(path: Path) -> str:
     if file_format(path)[1]:
         return "".join(path.suffixes[-2:]) if len(path.suffixes) > 1 else f"{path.suffix} (no format before it)"
     return path.suffix or "(no extension)"
+
+
+def remote_sources(pattern: str, options: dict | None = None) -> list[str]:
+    """The corpus files a URL names (one object, every object under a prefix, or a glob's matches), sorted, as a
+    local directory or glob picks them: hidden names and other file types skipped; one named alone must be one."""
+    found = storage.files(pattern, options)
+    if len(found) == 1 and found[0][0] == pattern.rstrip("/"):
+        if not file_format(pattern)[0]:
+            raise CorpusError(f"{pattern}: unsupported file type {_kind(Path(pattern))}; use one of "
+                              f"{', '.join(SUPPORTED)}, or {'/'.join(TEXT_FORMATS)} compressed as "
+                              f"{'/'.join(COMPRESSIONS)}")
+        return [pattern]
+    kept = [url for url, _ in found if not url.rsplit("/", 1)[-1].startswith(".") and file_format(url)[0]]
+    if not kept:
+        raise CorpusError(f"{pattern}: no corpus files ({', '.join(SUPPORTED)}; {'/'.join(TEXT_FORMATS)} also as "
+                          f"{'/'.join(COMPRESSIONS)}) found "
+                          f"({len(found)} other object{'s' * (len(found) != 1)}); check the URL")
+    return kept
 
 
 def _listed(skipped: list[str]) -> str:

@@ -1,5 +1,6 @@
 """Publish a build safely: one writer at a time, a staging directory beside the output, and one atomic
-rename at the end, so a reader never meets half a build and nothing the user had is replaced silently."""
+rename at the end, so a reader never meets half a build and nothing the user had is replaced silently.
+On object storage, which has no rename, manifest.json uploaded last is the commit (see the section below)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,15 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 import shutil
+import socket
 import tempfile
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+from mlmprep import storage
 from mlmprep.errors import CacheError, ConfigError, printable
 from mlmprep.format.write import FORMAT_VERSION, MANIFEST, format_version, manifest_path
 
@@ -148,6 +153,14 @@ def read_existing(out: Path, identity: dict, fingerprint: str, *, tokenizer_sha:
         manifest = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         manifest = None
+    return judge_existing(out, manifest, identity, fingerprint, tokenizer_sha=tokenizer_sha, force=force,
+                          intact=lambda m: files_intact(out, m))
+
+
+def judge_existing(out: Path | str, manifest, identity: dict, fingerprint: str, *, tokenizer_sha: str | None,
+                   force: bool, intact) -> dict | None:
+    """The decision of read_existing on a read `manifest` (None: unreadable) of `out`; `intact(manifest)` says
+    whether every file it lists is there at its size."""
     if not isinstance(manifest, dict) or not {"format_version", "mlmprep_version"} <= manifest.keys():
         # not ours (or not readable as ours): --force does not replace it either
         raise CacheError(f"--out {out}: exists and is not an mlmprep build ({MANIFEST} is not an mlmprep manifest); "
@@ -165,7 +178,7 @@ def read_existing(out: Path, identity: dict, fingerprint: str, *, tokenizer_sha:
         differences.append("the corpus changed")
     if tokenizer_sha is not None and manifest.get("tokenizer", {}).get("sha256") != tokenizer_sha:
         differences.append("the tokenizer changed")
-    if not differences and files_intact(out, manifest):
+    if not differences and intact(manifest):
         return None if force else manifest
     if force:
         return None
@@ -193,3 +206,105 @@ def files_intact(out: Path, manifest: dict) -> bool:
     return (out / manifest.get("tokenizer", {}).get("file", "tokenizer.json")).is_file()
 
 
+# ------------------------------------------------------------------------------------------------ object storage
+# No rename there, so the commit point is manifest.json, written after every file it lists: a prefix without
+# one is not a build. A build is staged on local disk, then uploaded; --force first deletes the old manifest
+# (the old build stops being one), then the old files, then uploads the new files and the new manifest last.
+# One writer at a time: a lock object created with a conditional put (If-None-Match: *), which the store decides.
+
+BUILD_NAMES = re.compile(r"(tokenizer\.json|special_tokens_map\.json|tokenizer_config\.json|manifest\.json"
+                         r"|(windows|validation-windows|validation|seed-\d+)/[^/]+)")  # what a build writes
+
+
+@contextlib.contextmanager
+def remote_lock(url: str, options: dict) -> Iterator[None]:
+    """Hold the lock object of the prefix `url` for the whole build; a second build into it fails at once."""
+    lock = storage.join(url, storage.LOCK)
+    token = json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "id": uuid.uuid4().hex}).encode()
+    if not storage.create(lock, token, options):
+        raise CacheError(f"--out {url}: another mlmprep build is writing it now (lock {lock}); wait for it, or, if "
+                         f"none runs (one was killed), delete {lock} and build again with --force")
+    try:
+        yield
+    finally:
+        with contextlib.suppress(CacheError):  # never remove a lock another build took after ours was removed
+            if storage.read_bytes(lock, options) == token:
+                storage.remove([lock], options)
+
+
+def remote_contents(url: str, options: dict) -> dict[str, int]:
+    """The objects under the prefix `url` (name relative to it -> size), the lock and probes left out."""
+    return {name: size for name, size in storage.sizes(url, options).items()
+            if name != storage.LOCK and not name.startswith(".mlmprep-probe-")}
+
+
+def read_existing_remote(url: str, present: dict[str, int], options: dict, identity: dict, fingerprint: str, *,
+                         tokenizer_sha: str | None, force: bool) -> dict | None:
+    """read_existing for a prefix holding `present`. Objects without a manifest are an unfinished build (a killed
+    one's files, which --force replaces) or not an mlmprep build (refused even with --force)."""
+    if not present:
+        return None
+    if MANIFEST not in present:
+        if not all(BUILD_NAMES.fullmatch(name) for name in present):
+            raise CacheError(f"--out {url}: holds objects that are not an mlmprep build (no {MANIFEST}); "
+                             "choose another --out")
+        if force:
+            return None
+        raise CacheError(f"--out {url}: holds an unfinished build (files, no {MANIFEST}); pass --force to replace "
+                         "it or choose another --out")
+    try:
+        manifest = json.loads(storage.read_bytes(storage.join(url, MANIFEST), options))
+    except ValueError:
+        manifest = None
+    return judge_existing(url, manifest, identity, fingerprint, tokenizer_sha=tokenizer_sha, force=force,
+                          intact=lambda m: listed_present(m, present))
+
+
+def listed_present(manifest: dict, present: dict[str, int]) -> bool:
+    """Every file the manifest lists is among `present` at its recorded size."""
+    listed = {f"{name}/{f['name']}": f["bytes"] for name, split in manifest.get("splits", {}).items()
+              for f in split.get("files", [])}
+    return all(present.get(name) == size for name, size in listed.items()) and \
+        manifest.get("tokenizer", {}).get("file", "tokenizer.json") in present
+
+
+def commit_remote(stage: Path, url: str, present: dict[str, int], options: dict, *, names: list[str] | None = None
+                  ) -> None:
+    """Upload the finished `stage` to `url`, replacing the objects `present` there: uncommit (delete the old
+    manifest if present lists it), delete the old files, upload the new ones, then stage's manifest.json last.
+    With `names` (remask), only the files under those top-level names and the manifest, which replaces the old
+    one in a single put. A failure takes back what was uploaded, so no manifest lists a file that is not
+    there and no old file stays beside a new manifest."""
+    manifest = storage.join(url, MANIFEST)
+    if MANIFEST in present:
+        storage.remove([manifest], options)
+    storage.remove([storage.join(url, name) for name in present if name != MANIFEST], options)
+    roots = [stage / name for name in names] if names is not None else [stage]
+    local = sorted(p for root in roots for p in ([root] if root.is_file() else root.rglob("*"))
+                   if p.is_file() and p != stage / MANIFEST)
+    pairs = [(p, storage.join(url, p.relative_to(stage).as_posix())) for p in local]
+    try:
+        storage.put(pairs, options)
+        storage.put([(stage / MANIFEST, manifest)], options)
+    except BaseException:
+        with contextlib.suppress(CacheError):  # a whole build's manifest goes too; one only added to stays
+            storage.remove([remote for _, remote in pairs] + ([manifest] if names is None else []), options)
+        raise
+
+
+@contextlib.contextmanager
+def fetched_build(url: str, options: dict, splits: list[str] | None = None) -> Iterator[Path]:
+    """A local copy of the build at the prefix `url`, in a temporary directory removed after: all of it, or with
+    `splits` only the manifest, the tokenizer files and those splits. A prefix without a manifest is refused
+    in one line: it is not a build (an unfinished or failed one, or another prefix)."""
+    url = url.rstrip("/")
+    present = remote_contents(url, options)
+    if MANIFEST not in present:
+        what = "an unfinished or failed build" if present else "nothing there"
+        raise CacheError(f"{url}: no {MANIFEST}, so not a finished mlmprep build ({what}); give the --out of a "
+                         "finished build, or build it again")
+    with tempfile.TemporaryDirectory(prefix="mlmprep-") as tmp:
+        local = Path(tmp, url.rsplit("/", 1)[-1] or "build")
+        wanted = [name for name in present if splits is None or "/" not in name or name.split("/")[0] in splits]
+        storage.fetch([(storage.join(url, name), local / name) for name in wanted], options)
+        yield local

@@ -1,0 +1,219 @@
+"""Paths that may be URLs (s3://, gs://, any installed fsspec protocol): the one place mlmprep talks to fsspec.
+
+Plain functions over (url, storage options), shared by every room: a path without a protocol stays a local
+path and never comes here. Credentials and endpoints come from where the protocol's library looks (for S3:
+the environment, ~/.aws, AWS_ENDPOINT_URL); `--storage-options JSON` adds what those cannot say. Every
+failure of the store becomes one line naming the URL (`errors`), and S3 requests are retried with bounded
+exponential backoff (RETRIES).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+from mlmprep.errors import CacheError, ConfigError, CorpusError, MlmprepError
+
+# protocol -> the extra that installs its fsspec implementation
+EXTRAS = {"s3": "s3", "s3a": "s3", "gs": "gcs", "gcs": "gcs"}
+# S3 attempts per request, botocore's "standard" mode: 500/503, throttling and dropped connections are retried
+# with exponential backoff and jitter (at most 20 s a wait); s3fs repeats a request still throttled or cut off
+# mid-transfer up to 5 times more (S3FileSystem.retries). Bounded; a flaky store costs seconds, not the build.
+RETRIES = 5
+LOCK = ".mlmprep-lock"  # the object that says a build is writing under a prefix
+
+
+def is_url(path) -> bool:
+    """Whether `path` names object storage (PROTOCOL://...) rather than a local file (file:// is local)."""
+    return isinstance(path, str) and "://" in path and not path.startswith("file://")
+
+
+def protocol(url: str) -> str:
+    return url.split("://", 1)[0]
+
+
+def join(url: str, *parts: str) -> str:
+    """`url`/part/part, with one slash between each."""
+    return "/".join([url.rstrip("/"), *(p.strip("/") for p in parts)])
+
+
+def parse_options(text: str | None, option: str = "--storage-options") -> dict:
+    """The JSON object of `--storage-options` as a dict ({} for None), refused in one line if it is not one."""
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise ConfigError(f"{option}: not JSON ({exc}); give an object such as "
+                          "'{\"endpoint_url\": \"http://host:9000\"}'") from None
+    if not isinstance(value, dict):
+        raise ConfigError(f"{option}: a JSON object of the file system's options, got {type(value).__name__}")
+    return value
+
+
+def filesystem(url: str, options: dict | None = None):
+    """(fsspec file system, path inside it) for `url`. A protocol whose library is missing is one line naming
+    the extra that installs it; an unknown protocol is one line too."""
+    try:
+        fs = _filesystem(protocol(url), json.dumps(options or {}, sort_keys=True),
+                         tuple(os.environ.get(name) for name in CLIENT_ENVIRONMENT))
+    except ConfigError as exc:
+        raise ConfigError(f"{url}: {exc}") from None
+    return fs, fs._strip_protocol(url)
+
+
+# what a client reads from the environment when it is made: a file system made before any of it changed is stale
+CLIENT_ENVIRONMENT = ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+                      "AWS_PROFILE", "AWS_DEFAULT_REGION", "GOOGLE_APPLICATION_CREDENTIALS")
+
+
+@functools.lru_cache(maxsize=8)
+def _filesystem(proto: str, options: str, environment: tuple):
+    """One file system per protocol, options and environment, made once: making an S3 client loads botocore's
+    service model, a good part of a second."""
+    import fsspec
+
+    defaults: dict = {"skip_instance_cache": True}  # this cache is the one that knows the environment
+    if proto in ("s3", "s3a"):
+        defaults["config_kwargs"] = {"retries": {"max_attempts": RETRIES, "mode": "standard"}}
+    try:
+        return fsspec.filesystem(proto, **{**defaults, **json.loads(options)})
+    except ImportError:
+        extra = EXTRAS.get(proto)
+        hint = f"pip install 'mlmprep[{extra}]'" if extra else f"install the fsspec implementation of {proto}://"
+        raise ConfigError(f"{proto}:// needs a package that is not installed; {hint}") from None
+    except ValueError as exc:
+        if "protocol" in str(exc).lower():
+            raise ConfigError(f"unknown protocol {proto}://; use s3://, gs:// or a local path") from None
+        raise
+
+
+@contextlib.contextmanager
+def errors(url: str, error: type[MlmprepError] = CacheError) -> Iterator[None]:
+    """Turn what the store says (missing bucket or object, access denied, an error that outlived the retries)
+    into one `error` line naming `url`."""
+    try:
+        yield
+    except MlmprepError:
+        raise
+    except TypeError as exc:  # the file system was given an option it does not take
+        raise ConfigError(f"{url}: {first_line(exc)}; check --storage-options") from None
+    except FileNotFoundError as exc:
+        raise error(f"{url}: not found ({first_line(exc)}); check the bucket and the path") from None
+    except PermissionError as exc:
+        raise error(f"{url}: access denied ({first_line(exc)}); check the credentials (environment, ~/.aws, "
+                    "--storage-options) and the bucket's permissions") from None
+    except (OSError, ValueError) as exc:
+        raise error(f"{url}: the storage failed ({first_line(exc)}); check the endpoint and try again") from None
+
+
+def first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+def preflight(url: str, options: dict | None, option: str) -> None:
+    """Before any work: write and delete a probe object under `url`, so wrong credentials, a missing bucket or
+    no permission to write is one line now, not a failure after the build."""
+    fs, path = filesystem(url, options)
+    probe = join(path, f".mlmprep-probe-{uuid.uuid4().hex}")
+    with errors(f"{option} {url}", ConfigError):
+        fs.pipe_file(probe, b"")
+        fs.rm_file(probe)
+
+
+def exists(url: str, options: dict | None = None) -> bool:
+    fs, path = filesystem(url, options)
+    with errors(url):
+        return fs.exists(path)
+
+
+def read_bytes(url: str, options: dict | None = None) -> bytes:
+    fs, path = filesystem(url, options)
+    with errors(url):
+        return fs.cat_file(path)
+
+
+def sizes(url: str, options: dict | None = None) -> dict[str, int]:
+    """Every object under the prefix `url`, by its name relative to it, with its size."""
+    fs, path = filesystem(url, options)
+    with errors(url):
+        found = fs.find(path, detail=True)
+    root = path.rstrip("/") + "/"
+    return {name[len(root):]: info["size"] for name, info in found.items() if name.startswith(root)}
+
+
+def files(pattern: str, options: dict | None = None) -> list[tuple[str, int]]:
+    """(url, size) of the objects a URL names: one object, every object under a prefix, or a glob's matches,
+    sorted; each url keeps the pattern's protocol."""
+    fs, path = filesystem(pattern, options)
+    proto = protocol(pattern)
+    with errors(pattern, CorpusError):
+        if any(c in path for c in "*?["):
+            found = {name: info for name, info in fs.glob(path, detail=True).items() if info["type"] == "file"}
+        elif fs.isfile(path):
+            found = {path: fs.info(path)}
+        else:
+            found = fs.find(path, detail=True)
+    if not found:
+        raise CorpusError(f"{pattern}: no such object, prefix or match; check the URL")
+    return [(f"{proto}://{name}", info["size"]) for name, info in sorted(found.items())]
+
+
+def get(url: str, local: str | Path, options: dict | None = None) -> None:
+    """Copy one object (or every object under a prefix, with a trailing slash on neither) to `local`."""
+    fs, path = filesystem(url, options)
+    with errors(url):
+        if fs.isfile(path):
+            fs.get_file(path, str(local))
+        else:
+            fs.get(path.rstrip("/") + "/", str(local).rstrip("/") + "/", recursive=True)
+
+
+def fetch(pairs: list[tuple[str, Path]], options: dict | None = None) -> None:
+    """Download objects to their local paths (one file system: the urls share a prefix), concurrently where it can."""
+    if not pairs:
+        return
+    fs, _ = filesystem(pairs[0][0], options)
+    for _, local in pairs:
+        Path(local).parent.mkdir(parents=True, exist_ok=True)
+    with errors(pairs[0][0]):
+        fs.get([fs._strip_protocol(url) for url, _ in pairs], [str(local) for _, local in pairs])
+
+
+def put(pairs: list[tuple[Path, str]], options: dict | None = None) -> None:
+    """Upload local files to their URLs (one file system: the urls share a prefix), concurrently where it can."""
+    if not pairs:
+        return
+    fs, _ = filesystem(pairs[0][1], options)
+    with errors(pairs[0][1]):
+        fs.put([str(local) for local, _ in pairs], [fs._strip_protocol(url) for _, url in pairs])
+
+
+def remove(urls: list[str], options: dict | None = None) -> None:
+    """Delete objects (missing ones are fine)."""
+    if not urls:
+        return
+    fs, _ = filesystem(urls[0], options)
+    paths = [fs._strip_protocol(url) for url in urls]
+    with errors(urls[0]):
+        existing = [p for p in paths if fs.exists(p)]
+        if existing:
+            fs.rm(existing)
+
+
+def create(url: str, data: bytes, options: dict | None = None) -> bool:
+    """Write `data` to `url` only if nothing is there (S3: a conditional put, If-None-Match: *, which the store
+    decides atomically); False when something already is."""
+    fs, path = filesystem(url, options)
+    with errors(url):
+        try:
+            fs.pipe_file(path, data, mode="create")
+        except FileExistsError:
+            return False
+    return True
+
