@@ -296,6 +296,40 @@ def _column(chunks: list[tuple[np.ndarray, int, int]], maps: list[pa.Buffer], dt
     return Column(offsets=offsets, files=files, chunks=table, dtype=dtype)
 
 
+def pick_rows(parts: list[tuple[Split, np.ndarray]], path: str | Path) -> Split:
+    """One Split of the given rows of several splits, in order (rows from each (split, rows) part in turn), read in
+    place like its parts: only the row table is new, O(rows picked), no token is copied. `path` names it in
+    messages. Parts must share their objective and their columns' stored types."""
+    objectives = {split.objective for split, _ in parts}
+    if len(objectives) != 1:
+        raise CacheError(f"{path}: cannot pick rows of {' and '.join(sorted(objectives))} splits together")
+    columns = {}
+    for name in COLUMNS:
+        dtypes = {getattr(split, name).dtype for split, _ in parts}
+        if len(dtypes) != 1:
+            raise CacheError(f"{path}: {name} stored as {' and '.join(sorted(map(str, dtypes)))} in the builds mixed; "
+                             "rebuild the older ones with this mlmprep so that they match")
+        files, where, lengths, index = [], [], [], {}
+        for split, rows in parts:
+            column = getattr(split, name)
+            file, start, length = column.locate(rows)
+            if id(column) not in index:
+                index[id(column)] = len(files)
+                files += column.files
+            where.append(np.stack([file + index[id(column)], start]))
+            lengths.append(length)
+        lengths = np.concatenate(lengths) if lengths else np.zeros(0, np.int64)
+        offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        where = np.concatenate(where, axis=1) if where else np.zeros((2, 0), np.int64)
+        table = np.stack([np.arange(len(lengths)), offsets[:-1], where[0], where[1]], axis=1).astype(np.int64)
+        columns[name] = Column(offsets=offsets, files=tuple(files), chunks=table, dtype=dtypes.pop())
+    enc = np.concatenate([split.enc_lengths[rows] for split, rows in parts]) if parts else np.zeros(0, np.int64)
+    dec = np.concatenate([split.dec_lengths[rows] for split, rows in parts]) if parts else np.zeros(0, np.int64)
+    return Split(path=Path(path), objective=objectives.pop(), input_ids=columns["input_ids"],
+                 labels=columns["labels"], enc_lengths=enc, dec_lengths=dec)
+
+
 def epoch_split(manifest: dict, epoch: int, seeds: int | None = None) -> str:
     """The split epoch `epoch` trains on: seed-{epoch % N}, so N masked copies take turns; N is the manifest's
     seed count, or `seeds` of them (a run keeps the count it started with when a remask adds more)."""
@@ -322,4 +356,4 @@ def open_epoch(build_dir: str | Path, epoch: int, seeds: int | None = None) -> S
 
 
 __all__ = ["Column", "Split", "build_tokenizer", "check_split_files", "epoch_split", "file_problem",
-           "open_epoch", "open_split", "read_manifest", "tokenizer_path"]
+           "open_epoch", "open_split", "pick_rows", "read_manifest", "tokenizer_path"]

@@ -33,10 +33,11 @@ PREFIX = "checkpoint-"
 CONFIG = "train_config.json"
 # Options that may differ between a run and its --resume: they change how long it runs or what it logs,
 # not the steps already taken. (A new --max-steps also moves the end of the decay unless --decay-steps is set.)
-# --out is where the run is, however spelled, or wherever it was moved to.
+# --out is where the run is, however spelled, or wherever it was moved to. A mixture's new --weights or --mix apply
+# from the step it resumes at (the checkpoint's state.json keeps the weights' history).
 RESUMABLE = frozenset(
     {"data", "out", "resume", "epochs", "max_steps", "max_tokens", "eval_every", "validation", "log_every",
-     "save_every", "keep_checkpoints", "compile", "max_bad_steps", "report_to"}
+     "save_every", "keep_checkpoints", "compile", "max_bad_steps", "report_to", "weights", "mix"}
 )
 
 
