@@ -174,6 +174,15 @@ def local_workers_limit() -> int:
     return max(64, 8 * len(os.sched_getaffinity(0)))
 
 
+def source_spec(text: str | Path) -> tuple[str, Path]:
+    """(name, path) of a mixture's source given as PATH or NAME=PATH; the name defaults to the directory's."""
+    text = str(text)
+    name, eq, path = text.partition("=")
+    if eq and name and "/" not in name and not Path(text).exists():
+        return name, Path(path)
+    return Path(text).resolve().name, Path(text)
+
+
 def check_range(option: str, value: int, *, low: int, high: int | None = None) -> None:
     if value < low:
         raise ConfigError(f"{option} must be at least {low}, got {value}")
@@ -525,11 +534,10 @@ class TrainConfig:
                 raise ConfigError("--validation: given several times, which applies to a mixture of builds; give "
                                   "one split directory")
             return
-        first = self.sources[0].partition("=")
-        object.__setattr__(self, "data", first[2] if first[1] and not Path(self.sources[0]).exists() else first[0])
+        object.__setattr__(self, "data", str(source_spec(self.sources[0])[1]))
         if self.epochs != 1:
-            raise ConfigError(f"--epochs {self.epochs}: a mixture's builds each keep their own passes; give --max-steps "
-                              "or --max-tokens instead")
+            raise ConfigError(f"--epochs {self.epochs}: a mixture's builds each keep their own passes; give "
+                              "--max-steps or --max-tokens instead")
         if not (self.max_steps or self.max_tokens):
             raise ConfigError(f"a mixture of {len(self.sources)} builds has no epoch to end at; give --max-steps or "
                               "--max-tokens")

@@ -297,9 +297,10 @@ def _column(chunks: list[tuple[np.ndarray, int, int]], maps: list[pa.Buffer], dt
 
 
 def pick_rows(parts: list[tuple[Split, np.ndarray]], path: str | Path) -> Split:
-    """One Split of the given rows of several splits, in order (rows from each (split, rows) part in turn), read in
-    place like its parts: only the row table is new, O(rows picked), no token is copied. `path` names it in
-    messages. Parts must share their objective and their columns' stored types."""
+    """One Split of the given rows of several splits, in order (the rows of each (split, rows) part in turn). Their
+    tokens are gathered into one array per column (a copy of just those rows), so that collating reads one buffer
+    as it does for a split of one file. `path` names it in messages. Parts must share their objective and their
+    columns' stored types."""
     objectives = {split.objective for split, _ in parts}
     if len(objectives) != 1:
         raise CacheError(f"{path}: cannot pick rows of {' and '.join(sorted(objectives))} splits together")
@@ -309,23 +310,19 @@ def pick_rows(parts: list[tuple[Split, np.ndarray]], path: str | Path) -> Split:
         if len(dtypes) != 1:
             raise CacheError(f"{path}: {name} stored as {' and '.join(sorted(map(str, dtypes)))} in the builds mixed; "
                              "rebuild the older ones with this mlmprep so that they match")
-        files, where, lengths, index = [], [], [], {}
-        for split, rows in parts:
-            column = getattr(split, name)
-            file, start, length = column.locate(rows)
-            if id(column) not in index:
-                index[id(column)] = len(files)
-                files += column.files
-            where.append(np.stack([file + index[id(column)], start]))
-            lengths.append(length)
-        lengths = np.concatenate(lengths) if lengths else np.zeros(0, np.int64)
+        dtype = dtypes.pop()
+        lengths = np.concatenate([getattr(split, name).lengths()[rows] for split, rows in parts])
         offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
-        where = np.concatenate(where, axis=1) if where else np.zeros((2, 0), np.int64)
-        table = np.stack([np.arange(len(lengths)), offsets[:-1], where[0], where[1]], axis=1).astype(np.int64)
-        columns[name] = Column(offsets=offsets, files=tuple(files), chunks=table, dtype=dtypes.pop())
-    enc = np.concatenate([split.enc_lengths[rows] for split, rows in parts]) if parts else np.zeros(0, np.int64)
-    dec = np.concatenate([split.dec_lengths[rows] for split, rows in parts]) if parts else np.zeros(0, np.int64)
+        values, first = np.empty(int(offsets[-1]), dtype=dtype), 0
+        for split, rows in parts:
+            for buf, which, start, length in getattr(split, name).by_file(rows):
+                t = np.arange(int(length.sum())) - np.repeat(np.cumsum(length) - length, length)  # within its row
+                values[np.repeat(offsets[first + which], length) + t] = buf[np.repeat(start, length) + t]
+            first += len(rows)
+        columns[name] = Column(offsets=offsets, files=(values,), chunks=np.zeros((1, 4), np.int64), dtype=dtype)
+    enc = np.concatenate([split.enc_lengths[rows] for split, rows in parts])
+    dec = np.concatenate([split.dec_lengths[rows] for split, rows in parts])
     return Split(path=Path(path), objective=objectives.pop(), input_ids=columns["input_ids"],
                  labels=columns["labels"], enc_lengths=enc, dec_lengths=dec)
 

@@ -32,7 +32,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from mlmprep.config import MAX_TOKENS, TrainConfig, to_dict
+from mlmprep.config import MAX_TOKENS, TrainConfig, source_spec, to_dict
 from mlmprep.errors import CacheError, ConfigError
 from mlmprep.format.load import Split, epoch_split, open_epoch, open_split, read_manifest
 from mlmprep.format.publish import check_utf8_path
@@ -429,9 +429,10 @@ def source_fields(run: Run, state: TrainState, window: Window | None = None) -> 
     target = run.mix.weights_at(max(state.step - 1, 0))
     losses = [None] * len(sources)
     if window is not None:
-        loss = window.source_loss if window.source_loss is not None else torch.zeros(len(sources), device=run.world.device)
-        targets = torch.tensor(window.source_targets if window.source_targets is not None else np.zeros(len(sources)),
-                               dtype=torch.float64, device=run.world.device)
+        none = window.source_loss is None  # no step applied since the last line
+        loss = torch.zeros(len(sources), device=run.world.device) if none else window.source_loss
+        targets = torch.tensor(np.zeros(len(sources)) if none else window.source_targets, dtype=torch.float64,
+                               device=run.world.device)
         sums = all_sum(run.world, torch.cat([loss.double(), targets])).tolist()
         losses = [a / b if b else None for a, b in zip(sums[: len(sources)], sums[len(sources):])]
     out = {}
@@ -537,9 +538,9 @@ def mixture_validation(cfg: TrainConfig, mix: MixturePlan) -> list[tuple[str, in
             if found is not None:
                 sets.append((source.name, i, found))
     for spec in cfg.validation:
-        name, eq, path = spec.partition("=")
-        if not eq or Path(spec).exists():
-            name, path = Path(spec).resolve().parent.name, spec
+        name, path = source_spec(spec)
+        if name == path.resolve().name:  # no NAME= given: the build's name, not its split's (validation)
+            name = path.resolve().parent.name
         if name in {n for n, _, _ in sets}:
             raise ConfigError(f"--validation {spec}: the name {name} is taken; give it as OTHER_NAME=DIR")
         found = eval_batches(cfg, open_split(other_validation(path, cfg, mix.mixture.sources[0].manifest),

@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 import torch.utils.data
 
+from mlmprep.config import source_spec
 from mlmprep.errors import CacheError, ConfigError
 from mlmprep.format.load import Split, epoch_split, open_epoch, pick_rows, read_manifest
 from mlmprep.train.batch import POOL_BATCHES, Batch, Budget, TokenBudgetBatchSampler, padded_cost, plan_epoch
@@ -116,12 +117,7 @@ def parse_source(spec: str | Path | tuple[str, str | Path]) -> tuple[str, Path]:
     """(name, path) of "PATH", "NAME=PATH" or (NAME, PATH); the name defaults to the directory's."""
     if isinstance(spec, tuple):
         return str(spec[0]), Path(spec[1])
-    text = str(spec)
-    name, eq, path = text.partition("=")
-    if eq and name and "/" not in name and not Path(text).exists():
-        return name, Path(path)
-    path = Path(text)
-    return path.resolve().name, path
+    return source_spec(spec)
 
 
 def open_mixture(builds: Sequence, *, weights: str | Sequence[float] | None = None, mix: str | None = None,
@@ -133,7 +129,7 @@ def open_mixture(builds: Sequence, *, weights: str | Sequence[float] | None = No
     if not parsed:
         raise ConfigError("a mixture needs at least one build")
     seen: dict = {}
-    for name, path in parsed:
+    for _, path in parsed:
         if (real := path.resolve()) in seen:
             raise ConfigError(f"{path}: given twice in the mixture (also as {seen[real]}); give each build once and "
                               "raise its weight instead")
@@ -144,10 +140,11 @@ def open_mixture(builds: Sequence, *, weights: str | Sequence[float] | None = No
         raise ConfigError(f"two sources are named {twice!r}; name them apart as NAME=PATH")
     manifests = [read_manifest(path) for _, path in parsed]
     first = manifests[0]
-    for (name, path), manifest in zip(parsed[1:], manifests[1:]):
+    for (_, path), manifest in zip(parsed[1:], manifests[1:]):
         if manifest["tokenizer"]["sha256"] != first["tokenizer"]["sha256"]:
-            raise ConfigError(f"{path} and {parsed[0][1]}: built with different tokenizers (sha256 in their manifests); "
-                              f"a mixture needs one, so build {path} with --tokenizer {parsed[0][1] / 'tokenizer.json'}")
+            raise ConfigError(f"{path} and {parsed[0][1]}: built with different tokenizers (sha256 in their "
+                              f"manifests); a mixture needs one: build {path} with --tokenizer "
+                              f"{parsed[0][1] / 'tokenizer.json'}")
         if manifest["objective"] != first["objective"]:
             raise ConfigError(f"{path} is {manifest['objective']} data and {parsed[0][1]} is {first['objective']} "
                               "data; a mixture trains one objective")
@@ -334,7 +331,8 @@ class MixturePlan:
                 q.carry = 0.0
             self.weights_used = weights
         tokens = CHUNK_BATCHES * self.budget.max_tokens_per_batch * float(np.dot(weights, self.ratio))
-        parts = [(i, p, rows) for i, w in enumerate(weights) for p, rows in self.take(i, w * tokens + self.queues[i].carry)]
+        parts = [(i, p, rows) for i, w in enumerate(weights)
+                 for p, rows in self.take(i, w * tokens + self.queues[i].carry)]
         split = pick_rows([(self.pass_data(i, p)[0], rows) for i, p, rows in parts],
                           f"{self.mixture.sources[0].path} mixture chunk {index}")
         plan = plan_epoch(split.enc_lengths, split.dec_lengths, self.budget, seed=self.seed, epoch=index,
