@@ -440,7 +440,8 @@ class TrainConfig:
     grad_clip: float = opt(1.0, "Clip the global gradient norm to this (0: off).", panel="Optimizer")
     max_bad_steps: int = opt(8, "Steps with a non-finite loss or gradient are skipped; stop (exit 1) after this many "
                              "in a row.", panel="Optimizer")
-    epochs: int = opt(1, "Passes over the data; epoch e reads split seed-{e % N}.", panel="Schedule")
+    epochs: int = opt(1, "Passes over the data; epoch e reads split seed-{e % N}. A mixture's sources keep their own "
+                      "passes: it stops at --max-steps or --max-tokens.", panel="Schedule")
     max_steps: int = opt(0, "Exactly this many optimizer steps, whatever --epochs says (0: off).", panel="Schedule")
     max_tokens: int = opt(0, "Train until the steps taken hold this many real tokens (encoder + decoder, after "
                           "--max-encoder-len/--max-decoder-len, no padding), whatever --epochs says (0: off).",

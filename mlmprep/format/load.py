@@ -296,6 +296,15 @@ def _column(chunks: list[tuple[np.ndarray, int, int]], maps: list[pa.Buffer], dt
     return Column(offsets=offsets, files=files, chunks=table, dtype=dtype)
 
 
+@njit(cache=True, nogil=True)
+def _gather(buf, starts, lengths, out, out_starts):
+    """Copy buf[starts[i] : starts[i] + lengths[i]] to out[out_starts[i] :] for each i."""
+    for i in range(len(starts)):
+        s, o = starts[i], out_starts[i]
+        for t in range(lengths[i]):
+            out[o + t] = buf[s + t]
+
+
 def pick_rows(parts: list[tuple[Split, np.ndarray]], path: str | Path) -> Split:
     """One Split of the given rows of several splits, in order (the rows of each (split, rows) part in turn). Their
     tokens are gathered into one array per column (a copy of just those rows), so that collating reads one buffer
@@ -317,8 +326,7 @@ def pick_rows(parts: list[tuple[Split, np.ndarray]], path: str | Path) -> Split:
         values, first = np.empty(int(offsets[-1]), dtype=dtype), 0
         for split, rows in parts:
             for buf, which, start, length in getattr(split, name).by_file(rows):
-                t = np.arange(int(length.sum())) - np.repeat(np.cumsum(length) - length, length)  # within its row
-                values[np.repeat(offsets[first + which], length) + t] = buf[np.repeat(start, length) + t]
+                _gather(buf, start, length, values, offsets[first + which])
             first += len(rows)
         columns[name] = Column(offsets=offsets, files=(values,), chunks=np.zeros((1, 4), np.int64), dtype=dtype)
     enc = np.concatenate([split.enc_lengths[rows] for split, rows in parts])

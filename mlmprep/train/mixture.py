@@ -194,23 +194,27 @@ class Chunk:
 
     def batch_tokens(self, batch: Batch, n_sources: int) -> np.ndarray:
         """Window tokens of a batch's real rows (every rank's) per source, int64 [sources]."""
-        rows = [mb.rows for rank in batch.ranks for mb in rank if not mb.padding]
-        rows = np.concatenate(rows) if rows else np.zeros(0, np.int64)
+        rows = trained([batch])
         return np.bincount(self.source[rows], weights=self.window[rows], minlength=n_sources).astype(np.int64)
 
     def reading(self, cursor: int) -> np.ndarray:
         """The pass of each source's last row trained before step start + cursor, int64 [sources] (-1: none yet)."""
         out = self.reading_before.copy()
-        rows = [mb.rows for batch in self.plan[:cursor] for rank in batch.ranks for mb in rank if not mb.padding]
-        if rows:
-            rows = np.concatenate(rows)
-            np.maximum.at(out, self.source[rows], self.pass_of[rows])
+        rows = trained(self.plan[:cursor])
+        np.maximum.at(out, self.source[rows], self.pass_of[rows])
         return out
 
     def consumed(self, cursor: int, n_sources: int) -> np.ndarray:
         """Each source's window tokens trained before step start + cursor, int64 [sources]."""
-        return self.before + sum((self.batch_tokens(b, n_sources) for b in self.plan[:cursor]),
-                                 np.zeros(n_sources, np.int64))
+        rows = trained(self.plan[:cursor])
+        return self.before + np.bincount(self.source[rows], weights=self.window[rows],
+                                         minlength=n_sources).astype(np.int64)
+
+
+def trained(batches: list[Batch]) -> np.ndarray:
+    """The real rows of `batches` (every rank's microbatches but the padding ones), int64."""
+    rows = [mb.rows for batch in batches for rank in batch.ranks for mb in rank if not mb.padding]
+    return np.concatenate(rows) if rows else np.zeros(0, np.int64)
 
 
 @dataclass(frozen=True)
@@ -352,16 +356,12 @@ class MixturePlan:
     def hand_back(self, parts: list, plan: list[Batch]) -> None:
         """Put the rows of `parts` that `plan` does not train back at the front of their sources' queues, in the
         order they were taken."""
-        trained = np.zeros(sum(len(rows) for _, _, rows in parts), dtype=bool)
-        for batch in plan:
-            for rank in batch.ranks:
-                for mb in rank:
-                    if not mb.padding:
-                        trained[mb.rows] = True
+        done = np.zeros(sum(len(rows) for _, _, rows in parts), dtype=bool)
+        done[trained(plan)] = True
         back: dict[int, list] = {}
         at = 0
         for i, p, rows in parts:
-            keep = rows[~trained[at : at + len(rows)]]
+            keep = rows[~done[at : at + len(rows)]]
             at += len(rows)
             if len(keep):
                 back.setdefault(i, []).append((p, keep))
