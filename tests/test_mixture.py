@@ -311,15 +311,22 @@ def test_bad_builds_are_one_line(tmp_path, builds):
         assert not (tmp_path / "r").exists()
 
 
-def test_a_config_file_lists_sources_with_weights_and_names(tmp_path, builds):
-    big, small, _ = builds
+def test_a_config_file_lists_sources_and_validation_name_dir_adds_a_set(tmp_path, builds):
+    """Sources from a --config file, --max-tokens as the stop, and --validation NAME=DIR evaluated beside the
+    sources' own sets but left out of their weighted mean."""
+    big, small, ragged = builds
     config = tmp_path / "mix.yaml"
     config.write_text(f"sources:\n  - path: {big}\n    weight: 0.8\n    name: web\n  - path: {small}\n    weight: 0.2\n"
-                      "max_steps: 2\nmax_tokens_per_batch: 512\nmax_tokens_per_microbatch: 256\neval_every: 0\n")
-    result = CliRunner().invoke(app, ["train", "--config", str(config), "--out", str(tmp_path / "r")])
+                      "max_tokens: 1500\nmax_tokens_per_batch: 512\nmax_tokens_per_microbatch: 256\neval_every: 0\n")
+    result = CliRunner().invoke(app, ["train", "--config", str(config), "--out", str(tmp_path / "r"),
+                                      "--validation", f"held={ragged / 'validation'}"])
     assert result.exit_code == 0, result.output
     final = json.loads((tmp_path / "r" / "final_metrics.json").read_text())
     assert (final["web/target"], final["small/target"]) == (0.8, 0.2)
+    assert 1500 <= final["tokens"] < 1500 + 512
+    assert {"eval/held/loss", "eval/web/loss", "eval/small/accuracy"} <= final.keys()
+    assert final["eval_loss"] == pytest.approx(0.8 * final["eval/web/loss"] + 0.2 * final["eval/small/loss"])
+    assert "weighted mean" in result.output
 
 
 # ----------------------------------------------------------------------------- DDP
