@@ -446,7 +446,7 @@ MUTANTS = [
            "schedule = [(0, mix.weights.tolist())]",
            ("tests/test_mixture.py::test_resume_with_new_weights_repeats_and_skips_nothing",)),
     Mutant("picked-rows-shifted", "mlmprep/format/load.py",  # each picked row starts one token late
-           "buf[np.repeat(start, length) + t]", "buf[np.repeat(start + 1, length) + t]",
+           "        s, o = starts[i], out_starts[i]", "        s, o = starts[i] + 1, out_starts[i]",
            ("tests/test_mixture.py::test_a_repeated_source_reads_a_new_seed_on_each_pass",)),
 ]
 

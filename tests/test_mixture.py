@@ -205,31 +205,36 @@ def test_resume_continues_a_mixture_bit_for_bit(tmp_path, builds, small_chunks):
 
 
 def test_resume_with_new_weights_repeats_and_skips_nothing(tmp_path, builds, small_chunks, capsys):
-    """Stopped mid-chunk at 0.5/0.5 and resumed at 0.9/0.1: no row (source, seed split, row) is trained twice, and
-    each source's rows are trained in the order its queue holds them (none skipped), the untrained rows of the cut
-    chunk first; the new weights show in the fractions."""
+    """Stopped mid-chunk at 0.5/0.5 and resumed at 0.9/0.1 up to the end of a chunk: no row (source, seed split,
+    row) is trained twice, and each source has trained every row of its passes before its last and a prefix of
+    its last pass's order (none skipped: the untrained rows of the cut chunk came back first); the new weights show
+    in the rows trained after it."""
     _, small, _ = builds
     big = write_fake_build(tmp_path / "big", n_rows=80, n_seeds=6, window_length=96)  # a pass is its seed split
     base = dict(sources=(str(big), str(small)), weights="0.5,0.5", max_steps=7, out=str(tmp_path / "w"), **SMALL)
+    resumed = open_mixture(base["sources"], weights="0.9,0.1").plan(
+        Budget(512, 256, 8), seed=0, schedule=[(0, [0.5, 0.5]), (7, [0.9, 0.1])])
+    end = next(c.start + len(c.plan) for c in resumed.chunks() if c.start + len(c.plan) >= 20)
     _, seen_a, plan_a = trained_rows(TrainConfig(**base))
     out = capsys.readouterr().err
-    _, seen_b, _ = trained_rows(TrainConfig(**{**base, "weights": "0.9,0.1", "max_steps": 30, "resume": True}))
+    _, seen_b, _ = trained_rows(TrainConfig(**{**base, "weights": "0.9,0.1", "max_steps": end, "resume": True}))
     assert "mixture weights change at step 7: big 0.500 -> 0.900, small 0.500 -> 0.100" in capsys.readouterr().err
     assert "change" not in out
     state = json.loads((checkpoints(tmp_path / "w")[-1] / "state.json").read_text())
     assert state["mixture"]["schedule"] == [[0, [0.5, 0.5]], [7, [0.9, 0.1]]]
     identity = row_identity([big, small])
-    resumed = open_mixture(base["sources"], weights="0.9,0.1").plan(
-        Budget(512, 256, 8), seed=0, schedule=[(0, [0.5, 0.5]), (7, [0.9, 0.1])])
     rows = identify(seen_a, chunk_split_of(plan_a), identity) + identify(seen_b, chunk_split_of(resumed), identity)
     keys = [(s, k, r) for _, s, k, r in rows]
     assert None not in {s for s, _, _ in keys}  # every row told apart by its tokens
     assert len(keys) == len(set(keys))  # nothing twice
-    for source, n in ((0, 80), (1, 24)):
-        passes = sorted({k for s, k, _ in keys if s == source})
-        done = [k for k in passes if sum(1 for s, kk, _ in keys if s == source and kk == k) == n]
-        assert passes[: len(done)] == done  # passes are completed in order...
-        assert len(passes) - len(done) <= 2  # ...and at most two (a chunk's span) are partly trained
+    for source, name, n in ((0, "big", 80), (1, "small", 24)):
+        by_pass: dict[int, set] = {}
+        for s, k, r in keys:
+            if s == source:
+                by_pass.setdefault(k, set()).add(r)
+        last = max(by_pass)
+        assert all(by_pass.get(k) == set(range(n)) for k in range(last))
+        assert by_pass[last] == set(mixture.row_order(0, name, last, n)[: len(by_pass[last])].tolist())
     late = [s for step, s, _, _ in rows if step >= 14]
     assert late.count(0) / len(late) > 0.8
 
