@@ -531,6 +531,10 @@ class TrainConfig:
         if len(self.sources) == 1:
             raise ConfigError("sources: give two builds or more for a mixture, or one as DATA")
         if not self.mixture:
+            for option, value, default in (("--weights", self.weights, None), ("--mix", self.mix, "proportional")):
+                if value != default:
+                    raise ConfigError(f"{option} {value}: applies to a mixture of builds; give several DATA, or "
+                                      "leave it out")
             if len(self.validation) > 1:
                 raise ConfigError("--validation: given several times, which applies to a mixture of builds; give "
                                   "one split directory")

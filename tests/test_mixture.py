@@ -299,6 +299,11 @@ def test_bad_mixture_options_are_one_line(tmp_path, builds, extra, words):
     assert not (tmp_path / "r").exists()
 
 
+def test_weights_for_one_build_are_one_line(tmp_path, builds):
+    result = CliRunner().invoke(app, ["train", str(builds[0]), "--weights", "1", "--out", str(tmp_path / "r")])
+    assert result.exit_code == 2 and "--weights 1: applies to a mixture of builds" in result.output, result.output
+
+
 def test_bad_builds_are_one_line(tmp_path, builds):
     big, small, _ = builds
     mlm = write_fake_build(tmp_path / "mlm", objective="mlm", n_rows=40)
