@@ -52,6 +52,16 @@ def latest(run: str | Path) -> Path | None:
     return found[-1] if found else None
 
 
+def run_options(cfg: TrainConfig) -> dict:
+    """train_config.json's options. A run of one build leaves out the mixture's options and keeps --validation as
+    one path (or null), so its file reads as before mixtures existed; a resume reads either form."""
+    options = to_dict(cfg)
+    if not cfg.mixture:
+        options = {key: value for key, value in options.items() if key not in ("sources", "weights", "mix")}
+        options["validation"] = cfg.validation[0] if cfg.validation else None
+    return options
+
+
 def rng_state() -> dict:
     """This process's RNG states, as tensors and lists (loadable with weights_only=True)."""
     import torch
@@ -99,7 +109,7 @@ def save(run: Path, state: dict, *, model, optimizer, cfg: TrainConfig, rank: in
         torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
         torch.save(rngs, tmp / "rng.pt")
         write_json(tmp / "state.json", state)
-        write_json(tmp / CONFIG, to_dict(cfg))
+        write_json(tmp / CONFIG, run_options(cfg))
         os.replace(tmp, final)
         for old in checkpoints(run)[: -cfg.keep_checkpoints]:
             shutil.rmtree(old)

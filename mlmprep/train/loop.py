@@ -32,7 +32,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from mlmprep.config import MAX_TOKENS, TrainConfig, source_spec, to_dict
+from mlmprep.config import MAX_TOKENS, TrainConfig, source_spec
 from mlmprep.errors import CacheError, ConfigError
 from mlmprep.format.load import Split, epoch_split, open_epoch, open_split, read_manifest
 from mlmprep.format.publish import check_utf8_path
@@ -721,7 +721,7 @@ def write_run(cfg: TrainConfig, world: World, step: int) -> None:
     if world.main:
         run = Path(cfg.out)
         run.mkdir(parents=True, exist_ok=True)
-        write_json(run / checkpoint.CONFIG, to_dict(cfg))
+        write_json(run / checkpoint.CONFIG, checkpoint.run_options(cfg))
         checkpoint.trim_metrics(run, step)
 
 
