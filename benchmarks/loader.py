@@ -12,7 +12,9 @@ Measured on each: padding efficiency (real tokens / padded slots, encoder and de
 throughput: real tokens per second through plan + collate to int64 tensors from the memory-mapped split,
 one process, files in the page cache. Both sides use the same collator (pad to multiples of 8). The split is
 stored as builds store it (format 3: uint16 token ids); the token-budget loader is also timed on the same rows
-stored as int32 (format 2), the two timed in turn.
+stored as int32 (format 2), the two timed in turn. A mixture of three builds (the same rows dealt into three, weights
+0.5/0.3/0.2) is timed in turn with the one build: plan (the mixture's chunks: taking rows from each source, picking
+them into one split, planning) + collate, for the same tokens; target >= 0.9x the one build's tokens/s.
 --write-docs writes the figures into the `loader` section of docs/benchmarks.md.
 """
 
@@ -29,6 +31,7 @@ from benchmarks.common import CORPORA, Figure, best_of_each, best_seconds, ratio
 from mlmprep.format.load import open_epoch
 from mlmprep.train.batch import Budget, plan_epoch, plan_stats
 from mlmprep.train.collate import Collator
+from mlmprep.train.mixture import open_mixture
 from tests.fakes import span_lengths, write_fake_build
 
 CORPUS = CORPORA / "pydocs.txt"
@@ -39,6 +42,7 @@ BUDGET = Budget(max_tokens_per_batch=16384, max_tokens_per_microbatch=4096, max_
 EPOCHS = 3  # timed epochs per side; the best is reported
 PAIRED_EPOCHS = 11  # epochs per side of the uint16 / int32 pair
 UINT16_TARGET = 0.95  # uint16 columns load no slower than int32 ones, give or take timing noise
+MIXTURE_TARGET = 0.9  # three sources load at least this fraction of one source's tokens/s
 
 
 def segment_lengths(quick: bool) -> tuple[np.ndarray, str]:
@@ -66,6 +70,40 @@ def padding_efficiency(batches: list[np.ndarray], enc: np.ndarray, dec: np.ndarr
     m = BUDGET.pad_to_multiple_of
     slots = sum(len(b) * (-(-enc[b].max() // m) * m + -(-dec[b].max() // m) * m) for b in batches)
     return float(enc.sum() + dec.sum()) / slots
+
+
+def mixture_tokens_per_s(windows: np.ndarray, work: Path, split, collator: Collator) -> dict[str, float]:
+    """Loader tokens/s over one build and over a mixture of three (its rows dealt round robin into three builds),
+    timed in turn; each turn plans and collates about one epoch of the one build's tokens (the mixture's next
+    steps: its plan is opened once, as a run opens it)."""
+    builds = [write_fake_build(work / f"mix{k}", lengths=windows[k::3], n_seeds=1, vocab_size=8000, seed=k)
+              for k in range(3)]
+    mix = open_mixture(builds, weights=[0.5, 0.3, 0.2])
+    enc, dec = split.enc_lengths, split.dec_lengths
+    wanted = float(enc.sum() + dec.sum())
+    done = {}
+
+    def one():  # counting tokens as three() does
+        tokens = 0.0
+        for batch in plan_epoch(enc, dec, BUDGET, seed=0, epoch=1):
+            for mb in batch.ranks[0]:
+                collator.from_split(split, mb.rows)
+                tokens += float(enc[mb.rows].sum() + dec[mb.rows].sum())
+        done["one"] = tokens
+
+    steps = ((chunk, batch) for chunk in mix.plan(BUDGET, seed=0).chunks() for batch in chunk.plan)
+
+    def three():  # the mixture's next steps, as training goes on from pass to pass: its chunks are planned on the way
+        tokens = 0.0
+        while tokens < wanted:
+            chunk, batch = next(steps)
+            for mb in batch.ranks[0]:
+                collator.from_split(chunk.split, mb.rows)
+                tokens += float(chunk.split.enc_lengths[mb.rows].sum() + chunk.split.dec_lengths[mb.rows].sum())
+        done["three"] = tokens
+
+    seconds = best_of_each({"one": one, "three": three}, PAIRED_EPOCHS)
+    return {name: done[name] / t for name, t in seconds.items()}
 
 
 def measure(windows: np.ndarray, work: Path) -> dict:
@@ -109,6 +147,7 @@ def measure(windows: np.ndarray, work: Path) -> dict:
         "columns_tokens_per_s": {k: tokens / t for k, t in best_of_each(
             {"uint16": budget_epoch, "int32": lambda: budget_epoch(wide)}, PAIRED_EPOCHS).items()},
         "hf_call_tokens_per_s": tokens / best_seconds(hf_epoch, EPOCHS),
+        "mixture_tokens_per_s": mixture_tokens_per_s(windows, work, split, collator),
     }
 
 
@@ -140,11 +179,19 @@ def print_table(r: dict) -> None:
         print(f"  token budget over uint16 / int32 columns, timed in turn: "
               f"{m['columns_tokens_per_s']['uint16']:.3g} / {m['columns_tokens_per_s']['int32']:.3g} tokens/s "
               f"({tps_ratio(m):.2f})")
+        mixed = m["mixture_tokens_per_s"]
+        print(f"  one build / a mixture of three (0.5/0.3/0.2), timed in turn: {mixed['one']:.3g} / "
+              f"{mixed['three']:.3g} tokens/s ({mixture_ratio(m):.2f})")
 
 
 def tps_ratio(m: dict) -> float:
     """Token-budget loader throughput over uint16 columns / over int32 columns."""
     return m["columns_tokens_per_s"]["uint16"] / m["columns_tokens_per_s"]["int32"]
+
+
+def mixture_ratio(m: dict) -> float:
+    """Loader tokens/s over a mixture of three builds / over one build."""
+    return m["mixture_tokens_per_s"]["three"] / m["mixture_tokens_per_s"]["one"]
 
 
 def figures(r: dict) -> list[Figure]:
@@ -157,6 +204,8 @@ def figures(r: dict) -> list[Figure]:
             Figure(f"loader tokens/s, {name} rows: budget vs fixed", ratio(tps["budget"], tps["fixed"])),
             Figure(f"loader tokens/s, {name} rows: uint16 vs int32 columns", f"{tps_ratio(m):.2f}x",
                    f">= {UINT16_TARGET}x", tps_ratio(m) >= UINT16_TARGET),
+            Figure(f"loader tokens/s, {name} rows: three sources vs one", f"{mixture_ratio(m):.2f}x",
+                   f">= {MIXTURE_TARGET}x", mixture_ratio(m) >= MIXTURE_TARGET),
         ]
     return rows
 

@@ -58,6 +58,8 @@ def option_parameter(cls: type, field: dataclasses.Field) -> inspect.Parameter:
     """The keyword parameter Typer reads the option from: None when the command line leaves it out, so that a
     --config file (or a resumed run's saved options) can give it."""
     hint = hints(cls)[field.name]
+    if typing.get_origin(hint) is tuple:  # a repeatable option
+        hint = list[typing.get_args(hint)[0]]
     names = flag_names(cls, field)
     info = typer.Option("/".join(names) if is_flag(cls, field) else names[0], help=help_text(cls, field),
                         show_default=False, rich_help_panel=field.metadata["panel"], metavar=field.metadata["metavar"])
@@ -75,7 +77,7 @@ def config_options(cls: type) -> Callable[[Callable[..., Any]], Callable[..., An
         names = [p.name for p in generated]
 
         def run(**values: Any) -> Any:
-            given = {name: value for name in names if (value := values.pop(name)) is not None}
+            given = {name: value for name in names if (value := values.pop(name)) not in (None, [], ())}
             return command(**values, options=given)
 
         for attribute in ("__module__", "__name__", "__qualname__", "__doc__"):

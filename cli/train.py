@@ -20,6 +20,8 @@ TRAIN_EXAMPLES = """Examples:
   mlmprep train mlmprep-data --out runs/a --resume         # continue from the last checkpoint, same options
   mlmprep train mlmprep-data --config train.yaml --out runs/b --report-to tensorboard
   torchrun --nproc_per_node 2 -m mlmprep train mlmprep-data --out runs/c   # DDP: one process per device
+  mlmprep train web books wiki=data/wikipedia --weights 0.6,0.3,0.1 --max-tokens 2000000000 --out runs/mix
+  mlmprep train web books wiki --mix temperature:2 --max-steps 100000 --out runs/t2   # weights ~ size^(1/2)
 """
 
 
@@ -27,8 +29,9 @@ TRAIN_EXAMPLES = """Examples:
 @cli_errors
 @config_options(TrainConfig)
 def train(
-    data: Annotated[str | None, typer.Argument(
-        help=f"A directory written by mlmprep build. [default: {TrainConfig.data}]", show_default=False)] = None,
+    data: Annotated[list[str] | None, typer.Argument(
+        help=f"A directory written by mlmprep build; several (PATH or NAME=PATH) train on a mixture, "
+             f"--weights or --mix. [default: {TrainConfig.data}]", show_default=False)] = None,
     *,
     config: Annotated[Path | None, typer.Option(help="JSON/YAML file of options; the command line overrides it.",
                                                 rich_help_panel="Data", metavar="FILE")] = None,
@@ -39,9 +42,9 @@ def train(
     from mlmprep.train.loop import fit
     from mlmprep.train.numerics import Diverged
 
-    if data is not None:
-        options = {"data": data, **options}
-    cfg = run_config(read_config_file(config) if config else {}, options)
+    if data:
+        options = {("data" if len(data) == 1 else "sources"): data[0] if len(data) == 1 else tuple(data), **options}
+    cfg = run_config(file_sources(read_config_file(config)) if config else {}, options)
     try:
         final = fit(cfg)
     except Diverged as exc:  # not the user's input: exit 1, one line
@@ -69,6 +72,29 @@ def run_config(file_values: dict, options: dict):
         return make_config(TrainConfig, given_values, microbatch_default(given_values))
     saved = Options(checkpoint.saved_config(out), str(out / checkpoint.CONFIG))  # a damaged value names the file
     return make_config(TrainConfig, saved, given_values)
+
+
+def file_sources(values: dict) -> dict:
+    """A --config file's `sources:` list of {path, weight, name} mappings as the options `sources` and `weights`."""
+    from mlmprep.errors import ConfigError
+
+    listed = values.get("sources")
+    if not isinstance(listed, list) or not all(isinstance(item, dict) for item in listed):
+        return values
+    for item in listed:
+        if "path" not in item or set(item) - {"path", "weight", "name"}:
+            raise ConfigError(f"sources: each entry takes path, and optionally weight and name; got {sorted(item)}")
+    weighted = ["weight" in item for item in listed]
+    if any(weighted) and not all(weighted):
+        raise ConfigError("sources: give every source a weight, or none (then --mix sets them)")
+    specs = tuple(f"{item['name']}={item['path']}" if "name" in item else str(item["path"]) for item in listed)
+    if len(specs) > 1:
+        out = {**values, "sources": specs}
+    else:
+        out = {key: value for key, value in values.items() if key != "sources"} | {"data": str(listed[0]["path"])}
+    if all(weighted):
+        out["weights"] = ",".join(str(item["weight"]) for item in listed)
+    return out
 
 
 def microbatch_default(given_values: dict) -> dict:

@@ -34,6 +34,7 @@ STORAGE_OPTIONS_HELP = ("fsspec options for the URLs among the paths (s3://, gs:
                         "'{\"endpoint_url\": \"http://host:9000\"}' or '{\"profile\": \"x\"}'. None: credentials "
                         "and endpoint from the environment (AWS_* variables, ~/.aws, AWS_ENDPOINT_URL).")
 MIN_SHARD_BYTES = 1024  # the smallest --shard-bytes: tests cut tiny corpora into a few KB
+MIX_WEIGHT = "a source's weight is the fraction of training tokens (window tokens, before masking) it contributes"
 MAX_TOKENS = 2**40  # the largest train token budget: batch planning counts tokens in int64
 MAX_SEEDS = 10_000  # each seed is a whole masked copy of the training data; far more is a typo
 MAX_VOCAB = 1 << 24  # the largest models use 256 K pieces; the Unigram trainer reserves memory per piece up front
@@ -53,7 +54,7 @@ APPLIES_WITH = {
 
 # options that name files or directories: a leading ~ is the home directory there too, since a --config file
 # (or --out=~/x) never passes through the shell's expansion
-PATH_OPTIONS = frozenset({"corpus", "dataset", "tokenizer", "out", "data", "validation", "model"})
+PATH_OPTIONS = frozenset({"corpus", "dataset", "tokenizer", "out", "data", "sources", "validation", "model"})
 
 # train option -> (the option, the values) it applies with: set to anything but its default elsewhere, it is ignored
 TRAIN_APPLIES_WITH = {
@@ -183,6 +184,15 @@ def local_workers_limit() -> int:
     """The most local build processes --workers may ask for: each holds a tokenizer (~200 MB), so far more
     than the cores is a mistake that would exhaust memory (Ray's --workers, tasks in flight, has no limit)."""
     return max(64, 8 * len(os.sched_getaffinity(0)))
+
+
+def source_spec(text: str | Path) -> tuple[str, Path]:
+    """(name, path) of a mixture's source given as PATH or NAME=PATH; the name defaults to the directory's."""
+    text = str(text)
+    name, eq, path = text.partition("=")
+    if eq and name and "/" not in name and not Path(text).exists():
+        return name, Path(path)
+    return Path(text).resolve().name, Path(text)
 
 
 def check_range(option: str, value: int, *, low: int, high: int | None = None) -> None:
@@ -406,13 +416,19 @@ class TrainConfig:
     """Everything `mlmprep train` needs. Saved in RUN/train_config.json and in every checkpoint, so that
     `--resume` continues the same run; `mlmprep.train.checkpoint.RESUMABLE` lists what may change on resume."""
 
-    data: str = "mlmprep-data"  # a directory written by `mlmprep build` (the DATA argument)
+    data: str = "mlmprep-data"  # a directory written by `mlmprep build` (the DATA argument); a mixture's first
+    sources: tuple[str, ...] = ()  # DATA when several: the builds of a mixture, each PATH or NAME=PATH
     max_encoder_len: int | None = opt(None, "Truncate longer inputs (keeping </s>). None: keep whole rows.",
                                       panel="Data")
     max_decoder_len: int | None = opt(None, "Truncate longer span targets (keeping </s>). None: keep whole rows.",
                                       panel="Data")
-    validation: str | None = opt(None, "A split directory of another build (same tokenizer) to evaluate on.",
-                                 panel="Data", metavar="DIR", shown="DATA/validation")
+    validation: tuple[str, ...] = opt((), "A split directory of another build (same tokenizer) to evaluate on; "
+                                      "with a mixture, NAME=DIR, repeatable, evaluated beside each source's own.",
+                                      panel="Data", metavar="[NAME=]DIR", shown="DATA/validation")
+    weights: str | None = opt(None, "Mixture: a weight per DATA, e.g. 0.6,0.3,0.1: " + MIX_WEIGHT + ". None: --mix.",
+                              panel="Mixture", metavar="W,W,...")
+    mix: str = opt("proportional", "Mixture weights from the sources' sizes n (window tokens): proportional (n), "
+                   "temperature:T (n^(1/T)) or cap:K (min(n, K)), renormalised.", panel="Mixture", metavar="STRATEGY")
     seed: int = opt(0, "Seed of the model's initial weights and the batch plan.", panel="Data")
     model: str = opt("tiny", "tiny, t5-small, t5-base, t5-v1_1-small, t5-v1_1-base, a config.json, or a local "
                      "checkpoint directory. T5 for span data, BERT-like for mlm.", panel="Model", metavar="NAME|PATH")
@@ -436,7 +452,8 @@ class TrainConfig:
     grad_clip: float = opt(1.0, "Clip the global gradient norm to this (0: off).", panel="Optimizer")
     max_bad_steps: int = opt(8, "Steps with a non-finite loss or gradient are skipped; stop (exit 1) after this many "
                              "in a row.", panel="Optimizer")
-    epochs: int = opt(1, "Passes over the data; epoch e reads split seed-{e % N}.", panel="Schedule")
+    epochs: int = opt(1, "Passes over the data; epoch e reads split seed-{e % N}. A mixture's sources keep their own "
+                      "passes: it stops at --max-steps or --max-tokens.", panel="Schedule")
     max_steps: int = opt(0, "Exactly this many optimizer steps, whatever --epochs says (0: off).", panel="Schedule")
     max_tokens: int = opt(0, "Train until the steps taken hold this many real tokens (encoder + decoder, after "
                           "--max-encoder-len/--max-decoder-len, no padding), whatever --epochs says (0: off).",
@@ -468,6 +485,9 @@ class TrainConfig:
                               "(slower); CPU runs already do.", panel="Speed")
 
     def __post_init__(self) -> None:
+        if isinstance(self.validation, str) or self.validation is None:  # one DIR, as a library call may give it
+            object.__setattr__(self, "validation", (self.validation,) if self.validation else ())
+        self.check_mixture()
         for option, value, low, high in (  # budgets are counted in int64
             ("--epochs", self.epochs, 1, None), ("--max-steps", self.max_steps, 0, None),
             ("--max-tokens", self.max_tokens, 0, MAX_TOKENS),
@@ -512,6 +532,33 @@ class TrainConfig:
         if not (0.0 <= self.beta1 < 1.0 and 0.0 <= self.beta2 < 1.0):
             raise ConfigError(f"--beta1 and --beta2 must be in [0, 1), got {self.beta1} and {self.beta2}")
 
+    @property
+    def mixture(self) -> bool:
+        """Whether the run trains on several builds."""
+        return len(self.sources) > 1
+
+    def check_mixture(self) -> None:
+        """A mixture's DATA is its first source; it stops at --max-steps or --max-tokens, since each source keeps its
+        own epochs; a single build takes one --validation DIR."""
+        if len(self.sources) == 1:
+            raise ConfigError("sources: give two builds or more for a mixture, or one as DATA")
+        if not self.mixture:
+            for option, value, default in (("--weights", self.weights, None), ("--mix", self.mix, "proportional")):
+                if value != default:
+                    raise ConfigError(f"{option} {value}: applies to a mixture of builds; give several DATA, or "
+                                      "leave it out")
+            if len(self.validation) > 1:
+                raise ConfigError("--validation: given several times, which applies to a mixture of builds; give "
+                                  "one split directory")
+            return
+        object.__setattr__(self, "data", str(source_spec(self.sources[0])[1]))
+        if self.epochs != 1:
+            raise ConfigError(f"--epochs {self.epochs}: a mixture's builds each keep their own passes; give "
+                              "--max-steps or --max-tokens instead")
+        if not (self.max_steps or self.max_tokens):
+            raise ConfigError(f"a mixture of {len(self.sources)} builds has no epoch to end at; give --max-steps or "
+                              "--max-tokens")
+
     def check_finite(self) -> None:
         """Refuse NaN and infinity in every float option: a NaN --grad-clip, say, writes NaN into the weights."""
         for f in dataclasses.fields(self):
@@ -530,6 +577,7 @@ class TrainConfig:
     @staticmethod
     def used(saved: dict[str, Any]) -> dict[str, Any]:
         """A saved run's options less those its optimizer or schedule ignores (see BuildConfig.used)."""
+        saved = {key: value for key, value in saved.items() if not (key == "validation" and value is None)}
         return {key: value for key, value in saved.items() if key not in TRAIN_APPLIES_WITH
                 or saved.get(TRAIN_APPLIES_WITH[key][0], getattr(TrainConfig, TRAIN_APPLIES_WITH[key][0]))
                 in TRAIN_APPLIES_WITH[key][1]}

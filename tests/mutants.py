@@ -525,6 +525,29 @@ MUTANTS = [
            "            _warned = True\n", "            pass\n", ("tests/test_plots.py",)),
     Mutant("plots-never-drawn", "mlmprep/train/loop.py",
            "        plots.update(run.out)  # RUN/plots.png\n", "        pass\n", ("tests/test_plots.py",)),
+    # ------------------------------------------------------------ mixtures
+    Mutant("temperature-as-power", "mlmprep/train/mixture.py",  # n ** T rather than n ** (1 / T)
+           '"temperature": lambda: n ** (1.0 / value)', '"temperature": lambda: n ** value',
+           ("tests/test_mixture.py::test_strategies_follow_the_t5_papers_formulas",)),
+    Mutant("cap-ignored", "mlmprep/train/mixture.py",  # examples-proportional without its limit K
+           '"cap": lambda: np.minimum(n, value)', '"cap": lambda: n',
+           ("tests/test_mixture.py::test_strategies_follow_the_t5_papers_formulas",)),
+    Mutant("mixture-drops-carry", "mlmprep/train/mixture.py",  # what a source is owed is forgotten at each chunk
+           "for p, rows in self.take(i, w * tokens + self.queues[i].carry)]", "for p, rows in self.take(i, w * tokens)]",
+           ("tests/test_mixture.py::test_achieved_token_fractions_match_the_weights",)),
+    Mutant("every-pass-reads-seed-0", "mlmprep/train/mixture.py",  # a repeated source, the same puzzle each pass
+           "        return open_epoch(self.path, pass_, self.seeds)", "        return open_epoch(self.path, 0, self.seeds)",
+           ("tests/test_mixture.py::test_a_repeated_source_reads_a_new_seed_on_each_pass",)),
+    Mutant("cut-chunk-rows-dropped", "mlmprep/train/mixture.py",  # new weights skip the rows a cut chunk had taken
+           "            plan = plan[:cut]\n            self.hand_back(parts, plan)", "            plan = plan[:cut]",
+           ("tests/test_mixture.py::test_resume_with_new_weights_repeats_and_skips_nothing",)),
+    Mutant("new-weights-from-step-0", "mlmprep/train/loop.py",  # the new weights rewrite the steps already taken
+           "schedule = [*(entry for entry in schedule if entry[0] < step), (step, mix.weights.tolist())]",
+           "schedule = [(0, mix.weights.tolist())]",
+           ("tests/test_mixture.py::test_resume_with_new_weights_repeats_and_skips_nothing",)),
+    Mutant("picked-rows-shifted", "mlmprep/format/load.py",  # each picked row starts one token late
+           "        s, o = starts[i], out_starts[i]", "        s, o = starts[i] + 1, out_starts[i]",
+           ("tests/test_mixture.py::test_a_repeated_source_reads_a_new_seed_on_each_pass",)),
 ]
 
 

@@ -213,7 +213,9 @@ def test_every_train_option_reaches_the_config(monkeypatch, tmp_path):
                  grow_after=31, max_bad_steps=3, report_to="tensorboard")
     adamw = dict(beta1=0.8, beta2=0.95)  # AdamW's only: refused with adafactor
     flags = {"bf16": False, "compile": True, "deterministic": True}
-    missing = {f.name for f in fields(TrainConfig)} - {"data", "out", "resume", "max_steps", *given, *adamw, *flags}
+    mixture = dict(weights="1,2", mix="temperature:2")  # with several DATA (sources)
+    missing = {f.name for f in fields(TrainConfig)} - {"data", "sources", "out", "resume", "max_steps", *given, *adamw,
+                                                       *flags, *mixture}
     assert not missing, f"give {missing} a non-default value here"
     monkeypatch.setattr(mlmprep.train.loop, "fit", lambda cfg: got.setdefault("cfg", cfg) and {})
     steps = {k: v for k, v in given.items() if k != "max_tokens"} | {"max_steps": 7}  # the other way to stop
@@ -225,7 +227,13 @@ def test_every_train_option_reaches_the_config(monkeypatch, tmp_path):
         result = CliRunner().invoke(app, args)
         assert result.exit_code == 0, result.output
         cfg = to_dict(got["cfg"])
-        assert {k: cfg[k] for k in options} == options and {k: cfg[k] for k in flags} == flags
+        assert {k: cfg[k] for k in options} == options | {"validation": ["v"]} and {k: cfg[k] for k in flags} == flags
+    got = {}
+    args = ["train", "d1", "web=d2", "--out", str(tmp_path / "m"), "--max-steps", "7"]
+    result = CliRunner().invoke(app, [*args, *(f"--{k}={v}" for k, v in mixture.items())])
+    assert result.exit_code == 0, result.output
+    cfg = to_dict(got["cfg"])
+    assert {k: cfg[k] for k in ("data", "sources", *mixture)} == {"data": "d1", "sources": ["d1", "web=d2"], **mixture}
 
 
 # ---------------------------------------------------------------------------- exact resume with dropout

@@ -296,6 +296,45 @@ def _column(chunks: list[tuple[np.ndarray, int, int]], maps: list[pa.Buffer], dt
     return Column(offsets=offsets, files=files, chunks=table, dtype=dtype)
 
 
+@njit(cache=True, nogil=True)
+def _gather(buf, starts, lengths, out, out_starts):
+    """Copy buf[starts[i] : starts[i] + lengths[i]] to out[out_starts[i] :] for each i."""
+    for i in range(len(starts)):
+        s, o = starts[i], out_starts[i]
+        for t in range(lengths[i]):
+            out[o + t] = buf[s + t]
+
+
+def pick_rows(parts: list[tuple[Split, np.ndarray]], path: str | Path) -> Split:
+    """One Split of the given rows of several splits, in order (the rows of each (split, rows) part in turn). Their
+    tokens are gathered into one array per column (a copy of just those rows), so that collating reads one buffer
+    as it does for a split of one file. `path` names it in messages. Parts must share their objective and their
+    columns' stored types."""
+    objectives = {split.objective for split, _ in parts}
+    if len(objectives) != 1:
+        raise CacheError(f"{path}: cannot pick rows of {' and '.join(sorted(objectives))} splits together")
+    columns = {}
+    for name in COLUMNS:
+        dtypes = {getattr(split, name).dtype for split, _ in parts}
+        if len(dtypes) != 1:
+            raise CacheError(f"{path}: {name} stored as {' and '.join(sorted(map(str, dtypes)))} in the builds mixed; "
+                             "rebuild the older ones with this mlmprep so that they match")
+        dtype = dtypes.pop()
+        lengths = np.concatenate([getattr(split, name).lengths()[rows] for split, rows in parts])
+        offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        values, first = np.empty(int(offsets[-1]), dtype=dtype), 0
+        for split, rows in parts:
+            for buf, which, start, length in getattr(split, name).by_file(rows):
+                _gather(buf, start, length, values, offsets[first + which])
+            first += len(rows)
+        columns[name] = Column(offsets=offsets, files=(values,), chunks=np.zeros((1, 4), np.int64), dtype=dtype)
+    enc = np.concatenate([split.enc_lengths[rows] for split, rows in parts])
+    dec = np.concatenate([split.dec_lengths[rows] for split, rows in parts])
+    return Split(path=Path(path), objective=objectives.pop(), input_ids=columns["input_ids"],
+                 labels=columns["labels"], enc_lengths=enc, dec_lengths=dec)
+
+
 def epoch_split(manifest: dict, epoch: int, seeds: int | None = None) -> str:
     """The split epoch `epoch` trains on: seed-{epoch % N}, so N masked copies take turns; N is the manifest's
     seed count, or `seeds` of them (a run keeps the count it started with when a remask adds more)."""
@@ -322,4 +361,4 @@ def open_epoch(build_dir: str | Path, epoch: int, seeds: int | None = None) -> S
 
 
 __all__ = ["Column", "Split", "build_tokenizer", "check_split_files", "epoch_split", "file_problem",
-           "open_epoch", "open_split", "read_manifest", "tokenizer_path"]
+           "open_epoch", "open_split", "pick_rows", "read_manifest", "tokenizer_path"]

@@ -33,10 +33,11 @@ PREFIX = "checkpoint-"
 CONFIG = "train_config.json"
 # Options that may differ between a run and its --resume: they change how long it runs or what it logs,
 # not the steps already taken. (A new --max-steps also moves the end of the decay unless --decay-steps is set.)
-# --out is where the run is, however spelled, or wherever it was moved to.
+# --out is where the run is, however spelled, or wherever it was moved to. A mixture's new --weights or --mix apply
+# from the step it resumes at (the checkpoint's state.json keeps the weights' history).
 RESUMABLE = frozenset(
     {"data", "out", "resume", "epochs", "max_steps", "max_tokens", "eval_every", "validation", "log_every",
-     "save_every", "keep_checkpoints", "compile", "max_bad_steps", "report_to"}
+     "save_every", "keep_checkpoints", "compile", "max_bad_steps", "report_to", "weights", "mix"}
 )
 
 
@@ -49,6 +50,16 @@ def checkpoints(run: str | Path) -> list[Path]:
 def latest(run: str | Path) -> Path | None:
     found = checkpoints(run)
     return found[-1] if found else None
+
+
+def run_options(cfg: TrainConfig) -> dict:
+    """train_config.json's options. A run of one build leaves out the mixture's options and keeps --validation as
+    one path (or null), so its file reads as before mixtures existed; a resume reads either form."""
+    options = to_dict(cfg)
+    if not cfg.mixture:
+        options = {key: value for key, value in options.items() if key not in ("sources", "weights", "mix")}
+        options["validation"] = cfg.validation[0] if cfg.validation else None
+    return options
 
 
 def rng_state() -> dict:
@@ -98,7 +109,7 @@ def save(run: Path, state: dict, *, model, optimizer, cfg: TrainConfig, rank: in
         torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
         torch.save(rngs, tmp / "rng.pt")
         write_json(tmp / "state.json", state)
-        write_json(tmp / CONFIG, to_dict(cfg))
+        write_json(tmp / CONFIG, run_options(cfg))
         os.replace(tmp, final)
         for old in checkpoints(run)[: -cfg.keep_checkpoints]:
             shutil.rmtree(old)

@@ -32,7 +32,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from mlmprep.config import MAX_TOKENS, TrainConfig, to_dict
+from mlmprep.config import MAX_TOKENS, TrainConfig, source_spec
 from mlmprep.errors import CacheError, ConfigError
 from mlmprep.format.load import Split, epoch_split, open_epoch, open_split, read_manifest
 from mlmprep.format.publish import check_utf8_path
@@ -50,6 +50,7 @@ from mlmprep.train.batch import (
     split_microbatches,
 )
 from mlmprep.train.collate import Collator
+from mlmprep.train.mixture import Chunk, MixturePlan, open_mixture
 from mlmprep.train.model import build_model, parameter_count
 from mlmprep.train.numerics import Guard, flop_counter, grad_norm
 from mlmprep.train.speed import (
@@ -150,9 +151,11 @@ def make_forward(model, cfg: TrainConfig, world: World, objective: str, shapes: 
 
 def accumulate(model, split, collator: Collator, microbatches: list[tuple[np.ndarray, bool]], n_targets: int, *,
                world: World, cfg: TrainConfig, step: int = 0, hook: Hook | None = None,
-               forward: Forward | None = None) -> tuple[torch.Tensor, np.ndarray]:
+               forward: Forward | None = None, groups: np.ndarray | None = None,
+               group_sums: torch.Tensor | None = None) -> tuple[torch.Tensor, np.ndarray]:
     """Forward/backward this rank's microbatches (rows, padding) of one batch whose ranks hold `n_targets`
     label tokens in all; returns (loss share, a float64 device scalar; [real tokens, padded slots, rows, FLOPs]).
+    With `groups` (a mixture's source per row of `split`), each row's summed loss is added to group_sums[its source].
 
     DDP averages gradients over ranks, so the scale is world_size / n_targets; gradients synchronise on
     the last microbatch only. A padding microbatch runs with weight 0 so every rank's backward matches.
@@ -175,7 +178,12 @@ def accumulate(model, split, collator: Collator, microbatches: list[tuple[np.nda
         try:
             with sync:
                 with autocast(world, cfg):
-                    loss_sum = forward.loss(logits_of(model, mb), mb["labels"])
+                    logits = logits_of(model, mb)
+                    if groups is None:
+                        loss_sum = forward.loss(logits, mb["labels"])
+                    else:
+                        per_row = row_losses(logits, mb["labels"])
+                        loss_sum = per_row.sum()
                 (loss_sum * (0.0 if padding else scale)).backward()
         except torch.OutOfMemoryError as exc:
             if world.size > 1 and last:  # gradient buckets may be half all-reduced: ranks cannot retry in step
@@ -187,7 +195,15 @@ def accumulate(model, split, collator: Collator, microbatches: list[tuple[np.nda
         if not padding:
             loss += loss_sum.detach()
             out += counts
+            if groups is not None:
+                group_sums.index_add_(0, torch.from_numpy(groups[rows]).to(world.device), per_row.detach().double())
     return loss / max(n_targets, 1), out
+
+
+def row_losses(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy summed over each row's labels != -100, [B]: a mixture's loss per source."""
+    per_token = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE, reduction="none")
+    return per_token.view(labels.shape).sum(1)
 
 
 def checked(world: World, loss: torch.Tensor, norm: torch.Tensor) -> tuple[float, float, str]:
@@ -211,8 +227,12 @@ def make_budget(cfg: TrainConfig, limits: Limits | None = None) -> Budget:
                   pad_to_multiple_of=cfg.pad_to_multiple_of)
 
 
-def epoch_plan(cfg: TrainConfig, world: World, epoch: int, seeds: int | None = None):
-    """(split, batches) of an epoch: the same plan on every rank; `seeds`: see load.epoch_split."""
+def epoch_plan(cfg: TrainConfig, world: World, epoch: int, seeds: int | None = None, mix: MixturePlan | None = None):
+    """(split, batches) of an epoch: the same plan on every rank; `seeds`: see load.epoch_split. A mixture's
+    epoch is its plan's chunk `epoch`."""
+    if mix is not None:
+        chunk = mix.chunk(epoch)
+        return chunk.split, chunk.plan
     split = open_epoch(cfg.data, epoch, seeds)
     if len(split) == 0:
         raise CacheError(f"{split.path}: no rows to train on; build from a larger corpus")
@@ -220,7 +240,7 @@ def epoch_plan(cfg: TrainConfig, world: World, epoch: int, seeds: int | None = N
                              world_size=world.size)
 
 
-def planned_steps(cfg: TrainConfig, world: World, seeds: int) -> int:
+def planned_steps(cfg: TrainConfig, world: World, seeds: int, mix: MixturePlan | None = None) -> int:
     """The steps the run trains: --max-steps; or with --max-tokens the first step by which the planned rows hold
     that many real tokens (epochs follow one another past --epochs as needed); else --epochs' plans."""
     if cfg.max_steps:
@@ -229,7 +249,7 @@ def planned_steps(cfg: TrainConfig, world: World, seeds: int) -> int:
         return sum(len(epoch_plan(cfg, world, e, seeds)[1]) for e in range(cfg.epochs))
     steps, tokens, epoch = 0, 0, 0
     while True:
-        split, plan = epoch_plan(cfg, world, epoch, seeds)
+        split, plan = epoch_plan(cfg, world, epoch, seeds, mix)
         enc = np.minimum(split.enc_lengths, cfg.max_encoder_len or MAX_TOKENS)
         dec = np.minimum(split.dec_lengths, cfg.max_decoder_len or MAX_TOKENS)
         for batch in plan:
@@ -368,6 +388,8 @@ class Window:
     flops: float = 0.0  # model FLOPs (numerics.flop_counter)
     applied: float = 0.0  # steps the optimizer took
     seconds: float = 0.0  # time in training steps, skipped ones included
+    source_loss: torch.Tensor | None = None  # a mixture's summed token losses per source (on the device)
+    source_targets: np.ndarray | None = None  # and their label tokens
 
     def add(self, loss: float, counts: np.ndarray) -> None:
         """An applied step: its mean token loss and accumulate()'s [real tokens, padded slots, rows, FLOPs]."""
@@ -375,11 +397,17 @@ class Window:
         self.loss, self.tokens, self.slots = self.loss + loss, self.tokens + tokens, self.slots + slots
         self.rows, self.flops, self.applied = self.rows + rows, self.flops + flops, self.applied + 1
 
+    def add_sources(self, loss: torch.Tensor, targets: np.ndarray) -> None:
+        """An applied step's summed token losses and label tokens per source of a mixture."""
+        first = self.source_loss is None
+        self.source_loss = loss if first else self.source_loss + loss
+        self.source_targets = targets if first else self.source_targets + targets
+
 
 def window_metrics(world: World, window: Window) -> dict:
     """The metrics line of the steps since the last log, summed over ranks; the loss is the mean over the
     steps applied (None if none was)."""
-    sums = all_sum(world, torch.tensor(astuple(window), dtype=torch.float64)).tolist()
+    sums = all_sum(world, torch.tensor(astuple(window)[:7], dtype=torch.float64)).tolist()
     loss, real, slots, rows, flops, applied, seconds = sums
     seconds, applied = seconds / world.size, applied / world.size  # each rank timed and counted the same steps
     line = {"loss": loss / applied if applied else None, "tokens": int(real), "examples": int(rows),
@@ -387,6 +415,34 @@ def window_metrics(world: World, window: Window) -> dict:
             "tflops": flops / seconds / 1e12}
     peak = peak_memory_gb(world.device)
     return line if peak is None else {**line, "peak_memory_gb": peak}
+
+
+def source_fields(run: Run, state: TrainState, window: Window | None = None) -> dict:
+    """A mixture's per-source figures at the loop's position: window tokens trained, their achieved fraction and
+    the target weight, the pass and the seed split the source reads; with `window`, its training loss over the
+    window (summed over ranks; None when its rows had no label token)."""
+    if run.mix is None:
+        return {}
+    sources = run.mix.mixture.sources
+    chunk = run.mix.chunk(state.epoch)
+    done, reading = chunk.consumed(state.cursor, len(sources)), chunk.reading(state.cursor)
+    target = run.mix.weights_at(max(state.step - 1, 0))
+    losses = [None] * len(sources)
+    if window is not None:
+        none = window.source_loss is None  # no step applied since the last line
+        loss = torch.zeros(len(sources), device=run.world.device) if none else window.source_loss
+        targets = torch.tensor(np.zeros(len(sources)) if none else window.source_targets, dtype=torch.float64,
+                               device=run.world.device)
+        sums = all_sum(run.world, torch.cat([loss.double(), targets])).tolist()
+        losses = [a / b if b else None for a, b in zip(sums[: len(sources)], sums[len(sources):])]
+    out = {}
+    for i, source in enumerate(sources):
+        out |= {f"{source.name}/tokens": int(done[i]), f"{source.name}/fraction": float(done[i] / max(done.sum(), 1)),
+                f"{source.name}/target": float(target[i]), f"{source.name}/pass": int(max(reading[i], 0)),
+                f"{source.name}/seed": source.seed_name(int(max(reading[i], 0)))}
+        if window is not None:
+            out[f"{source.name}/loss"] = losses[i]
+    return out
 
 
 def epoch_of_last(epoch: int, cursor: int, step: int) -> int:
@@ -419,7 +475,8 @@ def record(run: Path, world: World, **fields) -> None:
 # ----------------------------------------------------------------------------- one step
 def train_batch(model, batch: Batch, split, targets: np.ndarray, collator: Collator, adapter: Adapter, *,
                 cfg: TrainConfig, world: World, step: int, run: Path, hook: Hook | None,
-                forward: Forward) -> tuple[torch.Tensor, np.ndarray]:
+                forward: Forward, groups: np.ndarray | None = None,
+                group_sums: torch.Tensor | None = None) -> tuple[torch.Tensor, np.ndarray]:
     """Forward/backward one batch. On an out-of-memory error: drop the partial gradients, free memory,
     shrink the limits of the batch's length regime, re-cut this rank's rows and retry the whole batch,
     so no row is lost or counted twice. Returns accumulate()'s (loss, counts)."""
@@ -429,9 +486,11 @@ def train_batch(model, batch: Batch, split, targets: np.ndarray, collator: Colla
     while True:
         limits = adapter.limits(regime)
         microbatches = rank_microbatches(batch, world.rank, split, cfg, limits)
+        if group_sums is not None:
+            group_sums.zero_()
         try:
             sums = accumulate(model, split, collator, microbatches, n_targets, world=world, cfg=cfg, step=step,
-                              hook=hook, forward=forward)
+                              hook=hook, forward=forward, groups=groups, group_sums=group_sums)
         except torch.OutOfMemoryError:
             sums = None  # recover below, once the handler has released the failed pass's tensors
         if sums is not None:
@@ -461,12 +520,38 @@ def validation(cfg: TrainConfig, manifest: dict):
     """(split, microbatches under the eval budget) to evaluate on: --validation, else the build's validation
     split; None if there is none or it has no rows."""
     if cfg.validation:
-        path = other_validation(cfg, manifest)
+        path = other_validation(cfg.validation[0], cfg, manifest)
     elif manifest.get("splits", {}).get("validation", {}).get("rows"):
         path = Path(cfg.data) / "validation"
     else:
         return None
-    split = open_split(path, objective=manifest["objective"])
+    return eval_batches(cfg, open_split(path, objective=manifest["objective"]))
+
+
+def mixture_validation(cfg: TrainConfig, mix: MixturePlan) -> list[tuple[str, int | None, tuple]]:
+    """A mixture's evaluation sets: (name, its source's index or None, (split, microbatches)), each source's own
+    validation split that has rows, then each --validation [NAME=]DIR."""
+    sets = []
+    for i, source in enumerate(mix.mixture.sources):
+        if source.manifest.get("splits", {}).get("validation", {}).get("rows"):
+            found = eval_batches(cfg, open_split(source.path / "validation", objective=mix.mixture.objective))
+            if found is not None:
+                sets.append((source.name, i, found))
+    for spec in cfg.validation:
+        name, path = source_spec(spec)
+        if name == path.resolve().name:  # no NAME= given: the build's name, not its split's (validation)
+            name = path.resolve().parent.name
+        if name in {n for n, _, _ in sets}:
+            raise ConfigError(f"--validation {spec}: the name {name} is taken; give it as OTHER_NAME=DIR")
+        found = eval_batches(cfg, open_split(other_validation(path, cfg, mix.mixture.sources[0].manifest),
+                                             objective=mix.mixture.objective))
+        if found is not None:
+            sets.append((name, None, found))
+    return sets
+
+
+def eval_batches(cfg: TrainConfig, split: Split):
+    """(split, its microbatches under the eval budget), or None when it has no rows."""
     if len(split) == 0:
         return None
     budget = Budget(cfg.eval_max_tokens_per_microbatch, cfg.eval_max_tokens_per_microbatch,
@@ -474,9 +559,9 @@ def validation(cfg: TrainConfig, manifest: dict):
     return split, split_microbatches(np.arange(len(split)), split.enc_lengths, split.dec_lengths, budget)
 
 
-def other_validation(cfg: TrainConfig, manifest: dict) -> Path:
-    """--validation's split, checked to come from a build with cfg.data's tokenizer and objective."""
-    path = Path(cfg.validation)
+def other_validation(given: str, cfg: TrainConfig, manifest: dict) -> Path:
+    """A --validation split, checked to come from a build with cfg.data's tokenizer and objective."""
+    path = Path(given)
     if not (path / "state.json").is_file() or not manifest_path(path.parent).is_file():
         raise ConfigError(f"--validation {path}: not a split directory of a build; give one such as BUILD/validation")
     other = read_manifest(path.parent)
@@ -540,6 +625,7 @@ class Epoch:
     split: Split
     plan: list[Batch]
     targets: np.ndarray
+    chunk: Chunk | None = None  # a mixture's: where each row comes from
 
 
 @dataclass(frozen=True)
@@ -563,6 +649,7 @@ class Run:
     val: tuple | None  # validation(): (split, microbatches), or None
     writer: object  # reporters.open_writer(): a SummaryWriter, or None
     hook: Hook | None
+    mix: MixturePlan | None = None  # a mixture's plan (then val is mixture_validation()'s list)
 
 
 # ----------------------------------------------------------------------------- setting up
@@ -573,20 +660,48 @@ def check_run(cfg: TrainConfig, world: World) -> Path | None:
     reporters.check(cfg)
     if world.size > 1:
         dist.barrier()
-    for option, path in (("DATA", cfg.data), ("--validation", cfg.validation)):
-        if path:
-            check_utf8_path(path, option)
+    for option, path in (("DATA", cfg.data), *(("DATA", p) for p in cfg.sources),
+                         *(("--validation", p) for p in cfg.validation)):
+        check_utf8_path(path, option)
     return resume_from
 
 
-def seeds_and_digest(cfg: TrainConfig, world: World, manifest: dict, saved: dict | None) -> tuple[int, str]:
+def seeds_and_digest(cfg: TrainConfig, world: World, manifest: dict, saved: dict | None,
+                     mix: MixturePlan | None = None) -> tuple[int, str]:
     """The number of seed splits the run reads and the digest of its files. A resume reads the seeds it started
     with (a remask since then does not change its epochs), and only on the data it started with."""
     n_seeds = len(manifest["seeds"]) if saved is None else resumed_seeds(cfg, len(manifest["seeds"]), saved)
-    digest = data_digest(manifest, n_seeds)
+    digest = data_digest(manifest, n_seeds) if mix is None else mixture_digest(mix)
     if saved is not None:
         check_same_data(cfg, saved, digest)
     return n_seeds, digest
+
+
+def mixture_plan(cfg: TrainConfig, world: World, saved: dict | None, step: int) -> MixturePlan | None:
+    """A mixture's plan (None for one build). A resume keeps the seeds and the weights' history it saved; new
+    --weights or --mix apply from `step` on, every source going on from its place."""
+    if not cfg.mixture:
+        return None
+    old = (saved or {}).get("mixture")
+    if saved is not None and old is None:
+        raise ConfigError(f"--resume: the run in {cfg.out} trained on one build; resume it on that build")
+    mix = open_mixture(cfg.sources, weights=cfg.weights, mix=cfg.mix, seeds=old and old["seeds"])
+    schedule = [(0, mix.weights.tolist())] if old is None else [(s, w) for s, w in old["schedule"]]
+    if old is not None and old["names"] != mix.names:
+        raise ConfigError(f"--resume: the run in {cfg.out} mixed {', '.join(old['names'])}, not "
+                          f"{', '.join(mix.names)}; give the same builds in the same order")
+    if schedule[-1][1] != mix.weights.tolist():
+        say(world, f"mixture weights change at step {step}: " + ", ".join(
+            f"{n} {a:.3f} -> {b:.3f}" for n, a, b in zip(mix.names, schedule[-1][1], mix.weights)) +
+            "; every source goes on from where it is")
+        schedule = [*(entry for entry in schedule if entry[0] < step), (step, mix.weights.tolist())]
+    return mix.plan(make_budget(cfg), seed=cfg.seed, world_size=world.size, schedule=schedule)
+
+
+def mixture_digest(mix: MixturePlan) -> str:
+    """data_digest of each source's files, with its name."""
+    parts = [(s.name, data_digest(s.manifest, s.seeds)) for s in mix.mixture.sources]
+    return hashlib.sha256(json.dumps(parts).encode("utf-8")).hexdigest()
 
 
 def make_model_and_optimizer(cfg: TrainConfig, world: World, manifest: dict, resume_from: Path | None):
@@ -606,7 +721,7 @@ def write_run(cfg: TrainConfig, world: World, step: int) -> None:
     if world.main:
         run = Path(cfg.out)
         run.mkdir(parents=True, exist_ok=True)
-        write_json(run / checkpoint.CONFIG, to_dict(cfg))
+        write_json(run / checkpoint.CONFIG, checkpoint.run_options(cfg))
         checkpoint.trim_metrics(run, step)
 
 
@@ -628,18 +743,28 @@ def make_collator(cfg: TrainConfig, manifest: dict) -> Collator:
                     vocab_size=tok["vocab_size"])
 
 
-def describe(cfg: TrainConfig, world: World, model, epoch: Epoch, total: int, state: TrainState) -> None:
-    """The model, the data and the plan in two console lines."""
+def describe(cfg: TrainConfig, world: World, model, epoch: Epoch, total: int, state: TrainState,
+             mix: MixturePlan | None = None) -> None:
+    """The model, the data and the plan in two console lines (and a line per source of a mixture)."""
     stats = plan_stats(epoch.plan, epoch.split.enc_lengths, epoch.split.dec_lengths, make_budget(cfg))
     say(world, f"{type(model).__name__}: {parameter_count(model) / 1e6:.2f}M parameters on {world.size} x "
                f"{world.device.type}; {epoch.split.objective} data {cfg.data}")
+    if mix is not None:
+        say(world, f"tokens/step: {stats['tokens_per_batch']:.0f} real (budget {cfg.max_tokens_per_batch} padded, "
+                   f"padding efficiency {stats['padding_efficiency']:.3f}); {total} steps from step {state.step}; "
+                   f"a mixture of {len(mix.mixture.sources)} builds, weights = fractions of training tokens:")
+        weights = mix.weights_at(state.step)
+        for source, weight in zip(mix.mixture.sources, weights):
+            say(world, f"  {source.name:<16} {weight:6.3f}  {source.tokens:>14,} window tokens a pass, pass p reads "
+                       f"seed-{{p % {source.seeds}}}  {source.path}")
+        return
     say(world, f"tokens/step: {stats['tokens_per_batch']:.0f} real (budget {cfg.max_tokens_per_batch} padded, "
                f"padding efficiency {stats['padding_efficiency']:.3f}); steps/epoch: {len(epoch.plan)}; {total} steps "
                f"from step {state.step}; epoch e reads seed-{{e % {state.seeds}}}")
 
 
 def start(cfg: TrainConfig, world: World, manifest: dict, resume_from: Path | None, saved: dict | None,
-          state: TrainState, total: int, hook: Hook | None) -> tuple[Run, Epoch]:
+          state: TrainState, total: int, hook: Hook | None, mix: MixturePlan | None = None) -> tuple[Run, Epoch]:
     """Set up for the loop: the model and optimizer (a resume restores the checkpoint's optimizer and RNG
     states), the data, then RUN, the device, the collator and the compiled forward; returns the run and
     the epoch it goes on with."""
@@ -648,33 +773,41 @@ def start(cfg: TrainConfig, world: World, manifest: dict, resume_from: Path | No
     if resume_from:
         checkpoint.load(resume_from, saved, optimizer, rank=world.rank, world_size=world.size, device=world.device)
         adapter.load_state_dict(state.adapt)
-    val = validation(cfg, manifest)  # the data is opened before RUN is written: a damaged build leaves no RUN
-    split, plan = epoch_plan(cfg, world, state.epoch, state.seeds)
+    # the data is opened before RUN is written: a damaged build leaves no RUN
+    val = validation(cfg, manifest) if mix is None else mixture_validation(cfg, mix)
+    split, plan = epoch_plan(cfg, world, state.epoch, state.seeds, mix)
     write_run(cfg, world, state.step)
     warn_schedule(cfg, world, total)  # after every check that can fail, so that an error stays one line
     writer = reporters.open_writer(cfg, Path(cfg.out), state.step) if world.main else None
     setup_device(world.device)
     ddp = wrap_ddp(model, world) if world.size > 1 else model
     collator = make_collator(cfg, manifest)
-    if val is None:
-        say(world, f"{cfg.validation or cfg.data}: no validation rows (built with --validation-fraction 0?); "
+    if not val:
+        say(world, f"{(cfg.validation or [cfg.data])[0]}: no validation rows (built with --validation-fraction 0?); "
                    "evaluation is skipped")
-    name = epoch_split(manifest, state.epoch, state.seeds)
-    epoch = Epoch(state.epoch, name, split, plan, row_targets(split, collator))
-    describe(cfg, world, model, epoch, total, state)
+    epoch = make_epoch(state.epoch, split, plan, collator, manifest, state.seeds, mix)
+    describe(cfg, world, model, epoch, total, state, mix)
     shapes = plan_shapes(plan, split.enc_lengths, split.dec_lengths, world.rank, collator)
     forward = make_forward(model, cfg, world, manifest["objective"], shapes)
     run = Run(cfg=cfg, world=world, out=Path(cfg.out), manifest=manifest, total=total, horizon=cfg.decay_steps or total,
               model=model, ddp=ddp, params=[p for p in model.parameters() if p.requires_grad], optimizer=optimizer,
               adapter=adapter, guard=Guard(cfg.max_bad_steps, cfg.out), collator=collator, forward=forward, val=val,
-              writer=writer, hook=hook)
+              writer=writer, hook=hook, mix=mix)
     return run, epoch
+
+
+def make_epoch(index: int, split, plan: list[Batch], collator: Collator, manifest: dict, seeds: int,
+               mix: MixturePlan | None) -> Epoch:
+    """Epoch `index` of this split and plan, with the label tokens of its rows (and a mixture's chunk)."""
+    if mix is None:
+        return Epoch(index, epoch_split(manifest, index, seeds), split, plan, row_targets(split, collator))
+    return Epoch(index, f"chunk {index}", split, plan, row_targets(split, collator), mix.chunk(index))
 
 
 def next_epoch(run: Run, index: int, seeds: int) -> Epoch:
     """Epoch `index`: its split, its plan (the same on every rank) and the label tokens of its rows."""
-    split, plan = epoch_plan(run.cfg, run.world, index, seeds)
-    return Epoch(index, epoch_split(run.manifest, index, seeds), split, plan, row_targets(split, run.collator))
+    split, plan = epoch_plan(run.cfg, run.world, index, seeds, run.mix)
+    return make_epoch(index, split, plan, run.collator, run.manifest, seeds, run.mix)
 
 
 # ----------------------------------------------------------------------------- the loop's steps
@@ -686,8 +819,12 @@ def train_step(run: Run, state: TrainState, epoch: Epoch, window: Window) -> tup
     for group in run.optimizer.param_groups:
         group["lr"] = lr
     batch = epoch.plan[state.cursor]
+    groups = None if epoch.chunk is None else epoch.chunk.source
+    sums = None if groups is None else torch.zeros(len(run.mix.mixture.sources), dtype=torch.float64,
+                                                    device=run.world.device)
     loss, counts = train_batch(run.ddp, batch, epoch.split, epoch.targets, run.collator, run.adapter, cfg=run.cfg,
-                               world=run.world, step=state.step, run=run.out, hook=run.hook, forward=run.forward)
+                               world=run.world, step=state.step, run=run.out, hook=run.hook, forward=run.forward,
+                               groups=groups, group_sums=sums)
     loss, norm, bad = checked(run.world, loss, grad_norm(run.params, run.cfg.grad_clip))  # the step's one sync
     if bad or not batch_targets(batch, epoch.targets):
         skip_step(run, state.step, batch, bad, loss, norm)
@@ -696,6 +833,10 @@ def train_step(run: Run, state: TrainState, epoch: Epoch, window: Window) -> tup
         run.optimizer.zero_grad(set_to_none=True)
         run.guard.good(state.step)
         window.add(loss, counts)
+        if sums is not None:
+            mine = [mb.rows for mb in batch.ranks[run.world.rank] if not mb.padding]
+            mine = np.concatenate(mine) if mine else np.zeros(0, np.int64)
+            window.add_sources(sums, np.bincount(groups[mine], weights=epoch.targets[mine], minlength=len(sums)))
     window.seconds += time.perf_counter() - t0
     state.advance(len(epoch.plan))
     return lr, norm
@@ -720,7 +861,7 @@ def skip_step(run: Run, step: int, batch: Batch, bad: str, loss: float, norm: fl
 def log_window(run: Run, state: TrainState, window: Window, lr: float, norm: float, bar) -> float | None:
     """Log the steps since the last metrics line (metrics.jsonl, TensorBoard, the bar or a console line) and
     add them to the run's totals; returns their mean loss (None if none was applied)."""
-    line = window_metrics(run.world, window)
+    line = window_metrics(run.world, window) | source_fields(run, state, window)
     state.logged_step, state.train_s = state.step, state.train_s + window.seconds
     state.tokens, state.examples = state.tokens + line["tokens"], state.examples + line["examples"]
     epoch = epoch_of_last(state.epoch, state.cursor, state.step)
@@ -737,8 +878,10 @@ def log_window(run: Run, state: TrainState, window: Window, lr: float, norm: flo
 
 def evaluate_and_log(run: Run, step: int) -> dict:
     """Evaluate on the validation rows and log it ({} without validation rows)."""
-    if run.val is None:
+    if not run.val:
         return {}
+    if run.mix is not None:
+        return evaluate_mixture(run, step)
     metrics = evaluate(run.model, *run.val, run.collator, run.world, run.cfg)
     record(run.out, run.world, step=step, **metrics)
     reporters.report(run.writer, {"step": step, **metrics})
@@ -748,10 +891,37 @@ def evaluate_and_log(run: Run, step: int) -> dict:
     return metrics
 
 
+def evaluate_mixture(run: Run, step: int) -> dict:
+    """Evaluate each of a mixture's sets (eval/NAME/loss, eval/NAME/accuracy) and their mean under the weights
+    (eval_loss, eval_accuracy: over the sources' own sets), log it and show it as a table."""
+    weights = run.mix.weights_at(max(step - 1, 0))
+    metrics, rows, mean = {}, [], np.zeros(3)
+    for name, source, (split, microbatches) in run.val:
+        m = evaluate(run.model, split, microbatches, run.collator, run.world, run.cfg)
+        metrics |= {f"eval/{name}/loss": m["eval_loss"], f"eval/{name}/accuracy": m["eval_accuracy"]}
+        weight = None if source is None else float(weights[source])
+        if weight is not None:
+            mean += [weight * m["eval_loss"], weight * m["eval_accuracy"], weight]
+        rows.append(f"  {name:<16}{'-' if weight is None else f'{weight:.3f}':>8}{m['eval_loss']:>10.4f}"
+                    f"{m['eval_accuracy']:>10.4f}")
+    if mean[2]:
+        metrics |= {"eval_loss": mean[0] / mean[2], "eval_accuracy": mean[1] / mean[2]}
+        rows.append(f"  {'weighted mean':<16}{'':>8}{mean[0] / mean[2]:>10.4f}{mean[1] / mean[2]:>10.4f}")
+    record(run.out, run.world, step=step, **metrics)
+    reporters.report(run.writer, {"step": step, **metrics})
+    say(run.world, "\n".join([f"step {step}: evaluation", f"  {'set':<16}{'weight':>8}{'loss':>10}{'accuracy':>10}",
+                              *rows]))
+    return metrics
+
+
 def save_checkpoint(run: Run, state: TrainState) -> None:
     """checkpoint-{step}: weights, optimizer, every rank's RNG states and `state` with the adapter's limits."""
     state.adapt = run.adapter.state_dict()
-    checkpoint.save(run.out, asdict(state), model=run.model, optimizer=run.optimizer, cfg=run.cfg, rank=run.world.rank,
+    saved = asdict(state)
+    if run.mix is not None:
+        saved["mixture"] = {"names": run.mix.mixture.names, "seeds": [s.seeds for s in run.mix.mixture.sources],
+                            "schedule": [[step, w.tolist()] for step, w in run.mix.schedule]}
+    checkpoint.save(run.out, saved, model=run.model, optimizer=run.optimizer, cfg=run.cfg, rank=run.world.rank,
                     world_size=run.world.size)
 
 
@@ -760,7 +930,7 @@ def finish(run: Run, state: TrainState, loss: float | None, metrics: dict, start
     epoch = epoch_of_last(state.epoch, state.cursor, state.step)
     final = {"step": state.step, "epoch": epoch, "loss": loss, **metrics, "tokens": state.tokens,
              "examples": state.examples, "wall_s": time.perf_counter() - started, "train_s": state.train_s,
-             "tokens_per_s": state.tokens / state.train_s if state.train_s else 0.0}
+             "tokens_per_s": state.tokens / state.train_s if state.train_s else 0.0, **source_fields(run, state)}
     if run.world.main:
         write_json(run.out / "final_metrics.json", final)
     if run.writer is not None:
@@ -793,15 +963,21 @@ def run_fit(cfg: TrainConfig, world: World, hook: Hook | None, on_end: Callable 
     manifest = read_manifest(cfg.data)
     cfg.check_objective(manifest["objective"])
     saved = checkpoint.read_json(resume_from / "state.json") if resume_from else None
-    n_seeds, digest = seeds_and_digest(cfg, world, manifest, saved)
-    total = planned_steps(cfg, world, n_seeds)
+    mix = mixture_plan(cfg, world, saved, saved["step"] if saved else 0)
+    if mix is not None:  # the model takes the longest rows of any source
+        manifest = {**manifest, "input_length": max(s.manifest["input_length"] for s in mix.mixture.sources)}
+    n_seeds, digest = seeds_and_digest(cfg, world, manifest, saved, mix)
+    total = planned_steps(cfg, world, n_seeds, mix)
     if saved is not None and (done := checkpoint.finished(resume_from, saved, total)) is not None:  # change nothing
         say(world, f"{Path(cfg.out)}: already trained to step {done['step']} of {total}; nothing to do (raise "
                    "--max-steps or --epochs to train further)")
         return done
-    say_seeds_added(cfg, world, len(manifest["seeds"]), n_seeds)  # after the check above: a finished run says only that
+    if mix is None:  # after the check above: a finished run says only that
+        say_seeds_added(cfg, world, len(manifest["seeds"]), n_seeds)
     state = TrainState.begin(world, saved, n_seeds, digest)
-    run, epoch = start(cfg, world, manifest, resume_from, saved, state, total, hook)
+    if mix is not None and state.cursor and state.cursor == len(mix.chunk(state.epoch).plan):  # cut by new weights
+        state.epoch, state.cursor = state.epoch + 1, 0
+    run, epoch = start(cfg, world, manifest, resume_from, saved, state, total, hook, mix)
 
     # -- the loop: one optimizer step, then logging, evaluation and a checkpoint, each on its own schedule
     metrics = evaluate_and_log(run, state.step) if cfg.eval_every and state.step == 0 else {}

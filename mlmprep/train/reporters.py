@@ -42,5 +42,6 @@ def report(writer, fields: dict) -> None:
     group = "eval" if any(key.startswith("eval_") for key in fields) else "train"
     for key, value in fields.items():
         if key != "step" and isinstance(value, (int, float)) and not isinstance(value, bool):
-            writer.add_scalar(f"{group}/{key.removeprefix('eval_')}", value, fields["step"])
+            name = key if key.startswith("eval/") else f"{group}/{key.removeprefix('eval_')}"  # eval/SOURCE/loss
+            writer.add_scalar(name, value, fields["step"])
     writer.flush()  # a killed run keeps what it logged
