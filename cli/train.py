@@ -20,6 +20,7 @@ TRAIN_EXAMPLES = """Examples:
   mlmprep train mlmprep-data --out runs/a --resume         # continue from the last checkpoint, same options
   mlmprep train mlmprep-data --config train.yaml --out runs/b --report-to tensorboard
   torchrun --nproc_per_node 2 -m mlmprep train mlmprep-data --out runs/c   # DDP: one process per device
+  mlmprep train s3://bucket/data --cache-dir /local/ssd --out runs/d     # each epoch's seed fetched ahead
 """
 
 
@@ -28,7 +29,8 @@ TRAIN_EXAMPLES = """Examples:
 @config_options(TrainConfig)
 def train(
     data: Annotated[str | None, typer.Argument(
-        help=f"A directory written by mlmprep build. [default: {TrainConfig.data}]", show_default=False)] = None,
+        help=f"A directory written by mlmprep build, or its URL (s3://, gs://), read through a local cache. "
+             f"[default: {TrainConfig.data}]", show_default=False)] = None,
     *,
     config: Annotated[Path | None, typer.Option(help="JSON/YAML file of options; the command line overrides it.",
                                                 rich_help_panel="Data", metavar="FILE")] = None,

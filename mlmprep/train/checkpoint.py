@@ -27,6 +27,7 @@ import numpy as np
 
 from mlmprep.config import TrainConfig, to_dict
 from mlmprep.errors import CacheError, ConfigError
+from mlmprep.format.cache import local_build
 from mlmprep.format.write import write_hf_tokenizer, write_json
 
 PREFIX = "checkpoint-"
@@ -36,7 +37,8 @@ CONFIG = "train_config.json"
 # --out is where the run is, however spelled, or wherever it was moved to.
 RESUMABLE = frozenset(
     {"data", "out", "resume", "epochs", "max_steps", "max_tokens", "eval_every", "validation", "log_every",
-     "save_every", "keep_checkpoints", "compile", "max_bad_steps", "report_to"}
+     "save_every", "keep_checkpoints", "compile", "max_bad_steps", "report_to", "cache_dir", "cache_limit",
+     "prefetch_epochs", "fetch_threads", "fetch_bandwidth"}
 )
 
 
@@ -94,7 +96,7 @@ def save(run: Path, state: dict, *, model, optimizer, cfg: TrainConfig, rank: in
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
         model.save_pretrained(str(tmp / "model"))
-        save_tokenizer(Path(cfg.data), tmp / "model")
+        save_tokenizer(local_build(cfg.data), tmp / "model")
         torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
         torch.save(rngs, tmp / "rng.pt")
         write_json(tmp / "state.json", state)
