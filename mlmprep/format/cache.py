@@ -172,10 +172,15 @@ class SeedCache:
         self.throttle = Throttle(bandwidth or 0)
         self.workers, self.prefetcher = Workers(threads, "fetch"), Workers(1, "prefetch")
         self.limit, self.wait_s, self.skipped = limit, None, set()
+        self.last_epoch: int | None = None  # the run's last epoch, when known: no seed is prefetched past it
         self.remove_stale(base)
         self.install(MANIFEST, raw)
         self.manifest = load.read_manifest(self.root)
         self.sizes = {name: sum(f["bytes"] for f in entry["files"]) for name, entry in self.manifest["splits"].items()}
+        if unlisted := [name for name, entry in self.manifest["splits"].items()
+                        if "state.json" not in {f["name"] for f in entry["files"]}]:
+            raise CacheError(f"{self.url}/{MANIFEST}: lists no state.json for {', '.join(unlisted)}, so those splits "
+                             "cannot be checked as they download; rebuild it with this mlmprep")
         self.check_limit()
         write_json_once(self.root / SOURCE, {"url": self.url, "manifest_sha256": hashlib.sha256(raw).hexdigest()})
         self.fetch_tokenizer()
@@ -444,7 +449,15 @@ def open_data(cfg, log: Callable[[str], None] = lambda _: None) -> str:
                         (("--cache-limit", cfg.cache_limit), ("--fetch-bandwidth", cfg.fetch_bandwidth)))
     OPEN[cfg.data] = SeedCache(cfg.data, cfg.cache_dir, limit=limit, prefetch_epochs=cfg.prefetch_epochs,
                                threads=cfg.fetch_threads, bandwidth=bandwidth, log=log)
+    if not cfg.max_steps and not cfg.max_tokens:  # the run ends with epoch --epochs - 1: nothing past it is fetched
+        OPEN[cfg.data].last_epoch = cfg.epochs - 1
     return str(OPEN[cfg.data].root)
+
+
+def close(data: str) -> None:
+    """The run on `data` is over: stop its background fetches and release its locks."""
+    if (cache := OPEN.pop(data, None)) is not None:
+        cache.close()
 
 
 def local_build(data: str) -> Path:
@@ -461,7 +474,10 @@ def open_epoch(data: str, epoch: int, seeds: int | None = None, *, planning: boo
     name = load.epoch_split(cache.manifest, epoch, seeds)
     if planning:
         return cache.lengths(name)
-    upcoming = [load.epoch_split(cache.manifest, epoch + k, seeds) for k in range(1, cache.prefetch_epochs + 1)]
+    last = epoch + cache.prefetch_epochs
+    if cache.last_epoch is not None:
+        last = min(last, cache.last_epoch)
+    upcoming = [load.epoch_split(cache.manifest, later, seeds) for later in range(epoch + 1, last + 1)]
     return load.open_epoch(cache.ensure(name, upcoming), epoch, seeds)
 
 
@@ -499,5 +515,5 @@ def clear(cache_dir: str | Path | None = None, url: str | None = None) -> tuple[
     return removed, busy
 
 
-__all__ = ["RowLengths", "SeedCache", "clear", "default_cache_dir", "fetch_wait", "is_url", "local_build", "mirrors",
-           "open_data", "open_epoch"]
+__all__ = ["RowLengths", "SeedCache", "clear", "close", "default_cache_dir", "fetch_wait", "is_url", "local_build",
+           "mirrors", "open_data", "open_epoch"]

@@ -835,6 +835,7 @@ def run_fit(cfg: TrainConfig, world: World, hook: Hook | None, on_end: Callable 
     if not metrics:  # no evaluation yet (say, a run killed after its last checkpoint, resumed): evaluate now
         metrics = evaluate_and_log(run, state.step)
     final = finish(run, state, loss, metrics, started)
+    remote.close(cfg.data)
     if on_end is not None:
         on_end(run.model)
     return final
