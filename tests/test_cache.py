@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from fakes import write_fake_build
+from fakes import list_metadata_files, write_fake_build
 from s3server import Fault
 from safetensors.torch import load_file
 from typer.testing import CliRunner
@@ -28,7 +28,6 @@ from mlmprep.config import TrainConfig, parse_size, size_text
 from mlmprep.errors import CacheError, ConfigError
 from mlmprep.format import cache as remote
 from mlmprep.format.load import open_split, read_manifest
-from mlmprep.format.write import file_sha256
 from mlmprep.train.loop import World, epoch_plan, fit
 
 pytest.importorskip("s3fs")
@@ -57,15 +56,7 @@ def upload(s3, build: Path) -> str:
 
 
 def fake_build(directory: Path, **options) -> Path:
-    """write_fake_build with every split file in the manifest, as mlmprep build lists them."""
-    data = write_fake_build(directory, format_version=3, **options)
-    manifest = json.loads((data / "manifest.json").read_text())
-    for name, entry in manifest["splits"].items():
-        listed = {f["name"] for f in entry["files"]}
-        entry["files"] += [{"name": p.name, "bytes": p.stat().st_size, "sha256": file_sha256(p)}
-                           for p in sorted((data / name).glob("*.json")) if p.name not in listed]
-    (data / "manifest.json").write_text(json.dumps(manifest))
-    return data
+    return list_metadata_files(write_fake_build(directory, format_version=3, **options))
 
 
 def weights(run: Path, step: int) -> dict:
