@@ -274,11 +274,10 @@ class SeedCache:
 
     def prefetch(self, name: str, keep: list[str]) -> None:
         """Fetch split `name` ahead of its epoch if the limit has room; failures wait for the boundary."""
-        if not self.make_room(name, keep, required=False):
+        if (full := self.make_room(name, keep, required=False)) is not None:
             if name not in self.skipped:
                 self.skipped.add(name)
-                self.log(f"{self.url}: not prefetching {name}: --cache-limit {size_text(self.limit)} has no room for "
-                         "it beside the seeds in use; it is fetched when its epoch starts")
+                self.log(f"{self.url}: not prefetching {name}: {full}; it is fetched when its epoch starts")
             return
         try:
             with locked(self.locks / f"{name}.use", shared=True):
@@ -317,10 +316,10 @@ class SeedCache:
     def complete(self, name: str) -> bool:
         return self.missing(name) == 0
 
-    def make_room(self, name: str, keep: list[str], *, required: bool) -> bool:
+    def make_room(self, name: str, keep: list[str], *, required: bool) -> str | None:
         """Evict seed splits outside `keep` that no process reads (without a limit, all of them; with one, the
-        least recently fetched until `name` fits), then check the free disk. Returns whether `name` fits the
-        limit; when `required`, a disk without room for it stops the run in one line."""
+        least recently fetched until `name` fits), then check the free disk. Returns why `name` does not fit,
+        or None; when `required`, a disk without room for it stops the run in one line."""
         need = self.missing(name)
         seeds = {s["split"] for s in self.manifest["seeds"]}
         present = sorted((p for p in self.root.iterdir() if p.name in seeds and p.name not in keep),
@@ -332,14 +331,15 @@ class SeedCache:
                 if free:
                     self.log(f"{self.url}: evicting {path.name} from the cache ({size_text(self.sizes[path.name])})")
                     shutil.rmtree(path)
-        fits = self.limit is None or self.used() + need <= self.limit
         free = shutil.disk_usage(self.root).free
         if need > free:
             if not required:
-                return False
+                return f"{self.root} has {size_text(free)} free, {name} needs {size_text(need)}"
             raise CacheError(f"{self.root}: {size_text(free)} free, but {name} of {self.url} needs {size_text(need)}; "
                              "free disk space or give --cache-dir on a larger disk")
-        return fits
+        if self.limit is not None and self.used() + need > self.limit:
+            return f"--cache-limit {size_text(self.limit)} has no room for it beside the splits in use"
+        return None
 
     # -- files
     @staticmethod
