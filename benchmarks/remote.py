@@ -1,6 +1,6 @@
 """Training from object storage through the seed cache against training from local disk.
 
-    python -m benchmarks.remote            # tiny T5 on CPU; 6 seeds, 8 epochs per side, best of 2
+    python -m benchmarks.remote            # tiny T5 on CPU; 6 seeds, 6 epochs per side, best of 2
     python -m benchmarks.remote --quick    # 4 seeds, 5 epochs, once (CI)
 
 One build (span-corrupted windows of tests.fakes, fixed length) is trained on twice with the same options,
@@ -60,7 +60,7 @@ def measure(held: list[int], cache_dir: Path):
 
 
 def run(quick: bool) -> dict:
-    seeds, epochs, rows, repeats = (4, 5, 400, 1) if quick else (6, 8, 1500, 2)
+    seeds, epochs, rows, repeats = (4, 5, 400, 1) if quick else (6, 6, 1000, 2)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # the tiny model runs fastest on one thread; both sides alike
     with tempfile.TemporaryDirectory() as tmp, s3_server() as server, s3_environment(server):

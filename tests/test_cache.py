@@ -221,24 +221,25 @@ def test_a_damaged_file_is_fetched_twice_then_stops_the_run_in_one_line(tmp_path
     assert not list((tmp_path / "run").glob("checkpoint-*"))  # no step was trained
 
 
-def test_a_store_gone_at_a_boundary_stops_the_run_with_its_checkpoints_then_it_resumes(tmp_path, s3, tiny_build):
+def test_a_store_gone_at_a_boundary_stops_the_run_with_its_checkpoints_then_it_resumes(tmp_path, s3, s3_proxy,
+                                                                                        tiny_build):
     url = upload(s3, tiny_build)
     base = dict(**FAST, epochs=2, seed=2)
     steps = len(epoch_plan(TrainConfig(data=str(tiny_build), **base), CPU, 0)[1])
     a = fit(TrainConfig(data=str(tiny_build), out=str(tmp_path / "a"), **base))
-    fs, hidden = s3.fs(), tmp_path / "seed-1"
-    fs.get(f"{url[5:]}/seed-1", str(hidden), recursive=True)
+    gone = Fault(lambda method, path: "/seed-1/" in path, kind="reset", times=0)
+    s3_proxy.add(gone)
 
-    def store_loses_seed_1(step, k, rows, padding):
+    def store_goes_away(step, k, rows, padding):
         if step == 1 and k == 0:
-            fs.rm(f"{url[5:]}/seed-1", recursive=True)
+            gone.times = 10**6  # every request for seed-1 from now on: the connection is reset
 
     b = TrainConfig(data=url, out=str(tmp_path / "b"), cache_dir=str(tmp_path / "cache"), prefetch_epochs=0,
                     **{**base, "save_every": steps})
-    with pytest.raises(CacheError, match=f"^{url}/seed-1/.*cannot be read .* after 5 tries; .*--resume"):
-        fit(b, hook=store_loses_seed_1)
+    with pytest.raises(CacheError, match=f"^{url}/seed-1/.*: cannot be read .* after 5 tries; .*--resume"):
+        fit(b, hook=store_goes_away)
     assert [p.name for p in (tmp_path / "b").glob("checkpoint-*")] == [f"checkpoint-{steps}"]
-    fs.put(str(hidden), f"{url[5:]}/seed-1", recursive=True)
+    gone.times = 0  # the store answers again
     final = fit(replace(b, resume=True))
     assert same_weights(weights(tmp_path / "a", a["step"]), weights(tmp_path / "b", final["step"]))
 

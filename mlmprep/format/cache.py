@@ -104,8 +104,14 @@ class Workers:
 
     def __init__(self, n: int, name: str):
         self.tasks: queue.Queue = queue.Queue()
+        self.n = n
         for k in range(n):
             threading.Thread(target=self.work, name=f"{name}-{k}", daemon=True).start()
+
+    def stop(self) -> None:
+        """End each thread once the calls submitted before are done."""
+        for _ in range(self.n):
+            self.tasks.put(None)
 
     def submit(self, fn: Callable, *args) -> Future:
         future: Future = Future()
@@ -113,8 +119,8 @@ class Workers:
         return future
 
     def work(self) -> None:
-        while True:
-            future, fn, args = self.tasks.get()
+        while (task := self.tasks.get()) is not None:
+            future, fn, args = task
             if not future.set_running_or_notify_cancel():
                 continue
             try:
@@ -412,16 +418,18 @@ class SeedCache:
             try:
                 return self.fs.cat_file(remote, start=start, end=end)
             except Exception as exc:  # whatever the store's client raises: retried, then one line
-                if attempt == ATTEMPTS - 1 or isinstance(exc, PermissionError):
-                    raise CacheError(f"{url}: cannot be read ({one_line(exc)}) after {attempt + 1} tries; the run "
-                                     "stops here, its checkpoints kept: resume it with --resume once the store "
-                                     "answers") from exc
+                if attempt == ATTEMPTS - 1 or isinstance(exc, (FileNotFoundError, PermissionError)):  # final answers
+                    tries = f"{attempt + 1} tries" if attempt else "1 try"
+                    raise CacheError(f"{url}: cannot be read ({one_line(exc)}) after {tries}; the run stops here, its "
+                                     "checkpoints kept: resume it with --resume once the store answers") from exc
                 time.sleep(BACKOFF_S * 2**attempt)
         raise AssertionError("unreachable")
 
     def close(self) -> None:
         """Stop background fetches and release this run's locks."""
         self.stopping.set()
+        self.workers.stop()
+        self.prefetcher.stop()
         for fd in [*self.held.values(), self.open_fd]:
             os.close(fd)
         self.held = {}
