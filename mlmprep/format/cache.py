@@ -21,6 +21,7 @@ import os
 import queue
 import re
 import shutil
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -312,7 +313,7 @@ class SeedCache:
             self.held[name] = lock_file(self.locks / f"{name}.use", shared=True)
 
     def used(self) -> int:
-        return sum(p.stat().st_size for p in self.root.rglob("*") if p.is_file() and LOCKS not in p.parts)
+        return tree_bytes(self.root)
 
     def missing(self, name: str) -> int:
         """Bytes of split `name` not yet in the mirror."""
@@ -329,14 +330,14 @@ class SeedCache:
         need = self.missing(name)
         seeds = {s["split"] for s in self.manifest["seeds"]}
         present = sorted((p for p in self.root.iterdir() if p.name in seeds and p.name not in keep),
-                         key=lambda p: p.stat().st_mtime)
+                         key=lambda p: getattr(stat_or_none(p), "st_mtime", 0.0))
         for path in present:
             if self.limit is not None and self.used() + need <= self.limit:
                 break
             with locked(self.locks / f"{path.name}.use", wait=False) as free:
                 if free:
                     self.log(f"{self.url}: evicting {path.name} from the cache ({size_text(self.sizes[path.name])})")
-                    shutil.rmtree(path)
+                    shutil.rmtree(path, ignore_errors=True)  # (another thread may have evicted it just now)
         free = shutil.disk_usage(self.root).free
         if need > free:
             if not required:
@@ -351,10 +352,8 @@ class SeedCache:
     @staticmethod
     def landed(path: Path, record: dict) -> bool:
         """A file is in the mirror once renamed into place, which only a checked download does."""
-        try:
-            return path.stat().st_size == record["bytes"]
-        except FileNotFoundError:
-            return False
+        found = stat_or_none(path)
+        return found is not None and found.st_size == record["bytes"]
 
     def fetch_split(self, name: str) -> None:
         """Download split `name`'s missing files (fetch_threads at once), logging its size and speed."""
@@ -435,6 +434,20 @@ class SeedCache:
         self.held = {}
 
 
+def stat_or_none(path: Path) -> os.stat_result | None:
+    """The file's stat, or None once it is gone (renamed into place or evicted by another thread or run)."""
+    try:
+        return path.stat()
+    except FileNotFoundError:
+        return None
+
+
+def tree_bytes(root: Path) -> int:
+    """Bytes of the files under a mirror (its locks left out), while other threads and runs change it."""
+    sizes = (stat_or_none(p) for p in root.rglob("*") if LOCKS not in p.parts)
+    return sum(st.st_size for st in sizes if st is not None and stat.S_ISREG(st.st_mode))
+
+
 def write_json_once(path: Path, data: dict) -> None:
     if not path.is_file():
         tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.part")
@@ -505,8 +518,7 @@ def mirrors(cache_dir: str | Path | None = None) -> list[dict]:
         with locked(root / LOCKS / "open.lock", wait=False) as free:
             in_use = not free
         splits = sorted(p.name for p in root.iterdir() if p.is_dir() and p.name != LOCKS)
-        size = sum(p.stat().st_size for p in root.rglob("*") if p.is_file() and LOCKS not in p.parts)
-        found.append({"dir": root, "url": source["url"], "bytes": size, "splits": splits, "in_use": in_use})
+        found.append({"dir": root, "url": source["url"], "bytes": tree_bytes(root), "splits": splits, "in_use": in_use})
     return found
 
 

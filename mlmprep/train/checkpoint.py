@@ -27,7 +27,6 @@ import numpy as np
 
 from mlmprep.config import TrainConfig, to_dict
 from mlmprep.errors import CacheError, ConfigError
-from mlmprep.format.cache import local_build
 from mlmprep.format.write import write_hf_tokenizer, write_json
 
 PREFIX = "checkpoint-"
@@ -84,6 +83,8 @@ def save(run: Path, state: dict, *, model, optimizer, cfg: TrainConfig, rank: in
     cfg.keep_checkpoints. Every rank calls it: rank 0 writes, with every rank's RNG state, while the others wait."""
     import torch
     import torch.distributed as dist
+
+    from mlmprep.format.cache import local_build
 
     rngs = [rng_state()]
     if world_size > 1:
