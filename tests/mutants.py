@@ -448,7 +448,7 @@ MUTANTS = [
            "            if self.limit is None:",
            ("tests/test_cache.py::test_a_cache_limit_with_room_keeps_seeds_so_each_downloads_once",)),
     Mutant("cache-plan-decoder-lengths", "mlmprep/format/cache.py",  # the planned rows get the encoder's length twice
-           "            dec = manifest[\"target_length\"] if", "            dec = manifest[\"input_length\"] if",
+           "np.full(rows, dec if objective", "np.full(rows, enc if objective",
            ("tests/test_cache.py::test_the_plan_of_a_fixed_length_build_needs_no_download_and_equals_the_splits_lengths",)),
     Mutant("cache-no-retry", "mlmprep/format/cache.py",  # one failed read stops the run
            "ATTEMPTS = 5  #", "ATTEMPTS = 1  #", ("tests/test_cache.py::test_store_faults_are_retried_and_the_bytes_are_the_builds",)),

@@ -113,6 +113,15 @@ def test_the_plan_of_a_fixed_length_build_needs_no_download_and_equals_the_split
     assert data_gets(s3_proxy, "seed-0") == data_gets(s3_proxy, "seed-1") == 0
 
 
+def test_the_plan_of_a_fixed_length_mlm_build_has_no_decoder_tokens(tmp_path, s3):
+    data = fake_build(tmp_path / "data", objective="mlm", n_rows=30, n_seeds=2)
+    url = upload(s3, data)
+    remote.open_data(TrainConfig(data=url, cache_dir=str(tmp_path / "cache")))
+    planned, split = remote.open_epoch(url, 1, planning=True), open_split(data / "seed-1")
+    assert isinstance(planned, remote.RowLengths)  # from the schema, not a download
+    assert np.array_equal(planned.enc_lengths, split.enc_lengths) and not planned.dec_lengths.any()
+
+
 def test_a_variable_length_mlm_build_from_s3_trains_as_from_its_local_copy(tmp_path, s3):
     lengths = np.random.default_rng(2).integers(8, 40, size=150)
     data = fake_build(tmp_path / "data", objective="mlm", n_rows=150, lengths=lengths, n_seeds=3)

@@ -295,17 +295,42 @@ class SeedCache:
             self.log(f"prefetching {name} failed ({exc}); it is tried again when its epoch starts")
 
     def lengths(self, name: str) -> RowLengths | load.Split:
-        """Split `name`'s row lengths for planning. A fixed-length build's come from its manifest, without a
-        download; otherwise the split is fetched (evicting as an epoch would) and opened."""
-        manifest, rows = self.manifest, self.manifest["splits"][name]["rows"]
-        if manifest.get("fixed_length") is True:
-            dec = manifest["target_length"] if manifest["objective"] == "span" else 0
-            return RowLengths(f"{self.url}/{name}", np.full(rows, manifest["input_length"], np.int64),
-                              np.full(rows, dec, np.int64))
+        """Split `name`'s row lengths for planning. Where the Arrow schema stores fixed-size lists (exact token
+        windows) every row has the schema's widths, and the manifest has the row count: no download. Otherwise
+        the split is fetched (evicting as an epoch would) and opened."""
+        rows, objective = self.manifest["splits"][name]["rows"], self.manifest["objective"]
+        widths = self.fixed_widths(name)
+        if widths is not None:
+            enc, dec = widths
+            return RowLengths(f"{self.url}/{name}", np.full(rows, enc, np.int64),
+                              np.full(rows, dec if objective == "span" else 0, np.int64))
         with locked(self.locks / f"{name}.use", shared=True):
             self.make_room(name, [name], required=True)
             self.fetch_split(name)
-            return load.open_split(self.root / name, objective=manifest["objective"])
+            return load.open_split(self.root / name, objective=objective)
+
+    def fixed_widths(self, name: str) -> tuple[int, int] | None:
+        """(input_ids, labels) widths of split `name` when both columns are fixed-size lists, else None. The schema
+        is the head of the split's first data file: every split of a build is written with the same one, so the
+        local validation split's answers when there is one."""
+        import pyarrow as pa
+
+        source = "validation" if (self.root / "validation" / "state.json").is_file() else name
+        record = next((f for f in self.manifest["splits"][source]["files"] if f["name"].endswith(".arrow")), None)
+        if record is None:
+            return None
+        local = self.root / source / record["name"]
+        if self.landed(local, record):
+            with pa.memory_map(str(local)) as head:
+                schema = pa.ipc.open_stream(head).schema
+        else:
+            head = self.read_range(f"{self.remote}/{source}/{record['name']}", f"{self.url}/{source}/{record['name']}",
+                                   0, min(record["bytes"], 1 << 16))
+            schema = pa.ipc.open_stream(pa.BufferReader(head)).schema
+        types = [schema.field(column).type for column in load.COLUMNS if column in schema.names]
+        if len(types) != 2 or not all(pa.types.is_fixed_size_list(t) for t in types):
+            return None
+        return types[0].list_size, types[1].list_size
 
     # -- bounded disk
     def hold(self, name: str) -> None:
