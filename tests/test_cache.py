@@ -298,6 +298,17 @@ def test_cache_ls_and_clear(tmp_path, s3, tiny_build):
     assert cleared.output.startswith("removed 1 cached build (") and not cache.root.exists()
 
 
+def test_a_url_without_a_manifest_is_one_line(tmp_path, s3):
+    bucket = s3.bucket()
+    s3.fs().pipe(f"{bucket}/half/seed-0/data-00000-of-00001.arrow", b"an unfinished build")
+    result = CliRunner().invoke(app, ["train", f"s3://{bucket}/half", "--cache-dir", str(tmp_path / "cache"),
+                                      "--out", str(tmp_path / "run")])
+    assert result.exit_code == 2
+    assert result.output == f"error: s3://{bucket}/half: no manifest.json, so no finished build there; give the URL " \
+                            "mlmprep build wrote to (its manifest is written last)\n"
+    assert not (tmp_path / "run").exists()
+
+
 def test_the_default_cache_dir_follows_xdg_cache_home(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert remote.default_cache_dir() == tmp_path / "xdg" / "mlmprep"

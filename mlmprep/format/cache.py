@@ -180,6 +180,15 @@ class SeedCache:
         self.workers, self.prefetcher = Workers(threads, "fetch"), Workers(1, "prefetch")
         self.limit, self.wait_s, self.skipped = limit, None, set()
         self.last_epoch: int | None = None  # the run's last epoch, when known: no seed is prefetched past it
+        try:
+            self.open(base, raw)
+        except BaseException:
+            self.close()
+            raise
+
+    # -- opening
+    def open(self, base: Path, raw: bytes) -> None:
+        """Install the manifest, check it and the limit, then fetch the tokenizer and validation."""
         self.remove_stale(base)
         self.install(MANIFEST, raw)
         self.manifest = load.read_manifest(self.root)
@@ -195,7 +204,6 @@ class SeedCache:
             self.hold("validation")
             self.fetch_split("validation")
 
-    # -- opening
     def manifest_bytes(self) -> bytes:
         """The build's manifest.json, its commit point: a prefix without one is no build."""
         try:
