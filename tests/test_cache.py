@@ -231,8 +231,9 @@ def test_a_damaged_file_is_fetched_twice_then_stops_the_run_in_one_line(tmp_path
 
 
 def test_a_store_gone_at_a_boundary_stops_the_run_with_its_checkpoints_then_it_resumes(tmp_path, s3, s3_proxy,
-                                                                                        tiny_build):
+                                                                                        tiny_build, monkeypatch):
     url = upload(s3, tiny_build)
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "2")  # botocore's own retries of each read: fewer, so the test is quick
     base = dict(**FAST, epochs=2, seed=2)
     steps = len(epoch_plan(TrainConfig(data=str(tiny_build), **base), CPU, 0)[1])
     a = fit(TrainConfig(data=str(tiny_build), out=str(tmp_path / "a"), **base))
