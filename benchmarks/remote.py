@@ -27,6 +27,7 @@ import torch
 from benchmarks import docs
 from benchmarks.common import Figure, ratio
 from mlmprep.config import TrainConfig, size_text
+from mlmprep.format.cache import tree_bytes
 from mlmprep.format.load import read_manifest
 from mlmprep.train.loop import fit
 from tests.fakes import list_metadata_files, write_fake_build
@@ -46,7 +47,7 @@ def disk_bound(build: Path) -> int:
 
 def split_bytes(cache_dir: Path) -> int:
     """Bytes of the split directories in the cache (its manifest, tokenizer and locks left out)."""
-    return sum(p.stat().st_size for p in cache_dir.glob("*/*/*") if p.is_file() and p.parent.name != ".locks")
+    return sum(tree_bytes(split) for split in cache_dir.glob("*/*") if split.is_dir() and split.name != ".locks")
 
 
 def measure(held: list[int], cache_dir: Path):
@@ -86,7 +87,7 @@ def run(quick: bool) -> dict:
                 shutil.rmtree(out)
         bound, seed = disk_bound(build), seed_bytes(build)
     torch.set_num_threads(threads)
-    return {"seeds": seeds, "epochs": epochs, "local": max(sides["local"]), "s3": max(sides["s3"]),
+    return {"quick": quick, "seeds": seeds, "epochs": epochs, "local": max(sides["local"]), "s3": max(sides["s3"]),
             "wait_s": min(waits), "peak": peak, "bound": bound, "seed_bytes": seed}
 
 
@@ -100,7 +101,9 @@ def figures(result: dict) -> list[Figure]:
     return [
         Figure(f"tokens/s, local disk ({result['seeds']} seeds, {result['epochs']} epochs)", f"{result['local']:,.0f}"),
         Figure("tokens/s, s3:// (local server) through the cache", f"{result['s3']:,.0f}"),
-        Figure("s3:// / local tokens/s", ratio(result["s3"], result["local"]), ">= 0.95x", speed >= 0.95),
+        # a quick run lasts a second or two: the first fetch and the store's client are not amortised, so not judged
+        Figure("s3:// / local tokens/s", ratio(result["s3"], result["local"]), ">= 0.95x",
+               None if result["quick"] else speed >= 0.95),
         Figure("epoch boundaries waited for data (all epochs)", f"{result['wait_s']:.2f} s"),
         Figure(f"cache's peak split bytes / (2 seeds + validation), a seed {size_text(result['seed_bytes'])}",
                f"{result['peak'] / result['bound']:.2f}", "<= 1.00", result["peak"] <= result["bound"]),
