@@ -5,7 +5,7 @@
 
 One build (span-corrupted windows of tests.fakes, fixed length) is trained on twice with the same options,
 side by side in one process: from its directory, and from a local S3 server (moto's server mode on
-loopback, tests.s3server) as `s3://bucket/build` through the cache (a fresh cache directory, so every seed
+loopback, in a process of its own) as `s3://bucket/build` through the cache (a fresh cache directory, so every seed
 is fetched: the first one and validation before epoch 0, each next one during the epoch before it).
 Reported: real training tokens per second of wall time over the whole run (set-up, fetches, epoch
 boundaries and the final evaluation included; one warm-up run first pays the imports), their ratio, the
@@ -16,9 +16,15 @@ directories held at any step against two seeds plus validation, whatever the num
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import shutil
+import socket
+import subprocess
+import sys
 import tempfile
+import time
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -31,10 +37,31 @@ from mlmprep.format.cache import tree_bytes
 from mlmprep.format.load import read_manifest
 from mlmprep.train.loop import fit
 from tests.fakes import list_metadata_files, write_fake_build
-from tests.s3server import s3_environment, s3_server
+from tests.s3server import S3Server, free_port, s3_environment
 
 OPTIONS = dict(max_tokens_per_batch=4096, max_tokens_per_microbatch=2048, max_examples_per_microbatch=64,
                warmup_steps=4, eval_every=0, log_every=10, save_every=0)
+
+
+@contextlib.contextmanager
+def store_process() -> Iterator[S3Server]:
+    """moto's S3 server in a process of its own, as a store is: its request handling takes no turn of this
+    process's interpreter from the training."""
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
+                break
+            if time.monotonic() > deadline or server.poll() is not None:
+                raise RuntimeError(f"moto's server did not start on port {port}")
+            time.sleep(0.1)
+        yield S3Server(f"http://127.0.0.1:{port}")
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
 
 
 def disk_bound(build: Path) -> int:
@@ -64,7 +91,7 @@ def run(quick: bool) -> dict:
     seeds, epochs, rows, repeats = (4, 5, 400, 1) if quick else (6, 6, 1000, 2)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # the tiny model runs fastest on one thread; both sides alike
-    with tempfile.TemporaryDirectory() as tmp, s3_server() as server, s3_environment(server):
+    with tempfile.TemporaryDirectory() as tmp, store_process() as server, s3_environment(server):
         work = Path(tmp)
         build = list_metadata_files(write_fake_build(work / "build", n_rows=rows, n_seeds=seeds, format_version=3))
         bucket = server.bucket()
@@ -77,7 +104,7 @@ def run(quick: bool) -> dict:
             for side in sides:
                 out, cache_dir, held = work / f"run-{side}-{k}", work / f"cache-{k}", []
                 data = str(build) if side == "local" else f"s3://{bucket}/build"
-                hook = measure(held, cache_dir) if side == "s3" else None
+                hook = measure(held, cache_dir) if side == "s3" else None  # a glob of a few files per step
                 final = fit(replace(cfg, data=data, out=str(out), cache_dir=str(cache_dir)), hook=hook)
                 sides[side].append(final["tokens"] / final["wall_s"])
                 if side == "s3":
