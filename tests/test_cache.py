@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 import threading
 import time
 from dataclasses import replace
@@ -198,6 +200,20 @@ def test_runs_sharing_the_cache_download_each_file_once_and_never_read_half_of_o
     assert not list(first.root.rglob("*.part"))
     for cache in caches:
         cache.close()
+
+
+def test_two_processes_sharing_the_cache_download_each_file_once(tmp_path, s3, s3_proxy, tiny_build):
+    url = upload(s3, tiny_build)
+    s3_proxy.bandwidth = 50_000  # seed-1's 26 kB take half a second: the processes overlap
+    code = ("import sys\nfrom mlmprep.format.cache import SeedCache\n"
+            "cache = SeedCache(sys.argv[1], sys.argv[2])\nprint(cache.ensure('seed-1', []))")
+    runs = [subprocess.Popen([sys.executable, "-c", code, url, str(tmp_path / "cache")], stdout=subprocess.PIPE,
+                             text=True) for _ in range(2)]
+    roots = {run.communicate(timeout=120)[0].strip() for run in runs}
+    assert [run.returncode for run in runs] == [0, 0] and len(roots) == 1
+    assert data_gets(s3_proxy, "seed-1") == 1
+    name = "seed-1/data-00000-of-00001.arrow"
+    assert (Path(roots.pop()) / name).read_bytes() == (tiny_build / name).read_bytes()
 
 
 def test_store_faults_are_retried_and_the_bytes_are_the_builds(tmp_path, s3, s3_proxy, tiny_build):
