@@ -84,7 +84,7 @@ def _register() -> None:
         importlib.import_module(f"mlmprep.cli.{name}")
 
 
-COMMAND_MODULES: tuple[str, ...] = ("build", "train", "verify", "compare")
+COMMAND_MODULES: tuple[str, ...] = ("build", "train", "verify", "compare", "cache")
 
 
 _register()

@@ -22,6 +22,7 @@ TRAIN_EXAMPLES = """Examples:
   torchrun --nproc_per_node 2 -m mlmprep train mlmprep-data --out runs/c   # DDP: one process per device
   mlmprep train web books wiki=data/wikipedia --weights 0.6,0.3,0.1 --max-tokens 2000000000 --out runs/mix
   mlmprep train web books wiki --mix temperature:2 --max-steps 100000 --out runs/t2   # weights ~ size^(1/2)
+  mlmprep train s3://bucket/data --cache-dir /local/ssd --out runs/d     # each epoch's seed fetched ahead
 """
 
 
@@ -30,8 +31,9 @@ TRAIN_EXAMPLES = """Examples:
 @config_options(TrainConfig)
 def train(
     data: Annotated[list[str] | None, typer.Argument(
-        help=f"A directory written by mlmprep build; several (PATH or NAME=PATH) train on a mixture, "
-             f"--weights or --mix. [default: {TrainConfig.data}]", show_default=False)] = None,
+        help=f"A directory written by mlmprep build, or its URL (s3://, gs://: read through a local cache); "
+             f"several (PATH or NAME=PATH) train on a mixture, --weights or --mix. [default: {TrainConfig.data}]",
+        show_default=False)] = None,
     *,
     config: Annotated[Path | None, typer.Option(help="JSON/YAML file of options; the command line overrides it.",
                                                 rich_help_panel="Data", metavar="FILE")] = None,

@@ -10,6 +10,7 @@ import dataclasses
 import json
 import math
 import os
+import re
 import types
 import typing
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from mlmprep.errors import ConfigError
-from mlmprep.storage import parse_options
+from mlmprep.storage import is_url, parse_options
 
 C = TypeVar("C")
 
@@ -54,7 +55,8 @@ APPLIES_WITH = {
 
 # options that name files or directories: a leading ~ is the home directory there too, since a --config file
 # (or --out=~/x) never passes through the shell's expansion
-PATH_OPTIONS = frozenset({"corpus", "dataset", "tokenizer", "out", "data", "sources", "validation", "model"})
+PATH_OPTIONS = frozenset({"corpus", "dataset", "tokenizer", "out", "data", "sources", "validation", "model",
+                          "cache_dir"})
 
 # train option -> (the option, the values) it applies with: set to anything but its default elsewhere, it is ignored
 TRAIN_APPLIES_WITH = {
@@ -189,6 +191,9 @@ def local_workers_limit() -> int:
 def source_spec(text: str | Path) -> tuple[str, Path]:
     """(name, path) of a mixture's source given as PATH or NAME=PATH; the name defaults to the directory's."""
     text = str(text)
+    if is_url(text) or is_url(text.partition("=")[2]):
+        raise ConfigError(f"{text}: a mixture reads builds on local disk (a URL is read through the cache when it is "
+                          "the only DATA); copy it locally first, e.g. aws s3 sync URL DIR")
     name, eq, path = text.partition("=")
     if eq and name and "/" not in name and not Path(text).exists():
         return name, Path(path)
@@ -200,6 +205,27 @@ def check_range(option: str, value: int, *, low: int, high: int | None = None) -
         raise ConfigError(f"{option} must be at least {low}, got {value}")
     if high is not None and value > high:
         raise ConfigError(f"{option} must be at most {high:,}, got {value:,}")
+
+
+SIZE_UNITS = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12, "ki": 2**10, "mi": 2**20, "gi": 2**30,
+              "ti": 2**40}
+
+
+def parse_size(text: str, option: str) -> int:
+    """Bytes in a size as people write it: 123, 500M, 40G, 1.5TB, 64GiB (K/M/G/T powers of 1000, Ki/Mi/Gi/Ti of
+    1024, a B after either optional)."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d*)?)\s*([kmgt]i?)?b?\s*", str(text), flags=re.IGNORECASE)
+    if match is None:
+        raise ConfigError(f"{option}: {text!r} is not a size; give bytes or a number with K, M, G or T (e.g. 40G)")
+    return int(float(match.group(1)) * SIZE_UNITS[(match.group(2) or "").lower()])
+
+
+def size_text(n: float) -> str:
+    """Bytes as people read them: 812 B, 25.2 MB, 1.31 GB (powers of 1000, as parse_size reads them back)."""
+    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if abs(n) >= scale:
+            return f"{n / scale:.3g} {unit}" if n / scale < 100 else f"{n / scale:.0f} {unit}"
+    return f"{int(n)} B"
 
 
 def to_dict(cfg: Any) -> dict[str, Any]:
@@ -483,6 +509,19 @@ class TrainConfig:
                                panel="Speed", shown="on CUDA when an epoch has at most 16 shapes; off on CPU")
     deterministic: bool = opt(False, "Deterministic CUDA kernels, so a rerun or a resume on a GPU gives the same bits "
                               "(slower); CPU runs already do.", panel="Speed")
+    # a DATA URL (s3://, gs://, ...): each epoch's seed split is fetched ahead into a bounded local cache
+    cache_dir: str | None = opt(None, "Local directory that holds a DATA URL's splits while they are trained on, "
+                                "shared by runs and ranks.", panel="Remote data", metavar="DIR",
+                                shown="$XDG_CACHE_HOME/mlmprep, else ~/.cache/mlmprep")
+    cache_limit: str | None = opt(None, "Most bytes the cache may hold for DATA, e.g. 40G; seeds it has room for stay "
+                                  "for later epochs.", panel="Remote data", metavar="SIZE",
+                                  shown="what the current and the prefetched seeds need")
+    prefetch_epochs: int = opt(1, "Fetch the seed splits of this many coming epochs while the current one trains "
+                               "(0: fetch each at its epoch boundary).", panel="Remote data")
+    fetch_threads: int = opt(4, "Files downloaded at once.", panel="Remote data")
+    fetch_bandwidth: str | None = opt(None, "Most bytes per second the downloads take, e.g. 200M, so the prefetch "
+                                      "leaves the network to the training.", panel="Remote data", metavar="SIZE",
+                                      shown="unlimited")
 
     def __post_init__(self) -> None:
         if isinstance(self.validation, str) or self.validation is None:  # one DIR, as a library call may give it
@@ -499,13 +538,17 @@ class TrainConfig:
             ("--eval-max-tokens-per-microbatch", self.eval_max_tokens_per_microbatch, 1, MAX_TOKENS),
             ("--log-every", self.log_every, 1, None), ("--save-every", self.save_every, 0, None),
             ("--keep-checkpoints", self.keep_checkpoints, 1, None), ("--grow-after", self.grow_after, 1, None),
-            ("--max-bad-steps", self.max_bad_steps, 1, None),
+            ("--max-bad-steps", self.max_bad_steps, 1, None), ("--prefetch-epochs", self.prefetch_epochs, 0, 64),
+            ("--fetch-threads", self.fetch_threads, 1, 256),
         ):
             check_range(option, value, low=low, high=high)
         if not 1 <= self.pad_to_multiple_of <= self.max_tokens_per_microbatch:  # else one padded row outgrows memory
             raise ConfigError(f"--pad-to-multiple-of must be from 1 to --max-tokens-per-microbatch "
                               f"({self.max_tokens_per_microbatch}), got {self.pad_to_multiple_of}: one padded row "
                               "must fit a microbatch")
+        for option, value in (("--cache-limit", self.cache_limit), ("--fetch-bandwidth", self.fetch_bandwidth)):
+            if value is not None and parse_size(value, option) < 1:
+                raise ConfigError(f"{option} must be at least 1 byte, got {value!r}")
         self.check_finite()
         self.check_caps()
         self.check_options_apply()

@@ -152,3 +152,17 @@ def write_fake_build(directory, *, objective: str = "span", n_rows: int = 64, le
     }
     (directory / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return directory
+
+
+def list_metadata_files(build: Path) -> Path:
+    """Add each split's datasets metadata (state.json, dataset_info.json) to the manifest of a write_fake_build
+    build, with sizes and hashes, as mlmprep build lists them: what a reader that checks every file it fetches
+    needs."""
+    manifest = json.loads((build / "manifest.json").read_text())
+    for name, entry in manifest["splits"].items():
+        listed = {f["name"] for f in entry["files"]}
+        entry["files"] += [{"name": p.name, "bytes": p.stat().st_size,
+                            "sha256": hashlib.sha256(p.read_bytes()).hexdigest()}
+                           for p in sorted((build / name).glob("*.json")) if p.name not in listed]
+    (build / "manifest.json").write_text(json.dumps(manifest))
+    return build

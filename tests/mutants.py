@@ -548,6 +548,33 @@ MUTANTS = [
     Mutant("picked-rows-shifted", "mlmprep/format/load.py",  # each picked row starts one token late
            "        s, o = starts[i], out_starts[i]", "        s, o = starts[i] + 1, out_starts[i]",
            ("tests/test_mixture.py::test_a_repeated_source_reads_a_new_seed_on_each_pass",)),
+    # ------------------------------------------------------------ the seed cache of a DATA URL
+    Mutant("cache-trusts-any-bytes", "mlmprep/format/cache.py",  # a download is renamed in unchecked
+           "                        == record[\"sha256\"]:", "                        != \"\":",
+           ("tests/test_cache.py::test_a_damaged_file_is_fetched_twice_then_stops_the_run_in_one_line",)),
+    Mutant("cache-never-evicts", "mlmprep/format/cache.py",  # every seed stays: the disk grows to N seeds
+           "                if free:\n                    self.log(f\"{self.url}: evicting",
+           "                if False:\n                    self.log(f\"{self.url}: evicting",
+           ("tests/test_cache.py::test_the_disk_holds_at_most_two_seeds_and_validation_whatever_n",)),
+    Mutant("cache-no-prefetch", "mlmprep/format/cache.py",  # the next seed is fetched at its boundary only
+           "            if later != name and later not in self.jobs", "            if False and later not in self.jobs",
+           ("tests/test_cache.py::test_the_prefetch_hides_a_slow_stores_fetch_behind_the_epoch",)),
+    Mutant("cache-no-file-lock", "mlmprep/format/cache.py",  # runs sharing the cache each download the file
+           "        with locked(self.locks / f\"{split}--{record['name']}.lock\"):",
+           "        with contextlib.nullcontext():",
+           ("tests/test_cache.py::test_runs_sharing_the_cache_download_each_file_once_and_never_read_half_of_one",)),
+    Mutant("cache-limit-unchecked", "mlmprep/format/cache.py",  # a limit below one seed fails mid-run, or is ignored
+           "        if self.limit is not None and self.limit < need:", "        if False:",
+           ("tests/test_cache.py::test_a_cache_limit_too_small_for_one_seed_is_refused_before_any_download",)),
+    Mutant("cache-limit-evicts-anyway", "mlmprep/format/cache.py",  # a limit with room still re-downloads each epoch
+           "            if self.limit is not None and self.used() + need <= self.limit:",
+           "            if self.limit is None:",
+           ("tests/test_cache.py::test_a_cache_limit_with_room_keeps_seeds_so_each_downloads_once",)),
+    Mutant("cache-plan-decoder-lengths", "mlmprep/format/cache.py",  # the planned rows get the encoder's length twice
+           "np.full(rows, dec if objective", "np.full(rows, enc if objective",
+           ("tests/test_cache.py::test_the_plan_of_a_fixed_length_build_needs_no_download_and_equals_the_splits_lengths",)),
+    Mutant("cache-no-retry", "mlmprep/format/cache.py",  # one failed read stops the run
+           "ATTEMPTS = 5  #", "ATTEMPTS = 1  #", ("tests/test_cache.py::test_store_faults_are_retried_and_the_bytes_are_the_builds",)),
 ]
 
 

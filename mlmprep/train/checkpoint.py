@@ -37,7 +37,8 @@ CONFIG = "train_config.json"
 # from the step it resumes at (the checkpoint's state.json keeps the weights' history).
 RESUMABLE = frozenset(
     {"data", "out", "resume", "epochs", "max_steps", "max_tokens", "eval_every", "validation", "log_every",
-     "save_every", "keep_checkpoints", "compile", "max_bad_steps", "report_to", "weights", "mix"}
+     "save_every", "keep_checkpoints", "compile", "max_bad_steps", "report_to", "weights", "mix", "cache_dir",
+     "cache_limit", "prefetch_epochs", "fetch_threads", "fetch_bandwidth"}
 )
 
 
@@ -94,6 +95,8 @@ def save(run: Path, state: dict, *, model, optimizer, cfg: TrainConfig, rank: in
     import torch
     import torch.distributed as dist
 
+    from mlmprep.format.cache import local_build
+
     rngs = [rng_state()]
     if world_size > 1:
         rngs = [None] * world_size
@@ -105,7 +108,7 @@ def save(run: Path, state: dict, *, model, optimizer, cfg: TrainConfig, rank: in
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
         model.save_pretrained(str(tmp / "model"))
-        save_tokenizer(Path(cfg.data), tmp / "model")
+        save_tokenizer(local_build(cfg.data), tmp / "model")
         torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
         torch.save(rngs, tmp / "rng.pt")
         write_json(tmp / "state.json", state)

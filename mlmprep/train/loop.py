@@ -34,7 +34,8 @@ from tqdm import tqdm
 
 from mlmprep.config import MAX_TOKENS, TrainConfig, source_spec
 from mlmprep.errors import CacheError, ConfigError
-from mlmprep.format.load import Split, epoch_split, open_epoch, open_split, read_manifest
+from mlmprep.format import cache as remote
+from mlmprep.format.load import Split, epoch_split, open_split, read_manifest
 from mlmprep.format.publish import check_utf8_path
 from mlmprep.format.rows import IGNORE
 from mlmprep.format.write import manifest_path, strict, write_json
@@ -227,13 +228,15 @@ def make_budget(cfg: TrainConfig, limits: Limits | None = None) -> Budget:
                   pad_to_multiple_of=cfg.pad_to_multiple_of)
 
 
-def epoch_plan(cfg: TrainConfig, world: World, epoch: int, seeds: int | None = None, mix: MixturePlan | None = None):
+def epoch_plan(cfg: TrainConfig, world: World, epoch: int, seeds: int | None = None, mix: MixturePlan | None = None,
+               *, planning: bool = False):
     """(split, batches) of an epoch: the same plan on every rank; `seeds`: see load.epoch_split. A mixture's
-    epoch is its plan's chunk `epoch`."""
+    epoch is its plan's chunk `epoch`. A DATA URL's split is fetched into the local cache first (`planning`: only
+    its row lengths are needed)."""
     if mix is not None:
         chunk = mix.chunk(epoch)
         return chunk.split, chunk.plan
-    split = open_epoch(cfg.data, epoch, seeds)
+    split = remote.open_epoch(cfg.data, epoch, seeds, planning=planning)
     if len(split) == 0:
         raise CacheError(f"{split.path}: no rows to train on; build from a larger corpus")
     return split, plan_epoch(split.enc_lengths, split.dec_lengths, make_budget(cfg), seed=cfg.seed, epoch=epoch,
@@ -246,10 +249,10 @@ def planned_steps(cfg: TrainConfig, world: World, seeds: int, mix: MixturePlan |
     if cfg.max_steps:
         return cfg.max_steps
     if not cfg.max_tokens:
-        return sum(len(epoch_plan(cfg, world, e, seeds)[1]) for e in range(cfg.epochs))
+        return sum(len(epoch_plan(cfg, world, e, seeds, planning=True)[1]) for e in range(cfg.epochs))
     steps, tokens, epoch = 0, 0, 0
     while True:
-        split, plan = epoch_plan(cfg, world, epoch, seeds, mix)
+        split, plan = epoch_plan(cfg, world, epoch, seeds, mix, planning=True)
         enc = np.minimum(split.enc_lengths, cfg.max_encoder_len or MAX_TOKENS)
         dec = np.minimum(split.dec_lengths, cfg.max_decoder_len or MAX_TOKENS)
         for batch in plan:
@@ -522,7 +525,7 @@ def validation(cfg: TrainConfig, manifest: dict):
     if cfg.validation:
         path = other_validation(cfg.validation[0], cfg, manifest)
     elif manifest.get("splits", {}).get("validation", {}).get("rows"):
-        path = Path(cfg.data) / "validation"
+        path = remote.local_build(cfg.data) / "validation"
     else:
         return None
     return eval_batches(cfg, open_split(path, objective=manifest["objective"]))
@@ -938,6 +941,14 @@ def finish(run: Run, state: TrainState, loss: float | None, metrics: dict, start
     return final
 
 
+def record_fetch(run: Run, state: TrainState) -> None:
+    """How long the start of the epoch at `state` waited for a DATA URL's split (metrics.jsonl's fetch_wait_s)."""
+    wait = remote.fetch_wait(run.cfg.data)
+    if wait is not None:
+        record(run.out, run.world, event="fetch", step=state.step, epoch=state.epoch, fetch_wait_s=wait)
+        say(run.world, f"epoch {state.epoch}: waited {wait:.2f} s for its data")
+
+
 # ----------------------------------------------------------------------------- the run
 def fit(cfg: TrainConfig, *, hook: Hook | None = None, on_end: Callable | None = None) -> dict:
     """Train cfg.model on the build cfg.data; write RUN/metrics.jsonl, RUN/checkpoint-{step} and
@@ -960,7 +971,7 @@ def run_fit(cfg: TrainConfig, world: World, hook: Hook | None, on_end: Callable 
     started = time.perf_counter()
     # -- RUN and the data: what a resume reads, and the steps to train (the whole plan unless --max-steps)
     resume_from = check_run(cfg, world)
-    manifest = read_manifest(cfg.data)
+    manifest = read_manifest(remote.open_data(cfg, log=lambda line: say(world, line)))  # a URL: through the cache
     cfg.check_objective(manifest["objective"])
     saved = checkpoint.read_json(resume_from / "state.json") if resume_from else None
     mix = mixture_plan(cfg, world, saved, saved["step"] if saved else 0)
@@ -978,6 +989,7 @@ def run_fit(cfg: TrainConfig, world: World, hook: Hook | None, on_end: Callable 
     if mix is not None and state.cursor and state.cursor == len(mix.chunk(state.epoch).plan):  # cut by new weights
         state.epoch, state.cursor = state.epoch + 1, 0
     run, epoch = start(cfg, world, manifest, resume_from, saved, state, total, hook, mix)
+    record_fetch(run, state)
 
     # -- the loop: one optimizer step, then logging, evaluation and a checkpoint, each on its own schedule
     metrics = evaluate_and_log(run, state.step) if cfg.eval_every and state.step == 0 else {}
@@ -987,6 +999,7 @@ def run_fit(cfg: TrainConfig, world: World, hook: Hook | None, on_end: Callable 
     while state.step < total:
         if epoch.index != state.epoch:  # the previous step was its epoch's last
             epoch = next_epoch(run, state.epoch, state.seeds)
+            record_fetch(run, state)
         bar.set_description(f"epoch {epoch.index} ({epoch.name})")
         lr, norm = train_step(run, state, epoch, window)
         bar.update(1)
@@ -1001,6 +1014,7 @@ def run_fit(cfg: TrainConfig, world: World, hook: Hook | None, on_end: Callable 
     if not metrics:  # no evaluation yet (say, a run killed after its last checkpoint, resumed): evaluate now
         metrics = evaluate_and_log(run, state.step)
     final = finish(run, state, loss, metrics, started)
+    remote.close(cfg.data)
     if on_end is not None:
         on_end(run.model)
     return final
