@@ -313,7 +313,8 @@ def test_bad_builds_are_one_line(tmp_path, builds):
                         ([big, tmp_path / "nothing"], "nothing: no such directory"),
                         ([big, mlm], "mlm is mlm data and"),
                         ([big, other], "built with different tokenizers"),
-                        ([big, tiny], "source tiny (" + str(tiny) + "): 2 rows, less than one microbatch")):
+                        ([big, tiny], "source tiny (" + str(tiny) + "): 2 rows, less than one microbatch"),
+                        ([big, "web=s3://bucket/web"], "s3://bucket/web: a mixture reads builds on local disk")):
         result = CliRunner().invoke(app, ["train", *map(str, data), "--out", str(tmp_path / "r"), "--max-steps", "2",
                                           "--max-tokens-per-batch", "512", "--max-tokens-per-microbatch", "256"])
         assert result.exit_code == 2, result.output
