@@ -361,7 +361,7 @@ MUTANTS = [
            "if problem := file_problem(path, task.record):", "if problem := None:",
            ("tests/test_damaged_builds.py",)),
     Mutant("inspect-unchecked-split", "cli/build.py",  # a split with a missing file: a traceback
-           "        check_split_files(directory, manifest, split)\n", "        pass\n",
+           "            check_split_files(local, manifest, split)\n", "            pass\n",
            ("tests/test_damaged_builds.py",)),
     Mutant("remask-keeps-ignored-options", "mlmprep/build/run.py",  # an older build's stored whole_word under span
            'BuildConfig.used(manifest["config"])', 'manifest["config"]',
@@ -370,8 +370,8 @@ MUTANTS = [
            "    except (pa.ArrowInvalid, OSError) as exc:\n        raise damaged(", "    except ZeroDivisionError as exc:\n        raise damaged(",
            ("tests/test_damaged_builds.py",)),
     Mutant("run-written-before-the-data-opens", "mlmprep/train/loop.py",  # a damaged build leaves a RUN behind
-           "    split, plan = epoch_plan(cfg, world, state.epoch, state.seeds)\n    write_run(cfg, world, state.step)\n",
-           "    write_run(cfg, world, state.step)\n    split, plan = epoch_plan(cfg, world, state.epoch, state.seeds)\n",
+           "    split, plan = epoch_plan(cfg, world, state.epoch, state.seeds, mix)\n    write_run(cfg, world, state.step)\n",
+           "    write_run(cfg, world, state.step)\n    split, plan = epoch_plan(cfg, world, state.epoch, state.seeds, mix)\n",
            ("tests/test_damaged_builds.py::test_training_refuses_a_data_file_with_a_damaged_header_in_one_line",)),
     Mutant("resume-reads-the-new-seed-count", "mlmprep/train/loop.py",  # a remask changes a stopped run's later epochs
            'else resumed_seeds(cfg, len(manifest["seeds"]), saved)', 'else len(manifest["seeds"])',
@@ -444,7 +444,13 @@ MUTANTS = [
            'bar.stage("window, mask, write", len(files.tasks), "output file", done=len(files.done))',
            'bar.stage("window, mask, write", len(files.tasks), "output file")', ("tests/test_sharded.py",)),
     Mutant("progress-logs-every-update", "mlmprep/progress.py",  # a log line per task, not every 10 s
-           "        elif self.clock() - self.logged >= self.every:", "        else:", ("tests/test_progress.py",)),
+           "                if self.clock() - self.logged >= self.every:", "                if True:",
+           ("tests/test_progress.py",)),
+    Mutant("progress-no-heartbeat", "mlmprep/progress.py",  # a log silent while a long task runs
+           '            threading.Thread(target=self.heartbeat, daemon=True, name="mlmprep-progress").start()\n',
+           "            pass\n", ("tests/test_progress.py",)),
+    Mutant("tokenizer-fit-not-a-stage", "mlmprep/build/run.py",  # the log stays at "read the sample" for the fit
+           '    bar.stage("train tokenizer: fit the Unigram model", 1, "step")\n', "", ("tests/test_progress.py",)),
     Mutant("missing-build-dir-says-no-manifest", "mlmprep/format/load.py",  # `inspect out/nothere`: "no manifest.json"
            "    if not Path(build_dir).is_dir():", "    if False:",
            ("tests/test_cli_errors.py::test_a_missing_build_directory_is_named_as_such",)),
