@@ -40,7 +40,7 @@ def build_result(help_s: dict[str, float], workers: list[int], scaling: list[dic
     runs = [{"scale": s, "mb": 11.0 * s, "ratio": 1.1, "build_rss_mb": 700 + s, "out_per_input": out_per_input}
             for s in (1, 4)]
     return {"quick": quick, "workers": workers, "runs": runs, "scaling": scaling, "cold_build_s": 15.0,
-            "warm_build_s": 2.0, "threads_1_vs_2_identical": True, "help_s": help_s}
+            "warm_build_s": 2.0, "threads_1_vs_2_identical": True, "help_s": help_s, "compression": []}
 
 
 def test_the_build_figures_judge_each_help_command_against_its_limit():

@@ -493,7 +493,7 @@ EXECUTOR_SUBMIT_FAILS = """
     def fails_after_a_death(self, *args, **kwargs):
         calls.append(args)
         if len(calls) == 4:
-            deadline = time.monotonic() + 60  # a loaded machine starts workers slowly
+            deadline = time.monotonic() + 150  # a loaded machine starts workers slowly (60 s was too short once)
             while time.monotonic() < deadline and all(p.exitcode is None for p in list(self._processes.values())):
                 time.sleep(0.01)
             raise OSError(errno.EBADF, "Bad file descriptor")
@@ -516,7 +516,7 @@ def test_a_worker_killed_mid_task_fails_the_run_with_one_line_and_no_hang(execut
             except TaskFailed as exc:
                 print(exc)
     """))
-    out, err = communicate(proc, timeout=120)
+    out, err = communicate(proc, timeout=240)
     assert proc.returncode == 0, err
     assert out.strip() == ("a build worker died (signal 9) while running shard 2 of corpus.txt; "
                            "nothing was published"), err
