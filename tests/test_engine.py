@@ -493,7 +493,7 @@ EXECUTOR_SUBMIT_FAILS = """
     def fails_after_a_death(self, *args, **kwargs):
         calls.append(args)
         if len(calls) == 4:
-            deadline = time.monotonic() + 150  # a loaded machine starts workers slowly (60 s was too short once)
+            deadline = time.monotonic() + 150  # a loaded machine starts workers slowly
             while time.monotonic() < deadline and all(p.exitcode is None for p in list(self._processes.values())):
                 time.sleep(0.01)
             raise OSError(errno.EBADF, "Bad file descriptor")
