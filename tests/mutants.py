@@ -54,6 +54,16 @@ MUTANTS = [
     Mutant("remote-lock-unconditional", "mlmprep/storage.py",  # the lock object simply overwritten
            'fs.pipe_file(path, data, mode="create")', "fs.pipe_file(path, data)",
            ("tests/test_storage.py::test_two_builds_into_one_prefix_cannot_both_win",)),
+    Mutant("remote-corpus-options-ignored", "mlmprep/storage.py",  # corpus URLs read without --storage-options
+           "fs, path = filesystem(url, CORPUS_OPTIONS)\n", "fs, path = filesystem(url, {})\n",
+           ("tests/test_storage.py::test_worker_processes_read_their_shards_of_a_url_in_place",)),
+    Mutant("remote-task-options-unset", "mlmprep/build/pipeline.py",  # a worker reads URLs without the build's options
+           "    storage.use_corpus_options(storage.parse_options(cfg.storage_options))", "",
+           ("tests/test_storage.py::test_worker_processes_read_their_shards_of_a_url_in_place",)),
+    Mutant("remote-shard-as-path", "mlmprep/corpus/shards.py",  # a URL shard mangled into a local path
+           "path = shard.source if storage.is_url(shard.source) else Path(shard.source)",
+           "path = Path(shard.source)",
+           ("tests/test_storage.py::test_corpus_urls_are_read_in_place_into_the_local_build",)),
     Mutant("remote-intact-always", "mlmprep/format/publish.py",  # files missing from the store go unnoticed
            "return all(present.get(name) == size for name, size in listed.items()) and",
            "return all(name in present or True for name in listed) and",

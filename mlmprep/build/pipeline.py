@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mlmprep import storage
 from mlmprep.build import mask
 from mlmprep.build.clean import clean_texts
 from mlmprep.build.windows import (
@@ -194,6 +195,7 @@ def tokenize_shard(task: TokenizeTask) -> dict:
     """Phase 1: one shard read, cleaned and tokenized into `shard-N.ids` / `shard-N.lens` (or its cleaned text
     into `shard-N.txt32` for --method text); returns its counts."""
     layout, cfg, index = task.layout, task.layout.cfg, task.shard.index
+    storage.use_corpus_options(storage.parse_options(cfg.storage_options))  # a shard on a URL is read in place
     worker = worker_tokenizer(layout)
     tok = worker.tok
     stats = CorpusStats()

@@ -59,8 +59,7 @@ from mlmprep.corpus.readers import (
     no_text_error,
 )
 from mlmprep.corpus.shards import read_shard
-from mlmprep.corpus.sources import remote_sources
-from mlmprep.errors import ConfigError, CorpusError, MlmprepError, TokenizerError, most_common_fields
+from mlmprep.errors import ConfigError, CorpusError, TokenizerError, most_common_fields
 from mlmprep.format.publish import (
     build_directory,
     build_lock,
@@ -128,19 +127,16 @@ def build(cfg: BuildConfig, *, log: Callable[[str], None] = print) -> BuildResul
     if not remote:
         check_outside_corpus(out, cfg.corpus)
     with contextlib.ExitStack() as stack:
-        scratch = stack.enter_context(tempfile.TemporaryDirectory(prefix="mlmprep-"))  # remote inputs and stage
-        paths, copies = fetch_sources(cfg.corpus, Path(scratch, "corpus"), options)
-        stack.enter_context(named_as(copies))
+        scratch = stack.enter_context(tempfile.TemporaryDirectory(prefix="mlmprep-"))  # a remote tokenizer; the stage
         corpus = open_corpus(
-            paths,
+            cfg.corpus,
             dataset=cfg.dataset,
             dataset_split=cfg.dataset_split,
             text_column=cfg.text_column,
             doc_sep=cfg.doc_sep,
             on_decode_error=cfg.on_decode_error,
+            storage_options=options,
         )
-        for record in corpus.files:  # the manifest names what the user named
-            record["path"] = copies.get(record["path"], record["path"])
         tokenizer = fetch_tokenizer(cfg.tokenizer, Path(scratch, "tokenizer"), options)
         engine = Engine(cfg.engine, cfg.workers, cfg.ray_address)
         set_tokenizer_threads(cfg.threads, engine)
@@ -172,37 +168,6 @@ def build(cfg: BuildConfig, *, log: Callable[[str], None] = print) -> BuildResul
                 else:
                     publish(stage, out)
     return BuildResult(out, manifest, up_to_date=False)
-
-
-def fetch_sources(patterns: Iterable[str], directory: Path, options: dict) -> tuple[list[str], dict[str, str]]:
-    """The corpus paths with every URL among them replaced by local copies of the files it names, in `directory`
-    (streamed to disk by fsspec, never held in memory, several at once); and each copy's URL by its path."""
-    paths: list[str] = []
-    copies: dict[str, str] = {}
-    for pattern in patterns:
-        if not storage.is_url(pattern):
-            paths.append(pattern)
-            continue
-        pairs = [(url, directory / f"{len(copies) + k:06d}" / url.rsplit("/", 1)[-1])
-                 for k, url in enumerate(remote_sources(pattern, options))]
-        storage.fetch(pairs, options)
-        paths += [str(local) for _, local in pairs]
-        copies.update((str(local), url) for url, local in pairs)
-    return paths, copies
-
-
-@contextlib.contextmanager
-def named_as(copies: dict[str, str]) -> Iterator[None]:
-    """An error that names a local copy of a corpus file names its URL instead, as the user gave it."""
-    try:
-        yield
-    except MlmprepError as exc:
-        text = str(exc)
-        for local, url in copies.items():
-            text = text.replace(local, url)
-        if text == str(exc):
-            raise
-        raise type(exc)(text) from None
 
 
 def fetch_tokenizer(tokenizer: str | None, directory: Path, options: dict) -> str | None:
@@ -768,13 +733,11 @@ def train_tokenizer_file(corpus: Iterable[str], out: str | Path, *, vocab_size: 
     cfg = BuildConfig(corpus=tuple(corpus), text_column=text_column, doc_sep=doc_sep, vocab_size=vocab_size,
                       tokenizer_train_chars=train_chars)
     with tempfile.TemporaryDirectory(prefix="mlmprep-") as scratch:
-        paths, copies = fetch_sources(cfg.corpus, Path(scratch, "corpus"), options)
-        with named_as(copies):
-            source = open_corpus(paths, text_column=text_column, doc_sep=doc_sep)
-            used = {"documents": 0, "characters": 0}
-            tok = train_tokenizer(training_sample(source, cfg, used), vocab_size)
-            if used["documents"] == 0:
-                raise no_text_error(corpus_name(source), source.stats.as_dict(), text_column)
+        source = open_corpus(cfg.corpus, text_column=text_column, doc_sep=doc_sep, storage_options=options)
+        used = {"documents": 0, "characters": 0}
+        tok = train_tokenizer(training_sample(source, cfg, used), vocab_size)
+        if used["documents"] == 0:
+            raise no_text_error(corpus_name(source), source.stats.as_dict(), text_column)
         if storage.is_url(str(out)):
             url = tokenizer_out(out)
             tok.save(str(Path(scratch, "tokenizer.json")))
