@@ -64,6 +64,10 @@ MUTANTS = [
            "path = shard.source if storage.is_url(shard.source) else Path(shard.source)",
            "path = Path(shard.source)",
            ("tests/test_storage.py::test_corpus_urls_are_read_in_place_into_the_local_build",)),
+    Mutant("remote-corpus-failure-unnamed", "mlmprep/corpus/documents.py",  # a failing store read as a local error
+           "        with storage.errors(path, CorpusError), raw_file(path) as f:",
+           "        with raw_file(path) as f:",
+           ("tests/test_storage.py::test_a_store_that_keeps_failing_to_serve_the_corpus_is_one_line_naming_its_url",)),
     Mutant("remote-intact-always", "mlmprep/format/publish.py",  # files missing from the store go unnoticed
            "return all(present.get(name) == size for name, size in listed.items()) and",
            "return all(name in present or True for name in listed) and",

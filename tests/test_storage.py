@@ -325,3 +325,15 @@ def test_worker_processes_read_their_shards_of_a_url_in_place(s3, tmp_path, tiny
                  env=env)
     assert result.returncode == 0, result.stderr
     assert data_files(tmp_path / "two") == data_files(tmp_path / "local")
+
+
+def test_a_store_that_keeps_failing_to_serve_the_corpus_is_one_line_naming_its_url(s3, s3_proxy, tiny_corpus, tok):
+    bucket = s3.bucket()
+    corpus, tokenizer = upload_inputs(s3, bucket, tiny_corpus, tok)
+    s3_proxy.add(Fault(lambda method, path: method == "GET" and path.split("?")[0].endswith(".txt"), kind="503",
+                       times=1000))
+    no_retries = json.dumps({"config_kwargs": {"retries": {"max_attempts": 1}}})
+    out = f"s3://{bucket}/data"
+    result = run(*build_args(corpus, out, tokenizer, "--storage-options", no_retries), env={})
+    assert_refused(result.returncode, result.stderr, corpus + tiny_corpus.name, "the storage failed")
+    assert listing(s3, out) == []

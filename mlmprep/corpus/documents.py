@@ -63,14 +63,22 @@ class Corpus:
 def _sha256_file(path: Path | str) -> tuple[int, str]:
     """(bytes read, sha256 hex), the name checked against the first bytes (compressed or not); hashlib releases
     the GIL, so files hash in parallel threads."""
+    if storage.is_url(path):
+        with storage.errors(path, CorpusError), raw_file(path) as f:
+            return _sha256_open(path, f)
     try:
-        with raw_file(path) if storage.is_url(path) else open(path, "rb") as f:
-            check_magic(path, f.read(8))
-            f.seek(0)
-            digest = hashlib.file_digest(f, "sha256")
-            return f.tell(), digest.hexdigest()
+        with open(path, "rb") as f:
+            return _sha256_open(path, f)
     except OSError as exc:
         raise CorpusError(f"{path}: cannot read ({exc.strerror or exc}); check its permissions") from None
+
+
+def _sha256_open(path: Path | str, f) -> tuple[int, str]:
+    """_sha256_file of a file opened, local or remote."""
+    check_magic(path, f.read(8))
+    f.seek(0)
+    digest = hashlib.file_digest(f, "sha256")
+    return f.tell(), digest.hexdigest()
 
 
 def _check_used(opts: ReadOptions, *, fields: bool, lines: bool) -> None:

@@ -17,6 +17,7 @@ the last shard of a file reads to its end.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import io
 import itertools
@@ -114,8 +115,9 @@ def read_unchanged(path: Path | str, size: int, texts: Iterator[str | None]) -> 
     not a traceback, and never a build whose manifest hashes describe other bytes than were read."""
     fix = "keep the corpus unchanged while a build reads it, then run the command again"
     try:
-        yield from texts
-        now = file_size(path)
+        with storage.errors(str(path), CorpusError) if storage.is_url(path) else contextlib.nullcontext():
+            yield from texts  # a store that keeps failing: one line naming the URL
+            now = file_size(path)
     except OSError as exc:
         raise CorpusError(f"{path}: cannot be read any more ({exc.strerror or exc}); {fix}") from None
     if now != size:
