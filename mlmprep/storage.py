@@ -10,6 +10,7 @@ exponential backoff (RETRIES).
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
 import json
 import os
@@ -29,6 +30,7 @@ LOCK = ".mlmprep-lock"  # the object that says a build is writing under a prefix
 # --storage-options for the corpus URLs this process reads: set by the build in its driver and in each task
 # (readers open files by name alone, deep inside formats that know nothing of options)
 CORPUS_OPTIONS: dict = {}
+CORPUS_BLOCK = 1 << 20  # bytes a corpus read fetches at least per request: what a reader takes at a time
 
 
 def is_url(path) -> bool:
@@ -179,6 +181,8 @@ def open_corpus_url(url: str, compression: str | None = None):
     from fsspec.core import OpenFile
 
     fs, path = filesystem(url, CORPUS_OPTIONS)
+    fs = copy.copy(fs)  # the same client, with blocks of its own: the store's default (s3fs: 50 MiB) would fetch
+    fs.default_block_size = CORPUS_BLOCK  # that much to check a file's first bytes or find a line start
     return OpenFile(fs, path, "rb", compression=compression)
 
 

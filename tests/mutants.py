@@ -68,6 +68,9 @@ MUTANTS = [
            "        with storage.errors(path, CorpusError), raw_file(path) as f:",
            "        with raw_file(path) as f:",
            ("tests/test_storage.py::test_a_store_that_keeps_failing_to_serve_the_corpus_is_one_line_naming_its_url",)),
+    Mutant("remote-corpus-default-blocks", "mlmprep/storage.py",  # every probe of an object fetches 50 MiB
+           "    fs.default_block_size = CORPUS_BLOCK", "    pass",
+           ("tests/test_storage.py::test_a_shard_of_a_large_object_fetches_about_its_own_bytes",)),
     Mutant("remote-intact-always", "mlmprep/format/publish.py",  # files missing from the store go unnoticed
            "return all(present.get(name) == size for name, size in listed.items()) and",
            "return all(name in present or True for name in listed) and",

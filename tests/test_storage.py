@@ -337,3 +337,25 @@ def test_a_store_that_keeps_failing_to_serve_the_corpus_is_one_line_naming_its_u
     result = run(*build_args(corpus, out, tokenizer, "--storage-options", no_retries), env={})
     assert_refused(result.returncode, result.stderr, corpus + tiny_corpus.name, "the storage failed")
     assert listing(s3, out) == []
+
+
+def test_a_shard_of_a_large_object_fetches_about_its_own_bytes(s3, monkeypatch):
+    """Finding a shard's line starts and reading it fetch about the shard, not the whole object (nor the store's
+    default block, 50 MiB for s3fs)."""
+    import s3fs
+
+    from mlmprep.corpus.readers import CorpusStats, ReadOptions
+    from mlmprep.corpus.shards import Shard, read_shard
+
+    bucket = s3.bucket()
+    line = b"a line of some words that stands for one document\n"
+    data = line * ((24 << 20) // len(line))
+    s3.fs().pipe(f"{bucket}/big.txt", data)
+    fetched = []
+    fetch = s3fs.core.S3File._fetch_range
+    monkeypatch.setattr(s3fs.core.S3File, "_fetch_range",
+                        lambda self, start, end: fetched.append(end - start) or fetch(self, start, end))
+    shard = Shard(1, "file", f"s3://{bucket}/big.txt", 3 << 20, 4 << 20, len(data))
+    documents = list(read_shard(shard, ReadOptions(), CorpusStats()))
+    assert len(documents) in ((1 << 20) // len(line), (1 << 20) // len(line) + 1)
+    assert 1 << 20 <= sum(fetched) <= 12 << 20, fetched  # a few probes of its first bytes and line starts

@@ -219,7 +219,8 @@ def open_corpus(
     Sources are resolved and hashed now; reading happens in `Corpus.documents()`, where a bad record
     raises CorpusError naming the file and line. The caller checks `stats.documents` for an empty corpus.
     A path may be a URL: its objects are read in place, with `storage_options` (which this process keeps for
-    every corpus URL it reads). """
+    every corpus URL it reads).
+    """
     if doc_sep not in DOC_SEPS:
         raise ConfigError(f"--doc-sep must be one of {', '.join(DOC_SEPS)}; got {doc_sep!r}")
     if on_decode_error not in DECODE_POLICIES:
