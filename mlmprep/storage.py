@@ -30,7 +30,7 @@ LOCK = ".mlmprep-lock"  # the object that says a build is writing under a prefix
 # --storage-options for the corpus URLs this process reads: set by the build in its driver and in each task
 # (readers open files by name alone, deep inside formats that know nothing of options)
 CORPUS_OPTIONS: dict = {}
-CORPUS_BLOCK = 1 << 20  # bytes a corpus read fetches at least per request: what a reader takes at a time
+CORPUS_BLOCK = 1 << 16  # bytes a corpus read fetches at least: a probe of a first byte or a line start costs no more
 
 
 def is_url(path) -> bool:

@@ -358,4 +358,4 @@ def test_a_shard_of_a_large_object_fetches_about_its_own_bytes(s3, monkeypatch):
     shard = Shard(1, "file", f"s3://{bucket}/big.txt", 3 << 20, 4 << 20, len(data))
     documents = list(read_shard(shard, ReadOptions(), CorpusStats()))
     assert len(documents) in ((1 << 20) // len(line), (1 << 20) // len(line) + 1)
-    assert 1 << 20 <= sum(fetched) <= 12 << 20, fetched  # a few probes of its first bytes and line starts
+    assert 1 << 20 <= sum(fetched) <= 2 << 20, fetched  # and a few small probes: first bytes, line starts
