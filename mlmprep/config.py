@@ -149,15 +149,12 @@ class BuildConfig:
             raise ConfigError("give either corpus paths or --dataset, not both")
         parse_options(self.storage_options)
         self.check_applies()
-        if self.engine == "ray":  # every node must find the same files at the same paths
+        if self.engine == "ray":  # every node must find the same files at the same paths: URLs, or shared disk
             paths = [self.out, *self.corpus]
             if self.dataset and Path(self.dataset.partition(":")[0]).exists():  # a save_to_disk directory
                 paths.append(self.dataset.partition(":")[0])
             for path in paths:
-                if "://" in path:
-                    raise ConfigError(f"--engine ray: {path} is on object storage, which Ray builds do not read or "
-                                      "write yet; use --engine local, or paths on storage every node sees")
-                if not Path(path).is_absolute():
+                if not is_url(path) and not Path(path).is_absolute():
                     raise ConfigError(f"--engine ray: {path} is a relative path; give an absolute path on "
                                       "storage every node of the cluster sees")
 

@@ -10,6 +10,7 @@ exponential backoff (RETRIES).
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
 import json
 import os
@@ -26,6 +27,10 @@ EXTRAS = {"s3": "s3", "s3a": "s3", "gs": "gcs", "gcs": "gcs"}
 # mid-transfer up to 5 times more (S3FileSystem.retries). Bounded; a flaky store costs seconds, not the build.
 RETRIES = 5
 LOCK = ".mlmprep-lock"  # the object that says a build is writing under a prefix
+# --storage-options for the corpus URLs this process reads: set by the build in its driver and in each task
+# (readers open files by name alone, deep inside formats that know nothing of options)
+CORPUS_OPTIONS: dict = {}
+CORPUS_BLOCK = 1 << 16  # bytes a corpus read fetches at least: a probe of a first byte or a line start costs no more
 
 
 def is_url(path) -> bool:
@@ -162,6 +167,31 @@ def files(pattern: str, options: dict | None = None) -> list[tuple[str, int]]:
     if not found:
         raise CorpusError(f"{pattern}: no such object, prefix or match; check the URL")
     return [(f"{proto}://{name}", info["size"]) for name, info in sorted(found.items())]
+
+
+def use_corpus_options(options: dict) -> None:
+    """Read corpus URLs in this process with `options` (a build's --storage-options)."""
+    CORPUS_OPTIONS.clear()
+    CORPUS_OPTIONS.update(options)
+
+
+def open_corpus_url(url: str, compression: str | None = None):
+    """An fsspec OpenFile reading corpus object `url` in place (ranges on demand, decompressed as a stream given a
+    `compression`), with the corpus's storage options."""
+    from fsspec.core import OpenFile
+
+    fs, path = filesystem(url, CORPUS_OPTIONS)
+    fs = copy.copy(fs)  # the same client, with blocks of its own: the store's default (s3fs: 50 MiB) would fetch
+    fs.default_block_size = CORPUS_BLOCK  # that much to check a file's first bytes or find a line start
+    return OpenFile(fs, path, "rb", compression=compression)
+
+
+def size(url: str, options: dict | None = None) -> int:
+    """An object's size in bytes, asked of the store (not a listing cached earlier)."""
+    fs, path = filesystem(url, CORPUS_OPTIONS if options is None else options)
+    with errors(url, CorpusError):
+        fs.invalidate_cache(path)
+        return fs.size(path)
 
 
 def get(url: str, local: str | Path, options: dict | None = None) -> None:

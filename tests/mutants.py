@@ -54,6 +54,23 @@ MUTANTS = [
     Mutant("remote-lock-unconditional", "mlmprep/storage.py",  # the lock object simply overwritten
            'fs.pipe_file(path, data, mode="create")', "fs.pipe_file(path, data)",
            ("tests/test_storage.py::test_two_builds_into_one_prefix_cannot_both_win",)),
+    Mutant("remote-corpus-options-ignored", "mlmprep/storage.py",  # corpus URLs read without --storage-options
+           "fs, path = filesystem(url, CORPUS_OPTIONS)\n", "fs, path = filesystem(url, {})\n",
+           ("tests/test_storage.py::test_worker_processes_read_their_shards_of_a_url_in_place",)),
+    Mutant("remote-task-options-unset", "mlmprep/build/pipeline.py",  # a worker reads URLs without the build's options
+           "    storage.use_corpus_options(storage.parse_options(cfg.storage_options))", "",
+           ("tests/test_storage.py::test_worker_processes_read_their_shards_of_a_url_in_place",)),
+    Mutant("remote-shard-as-path", "mlmprep/corpus/shards.py",  # a URL shard mangled into a local path
+           "path = shard.source if storage.is_url(shard.source) else Path(shard.source)",
+           "path = Path(shard.source)",
+           ("tests/test_storage.py::test_corpus_urls_are_read_in_place_into_the_local_build",)),
+    Mutant("remote-corpus-failure-unnamed", "mlmprep/corpus/documents.py",  # a failing store read as a local error
+           "        with storage.errors(path, CorpusError), raw_file(path) as f:",
+           "        with raw_file(path) as f:",
+           ("tests/test_storage.py::test_a_store_that_keeps_failing_to_serve_the_corpus_is_one_line_naming_its_url",)),
+    Mutant("remote-corpus-default-blocks", "mlmprep/storage.py",  # every probe of an object fetches 50 MiB
+           "    fs.default_block_size = CORPUS_BLOCK", "    pass",
+           ("tests/test_storage.py::test_a_shard_of_a_large_object_fetches_about_its_own_bytes",)),
     Mutant("remote-intact-always", "mlmprep/format/publish.py",  # files missing from the store go unnoticed
            "return all(present.get(name) == size for name, size in listed.items()) and",
            "return all(name in present or True for name in listed) and",

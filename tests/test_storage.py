@@ -260,3 +260,102 @@ def test_tokenizer_train_reads_and_writes_urls(s3, tmp_path, tiny_corpus):
     assert s3.fs().cat(f"{bucket}/tok/tokenizer.json") == (tmp_path / "local.json").read_bytes()
     again = cli("tokenizer", "train", f"s3://{bucket}/c/", "--out", f"s3://{bucket}/tok/", *args)
     assert again.exit_code == 2 and "exists; pass --force" in again.stderr
+
+
+def every_format(folder) -> None:
+    """The same documents in every corpus format, compressed and plain, into `folder`."""
+    import gzip
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    import zstandard
+    from conftest import tiny_documents
+
+    docs = tiny_documents(240, seed=5)
+    folder.mkdir()
+    lines = "".join(json.dumps({"text": d}) + "\n" for d in docs[:80]).encode()
+    (folder / "a.txt").write_text("\n".join(docs[80:120]) + "\n", encoding="utf-8")
+    (folder / "b.jsonl.gz").write_bytes(gzip.compress(lines, mtime=0))
+    (folder / "c.jsonl.zst").write_bytes(zstandard.ZstdCompressor().compress(lines))
+    table = pa.table({"text": docs[120:200]})
+    pq.write_table(table, folder / "d.parquet", row_group_size=20)
+    with pa.ipc.new_file(folder / "e.arrow", table.schema) as writer:
+        for batch in table.to_batches(max_chunksize=25):
+            writer.write_batch(batch)
+    (folder / "f.json").write_text(json.dumps([{"text": d} for d in docs[200:]]), encoding="utf-8")
+
+
+def test_corpus_urls_are_read_in_place_into_the_local_build(s3, monkeypatch, tmp_path, tok):
+    """Every format from s3:// in many small shards, with nothing copied to local disk: the local build's bytes."""
+    import s3fs
+
+    from mlmprep import storage
+
+    every_format(tmp_path / "corpus")
+    bucket = s3.bucket()
+    s3.fs().put(str(tmp_path / "corpus") + "/", f"{bucket}/corpus/", recursive=True)
+    more = ("--workers", "1", "--shard-bytes", "1024")
+    assert cli(*build_args(tmp_path / "corpus", tmp_path / "local", tok, *more)).exit_code == 0
+
+    def copied(*args, **kwargs):
+        raise AssertionError("a corpus object was copied to local disk")
+
+    monkeypatch.setattr(storage, "fetch", copied)
+    monkeypatch.setattr(s3fs.S3FileSystem, "_get_file", copied)
+    out = f"s3://{bucket}/data"
+    result = cli(*build_args(f"s3://{bucket}/corpus/", out, tok, *more))
+    assert result.exit_code == 0, result.stderr
+    assert remote_files(s3, out) == data_files(tmp_path / "local")
+    local, remote = json.loads((tmp_path / "local" / "manifest.json").read_text()), remote_manifest(s3, out)
+    assert remote["corpus"]["fingerprint"] == local["corpus"]["fingerprint"]
+    assert [f["path"] for f in remote["corpus"]["files"]] == [
+        f"s3://{bucket}/corpus/{name}" for name in sorted(p.name for p in (tmp_path / "corpus").iterdir())]
+
+
+def test_worker_processes_read_their_shards_of_a_url_in_place(s3, tmp_path, tiny_corpus, tok):
+    """Two local workers, each reading byte ranges of the object through the store with --storage-options (the
+    environment's endpoint leads nowhere): the one-process bytes."""
+    bucket = s3.bucket()
+    s3.fs().put(str(tiny_corpus), f"{bucket}/c/{tiny_corpus.name}")
+    corpus, more = f"s3://{bucket}/c/{tiny_corpus.name}", ("--shard-bytes", "4000")
+    assert cli(*build_args(tiny_corpus, tmp_path / "local", tok, "--workers", "1", *more)).exit_code == 0
+    options = json.dumps({"endpoint_url": s3.endpoint})
+    env = {**s3.env, "AWS_ENDPOINT_URL": "http://127.0.0.1:9"}  # nothing listens there
+    result = run(*build_args(corpus, tmp_path / "two", tok, "--workers", "2", "--storage-options", options, *more),
+                 env=env)
+    assert result.returncode == 0, result.stderr
+    assert data_files(tmp_path / "two") == data_files(tmp_path / "local")
+
+
+def test_a_store_that_keeps_failing_to_serve_the_corpus_is_one_line_naming_its_url(s3, s3_proxy, tiny_corpus, tok):
+    bucket = s3.bucket()
+    corpus, tokenizer = upload_inputs(s3, bucket, tiny_corpus, tok)
+    s3_proxy.add(Fault(lambda method, path: method == "GET" and path.split("?")[0].endswith(".txt"), kind="503",
+                       times=1000))
+    no_retries = json.dumps({"config_kwargs": {"retries": {"max_attempts": 1}}})
+    out = f"s3://{bucket}/data"
+    result = run(*build_args(corpus, out, tokenizer, "--storage-options", no_retries), env={})
+    assert_refused(result.returncode, result.stderr, corpus + tiny_corpus.name, "the storage failed")
+    assert listing(s3, out) == []
+
+
+def test_a_shard_of_a_large_object_fetches_about_its_own_bytes(s3, monkeypatch):
+    """Finding a shard's line starts and reading it fetch about the shard, not the whole object (nor the store's
+    default block, 50 MiB for s3fs)."""
+    import s3fs
+
+    from mlmprep.corpus.readers import CorpusStats, ReadOptions
+    from mlmprep.corpus.shards import Shard, read_shard
+
+    bucket = s3.bucket()
+    line = b"a line of some words that stands for one document\n"
+    data = line * ((24 << 20) // len(line))
+    s3.fs().pipe(f"{bucket}/big.txt", data)
+    fetched = []
+    fetch = s3fs.core.S3File._fetch_range
+    monkeypatch.setattr(s3fs.core.S3File, "_fetch_range",
+                        lambda self, start, end: fetched.append(end - start) or fetch(self, start, end))
+    shard = Shard(1, "file", f"s3://{bucket}/big.txt", 3 << 20, 4 << 20, len(data))
+    documents = list(read_shard(shard, ReadOptions(), CorpusStats()))
+    assert len(documents) in ((1 << 20) // len(line), (1 << 20) // len(line) + 1)
+    assert 1 << 20 <= sum(fetched) <= 2 << 20, fetched  # and a few small probes: first bytes, line starts

@@ -78,6 +78,29 @@ class Engine:
         return 16 if self.kind == "ray" else self.processes(1 << 30)
 
 
+@dataclass(frozen=True)
+class Shipped:
+    """What a task returns when it made data for later tasks: its `result`, which goes to the driver, and the
+    `payload`, which on Ray stays in the cluster's object store (TaskRun.payloads holds a reference to it; see
+    fetched) with only the payload's `names` sent along."""
+
+    result: Any
+    payload: Any
+    names: tuple[str, ...] = ()
+
+
+def share(value: Any, engine: Engine) -> Any:
+    """`value` as tasks are given it: on Ray, put once in the object store (see fetched)."""
+    return import_ray().put(value) if engine.kind == "ray" else value
+
+
+def fetched(payload: Any) -> Any:
+    """A payload (see Shipped, share) itself: on Ray, got from the object store of the node asking."""
+    if type(payload).__module__.startswith("ray"):
+        return import_ray().get(payload)
+    return payload
+
+
 class TaskRun:
     """fn(task) for every task on the engine's workers. Iterating gives (index, result) as each task finishes,
     in completion order, and `results` holds them by index; `add` queues more tasks while the loop runs, ahead
@@ -95,6 +118,7 @@ class TaskRun:
         self.calls = [(fn, task) for task in tasks]  # (function, task) by index: those given, then those added
         self.results: list = []  # by index; None for a call not finished
         self.new: list[int] = []  # calls added since the engine last took them
+        self.payloads: dict[int, tuple[tuple[str, ...], Any]] = {}  # by index: a Shipped result's (names, payload)
         self.finished = finish_calls(self, engine, in_driver)
 
     def add(self, fn: Callable[[Any], Any], tasks: Iterable[Any]) -> None:
@@ -113,6 +137,9 @@ class TaskRun:
 
     def __next__(self) -> tuple[int, Any]:
         index, result = next(self.finished)
+        if isinstance(result, Shipped):
+            self.payloads[index] = result.names, result.payload
+            result = result.result
         self.results += [None] * (len(self.calls) - len(self.results))
         self.results[index] = result
         return index, result
@@ -171,6 +198,15 @@ def attempt(fn: Callable[[Any], Any], task: Any) -> Any:
         message = str(exc).splitlines()[0] if str(exc) else ""
         raise TaskFailed(f"{name(task)} failed: {type(exc).__name__}: {message} (at {where}); "
                          "nothing was published") from exc
+
+
+def attempt_apart(fn: Callable[[Any], Any], task: Any) -> tuple[tuple[Any, tuple[str, ...]], Any]:
+    """attempt as a Ray task of two returns: (the result and its payload's names) for the driver, and the
+    payload (None without one), which stays in the object store until a task or the driver fetches it."""
+    result = attempt(fn, task)
+    if isinstance(result, Shipped):
+        return (result.result, result.names), result.payload
+    return (result, ()), None
 
 
 def name(task: Any) -> str:
@@ -485,7 +521,8 @@ def run_ray(run: TaskRun, engine: Engine) -> Iterator[tuple[int, Any]]:
     results come in."""
     ray = import_ray()
     with session(engine):
-        remote = ray.remote(max_retries=RAY_RETRIES, retry_exceptions=False)(attempt)
+        remote = ray.remote(max_retries=RAY_RETRIES, retry_exceptions=False, num_returns=2)(attempt_apart)
+        payloads: dict = {}  # call index -> the reference to its payload
         index: dict = {}  # ref -> call index
         waiting: list[int] = list(range(len(run.calls)))  # not submitted yet, in order
         pending: list = []
@@ -499,7 +536,7 @@ def run_ray(run: TaskRun, engine: Engine) -> Iterator[tuple[int, Any]]:
             while waiting and len(pending) < limit:
                 i = waiting.pop(0)
                 fn, task = run.calls[i]
-                ref = remote.options(name=f"mlmprep {name(task)}").remote(fn, task)
+                ref, payloads[i] = remote.options(name=f"mlmprep {name(task)}").remote(fn, task)
                 index[ref] = i
                 pending.append(ref)
             done, pending = ray.wait(pending, num_returns=1)
@@ -516,5 +553,7 @@ def run_ray(run: TaskRun, engine: Engine) -> Iterator[tuple[int, Any]]:
                     raise TaskFailed(f"a Ray worker died while running {name(task)} "
                                      f"({RAY_RETRIES + 1} attempts; {str(exc).splitlines()[0]}); "
                                      "nothing was published") from None
-                yield index[ref], result
+                result, names = result
+                payload = payloads.pop(index[ref])
+                yield index[ref], Shipped(result, payload, names) if names else result
                 waiting[:0] = run.added()  # ahead of the first tasks not submitted

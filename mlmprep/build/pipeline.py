@@ -18,15 +18,20 @@ import functools
 import gc
 import hashlib
 import os
+import shutil
 import sys
-from collections.abc import Iterable, Iterator
+import tempfile
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from mlmprep import storage
 from mlmprep.build import mask
 from mlmprep.build.clean import clean_texts
+from mlmprep.build.engine import Shipped, fetched
 from mlmprep.build.windows import (
     WindowStats,
     count_cut_rows,
@@ -70,10 +75,73 @@ class Layout:
         return self.cfg.method == "tokens" and self.cfg.pack == "stream"
 
     def staged(self, name: str) -> Path:
-        return Path(self.stage) / STAGING / name
+        """A file of the staging subfolder; in a detached task, one it reads is fetched when first asked for."""
+        path = Path(self.stage) / STAGING / name
+        if (key := f"{STAGING}/{name}") in INPUTS and not path.exists():
+            for file, data in fetched(INPUTS[key]).items():  # the files of the task that made it, together
+                write_atomic(Path(self.stage) / file, [data])
+                FETCHED.append(file)
+        return path
 
 
 # ------------------------------------------------------------------------------------------------ workers
+
+
+@dataclass(frozen=True)
+class Detached:
+    """A task for a worker that cannot see the build's staging directory (a Ray node sharing no disk with the
+    driver): it runs in a staging directory of the worker's own, fetches the staged files it reads from the
+    payloads of the tasks that made them (`inputs`: name in the stage -> payload, see engine.Shipped; the
+    tokenizer's too), and returns the files it writes as its own payload."""
+
+    fn: Callable[[Any], Any]
+    task: Any  # TokenizeTask, SegmentTask or WriteTask
+    inputs: dict[str, Any]
+
+    def describe(self) -> str:
+        return self.task.describe()
+
+
+INPUTS: dict[str, Any] = {}  # in a detached task: its inputs (see Layout.staged)
+FETCHED: list[str] = []  # ... and those it has fetched so far
+WORKER_STAGES: dict[str, str] = {}  # driver's stage -> this worker's own for that build (one build's at a time)
+
+
+def run_detached(detached: Detached) -> Shipped:
+    """Run a Detached task: the result, with the files it wrote (names relative to the stage) as payload."""
+    task = detached.task
+    layout = task.plan.layout if isinstance(task, WriteTask) else task.layout
+    own = worker_stage(layout.stage, detached.inputs["tokenizer.json"])
+    moved = replace(layout, stage=own)
+    task = replace(task, plan=replace(task.plan, layout=moved)) if isinstance(task, WriteTask) else replace(
+        task, layout=moved)
+    (Path(own) / STAGING).mkdir(exist_ok=True)
+    INPUTS.update(detached.inputs)
+    try:
+        result = detached.fn(task)
+        written = sorted(p.relative_to(own).as_posix() for p in Path(own).rglob("*") if p.is_file())
+        names = tuple(name for name in written if name != "tokenizer.json" and name not in FETCHED)
+        payload = {name: (Path(own) / name).read_bytes() for name in names}
+    finally:
+        INPUTS.clear()
+        FETCHED.clear()
+        for entry in Path(own).iterdir():  # the next task starts from the tokenizer alone
+            if entry.is_dir():
+                shutil.rmtree(entry)
+    return Shipped(result, payload, names)
+
+
+def worker_stage(stage: str, tokenizer: Any) -> str:
+    """This worker's staging directory for the build staged at `stage` (made, with the build's tokenizer.json,
+    on its first task); another build's is removed."""
+    if stage not in WORKER_STAGES:
+        for old in WORKER_STAGES.values():
+            shutil.rmtree(old, ignore_errors=True)
+        WORKER_STAGES.clear()
+        own = tempfile.mkdtemp(prefix="mlmprep-task-")
+        write_atomic(Path(own) / "tokenizer.json", [fetched(tokenizer)])
+        WORKER_STAGES[stage] = own
+    return WORKER_STAGES[stage]
 
 
 def identity(path: Path) -> tuple:
@@ -194,6 +262,7 @@ def tokenize_shard(task: TokenizeTask) -> dict:
     """Phase 1: one shard read, cleaned and tokenized into `shard-N.ids` / `shard-N.lens` (or its cleaned text
     into `shard-N.txt32` for --method text); returns its counts."""
     layout, cfg, index = task.layout, task.layout.cfg, task.shard.index
+    storage.use_corpus_options(storage.parse_options(cfg.storage_options))  # a shard on a URL is read in place
     worker = worker_tokenizer(layout)
     tok = worker.tok
     stats = CorpusStats()

@@ -26,11 +26,12 @@ import numpy as np
 import mlmprep
 from mlmprep import storage
 from mlmprep.build import mask
-from mlmprep.build.engine import Engine, TaskRun, prestart, run_tasks, session
+from mlmprep.build.engine import Engine, TaskRun, fetched, prestart, run_tasks, session, share
 from mlmprep.build.pipeline import (
     SEGMENT_TASK_CHARS,
     STAGING,
     VALIDATION_SLOT,
+    Detached,
     Layout,
     Masker,
     Plan,
@@ -42,6 +43,7 @@ from mlmprep.build.pipeline import (
     cleaned_batches,
     held_out,
     remask_file,
+    run_detached,
     segment_text,
     tokenize_shard,
     tokenize_shard_in_driver,
@@ -129,7 +131,11 @@ def build(cfg: BuildConfig, *, log: Callable[[str], None] = print) -> BuildResul
         check_outside_corpus(out, cfg.corpus)
     with contextlib.ExitStack() as stack:
         scratch = stack.enter_context(tempfile.TemporaryDirectory(prefix="mlmprep-"))  # remote inputs and stage
-        paths, copies = fetch_sources(cfg.corpus, Path(scratch, "corpus"), options)
+        engine = Engine(cfg.engine, cfg.workers, cfg.ray_address)
+        # Corpus objects: copied to this machine's disk first (one transfer each, several at once), except on Ray,
+        # whose nodes see no copy of the driver's: there each task reads its shard of an object in place.
+        paths, copies = (list(cfg.corpus), {}) if engine.kind == "ray" else fetch_sources(
+            cfg.corpus, Path(scratch, "corpus"), options)
         stack.enter_context(named_as(copies))
         corpus = open_corpus(
             paths,
@@ -138,11 +144,11 @@ def build(cfg: BuildConfig, *, log: Callable[[str], None] = print) -> BuildResul
             text_column=cfg.text_column,
             doc_sep=cfg.doc_sep,
             on_decode_error=cfg.on_decode_error,
+            storage_options=options,
         )
         for record in corpus.files:  # the manifest names what the user named
             record["path"] = copies.get(record["path"], record["path"])
         tokenizer = fetch_tokenizer(cfg.tokenizer, Path(scratch, "tokenizer"), options)
-        engine = Engine(cfg.engine, cfg.workers, cfg.ray_address)
         set_tokenizer_threads(cfg.threads, engine)
         # The workers' server starts now, to overlap what follows, unless a build there may be up to date: one
         # started for nothing costs a core-second and keeps this process's stdout open that long after it exits.
@@ -318,6 +324,8 @@ def write_build(cfg: BuildConfig, corpus: Corpus, tok, stage: Path, log: Callabl
                     prefix=tuple(prefix.tolist()),
                     suffix=tuple(suffix.tolist()))
     (stage / STAGING).mkdir()
+    # tasks on Ray nodes that share no disk with this process (which stages a build to object storage) are detached
+    staging = Staging(stage, engine, detached=engine.kind == "ray" and storage.is_url(cfg.out))
     log(f"{len(shards)} input shard{'s' * (len(shards) != 1)} on {engine.describe()}")
     stats = WindowStats(method=cfg.method, row_length=layout.content_length, unk_id=ids.unk)
     files = OutputFiles(layout, output_rows(cfg, window_length), len(shards),
@@ -329,11 +337,12 @@ def write_build(cfg: BuildConfig, corpus: Corpus, tok, stage: Path, log: Callabl
     sizes = [shard.nbytes for shard in shards] if corpus.bytes else [1] * len(shards)
     with Stages() as bar:
         bar.stage("read, clean, tokenize", sum(sizes), "B" if corpus.bytes else "shard")
-        with TaskRun(tokenize_shard, [TokenizeTask(layout, shard) for shard in shards], engine=engine,
-                     in_driver=tokenize_shard_in_driver) as run:
+        with TaskRun(*staging.calls(tokenize_shard, [TokenizeTask(layout, shard) for shard in shards]), engine=engine,
+                     in_driver=None if staging.detached else tokenize_shard_in_driver) as run:
             for index, result in run:  # as each task ends; the write tasks' indices follow the shards'
+                staging.take(run, index)
                 if index >= len(shards):  # an output file is written: let go the shards no file still needs
-                    let_go(layout, files.written(index - len(shards)))
+                    staging.let_go(files.written(index - len(shards)))
                     if reading.done:  # the write stage, which begins once every shard is read
                         bar.update(1)
                     continue
@@ -344,11 +353,11 @@ def write_build(cfg: BuildConfig, corpus: Corpus, tok, stage: Path, log: Callabl
                     continue
                 ready = files.shard_done(index, result)
                 if reading.done:  # the last shard makes every file left ready
-                    ready += plan_rest(corpus, layout, files, reading.results, stats, engine, bar)
-                run.add(write_file, ready)
+                    ready += plan_rest(corpus, layout, files, reading.results, stats, staging, bar)
+                run.add(*staging.calls(write_file, ready))
         if cfg.method == "text":
-            rest = plan_rest(corpus, layout, files, reading.results, stats, engine, bar)
-            written = counted_tasks(write_file, rest, engine, bar)
+            rest = plan_rest(corpus, layout, files, reading.results, stats, staging, bar)
+            written = counted_tasks(write_file, rest, staging, bar)
         else:
             written = run.results[len(shards):]  # one per output file, in order
         timings["tokenize_s"] = reading.finished - pipeline_started
@@ -397,15 +406,48 @@ class Reading:
         return self.count == len(self.results)
 
 
-def let_go(layout: Layout, shards: list[int]) -> None:
-    """Delete the staged token files of `shards`, which no output file still to write reads."""
-    for shard in shards:
-        for suffix in ("ids", "lens"):
-            layout.staged(f"shard-{shard:06d}.{suffix}").unlink(missing_ok=True)
+class Staging:
+    """How the tasks reach the staging directory: directly (one machine, or a disk every Ray node sees), or, when
+    `detached` (Ray nodes that share no disk with the driver), through Ray's object store: each task runs as a
+    pipeline.Detached, the files it stages stay in the object store as its payload until no task still to come
+    reads them, and the output files it writes come back into the driver's stage."""
+
+    def __init__(self, stage: Path, engine: Engine, detached: bool):
+        self.stage, self.engine, self.detached = stage, engine, detached
+        self.held: dict[str, object] = {}  # staged name -> the payload holding it (detached)
+        if detached:
+            self.held["tokenizer.json"] = share((stage / "tokenizer.json").read_bytes(), engine)
+
+    def calls(self, fn: Callable, tasks: Iterable) -> tuple[Callable, list]:
+        """(function, tasks) that run fn(task) for each task where the engine runs them."""
+        if not self.detached:
+            return fn, list(tasks)
+        return run_detached, [Detached(fn, task, dict(self.held)) for task in tasks]
+
+    def take(self, run: TaskRun, index: int) -> None:
+        """Keep what the finished task `index` staged; write the output files it made into the stage."""
+        if index not in run.payloads:
+            return
+        names, payload = run.payloads.pop(index)
+        outputs = [name for name in names if not name.startswith(f"{STAGING}/")]
+        self.held.update((name, payload) for name in names if name not in outputs)
+        if outputs:
+            data = fetched(payload)
+            for name in outputs:
+                (self.stage / name).parent.mkdir(parents=True, exist_ok=True)
+                (self.stage / name).write_bytes(data[name])
+
+    def let_go(self, shards: list[int]) -> None:
+        """Drop the staged token files of `shards`, which no output file still to write reads."""
+        for shard in shards:
+            for suffix in ("ids", "lens"):
+                name = f"shard-{shard:06d}.{suffix}"
+                (self.stage / STAGING / name).unlink(missing_ok=True)
+                self.held.pop(f"{STAGING}/{name}", None)
 
 
 def plan_rest(corpus: Corpus, layout: Layout, files: OutputFiles, read: list[dict], stats: WindowStats,
-              engine: Engine, bar) -> list[WriteTask]:
+              staging: Staging, bar) -> list[WriteTask]:
     """The barrier, once every shard is read: checks, the window statistics, the write tasks of the files not
     made yet."""
     corpus_stats = corpus_counts(corpus, read)
@@ -413,7 +455,7 @@ def plan_rest(corpus: Corpus, layout: Layout, files: OutputFiles, read: list[dic
         raise no_text_error(corpus_name(corpus), corpus_stats, layout.cfg.text_column)
     if error := missing_field_error(corpus_name(corpus), corpus_stats, layout.cfg.text_column):
         raise error
-    rest = files.rest(barrier(layout, read, stats, engine, bar))
+    rest = files.rest(barrier(layout, read, stats, staging, bar))
     if not files.tasks:
         raise CorpusError(f"{corpus_name(corpus)}: too little text for one window of {layout.window_length} tokens; "
                           "lower --input-length or use --pack doc")
@@ -424,10 +466,11 @@ def plan_rest(corpus: Corpus, layout: Layout, files: OutputFiles, read: list[dic
     return rest
 
 
-def counted_tasks(fn: Callable, tasks: list, engine: Engine, bar) -> list:
+def counted_tasks(fn: Callable, tasks: list, staging: Staging, bar) -> list:
     """fn(task) for every task, the progress bar counting each as it ends; the results in task order."""
-    with TaskRun(fn, tasks, engine=engine) as run:
-        for _ in run:
+    with TaskRun(*staging.calls(fn, tasks), engine=staging.engine) as run:
+        for index, _ in run:
+            staging.take(run, index)
             bar.update(1)
     return run.results
 
@@ -483,7 +526,7 @@ def add_counts(stats: WindowStats, counts: dict[str, int]) -> None:
         setattr(stats, key, getattr(stats, key) + value)
 
 
-def barrier(layout: Layout, read: list[dict], stats: WindowStats, engine: Engine, bar) -> list[int]:
+def barrier(layout: Layout, read: list[dict], stats: WindowStats, staging: Staging, bar) -> list[int]:
     """Once every shard is read: the window statistics of the whole stream, and the size of each staged file
     that phase 2 cuts windows from (see shard_size). --method text runs its segmenting tasks here."""
     cfg = layout.cfg
@@ -495,7 +538,7 @@ def barrier(layout: Layout, read: list[dict], stats: WindowStats, engine: Engine
         tasks = [SegmentTask(layout, t, first, min(per, segments - first), char_offsets, chars)
                  for t, first in enumerate(range(0, segments, per))]
         bar.stage("cut, tokenize text segments", len(tasks), "task")
-        counted = counted_tasks(segment_text, tasks, engine, bar)
+        counted = counted_tasks(segment_text, tasks, staging, bar)
         for counts in counted:
             add_counts(stats, counts)
         return [counts["rows"] for counts in counted]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import json
 import logging
 import os
@@ -18,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mlmprep import storage
 from mlmprep.corpus.readers import (
     BATCH_ROWS,
     READERS,
@@ -26,9 +28,10 @@ from mlmprep.corpus.readers import (
     check_magic,
     column_texts,
     file_format,
+    raw_file,
 )
 from mlmprep.corpus.shards import Shard, dataset_shards, file_shards, non_blank, read_unchanged
-from mlmprep.corpus.sources import resolve
+from mlmprep.corpus.sources import remote_sources, resolve
 from mlmprep.errors import ConfigError, CorpusError, printable
 
 DOC_SEPS = ("line", "blank")
@@ -57,17 +60,25 @@ class Corpus:
 # ------------------------------------------------------------------------------------------------ corpora
 
 
-def _sha256_file(path: Path) -> tuple[int, str]:
+def _sha256_file(path: Path | str) -> tuple[int, str]:
     """(bytes read, sha256 hex), the name checked against the first bytes (compressed or not); hashlib releases
     the GIL, so files hash in parallel threads."""
+    if storage.is_url(path):
+        with storage.errors(path, CorpusError), raw_file(path) as f:
+            return _sha256_open(path, f)
     try:
         with open(path, "rb") as f:
-            check_magic(path, f.read(8))
-            f.seek(0)
-            digest = hashlib.file_digest(f, "sha256")
-            return f.tell(), digest.hexdigest()
+            return _sha256_open(path, f)
     except OSError as exc:
         raise CorpusError(f"{path}: cannot read ({exc.strerror or exc}); check its permissions") from None
+
+
+def _sha256_open(path: Path | str, f) -> tuple[int, str]:
+    """_sha256_file of a file opened, local or remote."""
+    check_magic(path, f.read(8))
+    f.seek(0)
+    digest = hashlib.file_digest(f, "sha256")
+    return f.tell(), digest.hexdigest()
 
 
 def _check_used(opts: ReadOptions, *, fields: bool, lines: bool) -> None:
@@ -81,8 +92,16 @@ def _check_used(opts: ReadOptions, *, fields: bool, lines: bool) -> None:
         raise ConfigError("--doc-sep applies to .txt files; the corpus has none: leave it out")
 
 
-def _file_corpus(paths: Sequence[str], opts: ReadOptions) -> Corpus:
-    files, skipped = resolve(paths)
+def _file_corpus(paths: Sequence[str], opts: ReadOptions, storage_options: dict) -> Corpus:
+    files: list[Path | str] = []  # local paths, and URLs read in place
+    skipped: list[str] = []
+    for remote, group in itertools.groupby(map(str, paths), storage.is_url):
+        if remote:
+            files += [url for pattern in group for url in remote_sources(pattern, storage_options)]
+        else:
+            found, passed = resolve(list(group))
+            files += found
+            skipped += passed
     suffixes = {file_format(path)[0] for path in files}
     _check_used(opts, fields=bool(suffixes - {".txt"}), lines=".txt" in suffixes)
     with ThreadPoolExecutor(max_workers=min(len(files), os.cpu_count() or 1)) as pool:
@@ -193,11 +212,14 @@ def open_corpus(
     text_column: str = "text",
     doc_sep: str = "line",
     on_decode_error: str = "replace",
+    storage_options: dict | None = None,
 ) -> Corpus:
     """Corpus files/directories/globs, or a `datasets` NAME[:CONFIG], or (neither given) the built-in sample.
 
     Sources are resolved and hashed now; reading happens in `Corpus.documents()`, where a bad record
     raises CorpusError naming the file and line. The caller checks `stats.documents` for an empty corpus.
+    A path may be a URL: its objects are read in place, with `storage_options` (which this process keeps for
+    every corpus URL it reads).
     """
     if doc_sep not in DOC_SEPS:
         raise ConfigError(f"--doc-sep must be one of {', '.join(DOC_SEPS)}; got {doc_sep!r}")
@@ -211,7 +233,8 @@ def open_corpus(
     if dataset:
         return _dataset_corpus(dataset, dataset_split, opts)
     if paths:
-        return _file_corpus(paths, opts)
+        storage.use_corpus_options(storage_options or {})
+        return _file_corpus(paths, opts, storage_options or {})
     _check_used(opts, fields=False, lines=False)
     return _sample_corpus()
 

@@ -25,12 +25,14 @@ import functools
 import io
 import json
 import lzma
+import os
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mlmprep import storage
 from mlmprep.errors import CorpusError, common_fields
 
 SUPPORTED = (".txt", ".jsonl", ".json", ".parquet", ".csv", ".arrow")
@@ -111,15 +113,28 @@ def check_magic(path: Path | str, head: bytes) -> None:
 def open_corpus_file(path: Path | str):
     """A corpus file, opened for reading bytes through fsspec, decompressed as a stream when its name says it is
     compressed (the name is checked against the magic bytes first). Use it as a context manager."""
-    import fsspec
-
     _, compression = file_format(path)
-    raw = fsspec.open(str(path), "rb")
+    raw = raw_file(path)
     with raw as f:
         check_magic(path, f.read(8))
     if compression == "zstd":  # fsspec's zstd reader ends a truncated frame silently
         return _ZstdOpenFile(raw)
+    return raw_file(path, compression)
+
+
+def raw_file(path: Path | str, compression: str | None = None):
+    """An fsspec OpenFile of a corpus file's bytes (decompressed given a `compression`): a local file, or an
+    object read in place, in ranges, from its URL."""
+    import fsspec
+
+    if storage.is_url(path):
+        return storage.open_corpus_url(path, compression)
     return fsspec.open(str(path), "rb", compression=compression)
+
+
+def file_size(path: Path | str) -> int:
+    """A corpus file's size now, on disk or in the store."""
+    return storage.size(path) if storage.is_url(path) else os.stat(path).st_size
 
 
 class _ZstdOpenFile:
@@ -656,7 +671,7 @@ def parquet_file(path: Path):
     import pyarrow.parquet as pq
 
     try:
-        return pq.ParquetFile(path)
+        return pq.ParquetFile(raw_file(path).open() if storage.is_url(path) else path)
     except Exception as exc:  # pyarrow raises several types for a file that is not Parquet
         raise CorpusError(f"{path}: not a readable Parquet file ({str(exc).splitlines()[0]})") from None
 
@@ -722,7 +737,7 @@ def _arrow(path: Path, stats: CorpusStats, opts: ReadOptions, start: int = 0, en
     import pyarrow as pa
 
     first_row = 0
-    with pa.memory_map(str(path)) as source:
+    with arrow_source(path) as source:
         try:
             reader = pa.ipc.open_file(source)
             first_row = sum(reader.get_batch(i).num_rows for i in range(start))  # zero-copy batches
@@ -734,6 +749,13 @@ def _arrow(path: Path, stats: CorpusStats, opts: ReadOptions, start: int = 0, en
             except pa.ArrowInvalid as exc:
                 raise CorpusError(f"{path}: not an Arrow IPC file or stream ({str(exc).splitlines()[0]})") from None
         yield from column_texts(batches, reader.schema, path, stats, opts, first_row)
+
+
+def arrow_source(path: Path | str):
+    """An Arrow file to read from: mapped into memory on disk, read in ranges from a URL."""
+    import pyarrow as pa
+
+    return raw_file(path).open() if storage.is_url(path) else pa.memory_map(str(path))
 
 
 READERS: dict[str, Callable[[Path, CorpusStats, ReadOptions], Iterator[str | None]]] = {

@@ -17,6 +17,7 @@ the last shard of a file reads to its end.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import io
 import itertools
@@ -24,17 +25,21 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from mlmprep import storage
 from mlmprep.corpus.readers import (
     BATCH_ROWS,
     READERS,
     CorpusStats,
     ReadOptions,
+    arrow_source,
     column_texts,
     damage_errors,
     file_format,
+    file_size,
     line_boundary,
     paragraph_boundary,
     parquet_file,
+    raw_file,
     whole_json,
 )
 from mlmprep.errors import CorpusError
@@ -86,11 +91,11 @@ def read_shard(shard: Shard, opts: ReadOptions, stats: CorpusStats) -> Iterator[
         return non_blank(sample_documents(), stats)
     if shard.kind == "dataset":
         return non_blank(_dataset_texts(shard, opts, stats), stats)
-    path = Path(shard.source)
+    path = shard.source if storage.is_url(shard.source) else Path(shard.source)  # a URL is read in place
     return non_blank(read_unchanged(path, shard.size, _file_texts(path, shard, opts, stats)), stats)
 
 
-def _file_texts(path: Path, shard: Shard, opts: ReadOptions, stats: CorpusStats) -> Iterator[str | None]:
+def _file_texts(path: Path | str, shard: Shard, opts: ReadOptions, stats: CorpusStats) -> Iterator[str | None]:
     suffix, compression = file_format(path)
     if suffix in BYTE_RANGED or (suffix == ".json" and not whole_json(path)):
         reader = READERS[".txt" if suffix == ".txt" else ".jsonl"]
@@ -105,13 +110,14 @@ def _file_texts(path: Path, shard: Shard, opts: ReadOptions, stats: CorpusStats)
     return READERS[suffix](path, stats, opts)
 
 
-def read_unchanged(path: Path, size: int, texts: Iterator[str | None]) -> Iterator[str | None]:
+def read_unchanged(path: Path | str, size: int, texts: Iterator[str | None]) -> Iterator[str | None]:
     """A file's texts. A file deleted, made unreadable or resized since it was hashed is a CorpusError,
     not a traceback, and never a build whose manifest hashes describe other bytes than were read."""
     fix = "keep the corpus unchanged while a build reads it, then run the command again"
     try:
-        yield from texts
-        now = path.stat().st_size
+        with storage.errors(str(path), CorpusError) if storage.is_url(path) else contextlib.nullcontext():
+            yield from texts  # a store that keeps failing: one line naming the URL
+            now = file_size(path)
     except OSError as exc:
         raise CorpusError(f"{path}: cannot be read any more ({exc.strerror or exc}); {fix}") from None
     if now != size:
@@ -121,7 +127,7 @@ def read_unchanged(path: Path, size: int, texts: Iterator[str | None]) -> Iterat
 # ------------------------------------------------------------------------------------------------ planning
 
 
-def file_shards(files: list[tuple[Path, int]], shard_bytes: int, streams: int = 1) -> list[Shard]:
+def file_shards(files: list[tuple[Path | str, int]], shard_bytes: int, streams: int = 1) -> list[Shard]:
     """Shards of corpus files (path, hashed size), in corpus order, each about `shard_bytes` of input; the
     compressed files in about `streams` shards together (each in one at least: many files keep the workers busy
     without skipping)."""
@@ -135,7 +141,7 @@ def file_shards(files: list[tuple[Path, int]], shard_bytes: int, streams: int = 
     return shards
 
 
-def _stream_parts(path: Path, size: int, shard_bytes: int, streams: int) -> list[tuple[int, int | None, int]]:
+def _stream_parts(path: Path | str, size: int, shard_bytes: int, streams: int) -> list[tuple[int, int | None, int]]:
     """(start, end, compressed bytes) of each part of a compressed file: ranges of its text, estimated."""
     suffix, _ = file_format(path)
     if not (suffix in BYTE_RANGED or (suffix == ".json" and not whole_json(path))) or streams <= 1:
@@ -147,13 +153,12 @@ def _stream_parts(path: Path, size: int, shard_bytes: int, streams: int) -> list
     return [(k * step, (k + 1) * step if k < parts - 1 else None, marks[k + 1] - marks[k]) for k in range(parts)]
 
 
-def text_estimate(path: Path, size: int) -> int:
+def text_estimate(path: Path | str, size: int) -> int:
     """About how many bytes of text a compressed file of `size` bytes holds: its first ESTIMATE_BYTES decompressed
     and scaled (exact for a smaller file)."""
-    import fsspec
     from fsspec.compression import compr
 
-    with fsspec.open(str(path), "rb") as raw:
+    with raw_file(path) as raw:
         head = raw.read(ESTIMATE_BYTES)
     text = 0
     try:
@@ -165,9 +170,9 @@ def text_estimate(path: Path, size: int) -> int:
     return text if len(head) >= size else text * size // max(len(head), 1)
 
 
-def _file_parts(path: Path, size: int, shard_bytes: int) -> list[tuple[int, int | None, int]]:
+def _file_parts(path: Path | str, size: int, shard_bytes: int) -> list[tuple[int, int | None, int]]:
     """(start, end, input bytes) of each part of a file."""
-    suffix = path.suffix.lower()
+    suffix = file_format(path)[0]
     try:
         if suffix in BYTE_RANGED or (suffix == ".json" and not whole_json(path)):
             starts = range(0, max(size, 1), shard_bytes)
@@ -184,10 +189,10 @@ def _file_parts(path: Path, size: int, shard_bytes: int) -> list[tuple[int, int 
     return [(0, None, size)]
 
 
-def _arrow_parts(path: Path, size: int, shard_bytes: int) -> list[tuple[int, int | None, int]]:
+def _arrow_parts(path: Path | str, size: int, shard_bytes: int) -> list[tuple[int, int | None, int]]:
     import pyarrow as pa
 
-    with pa.memory_map(str(path)) as source:
+    with arrow_source(path) as source:
         try:
             reader = pa.ipc.open_file(source)
         except pa.ArrowInvalid:  # a stream (or not Arrow: its reader says so)
