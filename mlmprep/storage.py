@@ -115,6 +115,11 @@ def errors(url: str, error: type[MlmprepError] = CacheError) -> Iterator[None]:
                     "--storage-options) and the bucket's permissions") from None
     except (OSError, ValueError) as exc:
         raise error(f"{url}: the storage failed ({first_line(exc)}); check the endpoint and try again") from None
+    except Exception as exc:
+        if "credentials" not in type(exc).__name__.lower():  # botocore's NoCredentialsError, google-auth's
+            raise
+        raise error(f"{url}: no credentials ({first_line(exc)}); give them in the environment, ~/.aws or "
+                    "--storage-options") from None
 
 
 def first_line(exc: BaseException) -> str:

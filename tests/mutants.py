@@ -38,6 +38,9 @@ class Mutant(NamedTuple):
     tests: tuple[str, ...]  # pytest arguments that should catch it
 
 
+RAY_S3 = ("tests/test_ray.py::"
+          "test_a_build_from_and_to_s3_on_nodes_that_share_no_disk_with_the_driver_equals_the_local_build")
+
 MUTANTS = [
     # ------------------------------------------------------------ object storage: the commit protocol
     Mutant("remote-manifest-with-files", "mlmprep/format/publish.py",  # the commit point uploaded among the files
@@ -56,14 +59,23 @@ MUTANTS = [
            ("tests/test_storage.py::test_two_builds_into_one_prefix_cannot_both_win",)),
     Mutant("remote-corpus-options-ignored", "mlmprep/storage.py",  # corpus URLs read without --storage-options
            "fs, path = filesystem(url, CORPUS_OPTIONS)\n", "fs, path = filesystem(url, {})\n",
-           ("tests/test_storage.py::test_worker_processes_read_their_shards_of_a_url_in_place",)),
+           (RAY_S3,)),
     Mutant("remote-task-options-unset", "mlmprep/build/pipeline.py",  # a worker reads URLs without the build's options
            "    storage.use_corpus_options(storage.parse_options(cfg.storage_options))", "",
-           ("tests/test_storage.py::test_worker_processes_read_their_shards_of_a_url_in_place",)),
+           (RAY_S3,)),
+    Mutant("detached-in-the-driver-stage", "mlmprep/build/pipeline.py",  # tasks write where no Ray node sees
+           "    moved = replace(layout, stage=own)", "    moved = layout",
+           ("tests/test_detached.py::test_detached_tasks_build_the_attached_build_s_bytes",)),
+    Mutant("detached-payloads-kept", "mlmprep/build/run.py",  # every shard's tokens held in Ray's store to the end
+           '                self.held.pop(f"{STAGING}/{name}", None)', "                pass",
+           ("tests/test_detached.py::test_detached_tasks_build_the_attached_build_s_bytes",)),
+    Mutant("ray-payload-dropped", "mlmprep/build/engine.py",  # a Ray task's staged files never reach the driver
+           "yield index[ref], Shipped(result, payload, names) if names else result", "yield index[ref], result",
+           (RAY_S3,)),
     Mutant("remote-shard-as-path", "mlmprep/corpus/shards.py",  # a URL shard mangled into a local path
            "path = shard.source if storage.is_url(shard.source) else Path(shard.source)",
            "path = Path(shard.source)",
-           ("tests/test_storage.py::test_corpus_urls_are_read_in_place_into_the_local_build",)),
+           ("tests/test_storage.py::test_corpus_urls_are_read_in_place_shard_by_shard",)),
     Mutant("remote-corpus-failure-unnamed", "mlmprep/corpus/documents.py",  # a failing store read as a local error
            "        with storage.errors(path, CorpusError), raw_file(path) as f:",
            "        with raw_file(path) as f:",

@@ -646,6 +646,7 @@ def test_engine_options_change_no_build_identity_and_ray_needs_absolute_paths(tm
         BuildConfig(corpus=("corpus.txt",), out=str(tmp_path), engine="ray")
     with pytest.raises(ConfigError, match="--workers must be at least 0"):
         BuildConfig(workers=-1)
+    BuildConfig(corpus=("s3://bucket/corpus/",), out="gs://bucket/out", engine="ray")  # what every node reaches
 
 
 def test_ray_refuses_a_dataset_directory_given_by_a_relative_path(tmp_path, monkeypatch):

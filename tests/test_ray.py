@@ -21,6 +21,7 @@ from pathlib import Path
 import psutil
 import pytest
 from conftest import tiny_documents
+from s3server import CREDENTIALS
 from test_cli_build import cli_command, cli_env, comparable, data_files, manifest
 
 from mlmprep.build.engine import Engine, run_tasks
@@ -112,8 +113,34 @@ def with_a_kill(work):
         killer.join()
 
 
+def s3_build(cfg, address):
+    """A build from and to S3 (moto, on this namespace's loopback; the nodes are told its endpoint only by
+    --storage-options) whose driver stages in a tmpfs of its own mount namespace, which no node sees; the build
+    is then copied here for comparison."""
+    sys.path.insert(0, cfg["tests"])
+    from s3server import s3_server
+
+    with s3_server() as s3:
+        fs, bucket = s3.fs(), s3.bucket()
+        fs.put(cfg["corpus"], f"{bucket}/corpus/corpus.txt")
+        fs.put(cfg["tokenizer"], f"{bucket}/tokenizer.json")
+        private = os.path.join(os.path.dirname(cfg["blocks"]), "driver-tmp")
+        os.mkdir(private)
+        command = ["unshare", "-m", "sh", "-c", 'mount -t tmpfs tmpfs "$TMPDIR" && exec "$0" "$@"', *cfg["cli"],
+                   "build", f"s3://{bucket}/corpus/", "--out", f"s3://{bucket}/out", "--tokenizer",
+                   f"s3://{bucket}/tokenizer.json", *cfg["s3_args"], "--storage-options",
+                   json.dumps({"endpoint_url": s3.endpoint}), "--engine", "ray", "--ray-address", address]
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=300,
+                              env={**os.environ, "TMPDIR": private})
+        if proc.returncode == 0:
+            fs.get(f"{bucket}/out/", cfg["s3_copy"] + "/", recursive=True)
+        return {"rc": proc.returncode, "stderr": proc.stderr[-3000:], "driver_tmp_left": os.listdir(private)}
+
+
 def main(cfg):
     started = time.monotonic()
+    # the nodes' environment: credentials, and an endpoint where nothing listens
+    os.environ.update({**cfg["credentials"], "AWS_ENDPOINT_URL": "http://127.0.0.1:9"})
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
     cluster.add_node(num_cpus=1)
     cluster.wait_for_nodes()
@@ -156,6 +183,8 @@ def main(cfg):
         _, err = proc.communicate(timeout=120)
         report["build_interrupted"] = {"rc": proc.returncode, "stderr": err[-3000:], "during": title}
         lap("build_interrupted")
+        report["build_s3"] = s3_build(cfg, cluster.address)
+        lap("build_s3")
     finally:
         cluster.shutdown()
     lap("shutdown")
@@ -260,6 +289,9 @@ def cluster_work(root: Path) -> tuple[Path, dict] | str:
         "build_killed": cli_command(*args, "--out", root / "ray-killed"),  # one long reading task: sure to be hit
         "build_interrupted": cli_command(*args, "--out", root / "ray-interrupted"),
         "build_bad": cli_command(*bad_args, "--out", root / "ray-bad"),
+        "cli": cli_command(), "tests": str(Path(__file__).parent), "corpus": str(corpus), "tokenizer": str(tok),
+        "s3_args": args[4:] + ["--shard-bytes", "40000"], "s3_copy": str(root / "ray-s3"),
+        "credentials": CREDENTIALS,
     }
     (root / "script.py").write_text(SCRIPT, encoding="utf-8")
     home = tempfile.mkdtemp(prefix="ray")  # short: Ray's socket paths under it must fit 107 bytes
@@ -355,6 +387,14 @@ def test_ctrl_c_stops_a_build_on_the_cluster_and_publishes_nothing(cluster_run):
     assert interrupted["rc"] == 130, interrupted["stderr"]
     assert interrupted["stderr"].splitlines()[-1] == "interrupted; nothing was left under the output name"
     assert not (root / "ray-interrupted").exists()
+
+
+def test_a_build_from_and_to_s3_on_nodes_that_share_no_disk_with_the_driver_equals_the_local_build(cluster_run):
+    root, report = cluster_run
+    built = report["build_s3"]
+    assert built["rc"] == 0, built["stderr"]
+    assert data_files(root / "ray-s3") == data_files(root / "local")
+    assert built["driver_tmp_left"] == []  # the driver's tmpfs, seen from outside its mount namespace: empty
 
 
 def test_nothing_is_left_running_in_the_namespace(cluster_run):

@@ -224,10 +224,11 @@ def test_a_protocol_without_its_package_names_the_extra(tiny_corpus, tok):
     assert_refused(result.returncode, result.stderr, "gs://bucket/data", "pip install 'mlmprep[gcs]'")
 
 
-def test_ray_refuses_object_storage_paths_in_one_line(tiny_corpus, tok):
-    pytest.importorskip("ray")
-    result = run(*build_args(tiny_corpus, "s3://bucket/data", tok, "--engine", "ray"), env={})
-    assert_refused(result.returncode, result.stderr, "--engine ray", "s3://bucket/data")
+def test_no_credentials_at_all_is_one_line_naming_the_url(tiny_corpus, tok):
+    nothing = {"AWS_ENDPOINT_URL": "http://127.0.0.1:9", "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent",
+               "AWS_CONFIG_FILE": "/nonexistent"}
+    result = run(*build_args(tiny_corpus, "s3://bucket/data", tok), env=nothing)
+    assert_refused(result.returncode, result.stderr, "--out s3://bucket/data", "no credentials")
 
 
 def test_a_bad_record_in_a_remote_corpus_file_is_named_by_its_url(s3, tok):
@@ -285,46 +286,36 @@ def every_format(folder) -> None:
     (folder / "f.json").write_text(json.dumps([{"text": d} for d in docs[200:]]), encoding="utf-8")
 
 
-def test_corpus_urls_are_read_in_place_into_the_local_build(s3, monkeypatch, tmp_path, tok):
-    """Every format from s3:// in many small shards, with nothing copied to local disk: the local build's bytes."""
+def test_corpus_urls_are_read_in_place_shard_by_shard(s3, monkeypatch, tmp_path):
+    """Every format from s3:// in many small shards, as Ray tasks read them, with nothing copied to local disk: the
+    documents of the same shards of the local files, and the same fingerprint."""
     import s3fs
 
     from mlmprep import storage
+    from mlmprep.corpus.documents import open_corpus
+    from mlmprep.corpus.readers import CorpusStats, ReadOptions
+    from mlmprep.corpus.shards import read_shard
 
     every_format(tmp_path / "corpus")
     bucket = s3.bucket()
     s3.fs().put(str(tmp_path / "corpus") + "/", f"{bucket}/corpus/", recursive=True)
-    more = ("--workers", "1", "--shard-bytes", "1024")
-    assert cli(*build_args(tmp_path / "corpus", tmp_path / "local", tok, *more)).exit_code == 0
 
     def copied(*args, **kwargs):
         raise AssertionError("a corpus object was copied to local disk")
 
+    def documents(corpus):
+        shards = corpus.shards(1024, 4)
+        assert len(shards) > 12
+        return [(shard.start, shard.end, list(read_shard(shard, ReadOptions(), CorpusStats()))) for shard in shards]
+
+    local = open_corpus([str(tmp_path / "corpus")])
     monkeypatch.setattr(storage, "fetch", copied)
     monkeypatch.setattr(s3fs.S3FileSystem, "_get_file", copied)
-    out = f"s3://{bucket}/data"
-    result = cli(*build_args(f"s3://{bucket}/corpus/", out, tok, *more))
-    assert result.exit_code == 0, result.stderr
-    assert remote_files(s3, out) == data_files(tmp_path / "local")
-    local, remote = json.loads((tmp_path / "local" / "manifest.json").read_text()), remote_manifest(s3, out)
-    assert remote["corpus"]["fingerprint"] == local["corpus"]["fingerprint"]
-    assert [f["path"] for f in remote["corpus"]["files"]] == [
+    remote = open_corpus([f"s3://{bucket}/corpus/"], storage_options={})
+    assert [f["path"] for f in remote.files] == [
         f"s3://{bucket}/corpus/{name}" for name in sorted(p.name for p in (tmp_path / "corpus").iterdir())]
-
-
-def test_worker_processes_read_their_shards_of_a_url_in_place(s3, tmp_path, tiny_corpus, tok):
-    """Two local workers, each reading byte ranges of the object through the store with --storage-options (the
-    environment's endpoint leads nowhere): the one-process bytes."""
-    bucket = s3.bucket()
-    s3.fs().put(str(tiny_corpus), f"{bucket}/c/{tiny_corpus.name}")
-    corpus, more = f"s3://{bucket}/c/{tiny_corpus.name}", ("--shard-bytes", "4000")
-    assert cli(*build_args(tiny_corpus, tmp_path / "local", tok, "--workers", "1", *more)).exit_code == 0
-    options = json.dumps({"endpoint_url": s3.endpoint})
-    env = {**s3.env, "AWS_ENDPOINT_URL": "http://127.0.0.1:9"}  # nothing listens there
-    result = run(*build_args(corpus, tmp_path / "two", tok, "--workers", "2", "--storage-options", options, *more),
-                 env=env)
-    assert result.returncode == 0, result.stderr
-    assert data_files(tmp_path / "two") == data_files(tmp_path / "local")
+    assert remote.fingerprint == local.fingerprint
+    assert documents(remote) == documents(local)
 
 
 def test_a_store_that_keeps_failing_to_serve_the_corpus_is_one_line_naming_its_url(s3, s3_proxy, tiny_corpus, tok):
