@@ -40,6 +40,7 @@ import hashlib
 import json
 import lzma
 import os
+import secrets
 import shutil
 import statistics
 import subprocess
@@ -167,6 +168,8 @@ def run(quick: bool = False, scales: tuple[int, ...] = (1, 4), corpus: Path | No
         results.update(startup(work, base, tok, mlmprep))
         if "s3" in storage:
             results["storage"] = s3_case(work, make_corpus(source, work, scales[0], limit), tok, mlmprep, repeats)
+        if "ray" in storage:
+            results["ray"] = ray_case(work, make_corpus(source, work, scales[0], limit), tok, mlmprep, repeats)
         print_table(results)
         return results
     finally:
@@ -240,6 +243,47 @@ def s3_case(work: Path, corpus: Path, tok: Path, mlmprep: list[str], repeats: in
         same = tree_digest(work / "disk") == tree_digest(work / "from-s3")
     return {"mb": corpus.stat().st_size / 1e6, "local_s": min(local), "s3_s": min(remote), "same": same,
             "ratio": statistics.median(r / d for d, r in zip(local, remote))}
+
+
+def ray_case(work: Path, corpus: Path, tok: Path, mlmprep: list[str], repeats: int) -> dict:
+    """Builds on a one-node Ray cluster started here (2 CPUs), in turn: on local disk (the stage every node sees),
+    from local disk to S3 and from S3 to S3 (moto on loopback; tasks detached: staged token files through Ray's
+    object store, output files back to the driver; the S3 corpus read in place by the tasks). Their times (best),
+    the medians of the pairs' ratios against the local-disk one, and whether all three built the same bytes."""
+    from tests.s3server import s3_server
+
+    home = Path(tempfile.mkdtemp(prefix="ray", dir="/tmp"))  # short: Ray's socket paths must fit 107 bytes
+    with s3_server() as server:
+        fs, bucket = server.fs(), server.bucket()
+        fs.put(str(corpus), f"{bucket}/corpus/{corpus.name}")
+        # Ray's files (sessions, the cluster's token) under `home`, for the cluster and the builds that join it
+        env = {**os.environ, **server.env, "RAY_TMPDIR": str(home), "HOME": str(home), "RAY_AUTH_MODE": "token",
+               "RAY_AUTH_TOKEN": secrets.token_hex(32)}
+        port = str(6400 + os.getpid() % 1000)
+        subprocess.run(["ray", "start", "--head", "--num-cpus", "2", "--port", port, "--node-ip-address", "127.0.0.1",
+                        "--disable-usage-stats", "--include-dashboard", "false"], env=env, check=True,
+                       capture_output=True)
+        try:
+            args = ["build", "--seeds", "4", "--force", "--tokenizer", str(tok), "--engine", "ray", "--ray-address",
+                    f"127.0.0.1:{port}"]
+            cases = {"disk": (str(corpus), str(work / "ray-disk")), "to_s3": (str(corpus), f"s3://{bucket}/to"),
+                     "s3": (f"s3://{bucket}/corpus/", f"s3://{bucket}/both")}
+            seconds: dict[str, list[float]] = {name: [] for name in cases}
+            for _ in range(repeats):
+                for name, (source, out) in cases.items():
+                    seconds[name].append(timed([*mlmprep, *args, source, "--out", out], env)[0])
+        finally:
+            subprocess.run(["ray", "stop", "--force"], env=env, capture_output=True)
+            shutil.rmtree(home, ignore_errors=True)
+        digests = {"disk": tree_digest(work / "ray-disk")}
+        for name in ("to_s3", "s3"):
+            shutil.rmtree(work / f"ray-{name}", ignore_errors=True)
+            fs.get(cases[name][1][len("s3://"):] + "/", str(work / f"ray-{name}") + "/", recursive=True)
+            digests[name] = tree_digest(work / f"ray-{name}")
+    return {"mb": corpus.stat().st_size / 1e6, "seconds": {name: min(t) for name, t in seconds.items()},
+            "ratio": {name: statistics.median(t / d for d, t in zip(seconds["disk"], seconds[name]))
+                      for name in ("to_s3", "s3")},
+            "same": len(set(digests.values())) == 1}
 
 
 def wall_seconds(cmd: list[str]) -> float:
@@ -316,6 +360,11 @@ def print_table(r: dict) -> None:
         print(f"\nbuild --seeds 4 of {x['mb']:.1f} MB from and to S3 (moto on loopback) {x['s3_s']:.2f} s, "
               f"on local disk {x['local_s']:.2f} s: {x['ratio']:.2f}x (target <= {STORAGE_TARGET}x); "
               f"bytes identical: {x['same']}")
+    if "ray" in r:
+        x, t = r["ray"], r["ray"]["seconds"]
+        print(f"\nbuild --seeds 4 of {x['mb']:.1f} MB on a one-node Ray cluster (2 CPUs): local disk "
+              f"{t['disk']:.2f} s, local disk to S3 {t['to_s3']:.2f} s ({x['ratio']['to_s3']:.2f}x), "
+              f"S3 to S3 {t['s3']:.2f} s ({x['ratio']['s3']:.2f}x); bytes identical: {x['same']}")
 
 
 def figures(r: dict) -> list[Figure]:
@@ -359,7 +408,7 @@ def figures(r: dict) -> list[Figure]:
         Figure("--threads 1 and 2 byte-identical", str(r["threads_1_vs_2_identical"]), "True",
                r["threads_1_vs_2_identical"]),
     ]
-    rows += storage_figures(r)
+    rows += storage_figures(r) + ray_figures(r)
     return rows + [Figure(cmd, f"{seconds:.2f} s", f"<= {HELP_TARGETS[cmd]} s", seconds <= HELP_TARGETS[cmd])
                    for cmd, seconds in r["help_s"].items()]
 
@@ -375,6 +424,16 @@ def storage_figures(r: dict) -> list[Figure]:
             Figure("build from and to S3 byte-identical to the local-disk build", str(x["same"]), "True", x["same"])]
 
 
+def ray_figures(r: dict) -> list[Figure]:
+    """The --storage ray case: Ray builds from and to S3 (no disk shared with the driver) against Ray on local disk."""
+    if "ray" not in r:
+        return []
+    x = r["ray"]
+    return [Figure(f"Ray build, local disk to S3 / on local disk, {x['mb']:.0f} MB", f"{x['ratio']['to_s3']:.2f}x"),
+            Figure(f"Ray build, S3 to S3 / on local disk, {x['mb']:.0f} MB", f"{x['ratio']['s3']:.2f}x"),
+            Figure("Ray builds on disk, to S3 and from S3 byte-identical", str(x["same"]), "True", x["same"])]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a 2 MB slice at 1x only")
@@ -383,7 +442,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=None, help="pairs of runs per scale (default 5; quick 1)")
     parser.add_argument("--workers", default="", help="build with each of these worker counts, e.g. 1,2 or 1,2,4,8,16")
     parser.add_argument("--compression", default="", help=f"also build compressed copies: any of {','.join(CODECS)}")
-    parser.add_argument("--storage", default="", help="also build from and to this storage: s3 (a local S3 server)")
+    parser.add_argument("--storage", default="",
+                        help="also build from and to these: s3 (a local S3 server), ray (S3 and a local Ray cluster)")
     docs.add_arguments(parser, "build")
     args = parser.parse_args()
     workers = tuple(int(w) for w in args.workers.split(",") if w)
