@@ -519,6 +519,7 @@ class TrainConfig:
     fetch_bandwidth: str | None = opt(None, "Most bytes per second the downloads take, e.g. 200M, so the prefetch "
                                       "leaves the network to the training.", panel="Remote data", metavar="SIZE",
                                       shown="unlimited")
+    storage_options: str | None = opt(None, STORAGE_OPTIONS_HELP, panel="Remote data", metavar="JSON")
 
     def __post_init__(self) -> None:
         if isinstance(self.validation, str) or self.validation is None:  # one DIR, as a library call may give it
@@ -546,6 +547,7 @@ class TrainConfig:
         for option, value in (("--cache-limit", self.cache_limit), ("--fetch-bandwidth", self.fetch_bandwidth)):
             if value is not None and parse_size(value, option) < 1:
                 raise ConfigError(f"{option} must be at least 1 byte, got {value!r}")
+        parse_options(self.storage_options)
         self.check_finite()
         self.check_caps()
         self.check_options_apply()

@@ -346,3 +346,20 @@ def test_a_bad_size_is_one_line_naming_the_option():
         TrainConfig(cache_limit="40 gigs")
     with pytest.raises(ConfigError, match=r"^--fetch-bandwidth must be at least 1 byte"):
         TrainConfig(fetch_bandwidth="0")
+
+
+def test_storage_options_reach_the_store_and_never_the_run_s_files(tmp_path, s3, tiny_build, monkeypatch):
+    """The endpoint given only by --storage-options (the environment's leads nowhere); the options, which may hold
+    credentials, are written nowhere in the run; a bad one is one line."""
+    url = upload(s3, tiny_build)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
+    options = json.dumps({"endpoint_url": s3.endpoint, "key": "testing", "secret": "testing", "token": "testing"})
+    cfg = TrainConfig(data=url, cache_dir=str(tmp_path / "cache"), out=str(tmp_path / "run"), **FAST, max_steps=2,
+                      storage_options=options)
+    assert fit(cfg)["step"] == 2
+    assert not [p for p in (tmp_path / "run").rglob("*") if p.is_file() and b"testing" in p.read_bytes()]
+    result = CliRunner().invoke(app, ["train", url, "--storage-options", '{"no_such_option": 1}', "--cache-dir",
+                                      str(tmp_path / "cache"), "--out", str(tmp_path / "bad")])
+    assert result.exit_code == 2 and result.output.startswith(f"error: {url}: ") and "--storage-options" in \
+        result.output and len(result.output.splitlines()) == 1, result.output
+    assert not (tmp_path / "bad").exists()

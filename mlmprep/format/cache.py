@@ -35,7 +35,7 @@ from mlmprep.config import parse_size, size_text
 from mlmprep.errors import CacheError, ConfigError, MlmprepError
 from mlmprep.format import load
 from mlmprep.format.write import MANIFEST
-from mlmprep.storage import is_url
+from mlmprep.storage import is_url, parse_options
 
 CHUNK = 8 << 20  # bytes per ranged read: one request, retried on its own
 ATTEMPTS = 5  # tries of one ranged read before the run stops
@@ -150,15 +150,17 @@ class SeedCache:
 
     def __init__(self, url: str, cache_dir: str | Path | None = None, *, limit: int | None = None,
                  prefetch_epochs: int = 1, threads: int = 4, bandwidth: int | None = None,
-                 log: Callable[[str], None] = lambda _: None):
+                 options: dict | None = None, log: Callable[[str], None] = lambda _: None):
         import fsspec.core
 
         self.url, self.log, self.prefetch_epochs = str(url).rstrip("/"), log, prefetch_epochs
         try:
-            self.fs, self.remote = fsspec.core.url_to_fs(self.url, skip_instance_cache=True)
+            self.fs, self.remote = fsspec.core.url_to_fs(self.url, skip_instance_cache=True, **(options or {}))
         except (ImportError, ValueError) as exc:
             raise CacheError(f"{self.url}: no file system for this URL ({one_line(exc)}); install the extra it "
                              "needs, e.g. pip install 'mlmprep[s3]' or 'mlmprep[gcs]'") from None
+        except TypeError as exc:  # an option the file system does not take (some clients say so only when used)
+            raise ConfigError(f"{self.url}: {one_line(exc)}; check --storage-options") from None
         raw = self.manifest_bytes()
         base = Path(cache_dir).expanduser() if cache_dir else default_cache_dir()
         self.key = hashlib.sha256(self.url.encode("utf-8")).hexdigest()[:10]
@@ -205,6 +207,8 @@ class SeedCache:
             if isinstance(exc.__cause__, FileNotFoundError):
                 raise CacheError(f"{self.url}: no {MANIFEST}, so no finished build there; give the URL mlmprep build "
                                  "wrote to (its manifest is written last)") from None
+            if isinstance(exc.__cause__, TypeError):  # the client was given an option it does not take
+                raise ConfigError(f"{self.url}: {one_line(exc.__cause__)}; check --storage-options") from None
             raise
 
     def remove_stale(self, base: Path) -> None:
@@ -443,7 +447,7 @@ class SeedCache:
             try:
                 return self.fs.cat_file(remote, start=start, end=end)
             except Exception as exc:  # whatever the store's client raises: retried, then one line
-                if attempt == ATTEMPTS - 1 or isinstance(exc, (FileNotFoundError, PermissionError)):  # final answers
+                if attempt == ATTEMPTS - 1 or isinstance(exc, (FileNotFoundError, PermissionError, TypeError)):
                     tries = f"{attempt + 1} tries" if attempt else "1 try"
                     raise CacheError(f"{url}: cannot be read ({one_line(exc)}) after {tries}; the run stops here, its "
                                      "checkpoints kept: resume it with --resume once the store answers") from exc
@@ -495,7 +499,8 @@ def open_data(cfg, log: Callable[[str], None] = lambda _: None) -> str:
     limit, bandwidth = (None if value is None else parse_size(value, option) for option, value in
                         (("--cache-limit", cfg.cache_limit), ("--fetch-bandwidth", cfg.fetch_bandwidth)))
     OPEN[cfg.data] = SeedCache(cfg.data, cfg.cache_dir, limit=limit, prefetch_epochs=cfg.prefetch_epochs,
-                               threads=cfg.fetch_threads, bandwidth=bandwidth, log=log)
+                               threads=cfg.fetch_threads, bandwidth=bandwidth,
+                               options=parse_options(cfg.storage_options), log=log)
     if not cfg.max_steps and not cfg.max_tokens:  # the run ends with epoch --epochs - 1: nothing past it is fetched
         OPEN[cfg.data].last_epoch = cfg.epochs - 1
     return str(OPEN[cfg.data].root)

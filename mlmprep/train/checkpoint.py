@@ -38,7 +38,7 @@ CONFIG = "train_config.json"
 RESUMABLE = frozenset(
     {"data", "out", "resume", "epochs", "max_steps", "max_tokens", "eval_every", "validation", "log_every",
      "save_every", "keep_checkpoints", "compile", "max_bad_steps", "report_to", "weights", "mix", "cache_dir",
-     "cache_limit", "prefetch_epochs", "fetch_threads", "fetch_bandwidth"}
+     "cache_limit", "prefetch_epochs", "fetch_threads", "fetch_bandwidth", "storage_options"}
 )
 
 
@@ -56,7 +56,7 @@ def latest(run: str | Path) -> Path | None:
 def run_options(cfg: TrainConfig) -> dict:
     """train_config.json's options. A run of one build leaves out the mixture's options and keeps --validation as
     one path (or null), so its file reads as before mixtures existed; a resume reads either form."""
-    options = to_dict(cfg)
+    options = {key: value for key, value in to_dict(cfg).items() if key != "storage_options"}  # may hold credentials
     if not cfg.mixture:
         options = {key: value for key, value in options.items() if key not in ("sources", "weights", "mix")}
         options["validation"] = cfg.validation[0] if cfg.validation else None
