@@ -119,7 +119,8 @@ class BuildConfig:
     workers: int = opt(0, "Build processes (0: all cores; 1: in-process, for debugging); with --engine ray, tasks in "
                        "flight on the cluster (0: two per CPU it has). Never changes the output.", panel="Speed")
     engine: Literal["local", "ray"] = opt("local", "'local' worker processes, or 'ray' tasks on a Ray cluster (pip "
-                                          "install \"mlmprep[ray]\"; absolute paths on shared storage).", panel="Speed")
+                                          "install \"mlmprep[ray]\"; URLs, or absolute paths on shared storage).",
+                                          panel="Speed")
     ray_address: str | None = opt(None, "Ray cluster to join with --engine ray, as `ray start --head` prints it. None: "
                                   "start or join a local instance.", panel="Speed", metavar="ADDRESS")
     chunk_chars: int = 1 << 20  # config file only: characters of text per tokenize/mask/write chunk, bounding memory
