@@ -180,14 +180,14 @@ def use_corpus_options(options: dict) -> None:
     CORPUS_OPTIONS.update(options)
 
 
-def open_corpus_url(url: str, compression: str | None = None):
-    """An fsspec OpenFile reading corpus object `url` in place (ranges on demand, decompressed as a stream given a
-    `compression`), with the corpus's storage options."""
+def open_corpus_url(url: str, compression: str | None = None, block: int = CORPUS_BLOCK):
+    """An fsspec OpenFile reading corpus object `url` in place (ranges on demand, at least `block` bytes each,
+    decompressed as a stream given a `compression`), with the corpus's storage options."""
     from fsspec.core import OpenFile
 
     fs, path = filesystem(url, CORPUS_OPTIONS)
     fs = copy.copy(fs)  # the same client, with blocks of its own: the store's default (s3fs: 50 MiB) would fetch
-    fs.default_block_size = CORPUS_BLOCK  # that much to check a file's first bytes or find a line start
+    fs.default_block_size = block  # that much to check a file's first bytes or find a line start
     return OpenFile(fs, path, "rb", compression=compression)
 
 

@@ -77,11 +77,12 @@ MUTANTS = [
            "path = Path(shard.source)",
            ("tests/test_storage.py::test_corpus_urls_are_read_in_place_shard_by_shard",)),
     Mutant("remote-corpus-failure-unnamed", "mlmprep/corpus/documents.py",  # a failing store read as a local error
-           "        with storage.errors(path, CorpusError), raw_file(path) as f:",
-           "        with raw_file(path) as f:",
-           ("tests/test_storage.py::test_a_store_that_keeps_failing_to_serve_the_corpus_is_one_line_naming_its_url",)),
+           "        with storage.errors(path, CorpusError), storage.open_corpus_url(path, block=HASH_BLOCK) as f:",
+           "        with storage.open_corpus_url(path, block=HASH_BLOCK) as f:",
+           ("tests/test_storage.py::test_a_store_that_keeps_failing_while_an_object_is_read_in_place_is_one_line_"
+            "naming_it",)),
     Mutant("remote-corpus-default-blocks", "mlmprep/storage.py",  # every probe of an object fetches 50 MiB
-           "    fs.default_block_size = CORPUS_BLOCK", "    pass",
+           "    fs.default_block_size = block", "    pass",
            ("tests/test_storage.py::test_a_shard_of_a_large_object_fetches_about_its_own_bytes",)),
     Mutant("remote-intact-always", "mlmprep/format/publish.py",  # files missing from the store go unnoticed
            "return all(present.get(name) == size for name, size in listed.items()) and",

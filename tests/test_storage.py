@@ -318,6 +318,21 @@ def test_corpus_urls_are_read_in_place_shard_by_shard(s3, monkeypatch, tmp_path)
     assert documents(remote) == documents(local)
 
 
+def test_a_store_that_keeps_failing_while_an_object_is_read_in_place_is_one_line_naming_it(s3, s3_proxy,
+                                                                                             tiny_corpus):
+    """As the driver of a Ray build hashes the corpus objects it will have its tasks read in place."""
+    from mlmprep.corpus.documents import open_corpus
+    from mlmprep.errors import CorpusError
+
+    bucket = s3.bucket()
+    s3.fs().put(str(tiny_corpus), f"{bucket}/c/{tiny_corpus.name}")
+    s3_proxy.add(Fault(lambda method, path: method == "GET" and path.split("?")[0].endswith(".txt"), kind="503",
+                       times=1000))
+    url = f"s3://{bucket}/c/{tiny_corpus.name}"
+    with pytest.raises(CorpusError, match=f"^{url}: the storage failed .*; check the endpoint and try again$"):
+        open_corpus([url], storage_options={"config_kwargs": {"retries": {"max_attempts": 1}}})
+
+
 def test_a_store_that_keeps_failing_to_serve_the_corpus_is_one_line_naming_its_url(s3, s3_proxy, tiny_corpus, tok):
     bucket = s3.bucket()
     corpus, tokenizer = upload_inputs(s3, bucket, tiny_corpus, tok)

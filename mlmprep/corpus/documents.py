@@ -28,13 +28,13 @@ from mlmprep.corpus.readers import (
     check_magic,
     column_texts,
     file_format,
-    raw_file,
 )
 from mlmprep.corpus.shards import Shard, dataset_shards, file_shards, non_blank, read_unchanged
 from mlmprep.corpus.sources import remote_sources, resolve
 from mlmprep.errors import ConfigError, CorpusError, printable
 
 DOC_SEPS = ("line", "blank")
+HASH_BLOCK = 16 << 20  # bytes per request while a corpus object is read through to hash it
 DECODE_POLICIES = ("replace", "skip", "fail")
 
 
@@ -64,7 +64,7 @@ def _sha256_file(path: Path | str) -> tuple[int, str]:
     """(bytes read, sha256 hex), the name checked against the first bytes (compressed or not); hashlib releases
     the GIL, so files hash in parallel threads."""
     if storage.is_url(path):
-        with storage.errors(path, CorpusError), raw_file(path) as f:
+        with storage.errors(path, CorpusError), storage.open_corpus_url(path, block=HASH_BLOCK) as f:
             return _sha256_open(path, f)
     try:
         with open(path, "rb") as f:
