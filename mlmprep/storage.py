@@ -10,7 +10,6 @@ exponential backoff (RETRIES).
 from __future__ import annotations
 
 import contextlib
-import copy
 import functools
 import json
 import os
@@ -61,12 +60,13 @@ def parse_options(text: str | None, option: str = "--storage-options") -> dict:
     return value
 
 
-def filesystem(url: str, options: dict | None = None):
-    """(fsspec file system, path inside it) for `url`. A protocol whose library is missing is one line naming
-    the extra that installs it; an unknown protocol is one line too."""
+def filesystem(url: str, options: dict | None = None, block: int | None = None):
+    """(fsspec file system, path inside it) for `url`; one whose files are read in ranges of at least `block`
+    bytes, given one. A protocol whose library is missing is one line naming the extra that installs it; an
+    unknown protocol is one line too."""
     try:
         fs = _filesystem(protocol(url), json.dumps(options or {}, sort_keys=True),
-                         tuple(os.environ.get(name) for name in CLIENT_ENVIRONMENT))
+                         tuple(os.environ.get(name) for name in CLIENT_ENVIRONMENT), block)
     except ConfigError as exc:
         raise ConfigError(f"{url}: {exc}") from None
     return fs, fs._strip_protocol(url)
@@ -78,16 +78,16 @@ CLIENT_ENVIRONMENT = ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCES
 
 
 @functools.lru_cache(maxsize=8)
-def _filesystem(proto: str, options: str, environment: tuple):
-    """One file system per protocol, options and environment, made once: making an S3 client loads botocore's
-    service model, a good part of a second."""
+def _filesystem(proto: str, options: str, environment: tuple, block: int | None):
+    """One file system per protocol, options, environment and block size, made once: making an S3 client loads
+    botocore's service model, a good part of a second."""
     import fsspec
 
     defaults: dict = {"skip_instance_cache": True}  # this cache is the one that knows the environment
     if proto in ("s3", "s3a"):
         defaults["config_kwargs"] = {"retries": {"max_attempts": RETRIES, "mode": "standard"}}
     try:
-        return fsspec.filesystem(proto, **{**defaults, **json.loads(options)})
+        fs = fsspec.filesystem(proto, **{**defaults, **json.loads(options)})
     except ImportError:
         extra = EXTRAS.get(proto)
         hint = f"pip install 'mlmprep[{extra}]'" if extra else f"install the fsspec implementation of {proto}://"
@@ -96,6 +96,9 @@ def _filesystem(proto: str, options: str, environment: tuple):
         if "protocol" in str(exc).lower():
             raise ConfigError(f"unknown protocol {proto}://; use s3://, gs:// or a local path") from None
         raise
+    if block:
+        fs.default_block_size = block
+    return fs
 
 
 @contextlib.contextmanager
@@ -185,9 +188,8 @@ def open_corpus_url(url: str, compression: str | None = None, block: int = CORPU
     decompressed as a stream given a `compression`), with the corpus's storage options."""
     from fsspec.core import OpenFile
 
-    fs, path = filesystem(url, CORPUS_OPTIONS)
-    fs = copy.copy(fs)  # the same client, with blocks of its own: the store's default (s3fs: 50 MiB) would fetch
-    fs.default_block_size = block  # that much to check a file's first bytes or find a line start
+    # blocks of its own: the store's default (s3fs: 50 MiB) would fetch that much to find a line start
+    fs, path = filesystem(url, CORPUS_OPTIONS, block)
     return OpenFile(fs, path, "rb", compression=compression)
 
 

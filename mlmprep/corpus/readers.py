@@ -115,8 +115,9 @@ def open_corpus_file(path: Path | str):
     compressed (the name is checked against the magic bytes first). Use it as a context manager."""
     _, compression = file_format(path)
     raw = raw_file(path)
-    with raw as f:
-        check_magic(path, f.read(8))
+    if not storage.is_url(path):  # an object's were checked as it was hashed: here it would cost a request
+        with raw as f:
+            check_magic(path, f.read(8))
     if compression == "zstd":  # fsspec's zstd reader ends a truncated frame silently
         return _ZstdOpenFile(raw)
     return raw_file(path, compression)
