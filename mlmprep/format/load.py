@@ -298,7 +298,8 @@ def _column(chunks: list[tuple[np.ndarray, int, int]], maps: list[pa.Buffer], dt
 
 @njit(cache=True, nogil=True)
 def _gather(buf, starts, lengths, out, out_starts):
-    """Copy buf[starts[i] : starts[i] + lengths[i]] to out[out_starts[i] :] for each i."""
+    """Copy buf[starts[i] : starts[i] + lengths[i]] to out[out_starts[i] :] for each i, row by row through views of
+    both: a loop without index arithmetic, which compiles to a vectorized copy."""
     for i in range(len(starts)):
         source = buf[starts[i] : starts[i] + lengths[i]]
         target = out[out_starts[i] : out_starts[i] + lengths[i]]
@@ -309,8 +310,8 @@ def _gather(buf, starts, lengths, out, out_starts):
 def pick_rows(parts: list[tuple[Split, np.ndarray]], path: str | Path) -> Split:
     """One Split of the given rows of several splits, in order (the rows of each (split, rows) part in turn). Their
     tokens are gathered into one array per column (a copy of just those rows), so that collating reads one buffer
-    as it does for a split of one file. `path` names it in messages. Parts must share their objective and their
-    columns' stored types."""
+    as it does for a split of one file; the cost follows the rows picked, not the splits' sizes. `path` names it in
+    messages. Parts must share their objective and their columns' stored types."""
     objectives = {split.objective for split, _ in parts}
     if len(objectives) != 1:
         raise CacheError(f"{path}: cannot pick rows of {' and '.join(sorted(objectives))} splits together")
