@@ -73,11 +73,11 @@ def padding_efficiency(batches: list[np.ndarray], enc: np.ndarray, dec: np.ndarr
 
 
 def mixture_tokens_per_s(windows: np.ndarray, work: Path, split, collator: Collator) -> dict[str, float]:
-    """Loader tokens/s over one build and over a mixture of three (its rows dealt round robin into three builds),
-    timed in turn; each turn plans and collates about one epoch of the one build's tokens (the mixture's next
-    steps: its plan is opened once, as a run opens it)."""
-    builds = [write_fake_build(work / f"mix{k}", lengths=windows[k::3], n_seeds=1, vocab_size=8000, seed=k)
-              for k in range(3)]
+    """Loader tokens/s over one build and over a mixture of three (its rows dealt round robin into three builds,
+    stored as the one is), timed in turn; each turn plans and collates about one epoch of the one build's tokens
+    (the mixture's next steps: its plan is opened once, as a run opens it)."""
+    builds = [write_fake_build(work / f"mix{k}", lengths=windows[k::3], n_seeds=1, vocab_size=8000, seed=k,
+                               format_version=3) for k in range(3)]
     mix = open_mixture(builds, weights=[0.5, 0.3, 0.2])
     enc, dec = split.enc_lengths, split.dec_lengths
     wanted = float(enc.sum() + dec.sum())

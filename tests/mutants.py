@@ -582,8 +582,16 @@ MUTANTS = [
            "schedule = [(0, mix.weights.tolist())]",
            ("tests/test_mixture.py::test_resume_with_new_weights_repeats_and_skips_nothing",)),
     Mutant("picked-rows-shifted", "mlmprep/format/load.py",  # each picked row starts one token late
-           "        s, o = starts[i], out_starts[i]", "        s, o = starts[i] + 1, out_starts[i]",
-           ("tests/test_mixture.py::test_a_repeated_source_reads_a_new_seed_on_each_pass",)),
+           "source = buf[starts[i] : starts[i] + lengths[i]]", "source = buf[starts[i] + 1 : starts[i] + 1 + lengths[i]]",
+           ("tests/test_load.py::test_picked_rows_are_those_rows_of_their_splits_in_order",
+            "tests/test_mixture.py::test_a_repeated_source_reads_a_new_seed_on_each_pass")),
+    Mutant("picked-rows-of-the-wrong-part", "mlmprep/format/load.py",  # every part's rows gathered to the first's slots
+           "located = [(buf, first + which, start, length)", "located = [(buf, which, start, length)",
+           ("tests/test_load.py::test_picked_rows_are_those_rows_of_their_splits_in_order",
+            "tests/test_mixture.py::test_a_repeated_source_reads_a_new_seed_on_each_pass")),
+    Mutant("take-stops-at-the-first-head", "mlmprep/train/mixture.py",  # a take never gives more than 1024 rows
+           "        if head >= len(rows) or cum[-1] > quota:", "        if True:",
+           ("tests/test_mixture.py::test_rows_a_source_gives_for_a_quota_follow_a_running_sum",)),
     # ------------------------------------------------------------ the seed cache of a DATA URL
     Mutant("cache-trusts-any-bytes", "mlmprep/format/cache.py",  # a download is renamed in unchecked
            "                        == record[\"sha256\"]:", "                        != \"\":",

@@ -12,7 +12,7 @@ import pytest
 from fakes import write_fake_build
 
 from mlmprep.errors import CacheError
-from mlmprep.format.load import epoch_split, open_epoch, open_split, read_manifest
+from mlmprep.format.load import epoch_split, open_epoch, open_split, pick_rows, read_manifest
 
 
 @pytest.fixture(scope="module")
@@ -70,6 +70,20 @@ def test_variable_lists_over_several_shards(mlm_build):
     np.testing.assert_array_equal(split.n_targets, [(r[1] != -100).sum() for r in reference])
     assert split.n_targets.min() >= 1
     assert not split.dec_lengths.any()  # mlm runs no decoder: nothing for the planner to budget there
+
+
+def test_picked_rows_are_those_rows_of_their_splits_in_order(mlm_build):
+    """pick_rows over parts of two seed splits of three shards each (rows in any order, some twice): row by row what
+    datasets reads, in one buffer per column."""
+    rng = np.random.default_rng(2)
+    reference = {k: reference_rows(mlm_build / f"seed-{k}") for k in (0, 1)}
+    parts = [(k, rng.choice(90, size=n)) for k, n in ((1, 50), (0, 30), (1, 7))]
+    picked = pick_rows([(open_split(mlm_build / f"seed-{k}"), rows) for k, rows in parts], "picked")
+    expected = [reference[k][r] for k, rows in parts for r in rows]
+    assert_rows_match(picked, expected)
+    assert len(picked.input_ids.files) == len(picked.labels.files) == 1
+    np.testing.assert_array_equal(picked.enc_lengths, [len(ids) for ids, _ in expected])
+    assert not picked.dec_lengths.any()
 
 
 def write_stream(path, batches):

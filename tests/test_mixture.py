@@ -64,6 +64,20 @@ def test_strategies_follow_the_t5_papers_formulas():
     assert mix_weights(sizes, "temperature:1").tolist() == pytest.approx(mix_weights(sizes, "proportional").tolist())
 
 
+def test_rows_a_source_gives_for_a_quota_follow_a_running_sum():
+    """The rows a take gives for a quota, also past the first heads of rows it sums: a plain running sum says."""
+    rng = np.random.default_rng(4)
+    window = rng.integers(1, 50, size=5000)
+    rows = rng.permutation(5000)
+    for quota in (0.0, 0.5, 30.0, 20_000.0, 60_000.5, float(window.sum()), 1e12):
+        k, total = 0, 0
+        while k < len(rows) and total + window[rows[k]] <= quota:
+            total += window[rows[k]]
+            k += 1
+        assert mixture.rows_within(window, rows, quota) == (k, float(total)), quota
+    assert mixture.rows_within(window, rows[:0], 10.0) == (0, 0.0)
+
+
 def test_open_mixture_sizes_come_from_the_window_tokens(builds):
     big, small, ragged = builds
     m = open_mixture([big, small], mix="temperature:2")

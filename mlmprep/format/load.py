@@ -298,36 +298,40 @@ def _column(chunks: list[tuple[np.ndarray, int, int]], maps: list[pa.Buffer], dt
 
 @njit(cache=True, nogil=True)
 def _gather(buf, starts, lengths, out, out_starts):
-    """Copy buf[starts[i] : starts[i] + lengths[i]] to out[out_starts[i] :] for each i."""
+    """Copy buf[starts[i] : starts[i] + lengths[i]] to out[out_starts[i] :] for each i, row by row through views of
+    both: a loop without index arithmetic, which compiles to a vectorized copy."""
     for i in range(len(starts)):
-        s, o = starts[i], out_starts[i]
+        source = buf[starts[i] : starts[i] + lengths[i]]
+        target = out[out_starts[i] : out_starts[i] + lengths[i]]
         for t in range(lengths[i]):
-            out[o + t] = buf[s + t]
+            target[t] = source[t]
 
 
 def pick_rows(parts: list[tuple[Split, np.ndarray]], path: str | Path) -> Split:
     """One Split of the given rows of several splits, in order (the rows of each (split, rows) part in turn). Their
     tokens are gathered into one array per column (a copy of just those rows), so that collating reads one buffer
-    as it does for a split of one file. `path` names it in messages. Parts must share their objective and their
-    columns' stored types."""
+    as it does for a split of one file; the cost follows the rows picked, not the splits' sizes. `path` names it in
+    messages. Parts must share their objective and their columns' stored types."""
     objectives = {split.objective for split, _ in parts}
     if len(objectives) != 1:
         raise CacheError(f"{path}: cannot pick rows of {' and '.join(sorted(objectives))} splits together")
-    columns = {}
+    columns, firsts = {}, np.cumsum([0] + [len(rows) for _, rows in parts[:-1]]).tolist()
     for name in COLUMNS:
         dtypes = {getattr(split, name).dtype for split, _ in parts}
         if len(dtypes) != 1:
             raise CacheError(f"{path}: {name} stored as {' and '.join(sorted(map(str, dtypes)))} in the builds mixed; "
                              "rebuild the older ones with this mlmprep so that they match")
         dtype = dtypes.pop()
-        lengths = np.concatenate([getattr(split, name).lengths()[rows] for split, rows in parts])
+        located = [(buf, first + which, start, length) for first, (split, rows) in zip(firsts, parts)
+                   for buf, which, start, length in getattr(split, name).by_file(rows)]
+        lengths = np.zeros(firsts[-1] + len(parts[-1][1]), dtype=np.int64)
+        for _, at, _, length in located:
+            lengths[at] = length
         offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
-        values, first = np.empty(int(offsets[-1]), dtype=dtype), 0
-        for split, rows in parts:
-            for buf, which, start, length in getattr(split, name).by_file(rows):
-                _gather(buf, start, length, values, offsets[first + which])
-            first += len(rows)
+        values = np.empty(int(offsets[-1]), dtype=dtype)
+        for buf, at, start, length in located:
+            _gather(buf, start, length, values, offsets[at])
         columns[name] = Column(offsets=offsets, files=(values,), chunks=np.zeros((1, 4), np.int64), dtype=dtype)
     enc = np.concatenate([split.enc_lengths[rows] for split, rows in parts])
     dec = np.concatenate([split.dec_lengths[rows] for split, rows in parts])

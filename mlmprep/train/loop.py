@@ -428,7 +428,7 @@ def source_fields(run: Run, state: TrainState, window: Window | None = None) -> 
         return {}
     sources = run.mix.mixture.sources
     chunk = run.mix.chunk(state.epoch)
-    done, reading = chunk.consumed(state.cursor, len(sources)), chunk.reading(state.cursor)
+    done, reading = chunk.progress(state.cursor, len(sources))
     target = run.mix.weights_at(max(state.step - 1, 0))
     losses = [None] * len(sources)
     if window is not None:

@@ -11,10 +11,10 @@ different puzzles. The step plan is one deterministic function of the sources, t
 seed and the world size (the same on every rank): it is cut into chunks of about CHUNK_BATCHES batches; a chunk
 takes from each source, at its cursor, rows worth its weight's share of the chunk's window tokens (what is left
 over is carried to the next chunk, so the achieved fractions track the weights to within a row), picks them
-into one split (mlmprep.format.load.pick_rows: no copy) and plans them as an epoch (plan_epoch: length-sorted
-in pools, token-budget batches). Weights may change at a step (a resume): a chunk running past that step is cut
-there, and the rows it had taken but not trained go back to the front of their sources' queues, so nothing is
-skipped or repeated.
+into one split (mlmprep.format.load.pick_rows: a copy of just those rows, one buffer per column, which collates
+as fast as one build) and plans them as an epoch (plan_epoch: length-sorted in pools, token-budget batches).
+Weights may change at a step (a resume): a chunk running past that step is cut there, and the rows it had taken
+but not trained go back to the front of their sources' queues, so nothing is skipped or repeated.
 """
 
 from __future__ import annotations
@@ -197,18 +197,26 @@ class Chunk:
         rows = trained([batch])
         return np.bincount(self.source[rows], weights=self.window[rows], minlength=n_sources).astype(np.int64)
 
-    def reading(self, cursor: int) -> np.ndarray:
-        """The pass of each source's last row trained before step start + cursor, int64 [sources] (-1: none yet)."""
-        out = self.reading_before.copy()
+    def progress(self, cursor: int, n_sources: int) -> tuple[np.ndarray, np.ndarray]:
+        """Before step start + cursor: each source's window tokens trained, and the pass of its last row trained
+        (-1: none yet); int64 [sources] each."""
         rows = trained(self.plan[:cursor])
-        np.maximum.at(out, self.source[rows], self.pass_of[rows])
-        return out
+        reading = self.reading_before.copy()
+        np.maximum.at(reading, self.source[rows], self.pass_of[rows])
+        tokens = np.bincount(self.source[rows], weights=self.window[rows], minlength=n_sources).astype(np.int64)
+        return self.before + tokens, reading
 
-    def consumed(self, cursor: int, n_sources: int) -> np.ndarray:
-        """Each source's window tokens trained before step start + cursor, int64 [sources]."""
-        rows = trained(self.plan[:cursor])
-        return self.before + np.bincount(self.source[rows], weights=self.window[rows],
-                                         minlength=n_sources).astype(np.int64)
+
+def rows_within(window: np.ndarray, rows: np.ndarray, quota: float) -> tuple[int, float]:
+    """(k, their window tokens): the first k of `rows` fit in `quota` window tokens, k + 1 do not. Prefix sums over a
+    head of `rows` that doubles until it is past the quota, so a take costs the rows taken, not the source's size."""
+    head = 1024
+    while True:
+        cum = np.cumsum(window[rows[:head]])
+        if head >= len(rows) or cum[-1] > quota:
+            k = int(np.searchsorted(cum, quota, side="right"))
+            return k, float(cum[k - 1]) if k else 0.0
+        head *= 2
 
 
 def trained(batches: list[Batch]) -> np.ndarray:
@@ -308,11 +316,10 @@ class MixturePlan:
         while True:
             pending = bool(q.pending)
             p, rows = q.pending[0] if pending else (q.pass_, self.order(i, q.pass_)[q.cursor:])
-            cum = np.cumsum(self.pass_data(i, p)[1][rows])
-            k = int(np.searchsorted(cum, left, side="right"))
+            k, tokens = rows_within(self.pass_data(i, p)[1], rows, left)
             if k:
                 out.append((p, rows[:k]))
-                left -= float(cum[k - 1])
+                left -= tokens
             if pending:
                 if k < len(rows):
                     q.pending[0] = (p, rows[k:])
@@ -349,7 +356,7 @@ class MixturePlan:
             self.hand_back(parts, plan)
         chunk = Chunk(index=index, start=start, split=split, plan=plan, source=source, pass_of=pass_of, window=window,
                       before=self.done.copy(), passes=tuple(q.pass_ for q in self.queues), reading_before=self.read)
-        self.done, self.read = chunk.consumed(len(plan), len(self.queues)), chunk.reading(len(plan))
+        self.done, self.read = chunk.progress(len(plan), len(self.queues))
         self.last = chunk
         return chunk
 
