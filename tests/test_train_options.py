@@ -211,7 +211,8 @@ def test_every_train_option_reaches_the_config(monkeypatch, tmp_path):
                  weight_decay=0.1, grad_clip=2.0, eval_every=17, validation="v",
                  eval_max_tokens_per_microbatch=777, log_every=19, save_every=23, keep_checkpoints=4, seed=29,
                  grow_after=31, max_bad_steps=3, report_to="tensorboard", cache_dir="c", cache_limit="40G",
-                 prefetch_epochs=2, fetch_threads=3, fetch_bandwidth="200M")
+                 prefetch_epochs=2, fetch_threads=3, fetch_bandwidth="200M",
+                 storage_options='{"anon": true}')
     adamw = dict(beta1=0.8, beta2=0.95)  # AdamW's only: refused with adafactor
     flags = {"bf16": False, "compile": True, "deterministic": True}
     mixture = dict(weights="1,2", mix="temperature:2")  # with several DATA (sources)
