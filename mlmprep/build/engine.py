@@ -3,7 +3,8 @@ all of them in task order.
 
 Tasks must be idempotent: a task may run again after its worker died (Ray retries it), so it writes to
 deterministic paths in the staging directory through a temporary name and os.replace, and a rerun
-overwrites whatever a dead attempt left. A task bounds its own memory (the caller sizes tasks), so the
+overwrites whatever a dead attempt left; or it returns what it made as a Shipped payload, which on Ray stays in
+the cluster's object store for the tasks that read it. A task bounds its own memory (the caller sizes tasks), so the
 build's peak memory is about `workers` tasks' worth whatever the corpus size.
 """
 

@@ -14,6 +14,7 @@ bytes depend on the data and the options only, never on how many tasks ran where
 
 from __future__ import annotations
 
+import atexit
 import functools
 import gc
 import hashlib
@@ -139,6 +140,7 @@ def worker_stage(stage: str, tokenizer: Any) -> str:
             shutil.rmtree(old, ignore_errors=True)
         WORKER_STAGES.clear()
         own = tempfile.mkdtemp(prefix="mlmprep-task-")
+        atexit.register(shutil.rmtree, own, ignore_errors=True)  # a worker that ends normally leaves nothing
         write_atomic(Path(own) / "tokenizer.json", [fetched(tokenizer)])
         WORKER_STAGES[stage] = own
     return WORKER_STAGES[stage]
