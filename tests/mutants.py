@@ -58,7 +58,7 @@ MUTANTS = [
            'fs.pipe_file(path, data, mode="create")', "fs.pipe_file(path, data)",
            ("tests/test_storage.py::test_two_builds_into_one_prefix_cannot_both_win",)),
     Mutant("remote-corpus-options-ignored", "mlmprep/storage.py",  # corpus URLs read without --storage-options
-           "fs, path = filesystem(url, CORPUS_OPTIONS)\n", "fs, path = filesystem(url, {})\n",
+           "fs, path = filesystem(url, CORPUS_OPTIONS, block)", "fs, path = filesystem(url, {}, block)",
            (RAY_S3,)),
     Mutant("remote-task-options-unset", "mlmprep/build/pipeline.py",  # a worker reads URLs without the build's options
            "    storage.use_corpus_options(storage.parse_options(cfg.storage_options))", "",
@@ -179,8 +179,8 @@ MUTANTS = [
            "start = max(0, rows * self.layout.content_length - 1) if", "start = rows * self.layout.content_length if",
            ("tests/test_sharded.py",)),
     Mutant("shards-kept-to-the-end", "mlmprep/build/run.py",  # staging holds every shard until the build ends
-           "            layout.staged(f\"shard-{shard:06d}.{suffix}\").unlink(missing_ok=True)",
-           "            pass",
+           "                (self.stage / STAGING / name).unlink(missing_ok=True)",
+           "                pass",
            ("tests/test_sharded.py",)),
     Mutant("driver-takes-what-the-workers-leave", "mlmprep/build/engine.py",  # the driver keeps reading once they are up
            "            while in_driver is not None and not pressed and submitter.is_alive():",
