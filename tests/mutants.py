@@ -63,6 +63,11 @@ MUTANTS = [
     Mutant("remote-task-options-unset", "mlmprep/build/pipeline.py",  # a worker reads URLs without the build's options
            "    storage.use_corpus_options(storage.parse_options(cfg.storage_options))", "",
            (RAY_S3,)),
+    Mutant("compressed-parts-unraised", "mlmprep/corpus/shards.py",  # one .gz holds its output files back to the end
+           "wanted = max(streams, MIN_STREAMS) if streams > 1 and codec in QUICK_CODECS else streams",
+           "wanted = streams",
+           ("tests/test_compressed.py::test_gzip_and_zstd_files_are_read_in_many_parts_bzip2_and_xz_in_what_the_"
+            "workers_ask",)),
     Mutant("detached-in-the-driver-stage", "mlmprep/build/pipeline.py",  # tasks write where no Ray node sees
            "    moved = replace(layout, stage=own)", "    moved = layout",
            ("tests/test_detached.py::test_detached_tasks_build_the_attached_build_s_bytes",)),

@@ -338,3 +338,18 @@ def test_peak_memory_does_not_grow_with_the_compressed_file(tmp_path):
                              check=True)
         peaks[name] = int(run.stdout)
     assert peaks["large"] <= 1.10 * peaks["small"], peaks
+
+
+def test_gzip_and_zstd_files_are_read_in_many_parts_bzip2_and_xz_in_what_the_workers_ask(tmp_path):
+    """Output files are written as the parts they read come in, so a quick codec's file is cut finer than the workers
+    alone would ask; a slow codec's is not (each part decompresses the text before it again); one process reads a
+    file whole."""
+    text = "".join(f"document {i} with a few words in it\n" for i in range(40_000)).encode()
+    writers = {"gz": lambda b: gzip.compress(b, mtime=0), "zst": zstandard.ZstdCompressor().compress,
+               "bz2": bz2.compress, "xz": lzma.compress}
+    parts = {}
+    for ending, compress in writers.items():
+        path = tmp_path / f"c.txt.{ending}"
+        path.write_bytes(compress(text))
+        parts[ending] = [len(shards.file_shards([(path, path.stat().st_size)], 1024, streams)) for streams in (1, 4)]
+    assert parts == {"gz": [1, 16], "zst": [1, 16], "bz2": [1, 4], "xz": [1, 4]}

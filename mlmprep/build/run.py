@@ -317,7 +317,8 @@ def write_build(cfg: BuildConfig, corpus: Corpus, tok, stage: Path, log: Callabl
     if tok.padding is None and tok.truncation is None:  # else plain_encoder would change what the manifest hashes
         adopt_tokenizer(stage / "tokenizer.json", tok)  # for the tasks this process runs
     pipeline_started = time.perf_counter()
-    shards = corpus.shards(engine.shard_bytes(corpus.bytes, cfg.shard_bytes), STREAMS_PER_WORKER * engine.parallelism())
+    streams = STREAMS_PER_WORKER * engine.parallelism() if engine.parallelism() > 1 else 1  # one process: no skips
+    shards = corpus.shards(engine.shard_bytes(corpus.bytes, cfg.shard_bytes), streams)
     layout = Layout(cfg, str(stage), worker_threads(cfg, engine, len(shards)),
                     content_length=window_length - len(prefix) - len(suffix), window_length=window_length,
                     doc_eos=document_eos(cfg, ids, suffix), format_version=format_version(ids.vocab_size),

@@ -47,6 +47,11 @@ from mlmprep.tokenize import call_groups
 
 BYTE_RANGED = (".txt", ".jsonl")  # and a .json file of JSON lines
 ESTIMATE_BYTES = 1 << 20  # compressed bytes whose decompressed size estimates a compressed file's text size
+# Output files are written as the parts they read come in: a few large parts hold them back to the end. More parts
+# of one file cost more decompression (n parts: about n/2 decompressions of it), a few percent of tokenizing it at
+# 16 for gzip and zstd; bzip2 and xz decompress too slowly for more than the workers ask.
+MIN_STREAMS = 16
+QUICK_CODECS = ("gzip", "zstd")
 
 
 @dataclass(frozen=True)
@@ -130,11 +135,13 @@ def read_unchanged(path: Path | str, size: int, texts: Iterator[str | None]) -> 
 def file_shards(files: list[tuple[Path | str, int]], shard_bytes: int, streams: int = 1) -> list[Shard]:
     """Shards of corpus files (path, hashed size), in corpus order, each about `shard_bytes` of input; the
     compressed files in about `streams` shards together (each in one at least: many files keep the workers busy
-    without skipping)."""
+    without skipping); gzip and zstd files, quick to decompress again, in MIN_STREAMS at least."""
     shards: list[Shard] = []
-    per_file = max(1, streams // max(1, sum(1 for path, _ in files if file_format(path)[1])))
+    compressed = max(1, sum(1 for path, _ in files if file_format(path)[1]))
     for path, size in files:
-        parts = (_stream_parts(path, size, shard_bytes, per_file) if file_format(path)[1]
+        codec = file_format(path)[1]
+        wanted = max(streams, MIN_STREAMS) if streams > 1 and codec in QUICK_CODECS else streams
+        parts = (_stream_parts(path, size, shard_bytes, max(1, wanted // compressed)) if codec
                  else _file_parts(path, size, shard_bytes))
         for start, end, weight in parts:
             shards.append(Shard(len(shards), "file", str(path), start, end, size, nbytes=weight))
