@@ -157,7 +157,7 @@ class BuildConfig:
             for path in paths:
                 if not is_url(path) and not Path(path).is_absolute():
                     raise ConfigError(f"--engine ray: {path} is a relative path; give an absolute path on "
-                                      "storage every node of the cluster sees")
+                                      "storage every node of the cluster sees, or a URL (s3://, gs://)")
 
     def check_applies(self) -> None:
         """Refuse an option set where the objective, engine or input ignores it: the build would differ in name only."""
