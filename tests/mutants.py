@@ -68,6 +68,21 @@ MUTANTS = [
            "wanted = streams",
            ("tests/test_compressed.py::test_gzip_and_zstd_files_are_read_in_many_parts_bzip2_and_xz_in_what_the_"
             "workers_ask",)),
+    Mutant("stream-resumed-past-the-start", "mlmprep/corpus/readers.py",  # a part goes on from one after it
+           "if kept == key and stream.end <= start]", "if kept == key]",
+           ("tests/test_compressed.py::test_parts_of_a_compressed_file_read_the_documents_of_the_plain_file",)),
+    Mutant("stream-resumed-from-other-content", "mlmprep/corpus/readers.py",  # a rewritten file's old stream
+           "if kept == key and stream.end", "if kept[0] == key[0] and stream.end",
+           ("tests/test_compressed.py::test_parts_go_on_only_from_a_stream_of_the_same_content",)),
+    Mutant("stream-block-lost", "mlmprep/corpus/readers.py",  # the block the last part stopped in is skipped
+           "        if self.block is not None:\n            yield self.block\n", "",
+           ("tests/test_compressed.py::test_parts_of_a_compressed_file_read_the_documents_of_the_plain_file",)),
+    Mutant("stream-never-kept", "mlmprep/corpus/readers.py",  # every part decompresses from the file's start
+           "                    _keep((str(path), resume), stream, end)\n                    stream = None\n", "",
+           ("tests/test_compressed.py::test_a_process_reading_a_files_parts_in_order_decompresses_it_once",)),
+    Mutant("stream-digest-not-passed", "mlmprep/corpus/documents.py",  # builds never resume a stream
+           "shard_bytes, streams, [d for _, d in digests])", "shard_bytes, streams)",
+           ("tests/test_compressed.py::test_a_process_reading_a_files_parts_in_order_decompresses_it_once",)),
     Mutant("detached-in-the-driver-stage", "mlmprep/build/pipeline.py",  # tasks write where no Ray node sees
            "    moved = replace(layout, stage=own)", "    moved = layout",
            ("tests/test_detached.py::test_detached_tasks_build_the_attached_build_s_bytes",)),

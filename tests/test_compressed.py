@@ -8,6 +8,7 @@ from __future__ import annotations
 import bz2
 import csv
 import gzip
+import hashlib
 import io
 import json
 import lzma
@@ -80,16 +81,36 @@ def plain_lines(data: bytes, policy: str = "replace") -> list[str]:
     return out
 
 
-def read_parts(path: Path, cuts: list[int], doc_sep: str, policy: str = "replace") -> tuple[list[str], CorpusStats]:
-    """The documents of `path` read as shards cut at text offsets `cuts`, in order, and their summed counts."""
-    docs, total = [], CorpusStats()
-    for k, (start, end) in enumerate(zip([0, *cuts], [*cuts, None])):
+def read_parts(path: Path, cuts: list[int], doc_sep: str, policy: str = "replace", digest: str = "",
+               order: list[int] | None = None) -> tuple[list[str], CorpusStats]:
+    """The documents of `path` read as shards cut at text offsets `cuts`, in order (or read in `order`, then put
+    in order), and their summed counts; with a `digest`, each part may go on from a stream an earlier one left."""
+    ranges = list(zip([0, *cuts], [*cuts, None]))
+    parts, total = {}, CorpusStats()
+    for k in order or range(len(ranges)):
         stats = CorpusStats()
-        shard = shards.Shard(k, "file", str(path), start, end, path.stat().st_size)
-        docs += shards.read_shard(shard, ReadOptions(doc_sep=doc_sep, on_decode_error=policy), stats)
+        shard = shards.Shard(k, "file", str(path), *ranges[k], path.stat().st_size, digest=digest)
+        parts[k] = list(shards.read_shard(shard, ReadOptions(doc_sep=doc_sep, on_decode_error=policy), stats))
         total.truncated_files += stats.truncated_files
         total.decode_errors += stats.decode_errors
-    return docs, total
+    return [doc for k in sorted(parts) for doc in parts[k]], total
+
+
+@pytest.fixture
+def opens(monkeypatch) -> list[str]:
+    """The compressed files opened for reading from their start, one entry an open; no streams kept before."""
+    calls: list[str] = []
+    real = readers.open_corpus_file
+
+    def counted(path):
+        calls.append(str(path))
+        return real(path)
+
+    for _, stream in readers._KEPT:
+        stream.close()
+    readers._KEPT.clear()
+    monkeypatch.setattr(readers, "open_corpus_file", counted)
+    return calls
 
 
 @pytest.mark.parametrize("ext", list(CODECS))
@@ -108,10 +129,50 @@ def test_parts_of_a_compressed_file_read_the_documents_of_the_plain_file(tmp_pat
             got, stats = read_parts(packed, cuts, doc_sep)
             assert got == whole, (doc_sep, cuts)
             assert stats.decode_errors == 1
+            order = rng.sample(range(len(cuts) + 1), len(cuts) + 1)  # parts going on from others, or not
+            assert read_parts(packed, cuts, doc_sep, digest=f"{ext}{trial}", order=order)[0] == whole, (cuts, order)
             plain, _ = read_parts(path, cuts, doc_sep)  # the plain file's parts, aligned the plain way
             assert plain == whole
         dense = [*range(97, 9000, 97), len(data) // 2]  # parts inside one paragraph or line: empty
         assert read_parts(packed, dense, doc_sep)[0] == whole
+
+
+@pytest.mark.parametrize("ext", list(CODECS))
+def test_a_process_reading_a_files_parts_in_order_decompresses_it_once(tmp_path, messy, small_blocks, opens, ext):
+    path, data = messy
+    packed = compressed(tmp_path / "m.txt", data, ext)
+    cuts = [len(data) * k // 10 for k in range(1, 10)]
+    whole, _ = read_parts(path, [], "line")
+    for doc_sep in ("line", "blank"):
+        opens.clear()
+        assert read_parts(packed, cuts, doc_sep)[0] == read_parts(path, [], doc_sep)[0]
+        assert opens.count(str(packed)) == len(cuts) + 1  # without the file's digest: each part from the start
+        opens.clear()
+        assert read_parts(packed, cuts, doc_sep, digest=doc_sep)[0] == read_parts(path, [], doc_sep)[0]
+        assert opens.count(str(packed)) == 1
+    opens.clear()  # every other part, as one of two workers reads them: the stream goes on past the others'
+    assert read_parts(packed, cuts, "line", digest="odd", order=[0, 2, 4, 6, 8, 1, 3, 5, 7, 9])[0] == whole
+    assert opens.count(str(packed)) == 2
+    planned = open_corpus([str(packed)]).shards(1 << 12, 4)  # a build's shards carry the file's digest
+    assert len(planned) > 2 and {s.digest for s in planned} == {hashlib.sha256(packed.read_bytes()).hexdigest()}
+    opens.clear()
+    assert [doc for s in planned for doc in shards.read_shard(s, ReadOptions(), CorpusStats())] == whole
+    assert opens.count(str(packed)) == 1
+
+
+def test_parts_go_on_only_from_a_stream_of_the_same_content(tmp_path, small_blocks, opens):
+    """A file rewritten under its name (a new build, its new digest) is read again from its start."""
+    old = "".join(f"old line {i}\n" for i in range(3000)).encode()
+    new = "".join(f"new line {i}\n" for i in range(3000)).encode()
+    path, plain = tmp_path / "m.txt.gz", tmp_path / "m.txt"
+    cuts = [len(old) // 3, 2 * len(old) // 3]
+    path.write_bytes(gzip.compress(old, mtime=0))
+    plain.write_bytes(old)
+    assert read_parts(path, cuts, "line", digest="old", order=[0, 1]) == read_parts(plain, cuts, "line", order=[0, 1])
+    path.write_bytes(gzip.compress(new, mtime=0))
+    plain.write_bytes(new)
+    assert read_parts(path, cuts, "line", digest="new", order=[2]) == read_parts(plain, cuts, "line", order=[2])
+    assert opens.count(str(path)) == 2
 
 
 def test_every_text_format_reads_compressed_as_plain(tmp_path):
@@ -188,9 +249,14 @@ def test_damaged_data_is_one_line_saying_how_far_it_got_or_skip_keeps_the_text_b
             assert data[:text_bytes].count(b"\n") == lines
             assert whole == plain_lines(data[: data.rfind(b"\n", 0, text_bytes) + 1])
         for cuts in ([], [len(data) // 5], [1000, text_bytes - 10, text_bytes + 5000]):
-            docs, stats = read_parts(path, cuts, "line", "skip")
-            assert docs == whole, (kind, cuts)
-            assert stats.truncated_files == 1
+            for digest in ("", f"{kind}{cuts}"):  # fresh streams, or each part going on from the last
+                docs, stats = read_parts(path, cuts, "line", "skip", digest)
+                assert docs == whole, (kind, cuts)
+                assert stats.truncated_files == 1
+        for cut in (1000, text_bytes + 5000):  # a part after the damage, going on from one before it
+            with pytest.raises(CorpusError) as again:
+                read_parts(path, [cut], "line", digest=f"{kind}{cut}")
+            assert str(again.value) == message
 
 
 @pytest.mark.parametrize(("ext", "codec"), [("gz", "gzip"), ("zst", "zstd")])

@@ -122,7 +122,7 @@ def _file_corpus(paths: Sequence[str], opts: ReadOptions, storage_options: dict)
         stats=CorpusStats(files=len(files), files_skipped=skipped),
         read=read,
         shards=lambda shard_bytes, streams=1: file_shards([(p, size) for p, (size, _) in zip(files, digests)],
-                                                          shard_bytes, streams),
+                                                          shard_bytes, streams, [d for _, d in digests]),
         bytes=total,
     )
 

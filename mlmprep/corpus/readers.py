@@ -26,6 +26,7 @@ import io
 import json
 import lzma
 import os
+import threading
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -238,14 +239,14 @@ def _check_text(path: Path, head: bytes) -> None:
 
 
 def _line_blocks(path: Path, stats: CorpusStats, policy: str, start: int = 0, end: int | None = None,
-                 paragraphs: bool = False) -> Blocks:
+                 paragraphs: bool = False, resume: str = "") -> Blocks:
     """(byte offset, lines) for the lines that start in bytes [start, end) of the file (`start` a line start),
     about READ_BYTES at a time: each line decoded and without its line end, None for an undecodable line that
     `policy` skips. A block whose last line runs on is completed by one buffered readline, so a 50 MB line
     is read in linear time and held once. A compressed file's part is read by _stream_blocks, whose `start` and
-    `end` are offsets in its text that it aligns itself."""
+    `end` are offsets in its text that it aligns itself (and `resume` lets it go on from an earlier part)."""
     if file_format(path)[1]:
-        yield from _stream_blocks(path, stats, policy, start, end, paragraphs)
+        yield from _stream_blocks(path, stats, policy, start, end, paragraphs, resume)
         return
     with open_corpus_file(path) as f:
         _check_text(path, f.read(SNIFF_BYTES))
@@ -323,43 +324,106 @@ def _blank_end(data: bytes, offset: int, at: int) -> int | None:
 
 
 def _stream_blocks(path: Path, stats: CorpusStats, policy: str, start: int, end: int | None,
-                   paragraphs: bool) -> Blocks:
+                   paragraphs: bool, resume: str = "") -> Blocks:
     """_line_blocks of a compressed file's part: the lines that start in text offsets [start, end), both aligned
     here as shards.py aligns a plain file's range (to a line start; with `paragraphs`, to just after a blank line
     at or after it), the text before the part decompressed and skipped. Damaged data is a CorpusError, or with
     policy "skip" the end of the text: the part that reaches it keeps its lines before the damage (the cut last
-    line is dropped) and counts the file in stats.truncated_files."""
+    line is dropped) and counts the file in stats.truncated_files. Given `resume` (the file's sha256), the
+    part goes on from a stream an earlier part of this content left at or before `start` in this process, and
+    leaves its own for a later one (see _Stream)."""
     first: int | None = 0 if start <= 0 else None  # the part's first line start, once found
     blank_from: int | None = None  # with `paragraphs`: the line start after which a blank line begins the part
     tail_from: int | None = None  # the first line start at or after `end`, once reached
-    with open_corpus_file(path) as f:
-        try:
-            for offset, data in _whole_lines(path, f):
-                if end is not None and tail_from is None:
-                    tail_from = _line_start(data, offset, end)
-                if first is None and blank_from is None:
-                    blank_from = _line_start(data, offset, start)
-                    first = None if paragraphs else blank_from
-                if first is None and blank_from is not None:
-                    first = _blank_end(data, offset, max(blank_from, offset))
-                if first is None:
-                    continue
-                i, stop, done = max(first, offset) - offset, len(data), False
-                if tail_from is not None and not paragraphs:  # the part ends at the first line start from `end`,
-                    stop, done = tail_from - offset, True
-                elif tail_from is not None:  # or just after the first blank line from there (where that is the one
-                    closing = _blank_end(data, offset, max(tail_from, offset))  # ending at `first`: empty)
-                    if closing is not None:
-                        stop, done = closing - offset, True
-                if stop > i:
-                    yield offset + i, _decode_lines(data[i:stop], offset + i, path, stats, policy)
-                if done:
-                    return
-        except _Damage as exc:
-            if policy != "skip":
-                raise damaged(path, f"{exc.lines:,} lines ({exc.offset:,} bytes of text)", exc.cause) from None
-            if first is not None:  # the damage is in this part: its end is the text's
-                stats.truncated_files += 1
+    stream = (resume and _resumed((str(path), resume), start)) or _Stream.open(path)
+    try:
+        for offset, data in stream.blocks():
+            if end is not None and tail_from is None:
+                tail_from = _line_start(data, offset, end)
+            if first is None and blank_from is None:
+                blank_from = _line_start(data, offset, start)
+                first = None if paragraphs else blank_from
+            if first is None and blank_from is not None:
+                first = _blank_end(data, offset, max(blank_from, offset))
+            if first is None:
+                continue
+            i, stop, done = max(first, offset) - offset, len(data), False
+            if tail_from is not None and not paragraphs:  # the part ends at the first line start from `end`,
+                stop, done = tail_from - offset, True
+            elif tail_from is not None:  # or just after the first blank line from there (where that is the one
+                closing = _blank_end(data, offset, max(tail_from, offset))  # ending at `first`: empty)
+                if closing is not None:
+                    stop, done = closing - offset, True
+            if stop > i:
+                yield offset + i, _decode_lines(data[i:stop], offset + i, path, stats, policy)
+            if done:
+                if resume and end is not None:
+                    _keep((str(path), resume), stream, end)
+                    stream = None
+                return
+    except _Damage as exc:
+        if policy != "skip":
+            raise damaged(path, f"{exc.lines:,} lines ({exc.offset:,} bytes of text)", exc.cause) from None
+        if first is not None:  # the damage is in this part: its end is the text's
+            stats.truncated_files += 1
+    finally:
+        if stream is not None:
+            stream.close()
+
+
+class _Stream:
+    """A compressed file open as _whole_lines blocks. A worker mostly reads a file's parts in order, so the
+    stream a part stops in is kept (STREAMS_KEPT in a process, keyed by path and content) for a later part
+    there: one that starts at or after where that one ended (`end`) goes on from the block it stopped in,
+    which gives the blocks a fresh read would after skipping, so a worker decompresses a file about once, not
+    once a part. Kept streams are never shared: a part takes one out, and a forked child starts with none."""
+
+    def __init__(self, files: contextlib.ExitStack, lines: Iterator[tuple[int, bytes]]):
+        self.files, self.lines = files, lines
+        self.block: tuple[int, bytes] | None = None  # the last block read
+        self.end = 0
+
+    @classmethod
+    def open(cls, path: Path) -> _Stream:
+        files = contextlib.ExitStack()
+        f = files.enter_context(open_corpus_file(path))
+        return cls(files, _whole_lines(path, f))
+
+    def blocks(self) -> Iterator[tuple[int, bytes]]:
+        """The blocks from the one the last part stopped in."""
+        if self.block is not None:
+            yield self.block
+        for self.block in self.lines:
+            yield self.block
+
+    def close(self) -> None:
+        self.lines.close()
+        self.files.close()
+
+
+STREAMS_KEPT = 2  # open compressed streams a process keeps for its next parts (each holds a block and a decoder)
+_KEPT: list[tuple[tuple[str, str], _Stream]] = []  # (path and sha256, stream), oldest first
+_KEPT_LOCK = threading.Lock()
+os.register_at_fork(after_in_child=_KEPT.clear)
+
+
+def _keep(key: tuple[str, str], stream: _Stream, end: int) -> None:
+    """Keep `stream`, which ended a part at text offset `end`, for a later part; the oldest beyond STREAMS_KEPT
+    are closed."""
+    stream.end = end
+    with _KEPT_LOCK:
+        _KEPT.append((key, stream))
+        dropped = _KEPT[:-STREAMS_KEPT]
+        del _KEPT[:-STREAMS_KEPT]
+    for _, old in dropped:
+        old.close()
+
+
+def _resumed(key: tuple[str, str], start: int) -> _Stream | None:
+    """The kept stream of `key` furthest on that stopped at or before `start` (taken out), if any."""
+    with _KEPT_LOCK:
+        fits = [i for i, (kept, stream) in enumerate(_KEPT) if kept == key and stream.end <= start]
+        return _KEPT.pop(max(fits, key=lambda i: _KEPT[i][1].end))[1] if fits else None
 
 
 def _decode_lines(data: bytes, offset: int, path: Path, stats: CorpusStats, policy: str) -> list[str | None]:
@@ -466,9 +530,10 @@ def _counted(blocks: Blocks, stats: CorpusStats) -> Blocks:
         yield offset, lines
 
 
-def _txt(path: Path, stats: CorpusStats, opts: ReadOptions, start: int = 0, end: int | None = None) -> Iterator[str]:
+def _txt(path: Path, stats: CorpusStats, opts: ReadOptions, start: int = 0, end: int | None = None,
+         resume: str = "") -> Iterator[str]:
     """One document per line, or per paragraph (lines joined by "\\n") when doc_sep is "blank"."""
-    blocks = _line_blocks(path, stats, opts.on_decode_error, start, end, paragraphs=opts.doc_sep == "blank")
+    blocks = _line_blocks(path, stats, opts.on_decode_error, start, end, opts.doc_sep == "blank", resume)
     if opts.doc_sep == "line":
         yield from _decoded(_counted(blocks, stats))
         return
@@ -554,11 +619,11 @@ def json_value(text: str, where: Callable[[], str] | Path) -> Any:
     raise CorpusError(f"{place}: {problem}; remove or fix that record")
 
 
-def _jsonl(path: Path, stats: CorpusStats, opts: ReadOptions, start: int = 0, end: int | None = None
-           ) -> Iterator[str | None]:
+def _jsonl(path: Path, stats: CorpusStats, opts: ReadOptions, start: int = 0, end: int | None = None,
+           resume: str = "") -> Iterator[str | None]:
     """One document per JSON line; blank lines between records are ignored, and so is a BOM starting a line
     (concatenated files keep theirs)."""
-    for offset, lines in _line_blocks(path, stats, opts.on_decode_error, start, end):
+    for offset, lines in _line_blocks(path, stats, opts.on_decode_error, start, end, resume=resume):
         for k, text in enumerate(lines):
             text = text and text.removeprefix("\ufeff")
             if not text or text.isspace():  # blank, or skipped as undecodable (None)

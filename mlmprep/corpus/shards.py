@@ -66,6 +66,7 @@ class Shard:
     size: int = 0  # a file's size when it was hashed (a file that changes stops the build)
     split: str = ""  # a dataset's split
     nbytes: int = 0  # the input bytes it stands for (progress): its byte range, or its share of the file or dataset
+    digest: str = ""  # a file's sha256 when it was hashed: a compressed file's parts go on from each other's streams
 
     def describe(self) -> str:
         fmt, compression = file_format(self.source)
@@ -105,7 +106,7 @@ def _file_texts(path: Path | str, shard: Shard, opts: ReadOptions, stats: Corpus
     if suffix in BYTE_RANGED or (suffix == ".json" and not whole_json(path)):
         reader = READERS[".txt" if suffix == ".txt" else ".jsonl"]
         if compression:  # its reader aligns the range in the one pass it makes
-            return reader(path, stats, opts, shard.start, shard.end)
+            return reader(path, stats, opts, shard.start, shard.end, resume=shard.digest)
         boundary = paragraph_boundary if suffix == ".txt" and opts.doc_sep == "blank" else line_boundary
         start = boundary(path, shard.start)
         end = None if shard.end is None else boundary(path, shard.end)
@@ -132,19 +133,21 @@ def read_unchanged(path: Path | str, size: int, texts: Iterator[str | None]) -> 
 # ------------------------------------------------------------------------------------------------ planning
 
 
-def file_shards(files: list[tuple[Path | str, int]], shard_bytes: int, streams: int = 1) -> list[Shard]:
-    """Shards of corpus files (path, hashed size), in corpus order, each about `shard_bytes` of input; the
-    compressed files in about `streams` shards together (each in one at least: many files keep the workers busy
-    without skipping); gzip and zstd files, quick to decompress again, in MIN_STREAMS at least."""
+def file_shards(files: list[tuple[Path | str, int]], shard_bytes: int, streams: int = 1,
+                digests: list[str] | None = None) -> list[Shard]:
+    """Shards of corpus files (path, hashed size; their sha256 `digests`, if given), in corpus order, each about
+    `shard_bytes` of input; the compressed files in about `streams` shards together (each in one at least: many
+    files keep the workers busy without skipping); gzip and zstd files, quick to decompress again, in MIN_STREAMS
+    at least."""
     shards: list[Shard] = []
     compressed = max(1, sum(1 for path, _ in files if file_format(path)[1]))
-    for path, size in files:
+    for (path, size), digest in zip(files, digests or [""] * len(files)):
         codec = file_format(path)[1]
         wanted = max(streams, MIN_STREAMS) if streams > 1 and codec in QUICK_CODECS else streams
         parts = (_stream_parts(path, size, shard_bytes, max(1, wanted // compressed)) if codec
                  else _file_parts(path, size, shard_bytes))
         for start, end, weight in parts:
-            shards.append(Shard(len(shards), "file", str(path), start, end, size, nbytes=weight))
+            shards.append(Shard(len(shards), "file", str(path), start, end, size, nbytes=weight, digest=digest))
     return shards
 
 
