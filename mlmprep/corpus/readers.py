@@ -393,8 +393,9 @@ class _Stream:
         """The blocks from the one the last part stopped in."""
         if self.block is not None:
             yield self.block
-        for self.block in self.lines:
-            yield self.block
+        for block in self.lines:
+            self.block = block
+            yield block
 
     def close(self) -> None:
         self.lines.close()
