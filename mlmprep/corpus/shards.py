@@ -10,7 +10,8 @@ reading the whole corpus in one pass, whatever the shard size, which therefore n
 
 A compressed text file cannot be entered in the middle: its shards are ranges of its decompressed text, each
 read by decompressing from the start and skipping to the range (decompressing runs 10-50 times faster than
-tokenizing, bz2 excepted), so the compressed files are cut into about `streams` shards together (the build asks
+tokenizing, bz2 excepted; a process goes on from the stream its last part of the file stopped in, so it skips
+about once per file), so the compressed files are cut into about `streams` shards together (the build asks
 for two per worker). Their sizes come from an estimate of the text's size (the ratio of its first compressed MiB);
 the last shard of a file reads to its end.
 """
@@ -47,9 +48,9 @@ from mlmprep.tokenize import call_groups
 
 BYTE_RANGED = (".txt", ".jsonl")  # and a .json file of JSON lines
 ESTIMATE_BYTES = 1 << 20  # compressed bytes whose decompressed size estimates a compressed file's text size
-# Output files are written as the parts they read come in: a few large parts hold them back to the end. More parts
-# of one file cost more decompression (n parts: about n/2 decompressions of it), a few percent of tokenizing it at
-# 16 for gzip and zstd; bzip2 and xz decompress too slowly for more than the workers ask.
+# Output files are written as the parts they read come in: a few large parts hold them back to the end. A worker
+# reading parts in order decompresses the file about once (see readers._Stream), or, taking them out of order,
+# up to once a part; bzip2 and xz decompress too slowly for more than the workers ask.
 MIN_STREAMS = 16
 QUICK_CODECS = ("gzip", "zstd")
 
