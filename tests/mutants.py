@@ -80,6 +80,9 @@ MUTANTS = [
     Mutant("stream-never-kept", "mlmprep/corpus/readers.py",  # every part decompresses from the file's start
            "                    _keep((str(path), resume), stream, end)\n                    stream = None\n", "",
            ("tests/test_compressed.py::test_a_process_reading_a_files_parts_in_order_decompresses_it_once",)),
+    Mutant("stream-kept-after-the-build", "mlmprep/build/run.py",  # a build's driver holds corpus files open
+           "        stack.callback(let_go_streams)", "        pass",
+           ("tests/test_compressed.py::test_a_build_closes_the_streams_its_process_kept",)),
     Mutant("stream-digest-not-passed", "mlmprep/corpus/documents.py",  # builds never resume a stream
            "shard_bytes, streams, [d for _, d in digests])", "shard_bytes, streams)",
            ("tests/test_compressed.py::test_a_process_reading_a_files_parts_in_order_decompresses_it_once",)),

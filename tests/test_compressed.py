@@ -160,6 +160,15 @@ def test_a_process_reading_a_files_parts_in_order_decompresses_it_once(tmp_path,
     assert opens.count(str(packed)) == 1
 
 
+def test_a_build_closes_the_streams_its_process_kept(tmp_path, messy, opens, tiny_corpus, tiny_tokenizer_path):
+    path, data = messy
+    packed = compressed(tmp_path / "m.txt", data, "gz")
+    read_parts(packed, [len(data) // 3, 2 * len(data) // 3], "line", digest="kept", order=[0])
+    (kept,) = [stream for _, stream in readers._KEPT]
+    build_tiny(tmp_path / "out", tiny_corpus, tiny_tokenizer_path)
+    assert readers._KEPT == [] and kept.lines.gi_frame is None  # taken out and closed
+
+
 def test_parts_go_on_only_from_a_stream_of_the_same_content(tmp_path, small_blocks, opens):
     """A file rewritten under its name (a new build, its new digest) is read again from its start."""
     old = "".join(f"old line {i}\n" for i in range(3000)).encode()

@@ -56,6 +56,7 @@ from mlmprep.corpus.readers import (
     CorpusStats,
     ReadOptions,
     file_format,
+    let_go_streams,
     looks_wrapped,
     missing_field_error,
     no_text_error,
@@ -131,6 +132,7 @@ def build(cfg: BuildConfig, *, log: Callable[[str], None] = print) -> BuildResul
         check_outside_corpus(out, cfg.corpus)
     with contextlib.ExitStack() as stack:
         scratch = stack.enter_context(tempfile.TemporaryDirectory(prefix="mlmprep-"))  # remote inputs and stage
+        stack.callback(let_go_streams)  # the compressed streams the tasks run here kept open
         engine = Engine(cfg.engine, cfg.workers, cfg.ray_address)
         # Corpus objects: copied to this machine's disk first (one transfer each, several at once), except on Ray,
         # whose nodes see no copy of the driver's: there each task reads its shard of an object in place.

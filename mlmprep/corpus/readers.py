@@ -420,6 +420,15 @@ def _keep(key: tuple[str, str], stream: _Stream, end: int) -> None:
         old.close()
 
 
+def let_go_streams() -> None:
+    """Close the streams this process keeps (a build's driver, at its end: its corpus copies go with it)."""
+    with _KEPT_LOCK:
+        kept = [stream for _, stream in _KEPT]
+        _KEPT.clear()
+    for stream in kept:
+        stream.close()
+
+
 def _resumed(key: tuple[str, str], start: int) -> _Stream | None:
     """The kept stream of `key` furthest on that stopped at or before `start` (taken out), if any."""
     with _KEPT_LOCK:
