@@ -80,6 +80,9 @@ MUTANTS = [
     Mutant("stream-never-kept", "mlmprep/corpus/readers.py",  # every part decompresses from the file's start
            "                    _keep((str(path), resume), stream, end)\n                    stream = None\n", "",
            ("tests/test_compressed.py::test_a_process_reading_a_files_parts_in_order_decompresses_it_once",)),
+    Mutant("heap-threshold-left-dynamic", "mlmprep/build/engine.py",  # a worker's heap creeps up with the text
+           "    mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)", "    pass",
+           ("tests/test_compressed.py::test_peak_memory_does_not_creep_up_over_real_text",)),
     Mutant("stream-kept-after-the-build", "mlmprep/build/run.py",  # a build's driver holds corpus files open
            "        stack.callback(let_go_streams)", "        pass",
            ("tests/test_compressed.py::test_a_build_closes_the_streams_its_process_kept",)),

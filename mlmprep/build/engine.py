@@ -10,6 +10,8 @@ build's peak memory is about `workers` tasks' worth whatever the corpus size.
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import multiprocessing
 import multiprocessing.connection
 import os
@@ -37,6 +39,8 @@ TASKS_PER_WORKER = 24  # reading tasks per worker (at most): the last round, une
 AHEAD_PER_WORKER = 2  # local tasks submitted per worker, running or queued: the rest wait in the driver, added first
 RAY_AHEAD_PER_CPU = 2  # the same on Ray with --workers 0, per CPU of the cluster (looked up again every RAY_RESIZE_S)
 RAY_RESIZE_S = 5.0
+M_MMAP_THRESHOLD = -3  # mallopt's parameter number (glibc's malloc.h)
+MMAP_THRESHOLD = 1 << 20  # bytes: an allocation this large is mapped from the system, and unmapped when freed
 WATCH_S = 1.0  # how often the driver looks for a dead local worker itself, while no task finishes
 
 
@@ -189,6 +193,7 @@ def finish_calls(run: TaskRun, engine: Engine, in_driver: Callable[[Any], Any] |
 def attempt(fn: Callable[[Any], Any], task: Any) -> Any:
     """Run one task wherever it is; an unexpected exception becomes one TaskFailed line naming the task
     and the innermost source line, so that it survives pickling back to the driver."""
+    steady_heap()
     try:
         return fn(task)
     except MlmprepError:
@@ -199,6 +204,19 @@ def attempt(fn: Callable[[Any], Any], task: Any) -> Any:
         message = str(exc).splitlines()[0] if str(exc) else ""
         raise TaskFailed(f"{name(task)} failed: {type(exc).__name__}: {message} (at {where}); "
                          "nothing was published") from exc
+
+
+@functools.cache
+def steady_heap() -> None:
+    """Fix glibc's mmap threshold at MMAP_THRESHOLD in a process that runs tasks (once). Left to itself, glibc
+    raises it to the size of the MiB blocks a reader decodes as soon as one is freed; later blocks then come
+    from the heap, which fragments and grows with the text read (reading 220 MB of text peaked 1.7x reading
+    22 MB); above a fixed threshold each block goes back to the system when freed. A no-op without mallopt."""
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (AttributeError, OSError, TypeError):  # not glibc (macOS: no mallopt)
+        return
+    mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)
 
 
 def attempt_apart(fn: Callable[[Any], Any], task: Any) -> tuple[tuple[Any, tuple[str, ...]], Any]:
