@@ -7,8 +7,9 @@ top-level array, or one object over several lines), which is parsed whole (use J
 
 Compressed files: `NAME.FORMAT.gz|.bz2|.xz|.zst` (any text format) are streamed through `open_corpus_file`,
 which every reader uses, and checked against their magic bytes both ways. A part of one is read by decompressing
-from the start and skipping to the part (see `_stream_blocks`); damaged data is an error, or with
---on-decode-error skip the end of the file (the text before it is kept, its cut last line dropped).
+from the start and skipping to the part, or by going on from where this process's last part of the file stopped
+(see `_stream_blocks`, `_Stream`); damaged data is an error, or with --on-decode-error skip the end of the file
+(the text before it is kept, its cut last line dropped).
 
 Binary files: a .txt/.json/.jsonl/.csv file that starts with a UTF-16 byte-order mark, or whose first 8 KiB
 hold NUL bytes and are over 1% undecodable (an image, an archive) or over 1% NUL (UTF-16 text), is refused.
