@@ -293,7 +293,7 @@ MUTANTS = [
            "tail_from = _line_start(data, offset, end)", "tail_from = _line_start(data, offset, end + 1)",
            ("tests/test_compressed.py::test_parts_of_a_compressed_file_read_the_documents_of_the_plain_file",)),
     Mutant("damage-counted-by-every-part", "mlmprep/corpus/readers.py",  # a part after the damage counts it again
-           "            if first is not None:  # the damage is in this part", "            if True:",
+           "        if first is not None:  # the damage is in this part", "        if True:",
            ("tests/test_compressed.py",)),
     Mutant("damage-drops-the-lines-before-it", "mlmprep/corpus/readers.py",  # skip loses the last block's whole lines
            "            damage, block = exc, None", "            raise _Damage(offset, lines, exc) from None",
