@@ -210,8 +210,8 @@ def attempt(fn: Callable[[Any], Any], task: Any) -> Any:
 def steady_heap() -> None:
     """Fix glibc's mmap threshold at MMAP_THRESHOLD in a process that runs tasks (once). Left to itself, glibc
     raises it to the size of the MiB blocks a reader decodes as soon as one is freed; later blocks then come
-    from the heap, which fragments and grows with the text read (reading 220 MB of text peaked 1.7x reading
-    22 MB); above a fixed threshold each block goes back to the system when freed. A no-op without mallopt."""
+    from the heap, which fragments and grows with the text read; above a fixed threshold each block goes back
+    to the system when freed. A no-op without mallopt."""
     try:
         mallopt = ctypes.CDLL(None).mallopt
     except (AttributeError, OSError, TypeError):  # not glibc (macOS: no mallopt)
