@@ -51,6 +51,8 @@ APPLIES_WITH = {
     "ray_address": ("--engine ray", lambda c: c["engine"] == "ray"),
     "dataset_split": ("--dataset", lambda c: c["dataset"] is not None),
     "pack": ("--method tokens", lambda c: c["method"] == "tokens"),  # text segments: the same bytes either way
+    **{key: ("--dedup near", lambda c: c["dedup"] == "near")
+       for key in ("dedup_threshold", "dedup_ngram", "dedup_bands", "dedup_rows")},
 }
 
 # options that name files or directories: a leading ~ is the home directory there too, since a --config file
@@ -87,6 +89,16 @@ class BuildConfig:
                                      flags="--normalize-whitespace/--keep-whitespace")
     nfkc: bool = opt(False, "Unicode NFKC normalisation.", panel="Input")
     storage_options: str | None = opt(None, STORAGE_OPTIONS_HELP, panel="Input", metavar="JSON")
+    dedup: Literal["off", "exact", "near"] = opt("exact", "Drop duplicate documents, keeping the first in corpus "
+                                                 "order: 'exact' (equal after NFC and whitespace folding), 'near' "
+                                                 "(MinHash + LSH, Jaccard of word n-grams >= --dedup-threshold), or "
+                                                 "'off'.", panel="Dedup")
+    dedup_threshold: float = opt(0.8, "--dedup near: the word n-gram Jaccard similarity at which two documents are "
+                                 "duplicates, in (0, 1].", panel="Dedup")
+    dedup_ngram: int = opt(5, "--dedup near: words per shingle.", panel="Dedup")
+    dedup_bands: int = opt(14, "--dedup near: LSH bands; documents equal in one band are compared (hashes: bands x "
+                           "rows).", panel="Dedup")
+    dedup_rows: int = opt(8, "--dedup near: MinHash values per LSH band.", panel="Dedup")
     tokenizer: str | None = opt(None, "tokenizer.json or a transformers directory, local or a URL. None: train a "
                                 "Unigram tokenizer on the corpus.", panel="Tokenizer", metavar="PATH")
     vocab_size: int = opt(32000, "Vocabulary of a trained tokenizer, sentinels included.", panel="Tokenizer")
@@ -108,7 +120,9 @@ class BuildConfig:
                    panel="Output", metavar="DIR")
     seeds: int = opt(4, "Differently masked copies, one per epoch slot.", panel="Output")
     seed: int = opt(0, "Base seed of masks and the validation hold-out.", panel="Output")
-    validation_fraction: float = opt(0.02, "Share of windows held out for validation.", panel="Output")
+    validation_fraction: float = opt(0.02, "Share of documents (after dedup) held out for validation, whole: no "
+                                     "validation window shares a document, or a near-duplicate cluster, with "
+                                     "training.", panel="Output")
     force: bool = opt(False, "Rebuild even if --out is up to date or was built with other options.", panel="Output")
     rows_per_file: int = opt(0, "Windows per data file of each split (0: about 512 K tokens' worth).", panel="Output")
     # speed only: these never change the bytes written
@@ -144,6 +158,11 @@ class BuildConfig:
             raise ConfigError(f"--mean-span-length must be >= 1, got {self.mean_span_length}; T5 uses 3")
         if not 0.0 < self.mlm_probability < 1.0:
             raise ConfigError(f"--mlm-probability must be in (0, 1), got {self.mlm_probability}; BERT uses 0.15")
+        if not 0.0 < self.dedup_threshold <= 1.0:
+            raise ConfigError(f"--dedup-threshold must be in (0, 1], got {self.dedup_threshold}; 0.8 is usual")
+        check_range("--dedup-ngram", self.dedup_ngram, low=1)
+        check_range("--dedup-bands", self.dedup_bands, low=1)
+        check_range("--dedup-rows", self.dedup_rows, low=1)
         if not 0.0 <= self.validation_fraction < 1.0:
             raise ConfigError(f"--validation-fraction must be in [0, 1), got {self.validation_fraction}")
         if self.corpus and self.dataset:

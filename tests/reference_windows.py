@@ -57,4 +57,4 @@ def stream_windows(chunks, *, length, eos_id, tables, stats) -> Iterator[Rows]:
     if boundaries:
         begins = np.concatenate(boundaries)
         after_last = bool(len(carry)) and bool(tables.cuts_word(np.array([last_token]), carry[:1])[0])
-        stats.rows_cut_in_word = count_cut_rows(begins, np.append(begins[1:], after_last))
+        stats.rows_cut_in_word += count_cut_rows(begins, np.append(begins[1:], after_last))

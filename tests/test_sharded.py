@@ -140,10 +140,11 @@ def test_the_bar_never_goes_back_and_every_stage_ends_full(tmp_path, corpus_with
     mlmprep.build.run.build(BuildConfig(corpus=(str(corpus_with_blanks),), tokenizer=str(tiny_tokenizer_path),
                                         out=str(tmp_path / "b"), **options), log=lambda line: None)
     files = len(list((tmp_path / "b" / "windows").glob("data-*.arrow")))
+    validation_files = len(list((tmp_path / "b" / "validation-windows").glob("data-*.arrow")))
     expected = [["read, clean, tokenize", corpus_with_blanks.stat().st_size, "B"]]
-    if case == "text-span":  # the tiny corpus's text is one segmenting task (4M characters)
-        expected.append(["cut, tokenize text segments", 1, "task"])
-    expected.append(["window, mask, write", files, "output file"])
+    if case == "text-span":  # each side's text (training, validation) is one segmenting task (4M characters)
+        expected.append(["cut, tokenize text segments", 2, "task"])
+    expected.append(["window, mask, write", files + validation_files, "output file"])
     assert [s[:3] for s in stages] == expected and files >= 3
     assert all(done == total for _, total, _, done in stages)
     drawn = [(f.split(":")[0], int(m.group(1))) for f in re.split(r"[\r\n]", terminal.getvalue())
@@ -182,73 +183,95 @@ def test_a_build_logged_to_a_file_says_its_progress_in_lines(tmp_path, corpus_wi
     assert "\r" not in log.getvalue() and shards > 5
 
 
-def reference_rows(corpus: Path, tokenizer: Path, options: dict) -> tuple[Rows, dict]:
-    """Every window of a build, in order, by the one-pass functions of mlmprep.build.windows over the whole corpus
-    (no shards, no output files), and their statistics."""
+def reference_rows(docs: list[str], tokenizer: Path, options: dict,
+                   stats: WindowStats | None = None) -> tuple[Rows, WindowStats]:
+    """Every window of a build of `docs`, in order, by the one-pass functions of mlmprep.build.windows (no shards,
+    no output files), and their statistics (added to `stats` when given)."""
     tok = load_tokenizer(tokenizer)
     ids, tables = special_ids(tok), word_tables(tok)
-    docs = [line for line in corpus.read_text(encoding="utf-8").splitlines() if line.strip()]
     length = options.get("input_length", 32)
     framed = options.get("objective") == "mlm"
     if not framed:
         from mlmprep.build.mask import compute_input_and_target_lengths
 
         length = compute_input_and_target_lengths(length, 0.15, 3.0)[0]
-    stats = WindowStats(method=options.get("method", "tokens"), row_length=length, unk_id=ids.unk)
+    stats = stats or WindowStats(method=options.get("method", "tokens"), row_length=length, unk_id=ids.unk)
     if options.get("method") == "text":
         segments = list(text_segments(docs, segment_chars(options["input_length"])))
         flat, lengths = encode(tok, [text for text, _ in segments])
-        rows = segment_rows(flat, lengths, np.array([cut for _, cut in segments]), False, length=length,
+        rows = segment_rows(flat, lengths, np.array([cut for _, cut in segments], dtype=bool), False, length=length,
                             tables=tables, stats=stats)
-        return rows, stats.as_dict()
+        return rows, stats
     pack = options.get("pack", "stream")
     eos = None if pack == "doc" else ids.eos  # --pack doc rows end themselves (span: </s>; tiny tokenizer: no frame)
     rows = concat_rows(list(token_windows([encode(tok, docs)], length=length, eos_id=eos, pack=pack, tables=tables,
                                           stats=stats)))
-    return frame_rows(rows, np.zeros(0, np.int32), np.zeros(0, np.int32)), stats.as_dict()
+    return frame_rows(rows, np.zeros(0, np.int32), np.zeros(0, np.int32)), stats
+
+
+def reference_sides(docs: list[str], fraction: float, seed: int) -> dict[str, list[str]]:
+    """--dedup exact and the document hold-out in plain Python: a document whose NFC, whitespace-folded text was
+    seen before is dropped; the others go to validation when their key's hash falls below `fraction`."""
+    import unicodedata
+
+    from mlmprep.build.dedup import exact_keys
+    from mlmprep.build.selection import held_documents
+
+    seen, sides = set(), {"train": [], "validation": []}
+    for doc, held in zip(docs, held_documents(exact_keys(docs), fraction, seed)):
+        text = " ".join(unicodedata.normalize("NFC", doc).split())
+        if text not in seen:
+            seen.add(text)
+            sides["validation" if held else "train"].append(doc)
+    return sides
 
 
 @pytest.mark.parametrize("case", ["tokens-stream-span", "tokens-doc-span", "text-span"])
 def test_windows_equal_a_one_pass_reference(tmp_path, corpus_with_blanks, tiny_tokenizer_path, case):
-    from mlmprep.build.pipeline import held_out
-
+    """Each side's windows are the one-pass windows of its documents: the corpus less exact copies (planted
+    here), split by document."""
+    docs = [line for line in corpus_with_blanks.read_text(encoding="utf-8").splitlines() if line.strip()]
+    corpus = tmp_path / "corpus.txt"
+    copies = [f"  {docs[k]}   " for k in range(0, len(docs), 7)]  # the same texts but for their spaces
+    corpus.write_text("\n".join(docs + copies + docs[:40]) + "\n", encoding="utf-8")
     options = {**CASES[case], **SMALL}
-    build = build_tiny(tmp_path / "b", corpus_with_blanks, tiny_tokenizer_path, workers=2, **options)
-    rows, stats = reference_rows(corpus_with_blanks, tiny_tokenizer_path, options)
-    held = held_out(0, len(rows), 0.1, 0)
-    for split, index in (("windows", ~held), ("validation-windows", held)):
+    build = build_tiny(tmp_path / "b", corpus, tiny_tokenizer_path, workers=2, **options)
+    sides = reference_sides(docs + copies + docs[:40], 0.1, 0)
+    assert sum(map(len, sides.values())) == len(set(docs)) and len(sides["validation"]) > 5
+    stats = None
+    for side, split in (("train", "windows"), ("validation", "validation-windows")):
+        expected, stats = reference_rows(sides[side], tiny_tokenizer_path, options, stats)
         built = concat_rows(list(iter_rows(build / split, "tokens")))
-        expected = rows.take(np.flatnonzero(index))
         assert np.array_equal(built.offsets, expected.offsets) and np.array_equal(built.values, expected.values), split
     manifest = json.loads((build / "manifest.json").read_text())
-    assert manifest["statistics"]["windows"] == pytest.approx(stats)
+    assert manifest["statistics"]["windows"] == pytest.approx(stats.as_dict())
     assert manifest["rows_per_file"] == 40
+    dedup = manifest["corpus"]["stats"]["dedup"]
+    assert dedup["documents_dropped"] == len(docs) + len(copies) + 40 - sum(map(len, sides.values())) > len(copies)
+    assert dedup["validation_documents"] == len(sides["validation"])
 
 
 def test_an_output_file_is_written_as_soon_as_the_shards_before_its_end_are_read():
     """Phase 2 overlaps phase 1: a file of 3 windows of 4 tokens needs stream tokens through 3 * 4 * (its number
     + 1) and one more (does its last window end inside a word?), from shards whose predecessors are all done."""
-    from mlmprep.build.pipeline import Layout, held_out
+    from mlmprep.build.pipeline import Layout
     from mlmprep.build.run import OutputFiles
     from mlmprep.config import BuildConfig
 
     cfg = BuildConfig(validation_fraction=0.3, seed=5)
     layout = Layout(cfg, "stage", 1, content_length=4, window_length=4, doc_eos=1, format_version=3)
-    files = OutputFiles(layout, rows_per_file=3, shards=5, seeds=(11, 12), validation_seed=13)
+    files = OutputFiles(layout, rows_per_file=3, shards=5, seeds=(11, 12), validation_seed=13, side="train")
     sizes = [5, 7, 0, 12, 9]  # stream tokens (documents and their EOS) of each shard: 33 in all, 8 windows
 
     def done(index):
-        result = {"tokens": sizes[index] - 1, "documents": 1, "rows": 0}
-        return [(t.index, t.first, t.count) for t in files.shard_done(index, result)]
+        return [(t.index, t.first, t.count) for t in files.shard_done(index, sizes[index])]
 
     assert done(3) == [] and done(0) == [] and done(2) == []  # shard 1 is missing: only 5 tokens are known
     assert done(1) == [(0, 0, 3)]  # 24 tokens known (5 + 7 + 0 + 12): file 0 needs 12 + 1, file 1 needs 24 + 1
     assert done(4) == [(1, 3, 3)]  # 33: file 1 is whole; file 2 (windows 6 and 7, the end) waits for the rest
     assert [(t.index, t.first, t.count) for t in files.rest(sizes)] == [(2, 6, 2)]
-    held = held_out(0, 8, 0.3, 5)
-    assert [(t.first_train, t.first_validation) for t in files.tasks] == \
-        [(int((~held[:f]).sum()), int(held[:f].sum())) for f in (0, 3, 6)]
-    assert files.train == int((~held).sum()) and files.tasks[0].plan.offsets == (0, 5, 12, 12, 24)
+    assert files.rows == 8 and files.tasks[0].plan.offsets == (0, 5, 12, 12, 24)
+    assert {t.plan.side for t in files.tasks} == {"train"}
     # file 1 reads tokens 11-24 (from the one before its first window), file 2 tokens 23-32
     assert files.written(0) == [0]  # shard 1 (tokens 5-11) ends with the token before file 1's first window
     assert files.written(2) == []  # file 1, not written yet, still reads shards 1, 3 and 4
@@ -258,19 +281,21 @@ def test_an_output_file_is_written_as_soon_as_the_shards_before_its_end_are_read
 @pytest.mark.parametrize("case", ["tokens-stream-span", "tokens-doc-mlm"])
 def test_staged_shards_are_let_go_as_the_files_that_read_them_are_written(tmp_path, corpus_with_blanks,
                                                                           tiny_tokenizer_path, case, monkeypatch):
-    """Each file is written as soon as its shards are read, and the shards no file still needs are deleted, so
-    the staging directory never holds the whole corpus's tokens."""
+    """Each file is written as soon as its shards are read, and the shards no file of either side still needs are
+    deleted, so the staging directory never holds the whole corpus's tokens (a side's file waits for its
+    rows_per_file windows: at --validation-fraction f, about rows_per_file / f windows' worth of shards)."""
     import mlmprep.build.run
     from mlmprep.build.pipeline import write_file
 
     staged = []
 
     def counting(task):
-        staged.append(len(list((Path(task.plan.layout.stage) / "shards").glob("shard-*"))) // 2)  # .ids and .lens
+        staged.append(len(list((Path(task.plan.layout.stage) / "shards").glob("shard-*.ids"))))
         return write_file(task)
 
     monkeypatch.setattr(mlmprep.build.run, "write_file", counting)
-    build_tiny(tmp_path / "one", corpus_with_blanks, tiny_tokenizer_path, workers=1, **{**CASES[case], **SMALL})
+    build_tiny(tmp_path / "one", corpus_with_blanks, tiny_tokenizer_path, workers=1, validation_fraction=0.5,
+               **{**CASES[case], **SMALL})
     shards = len(file_shards([(corpus_with_blanks, corpus_with_blanks.stat().st_size)], SMALL["shard_bytes"]))
     assert len(staged) >= 3 and shards >= 10
     assert max(staged) <= shards // 2 and staged[-1] < shards // 2, (staged, shards)
@@ -373,23 +398,44 @@ def test_a_bad_record_in_one_shard_is_one_line_naming_file_line_and_byte(tmp_pat
     assert leftovers(out) == []
 
 
-def test_the_tokenizer_sample_is_spread_over_the_corpus_and_bounded(tmp_path):
+def test_the_tokenizer_sample_is_the_smallest_keys_of_the_distinct_documents_whatever_the_files(tmp_path):
+    """A bottom-k sample: the distinct documents in content-key order up to the budget (the last one cut), so it is
+    spread over the whole corpus, holds each text once, and is the same for the corpus gzipped or split in files."""
+    import gzip
+
+    from mlmprep.build.dedup import exact_keys
     from mlmprep.build.run import training_sample
     from mlmprep.config import BuildConfig
     from mlmprep.corpus.documents import open_corpus
 
     docs = [f"document {i} " + "word " * (i % 17) for i in range(3000)]
-    path = tmp_path / "c.txt"
-    path.write_text("\n".join(docs) + "\n", encoding="utf-8")
-    cfg = BuildConfig(corpus=(str(path),), tokenizer_train_chars=6400)
-    used = {"documents": 0, "characters": 0}
-    sample = list(training_sample(open_corpus(cfg.corpus), cfg, used))
-    assert used["characters"] == sum(map(len, sample)) <= 6400 and used["documents"] == len(sample)
-    numbers = [int(doc.split()[1]) for doc in sample if doc.startswith("document ")]
-    assert min(numbers) == 0 and max(numbers) > 2900  # from the start to the end, not the first 6400 characters
-    assert sample == list(training_sample(open_corpus(cfg.corpus), cfg, {"documents": 0, "characters": 0}))
-    everything = BuildConfig(corpus=(str(path),), tokenizer_train_chars=1 << 30)
-    assert list(training_sample(open_corpus(cfg.corpus), everything, dict(used))) == docs  # a small corpus: all of it
+    docs += docs[:1500]  # copies, which count once
+    text = "\n".join(docs) + "\n"
+    (tmp_path / "c.txt").write_text(text, encoding="utf-8")
+    (tmp_path / "z.txt.gz").write_bytes(gzip.compress(text.encode("utf-8")))
+    (tmp_path / "a.txt").write_text("\n".join(docs[:1000]) + "\n", encoding="utf-8")
+    (tmp_path / "b.txt").write_text("\n".join(docs[1000:]) + "\n", encoding="utf-8")
+    distinct = dict(zip(exact_keys(docs).tolist(), docs))
+    ordered = [distinct[key] for key in sorted(distinct)]
+
+    def sample(*paths, budget=6400):
+        cfg = BuildConfig(corpus=tuple(str(tmp_path / p) for p in paths), tokenizer_train_chars=budget)
+        used = {"documents": 0, "characters": 0}
+        taken = list(training_sample(open_corpus(cfg.corpus), cfg, used))
+        assert used["characters"] == sum(map(len, taken)) <= budget and used["documents"] == len(taken)
+        return taken
+
+    expected, total = [], 0
+    for doc in ordered:
+        if total >= 6400:
+            break
+        expected.append(doc[: 6400 - total])
+        total += len(expected[-1])
+    assert sample("c.txt") == expected and total == 6400
+    numbers = [int(doc.split()[1]) for doc in expected if doc.startswith("document ")]
+    assert min(numbers) < 300 and max(numbers) > 2700  # from the start to the end, not the first 6400 characters
+    assert sample("z.txt.gz") == sample("a.txt", "b.txt") == expected
+    assert sample("c.txt", budget=1 << 30) == ordered  # a small corpus: all of it, each text once
 
 
 def test_tokenizer_train_learns_from_the_sample_build_takes(tmp_path):

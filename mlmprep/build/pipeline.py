@@ -33,6 +33,7 @@ from mlmprep import storage
 from mlmprep.build import mask
 from mlmprep.build.clean import clean_texts
 from mlmprep.build.engine import Shipped, fetched
+from mlmprep.build.selection import SIDES, document_keys
 from mlmprep.build.windows import (
     WindowStats,
     count_cut_rows,
@@ -53,7 +54,6 @@ from mlmprep.tokenize import encode, load_tokenizer, plain_encoder, special_ids,
 
 STAGING = "shards"  # staging-directory subfolder of the phase-1 outputs; removed before publishing
 VALIDATION_SLOT = 1 << 20  # the validation split is masked once, with the seed of this (never trained) slot
-HOLDOUT_SALT = 0x5EED_0F_0A1D  # keys the held-out choice apart from the mask seeds
 SEGMENT_TASK_CHARS = 4 << 20  # characters of text per segmenting task (--method text)
 
 
@@ -273,37 +273,47 @@ def tokenize_shard(task: TokenizeTask) -> dict:
     # With threads to spare, reading and cleaning run in a thread of their own and two threads tokenize (one
     # call's ids become arrays while the other keeps the cores busy); a one-core worker does each in turn.
     overlap = layout.threads != 1
-    batches = cleaned_batches(read_shard(task.shard, opts, stats), cfg, clean)
-    batches = prefetch(batches) if overlap else batches
-    out = {"documents": 0, "tokens": 0, "chars": 0, "rows": 0, "tokens_dropped": 0}
+    described: list[dict[str, np.ndarray]] = []  # each batch's document keys and character counts
+
+    def described_batches() -> Iterator[list[str]]:
+        for docs in cleaned_batches(read_shard(task.shard, opts, stats), cfg, clean):
+            described.append({**document_keys(docs, cfg), "doc_chars": np.array([len(d) for d in docs], np.int64)})
+            yield docs
+
+    batches = prefetch(described_batches()) if overlap else described_batches()
+    out = {"documents": 0, "tokens": 0, "chars": 0}
     if cfg.method == "text":
+        chars_written: list[bytes] = []
+
         def text_chunks() -> Iterator[bytes]:
             for docs in batches:
                 joined = "".join(f"{doc} " for doc in docs)  # the corpus's documents joined by spaces
                 out["documents"] += len(docs)
                 out["chars"] += len(joined)
+                chars_written.append(np.array([len(doc) + 1 for doc in docs], np.int64).tobytes())
                 yield joined.encode("utf-32-le")
 
         write_atomic(layout.staged(f"shard-{index:06d}.txt32"), text_chunks())
+        write_atomic(layout.staged(f"shard-{index:06d}.chars"), chars_written)
     else:
-        lengths_written: list[bytes] = []
+        lengths_written: list[np.ndarray] = []
 
         def id_chunks() -> Iterator[bytes]:
             tokenize = functools.partial(encode, tok)
             for flat, lengths in prefetch_map(tokenize, batches) if overlap else map(tokenize, batches):
                 out["documents"] += len(lengths)
                 out["tokens"] += len(flat)
-                if cfg.pack == "doc":
-                    rows, dropped = doc_rows_per_document(lengths, layout.content_length, layout.doc_eos is not None)
-                    out["rows"] += int(rows.sum())
-                    out["tokens_dropped"] += dropped
-                lengths_written.append(lengths.astype(np.int64).tobytes())
+                lengths_written.append(lengths.astype(np.int64))
                 yield flat.astype(np.int32, copy=False).tobytes()
 
         write_atomic(layout.staged(f"shard-{index:06d}.ids"), id_chunks())
-        write_atomic(layout.staged(f"shard-{index:06d}.lens"), lengths_written)
+        write_atomic(layout.staged(f"shard-{index:06d}.lens"), [a.tobytes() for a in lengths_written])
+        out["doc_tokens"] = np.concatenate(lengths_written) if lengths_written else np.zeros(0, np.int64)
+    per_doc = {key: np.concatenate([d[key] for d in described]) for key in described[0]} if described else {
+        "keys": np.zeros(0, np.uint64), "doc_chars": np.zeros(0, np.int64),
+        **({"signatures": np.zeros((0, cfg.dedup_bands * cfg.dedup_rows), np.uint32)} if cfg.dedup == "near" else {})}
     stats.files, stats.files_skipped = 0, []
-    return {**out, "stats": stats.as_dict(), "clean": clean}
+    return {**out, **per_doc, "stats": stats.as_dict(), "clean": clean}
 
 
 def tokenize_shard_in_driver(task: TokenizeTask) -> dict:
@@ -312,11 +322,42 @@ def tokenize_shard_in_driver(task: TokenizeTask) -> dict:
     return tokenize_shard(replace(task, layout=replace(task.layout, threads=0)))
 
 
+def side_documents(layout: Layout, s: int, side: str, sizes: str) -> tuple[np.ndarray, np.ndarray]:
+    """(sizes, where each starts in the staged data file) of staged shard s's documents on `side`: the driver
+    stages each side's document numbers as `shard-N.train` / `shard-N.validation`; `sizes` names the per-document
+    sizes file (`lens`: tokens, `chars`: characters of --method text, each with its space)."""
+    return _side_documents(identity(layout.staged(f"shard-{s:06d}.{sizes}")),
+                           identity(layout.staged(f"shard-{s:06d}.{side}")))
+
+
+@functools.lru_cache(maxsize=8)
+def _side_documents(sizes_key: tuple, picked_key: tuple) -> tuple[np.ndarray, np.ndarray]:
+    sizes = read_array(Path(sizes_key[0]), np.int64)
+    starts = np.cumsum(sizes) - sizes
+    picked = read_array(Path(picked_key[0]), np.int64)
+    return sizes[picked], starts[picked]
+
+
+def gather(path: Path, dtype, sizes: np.ndarray, begins: np.ndarray, d0: int, d1: int) -> np.ndarray:
+    """The items of a side's documents d0..d1 (inclusive; `sizes`, `begins` from side_documents), one after
+    another, from the staged data file `path`: one read of the range they span, then the documents picked."""
+    if d1 < d0:
+        return np.zeros(0, dtype=dtype)
+    lo, hi = int(begins[d0]), int(begins[d1] + sizes[d1])
+    raw = read_array(path, dtype, lo, hi)
+    sizes = sizes[d0 : d1 + 1]
+    if int(sizes.sum()) == hi - lo:  # no other side's or dropped document between them
+        return raw
+    out_starts = np.cumsum(sizes) - sizes
+    return raw[np.arange(int(sizes.sum())) + np.repeat(begins[d0 : d1 + 1] - lo - out_starts, sizes)]
+
+
 @dataclass(frozen=True)
 class SegmentTask:
-    """Segments [first, first + count) of the corpus's joined text (--method text)."""
+    """Segments [first, first + count) of one side's joined text (--method text)."""
 
     layout: Layout
+    side: str  # "train" or "validation": the documents whose text is joined
     index: int
     first: int
     count: int
@@ -324,11 +365,11 @@ class SegmentTask:
     chars: int  # characters per segment
 
     def describe(self) -> str:
-        return f"text segments {self.first}-{self.first + self.count}"
+        return f"{self.side} text segments {self.first}-{self.first + self.count}"
 
 
-def read_chars(layout: Layout, char_offsets: np.ndarray, start: int, stop: int) -> str:
-    """Characters [start, stop) of the joined text of every shard."""
+def read_chars(layout: Layout, side: str, char_offsets: np.ndarray, start: int, stop: int) -> str:
+    """Characters [start, stop) of the joined text of every shard's documents on `side`."""
     parts = []
     first = max(0, int(np.searchsorted(char_offsets, start, side="right")) - 1)
     for s in range(first, len(char_offsets) - 1):
@@ -337,7 +378,12 @@ def read_chars(layout: Layout, char_offsets: np.ndarray, start: int, stop: int) 
             break
         a, b = max(start, lo) - lo, min(stop, hi) - lo
         if a < b:
-            parts.append(read_array(layout.staged(f"shard-{s:06d}.txt32"), "<u4", a, b).tobytes().decode("utf-32-le"))
+            sizes, begins = side_documents(layout, s, side, "chars")
+            ends = np.cumsum(sizes)
+            d0, d1 = (int(np.searchsorted(ends, x, side="right")) for x in (a, b - 1))
+            text = gather(layout.staged(f"shard-{s:06d}.txt32"), "<u4", sizes, begins, d0, d1)
+            base = int(ends[d0] - sizes[d0])
+            parts.append(text[a - base : b - base].tobytes().decode("utf-32-le"))
     return "".join(parts)
 
 
@@ -351,7 +397,7 @@ def segment_text(task: SegmentTask) -> dict:
     total = int(offsets[-1]) - 1  # the joined text has no space after its last document
     begin, end = task.first * c, min((task.first + task.count) * c, total)
     lo = max(begin - 1, 0)
-    text = read_chars(layout, offsets, lo, min(end + 1, total))
+    text = read_chars(layout, task.side, offsets, lo, min(end + 1, total))
     segments, cut_after = [], []
     for start in range(begin, end, c):
         stop = min(start + c, total)
@@ -367,8 +413,9 @@ def segment_text(task: SegmentTask) -> dict:
                             length=layout.content_length, tables=tables, stats=stats)
     else:
         rows = Rows(np.zeros(0, np.int32), np.zeros(1, np.int64))
-    write_atomic(layout.staged(f"segments-{task.index:06d}.ids"), [rows.values.astype(np.int32).tobytes()])
-    write_atomic(layout.staged(f"segments-{task.index:06d}.lens"), [rows.lengths().astype(np.int64).tobytes()])
+    write_atomic(layout.staged(f"segments-{task.side}-{task.index:06d}.ids"), [rows.values.astype(np.int32).tobytes()])
+    write_atomic(layout.staged(f"segments-{task.side}-{task.index:06d}.lens"),
+                 [rows.lengths().astype(np.int64).tobytes()])
     return window_counts(stats)
 
 
@@ -383,9 +430,11 @@ def window_counts(stats: WindowStats) -> dict[str, int]:
 
 @dataclass(frozen=True)
 class Plan:
-    """For phase 2: where each shard's (or segment task's) output starts, as far as the driver knows."""
+    """For phase 2, one side's: where each shard's (or segment task's) output on that side starts, as far as the
+    driver knows."""
 
     layout: Layout
+    side: str  # "train" (splits windows and seed-k) or "validation" (validation-windows and validation)
     offsets: tuple[int, ...]  # per staged file: first stream token (stream) or first row (doc, text); last: its end
     rows: int  # whole windows before offsets[-1] (once every shard is done: the windows in all)
     seeds: tuple[int, ...]
@@ -395,24 +444,12 @@ class Plan:
 @dataclass(frozen=True)
 class WriteTask:
     plan: Plan
-    index: int  # output file number
-    first: int  # global row of its first window
+    index: int  # output file number in its side's splits
+    first: int  # its first window's row in its side's splits
     count: int
-    first_train: int  # training rows before it (its first row's number in windows/ and seed-k/)
-    first_validation: int
 
     def describe(self) -> str:
-        return f"output file {self.index} (windows {self.first}-{self.first + self.count})"
-
-
-def held_out(first: int, n: int, fraction: float, seed: int) -> np.ndarray:
-    """Which of windows first..first+n-1 are held out for validation: a pure function of (seed, index)."""
-    if fraction <= 0.0:
-        return np.zeros(n, dtype=bool)
-    x = (np.arange(first, first + n, dtype=np.uint64) + np.uint64(HOLDOUT_SALT)) ^ np.uint64(seed & (2**64 - 1))
-    with np.errstate(over="ignore"):  # SplitMix64 finaliser: wrapping uint64 arithmetic is the point
-        x = mask.mix64(x)
-    return (x >> np.uint64(11)).astype(np.float64) * 2.0**-53 < fraction
+        return f"{self.plan.side} output file {self.index} (windows {self.first}-{self.first + self.count})"
 
 
 def document_index(path: Path) -> tuple[np.ndarray, np.ndarray]:
@@ -429,7 +466,7 @@ def _document_index(key: tuple) -> tuple[np.ndarray, np.ndarray]:
 
 
 def stream_slice(plan: Plan, start: int, stop: int) -> np.ndarray:
-    """Tokens [start, stop) of the global stream (every shard's documents, each followed by EOS)."""
+    """Tokens [start, stop) of the side's stream (every shard's documents on the side, each followed by EOS)."""
     layout, offsets, parts = plan.layout, np.asarray(plan.offsets), []
     for s in range(max(0, int(np.searchsorted(offsets, start, side="right")) - 1), len(offsets) - 1):
         lo, hi = int(offsets[s]), int(offsets[s + 1])
@@ -438,10 +475,10 @@ def stream_slice(plan: Plan, start: int, stop: int) -> np.ndarray:
         a, b = max(start, lo) - lo, min(stop, hi) - lo
         if a >= b:
             continue
-        lengths, starts = document_index(layout.staged(f"shard-{s:06d}.lens"))
-        ends = starts[1:] + np.arange(1, len(lengths) + 1)  # each document's end in the shard's stream, EOS included
+        lengths, begins = side_documents(layout, s, plan.side, "lens")
+        ends = np.cumsum(lengths + 1)  # each document's end in the shard's stream, EOS included
         d0, d1 = (int(np.searchsorted(ends, x, side="right")) for x in (a, b - 1))
-        tokens = read_array(layout.staged(f"shard-{s:06d}.ids"), np.int32, int(starts[d0]), int(starts[d1 + 1]))
+        tokens = gather(layout.staged(f"shard-{s:06d}.ids"), np.int32, lengths, begins, d0, d1)
         piece, _ = with_eos(tokens, lengths[d0 : d1 + 1], layout.doc_eos)
         base = int(ends[d0] - lengths[d0] - 1)
         parts.append(piece[a - base : b - base])
@@ -478,11 +515,11 @@ def doc_windows(plan: Plan, first: int, count: int, tables) -> tuple[Rows, int]:
     """Rows first..first+count-1 of --pack doc, and how many begin or end inside a word."""
     layout, parts, cut = plan.layout, [], 0
     for s, a, b in overlapping(plan.offsets, first, count):
-        lengths, starts = document_index(layout.staged(f"shard-{s:06d}.lens"))
+        lengths, begins = side_documents(layout, s, plan.side, "lens")
         per_doc, _ = doc_rows_per_document(lengths, layout.content_length, layout.doc_eos is not None)
         row_ends = np.cumsum(per_doc)
         d0, d1 = (int(np.searchsorted(row_ends, x, side="right")) for x in (a, b - 1))
-        tokens = read_array(layout.staged(f"shard-{s:06d}.ids"), np.int32, int(starts[d0]), int(starts[d1 + 1]))
+        tokens = gather(layout.staged(f"shard-{s:06d}.ids"), np.int32, lengths, begins, d0, d1)
         rows, begins, ends, _ = doc_rows(tokens, lengths[d0 : d1 + 1], length=layout.content_length,
                                          eos_id=layout.doc_eos, tables=tables)
         base = int(row_ends[d0] - per_doc[d0])
@@ -495,8 +532,9 @@ def stored_rows(plan: Plan, first: int, count: int) -> Rows:
     """Rows first..first+count-1 of the segmenting tasks' output (--method text)."""
     layout, parts = plan.layout, []
     for t, a, b in overlapping(plan.offsets, first, count):
-        lengths, starts = document_index(layout.staged(f"segments-{t:06d}.lens"))
-        values = read_array(layout.staged(f"segments-{t:06d}.ids"), np.int32, int(starts[a]), int(starts[b]))
+        lengths, starts = document_index(layout.staged(f"segments-{plan.side}-{t:06d}.lens"))
+        values = read_array(layout.staged(f"segments-{plan.side}-{t:06d}.ids"), np.int32, int(starts[a]),
+                            int(starts[b]))
         parts.append(Rows(values, starts[a : b + 1] - starts[a]))
     return concat_rows(parts)
 
@@ -520,22 +558,22 @@ def write_file(task: WriteTask) -> dict:
         counts["tokens_padded"] = int(layout.content_length * len(rows) - rows.offsets[-1])
         counts["unknown_tokens"] = int(np.count_nonzero(rows.values == ids.unk)) if ids.unk is not None else 0
     rows = frame_rows(rows, np.asarray(layout.prefix, np.int32), np.asarray(layout.suffix, np.int32))
-    held = held_out(task.first, task.count, cfg.validation_fraction, cfg.seed)
-    train, val = rows.take(np.flatnonzero(~held)), rows.take(np.flatnonzero(held))
     masker = Masker(cfg, ids, tables, layout.fixed, layout.window_length, layout.format_version)
     stage, width = Path(layout.stage), {"tokens": layout.window_length if layout.fixed else None}
     dtype = {"tokens": masker.dtypes["tokens"]}
-    parts = {
-        "windows": write_part(part_path(stage / "windows", task.index), width, dtype, {"tokens": train}),
-        "validation-windows": write_part(part_path(stage / "validation-windows", task.index), width, dtype,
-                                         {"tokens": val}),
-    }
-    for k, seed in enumerate(plan.seeds):
-        parts[f"seed-{k}"] = mask_part(masker, stage / f"seed-{k}", task.index, train, seed, task.first_train,
-                                       f"seed-{k}")
-    parts["validation"] = mask_part(masker, stage / "validation", task.index, val, plan.validation_seed,
-                                    task.first_validation, "validation")
+    windows, masked = split_names(plan.side, len(plan.seeds))
+    parts = {windows: write_part(part_path(stage / windows, task.index), width, dtype, {"tokens": rows})}
+    seeds = plan.seeds if plan.side == "train" else (plan.validation_seed,)
+    for name, seed in zip(masked, seeds):
+        parts[name] = mask_part(masker, stage / name, task.index, rows, seed, task.first, name)
     return {"parts": parts, "windows": counts, "masking": masker.totals}
+
+
+def split_names(side: str, seeds: int) -> tuple[str, list[str]]:
+    """(the windows split, the masked splits) that `side`'s files belong to."""
+    if side == SIDES[0]:
+        return "windows", [f"seed-{k}" for k in range(seeds)]
+    return "validation-windows", ["validation"]
 
 
 def mask_part(masker: Masker, split_dir: Path, index: int, rows: Rows, seed: int, first_row: int,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import heapq
 import itertools
 import math
 import os
@@ -26,6 +27,7 @@ import numpy as np
 import mlmprep
 from mlmprep import storage
 from mlmprep.build import mask
+from mlmprep.build.dedup import exact_keys
 from mlmprep.build.engine import Engine, TaskRun, fetched, prestart, run_tasks, session, share
 from mlmprep.build.pipeline import (
     SEGMENT_TASK_CHARS,
@@ -41,15 +43,16 @@ from mlmprep.build.pipeline import (
     WriteTask,
     adopt_tokenizer,
     cleaned_batches,
-    held_out,
     remask_file,
     run_detached,
     segment_text,
+    split_names,
     tokenize_shard,
     tokenize_shard_in_driver,
     write_file,
 )
-from mlmprep.build.windows import MIN_ROW, WindowStats, segment_chars
+from mlmprep.build.selection import EXCERPT_CHARS, SIDES, Selection
+from mlmprep.build.windows import MIN_ROW, WindowStats, doc_rows_per_document, segment_chars
 from mlmprep.config import MAX_SEEDS, BuildConfig, check_range
 from mlmprep.corpus.documents import Corpus, open_corpus
 from mlmprep.corpus.readers import (
@@ -103,7 +106,6 @@ from mlmprep.tokenize import (
 __all__ = ["BuildResult", "build", "cleaned_documents", "remask", "train_tokenizer_file"]
 
 STREAMS_PER_WORKER = 2  # parts of one compressed file per worker: a second round evens out the later parts' skips
-SAMPLE_PARTS = 64  # a tokenizer trained on a sample learns from the starts of this many evenly spaced parts
 FILE_TOKENS = 1 << 19  # an output file holds about this many tokens of windows (a whole number of 1000s of rows)
 
 
@@ -250,30 +252,32 @@ def cleaned_documents(corpus: Corpus, cfg: BuildConfig, counts: dict) -> Iterato
 
 
 def training_sample(corpus: Corpus, cfg: BuildConfig, used: dict) -> Iterator[str]:
-    """The cleaned documents a tokenizer is trained on: the whole corpus when it holds at most
-    cfg.tokenizer_train_chars characters, else the first documents of SAMPLE_PARTS evenly spaced parts of it,
-    about cfg.tokenizer_train_chars / SAMPLE_PARTS characters from each (the last one cut). The parts depend on
-    the corpus and that option only, never on workers or shard sizes. `used` counts documents and characters."""
+    """The cleaned documents a tokenizer is trained on, a bottom-k sample: the distinct texts (by content key,
+    dedup.exact_keys) with the smallest keys whose characters reach cfg.tokenizer_train_chars, in key order, the
+    last one cut; the whole corpus, each text once, when it holds fewer. Keys are hashes of the texts, so the
+    sample is spread over the whole corpus and depends on its documents only, never on files, compression or
+    shards; the copies of a text count once. `used` counts documents and characters."""
     counts = {"characters_removed": 0, "documents_emptied": 0}
     budget = cfg.tokenizer_train_chars
-    if corpus.bytes <= budget:  # UTF-8: never more characters than bytes
-        parts = [corpus.documents()]
-        per = budget
-    else:
-        opts = ReadOptions(text_column=cfg.text_column, doc_sep=cfg.doc_sep, on_decode_error=cfg.on_decode_error)
-        shards = corpus.shards(-(-corpus.bytes // SAMPLE_PARTS))
-        parts = [read_shard(shard, opts, CorpusStats()) for shard in shards]
-        per = budget // len(shards)
-    for documents in parts:
-        taken = 0
-        for doc in itertools.chain.from_iterable(cleaned_batches(documents, cfg, counts)):
-            doc = doc[: per - taken]
-            used["documents"] += 1
-            used["characters"] += len(doc)
-            yield doc
-            taken += len(doc)
-            if taken >= per:
-                break
+    chosen: list[tuple[int, str]] = []  # (-key, text): a heap with the largest key on top
+    keys: set[int] = set()  # the keys in `chosen`
+    total = 0
+    for batch in cleaned_batches(corpus.documents(), cfg, counts):
+        for key, text in zip(exact_keys(batch).tolist(), batch):
+            if key in keys or (total >= budget and key > -chosen[0][0]):
+                continue
+            heapq.heappush(chosen, (-key, text))
+            keys.add(key)
+            total += len(text)
+            while total - len(chosen[0][1]) >= budget:  # enough without the largest key's text
+                key, text = heapq.heappop(chosen)
+                keys.discard(-key)
+                total -= len(text)
+    for _, text in sorted(chosen, reverse=True):
+        text = text[: budget - used["characters"]]
+        used["documents"] += 1
+        used["characters"] += len(text)
+        yield text
 
 
 def logged_sample(texts: Iterator[str], bar: Stages, total: int) -> Iterator[str]:
@@ -331,9 +335,11 @@ def write_build(cfg: BuildConfig, corpus: Corpus, tok, stage: Path, log: Callabl
     staging = Staging(stage, engine, detached=engine.kind == "ray" and storage.is_url(cfg.out))
     log(f"{len(shards)} input shard{'s' * (len(shards) != 1)} on {engine.describe()}")
     stats = WindowStats(method=cfg.method, row_length=layout.content_length, unk_id=ids.unk)
-    files = OutputFiles(layout, output_rows(cfg, window_length), len(shards),
-                        tuple(mask.row_seed(cfg.seed, k) for k in range(cfg.seeds)),
-                        mask.row_seed(cfg.seed, VALIDATION_SLOT))
+    files = {side: OutputFiles(layout, output_rows(cfg, window_length), len(shards),
+                               tuple(mask.row_seed(cfg.seed, k) for k in range(cfg.seeds)),
+                               mask.row_seed(cfg.seed, VALIDATION_SLOT), side) for side in SIDES}
+    selection = Selection(cfg, len(shards))
+    calls: list[tuple[str, int]] = []  # (side, file) of each write task, in the order they were queued
     reading = Reading([None] * len(shards))
     # progress in stages, each of a total known when it starts: the input's bytes (shards for the sample, whose
     # size is not known up front), then the text segments (--method text), then the output files
@@ -345,44 +351,58 @@ def write_build(cfg: BuildConfig, corpus: Corpus, tok, stage: Path, log: Callabl
             for index, result in run:  # as each task ends; the write tasks' indices follow the shards'
                 staging.take(run, index)
                 if index >= len(shards):  # an output file is written: let go the shards no file still needs
-                    staging.let_go(files.written(index - len(shards)))
+                    side, file = calls[index - len(shards)]
+                    files[side].written(file)
+                    staging.let_go(range(staging.released, min(f.kept for f in files.values())))
                     if reading.done:  # the write stage, which begins once every shard is read
                         bar.update(1)
                     continue
                 reading.add(index, result)
-                written_yet = f", {len(files.done)} output files written" if files.done else ""
+                done = sum(len(f.done) for f in files.values())
+                written_yet = f", {done} output files written" if done else ""
                 bar.update(sizes[index], f"{reading.count}/{len(shards)} shards{written_yet}", reading.tokens)
-                if cfg.method == "text":  # no file is ready before the end: its segments need the whole text
-                    continue
-                ready = files.shard_done(index, result)
-                if reading.done:  # the last shard makes every file left ready
-                    ready += plan_rest(corpus, layout, files, reading.results, stats, staging, bar)
+                ready = []
+                for s in selection.add(index, result):  # the shards whose documents' fates are known now
+                    staging.stage_picks(s, selection)
+                    if cfg.method == "tokens":  # text: no file is ready before its side's whole text is
+                        ready += [task for side in SIDES for task in files[side].shard_done(
+                            s, side_size(layout, reading.results[s], selection.picked(s, side))[0])]
+                if reading.done and cfg.method == "tokens":  # the last shard makes every file left ready
+                    ready += plan_rest(corpus, layout, files, reading.results, selection, stats, staging, bar)
+                calls += [(task.plan.side, task.index) for task in ready]
                 run.add(*staging.calls(write_file, ready))
         if cfg.method == "text":
-            rest = plan_rest(corpus, layout, files, reading.results, stats, staging, bar)
-            written = counted_tasks(write_file, rest, staging, bar)
+            rest = plan_rest(corpus, layout, files, reading.results, selection, stats, staging, bar)
+            calls += [(task.plan.side, task.index) for task in rest]
+            results = counted_tasks(write_file, rest, staging, bar)
         else:
-            written = run.results[len(shards):]  # one per output file, in order
+            results = run.results[len(shards):]  # one per output file, in the order queued
         timings["tokenize_s"] = reading.finished - pipeline_started
         timings["mask_and_write_s"] = time.perf_counter() - reading.finished
-    # sums the tasks' totals; masks nothing here
+    written = {side: [None] * len(files[side].tasks) for side in SIDES}  # each side's results by file
+    for (side, file), result in zip(calls, results):
+        written[side][file] = result
+    # sums the tasks' totals, in file order; masks nothing here
     masker = Masker(cfg, ids, None, layout.fixed, window_length, layout.format_version)
-    for result in written:
+    for result in itertools.chain(*written.values()):
         add_counts(stats, result["windows"])
         masker.merge(result["masking"])
     token_width, token_dtype = {"tokens": window_length if layout.fixed else None}, {"tokens": masker.dtypes["tokens"]}
-    names = ["windows", "validation-windows", *(f"seed-{k}" for k in range(cfg.seeds)), "validation"]
-    splits = {
-        name: finish_split(stage / name, *((token_width, token_dtype) if name.endswith("windows")
-                                           else (masker.widths, masker.dtypes)),
-                           [(part_path(stage / name, i), result["parts"][name]) for i, result in enumerate(written)])
-        for name in names
-    }
+    splits = {}
+    for side in SIDES:
+        windows, masked = split_names(side, cfg.seeds)
+        for name in (windows, *masked):
+            splits[name] = finish_split(stage / name, *((token_width, token_dtype) if name == windows
+                                                        else (masker.widths, masker.dtypes)),
+                                        [(part_path(stage / name, i), result["parts"][name])
+                                         for i, result in enumerate(written[side])])
     shutil.rmtree(stage / STAGING)
     timings["pipeline_s"] = time.perf_counter() - pipeline_started
     timings["total_s"] = time.perf_counter() - started
-    corpus_stats = {**corpus_counts(corpus, reading.results), "wrapped_prose": wrapped_prose(shards, reading.results)}
-    return finish_manifest(cfg, corpus, tok, ids, stage, splits, files.seeds, stats, masker, corpus_stats, timings,
+    corpus_stats = {**corpus_counts(corpus, reading.results), "wrapped_prose": wrapped_prose(shards, reading.results),
+                    "dedup": dedup_stats(selection, shards, cfg)}
+    return finish_manifest(cfg, corpus, tok, ids, stage, splits, files["train"].seeds, stats, masker, corpus_stats,
+                           timings,
                            window_length=window_length, target_length=target_length, trained_on=trained_on,
                            rows_per_file=output_rows(cfg, window_length))
 
@@ -418,6 +438,7 @@ class Staging:
     def __init__(self, stage: Path, engine: Engine, detached: bool):
         self.stage, self.engine, self.detached = stage, engine, detached
         self.held: dict[str, object] = {}  # staged name -> the payload holding it (detached)
+        self.released = 0  # shards before this one are let go
         if detached:
             self.held["tokenizer.json"] = share((stage / "tokenizer.json").read_bytes(), engine)
 
@@ -440,32 +461,46 @@ class Staging:
                 (self.stage / name).parent.mkdir(parents=True, exist_ok=True)
                 (self.stage / name).write_bytes(data[name])
 
-    def let_go(self, shards: list[int]) -> None:
+    def stage_picks(self, shard: int, selection: Selection) -> None:
+        """Stage `shard`'s document numbers on each side (`shard-N.train`, `shard-N.validation`), which phase 2
+        reads; detached, they travel as a payload of their own."""
+        for side in SIDES:
+            name = f"{STAGING}/shard-{shard:06d}.{side}"
+            data = selection.picked(shard, side).tobytes()
+            (self.stage / name).write_bytes(data)
+            if self.detached:
+                self.held[name] = share({name: data}, self.engine)
+
+    def let_go(self, shards: Iterable[int]) -> None:
         """Drop the staged token files of `shards`, which no output file still to write reads."""
         for shard in shards:
-            for suffix in ("ids", "lens"):
+            for suffix in ("ids", "lens", *SIDES):
                 name = f"shard-{shard:06d}.{suffix}"
                 (self.stage / STAGING / name).unlink(missing_ok=True)
                 self.held.pop(f"{STAGING}/{name}", None)
+            self.released = max(self.released, shard + 1)
 
 
-def plan_rest(corpus: Corpus, layout: Layout, files: OutputFiles, read: list[dict], stats: WindowStats,
-              staging: Staging, bar) -> list[WriteTask]:
+def plan_rest(corpus: Corpus, layout: Layout, files: dict[str, OutputFiles], read: list[dict], selection: Selection,
+              stats: WindowStats, staging: Staging, bar) -> list[WriteTask]:
     """The barrier, once every shard is read: checks, the window statistics, the write tasks of the files not
-    made yet."""
+    made yet, of both sides."""
     corpus_stats = corpus_counts(corpus, read)
     if corpus_stats["documents"] == 0:
         raise no_text_error(corpus_name(corpus), corpus_stats, layout.cfg.text_column)
     if error := missing_field_error(corpus_name(corpus), corpus_stats, layout.cfg.text_column):
         raise error
-    rest = files.rest(barrier(layout, read, stats, staging, bar))
-    if not files.tasks:
+    sizes = barrier(layout, read, selection, stats, staging, bar)
+    rest = [task for side in SIDES for task in files[side].rest(sizes[side])]
+    if not files["train"].tasks and not files["validation"].tasks:
         raise CorpusError(f"{corpus_name(corpus)}: too little text for one window of {layout.window_length} tokens; "
                           "lower --input-length or use --pack doc")
-    if files.train == 0:
-        raise CorpusError(f"{corpus_name(corpus)}: every window went to validation; lower --validation-fraction")
-    bar.stage("window, mask, write", len(files.tasks), "output file", done=len(files.done))
-    bar.update(0, f"{files.tasks[-1].first + files.tasks[-1].count:,} windows")
+    if files["train"].rows == 0:
+        raise CorpusError(f"{corpus_name(corpus)}: every window went to validation; lower --validation-fraction "
+                          "or give more documents (whole documents are held out)")
+    tasks = len(files["train"].tasks) + len(files["validation"].tasks)
+    bar.stage("window, mask, write", tasks, "output file", done=sum(len(f.done) for f in files.values()))
+    bar.update(0, f"{files['train'].rows + files['validation'].rows:,} windows")
     return rest
 
 
@@ -529,34 +564,63 @@ def add_counts(stats: WindowStats, counts: dict[str, int]) -> None:
         setattr(stats, key, getattr(stats, key) + value)
 
 
-def barrier(layout: Layout, read: list[dict], stats: WindowStats, staging: Staging, bar) -> list[int]:
-    """Once every shard is read: the window statistics of the whole stream, and the size of each staged file
-    that phase 2 cuts windows from (see shard_size). --method text runs its segmenting tasks here."""
-    cfg = layout.cfg
+def barrier(layout: Layout, read: list[dict], selection: Selection, stats: WindowStats, staging: Staging,
+            bar) -> dict[str, list[int]]:
+    """Once every shard is read: the window statistics of the whole stream, and, for each side, the size of each
+    staged file that phase 2 cuts its windows from (see side_size). --method text runs its segmenting tasks
+    here, each side's over the joined text of its documents."""
+    cfg, sizes = layout.cfg, {}
     if cfg.method == "text":
         chars = segment_chars(cfg.input_length)
-        char_offsets = tuple(int(x) for x in np.cumsum([0] + [r["chars"] for r in read]))
-        segments = math.ceil((char_offsets[-1] - 1) / chars)
         per = max(1, SEGMENT_TASK_CHARS // chars)
-        tasks = [SegmentTask(layout, t, first, min(per, segments - first), char_offsets, chars)
-                 for t, first in enumerate(range(0, segments, per))]
+        tasks = []
+        for side in SIDES:
+            char_offsets = tuple(int(x) for x in np.cumsum(
+                [0] + [side_size(layout, r, selection.picked(s, side))[0] for s, r in enumerate(read)]))
+            segments = math.ceil((char_offsets[-1] - 1) / chars) if char_offsets[-1] else 0
+            tasks += [SegmentTask(layout, side, t, first, min(per, segments - first), char_offsets, chars)
+                      for t, first in enumerate(range(0, segments, per))]
         bar.stage("cut, tokenize text segments", len(tasks), "task")
         counted = counted_tasks(segment_text, tasks, staging, bar)
         for counts in counted:
             add_counts(stats, counts)
-        return [counts["rows"] for counts in counted]
-    sizes = [shard_size(layout, r) for r in read]
-    if cfg.pack == "stream":
-        stats.tokens_dropped += sum(sizes) % layout.content_length
-    else:
-        stats.tokens_dropped += sum(r["tokens_dropped"] for r in read)
+        return {side: [c["rows"] for c, t in zip(counted, tasks) if t.side == side] for side in SIDES}
+    for side in SIDES:
+        sized = [side_size(layout, r, selection.picked(s, side)) for s, r in enumerate(read)]
+        sizes[side] = [size for size, _ in sized]
+        if cfg.pack == "stream":
+            stats.tokens_dropped += sum(sizes[side]) % layout.content_length
+        else:
+            stats.tokens_dropped += sum(dropped for _, dropped in sized)
     return sizes
 
 
-def shard_size(layout: Layout, result: dict) -> int:
-    """A shard's length in phase 2's units: stream tokens (each document and its EOS) with --pack stream,
-    rows with --pack doc."""
-    return result["tokens"] + result["documents"] if layout.cfg.pack == "stream" else result["rows"]
+def side_size(layout: Layout, result: dict, picked: np.ndarray) -> tuple[int, int]:
+    """(size in phase 2's units, tokens dropped in --pack doc tails) of a shard's documents `picked` (one side's):
+    stream tokens (each document and its EOS) with --pack stream, rows with --pack doc, characters of joined
+    text (each document and its space) with --method text."""
+    if layout.cfg.method == "text":
+        return int(result["doc_chars"][picked].sum()) + len(picked), 0
+    lengths = result["doc_tokens"][picked]
+    if layout.cfg.pack == "stream":
+        return int(lengths.sum()) + len(lengths), 0
+    rows, dropped = doc_rows_per_document(lengths, layout.content_length, layout.doc_eos is not None)
+    return int(rows.sum()), dropped
+
+
+def dedup_stats(selection: Selection, shards: list, cfg: BuildConfig) -> dict:
+    """corpus.stats.dedup: what dedup removed and the largest clusters, each with the start of its first document
+    (read again from its shard: only these few documents' texts are ever needed)."""
+    summary = selection.summary()
+    opts = ReadOptions(text_column=cfg.text_column, doc_sep=cfg.doc_sep, on_decode_error=cfg.on_decode_error)
+    counts = {"characters_removed": 0, "documents_emptied": 0}
+    for size, first in selection.largest():
+        s, d = selection.locate(first)
+        docs = itertools.chain.from_iterable(cleaned_batches(read_shard(shards[s], opts, CorpusStats()), cfg, counts))
+        text = next(itertools.islice(docs, d, None), "")
+        summary["largest_clusters"].append({"size": size, "excerpt": " ".join(text[: 4 * EXCERPT_CHARS].split())
+                                            [:EXCERPT_CHARS]})
+    return summary
 
 
 class OutputFiles:
@@ -568,20 +632,22 @@ class OutputFiles:
     the files before it. The last file waits for the whole corpus (`rest`), which fixes the number of rows.
     Once every file that reads a shard is written, `written` lets the shard go."""
 
-    def __init__(self, layout: Layout, rows_per_file: int, shards: int, seeds: tuple[int, ...], validation_seed: int):
-        self.layout, self.rows_per_file = layout, rows_per_file
+    def __init__(self, layout: Layout, rows_per_file: int, shards: int, seeds: tuple[int, ...], validation_seed: int,
+                 side: str):
+        self.layout, self.rows_per_file, self.side = layout, rows_per_file, side
         self.seeds, self.validation_seed = seeds, validation_seed
         self.sizes: list[int | None] = [None] * shards
         self.offsets = [0]  # where each shard starts, for every shard whose predecessors are all done
         self.tasks: list[WriteTask] = []
-        self.train = self.validation = 0  # rows of the files made so far
+        self.rows = 0  # rows of the files made so far
         self.done: set[int] = set()  # files written
         self.unwritten = 0  # the first file not written yet
         self.kept = 0  # the first shard not let go yet
 
-    def shard_done(self, index: int, result: dict) -> list[WriteTask]:
-        """Note a finished shard; the write tasks it made ready."""
-        self.sizes[index] = shard_size(self.layout, result)
+    def shard_done(self, index: int, size: int) -> list[WriteTask]:
+        """Note a finished shard, of `size` in phase 2's units on this side (see side_size); the write tasks it
+        made ready."""
+        self.sizes[index] = size
         while len(self.offsets) <= len(self.sizes) and self.sizes[len(self.offsets) - 1] is not None:
             self.offsets.append(self.offsets[-1] + self.sizes[len(self.offsets) - 1])
         ready, plan = [], None
@@ -615,7 +681,7 @@ class OutputFiles:
     def plan(self, offsets: list[int]) -> Plan:
         """Where each staged file starts, as far as known, and the whole windows that holds."""
         rows = offsets[-1] // self.layout.content_length if self.layout.fixed else offsets[-1]
-        return Plan(self.layout, tuple(offsets), rows, self.seeds, self.validation_seed)
+        return Plan(self.layout, self.side, tuple(offsets), rows, self.seeds, self.validation_seed)
 
     def needs(self, files: int) -> int:
         """How far the known offsets must reach (in tokens or rows) before the first `files` files are whole."""
@@ -623,10 +689,8 @@ class OutputFiles:
         return rows * self.layout.content_length + 1 if self.layout.fixed else rows
 
     def add(self, plan: Plan, count: int) -> WriteTask:
-        cfg, first = self.layout.cfg, len(self.tasks) * self.rows_per_file
-        self.tasks.append(WriteTask(plan, len(self.tasks), first, count, self.train, self.validation))
-        held = int(held_out(first, count, cfg.validation_fraction, cfg.seed).sum())
-        self.train, self.validation = self.train + count - held, self.validation + held
+        self.tasks.append(WriteTask(plan, len(self.tasks), len(self.tasks) * self.rows_per_file, count))
+        self.rows += count
         return self.tasks[-1]
 
 

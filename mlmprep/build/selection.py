@@ -1,0 +1,146 @@
+"""Which documents a build keeps, and on which side of the hold-out each one goes.
+
+Every document (cleaned, non-blank, numbered 0..n-1 in corpus order) has a content key (dedup.exact_keys) and,
+with --dedup near, a MinHash signature, computed by the reading task that tokenizes it. The driver then gives
+each a fate: dropped (a duplicate of an earlier document: same key, or with --dedup near the same cluster), or
+kept for training or validation. A kept document's side is a hash of (seed, the key of its cluster's first
+document), so a cluster (with --dedup off or exact, the copies of one text) is wholly on one side, and the
+choice depends on the corpus and the options only, never on shards, workers or Ray.
+
+Exact dedup decides a shard as soon as every shard before it is in (its earlier copies are all known); near
+dedup clusters the whole corpus's signatures once the last shard is in. Driver memory: an exact key and a
+Python dict entry (about 100 bytes) per distinct document; with --dedup near, bands x rows x 4 bytes of
+signature per document (448 MB per million documents at 14 x 8) until the clustering is done.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+import numpy as np
+
+from mlmprep.build import mask
+from mlmprep.build.dedup import exact_keys, minhash_signatures, near_duplicate_clusters
+from mlmprep.config import BuildConfig
+
+SIDES = ("train", "validation")
+TRAIN, VALIDATION, DROPPED = 0, 1, 2  # a document's fate
+HOLDOUT_SALT = 0x5EED_0F_0A1D  # keys the held-out choice apart from the mask seeds
+MINHASH_SEED = 0x5EED_D0C  # the MinHash functions: fixed, so signatures never depend on --seed
+LARGEST = 5  # clusters the manifest describes, each with an excerpt of its first document
+EXCERPT_CHARS = 200
+
+
+def document_keys(texts: list[str], cfg: BuildConfig) -> dict[str, np.ndarray]:
+    """What a reading task returns about its documents for the driver's choice: content keys, signatures."""
+    out = {"keys": exact_keys(texts)}
+    if cfg.dedup == "near":
+        out["signatures"] = minhash_signatures(texts, ngram=cfg.dedup_ngram, num_hashes=cfg.dedup_bands *
+                                               cfg.dedup_rows, seed=MINHASH_SEED)
+    return out
+
+
+def held_documents(keys: np.ndarray, fraction: float, seed: int) -> np.ndarray:
+    """Which documents (by their cluster's key, uint64) are held out for validation: a hash of (seed, key) below
+    `fraction`."""
+    if fraction <= 0.0:
+        return np.zeros(len(keys), dtype=bool)
+    with np.errstate(over="ignore"):  # SplitMix64 finaliser: wrapping uint64 arithmetic is the point
+        x = mask.mix64((keys.astype(np.uint64) + np.uint64(HOLDOUT_SALT)) ^ np.uint64(seed & (2**64 - 1)))
+    return (x >> np.uint64(11)).astype(np.float64) * 2.0**-53 < fraction
+
+
+class Selection:
+    """The fates of the corpus's documents, shard by shard as the reading tasks' results come in (`add`)."""
+
+    def __init__(self, cfg: BuildConfig, shards: int):
+        self.cfg = cfg
+        self.results: list[dict | None] = [None] * shards
+        self.fates: list[np.ndarray | None] = [None] * shards  # per shard: uint8 per document
+        self.decided = 0  # shards before this one have their fates
+        self.first: dict[int, int] = {}  # --dedup exact: key -> global index of its first document
+        self.sizes: dict[int, int] = {}  # global index of a first document -> copies (only those with copies)
+        self.documents = 0  # documents of the decided shards
+
+    def add(self, index: int, result: dict) -> list[int]:
+        """Note shard `index`'s documents (result: keys, signatures, doc_chars, doc_tokens); the shards whose
+        fates that decides, in order."""
+        self.results[index] = result
+        if self.cfg.dedup == "near":
+            if any(r is None for r in self.results):
+                return []
+            self.cluster()
+            return list(range(len(self.results)))
+        start = self.decided
+        while self.decided < len(self.results) and self.results[self.decided] is not None:
+            self.decide(self.decided)
+            self.decided += 1
+        return list(range(start, self.decided))
+
+    def decide(self, s: int) -> None:
+        """Fates of shard s's documents (--dedup off or exact), every earlier shard decided."""
+        keys = self.results[s]["keys"]
+        fates = np.where(held_documents(keys, self.cfg.validation_fraction, self.cfg.seed), VALIDATION, TRAIN)
+        fates = fates.astype(np.uint8)
+        if self.cfg.dedup == "exact":
+            first = self.first
+            for i, key in enumerate(keys.tolist()):
+                at = first.setdefault(key, self.documents + i)
+                if at != self.documents + i:
+                    fates[i] = DROPPED
+                    self.sizes[at] = self.sizes.get(at, 1) + 1
+        self.fates[s] = fates
+        self.documents += len(keys)
+
+    def cluster(self) -> None:
+        """Fates of every document (--dedup near): MinHash clusters of the whole corpus, the first kept."""
+        cfg, counts = self.cfg, [len(r["keys"]) for r in self.results]
+        keys = np.concatenate([r["keys"] for r in self.results]) if counts else np.zeros(0, np.uint64)
+        signatures = np.concatenate([r["signatures"] for r in self.results]) if counts else None
+        first = (near_duplicate_clusters(signatures, bands=cfg.dedup_bands, rows=cfg.dedup_rows,
+                                         threshold=cfg.dedup_threshold) if len(keys) else np.zeros(0, np.int64))
+        for r in self.results:  # the signatures are done with
+            r.pop("signatures", None)
+        fates = np.where(held_documents(keys[first], cfg.validation_fraction, cfg.seed), VALIDATION, TRAIN)
+        fates = fates.astype(np.uint8)
+        fates[first != np.arange(len(first))] = DROPPED
+        sizes = np.bincount(first, minlength=len(first)) if len(first) else np.zeros(0, np.int64)
+        self.sizes = {int(i): int(sizes[i]) for i in np.flatnonzero(sizes > 1)}
+        self.fates = np.split(fates, np.cumsum(counts)[:-1]) if counts else []
+        self.decided, self.documents = len(self.results), len(keys)
+
+    def picked(self, s: int, side: str) -> np.ndarray:
+        """Shard s's documents on `side`, by their index in the shard (int64)."""
+        return np.flatnonzero(self.fates[s] == SIDES.index(side)).astype(np.int64)
+
+    def locate(self, document: int) -> tuple[int, int]:
+        """(shard, index in the shard) of a global document index."""
+        ends = np.cumsum([len(f) for f in self.fates])
+        s = int(np.searchsorted(ends, document, side="right"))
+        return s, document - int(ends[s] - len(self.fates[s]))
+
+    def largest(self) -> list[tuple[int, int]]:
+        """(size, global index of the first document) of the largest clusters, largest first."""
+        top = heapq.nlargest(LARGEST, ((size, -first) for first, size in self.sizes.items()))
+        return [(size, -negated) for size, negated in top]  # ties: the earlier cluster first
+
+    def summary(self) -> dict:
+        """corpus.stats.dedup, less the largest clusters' excerpts (see largest)."""
+        counts = {"dropped": 0, "characters_dropped": 0, "tokens_dropped": 0, "validation": 0}
+        for result, fates in zip(self.results, self.fates):
+            dropped = fates == DROPPED
+            counts["dropped"] += int(dropped.sum())
+            counts["characters_dropped"] += int(result["doc_chars"][dropped].sum())
+            if "doc_tokens" in result:
+                counts["tokens_dropped"] += int(result["doc_tokens"][dropped].sum())
+            counts["validation"] += int((fates == VALIDATION).sum())
+        return {
+            "method": self.cfg.dedup,
+            "documents": self.documents,
+            "documents_dropped": counts["dropped"],
+            "characters_dropped": counts["characters_dropped"],
+            "tokens_dropped": counts["tokens_dropped"],
+            "clusters": len(self.sizes),  # groups of two or more documents
+            "validation_documents": counts["validation"],
+            "largest_clusters": [],
+        }
