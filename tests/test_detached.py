@@ -24,7 +24,8 @@ def detached(monkeypatch) -> list[tuple[list[str], int]]:
             super().__init__(stage, engine, detached=True)
 
         def take(self, run, index):
-            seen.append((sorted(p.name for p in (self.stage / STAGING).iterdir()), (len(self.held) - 1) // 2))
+            seen.append((sorted(p.name for p in (self.stage / STAGING).iterdir()),
+                         sum(name.endswith(".ids") for name in self.held)))
             super().take(run, index)
 
     monkeypatch.setattr(build_run, "Staging", Detached)
@@ -34,7 +35,8 @@ def detached(monkeypatch) -> list[tuple[list[str], int]]:
 @pytest.mark.parametrize("more", [("--workers", "1"), ("--workers", "2"), ("--workers", "1", "--pack", "doc"),
                                   ("--workers", "1", "--method", "text")], ids=["stream", "processes", "doc", "text"])
 def test_detached_tasks_build_the_attached_build_s_bytes(tmp_path, tiny_corpus, tok, detached, monkeypatch, more):
-    args = ("--shard-bytes", "3000", "--rows-per-file", "100", *more)
+    # half the documents held out: a validation file fills (and lets its shards go) as often as a training one
+    args = ("--shard-bytes", "3000", "--rows-per-file", "50", "--validation-fraction", "0.5", *more)
     with monkeypatch.context() as attached:
         attached.setattr(build_run, "Staging", build_run.Staging.__mro__[1])  # the real one
         assert cli(*build_args(tiny_corpus, tmp_path / "attached", tok, *args)).exit_code == 0

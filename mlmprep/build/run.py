@@ -467,9 +467,10 @@ class Staging:
         for side in SIDES:
             name = f"{STAGING}/shard-{shard:06d}.{side}"
             data = selection.picked(shard, side).tobytes()
-            (self.stage / name).write_bytes(data)
             if self.detached:
                 self.held[name] = share({name: data}, self.engine)
+            else:
+                (self.stage / name).write_bytes(data)
 
     def let_go(self, shards: Iterable[int]) -> None:
         """Drop the staged token files of `shards`, which no output file still to write reads."""
