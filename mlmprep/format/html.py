@@ -16,6 +16,7 @@ from mlmprep.errors import ConfigError
 from mlmprep.format.charts import batches_with_start, build_charts, run_charts, sample_rows
 from mlmprep.format.report import (
     corpus_losses,
+    dedup_lines,
     disk_line,
     missing_field_warning,
     split_order,
@@ -115,6 +116,7 @@ def summary(build: Path, manifest: dict) -> str:
                       f"{manifest['input_length']} (windows of {manifest['window_length']} tokens, targets "
                       f"{manifest['target_length']})"),
         ("corpus", manifest["corpus"]["description"]),
+        *(("dedup", line.strip()) for line in dedup_lines(stats)),
         ("tokenizer", tokenizer_line(manifest).removeprefix("tokenizer: ") + f"; sha256 {tok['sha256'][:12]}…"),
         ("rows", f"{w['rows']:,} windows; rows cut inside a word {w['fragment_rate']:.1%}"),
         ("tokens", f"kept {w['tokens_kept']:,}, dropped {w['tokens_dropped']:,}, padded {w['tokens_padded']:,} "

@@ -23,6 +23,7 @@ def build_summary(out: Path, manifest: dict) -> str:
         *corpus_losses(manifest["corpus"]["stats"], manifest["config"].get("text_column", "text")),
         *missing_field_warning(manifest["corpus"]["stats"], manifest["config"].get("text_column", "text")),
         *wrapped_prose_hint(manifest["corpus"]["stats"]),
+        *dedup_lines(manifest["corpus"]["stats"]),
         tokenizer_line(manifest),
         f"rows: {w['rows']:,}  tokens kept: {w['tokens_kept']:,}  dropped: {w['tokens_dropped']:,}  "
         f"padded: {w['tokens_padded']:,}  utilisation: {w['token_utilisation']:.3f}  "
@@ -143,6 +144,20 @@ def missing_field_warning(stats: dict, column: str) -> list[str]:
     return [f"warning: {missing / records:.1%} of the JSON records ({missing:,} of {records:,}) have no {column!r} "
             f"field and were skipped (their fields: {common_fields(stats.get('missing_field_keys', {}))}); "
             "check --text-column"]
+
+
+def dedup_lines(stats: dict) -> list[str]:
+    """What dedup removed and how many documents were held out, then the largest clusters of duplicates, each
+    with the start of its first (kept) document; none for a build made before dedup."""
+    dedup = stats.get("dedup")
+    if not dedup:
+        return []
+    share = dedup["documents_dropped"] / dedup["documents"] if dedup["documents"] else 0.0
+    lines = [f"dedup {dedup['method']}: {dedup['documents_dropped']:,} of {dedup['documents']:,} documents dropped "
+             f"({share:.1%}; {dedup['characters_dropped']:,} characters) in {dedup['clusters']:,} clusters of "
+             f"duplicates; {dedup['validation_documents']:,} documents held out whole for validation"]
+    lines += [f"  {c['size']:,} copies: {c['excerpt'][:100]!r}" for c in dedup["largest_clusters"]]
+    return lines
 
 
 def wrapped_prose_hint(stats: dict) -> list[str]:
