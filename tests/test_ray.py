@@ -270,9 +270,11 @@ def cluster_work(root: Path) -> tuple[Path, dict] | str:
     tok = root / "tokenizer.json"
     train_tokenizer(tiny_documents(), vocab_size=400).save(str(tok))
     corpus = root / "corpus.txt"
-    corpus.write_text("\n".join(tiny_documents(2000)) + "\n", encoding="utf-8")
+    docs = tiny_documents(2000)
+    docs += [f" {doc}  " for doc in docs[::9]] + [f"{doc} And so on." for doc in docs[1::9]]  # planted duplicates
+    corpus.write_text("\n".join(docs) + "\n", encoding="utf-8")
     args = ["build", str(corpus), "--tokenizer", str(tok), "--input-length", "32", "--seeds", "2",
-            "--rows-per-file", "500"]
+            "--rows-per-file", "500", "--dedup", "near"]
     local = subprocess.run(cli_command(*args, "--out", root / "local", "--workers", "2"), env=cli_env(),
                            capture_output=True, text=True, timeout=300)
     assert local.returncode == 0, local.stderr
@@ -360,6 +362,7 @@ def test_a_two_node_build_equals_the_local_engine_build(cluster_run):
     root, report = cluster_run
     assert report["build"]["rc"] == 0, report["build"]["stderr"]
     assert data_files(root / "ray") == data_files(root / "local")
+    assert manifest(root / "local")["corpus"]["stats"]["dedup"]["documents_dropped"] >= 223 + 222  # those planted
     assert comparable(manifest(root / "ray")) == comparable(manifest(root / "local"))
 
 
