@@ -14,8 +14,6 @@ import numpy as np
 
 __all__ = ["exact_keys", "minhash_signatures", "near_duplicate_clusters", "normalise"]
 
-_PRIME = (1 << 61) - 1  # hashes are taken modulo this Mersenne prime, then kept to 32 bits
-
 
 def normalise(text: str) -> str:
     """The text duplicates are judged on: NFC, whitespace runs one space, ends stripped.
@@ -44,24 +42,24 @@ def _shingles(text: str, ngram: int) -> list[bytes]:
                  for i in range(len(words) - ngram + 1)})
 
 
-def _permutations(num_hashes: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """(a, b) of num_hashes universal hash functions x -> (a*x + b) mod _PRIME of 32-bit x, drawn from `seed`;
-    a and b below 2**32, so a*x + b never wraps uint64."""
-    rng = np.random.default_rng(seed)
-    a = rng.integers(1, 1 << 32, size=num_hashes, dtype=np.uint64)
-    b = rng.integers(0, 1 << 32, size=num_hashes, dtype=np.uint64)
-    return a, b
+def _mix64(z: np.ndarray) -> np.ndarray:
+    """SplitMix64's finaliser over uint64 (wrapping arithmetic): every output bit depends on every input bit."""
+    with np.errstate(over="ignore"):
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return z ^ (z >> np.uint64(31))
 
 
 def minhash_signatures(texts: list[str], *, ngram: int, num_hashes: int, seed: int) -> np.ndarray:
-    """uint32 [n, num_hashes]: for each text and hash function, the least hash of its word n-gram shingles. Two
-    texts agree in one entry with probability about their shingle sets' Jaccard similarity."""
-    a, b = _permutations(num_hashes, seed)
+    """uint32 [n, num_hashes]: for each text and hash function, the least hash of its word n-gram shingles (the
+    high 32 bits of it). Hash function k is mix64(shingle hash ^ salt_k), the salts drawn from `seed`. Two texts
+    agree in one entry with probability about their shingle sets' Jaccard similarity."""
+    salts = np.random.default_rng(seed).integers(0, 2**63, size=num_hashes, dtype=np.uint64) * np.uint64(2) + \
+        np.uint64(1)
     out = np.zeros((len(texts), num_hashes), dtype=np.uint32)
     for i, text in enumerate(texts):
-        base = np.array([_hash64(s) & 0xFFFFFFFF for s in _shingles(text, ngram)], dtype=np.uint64)
-        hashed = (np.multiply.outer(base, a) + b) % np.uint64(_PRIME)
-        out[i] = (hashed.min(axis=0) & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+        base = np.array([_hash64(s) for s in _shingles(text, ngram)], dtype=np.uint64)
+        out[i] = (_mix64(base[:, None] ^ salts[None, :]).min(axis=0) >> np.uint64(32)).astype(np.uint32)
     return out
 
 
