@@ -25,7 +25,7 @@ from mlmprep.config import BuildConfig, CompareConfig, TrainConfig, make_config,
 ROOT = Path(__file__).resolve().parents[1]
 
 COMMANDS = {  # command words -> the option groups its help shows, in order (the lone --help goes under "Options")
-    ("build",): ["Input", "Tokenizer", "Windows", "Masking", "Output", "Speed"],
+    ("build",): ["Input", "Dedup", "Tokenizer", "Windows", "Masking", "Output", "Speed"],
     ("train",): ["Data", "Mixture", "Model", "Batching", "Optimizer", "Schedule", "Checkpoints and logs", "Speed",
                  "Remote data"],
     ("compare-methods",): ["Presets", "Input", "Build", "Training", "Output", "Speed"],

@@ -61,7 +61,7 @@ def text(n_docs: int = 40) -> bytes:
 
 
 def windows_text(build: Path) -> str:
-    """The training windows of a build (made with --validation-fraction 0: all windows, in corpus order)
+    """The training windows of a build (made with ALL_WINDOWS: every document's windows, in corpus order)
     decoded as one text; special tokens, such as the EOS between documents, are dropped."""
     from mlmprep.format.write import iter_rows
     from mlmprep.tokenize import load_tokenizer
@@ -70,7 +70,7 @@ def windows_text(build: Path) -> str:
     return load_tokenizer(build / "tokenizer.json").decode(ids)
 
 
-ALL_WINDOWS = ("--validation-fraction", "0")
+ALL_WINDOWS = ("--validation-fraction", "0", "--dedup", "off")  # these corpora repeat their text
 
 
 # ----------------------------------------------------------------------------------------------- refused
