@@ -151,7 +151,8 @@ def figures(r: dict) -> list[Figure]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="512 KB of pydocs and 600 generated documents, one timed build each (CI)")
+    parser.add_argument("--quick", action="store_true",
+                        help="512 KB of pydocs and 600 generated documents, one timed build each (CI)")
     docs.add_arguments(parser, "dedup")
     args = parser.parse_args()
     result = run(args.quick)
