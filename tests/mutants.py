@@ -645,6 +645,46 @@ MUTANTS = [
            ("tests/test_cache.py::test_the_plan_of_a_fixed_length_build_needs_no_download_and_equals_the_splits_lengths",)),
     Mutant("cache-no-retry", "mlmprep/format/cache.py",  # one failed read stops the run
            "ATTEMPTS = 5  #", "ATTEMPTS = 1  #", ("tests/test_cache.py::test_store_faults_are_retried_and_the_bytes_are_the_builds",)),
+    # ------------------------------------------------------------ dedup and the document hold-out
+    Mutant("dedup-exact-drops-nothing", "mlmprep/build/selection.py",  # copies counted, never dropped
+           "                    fates[i] = DROPPED\n", "                    pass\n",
+           ("tests/test_dedup_build.py::test_exact_dedup_keeps_what_a_set_of_normalised_texts_keeps",)),
+    Mutant("dedup-exact-keeps-the-last-copy", "mlmprep/build/selection.py",  # the later copy wins
+           "                at = first.setdefault(key, self.documents + i)",
+           "                at = first.get(key, self.documents + i)\n                first[key] = self.documents + i",
+           ("tests/test_dedup_build.py::test_exact_dedup_keeps_what_a_set_of_normalised_texts_keeps",)),
+    Mutant("dedup-near-drops-the-first", "mlmprep/build/selection.py",  # each cluster keeps all but its first
+           "fates[first != np.arange(len(first))] = DROPPED", "fates[first == np.arange(len(first))] = DROPPED",
+           ("tests/test_dedup_build.py::test_near_dedup_keeps_the_first_of_each_cluster_brute_force_jaccard_confirms",)),
+    Mutant("dedup-near-ignored", "mlmprep/build/selection.py",  # --dedup near decided as off
+           "        if self.cfg.dedup == \"near\":\n            if any(", "        if False:\n            if any(",
+           ("tests/test_dedup_build.py::test_near_dedup_keeps_the_first_of_each_cluster_brute_force_jaccard_confirms",)),
+    Mutant("holdout-by-document-number", "mlmprep/build/selection.py",  # copies land on both sides
+           "fates = np.where(held_documents(keys, self.cfg.validation_fraction, self.cfg.seed), VALIDATION, TRAIN)",
+           "fates = np.where(held_documents(np.arange(self.documents, self.documents + len(keys), dtype=np.uint64),"
+           " self.cfg.validation_fraction, self.cfg.seed), VALIDATION, TRAIN)",
+           ("tests/test_dedup_build.py::test_no_validation_window_shares_a_document_with_a_training_window", "tests/test_sharded.py::test_windows_equal_a_one_pass_reference")),
+    Mutant("side-picks-every-kept-document", "mlmprep/build/selection.py",  # validation documents trained on
+           "return np.flatnonzero(self.fates[s] == SIDES.index(side)).astype(np.int64)",
+           "return np.flatnonzero(self.fates[s] != DROPPED).astype(np.int64)",
+           ("tests/test_dedup_build.py::test_no_validation_window_shares_a_document_with_a_training_window", "tests/test_sharded.py::test_windows_equal_a_one_pass_reference")),
+    Mutant("side-reads-the-span-of-its-documents", "mlmprep/build/pipeline.py",  # dropped documents between read
+           "    if int(sizes.sum()) == hi - lo:", "    if True:",
+           ("tests/test_sharded.py::test_windows_equal_a_one_pass_reference", "tests/test_dedup_build.py::test_exact_dedup_keeps_what_a_set_of_normalised_texts_keeps")),
+    Mutant("shards-let-go-for-one-side", "mlmprep/build/run.py",  # validation still reads them
+           "staging.let_go(range(staging.released, min(f.kept for f in files.values())))",
+           "staging.let_go(range(staging.released, files[\"train\"].kept))",
+           ("tests/test_sharded.py::test_staged_shards_are_let_go_as_the_files_that_read_them_are_written", "tests/test_sharded.py::test_windows_equal_a_one_pass_reference")),
+    Mutant("sample-keeps-copies", "mlmprep/build/run.py",  # the copies of boilerplate crowd the tokenizer's sample
+           "if key in keys or (total >= budget and key > -chosen[0][0]):",
+           "if total >= budget and key > -chosen[0][0]:",
+           ("tests/test_sharded.py::test_the_tokenizer_sample_is_the_smallest_keys_of_the_distinct_documents_whatever_the_files",)),
+    Mutant("sample-in-heap-order", "mlmprep/build/run.py",  # the sample's order is the heap's, not the keys'
+           "    for _, text in sorted(chosen, reverse=True):", "    for _, text in chosen:",
+           ("tests/test_sharded.py::test_the_tokenizer_sample_is_the_smallest_keys_of_the_distinct_documents_whatever_the_files",)),
+    Mutant("dedup-excerpt-of-the-shard-s-first", "mlmprep/build/run.py",  # the excerpt of another document
+           "text = next(itertools.islice(docs, d, None), \"\")", "text = next(docs, \"\")",
+           ("tests/test_dedup_build.py::test_exact_dedup_keeps_what_a_set_of_normalised_texts_keeps",)),
 ]
 
 
