@@ -362,7 +362,8 @@ def test_a_two_node_build_equals_the_local_engine_build(cluster_run):
     root, report = cluster_run
     assert report["build"]["rc"] == 0, report["build"]["stderr"]
     assert data_files(root / "ray") == data_files(root / "local")
-    assert manifest(root / "local")["corpus"]["stats"]["dedup"]["documents_dropped"] >= 223 + 222  # those planted
+    # the 223 exact copies, and the near copies of the longer documents (a short one's Jaccard falls below 0.8)
+    assert manifest(root / "local")["corpus"]["stats"]["dedup"]["documents_dropped"] >= 223 + 100
     assert comparable(manifest(root / "ray")) == comparable(manifest(root / "local"))
 
 
