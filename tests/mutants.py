@@ -649,9 +649,8 @@ MUTANTS = [
     Mutant("dedup-exact-drops-nothing", "mlmprep/build/selection.py",  # copies counted, never dropped
            "                    fates[i] = DROPPED\n", "                    pass\n",
            ("tests/test_dedup_build.py::test_exact_dedup_keeps_what_a_set_of_normalised_texts_keeps",)),
-    Mutant("dedup-exact-keeps-the-last-copy", "mlmprep/build/selection.py",  # the later copy wins
-           "                at = first.setdefault(key, self.documents + i)",
-           "                at = first.get(key, self.documents + i)\n                first[key] = self.documents + i",
+    Mutant("dedup-exact-within-shards", "mlmprep/build/selection.py",  # copies in other shards not seen
+           "            first = self.first\n", "            first = {}\n",
            ("tests/test_dedup_build.py::test_exact_dedup_keeps_what_a_set_of_normalised_texts_keeps",)),
     Mutant("dedup-near-drops-the-first", "mlmprep/build/selection.py",  # each cluster keeps all but its first
            "fates[first != np.arange(len(first))] = DROPPED", "fates[first == np.arange(len(first))] = DROPPED",
