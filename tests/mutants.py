@@ -681,6 +681,9 @@ MUTANTS = [
     Mutant("sample-in-heap-order", "mlmprep/build/run.py",  # the sample's order is the heap's, not the keys'
            "    for _, text in sorted(chosen, reverse=True):", "    for _, text in chosen:",
            ("tests/test_sharded.py::test_the_tokenizer_sample_is_the_smallest_keys_of_the_distinct_documents_whatever_the_files",)),
+    Mutant("dedup-summary-silent", "mlmprep/format/report.py",  # the summary and inspect hide what dedup removed
+           "        *dedup_lines(manifest[\"corpus\"][\"stats\"]),\n", "",
+           ("tests/test_dedup_build.py::test_the_summary_inspect_and_the_page_say_what_dedup_removed",)),
     Mutant("dedup-excerpt-of-the-shard-s-first", "mlmprep/build/run.py",  # the excerpt of another document
            "text = next(itertools.islice(docs, d, None), \"\")", "text = next(docs, \"\")",
            ("tests/test_dedup_build.py::test_exact_dedup_keeps_what_a_set_of_normalised_texts_keeps",)),
