@@ -625,13 +625,15 @@ def dedup_stats(selection: Selection, shards: list, cfg: BuildConfig) -> dict:
 
 
 class OutputFiles:
-    """The write tasks, one per output file, each made as soon as the staged files it reads are done.
+    """One side's write tasks (training or validation), one per output file, each made as soon as the staged
+    files it reads are done and their documents' fates decided.
 
-    A file of windows [first, first + count) needs every shard up to the token (--pack stream: one more, to
-    tell whether its last window ends inside a word) or row where it ends; shards finish out of order, so
-    only those whose predecessors are all done count. Its training and validation row numbers follow from
-    the files before it. The last file waits for the whole corpus (`rest`), which fixes the number of rows.
-    Once every file that reads a shard is written, `written` lets the shard go."""
+    A file of windows [first, first + count) of the side's stream needs every shard up to the token (--pack
+    stream: one more, to tell whether its last window ends inside a word) or row where it ends; shards finish
+    out of order, so only those whose predecessors are all done count. The last file waits for the whole corpus
+    (`rest`), which fixes the number of rows. `written` notes a written file and says which shards no file of
+    this side still reads (`kept`: the first one still read); the driver lets a shard go once neither side
+    reads it."""
 
     def __init__(self, layout: Layout, rows_per_file: int, shards: int, seeds: tuple[int, ...], validation_seed: int,
                  side: str):
