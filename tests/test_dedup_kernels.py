@@ -9,14 +9,21 @@ import os
 import subprocess
 import sys
 import unicodedata
-from collections import deque
 
 import numpy as np
 import pytest
 
 from mlmprep.build import dedup
 from mlmprep.errors import ConfigError
-from tests.near_duplicates import brute_force_pairs, jaccard, planted_corpus, recall_precision, shingles
+from tests.near_duplicates import (
+    brute_force_duplicates,
+    components,
+    jaccard,
+    planted_corpus,
+    planted_duplicates,
+    recall_precision,
+    shingles,
+)
 
 M64 = (1 << 64) - 1
 SPACES = [chr(c) for c in range(0x3001) if chr(c).isspace()]  # every whitespace code point up to U+3000
@@ -65,25 +72,6 @@ def random_texts(seed: int, n: int) -> list[str]:
         text = "".join(g + w for g, w in zip(gaps, words)) + gaps[-1]
         texts.append(text if rng.random() < 0.5 else text.strip())
     return texts
-
-
-def components(n: int, edges: list[tuple[int, int]]) -> np.ndarray:
-    """The smallest index of each node's connected component, by breadth-first search."""
-    adjacent: list[list[int]] = [[] for _ in range(n)]
-    for x, y in edges:
-        adjacent[x].append(y)
-        adjacent[y].append(x)
-    out = np.full(n, -1, dtype=np.int64)
-    for start in range(n):  # in increasing order: a component is first reached from its smallest node
-        if out[start] >= 0:
-            continue
-        out[start], queue = start, deque([start])
-        while queue:
-            for y in adjacent[queue.popleft()]:
-                if out[y] < 0:
-                    out[y] = start
-                    queue.append(y)
-    return out
 
 
 def reference_clusters(sig: np.ndarray, bands: int, rows: int, threshold: float) -> np.ndarray:
@@ -182,7 +170,7 @@ def test_signatures_do_not_depend_on_the_batch_or_the_thread_count():
 
 
 def test_a_fresh_process_with_another_hash_seed_and_one_thread_gives_the_same_bytes():
-    texts, _ = planted_corpus(seed=5, bases=30, copies=30)
+    texts = planted_corpus(seed=5, bases=30, copies=30)[0]
     texts += random_texts(5, 50)
     here = dedup.minhash_signatures(texts, ngram=5, num_hashes=dedup.NUM_HASHES, seed=9)
     clusters = dedup.near_duplicate_clusters(here, bands=dedup.BANDS, rows=dedup.ROWS, threshold=dedup.THRESHOLD)
@@ -240,8 +228,9 @@ def test_a_cluster_is_represented_by_its_first_document():
 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_near_duplicates_of_planted_copies_match_brute_force_jaccard(seed):
-    texts, _ = planted_corpus(seed=seed, bases=150, copies=250)
-    truth = components(len(texts), brute_force_pairs(texts, dedup.NGRAM, dedup.THRESHOLD)) != np.arange(len(texts))
+    texts, _, near = planted_corpus(seed=seed, bases=150, copies=250)
+    truth = brute_force_duplicates(texts, dedup.NGRAM, dedup.THRESHOLD)
+    assert (truth == planted_duplicates(near)).mean() > 0.99  # brute force agrees with what was planted
     sig = dedup.minhash_signatures(texts, ngram=dedup.NGRAM, num_hashes=dedup.NUM_HASHES, seed=0)
     reps = dedup.near_duplicate_clusters(sig, bands=dedup.BANDS, rows=dedup.ROWS, threshold=dedup.THRESHOLD)
     recall, precision = recall_precision(reps != np.arange(len(texts)), truth)

@@ -62,9 +62,7 @@ def _shingle(ring, count, ngram):
 def _take_min(h, a, b, sig):
     """sig[k] = min(sig[k], permutation k of shingle hash h): multiply-shift, the top 32 bits of a_k h + b_k."""
     for k in range(sig.size):
-        v = np.uint32((a[k] * h + b[k]) >> U32)
-        if v < sig[k]:
-            sig[k] = v
+        sig[k] = min(sig[k], np.uint32((a[k] * h + b[k]) >> U32))  # a select, not a branch: vectorises
 
 
 @njit(cache=True, nogil=True)
@@ -102,14 +100,37 @@ def signatures(buf, offsets, ngram, a, b, out):
 
 @njit(cache=True, nogil=True, parallel=True)
 def row_keys(sig, docs, lo, hi, tag):
-    """A uint64 hash of sig[d, lo:hi] for every d of docs (band keys, and with the whole row, signature keys)."""
+    """A uint64 hash of sig[d, lo:hi] for every d of docs (band keys; with the whole row, signature keys):
+    FNV-1a over the 32-bit entries, then SplitMix64's finaliser, so that the top bits spread evenly."""
     keys = np.empty(docs.size, np.uint64)
     for i in prange(docs.size):
-        h = mix64(tag)
+        h = FNV_OFFSET ^ tag
         for k in range(lo, hi):
-            h = mix64(h ^ np.uint64(sig[docs[i], k]))
-        keys[i] = h
+            h = (h ^ np.uint64(sig[docs[i], k])) * FNV_PRIME
+        keys[i] = mix64(h)
     return keys
+
+
+@njit(cache=True, nogil=True)
+def _buckets(keys):
+    """(starts, order): a counting sort of the indices of keys by their top bits, about one key per bucket;
+    bucket j holds order[starts[j]:starts[j + 1]], in increasing index. Equal keys share a bucket."""
+    bits = 1
+    while (1 << bits) < keys.size:
+        bits += 1
+    shift = np.uint64(64 - bits)
+    starts = np.zeros((1 << bits) + 1, np.int64)
+    for i in range(keys.size):
+        starts[np.int64(keys[i] >> shift) + 1] += 1
+    for j in range(1 << bits):
+        starts[j + 1] += starts[j]
+    fill = starts[:-1].copy()
+    order = np.empty(keys.size, np.int64)
+    for i in range(keys.size):
+        j = np.int64(keys[i] >> shift)
+        order[fill[j]] = i
+        fill[j] += 1
+    return starts, order
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -149,34 +170,38 @@ def _close(sig, x, y, threshold):
 
 
 @njit(cache=True, nogil=True)
-def link_identical(sig, keys, order, parent):
-    """Union the rows of equal signature: `order` sorts `keys` (whole-row hashes); equal neighbours are compared."""
-    for p in range(1, order.size):
-        x, y = order[p - 1], order[p]
-        if keys[x] == keys[y] and _equal(sig, x, y):
-            _union(parent, x, y)
+def link_identical(sig, keys, parent):
+    """Union the rows of equal signature (keys: their whole-row hashes); a row found equal to an earlier one is
+    not compared again, so a bucket of m copies costs m comparisons, not m**2 / 2."""
+    starts, order = _buckets(keys)
+    joined = np.zeros(keys.size, np.bool_)
+    for j in range(starts.size - 1):
+        for u in range(starts[j], starts[j + 1]):
+            x = order[u]
+            if joined[x]:
+                continue
+            for v in range(u + 1, starts[j + 1]):
+                y = order[v]
+                if not joined[y] and keys[x] == keys[y] and _equal(sig, x, y):
+                    _union(parent, x, y)
+                    joined[y] = True
 
 
 @njit(cache=True, nogil=True)
-def link_band(sig, docs, keys, order, threshold, parent):
+def link_band(sig, docs, keys, threshold, parent):
     """Union every pair of docs whose band keys are equal and whose estimate reaches threshold.
 
-    `order` sorts keys[] (the band hashes of `docs`) stably, so a run of equal keys lists its docs in corpus order;
-    within a run, pairs already in one set are skipped before their signatures are compared. Two different bands
-    share a 64-bit key with probability 2**-64, and such a pair still has to pass the threshold."""
-    m = order.size
-    p = 0
-    while p < m:
-        q = p + 1
-        while q < m and keys[order[q]] == keys[order[p]]:
-            q += 1
-        for u in range(p, q):
+    Pairs already in one set are skipped before their signatures are compared. Two different bands share a 64-bit
+    key with probability 2**-64, and such a pair still has to pass the threshold."""
+    starts, order = _buckets(keys)
+    for j in range(starts.size - 1):
+        for u in range(starts[j], starts[j + 1]):
             x = docs[order[u]]
-            for v in range(u + 1, q):
+            for v in range(u + 1, starts[j + 1]):
                 y = docs[order[v]]
-                if _find(parent, x) != _find(parent, y) and _close(sig, x, y, threshold):
+                if keys[order[u]] == keys[order[v]] and _find(parent, x) != _find(parent, y) \
+                        and _close(sig, x, y, threshold):
                     _union(parent, x, y)
-        p = q
 
 
 @njit(cache=True, nogil=True)

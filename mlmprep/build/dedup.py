@@ -109,10 +109,10 @@ def near_duplicate_clusters(signatures: np.ndarray, *, bands: int, rows: int, th
         return parent
     everyone = np.arange(n, dtype=np.int64)
     keys = kernels.row_keys(sig, everyone, 0, k, np.uint64(k))
-    kernels.link_identical(sig, keys, np.argsort(keys, kind="stable"), parent)
+    kernels.link_identical(sig, keys, parent)
     docs = np.flatnonzero(kernels.roots(parent) == everyone)  # one per identical signature, in corpus order
     for band in range(bands):
         lo = band * rows
         band_keys = kernels.row_keys(sig, docs, lo, lo + rows, kernels.BAND_TAG + np.uint64(band))
-        kernels.link_band(sig, docs, band_keys, np.argsort(band_keys, kind="stable"), threshold, parent)
+        kernels.link_band(sig, docs, band_keys, threshold, parent)
     return kernels.roots(parent)
