@@ -135,6 +135,7 @@ def test_short_and_empty_texts():
     assert (sig[2] == sig[3]).all()  # fewer words than ngram: one shingle of all the words, in order
     assert (sig[2] != sig[4]).any() and (sig[2] != sig[0]).any()
     assert (sig[5] != sig[0]).any()
+    assert dedup.minhash_signatures([], ngram=5, num_hashes=4, seed=0).shape == (0, 4)
 
 
 def test_the_seed_acts():
