@@ -21,7 +21,7 @@ THRESHOLD; the cheap, wide bands give the recall, the estimate the precision. Cl
 components of the edges (union-find); each document's representative is its cluster's smallest index.
 
 Memory of near_duplicate_clusters per million documents: the signatures it is given (NUM_HASHES x 4 bytes:
-480 MB), plus about 80 MB of int64/uint64 arrays (union-find parents, the representatives, signature and band
+480 MB), plus about 65 MB of int64/uint64 arrays (union-find parents, the representatives, signature and band
 keys, a counting sort of the keys into buckets), whatever the number of bands; no Python object per document.
 Time: a pass over the signatures per band, plus every pair within a bucket of equal band keys (a bucket of
 m different signatures costs up to m**2 / 2 root look-ups; m identical ones are joined in m steps first).
