@@ -165,43 +165,43 @@ MUTANTS = [
            "chosen[: counts[i]] = np.arange(counts[i])",
            ("tests/test_mask_reference.py",)),
     # ------------------------------------------------------------ dedup: keys, MinHash, LSH clusters
-    Mutant("dedup-exact-python-hash", "mlmprep/build/dedup.py",  # Python's salted hash(): keys differ per process
+    Mutant("dedup-exact-python-hash", "mlmprep.build.dedup:exact_keys",  # Python's salted hash(): keys differ per process
            'hashlib.blake2b(normalise(t).encode("utf-8", "surrogatepass"), digest_size=8).digest()',
            'hash(normalise(t)).to_bytes(8, "little", signed=True)', ("tests/test_dedup_kernels.py",)),
-    Mutant("dedup-no-nfc", "mlmprep/build/dedup.py",  # composed and decomposed accents are different texts
+    Mutant("dedup-no-nfc", "mlmprep.build.dedup:normalise",  # composed and decomposed accents are different texts
            '_SPACE_RUN.sub(" ", unicodedata.normalize("NFC", text))', '_SPACE_RUN.sub(" ", text)',
            ("tests/test_dedup_kernels.py",)),
-    Mutant("dedup-signature-no-nfc", "mlmprep/build/dedup.py",  # the kernel hashes the words as they came
+    Mutant("dedup-signature-no-nfc", "mlmprep.build.dedup:minhash_signatures",  # the kernel hashes the words as they came
            'parts = [unicodedata.normalize("NFC", t).encode(', 'parts = [t.encode(', ("tests/test_dedup_kernels.py",)),
-    Mutant("dedup-seed-ignored", "mlmprep/build/dedup.py",  # every seed the same permutations
+    Mutant("dedup-seed-ignored", "mlmprep.build.dedup:permutations",  # every seed the same permutations
            "key = np.uint64((seed ^ _SIGNATURE_TAG) & mask.MASK64)", "key = np.uint64(_SIGNATURE_TAG)",
            ("tests/test_dedup_kernels.py",)),
-    Mutant("dedup-one-permutation", "mlmprep/build/_dedup_kernels.py",  # every entry the same multiplier: correlated
+    Mutant("dedup-one-permutation", "mlmprep.build._dedup_kernels:_take_min",  # every entry the same multiplier: correlated
            "np.uint32((a[k] * h + b[k]) >> U32)", "np.uint32((a[0] * h + b[k]) >> U32)",
            ("tests/test_dedup_kernels.py",)),
-    Mutant("dedup-biased-permutation", "mlmprep/build/_dedup_kernels.py",  # the low 32 bits: not a good permutation
+    Mutant("dedup-biased-permutation", "mlmprep.build._dedup_kernels:_take_min",  # the low 32 bits: not a good permutation
            "np.uint32((a[k] * h + b[k]) >> U32)", "np.uint32((a[k] * h + b[k]) & np.uint64(0xFFFFFFFF))",
            ("tests/test_dedup_kernels.py",)),
-    Mutant("dedup-ascii-spaces-only", "mlmprep/build/_dedup_kernels.py",  # no-break and ideographic spaces join words
+    Mutant("dedup-ascii-spaces-only", "mlmprep.build._dedup_kernels:_space_at",  # no-break and ideographic spaces join words
            "    if c == 0xC2 and i + 1 < end:", "    if True:\n        return 0\n    if c == 0xC2 and i + 1 < end:",
            ("tests/test_dedup_kernels.py",)),
-    Mutant("dedup-short-text-no-shingle", "mlmprep/build/_dedup_kernels.py",  # fewer words than ngram: empty signature
+    Mutant("dedup-short-text-no-shingle", "mlmprep.build._dedup_kernels:_signature",  # fewer words than ngram: empty signature
            "    if 0 < count < ngram:\n", "    if False:\n", ("tests/test_dedup_kernels.py",)),
-    Mutant("dedup-band-skips-row", "mlmprep/build/dedup.py",  # a band's key leaves out its last row
+    Mutant("dedup-band-skips-row", "mlmprep.build.dedup:near_duplicate_clusters",  # a band's key leaves out its last row
            "band_keys = kernels.row_keys(sig, docs, lo, lo + rows,", "band_keys = kernels.row_keys(sig, docs, lo, lo + rows - 1,",
            ("tests/test_dedup_kernels.py",)),
-    Mutant("dedup-band-neighbours-only", "mlmprep/build/_dedup_kernels.py",  # a bucket links only sorted neighbours
+    Mutant("dedup-band-neighbours-only", "mlmprep.build._dedup_kernels:link_band",  # a bucket links only sorted neighbours
            "                y = docs[order[v]]\n", "                y = docs[order[v]]\n                if v > u + 1:\n                    break\n",
            ("tests/test_dedup_kernels.py",)),
-    Mutant("dedup-threshold-ignored", "mlmprep/build/_dedup_kernels.py",  # every candidate pair an edge
+    Mutant("dedup-threshold-ignored", "mlmprep.build._dedup_kernels:_close",  # every candidate pair an edge
            "    return same / sig.shape[1] >= threshold", "    return True", ("tests/test_dedup_kernels.py",)),
-    Mutant("dedup-threshold-strict", "mlmprep/build/_dedup_kernels.py",  # an estimate equal to the threshold is dropped
+    Mutant("dedup-threshold-strict", "mlmprep.build._dedup_kernels:_close",  # an estimate equal to the threshold is dropped
            "    return same / sig.shape[1] >= threshold", "    return same / sig.shape[1] > threshold",
            ("tests/test_dedup_kernels.py",)),
-    Mutant("dedup-union-not-at-root", "mlmprep/build/_dedup_kernels.py",  # links the element, not its root
+    Mutant("dedup-union-not-at-root", "mlmprep.build._dedup_kernels:_union",  # links the element, not its root
            "        parent[ry] = rx\n    elif ry < rx:\n        parent[rx] = ry",
            "        parent[y] = rx\n    elif ry < rx:\n        parent[x] = ry", ("tests/test_dedup_kernels.py",)),
-    Mutant("dedup-representative-largest", "mlmprep/build/_dedup_kernels.py",  # the larger root wins
+    Mutant("dedup-representative-largest", "mlmprep.build._dedup_kernels:_union",  # the larger root wins
            "    if rx < ry:\n        parent[ry] = rx\n    elif ry < rx:",
            "    if rx > ry:\n        parent[ry] = rx\n    elif ry > rx:", ("tests/test_dedup_kernels.py",)),
     # ------------------------------------------------------------ build engine
