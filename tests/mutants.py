@@ -6,19 +6,26 @@ against each, and print which survive (a surviving mutant is a bug the suite wou
     python -m tests.mutants floyd-range rng-not-restored    # some of them
     python -m tests.mutants --quick             # only the likely test files, never the whole suite
 
-Each mutant is a small text patch (an exact snippet and its replacement) of one file. The working tree is
-never touched: its files (tracked and untracked, not ignored) are copied once to a temporary directory,
-where `mlmprep` and `mlmprep.cli` are imported from (PYTHONPATH), and each mutant is applied there, tested,
-and undone. A snippet that no longer occurs exactly once is reported STALE, so the list does not rot
-silently when the code changes. Tests run as `pytest -x -q` on the mutant's likely test files first; only
-if those pass does the whole suite run. Exit status 1 if any mutant survives or is stale. Not part of the
-default test run (this file is not collected by pytest).
+Each mutant is a small text patch: a snippet of code and its replacement, at a site named by module and
+function (`mlmprep.format.load:pick_rows`, `Class.method` for a method, the module alone for module-level
+code; a file that is not Python, such as the page template, by its path), never by line. The snippet is
+looked for inside that function's source with indentation free (a re-indented block still matches, and
+the replacement takes its indentation); a function moved to another module is found there by its name, so
+reshaping the code does not stale the list. The working tree is never touched: its files (tracked and
+untracked, not ignored) are copied once to a temporary directory, where `mlmprep` and `mlmprep.cli` are
+imported from (PYTHONPATH), and each mutant is applied there, tested, and undone. A snippet that no longer
+occurs exactly once in its function is reported STALE, so the list does not rot silently when the code
+changes (tests/test_mutants.py checks every site on each test run). Tests run as `pytest -x -q` on the
+mutant's likely test files first; only if those pass does the whole suite run. Exit status 1 if any mutant
+survives or is stale. Not part of the default test run (this file is not collected by pytest).
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -32,8 +39,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 class Mutant(NamedTuple):
     name: str
-    path: str  # relative to the repository root
-    old: str  # occurs exactly once in the file
+    site: str  # "package.module:qualname" (a function or method), "package.module" (module level), or a non-Python file
+    old: str  # occurs exactly once in the site, indentation free
     new: str
     tests: tuple[str, ...]  # pytest arguments that should catch it
 
@@ -43,202 +50,242 @@ RAY_S3 = ("tests/test_ray.py::"
 
 MUTANTS = [
     # ------------------------------------------------------------ object storage: the commit protocol
-    Mutant("remote-manifest-with-files", "mlmprep/format/publish.py",  # the commit point uploaded among the files
+    Mutant("remote-manifest-with-files", "mlmprep.format.publish:commit_remote",  # the commit point uploaded among the files
            "        storage.put(pairs, options)\n        storage.put([(stage / MANIFEST, manifest)], options)",
            "        storage.put([(stage / MANIFEST, manifest), *pairs], options)",
            ("tests/test_storage.py::test_faults_are_retried_and_the_build_equals_a_clean_one",)),
-    Mutant("remote-force-keeps-old-files", "mlmprep/format/publish.py",  # --force leaves the old build's files
+    Mutant("remote-force-keeps-old-files", "mlmprep.format.publish:commit_remote",  # --force leaves the old build's files
            "    storage.remove([storage.join(url, name) for name in present if name != MANIFEST], options)\n", "",
            ("tests/test_storage.py::test_force_never_leaves_old_files_beside_the_new_manifest",)),
-    Mutant("remote-failure-keeps-uploads", "mlmprep/format/publish.py",  # a failed upload leaves its files
+    Mutant("remote-failure-keeps-uploads", "mlmprep.format.publish:commit_remote",  # a failed upload leaves its files
            "            storage.remove([remote for _, remote in pairs] + ([manifest] if names is None else []), options)",
            "            pass",
            ("tests/test_storage.py::test_a_failed_upload_leaves_nothing_that_reads_as_a_build",)),
-    Mutant("remote-lock-unconditional", "mlmprep/storage.py",  # the lock object simply overwritten
+    Mutant("remote-lock-unconditional", "mlmprep.storage:create",  # the lock object simply overwritten
            'fs.pipe_file(path, data, mode="create")', "fs.pipe_file(path, data)",
            ("tests/test_storage.py::test_two_builds_into_one_prefix_cannot_both_win",)),
-    Mutant("remote-corpus-options-ignored", "mlmprep/storage.py",  # corpus URLs read without --storage-options
+    Mutant("remote-corpus-options-ignored", "mlmprep.storage:open_corpus_url",  # corpus URLs read without --storage-options
            "fs, path = filesystem(url, CORPUS_OPTIONS, block)", "fs, path = filesystem(url, {}, block)",
            (RAY_S3,)),
-    Mutant("remote-task-options-unset", "mlmprep/build/pipeline.py",  # a worker reads URLs without the build's options
+    Mutant("remote-task-options-unset", "mlmprep.build.pipeline:tokenize_shard",  # a worker reads URLs without the build's options
            "    storage.use_corpus_options(storage.parse_options(cfg.storage_options))", "",
            (RAY_S3,)),
-    Mutant("compressed-parts-unraised", "mlmprep/corpus/shards.py",  # one .gz holds its output files back to the end
+    Mutant("compressed-parts-unraised", "mlmprep.corpus.shards:file_shards",  # one .gz holds its output files back to the end
            "wanted = max(streams, MIN_STREAMS) if streams > 1 and codec in QUICK_CODECS else streams",
            "wanted = streams",
            ("tests/test_compressed.py::test_gzip_and_zstd_files_are_read_in_many_parts_bzip2_and_xz_in_what_the_"
             "workers_ask",)),
-    Mutant("stream-resumed-past-the-start", "mlmprep/corpus/readers.py",  # a part goes on from one after it
+    Mutant("stream-resumed-past-the-start", "mlmprep.corpus.readers:_resumed",  # a part goes on from one after it
            "if kept == key and stream.end <= start]", "if kept == key]",
            ("tests/test_compressed.py::test_parts_of_a_compressed_file_read_the_documents_of_the_plain_file",)),
-    Mutant("stream-resumed-from-other-content", "mlmprep/corpus/readers.py",  # a rewritten file's old stream
+    Mutant("stream-resumed-from-other-content", "mlmprep.corpus.readers:_resumed",  # a rewritten file's old stream
            "if kept == key and stream.end", "if kept[0] == key[0] and stream.end",
            ("tests/test_compressed.py::test_parts_go_on_only_from_a_stream_of_the_same_content",)),
-    Mutant("stream-block-lost", "mlmprep/corpus/readers.py",  # the block the last part stopped in is skipped
+    Mutant("stream-block-lost", "mlmprep.corpus.readers:_Stream.blocks",  # the block the last part stopped in is skipped
            "        if self.block is not None:\n            yield self.block\n", "",
            ("tests/test_compressed.py::test_parts_of_a_compressed_file_read_the_documents_of_the_plain_file",)),
-    Mutant("stream-never-kept", "mlmprep/corpus/readers.py",  # every part decompresses from the file's start
+    Mutant("stream-never-kept", "mlmprep.corpus.readers:_stream_blocks",  # every part decompresses from the file's start
            "                    _keep((str(path), resume), stream, end)\n                    stream = None\n", "",
            ("tests/test_compressed.py::test_a_process_reading_a_files_parts_in_order_decompresses_it_once",)),
-    Mutant("heap-threshold-left-dynamic", "mlmprep/build/engine.py",  # a worker's heap creeps up with the text
+    Mutant("heap-threshold-left-dynamic", "mlmprep.build.engine:steady_heap",  # a worker's heap creeps up with the text
            "    mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)", "    pass",
            ("tests/test_compressed.py::test_peak_memory_does_not_creep_up_over_real_text",)),
-    Mutant("stream-kept-after-the-build", "mlmprep/build/run.py",  # a build's driver holds corpus files open
+    Mutant("stream-kept-after-the-build", "mlmprep.build.run:build",  # a build's driver holds corpus files open
            "        stack.callback(let_go_streams)", "        pass",
            ("tests/test_compressed.py::test_a_build_closes_the_streams_its_process_kept",)),
-    Mutant("stream-digest-not-passed", "mlmprep/corpus/documents.py",  # builds never resume a stream
+    Mutant("stream-digest-not-passed", "mlmprep.corpus.documents:_file_corpus",  # builds never resume a stream
            "shard_bytes, streams, [d for _, d in digests])", "shard_bytes, streams)",
            ("tests/test_compressed.py::test_a_process_reading_a_files_parts_in_order_decompresses_it_once",)),
-    Mutant("detached-in-the-driver-stage", "mlmprep/build/pipeline.py",  # tasks write where no Ray node sees
+    Mutant("detached-in-the-driver-stage", "mlmprep.build.pipeline:run_detached",  # tasks write where no Ray node sees
            "    moved = replace(layout, stage=own)", "    moved = layout",
            ("tests/test_detached.py::test_detached_tasks_build_the_attached_build_s_bytes",)),
-    Mutant("detached-payloads-kept", "mlmprep/build/run.py",  # every shard's tokens held in Ray's store to the end
+    Mutant("detached-payloads-kept", "mlmprep.build.run:Staging.let_go",  # every shard's tokens held in Ray's store to the end
            '                self.held.pop(f"{STAGING}/{name}", None)', "                pass",
            ("tests/test_detached.py::test_detached_tasks_build_the_attached_build_s_bytes",)),
-    Mutant("ray-payload-dropped", "mlmprep/build/engine.py",  # a Ray task's staged files never reach the driver
+    Mutant("ray-payload-dropped", "mlmprep.build.engine:run_ray",  # a Ray task's staged files never reach the driver
            "yield index[ref], Shipped(result, payload, names) if names else result", "yield index[ref], result",
            (RAY_S3,)),
-    Mutant("remote-shard-as-path", "mlmprep/corpus/shards.py",  # a URL shard mangled into a local path
+    Mutant("remote-shard-as-path", "mlmprep.corpus.shards:read_shard",  # a URL shard mangled into a local path
            "path = shard.source if storage.is_url(shard.source) else Path(shard.source)",
            "path = Path(shard.source)",
            ("tests/test_storage.py::test_corpus_urls_are_read_in_place_shard_by_shard",)),
-    Mutant("remote-corpus-failure-unnamed", "mlmprep/corpus/documents.py",  # a failing store read as a local error
+    Mutant("remote-corpus-failure-unnamed", "mlmprep.corpus.documents:_sha256_file",  # a failing store read as a local error
            "        with storage.errors(path, CorpusError), storage.open_corpus_url(path, block=HASH_BLOCK) as f:",
            "        with storage.open_corpus_url(path, block=HASH_BLOCK) as f:",
            ("tests/test_storage.py::test_a_store_that_keeps_failing_while_an_object_is_read_in_place_is_one_line_"
             "naming_it",)),
-    Mutant("remote-corpus-default-blocks", "mlmprep/storage.py",  # every probe of an object fetches 50 MiB
+    Mutant("remote-corpus-default-blocks", "mlmprep.storage:_filesystem",  # every probe of an object fetches 50 MiB
            "    fs.default_block_size = block", "    pass",
            ("tests/test_storage.py::test_a_shard_of_a_large_object_fetches_about_its_own_bytes",)),
-    Mutant("remote-intact-always", "mlmprep/format/publish.py",  # files missing from the store go unnoticed
+    Mutant("remote-intact-always", "mlmprep.format.publish:listed_present",  # files missing from the store go unnoticed
            "return all(present.get(name) == size for name, size in listed.items()) and",
            "return all(name in present or True for name in listed) and",
            ("tests/test_storage.py::test_a_remote_build_missing_a_file_is_not_up_to_date",)),
-    Mutant("remote-no-preflight", "mlmprep/build/run.py",  # --out on the store checked only when the build ends
+    Mutant("remote-no-preflight", "mlmprep.build.run:build",  # --out on the store checked only when the build ends
            '        storage.preflight(cfg.out, options, "--out")\n', "        pass\n",
            ("tests/test_storage.py::test_store_problems_are_one_line_naming_the_url_before_any_work",)),
     # ------------------------------------------------------------ span corruption kernel
-    Mutant("floyd-range", "mlmprep/build/_kernels.py",  # Floyd draws from [0, j): the collision branch alone can take j
+    Mutant("floyd-range", "mlmprep.build._kernels:_floyd_step",  # Floyd draws from [0, j): the collision branch alone can take j
            "state, t = _bounded(state, j + 1)", "state, t = _bounded(state, j)",
            ("tests/test_mask_reference.py",)),
-    Mutant("floyd-collision-takes-neighbour", "mlmprep/build/_kernels.py",  # a collision takes t's free neighbour instead of j
+    Mutant("floyd-collision-takes-neighbour", "mlmprep.build._kernels:_floyd_step",  # a collision takes t's free neighbour instead of j
            "t = j if taken else t  #",
            "t = (t + 1 if t + 1 <= j and not (bits[(t + 1) >> 6] >> np.uint64((t + 1) & 63)) & ONE else j) if taken else t  #",
            ("tests/test_mask_reference.py",)),
-    Mutant("noise-first", "mlmprep/build/_kernels.py",  # interleave noise first, as if the spans were swapped
+    Mutant("noise-first", "mlmprep.build._kernels:_interleave",  # interleave noise first, as if the spans were swapped
            "spans[2 * k] = end_keep - prev_keep\n        spans[2 * k + 1] = end_noise - prev_noise",
            "spans[2 * k] = end_noise - prev_noise\n        spans[2 * k + 1] = end_keep - prev_keep",
            ("tests/test_mask.py",)),
-    Mutant("roll-half-row", "mlmprep/build/_kernels.py",  # the roll offset drawn from half the row
+    Mutant("roll-half-row", "mlmprep.build._kernels:span_corrupt_rows",  # the roll offset drawn from half the row
            "state, offset = _bounded(state, length)", "state, offset = _bounded(state, (length + 1) // 2)",
            ("tests/test_mask_reference.py",)),
-    Mutant("roll-from-span-start", "mlmprep/build/_kernels.py",  # a roll inside a kept span starts at its beginning too
+    Mutant("roll-from-span-start", "mlmprep.build._kernels:_roll",  # a roll inside a kept span starts at its beginning too
            "head = offset - start if j % 2 == 0 else 0", "head = 0",
            ("tests/test_mask_reference.py",)),
-    Mutant("row-stream-ignores-first-row", "mlmprep/build/_kernels.py",  # chunks restart the row streams
+    Mutant("row-stream-ignores-first-row", "mlmprep.build._kernels:span_corrupt_rows",  # chunks restart the row streams
            "state = stream_key(seed, first_row + i)\n            state = _sorted_sample_pair",
            "state = stream_key(seed, i)\n            state = _sorted_sample_pair",
            ("tests/test_mask.py",)),
     # ------------------------------------------------------------ span and MLM arithmetic
-    Mutant("noise-count-floor", "mlmprep/build/mask.py",  # floor instead of T5's round
+    Mutant("noise-count-floor", "mlmprep.build.mask:span_counts",  # floor instead of T5's round
            "noise = np.clip(np.rint(lengths * noise_density)", "noise = np.clip(np.floor(lengths * noise_density)",
            ("tests/test_mask_reference.py",)),
-    Mutant("spans-from-noise-only", "mlmprep/build/mask.py",  # spans = round(noise / mean), T5's original, not seed 000's
+    Mutant("spans-from-noise-only", "mlmprep.build.mask:span_counts",  # spans = round(noise / mean), T5's original, not seed 000's
            "np.rint(np.minimum(noise, lengths - noise) / mean_span_length)", "np.rint(noise / mean_span_length)",
            ("tests/test_mask_reference.py",)),
-    Mutant("mlm-70-mask", "mlmprep/build/_kernels.py",  # 70/20/10 instead of 80/10/10
+    Mutant("mlm-70-mask", "mlmprep.build._kernels:_mask_position",  # 70/20/10 instead of 80/10/10
            "    if r < 8:\n        inputs_out[p] = mask_id", "    if r < 7:\n        inputs_out[p] = mask_id",
            ("tests/test_mask_reference.py",)),
-    Mutant("mlm-random-may-be-special", "mlmprep/build/mask.py",  # random replacements drawn from the whole vocabulary
+    Mutant("mlm-random-may-be-special", "mlmprep.build.mask:mlm_mask",  # random replacements drawn from the whole vocabulary
            "normal_ids = np.flatnonzero(~is_special).astype(np.int32)",
            "normal_ids = np.arange(vocab_size).astype(np.int32)",
            ("tests/test_mask.py",)),
-    Mutant("mlm-first-positions", "mlmprep/build/_kernels.py",  # the first m maskable tokens instead of a random m
+    Mutant("mlm-first-positions", "mlmprep.build._kernels:mlm_rows",  # the first m maskable tokens instead of a random m
            "state = _sorted_sample(state, n_groups, counts[i], bits, chosen)",
            "chosen[: counts[i]] = np.arange(counts[i])",
            ("tests/test_mask_reference.py",)),
+    # ------------------------------------------------------------ dedup: keys, MinHash, LSH clusters
+    Mutant("dedup-exact-python-hash", "mlmprep.build.dedup:exact_keys",  # Python's salted hash(): keys differ per process
+           'hashlib.blake2b(normalise(t).encode("utf-8", "surrogatepass"), digest_size=8).digest()',
+           'hash(normalise(t)).to_bytes(8, "little", signed=True)', ("tests/test_dedup_kernels.py",)),
+    Mutant("dedup-no-nfc", "mlmprep.build.dedup:normalise",  # composed and decomposed accents are different texts
+           '_SPACE_RUN.sub(" ", unicodedata.normalize("NFC", text))', '_SPACE_RUN.sub(" ", text)',
+           ("tests/test_dedup_kernels.py",)),
+    Mutant("dedup-signature-no-nfc", "mlmprep.build.dedup:minhash_signatures",  # the kernel hashes the words as they came
+           'parts = [unicodedata.normalize("NFC", t).encode(', 'parts = [t.encode(', ("tests/test_dedup_kernels.py",)),
+    Mutant("dedup-seed-ignored", "mlmprep.build.dedup:permutations",  # every seed the same permutations
+           "key = np.uint64((seed ^ _SIGNATURE_TAG) & mask.MASK64)", "key = np.uint64(_SIGNATURE_TAG)",
+           ("tests/test_dedup_kernels.py",)),
+    Mutant("dedup-one-permutation", "mlmprep.build._dedup_kernels:_take_min",  # every entry the same multiplier: correlated
+           "np.uint32((a[k] * h + b[k]) >> U32)", "np.uint32((a[0] * h + b[k]) >> U32)",
+           ("tests/test_dedup_kernels.py",)),
+    Mutant("dedup-biased-permutation", "mlmprep.build._dedup_kernels:_take_min",  # the low 32 bits: not a good permutation
+           "np.uint32((a[k] * h + b[k]) >> U32)", "np.uint32((a[k] * h + b[k]) & np.uint64(0xFFFFFFFF))",
+           ("tests/test_dedup_kernels.py",)),
+    Mutant("dedup-ascii-spaces-only", "mlmprep.build._dedup_kernels:_space_at",  # no-break and ideographic spaces join words
+           "    if c == 0xC2 and i + 1 < end:", "    if True:\n        return 0\n    if c == 0xC2 and i + 1 < end:",
+           ("tests/test_dedup_kernels.py",)),
+    Mutant("dedup-short-text-no-shingle", "mlmprep.build._dedup_kernels:_signature",  # fewer words than ngram: empty signature
+           "    if 0 < count < ngram:\n", "    if False:\n", ("tests/test_dedup_kernels.py",)),
+    Mutant("dedup-band-skips-row", "mlmprep.build.dedup:near_duplicate_clusters",  # a band's key leaves out its last row
+           "band_keys = kernels.row_keys(sig, docs, lo, lo + rows,", "band_keys = kernels.row_keys(sig, docs, lo, lo + rows - 1,",
+           ("tests/test_dedup_kernels.py",)),
+    Mutant("dedup-band-neighbours-only", "mlmprep.build._dedup_kernels:link_band",  # a bucket links only sorted neighbours
+           "                y = docs[order[v]]\n", "                y = docs[order[v]]\n                if v > u + 1:\n                    break\n",
+           ("tests/test_dedup_kernels.py",)),
+    Mutant("dedup-threshold-ignored", "mlmprep.build._dedup_kernels:_close",  # every candidate pair an edge
+           "    return same / sig.shape[1] >= threshold", "    return True", ("tests/test_dedup_kernels.py",)),
+    Mutant("dedup-threshold-strict", "mlmprep.build._dedup_kernels:_close",  # an estimate equal to the threshold is dropped
+           "    return same / sig.shape[1] >= threshold", "    return same / sig.shape[1] > threshold",
+           ("tests/test_dedup_kernels.py",)),
+    Mutant("dedup-union-not-at-root", "mlmprep.build._dedup_kernels:_union",  # links the element, not its root
+           "        parent[ry] = rx\n    elif ry < rx:\n        parent[rx] = ry",
+           "        parent[y] = rx\n    elif ry < rx:\n        parent[x] = ry", ("tests/test_dedup_kernels.py",)),
+    Mutant("dedup-representative-largest", "mlmprep.build._dedup_kernels:_union",  # the larger root wins
+           "    if rx < ry:\n        parent[ry] = rx\n    elif ry < rx:",
+           "    if rx > ry:\n        parent[ry] = rx\n    elif ry > rx:", ("tests/test_dedup_kernels.py",)),
     # ------------------------------------------------------------ build engine
-    Mutant("pool-per-call", "mlmprep/build/engine.py",  # a session's calls each start a pool (phase 2 re-forks, reloads)
+    Mutant("pool-per-call", "mlmprep.build.engine:finish_calls",  # a session's calls each start a pool (phase 2 re-forks, reloads)
            "    if engine in POOLS:  # inside a session", "    if False:  # inside a session",
            ("tests/test_engine.py",)),
-    Mutant("no-watch-on-workers", "mlmprep/build/engine.py",  # the driver trusts the executor to see every death
+    Mutant("no-watch-on-workers", "mlmprep.build.engine:run_local",  # the driver trusts the executor to see every death
            "            if not done and pool.lost_a_worker():", "            if False:",
            ("tests/test_engine.py",)),
-    Mutant("forkserver-skips-numba", "mlmprep/build/pipeline.py",  # every worker loads Numba itself in phase 2
+    Mutant("forkserver-skips-numba", "mlmprep.build.pipeline",  # every worker loads Numba itself in phase 2
            "if in_forkserver():  # load", "if False:  # load",
            ("tests/test_engine.py",)),
-    Mutant("driver-loads-numba", "mlmprep/build/mask.py",  # slot seeds through a kernel: Numba in the driver at the barrier
+    Mutant("driver-loads-numba", "mlmprep.build.mask:row_seed",  # slot seeds through a kernel: Numba in the driver at the barrier
            '    with np.errstate(over="ignore"):\n        return int(stream_key(',
            '    from mlmprep import _kernels\n\n    _kernels.warm_up()\n    with np.errstate(over="ignore"):\n        return int(stream_key(',
            ("tests/test_engine.py",)),
-    Mutant("cli-starts-workers-late", "cli/build.py",  # the forkserver starts after the pipeline's imports
+    Mutant("cli-starts-workers-late", "mlmprep.cli.build:build",  # the forkserver starts after the pipeline's imports
            "    if not STARTED_EARLY:  # else start_workers_before_parsing has done it, from the same options\n"
            "        start_workers_early(cfg)\n    from mlmprep.build.run import build as run_build\n",
            "    from mlmprep.build.run import build as run_build\n    if not STARTED_EARLY:\n        start_workers_early(cfg)\n",
            ("tests/test_engine.py",)),
-    Mutant("cli-starts-workers-after-parsing", "cli/__init__.py",  # no early start: the server waits for typer
+    Mutant("cli-starts-workers-after-parsing", "mlmprep.cli:main",  # no early start: the server waits for typer
            '    if sys.argv[1:2] == ["build"]:', '    if False:',
            ("tests/test_engine.py",)),
-    Mutant("early-reading-takes-a-value-for-corpus", "cli/build.py",  # an option's value read as a corpus path
+    Mutant("early-reading-takes-a-value-for-corpus", "mlmprep.cli.build:scan_build_args",  # an option's value read as a corpus path
            '            value = value if eq else next(it, None)', '            value = value if eq else ""',
            ("tests/test_cli_build.py",)),
-    Mutant("early-start-ignores-config-file", "cli/build.py",  # a config file's workers/engine not waited for
+    Mutant("early-start-ignores-config-file", "mlmprep.cli.build:start_workers_before_parsing",  # a config file's workers/engine not waited for
            '    if options.keys() & {"--help", "--config", "--dataset"}:', '    if options.keys() & {"--help", "--dataset"}:',
            ("tests/test_cli_build.py",)),
-    Mutant("generated-flag-without-its-off-form", "cli/options.py",  # a file's `force: true` cannot be undone
+    Mutant("generated-flag-without-its-off-form", "mlmprep.cli.options:flag_names",  # a file's `force: true` cannot be undone
            '(f"{name}/--no-{name[2:]}" if is_flag(cls, field) else name)', "name",
            ("tests/test_cli_help.py",)),
-    Mutant("generated-option-defaults-to-the-field", "cli/options.py",  # the command line overrides a config file
+    Mutant("generated-option-defaults-to-the-field", "mlmprep.cli.options:option_parameter",  # the command line overrides a config file
            "    return inspect.Parameter(field.name, inspect.Parameter.KEYWORD_ONLY, default=None,",
            "    return inspect.Parameter(field.name, inspect.Parameter.KEYWORD_ONLY, default=field.default,",
            ("tests/test_config_files.py", "tests/test_cli_help.py")),
-    Mutant("added-behind-the-queued-tasks", "mlmprep/build/engine.py",  # tasks added wait behind the first phase
+    Mutant("added-behind-the-queued-tasks", "mlmprep.build.engine:run_local",  # tasks added wait behind the first phase
            "                queue.extendleft(reversed(run.added()))", "                queue.extend(run.added())",
            ("tests/test_engine.py",)),
-    Mutant("added-last-in-process", "mlmprep/build/engine.py",  # in-process too
+    Mutant("added-last-in-process", "mlmprep.build.engine:finish_calls",  # in-process too
            "            waiting.extendleft(reversed(run.added()))", "            waiting.extend(run.added())",
            ("tests/test_engine.py",)),
-    Mutant("run-left-early-keeps-its-tasks", "mlmprep/build/engine.py",  # a driver that fails keeps the workers busy
+    Mutant("run-left-early-keeps-its-tasks", "mlmprep.build.engine:TaskRun.__exit__",  # a driver that fails keeps the workers busy
            "        self.finished.close()", "        pass",
            ("tests/test_engine.py",)),
-    Mutant("shard-let-go-with-the-token-a-file-needs", "mlmprep/build/run.py",  # the token before a file's first window
+    Mutant("shard-let-go-with-the-token-a-file-needs", "mlmprep.build.run:OutputFiles.written",  # the token before a file's first window
            "start = max(0, rows * self.layout.content_length - 1) if", "start = rows * self.layout.content_length if",
            ("tests/test_sharded.py",)),
-    Mutant("shards-kept-to-the-end", "mlmprep/build/run.py",  # staging holds every shard until the build ends
+    Mutant("shards-kept-to-the-end", "mlmprep.build.run:Staging.let_go",  # staging holds every shard until the build ends
            "                (self.stage / STAGING / name).unlink(missing_ok=True)",
            "                pass",
            ("tests/test_sharded.py",)),
-    Mutant("driver-takes-what-the-workers-leave", "mlmprep/build/engine.py",  # the driver keeps reading once they are up
+    Mutant("driver-takes-what-the-workers-leave", "mlmprep.build.engine:submit_first",  # the driver keeps reading once they are up
            "            while in_driver is not None and not pressed and submitter.is_alive():",
            "            while in_driver is not None and not pressed:",
            ("tests/test_engine.py",)),
-    Mutant("ray-gets-every-task-at-once", "mlmprep/build/engine.py",  # --workers 0 on Ray: no cap, writes behind reads
+    Mutant("ray-gets-every-task-at-once", "mlmprep.build.engine:run_ray",  # --workers 0 on Ray: no cap, writes behind reads
            "limit = RAY_AHEAD_PER_CPU * max(1, int(ray.cluster_resources().get(\"CPU\", 1)))",
            "limit = len(calls) + 1",
            ("tests/test_ray.py",)),
-    Mutant("driver-helps-from-the-front", "mlmprep/build/engine.py",  # the driver takes the tasks the workers take first
+    Mutant("driver-helps-from-the-front", "mlmprep.build.engine:submit_first",  # the driver takes the tasks the workers take first
            "                    bounds[1] -= 1\n                    index = bounds[1]\n",
            "                    index = bounds[0]\n                    bounds[0] += 1\n",
            ("tests/test_engine.py",)),
-    Mutant("driver-threads-per-worker", "mlmprep/build/run.py",  # the driver tokenizes on one worker's --threads
+    Mutant("driver-threads-per-worker", "mlmprep.build.run:set_tokenizer_threads",  # the driver tokenizes on one worker's --threads
            "min(threads * engine.processes(1 << 30), len(", "min(threads, len(",
            ("tests/test_engine.py",)),
-    Mutant("driver-ignores-ctrl-c", "mlmprep/build/engine.py",  # the driver goes on reading shards after a Ctrl-C
+    Mutant("driver-ignores-ctrl-c", "mlmprep.build.engine:submit_first",  # the driver goes on reading shards after a Ctrl-C
            "            while in_driver is not None and not pressed and submitter.is_alive():\n",
            "            while in_driver is not None and submitter.is_alive():\n",
            ("tests/test_engine.py",)),
-    Mutant("workers-rerun-the-script", "cli/__init__.py",  # each worker imports the whole CLI again at its start
+    Mutant("workers-rerun-the-script", "mlmprep.cli:main",  # each worker imports the whole CLI again at its start
            "    as_package_main()\n    if sys.argv", "    if sys.argv", ("tests/test_engine.py",)),
-    Mutant("files-wait-for-every-shard", "mlmprep/build/run.py",  # phase 2 starts only once phase 1 is over
+    Mutant("files-wait-for-every-shard", "mlmprep.build.run:OutputFiles.shard_done",  # phase 2 starts only once phase 1 is over
            "        while self.needs(len(self.tasks) + 1) <= self.offsets[-1]:\n",
            "        while False:\n", ("tests/test_sharded.py",)),
-    Mutant("file-without-the-token-after-it", "mlmprep/build/run.py",  # a file made before its last cut is known
+    Mutant("file-without-the-token-after-it", "mlmprep.build.run:OutputFiles.needs",  # a file made before its last cut is known
            "return rows * self.layout.content_length + 1 if", "return rows * self.layout.content_length if",
            ("tests/test_sharded.py",)),
-    Mutant("shards-counted-past-a-gap", "mlmprep/build/run.py",  # a shard still running counts as empty
+    Mutant("shards-counted-past-a-gap", "mlmprep.build.run:OutputFiles.shard_done",  # a shard still running counts as empty
            "self.sizes[len(self.offsets) - 1] is not None:", "True:\n            self.sizes = [x or 0 for x in self.sizes]\n            if False:",
            ("tests/test_sharded.py",)),
-    Mutant("added-after-the-whole-phase", "mlmprep/build/engine.py",  # tasks added wait for every first-phase result
+    Mutant("added-after-the-whole-phase", "mlmprep.build.engine:run_local",  # tasks added wait for every first-phase result
            "        top_up()\n        while pending:\n"
            "            done, pending = wait(pending, timeout=WATCH_S, return_when=FIRST_COMPLETED)\n"
            "            drain(pool.started, running)\n"
@@ -254,303 +301,303 @@ MUTANTS = [
            "                yield futures[future], future.result()\n"
            "                held += run.added()\n",
            ("tests/test_engine.py",)),
-    Mutant("driver-tokenizer-reloaded", "mlmprep/build/run.py",  # the driver loads the staged tokenizer again
+    Mutant("driver-tokenizer-reloaded", "mlmprep.build.run:write_build",  # the driver loads the staged tokenizer again
            '        adopt_tokenizer(stage / "tokenizer.json", tok)', "        pass",
            ("tests/test_sharded.py",)),
-    Mutant("workers-load-the-given-tokenizer", "mlmprep/build/pipeline.py",  # the forkserver does not preload it
+    Mutant("workers-load-the-given-tokenizer", "mlmprep.build.pipeline",  # the forkserver does not preload it
            "        preload_tokenizer(os.environ[engine.PRELOAD_TOKENIZER])", "        pass",
            ("tests/test_engine.py",)),
-    Mutant("preloaded-tokenizer-for-any-build", "mlmprep/build/pipeline.py",  # a worker takes it whatever was staged
+    Mutant("preloaded-tokenizer-for-any-build", "mlmprep.build.pipeline:worker_tokenizer",  # a worker takes it whatever was staged
            "PRELOADED.get(hashlib.sha256(path.read_bytes()).hexdigest())", "next(iter(PRELOADED.values()))",
            ("tests/test_engine.py",)),
-    Mutant("tokenizer-file-truncates", "mlmprep/tokenize.py",  # the tokenizer file's truncation reaches the data
+    Mutant("tokenizer-file-truncates", "mlmprep.tokenize:plain_encoder",  # the tokenizer file's truncation reaches the data
            "    tok.no_truncation()\n    tok.encode_special_tokens", "    tok.encode_special_tokens",
            ("tests/test_data_fixes.py",)),
     # ------------------------------------------------------------ reading text files
-    Mutant("block-keeps-crlf-cr", "mlmprep/corpus/readers.py",  # a CRLF line keeps its "\r" when its block decodes whole
+    Mutant("block-keeps-crlf-cr", "mlmprep.corpus.readers:_decode_lines",  # a CRLF line keeps its "\r" when its block decodes whole
            '            lines = [line.removesuffix("\\r") for line in lines]', "            pass",
            ("tests/test_corpus.py",)),
-    Mutant("range-reads-past-its-end", "mlmprep/corpus/readers.py",  # a byte range reads on to the end of the file
+    Mutant("range-reads-past-its-end", "mlmprep.corpus.readers:_line_blocks",  # a byte range reads on to the end of the file
            "        while end is None or offset < end:", "        while True:",
            ("tests/test_corpus.py",)),
-    Mutant("block-cuts-its-last-line", "mlmprep/corpus/readers.py",  # a line crossing a block's end is cut in two
+    Mutant("block-cuts-its-last-line", "mlmprep.corpus.readers:_line_blocks",  # a line crossing a block's end is cut in two
            "                block += f.readline()", "                pass",
            ("tests/test_corpus.py",)),
-    Mutant("block-drops-unended-last-line", "mlmprep/corpus/readers.py",  # a file's last line without a line end is lost
+    Mutant("block-drops-unended-last-line", "mlmprep.corpus.readers:_decode_lines",  # a file's last line without a line end is lost
            "        if last:\n            lines.append(last)", "        pass",
            ("tests/test_corpus.py",)),
-    Mutant("bad-block-offsets-off-by-one", "mlmprep/corpus/readers.py",  # line offsets in a bad block skip the line ends
+    Mutant("bad-block-offsets-off-by-one", "mlmprep.corpus.readers:_decode_lines",  # line offsets in a bad block skip the line ends
            "ends.append(ends[-1] + len(raw) + 1)", "ends.append(ends[-1] + len(raw))",
            ("tests/test_corpus.py",)),
     # ------------------------------------------------------------ compressed files
-    Mutant("stream-part-skips-its-first-line", "mlmprep/corpus/readers.py",  # a part starting on a line start loses it
+    Mutant("stream-part-skips-its-first-line", "mlmprep.corpus.readers:_stream_blocks",  # a part starting on a line start loses it
            "blank_from = _line_start(data, offset, start)", "blank_from = _line_start(data, offset, start + 1)",
            ("tests/test_compressed.py::test_parts_of_a_compressed_file_read_the_documents_of_the_plain_file",)),
-    Mutant("stream-paragraph-part-ends-on-a-line", "mlmprep/corpus/readers.py",  # --doc-sep blank parts end at a line
+    Mutant("stream-paragraph-part-ends-on-a-line", "mlmprep.corpus.readers:_stream_blocks",  # --doc-sep blank parts end at a line
            "if tail_from is not None and not paragraphs:", "if tail_from is not None:",  # and cut a paragraph
            ("tests/test_compressed.py::test_parts_of_a_compressed_file_read_the_documents_of_the_plain_file",)),
-    Mutant("stream-part-ends-on-next-line", "mlmprep/corpus/readers.py",  # a part reads the line starting at its end
+    Mutant("stream-part-ends-on-next-line", "mlmprep.corpus.readers:_stream_blocks",  # a part reads the line starting at its end
            "tail_from = _line_start(data, offset, end)", "tail_from = _line_start(data, offset, end + 1)",
            ("tests/test_compressed.py::test_parts_of_a_compressed_file_read_the_documents_of_the_plain_file",)),
-    Mutant("damage-counted-by-every-part", "mlmprep/corpus/readers.py",  # a part after the damage counts it again
+    Mutant("damage-counted-by-every-part", "mlmprep.corpus.readers:_stream_blocks",  # a part after the damage counts it again
            "        if first is not None:  # the damage is in this part", "        if True:",
            ("tests/test_compressed.py",)),
-    Mutant("damage-drops-the-lines-before-it", "mlmprep/corpus/readers.py",  # skip loses the last block's whole lines
+    Mutant("damage-drops-the-lines-before-it", "mlmprep.corpus.readers:_whole_lines",  # skip loses the last block's whole lines
            "            damage, block = exc, None", "            raise _Damage(offset, lines, exc) from None",
            ("tests/test_compressed.py",)),
-    Mutant("zstd-truncation-silent", "mlmprep/corpus/readers.py",  # a cut .zst reads as a shorter corpus
+    Mutant("zstd-truncation-silent", "mlmprep.corpus.readers:_zstd_frames",  # a cut .zst reads as a shorter corpus
            "    if started:\n        raise EOFError", "    if False:\n        raise EOFError",
            ("tests/test_compressed.py",)),
-    Mutant("magic-of-compressed-name-unchecked", "mlmprep/corpus/readers.py",  # a .gz of plain text: a codec's error
+    Mutant("magic-of-compressed-name-unchecked", "mlmprep.corpus.readers:check_magic",  # a .gz of plain text: a codec's error
            "    if compression and not head.startswith(MAGIC[compression]):", "    if False:",
            ("tests/test_compressed.py",)),
-    Mutant("compressed-data-in-plain-name-read", "mlmprep/corpus/readers.py",  # a gzipped .jsonl: "binary data"
+    Mutant("compressed-data-in-plain-name-read", "mlmprep.corpus.readers:check_magic",  # a gzipped .jsonl: "binary data"
            "    if not compression and found and fmt in TEXT_FORMATS:", "    if False:",
            ("tests/test_compressed.py",)),
-    Mutant("compressed-file-decompressed-whole", "mlmprep/corpus/readers.py",  # a worker holds the whole text
+    Mutant("compressed-file-decompressed-whole", "mlmprep.corpus.readers:_whole_lines",  # a worker holds the whole text
            "            block = f.read(STREAM_BYTES)", "            block = f.read()",
            ("tests/test_compressed.py::test_peak_memory_does_not_grow_with_the_compressed_file",)),
-    Mutant("compressed-file-one-shard", "mlmprep/corpus/shards.py",  # one large .gz keeps one worker busy
+    Mutant("compressed-file-one-shard", "mlmprep.corpus.shards:_stream_parts",  # one large .gz keeps one worker busy
            "parts = max(1, min(streams, -(-text // max(shard_bytes, 1))))", "parts = 1",
            ("tests/test_compressed.py",)),
-    Mutant("astral-scan-skipped", "mlmprep/build/clean.py",  # texts with astral characters scanned as if they had none
+    Mutant("astral-scan-skipped", "mlmprep.build.clean:_has_astral",  # texts with astral characters scanned as if they had none
            'return not text.isascii() and len(text.encode("utf-16-le", "surrogatepass")) != 2 * len(text)',
            "return False", ("tests/test_clean.py",)),
-    Mutant("one-astral-character-missed", "mlmprep/build/clean.py",  # a text with a single astral character looks BMP-only
+    Mutant("one-astral-character-missed", "mlmprep.build.clean:_has_astral",  # a text with a single astral character looks BMP-only
            'return not text.isascii() and len(text.encode("utf-16-le", "surrogatepass")) != 2 * len(text)',
            'return not text.isascii() and len(text.encode("utf-16-le", "surrogatepass")) > 2 * len(text) + 2',
            ("tests/test_clean.py",)),
     # ------------------------------------------------------------ windows, segments, read-ahead
-    Mutant("windows-stop-at-shard-end", "mlmprep/build/pipeline.py",  # a window crossing shards loses the next one's head
+    Mutant("windows-stop-at-shard-end", "mlmprep.build.pipeline:stream_slice",  # a window crossing shards loses the next one's head
            "parts.append(piece[a - base : b - base])", "parts.append(piece[a - base : b - base])\n        break",
            ("tests/test_sharded.py",)),
-    Mutant("segments-quadratic", "mlmprep/build/windows.py",  # re-slice the rest of the text after every segment
+    Mutant("segments-quadratic", "mlmprep.build.windows:text_segments",  # re-slice the rest of the text after every segment
            "segment, pos = buffer[pos : pos + chars], pos + chars",
            "segment, buffer = buffer[:chars], buffer[chars:]",
            ("tests/test_windows.py",)),
-    Mutant("prefetch-unbounded", "mlmprep/progress.py",  # read-ahead without a bound
+    Mutant("prefetch-unbounded", "mlmprep.progress:prefetch",  # read-ahead without a bound
            "q: queue.Queue = queue.Queue(maxsize=depth)", "q: queue.Queue = queue.Queue()",
            ("tests/test_progress.py",)),
     # ------------------------------------------------------------ batching and collation
-    Mutant("cost-ignores-alpha", "mlmprep/train/batch.py",  # decoder tokens cost as much as encoder ones
+    Mutant("cost-ignores-alpha", "mlmprep.train.batch:padded_cost",  # decoder tokens cost as much as encoder ones
            "return float(len(rows) * enc + budget.alpha * len(rows) * dec)", "return float(len(rows) * (enc + dec))",
            ("tests/test_batch.py", "tests/test_train_options.py")),
-    Mutant("collate-no-pad-multiple", "mlmprep/train/collate.py",  # widths not rounded up to the multiple
+    Mutant("collate-no-pad-multiple", "mlmprep.train.collate:Collator._pad",  # widths not rounded up to the multiple
            "width = -(-width // self.pad_to_multiple_of) * self.pad_to_multiple_of", "width = width",
            ("tests/test_collate.py", "tests/test_train_options.py")),
     # ------------------------------------------------------------ trainer options
-    Mutant("adafactor-is-adamw", "mlmprep/train/loop.py",  # --optimizer adafactor silently trains with AdamW
+    Mutant("adafactor-is-adamw", "mlmprep.train.loop:make_optimizer",  # --optimizer adafactor silently trains with AdamW
            'if cfg.optimizer == "adafactor":', 'if cfg.optimizer == "adafactor-never":',
            ("tests/test_train_options.py::test_adafactor_is_adafactor",)),
-    Mutant("max-encoder-len-ignored", "mlmprep/train/loop.py",
+    Mutant("max-encoder-len-ignored", "mlmprep.train.loop:make_collator",
            "max_encoder_len=cfg.max_encoder_len,", "max_encoder_len=None,",
            ("tests/test_train_options.py",)),
-    Mutant("lr-schedule-not-applied", "mlmprep/train/loop.py",  # the optimizer keeps the peak lr
+    Mutant("lr-schedule-not-applied", "mlmprep.train.loop:train_step",  # the optimizer keeps the peak lr
            'group["lr"] = lr\n', 'group["lr"] = cfg.lr\n',
            ("tests/test_train_options.py",)),
-    Mutant("weight-decay-ignored", "mlmprep/train/loop.py",
+    Mutant("weight-decay-ignored", "mlmprep.train.loop:make_optimizer",
            '"weight_decay": cfg.weight_decay}', '"weight_decay": 0.0}',
            ("tests/test_train_options.py",)),
-    Mutant("betas-ignored", "mlmprep/train/loop.py",
+    Mutant("betas-ignored", "mlmprep.train.loop:make_optimizer",
            "betas=(cfg.beta1, cfg.beta2)", "betas=(0.9, 0.999)",
            ("tests/test_train_options.py",)),
-    Mutant("grad-clip-ignored", "mlmprep/train/loop.py",
+    Mutant("grad-clip-ignored", "mlmprep.train.loop:train_step",
            "grad_norm(run.params, run.cfg.grad_clip)", "grad_norm(run.params, 0.0)",
            ("tests/test_train_options.py",)),
-    Mutant("budget-ignores-alpha", "mlmprep/train/loop.py",  # the plan's budget keeps the default alpha
+    Mutant("budget-ignores-alpha", "mlmprep.train.loop:make_budget",  # the plan's budget keeps the default alpha
            "Budget(cfg.max_tokens_per_batch, limits.tokens, limits.examples, alpha=cfg.alpha,",
            "Budget(cfg.max_tokens_per_batch, limits.tokens, limits.examples, alpha=2.0,",
            ("tests/test_train_options.py",)),
-    Mutant("resume-in-eval-mode", "mlmprep/train/loop.py",  # dropout off after a resume
+    Mutant("resume-in-eval-mode", "mlmprep.train.loop:make_model_and_optimizer",  # dropout off after a resume
            "    model.train()  # from_pretrained", "    pass  # from_pretrained",
            ("tests/test_train_options.py::test_resume_with_dropout_is_exact",)),
     # ------------------------------------------------------------ checkpoints and resume
-    Mutant("rng-not-restored", "mlmprep/train/checkpoint.py",  # resume reseeds instead of restoring the RNG
+    Mutant("rng-not-restored", "mlmprep.train.checkpoint:load",  # resume reseeds instead of restoring the RNG
            "set_rng_state(torch.load(path / \"rng.pt\", weights_only=True)[rank])",
            "torch.manual_seed(0)",
            ("tests/test_train_options.py::test_resume_with_dropout_is_exact",)),
-    Mutant("rng-of-rank-0", "mlmprep/train/checkpoint.py",  # every rank restores rank 0's RNG
+    Mutant("rng-of-rank-0", "mlmprep.train.checkpoint:load",  # every rank restores rank 0's RNG
            "set_rng_state(torch.load(path / \"rng.pt\", weights_only=True)[rank])",
            "set_rng_state(torch.load(path / \"rng.pt\", weights_only=True)[0])",
            ("tests/test_ddp.py::test_ddp_resume_with_dropout_is_exact",)),
-    Mutant("checkpoint-in-place", "mlmprep/train/checkpoint.py",  # written under its real name, no rename
+    Mutant("checkpoint-in-place", "mlmprep.train.checkpoint:save",  # written under its real name, no rename
            'tmp = run / f".{PREFIX}{step}.tmp"', "tmp = final",
            ("tests/test_train_options.py::test_sigkill_while_writing_a_checkpoint_resumes_from_the_last_whole_one",)),
-    Mutant("keep-one-more-checkpoint", "mlmprep/train/checkpoint.py",
+    Mutant("keep-one-more-checkpoint", "mlmprep.train.checkpoint:save",
            "for old in checkpoints(run)[: -cfg.keep_checkpoints]:", "for old in checkpoints(run)[: -cfg.keep_checkpoints - 1]:",
            ("tests/test_train.py",)),
     # ------------------------------------------------------------ build output directory
-    Mutant("out-link-replaced", "mlmprep/format/publish.py",  # a link --out is not resolved: the build replaces the link
+    Mutant("out-link-replaced", "mlmprep.format.publish:build_directory",  # a link --out is not resolved: the build replaces the link
            "return Path(os.path.realpath(given or \".\"))", "return Path(os.path.abspath(given or \".\"))",
            ("tests/test_cli_build.py::test_an_out_that_is_a_symbolic_link_is_written_through",)),
-    Mutant("foreign-manifest-replaced", "mlmprep/format/publish.py",  # any manifest.json counts as a build, so --force deletes it
+    Mutant("foreign-manifest-replaced", "mlmprep.format.publish:judge_existing",  # any manifest.json counts as a build, so --force deletes it
            'if not isinstance(manifest, dict) or not {"format_version", "mlmprep_version"} <= manifest.keys():',
            "if manifest is None:",
            ("tests/test_cli_build.py::test_a_directory_whose_manifest_is_not_mlmprep_s_is_never_replaced",)),
-    Mutant("verify-trusts-manifest-types", "mlmprep/build/verify.py",  # an edited manifest field gives a traceback
+    Mutant("verify-trusts-manifest-types", "mlmprep.build.verify:verify",  # an edited manifest field gives a traceback
            "    if problems := shape_problems(manifest):", "    if problems := []:",
            ("tests/test_verify.py::test_a_manifest_that_contradicts_its_tokenizer_options_or_json_is_reported",)),
-    Mutant("format-version-ignored", "mlmprep/format/publish.py",  # a newer format with the same options is "up to date"
+    Mutant("format-version-ignored", "mlmprep.format.publish:judge_existing",  # a newer format with the same options is "up to date"
            "differences = [] if manifest[\"format_version\"] == version else [", "differences = [] if True else [",
            ("tests/test_cli_build.py::test_a_build_in_another_format_version_is_never_taken_as_up_to_date",)),
-    Mutant("out-parents-left", "mlmprep/format/publish.py",  # a failed build leaves the directories it made for --out
+    Mutant("out-parents-left", "mlmprep.format.publish:build_lock",  # a failed build leaves the directories it made for --out
            "made = [p for p in Path(out).parents if not os.path.lexists(p)]", "made = []",
            ("tests/test_cli_build.py::test_a_failed_build_leaves_no_directory_it_made_for_out",)),
-    Mutant("out-inside-corpus", "mlmprep/build/run.py",  # an --out inside a corpus directory is accepted
-           "    check_outside_corpus(out, cfg.corpus)\n", "",
+    Mutant("out-inside-corpus", "mlmprep.build.run:build",  # an --out inside a corpus directory is accepted
+           "    check_outside_corpus(out, cfg.corpus)\n", "    pass\n",
            ("tests/test_cli_build.py::test_an_out_inside_a_corpus_directory_is_refused",)),
-    Mutant("worker-named-semaphores", "mlmprep/build/engine.py",  # Numba's lock in a killed worker: the tracker warns
+    Mutant("worker-named-semaphores", "mlmprep.build.engine:init_pool_worker",  # Numba's lock in a killed worker: the tracker warns
            '    multiprocessing.set_start_method("fork", force=True)\n', "",
            ("tests/test_engine.py::test_a_worker_killed_after_masking_leaves_the_resource_tracker_nothing_to_warn_about",)),
     # ------------------------------------------------------------ corpus and options
-    Mutant("string-column-undecoded", "mlmprep/corpus/readers.py",  # invalid UTF-8 in a string column fails the build
+    Mutant("string-column-undecoded", "mlmprep.corpus.readers:_python_values",  # invalid UTF-8 in a string column fails the build
            "return array.cast(pa.large_binary()).to_pylist()", "raise",
            ("tests/test_corpus.py::test_invalid_utf8_in_a_string_column_follows_the_decode_policy",)),
-    Mutant("ignored-option-accepted", "mlmprep/config.py",  # --whole-word with span: a build different in name only
+    Mutant("ignored-option-accepted", "mlmprep.config:BuildConfig.__post_init__",  # --whole-word with span: a build different in name only
            "        self.check_applies()\n", "",
            ("tests/test_cli_errors.py::test_an_option_the_objective_or_engine_ignores_is_refused",)),
-    Mutant("fifo-read", "mlmprep/corpus/sources.py",  # a named pipe as corpus blocks the build
+    Mutant("fifo-read", "mlmprep.corpus.sources:resolve",  # a named pipe as corpus blocks the build
            "        elif not path.is_file():", "        elif False:",
            ("tests/test_corpus.py::test_bad_sources_name_the_path_and_the_fix",)),
     # ------------------------------------------------------------ remask and inspect of damaged builds
-    Mutant("remask-unchecked-windows", "mlmprep/build/pipeline.py",  # masks of changed windows would look sound
+    Mutant("remask-unchecked-windows", "mlmprep.build.pipeline:remask_file",  # masks of changed windows would look sound
            "if problem := file_problem(path, task.record):", "if problem := None:",
            ("tests/test_damaged_builds.py",)),
-    Mutant("inspect-unchecked-split", "cli/build.py",  # a split with a missing file: a traceback
+    Mutant("inspect-unchecked-split", "mlmprep.cli.build:inspect_build",  # a split with a missing file: a traceback
            "            check_split_files(local, manifest, split)\n", "            pass\n",
            ("tests/test_damaged_builds.py",)),
-    Mutant("remask-keeps-ignored-options", "mlmprep/build/run.py",  # an older build's stored whole_word under span
+    Mutant("remask-keeps-ignored-options", "mlmprep.build.run:remask",  # an older build's stored whole_word under span
            'BuildConfig.used(manifest["config"])', 'manifest["config"]',
            ("tests/test_sharded.py::test_a_build_that_stored_an_option_its_objective_ignores_still_remasks",)),
-    Mutant("arrow-damage-traceback", "mlmprep/format/write.py",  # a damaged data file header: a traceback, not one line
+    Mutant("arrow-damage-traceback", "mlmprep.format.write:read_batches",  # a damaged data file header: a traceback, not one line
            "    except (pa.ArrowInvalid, OSError) as exc:\n        raise damaged(", "    except ZeroDivisionError as exc:\n        raise damaged(",
            ("tests/test_damaged_builds.py",)),
-    Mutant("run-written-before-the-data-opens", "mlmprep/train/loop.py",  # a damaged build leaves a RUN behind
+    Mutant("run-written-before-the-data-opens", "mlmprep.train.loop:start",  # a damaged build leaves a RUN behind
            "    split, plan = epoch_plan(cfg, world, state.epoch, state.seeds, mix)\n    write_run(cfg, world, state.step)\n",
            "    write_run(cfg, world, state.step)\n    split, plan = epoch_plan(cfg, world, state.epoch, state.seeds, mix)\n",
            ("tests/test_damaged_builds.py::test_training_refuses_a_data_file_with_a_damaged_header_in_one_line",)),
-    Mutant("resume-reads-the-new-seed-count", "mlmprep/train/loop.py",  # a remask changes a stopped run's later epochs
+    Mutant("resume-reads-the-new-seed-count", "mlmprep.train.loop:seeds_and_digest",  # a remask changes a stopped run's later epochs
            'else resumed_seeds(cfg, len(manifest["seeds"]), saved)', 'else len(manifest["seeds"])',
            ("tests/test_train.py::test_a_remask_between_stop_and_resume_leaves_the_run_on_the_seeds_it_started_with",)),
-    Mutant("resume-on-other-data", "mlmprep/train/loop.py",  # a resume trains on whatever build DATA names
+    Mutant("resume-on-other-data", "mlmprep.train.loop:seeds_and_digest",  # a resume trains on whatever build DATA names
            "        check_same_data(cfg, saved, digest)\n", "        pass\n",
            ("tests/test_train_ux.py::test_resume_on_other_data_is_refused_and_a_moved_copy_of_the_same_data_resumes",)),
-    Mutant("train-collates-any-token-id", "mlmprep/train/loop.py",  # a damaged id reaches the embedding
+    Mutant("train-collates-any-token-id", "mlmprep.train.loop:make_collator",  # a damaged id reaches the embedding
            "                    vocab_size=tok[\"vocab_size\"])", "                    )",
            ("tests/test_damaged_builds.py",)),
-    Mutant("remask-leaves-published-splits", "mlmprep/build/run.py",  # an interrupted remask leaves unlisted seed-k
+    Mutant("remask-leaves-published-splits", "mlmprep.build.run:remask",  # an interrupted remask leaves unlisted seed-k
            "                    shutil.rmtree(path, ignore_errors=True)", "                    pass",
            ("tests/test_damaged_builds.py::test_a_remask_stopped_while_publishing_takes_back_the_splits_it_published",)),
-    Mutant("optimizer-state-not-restored", "mlmprep/train/checkpoint.py",
+    Mutant("optimizer-state-not-restored", "mlmprep.train.checkpoint:load",
            "optimizer.load_state_dict(torch.load(path / \"optimizer.pt\"", "(torch.load(path / \"optimizer.pt\"",
            ("tests/test_train.py", "tests/test_train_options.py")),
-    Mutant("unreachable-input-length-accepted", "mlmprep/build/mask.py",  # exact windows silently one token short
+    Mutant("unreachable-input-length-accepted", "mlmprep.build.mask:check_input_length_reached",  # exact windows silently one token short
            "    if enc[0] != input_length:\n", "    if enc[0] > input_length:\n",
            ("tests/test_mask.py", "tests/test_cli_errors.py")),
-    Mutant("long-document-cut-before-any-whitespace", "mlmprep/tokenize.py",  # a T5 tokenizer's extra '▁' at a cut
+    Mutant("long-document-cut-before-any-whitespace", "mlmprep.tokenize:whitespace_pieces",  # a T5 tokenizer's extra '▁' at a cut
            "        cut = clean_cut(text, start + 1, start + size)\n", "        cut = -1\n", ("tests/test_build.py",)),
-    Mutant("verify-trusts-the-manifest-tokenizer-ids", "mlmprep/build/verify.py",  # pad_id 7 in the manifest: train crashes
+    Mutant("verify-trusts-the-manifest-tokenizer-ids", "mlmprep.build.verify:check_tokenizer",  # pad_id 7 in the manifest: train crashes
            "        if record.get(key) != value:\n", "        if False:\n", ("tests/test_verify.py",)),
-    Mutant("verify-trusts-window-lengths", "mlmprep/build/verify.py",
+    Mutant("verify-trusts-window-lengths", "mlmprep.build.verify:verify",
            "        check_window_lengths(windows_name, manifest, windows[\"tokens\"], report)\n", "", ("tests/test_verify.py",)),
-    Mutant("text-spelling-eos-gets-its-id", "mlmprep/tokenize.py",  # "</s>" in a corpus: an EOS masked as noise
+    Mutant("text-spelling-eos-gets-its-id", "mlmprep.tokenize:encode",  # "</s>" in a corpus: an EOS masked as noise
            "    if spelled_specials(tok)[flat].any():", "    if False:", ("tests/test_build.py",)),
-    Mutant("tokenizer-trained-on-special-text", "mlmprep/tokenize.py",  # a second "</s>" piece; the build refuses
+    Mutant("tokenizer-trained-on-special-text", "mlmprep.tokenize:train_tokenizer",  # a second "</s>" piece; the build refuses
            "seen_chars(SPELLED_SPECIAL.sub(\" \", t), chars)", "seen_chars(t, chars)", ("tests/test_build.py",)),
-    Mutant("compare-holds-out-by-position", "mlmprep/compare.py",  # copies of a text fall on both sides
+    Mutant("compare-holds-out-by-position", "mlmprep.compare:split_documents",  # copies of a text fall on both sides
            "held = held_out_text(doc, cfg.heldout_fraction, cfg.seed)",
            "held = held_out_text(str(counts['train'] + counts['heldout']), cfg.heldout_fraction, cfg.seed)",
            ("tests/test_compare.py",)),
-    Mutant("compare-force-without-set-aside", "mlmprep/compare.py",  # a failed --force run loses the old result
+    Mutant("compare-force-without-set-aside", "mlmprep.compare:compare",  # a failed --force run loses the old result
            "        set_aside(out, previous)\n", "", ("tests/test_compare.py",)),
-    Mutant("segment-chars-off-by-four", "mlmprep/build/windows.py",  # segments of (input_length - 1) * 4 characters
+    Mutant("segment-chars-off-by-four", "mlmprep.build.windows:segment_chars",  # segments of (input_length - 1) * 4 characters
            "    return (input_length - 2) * 4", "    return (input_length - 1) * 4",
            ("tests/test_windows.py", "tests/test_sharded.py")),
-    Mutant("compare-methods-replaces-a-foreign-out", "mlmprep/compare.py",  # a user's notes.txt deleted
+    Mutant("compare-methods-replaces-a-foreign-out", "mlmprep.compare:check_compare",  # a user's notes.txt deleted
            "    if names - OUTPUTS or not (out / \"results.json\").is_file():", "    if False:", ("tests/test_compare.py",)),
-    Mutant("train-takes-non-finite-numbers", "mlmprep/config.py",  # --grad-clip nan wrote NaN weights
+    Mutant("train-takes-non-finite-numbers", "mlmprep.config:TrainConfig.check_finite",  # --grad-clip nan wrote NaN weights
            "            if isinstance(value, float) and not math.isfinite(value):", "            if False:",
            ("tests/test_train_ux.py",)),
-    Mutant("hf-tokenizer-without-eos-frame", "mlmprep/format/write.py",  # AutoTokenizer gave no final </s>
+    Mutant("hf-tokenizer-without-eos-frame", "mlmprep.format.write:hf_tokenizer",  # AutoTokenizer gave no final </s>
            "    if framed.post_processor is None:\n        framed.post_processor = eos_frame(tok)",
            "    pass", ("tests/test_hf_frame.py",)),
-    Mutant("eos-frame-kept-on-load", "mlmprep/tokenize.py",  # the framed file changed the build's identity
+    Mutant("eos-frame-kept-on-load", "mlmprep.tokenize:load_tokenizer",  # the framed file changed the build's identity
            "    if is_eos_frame(tok.post_processor, tok):", "    if False:",
            ("tests/test_hf_frame.py", "tests/test_verify.py")),
-    Mutant("budget-trainer-ignores-the-epoch", "mlmprep/train/hf.py",  # every epoch on seed-0
+    Mutant("budget-trainer-ignores-the-epoch", "mlmprep.train.hf:EpochMicrobatches.set_epoch",  # every epoch on seed-0
            "        split = open_epoch(self.data, epoch)", "        split = open_epoch(self.data, 0)",
            ("tests/test_hf_trainer.py",)),
-    Mutant("budget-trainer-flattens-microbatches", "mlmprep/train/hf.py",  # batches over the microbatch caps
+    Mutant("budget-trainer-flattens-microbatches", "mlmprep.train.hf:EpochMicrobatches.set_epoch",  # batches over the microbatch caps
            "        self.microbatches = [mb.rows for batch in plan for mb in batch.ranks[0]]",
            "        self.microbatches = [np.concatenate([mb.rows for mb in batch.ranks[0]]) for batch in plan]",
            ("tests/test_hf_trainer.py",)),
-    Mutant("wrapped-lines-not-counted", "mlmprep/corpus/readers.py",  # wrapped prose built with no hint
+    Mutant("wrapped-lines-not-counted", "mlmprep.corpus.readers:_counted",  # wrapped prose built with no hint
            "        stats.wrapped_lines += wrapped_count(lines)\n", "", ("tests/test_corpus_hints.py",)),
-    Mutant("wrapped-prose-judged-per-shard", "mlmprep/build/run.py",  # a file's figures depend on its shards
+    Mutant("wrapped-prose-judged-per-shard", "mlmprep.build.run:wrapped_prose",  # a file's figures depend on its shards
            "            counts = per_file.setdefault(shard.source, [0, 0, 0, 0])",
            "            counts = per_file.setdefault(str(shard.index), [0, 0, 0, 0])", ("tests/test_corpus_hints.py",)),
-    Mutant("missing-text-column-built-anyway", "mlmprep/build/run.py",  # --text-column most records lack: 211 rows
+    Mutant("missing-text-column-built-anyway", "mlmprep.build.run:plan_rest",  # --text-column most records lack: 211 rows
            "    if error := missing_field_error(corpus_name(corpus), corpus_stats, layout.cfg.text_column):\n"
            "        raise error\n", "", ("tests/test_corpus_hints.py",)),
-    Mutant("missing-field-count-names-text", "mlmprep/format/report.py",  # --text-column body counted as "text"
+    Mutant("missing-field-count-names-text", "mlmprep.format.report",  # --text-column body counted as "text"
            "    (\"missing_field_skipped\", \"records without the {column!r} field skipped\"),",
            "    (\"missing_field_skipped\", \"records without the 'text' field skipped\"),",
            ("tests/test_corpus_hints.py", "tests/test_data_fixes.py")),
-    Mutant("write-stage-forgets-files-written", "mlmprep/build/run.py",  # the bar's last stage never ends full
-           'bar.stage("window, mask, write", len(files.tasks), "output file", done=len(files.done))',
-           'bar.stage("window, mask, write", len(files.tasks), "output file")', ("tests/test_sharded.py",)),
-    Mutant("progress-logs-every-update", "mlmprep/progress.py",  # a log line per task, not every 10 s
+    Mutant("write-stage-forgets-files-written", "mlmprep.build.run:plan_rest",  # the bar's last stage never ends full
+           'bar.stage("window, mask, write", tasks, "output file", done=sum(len(f.done) for f in files.values()))',
+           'bar.stage("window, mask, write", tasks, "output file")', ("tests/test_sharded.py",)),
+    Mutant("progress-logs-every-update", "mlmprep.progress:Stages.update",  # a log line per task, not every 10 s
            "                if self.clock() - self.logged >= self.every:", "                if True:",
            ("tests/test_progress.py",)),
-    Mutant("progress-no-heartbeat", "mlmprep/progress.py",  # a log silent while a long task runs
+    Mutant("progress-no-heartbeat", "mlmprep.progress:Stages.__init__",  # a log silent while a long task runs
            '            threading.Thread(target=self.heartbeat, daemon=True, name="mlmprep-progress").start()\n',
            "            pass\n", ("tests/test_progress.py",)),
-    Mutant("tokenizer-fit-not-a-stage", "mlmprep/build/run.py",  # the log stays at "read the sample" for the fit
+    Mutant("tokenizer-fit-not-a-stage", "mlmprep.build.run:logged_sample",  # the log stays at "read the sample" for the fit
            '    bar.stage("train tokenizer: fit the Unigram model", 1, "step")\n', "", ("tests/test_progress.py",)),
-    Mutant("missing-build-dir-says-no-manifest", "mlmprep/format/load.py",  # `inspect out/nothere`: "no manifest.json"
+    Mutant("missing-build-dir-says-no-manifest", "mlmprep.format.load:read_manifest",  # `inspect out/nothere`: "no manifest.json"
            "    if not Path(build_dir).is_dir():", "    if False:",
            ("tests/test_cli_errors.py::test_a_missing_build_directory_is_named_as_such",)),
-    Mutant("finished-resume-notes-new-seeds", "mlmprep/train/loop.py",  # a note before "already trained"
+    Mutant("finished-resume-notes-new-seeds", "mlmprep.train.loop:run_fit",  # a note before "already trained"
            "    if saved is not None and (done := checkpoint.finished(",
            "    say_seeds_added(cfg, world, len(manifest[\"seeds\"]), n_seeds)\n"
            "    if saved is not None and (done := checkpoint.finished(",
            ("tests/test_train_ux.py::test_resuming_a_finished_run_after_a_remask_says_only_that_it_is_finished",)),
-    Mutant("compare-help-drops-fixed-settings", "cli/compare.py",  # --full's lr and seeds not in its help
+    Mutant("compare-help-drops-fixed-settings", "mlmprep.cli.compare:preset_settings",  # --full's lr and seeds not in its help
            '            fixed.append(f"{field} {value}")', "            pass",
            ("tests/test_compare.py::test_compare_methods_help_lists_every_setting_of_each_preset",)),
-    Mutant("mlm-line-without-why", "mlmprep/format/report.py",  # "masked 0.142" with no word on special tokens
+    Mutant("mlm-line-without-why", "mlmprep.format.report:build_summary",  # "masked 0.142" with no word on special tokens
            'of all tokens, special ones never" + (', '" + (',
            ("tests/test_report_mlm.py",)),
-    Mutant("max-tokens-one-step-late", "mlmprep/train/loop.py",  # --max-tokens N trains a step past N
+    Mutant("max-tokens-one-step-late", "mlmprep.train.loop:planned_steps",  # --max-tokens N trains a step past N
            "            if tokens >= cfg.max_tokens:", "            if tokens > cfg.max_tokens:",
            ("tests/test_train_options.py",)),
-    Mutant("mlm-labels-uint16", "mlmprep/format/write.py",  # -100 stored as 65436: datasets users see it
+    Mutant("mlm-labels-uint16", "mlmprep.format.write:column_dtypes",  # -100 stored as 65436: datasets users see it
            "    labels = np.int16 if vocab_size <= INT16_LABELS else np.int32",
            "    labels = np.uint16 if vocab_size <= INT16_LABELS else np.int32", ("tests/test_narrow_ids.py",)),
-    Mutant("uint16-for-any-vocabulary", "mlmprep/format/write.py",  # ids above 65,535 wrap around
+    Mutant("uint16-for-any-vocabulary", "mlmprep.format.write:format_version",  # ids above 65,535 wrap around
            "    return FORMAT_VERSION if vocab_size <= UINT16_IDS else 2", "    return FORMAT_VERSION",
            ("tests/test_narrow_ids.py",)),
-    Mutant("loader-views-every-column-as-int32", "mlmprep/format/load.py",  # two uint16 ids read as one int32
+    Mutant("loader-views-every-column-as-int32", "mlmprep.format.load:_column",  # two uint16 ids read as one int32
            "    files = tuple(np.frombuffer(m, dtype=dtype, count=m.size // dtype.itemsize) for m in maps)",
            "    files = tuple(np.frombuffer(m, dtype=np.int32, count=m.size // 4) for m in maps)",
            ("tests/test_narrow_ids.py", "tests/test_load.py")),
-    Mutant("verify-ignores-column-types", "mlmprep/build/verify.py",
+    Mutant("verify-ignores-column-types", "mlmprep.build.verify:read_split",
            "        report.problems += type_problems(out, name, columns, manifest)\n", "",
            ("tests/test_narrow_ids.py", "tests/test_verify.py")),
-    Mutant("remask-in-the-newest-format", "mlmprep/build/run.py",  # an int32 build gets uint16 seeds
+    Mutant("remask-in-the-newest-format", "mlmprep.build.run:remask",  # an int32 build gets uint16 seeds
            "        version = manifest[\"format_version\"]\n", "        version = 3\n",
            ("tests/test_narrow_ids.py",)),
-    Mutant("reference-help-line-as-html", "cli/reference.py",  # `<pad>=0, </s>=1` in a command's help eaten as tags
+    Mutant("reference-help-line-as-html", "mlmprep.cli.reference:reference",  # `<pad>=0, </s>=1` in a command's help eaten as tags
            '        about = markdown(" ".join((command.help or "").strip().split("\\n\\n")[0].split()))',
            '        about = " ".join((command.help or "").strip().split("\\n\\n")[0].split())',
            ("tests/test_docs.py",)),
-    Mutant("reference-options-as-html", "cli/reference.py",  # an option's `</s>` in its help eaten as a tag
+    Mutant("reference-options-as-html", "mlmprep.cli.reference:markdown",  # an option's `</s>` in its help eaten as a tag
            'p.replace("<", "&lt;").replace("*", "\\\\*") if i % 2 == 0', 'p.replace("*", "\\\\*") if i % 2 == 0',
            ("tests/test_docs.py",)),
-    Mutant("reference-drops-the-off-flag", "cli/reference.py",  # --no-force missing from the reference
+    Mutant("reference-drops-the-off-flag", "mlmprep.cli.reference:option_lines",  # --no-force missing from the reference
            "append(entry(*record))", "append(entry(param.opts[0], record[1]))",
            ("tests/test_docs.py",)),
-    Mutant("reference-not-generated-at-build", "docs/hooks.py",  # the site without its CLI reference
+    Mutant("reference-not-generated-at-build", "docs.hooks:on_files",  # the site without its CLI reference
            "    files.append(File.generated(config, PAGE, content=reference()))\n", "",
            ("tests/test_docs.py",)),
     Mutant("docs-broken-anchors-pass", "mkdocs.yml",  # a link to a heading that is not there builds
@@ -560,16 +607,16 @@ MUTANTS = [
            "  font: false\n", "  font: {text: Roboto}\n",
            ("tests/test_docs.py",)),
     # ------------------------------------------------------------ the HTML report and RUN plots
-    Mutant("t5-reference-off-by-one", "mlmprep/format/charts.py",  # C(noise - j, ...): the composition count is wrong
+    Mutant("t5-reference-off-by-one", "mlmprep.format.charts:t5_span_length_distribution",  # C(noise - j, ...): the composition count is wrong
            "p[j] = math.comb(noise - j - 1, spans - 2) / total", "p[j] = math.comb(noise - j, spans - 2) / total",
            ("tests/test_html_report.py",)),
-    Mutant("span-lengths-count-the-sentinel", "mlmprep/format/charts.py",  # each span one token longer
+    Mutant("span-lengths-count-the-sentinel", "mlmprep.format.charts:span_statistics",  # each span one token longer
            "spans = np.diff(np.append(starts, len(labels) - 1)) - 1", "spans = np.diff(np.append(starts, len(labels) - 1))",
            ("tests/test_html_report.py",)),
-    Mutant("report-span-numbers-shifted", "mlmprep/format/report.py",  # the text's spans lit by the next sentinel
+    Mutant("report-span-numbers-shifted", "mlmprep.format.report:unmask_spans",  # the text's spans lit by the next sentinel
            "span.extend([number[t]] * len(spans[t]))", "span.extend([number[t] + 1] * len(spans[t]))",
            ("tests/test_html_report.py", "tests/test_verify.py")),
-    Mutant("documents-keep-their-eos-apart", "mlmprep/format/charts.py",  # a document ends before its </s>
+    Mutant("documents-keep-their-eos-apart", "mlmprep.format.charts:documents",  # a document ends before its </s>
            "ends = np.flatnonzero(values == manifest[\"tokenizer\"][\"eos_id\"]) + 1",
            "ends = np.flatnonzero(values == manifest[\"tokenizer\"][\"eos_id\"])",
            ("tests/test_html_report.py",)),
@@ -581,110 +628,110 @@ MUTANTS = [
     Mutant("hover-lights-every-span", "mlmprep/format/report.html",  # hovering lights every marked token
            "card.querySelectorAll(\"[data-\" + key + '=\"' + target.dataset[key] + '\"]')",
            "card.querySelectorAll(\"[data-\" + key + \"]\")", ("tests/test_html_report.py",)),
-    Mutant("report-overwrites-any-file", "mlmprep/format/html.py",
+    Mutant("report-overwrites-any-file", "mlmprep.format.html:check_report_path",
            "            if f.read(len(MARK)) != MARK.encode():", "            if False:", ("tests/test_html_report.py",)),
-    Mutant("plots-warn-every-time", "mlmprep/train/plots.py",
+    Mutant("plots-warn-every-time", "mlmprep.train.plots:update",
            "            _warned = True\n", "            pass\n", ("tests/test_plots.py",)),
-    Mutant("plots-never-drawn", "mlmprep/train/loop.py",
+    Mutant("plots-never-drawn", "mlmprep.train.loop:evaluate_and_log",
            "        plots.update(run.out)  # RUN/plots.png\n", "        pass\n", ("tests/test_plots.py",)),
     # ------------------------------------------------------------ mixtures
-    Mutant("temperature-as-power", "mlmprep/train/mixture.py",  # n ** T rather than n ** (1 / T)
+    Mutant("temperature-as-power", "mlmprep.train.mixture:mix_weights",  # n ** T rather than n ** (1 / T)
            '"temperature": lambda: n ** (1.0 / value)', '"temperature": lambda: n ** value',
            ("tests/test_mixture.py::test_strategies_follow_the_t5_papers_formulas",)),
-    Mutant("cap-ignored", "mlmprep/train/mixture.py",  # examples-proportional without its limit K
+    Mutant("cap-ignored", "mlmprep.train.mixture:mix_weights",  # examples-proportional without its limit K
            '"cap": lambda: np.minimum(n, value)', '"cap": lambda: n',
            ("tests/test_mixture.py::test_strategies_follow_the_t5_papers_formulas",)),
-    Mutant("mixture-drops-carry", "mlmprep/train/mixture.py",  # what a source is owed is forgotten at each chunk
+    Mutant("mixture-drops-carry", "mlmprep.train.mixture:MixturePlan.next_chunk",  # what a source is owed is forgotten at each chunk
            "for p, rows in self.take(i, w * tokens + self.queues[i].carry)]", "for p, rows in self.take(i, w * tokens)]",
            ("tests/test_mixture.py::test_achieved_token_fractions_match_the_weights",)),
-    Mutant("every-pass-reads-seed-0", "mlmprep/train/mixture.py",  # a repeated source, the same puzzle each pass
+    Mutant("every-pass-reads-seed-0", "mlmprep.train.mixture:Source.split",  # a repeated source, the same puzzle each pass
            "        return open_epoch(self.path, pass_, self.seeds)", "        return open_epoch(self.path, 0, self.seeds)",
            ("tests/test_mixture.py::test_a_repeated_source_reads_a_new_seed_on_each_pass",)),
-    Mutant("cut-chunk-rows-dropped", "mlmprep/train/mixture.py",  # new weights skip the rows a cut chunk had taken
+    Mutant("cut-chunk-rows-dropped", "mlmprep.train.mixture:MixturePlan.next_chunk",  # new weights skip the rows a cut chunk had taken
            "            plan = plan[:cut]\n            self.hand_back(parts, plan)", "            plan = plan[:cut]",
            ("tests/test_mixture.py::test_resume_with_new_weights_repeats_and_skips_nothing",)),
-    Mutant("new-weights-from-step-0", "mlmprep/train/loop.py",  # the new weights rewrite the steps already taken
+    Mutant("new-weights-from-step-0", "mlmprep.train.loop:mixture_plan",  # the new weights rewrite the steps already taken
            "schedule = [*(entry for entry in schedule if entry[0] < step), (step, mix.weights.tolist())]",
            "schedule = [(0, mix.weights.tolist())]",
            ("tests/test_mixture.py::test_resume_with_new_weights_repeats_and_skips_nothing",)),
-    Mutant("picked-rows-shifted", "mlmprep/format/load.py",  # each picked row starts one token late
+    Mutant("picked-rows-shifted", "mlmprep.format.load:_gather",  # each picked row starts one token late
            "source = buf[starts[i] : starts[i] + lengths[i]]", "source = buf[starts[i] + 1 : starts[i] + 1 + lengths[i]]",
            ("tests/test_load.py::test_picked_rows_are_those_rows_of_their_splits_in_order",
             "tests/test_mixture.py::test_a_repeated_source_reads_a_new_seed_on_each_pass")),
-    Mutant("picked-rows-of-the-wrong-part", "mlmprep/format/load.py",  # every part's rows gathered to the first's slots
+    Mutant("picked-rows-of-the-wrong-part", "mlmprep.format.load:pick_rows",  # every part's rows gathered to the first's slots
            "located = [(buf, first + which, start, length)", "located = [(buf, which, start, length)",
            ("tests/test_load.py::test_picked_rows_are_those_rows_of_their_splits_in_order",
             "tests/test_mixture.py::test_a_repeated_source_reads_a_new_seed_on_each_pass")),
-    Mutant("take-stops-at-the-first-head", "mlmprep/train/mixture.py",  # a take never gives more than 1024 rows
+    Mutant("take-stops-at-the-first-head", "mlmprep.train.mixture:rows_within",  # a take never gives more than 1024 rows
            "        if head >= len(rows) or cum[-1] > quota:", "        if True:",
            ("tests/test_mixture.py::test_rows_a_source_gives_for_a_quota_follow_a_running_sum",)),
     # ------------------------------------------------------------ the seed cache of a DATA URL
-    Mutant("cache-trusts-any-bytes", "mlmprep/format/cache.py",  # a download is renamed in unchecked
+    Mutant("cache-trusts-any-bytes", "mlmprep.format.cache:SeedCache.fetch_file",  # a download is renamed in unchecked
            "                        == record[\"sha256\"]:", "                        != \"\":",
            ("tests/test_cache.py::test_a_damaged_file_is_fetched_twice_then_stops_the_run_in_one_line",)),
-    Mutant("cache-never-evicts", "mlmprep/format/cache.py",  # every seed stays: the disk grows to N seeds
+    Mutant("cache-never-evicts", "mlmprep.format.cache:SeedCache.make_room",  # every seed stays: the disk grows to N seeds
            "                if free:\n                    self.log(f\"{self.url}: evicting",
            "                if False:\n                    self.log(f\"{self.url}: evicting",
            ("tests/test_cache.py::test_the_disk_holds_at_most_two_seeds_and_validation_whatever_n",)),
-    Mutant("cache-no-prefetch", "mlmprep/format/cache.py",  # the next seed is fetched at its boundary only
+    Mutant("cache-no-prefetch", "mlmprep.format.cache:SeedCache.ensure",  # the next seed is fetched at its boundary only
            "            if later != name and later not in self.jobs", "            if False and later not in self.jobs",
            ("tests/test_cache.py::test_the_prefetch_hides_a_slow_stores_fetch_behind_the_epoch",)),
-    Mutant("cache-no-file-lock", "mlmprep/format/cache.py",  # runs sharing the cache each download the file
+    Mutant("cache-no-file-lock", "mlmprep.format.cache:SeedCache.fetch_file",  # runs sharing the cache each download the file
            "        with locked(self.locks / f\"{split}--{record['name']}.lock\"):",
            "        with contextlib.nullcontext():",
            ("tests/test_cache.py::test_runs_sharing_the_cache_download_each_file_once_and_never_read_half_of_one",)),
-    Mutant("cache-limit-unchecked", "mlmprep/format/cache.py",  # a limit below one seed fails mid-run, or is ignored
+    Mutant("cache-limit-unchecked", "mlmprep.format.cache:SeedCache.check_limit",  # a limit below one seed fails mid-run, or is ignored
            "        if self.limit is not None and self.limit < need:", "        if False:",
            ("tests/test_cache.py::test_a_cache_limit_too_small_for_one_seed_is_refused_before_any_download",)),
-    Mutant("cache-limit-evicts-anyway", "mlmprep/format/cache.py",  # a limit with room still re-downloads each epoch
+    Mutant("cache-limit-evicts-anyway", "mlmprep.format.cache:SeedCache.make_room",  # a limit with room still re-downloads each epoch
            "            if self.limit is not None and self.used() + need <= self.limit:",
            "            if self.limit is None:",
            ("tests/test_cache.py::test_a_cache_limit_with_room_keeps_seeds_so_each_downloads_once",)),
-    Mutant("cache-plan-decoder-lengths", "mlmprep/format/cache.py",  # the planned rows get the encoder's length twice
+    Mutant("cache-plan-decoder-lengths", "mlmprep.format.cache:SeedCache.lengths",  # the planned rows get the encoder's length twice
            "np.full(rows, dec if objective", "np.full(rows, enc if objective",
            ("tests/test_cache.py::test_the_plan_of_a_fixed_length_build_needs_no_download_and_equals_the_splits_lengths",)),
-    Mutant("cache-no-retry", "mlmprep/format/cache.py",  # one failed read stops the run
+    Mutant("cache-no-retry", "mlmprep.format.cache",  # one failed read stops the run
            "ATTEMPTS = 5  #", "ATTEMPTS = 1  #", ("tests/test_cache.py::test_store_faults_are_retried_and_the_bytes_are_the_builds",)),
     # ------------------------------------------------------------ dedup and the document hold-out
-    Mutant("dedup-exact-drops-nothing", "mlmprep/build/selection.py",  # copies counted, never dropped
+    Mutant("dedup-exact-drops-nothing", "mlmprep.build.selection:Selection.decide",  # copies counted, never dropped
            "                    fates[i] = DROPPED\n", "                    pass\n",
            ("tests/test_dedup_build.py::test_exact_dedup_keeps_what_a_set_of_normalised_texts_keeps",)),
-    Mutant("dedup-exact-within-shards", "mlmprep/build/selection.py",  # copies in other shards not seen
+    Mutant("dedup-exact-within-shards", "mlmprep.build.selection:Selection.decide",  # copies in other shards not seen
            "            first = self.first\n", "            first = {}\n",
            ("tests/test_dedup_build.py::test_exact_dedup_keeps_what_a_set_of_normalised_texts_keeps",)),
-    Mutant("dedup-near-drops-the-first", "mlmprep/build/selection.py",  # each cluster keeps all but its first
+    Mutant("dedup-near-drops-the-first", "mlmprep.build.selection:Selection.cluster",  # each cluster keeps all but its first
            "fates[first != np.arange(len(first))] = DROPPED", "fates[first == np.arange(len(first))] = DROPPED",
            ("tests/test_dedup_build.py::test_near_dedup_keeps_the_first_of_each_cluster_brute_force_jaccard_confirms",)),
-    Mutant("dedup-near-ignored", "mlmprep/build/selection.py",  # --dedup near decided as off
+    Mutant("dedup-near-ignored", "mlmprep.build.selection:Selection.add",  # --dedup near decided as off
            "        if self.cfg.dedup == \"near\":\n            if any(", "        if False:\n            if any(",
            ("tests/test_dedup_build.py::test_near_dedup_keeps_the_first_of_each_cluster_brute_force_jaccard_confirms",)),
-    Mutant("holdout-by-document-number", "mlmprep/build/selection.py",  # copies land on both sides
+    Mutant("holdout-by-document-number", "mlmprep.build.selection:Selection.decide",  # copies land on both sides
            "fates = np.where(held_documents(keys, self.cfg.validation_fraction, self.cfg.seed), VALIDATION, TRAIN)",
            "fates = np.where(held_documents(np.arange(self.documents, self.documents + len(keys), dtype=np.uint64),"
            " self.cfg.validation_fraction, self.cfg.seed), VALIDATION, TRAIN)",
            ("tests/test_dedup_build.py::test_no_validation_window_shares_a_document_with_a_training_window", "tests/test_sharded.py::test_windows_equal_a_one_pass_reference")),
-    Mutant("side-picks-every-kept-document", "mlmprep/build/selection.py",  # validation documents trained on
+    Mutant("side-picks-every-kept-document", "mlmprep.build.selection:Selection.picked",  # validation documents trained on
            "return np.flatnonzero(self.fates[s] == SIDES.index(side)).astype(np.int64)",
            "return np.flatnonzero(self.fates[s] != DROPPED).astype(np.int64)",
            ("tests/test_dedup_build.py::test_no_validation_window_shares_a_document_with_a_training_window", "tests/test_sharded.py::test_windows_equal_a_one_pass_reference")),
-    Mutant("side-reads-the-span-of-its-documents", "mlmprep/build/pipeline.py",  # dropped documents between read
+    Mutant("side-reads-the-span-of-its-documents", "mlmprep.build.pipeline:gather",  # dropped documents between read
            "    if int(sizes.sum()) == hi - lo:", "    if True:",
            ("tests/test_sharded.py::test_windows_equal_a_one_pass_reference", "tests/test_dedup_build.py::test_exact_dedup_keeps_what_a_set_of_normalised_texts_keeps")),
-    Mutant("shards-let-go-for-one-side", "mlmprep/build/run.py",  # validation still reads them
+    Mutant("shards-let-go-for-one-side", "mlmprep.build.run:write_build",  # validation still reads them
            "staging.let_go(range(staging.released, min(f.kept for f in files.values())))",
            "staging.let_go(range(staging.released, files[\"train\"].kept))",
            ("tests/test_sharded.py::test_staged_shards_are_let_go_as_the_files_that_read_them_are_written", "tests/test_sharded.py::test_windows_equal_a_one_pass_reference")),
-    Mutant("sample-keeps-copies", "mlmprep/build/run.py",  # the copies of boilerplate crowd the tokenizer's sample
+    Mutant("sample-keeps-copies", "mlmprep.build.run:training_sample",  # the copies of boilerplate crowd the tokenizer's sample
            "if key in keys or (total >= budget and key > -chosen[0][0]):",
            "if total >= budget and key > -chosen[0][0]:",
            ("tests/test_sharded.py::test_the_tokenizer_sample_is_the_smallest_keys_of_the_distinct_documents_whatever_the_files",)),
-    Mutant("sample-in-heap-order", "mlmprep/build/run.py",  # the sample's order is the heap's, not the keys'
+    Mutant("sample-in-heap-order", "mlmprep.build.run:training_sample",  # the sample's order is the heap's, not the keys'
            "    for _, text in sorted(chosen, reverse=True):", "    for _, text in chosen:",
            ("tests/test_sharded.py::test_the_tokenizer_sample_is_the_smallest_keys_of_the_distinct_documents_whatever_the_files",)),
-    Mutant("dedup-summary-silent", "mlmprep/format/report.py",  # the summary and inspect hide what dedup removed
+    Mutant("dedup-summary-silent", "mlmprep.format.report:build_summary",  # the summary and inspect hide what dedup removed
            "        *dedup_lines(manifest[\"corpus\"][\"stats\"]),\n", "",
            ("tests/test_dedup_build.py::test_the_summary_inspect_and_the_page_say_what_dedup_removed",)),
-    Mutant("dedup-excerpt-of-the-shard-s-first", "mlmprep/build/run.py",  # the excerpt of another document
+    Mutant("dedup-excerpt-of-the-shard-s-first", "mlmprep.build.run:dedup_stats",  # the excerpt of another document
            "text = next(itertools.islice(docs, d, None), \"\")", "text = next(docs, \"\")",
            ("tests/test_dedup_build.py::test_exact_dedup_keeps_what_a_set_of_normalised_texts_keeps",)),
 ]
@@ -718,21 +765,100 @@ def pytest(repo: Path, args: tuple[str, ...]) -> str:
     return failed[0] if failed else f"pytest exit {done.returncode}"
 
 
+def module_file(repo: Path, module: str) -> Path | None:
+    """The source file of a dotted module name in the copy (a package's __init__.py), or None."""
+    base = repo.joinpath(*module.split("."))
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if path.is_file():
+            return path
+    return None
+
+
+def scope(source: str, qualname: str) -> tuple[int, int] | None:
+    """Character offsets of the definition `qualname` (dotted through classes and functions, decorators
+    included) in `source`; the whole text for an empty qualname; None if it is not defined there."""
+    if not qualname:
+        return 0, len(source)
+    nodes, found = ast.parse(source).body, None
+    for part in qualname.split("."):
+        found = next((n for n in nodes if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                      and n.name == part), None)
+        if found is None:
+            return None
+        nodes = found.body
+    starts = [0]
+    for line in source.splitlines(keepends=True):
+        starts.append(starts[-1] + len(line))
+    first = min([found.lineno, *(d.lineno for d in found.decorator_list)])
+    return starts[first - 1], starts[found.end_lineno]
+
+
+def snippet_pattern(old: str) -> re.Pattern:
+    """`old` with the indentation of its lines free: each line break may be followed by any indentation."""
+    first, *rest = old.split("\n")
+    pattern = (r"(?m:^)[ ]*" if first[:1] == " " else "") + re.escape(first.lstrip(" "))
+    for line in rest:
+        pattern += r"\n" + (r"[ ]*" + re.escape(line.lstrip(" ")) if line.strip() else re.escape(line))
+    return re.compile(pattern)
+
+
+def indent(line: str) -> int:
+    return len(line) - len(line.lstrip(" "))
+
+
+def reindent(old: str, new: str, matched: str) -> str:
+    """`new` with its whole lines shifted as many columns as the matched text's lines moved from `old`'s."""
+    pairs = enumerate(zip(old.split("\n"), matched.split("\n")))
+    shift = next((indent(now) - indent(was) for i, (was, now) in pairs if was.strip() and (i or was[:1] == " ")), 0)
+    lines = new.split("\n")
+    for i, line in enumerate(lines):
+        if line.strip() and (i or old[:1] == " "):
+            lines[i] = " " * shift + line if shift >= 0 else line[min(-shift, indent(line)):]
+    return "\n".join(lines)
+
+
+def locate(repo: Path, site: str, old: str) -> tuple[Path, re.Match, str] | str:
+    """Where the mutant's snippet is: (file, match, where) when it occurs exactly once in its function, the
+    function looked for in its named module first, then in any module of the package; else why not."""
+    if not site.endswith(".py") and (repo / site).is_file():  # a page template, mkdocs.yml: the whole file
+        site, named, qualname = site, repo / site, ""
+    else:
+        module, _, qualname = site.partition(":")
+        named = module_file(repo, module)
+    candidates = [named] if named else []
+    candidates += [p for p in sorted((repo / "mlmprep").rglob("*.py")) if p != named and qualname]
+    pattern = snippet_pattern(old)
+    for path in candidates:
+        source = path.read_text(encoding="utf-8")
+        span = scope(source, qualname)
+        if span is None:
+            continue
+        matches = list(pattern.finditer(source, *span))
+        if len(matches) != 1:
+            return f"snippet found {len(matches)} times in {site}"
+        where = site if path == named else f"{site}, now in {path.relative_to(repo)}"
+        return path, matches[0], where
+    return f"no {qualname or 'module'} in {site.partition(':')[0]} or elsewhere in the package"
+
+
 def check(repo: Path, mutant: Mutant, quick: bool) -> str:
     """KILLED (by the likely tests or the suite), SURVIVED, or STALE (the snippet is not there exactly once)."""
-    path = repo / mutant.path
+    found = locate(repo, mutant.site, mutant.old)
+    if isinstance(found, str):
+        return f"STALE ({found})"
+    path, match, where = found
     original = path.read_text(encoding="utf-8")
-    if original.count(mutant.old) != 1:
-        return f"STALE (snippet found {original.count(mutant.old)} times)"
-    path.write_text(original.replace(mutant.old, mutant.new), encoding="utf-8")
+    mutated = original[: match.start()] + reindent(mutant.old, mutant.new, match.group()) + original[match.end():]
+    path.write_text(mutated, encoding="utf-8")
+    moved = f" [{where}]" if where != mutant.site else ""
     try:
         failed = pytest(repo, mutant.tests)
         if failed:
-            return "killed by " + failed
+            return "killed by " + failed + moved
         if quick:
-            return "SURVIVED its likely tests (--quick: the whole suite not run)"
+            return "SURVIVED its likely tests (--quick: the whole suite not run)" + moved
         failed = pytest(repo, ())
-        return f"killed by {failed} (whole suite)" if failed else "SURVIVED"
+        return (f"killed by {failed} (whole suite)" if failed else "SURVIVED") + moved
     finally:
         path.write_text(original, encoding="utf-8")
 
@@ -745,7 +871,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.list:
         for m in MUTANTS:
-            print(f"{m.name:34} {m.path}")
+            print(f"{m.name:34} {m.site}")
         return
     unknown = set(args.names) - {m.name for m in MUTANTS}
     if unknown:

@@ -55,9 +55,9 @@ def brute_force_kept(docs: list[str], threshold: float) -> list[int]:
 
 def planted(n: int = 400, seed: int = 1) -> list[str]:
     """Distinct long documents, then exact copies (re-spaced, decomposed accents) and near copies (a few words
-    added or changed: Jaccard about 0.85 to 0.95), shuffled among them."""
+    added or changed: Jaccard about 0.9 and above), shuffled among them."""
     rng = random.Random(seed)
-    base = [" ".join(tiny_documents(3, seed=1000 + k)) + f" Caf\u00e9 number {k}." for k in range(n)]
+    base = [" ".join(tiny_documents(8, seed=1000 + k)) + f" Caf\u00e9 number {k}." for k in range(n)]
     copies = [f"  {base[k].replace(' ', '   ')} ".replace("\u00e9", "e\u0301") for k in rng.sample(range(n), 60)]
     near = []
     for k in rng.sample(range(n), 60):

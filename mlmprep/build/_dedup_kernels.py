@@ -1,0 +1,213 @@
+"""Numba kernels for deduplication: arrays in, arrays out, no validation (mlmprep.build.dedup does that).
+
+Texts arrive as one UTF-8 buffer with int64 offsets. Words are the runs between the code points Python's
+str.isspace() accepts, so the words a kernel sees are exactly `normalise(text).split(" ")` of an NFC text.
+Every hash is a fixed function of the bytes (FNV-1a, then SplitMix64's finaliser): the same on every process,
+machine and Python run. Each document is independent of the others, so threads never change the output.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+from numba.extending import register_jitable
+
+from mlmprep.build import mask
+
+BLOCK_DOCS = 64  # documents per parallel work item: amortises the shingle ring's allocation
+
+U32 = np.uint64(32)
+EMPTY = np.uint32(0xFFFFFFFF)  # every entry of a text without words: the minimum over no shingles
+FNV_OFFSET = np.uint64(0xCBF29CE484222325)
+FNV_PRIME = np.uint64(0x100000001B3)
+SHINGLE_TAG = np.uint64(0x5B1E_6A7E_D0C5_0001)  # starts the chain of a shingle's word hashes
+BAND_TAG = np.uint64(0xBA2D_5EED_0000_0001)
+
+mix64 = register_jitable(inline="always")(mask.mix64)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _space_at(buf, i, end):
+    """Byte length of the whitespace code point starting at buf[i] (str.isspace()), or 0 if there is none."""
+    c = buf[i]
+    if c < 0x80:
+        return 1 if (9 <= c <= 13 or 28 <= c <= 32) else 0
+    if c == 0xC2 and i + 1 < end:
+        d = buf[i + 1]
+        return 2 if (d == 0x85 or d == 0xA0) else 0
+    if i + 2 < end:
+        d, e = buf[i + 1], buf[i + 2]
+        if c == 0xE1:
+            return 3 if (d == 0x9A and e == 0x80) else 0
+        if c == 0xE2:
+            if d == 0x80 and (0x80 <= e <= 0x8A or e == 0xA8 or e == 0xA9 or e == 0xAF):
+                return 3
+            return 3 if (d == 0x81 and e == 0x9F) else 0
+        if c == 0xE3:
+            return 3 if (d == 0x80 and e == 0x80) else 0
+    return 0
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _shingle(ring, count, ngram):
+    """The hash of the last min(count, ngram) word hashes of the ring, oldest first (order matters)."""
+    n = min(count, ngram)
+    h = SHINGLE_TAG
+    for j in range(count - n, count):
+        h = mix64(h ^ ring[j % ngram])
+    return h
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _take_min(h, a, b, sig):
+    """sig[k] = min(sig[k], permutation k of shingle hash h): multiply-shift, the top 32 bits of a_k h + b_k."""
+    for k in range(sig.size):
+        sig[k] = min(sig[k], np.uint32((a[k] * h + b[k]) >> U32))  # a select, not a branch: vectorises
+
+
+@njit(cache=True, nogil=True)
+def _signature(buf, start, end, ngram, a, b, ring, sig):
+    """MinHash signature of buf[start:end] into sig: word n-gram shingles, a shorter text as one shingle."""
+    sig[:] = EMPTY
+    count = 0  # words seen
+    i = start
+    while i < end:
+        s = _space_at(buf, i, end)
+        if s:
+            i += s
+            continue
+        h = FNV_OFFSET
+        while i < end and _space_at(buf, i, end) == 0:
+            h = (h ^ np.uint64(buf[i])) * FNV_PRIME
+            i += 1
+        ring[count % ngram] = mix64(h)
+        count += 1
+        if count >= ngram:
+            _take_min(_shingle(ring, count, ngram), a, b, sig)
+    if 0 < count < ngram:
+        _take_min(_shingle(ring, count, ngram), a, b, sig)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def signatures(buf, offsets, ngram, a, b, out):
+    """out[i] = the signature of document i, buf[offsets[i]:offsets[i + 1]]; blocks of documents in parallel."""
+    n = offsets.size - 1
+    for block in prange((n + BLOCK_DOCS - 1) // BLOCK_DOCS):
+        ring = np.empty(ngram, np.uint64)
+        for i in range(block * BLOCK_DOCS, min(n, (block + 1) * BLOCK_DOCS)):
+            _signature(buf, offsets[i], offsets[i + 1], ngram, a, b, ring, out[i])
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def row_keys(sig, docs, lo, hi, tag):
+    """A uint64 hash of sig[d, lo:hi] for every d of docs (band keys; with the whole row, signature keys):
+    FNV-1a over the 32-bit entries, then SplitMix64's finaliser, so that the top bits spread evenly."""
+    keys = np.empty(docs.size, np.uint64)
+    for i in prange(docs.size):
+        h = FNV_OFFSET ^ tag
+        for k in range(lo, hi):
+            h = (h ^ np.uint64(sig[docs[i], k])) * FNV_PRIME
+        keys[i] = mix64(h)
+    return keys
+
+
+@njit(cache=True, nogil=True)
+def _buckets(keys):
+    """(starts, order): a counting sort of the indices of keys by their top bits, about one key per bucket;
+    bucket j holds order[starts[j]:starts[j + 1]], in increasing index. Equal keys share a bucket."""
+    bits = 1
+    while (1 << bits) < keys.size:
+        bits += 1
+    shift = np.uint64(64 - bits)
+    starts = np.zeros((1 << bits) + 1, np.int64)
+    for i in range(keys.size):
+        starts[np.int64(keys[i] >> shift) + 1] += 1
+    for j in range(1 << bits):
+        starts[j + 1] += starts[j]
+    fill = starts[:-1].copy()
+    order = np.empty(keys.size, np.int64)
+    for i in range(keys.size):
+        j = np.int64(keys[i] >> shift)
+        order[fill[j]] = i
+        fill[j] += 1
+    return starts, order
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _find(parent, x):
+    """The root of x, halving the path on the way."""
+    while parent[x] != x:
+        parent[x] = parent[parent[x]]
+        x = parent[x]
+    return x
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _union(parent, x, y):
+    """Join the sets of x and y under the smaller root, so that every root is its set's smallest index."""
+    rx, ry = _find(parent, x), _find(parent, y)
+    if rx < ry:
+        parent[ry] = rx
+    elif ry < rx:
+        parent[rx] = ry
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _equal(sig, x, y):
+    for k in range(sig.shape[1]):
+        if sig[x, k] != sig[y, k]:
+            return False
+    return True
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _close(sig, x, y, threshold):
+    """Whether the share of equal entries of rows x and y (the Jaccard estimate) is at least threshold."""
+    same = 0
+    for k in range(sig.shape[1]):
+        same += sig[x, k] == sig[y, k]
+    return same / sig.shape[1] >= threshold
+
+
+@njit(cache=True, nogil=True)
+def link_identical(sig, keys, parent):
+    """Union the rows of equal signature (keys: their whole-row hashes); a row found equal to an earlier one is
+    not compared again, so a bucket of m copies costs m comparisons, not m**2 / 2."""
+    starts, order = _buckets(keys)
+    joined = np.zeros(keys.size, np.bool_)
+    for j in range(starts.size - 1):
+        for u in range(starts[j], starts[j + 1]):
+            x = order[u]
+            if joined[x]:
+                continue
+            for v in range(u + 1, starts[j + 1]):
+                y = order[v]
+                if not joined[y] and keys[x] == keys[y] and _equal(sig, x, y):
+                    _union(parent, x, y)
+                    joined[y] = True
+
+
+@njit(cache=True, nogil=True)
+def link_band(sig, docs, keys, threshold, parent):
+    """Union every pair of docs whose band keys are equal and whose estimate reaches threshold.
+
+    Pairs already in one set are skipped before their signatures are compared. Two different bands share a 64-bit
+    key with probability 2**-64, and such a pair still has to pass the threshold."""
+    starts, order = _buckets(keys)
+    for j in range(starts.size - 1):
+        for u in range(starts[j], starts[j + 1]):
+            x = docs[order[u]]
+            for v in range(u + 1, starts[j + 1]):
+                y = docs[order[v]]
+                if keys[order[u]] == keys[order[v]] and _find(parent, x) != _find(parent, y) \
+                        and _close(sig, x, y, threshold):
+                    _union(parent, x, y)
+
+
+@njit(cache=True, nogil=True)
+def roots(parent):
+    """The root (smallest index) of every element's set."""
+    out = np.empty(parent.size, np.int64)
+    for i in range(parent.size):
+        out[i] = _find(parent, i)
+    return out
