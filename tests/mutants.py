@@ -583,6 +583,25 @@ MUTANTS = [
            "card.querySelectorAll(\"[data-\" + key + \"]\")", ("tests/test_html_report.py",)),
     Mutant("report-overwrites-any-file", "mlmprep/format/html.py",
            "            if f.read(len(MARK)) != MARK.encode():", "            if False:", ("tests/test_html_report.py",)),
+    Mutant("report-data-filled-last", "mlmprep/format/html.py",  # a {{DATA}} in an escaped value gets the JSON
+           'return SLOT.sub(lambda m: policy if m[1] == "CSP" else values[m[1]], template)',
+           'return template.replace("{{CSP}}", policy).replace("{{TITLE}}", values["TITLE"]).replace('
+           '"{{BODY}}", values["BODY"]).replace("{{DATA}}", values["DATA"])',
+           ("tests/test_html_payloads.py",)),
+    Mutant("report-data-ends-its-script", "mlmprep/format/html.py",  # only </ escaped: <!--<script> eats the end
+           '.replace("<", "\\\\u003c").replace(">", "\\\\u003e")', '.replace("</", "<\\\\/")',
+           ("tests/test_html_payloads.py",)),
+    Mutant("report-value-unescaped", "mlmprep/format/html.py",  # a table's values as markup
+           'body = "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>"',
+           'body = "".join(f"<tr><th>{escape(k)}</th><td>{v}</td></tr>"', ("tests/test_html_payloads.py",)),
+    Mutant("report-policy-inline", "mlmprep/format/html.py",  # any inline script runs
+           'policy = (f"default-src \'none\'; script-src {\' \'.join(allowed[\'script\'])}; "',
+           'policy = (f"default-src \'none\'; script-src \'unsafe-inline\'; "', ("tests/test_html_payloads.py",)),
+    Mutant("report-no-policy", "mlmprep/format/report.html",  # no Content-Security-Policy at all
+           '<meta http-equiv="Content-Security-Policy" content="{{CSP}}">\n', "", ("tests/test_html_payloads.py",)),
+    Mutant("report-policy-misses-the-charts", "mlmprep/format/html.py",  # the legends' colours blocked
+           '        allowed["style"] += ["\'unsafe-hashes\'", *map(digest, attributes)]', "        pass",
+           ("tests/test_html_payloads.py", "tests/test_html_report.py")),
     Mutant("plots-warn-every-time", "mlmprep/train/plots.py",
            "            _warned = True\n", "            pass\n", ("tests/test_plots.py",)),
     Mutant("plots-never-drawn", "mlmprep/train/loop.py",
