@@ -42,6 +42,12 @@ RAY_S3 = ("tests/test_ray.py::"
           "test_a_build_from_and_to_s3_on_nodes_that_share_no_disk_with_the_driver_equals_the_local_build")
 
 MUTANTS = [
+    # ------------------------------------------------------------ Ray on loopback
+    Mutant("ray-local-cluster-listens-wide", "mlmprep/build/engine.py",  # GCS, raylet, agents on every interface
+           "    with nullcontext() if engine.ray_address else loopback_only(ray):", "    with nullcontext():",
+           ("tests/test_ray_loopback.py",)),
+    Mutant("ray-loopback-sticks", "mlmprep/build/engine.py",  # a later join of a real cluster says 127.0.0.1
+           "        constants.ENABLE_RAY_CLUSTER = before[1]\n", "        pass\n", ("tests/test_ray_loopback.py",)),
     # ------------------------------------------------------------ object storage: the commit protocol
     Mutant("remote-manifest-with-files", "mlmprep/format/publish.py",  # the commit point uploaded among the files
            "        storage.put(pairs, options)\n        storage.put([(stage / MANIFEST, manifest)], options)",

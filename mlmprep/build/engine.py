@@ -25,7 +25,7 @@ from collections import deque
 from collections.abc import Callable, Generator, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from contextlib import closing, contextmanager
+from contextlib import closing, contextmanager, nullcontext
 from dataclasses import dataclass
 from multiprocessing import forkserver, resource_tracker
 from typing import Any
@@ -502,17 +502,40 @@ def session(engine: Engine) -> Iterator[None]:
         return
     if engine.ray_address:
         check_reachable(engine.ray_address)
-    try:
-        ray.init(address=engine.ray_address, include_dashboard=False, log_to_driver=False,
-                 logging_level="ERROR")
-    except (ConnectionError, ray.exceptions.AuthenticationError) as exc:
-        raise ConfigError(f"--ray-address {engine.ray_address}: cannot join the Ray cluster there "
-                          f"({str(exc).splitlines()[0]}); with token authentication on, set "
-                          "RAY_AUTH_MODE=token and give this machine the cluster's token") from None
+    with nullcontext() if engine.ray_address else loopback_only(ray):
+        try:
+            ray.init(address=engine.ray_address, include_dashboard=False, log_to_driver=False,
+                     logging_level="ERROR", **({} if engine.ray_address else {"_node_ip_address": "127.0.0.1"}))
+        except (ConnectionError, ray.exceptions.AuthenticationError) as exc:
+            raise ConfigError(f"--ray-address {engine.ray_address}: cannot join the Ray cluster there "
+                              f"({str(exc).splitlines()[0]}); with token authentication on, set "
+                              "RAY_AUTH_MODE=token and give this machine the cluster's token") from None
+        try:
+            yield
+        finally:
+            ray.shutdown()
+
+
+# Ray takes a node's address from the machine's interfaces, and its servers (GCS, raylet, object manager,
+# workers, runtime-env agent) listen there, unless the node is told it is no cluster: then on 127.0.0.1 only.
+NOT_A_CLUSTER = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+
+
+@contextmanager
+def loopback_only(ray: Any) -> Iterator[None]:
+    """Within: a Ray instance that ray.init starts here listens on 127.0.0.1 only (Ray's own switch, read from
+    the environment when ray is imported, so its constant is set too); after, both as they were."""
+    constants = ray._private.ray_constants
+    before = os.environ.get(NOT_A_CLUSTER), constants.ENABLE_RAY_CLUSTER
+    os.environ[NOT_A_CLUSTER], constants.ENABLE_RAY_CLUSTER = "0", False
     try:
         yield
     finally:
-        ray.shutdown()
+        constants.ENABLE_RAY_CLUSTER = before[1]
+        if before[0] is None:
+            os.environ.pop(NOT_A_CLUSTER, None)
+        else:
+            os.environ[NOT_A_CLUSTER] = before[0]
 
 
 def check_reachable(address: str) -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mlmprep.errors import ConfigError
+from mlmprep.errors import ConfigError, disk_error
 from mlmprep.format.charts import batches_with_start, build_charts, run_charts, sample_rows
 from mlmprep.format.report import (
     corpus_losses,
@@ -249,8 +249,13 @@ def write_report(path: Path, *, build: Path | None, run: Path | None, examples_s
     try:
         tmp.write_text(page, encoding="utf-8")
         os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    except BaseException as exc:
+        if tmp.exists():
+            tmp.unlink()
+        if isinstance(exc, OSError) and (problem := disk_error(path, exc, "free some space or give --html a "
+                                                                          "writable place")):
+            raise problem from None
+        raise
     return path
 
 
