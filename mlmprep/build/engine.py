@@ -32,7 +32,7 @@ from typing import Any
 
 import psutil
 
-from mlmprep.errors import ConfigError, MlmprepError
+from mlmprep.errors import DISK_REASONS, CacheError, ConfigError, MlmprepError
 
 RAY_RETRIES = 3  # attempts after the first when a Ray worker dies mid-task
 TASKS_PER_WORKER = 24  # reading tasks per worker (at most): the last round, uneven, leaves a core idle for 1/24 of it
@@ -199,9 +199,12 @@ def attempt(fn: Callable[[Any], Any], task: Any) -> Any:
     except MlmprepError:
         raise
     except Exception as exc:
+        message = str(exc).splitlines()[0] if str(exc) else ""
+        if isinstance(exc, OSError) and exc.errno in DISK_REASONS:  # the place's fault, not the code's
+            raise CacheError(f"{name(task)}: cannot write its output ({DISK_REASONS[exc.errno]}: {message}); free "
+                             "some space or give a writable place; nothing was published") from None
         frame = traceback.extract_tb(exc.__traceback__)[-1]
         where = f"{os.path.basename(frame.filename)}:{frame.lineno}"
-        message = str(exc).splitlines()[0] if str(exc) else ""
         raise TaskFailed(f"{name(task)} failed: {type(exc).__name__}: {message} (at {where}); "
                          "nothing was published") from exc
 

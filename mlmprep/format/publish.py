@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from mlmprep import storage
-from mlmprep.errors import CacheError, ConfigError, printable
+from mlmprep.errors import CacheError, ConfigError, disk_error, printable
 from mlmprep.format.write import FORMAT_VERSION, MANIFEST, format_version, manifest_path
 
 
@@ -66,7 +66,11 @@ def build_lock(out: Path) -> Iterator[None]:
     out.parent.mkdir(parents=True, exist_ok=True)
     path = out.parent / f".{out.name}.lock"
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise (disk_error(path, exc, f"give a build in a writable place (its lock is written beside {out})")
+                   or exc) from None
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
