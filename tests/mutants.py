@@ -44,7 +44,7 @@ RAY_S3 = ("tests/test_ray.py::"
 MUTANTS = [
     # ------------------------------------------------------------ Ray on loopback
     Mutant("ray-local-cluster-listens-wide", "mlmprep/build/engine.py",  # GCS, raylet, agents on every interface
-           "    with nullcontext() if engine.ray_address else loopback_only(ray):", "    with nullcontext():",
+           "    with loopback_only(ray) if local else nullcontext():", "    with nullcontext():",
            ("tests/test_ray_loopback.py",)),
     Mutant("ray-loopback-sticks", "mlmprep/build/engine.py",  # a later join of a real cluster says 127.0.0.1
            "        constants.ENABLE_RAY_CLUSTER = before[1]\n", "        pass\n", ("tests/test_ray_loopback.py",)),

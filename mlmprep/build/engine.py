@@ -505,10 +505,11 @@ def session(engine: Engine) -> Iterator[None]:
         return
     if engine.ray_address:
         check_reachable(engine.ray_address)
-    with nullcontext() if engine.ray_address else loopback_only(ray):
+    local = not engine.ray_address and starts_its_own(ray)
+    with loopback_only(ray) if local else nullcontext():
         try:
             ray.init(address=engine.ray_address, include_dashboard=False, log_to_driver=False,
-                     logging_level="ERROR", **({} if engine.ray_address else {"_node_ip_address": "127.0.0.1"}))
+                     logging_level="ERROR", **({"_node_ip_address": "127.0.0.1"} if local else {}))
         except (ConnectionError, ray.exceptions.AuthenticationError) as exc:
             raise ConfigError(f"--ray-address {engine.ray_address}: cannot join the Ray cluster there "
                               f"({str(exc).splitlines()[0]}); with token authentication on, set "
@@ -522,6 +523,11 @@ def session(engine: Engine) -> Iterator[None]:
 # Ray takes a node's address from the machine's interfaces, and its servers (GCS, raylet, object manager,
 # workers, runtime-env agent) listen there, unless the node is told it is no cluster: then on 127.0.0.1 only.
 NOT_A_CLUSTER = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+
+
+def starts_its_own(ray: Any) -> bool:
+    """Whether ray.init() without an address starts a Ray instance: none runs on this machine, no RAY_ADDRESS."""
+    return ray._private.services.canonicalize_bootstrap_address(None) is None
 
 
 @contextmanager
