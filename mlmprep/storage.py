@@ -155,6 +155,7 @@ def errors(url: str, error: type[MlmprepError] = CacheError) -> Iterator[None]:
 
 
 def unanswered(exc: BaseException) -> str:
+    """What a store that could not be reached did, for an error line: how often it was asked, and its error."""
     n = attempts_per_request()
     return f"the store did not answer in {n} attempt{'s' if n > 1 else ''} a request ({first_line(exc)})"
 

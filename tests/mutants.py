@@ -42,6 +42,45 @@ RAY_S3 = ("tests/test_ray.py::"
           "test_a_build_from_and_to_s3_on_nodes_that_share_no_disk_with_the_driver_equals_the_local_build")
 
 MUTANTS = [
+    # ------------------------------------------------------------ object-store faults, locks, disks, secrets
+    Mutant("store-unreachable-traceback", "mlmprep/storage.py",  # a refused connection is a botocore traceback
+           "        if unreachable(exc):\n            raise error(", "        if False:\n            raise error(",
+           ("tests/test_storage_faults.py::test_an_unreachable_store_is_one_line_naming_the_url",)),
+    Mutant("store-attempts-fixed", "mlmprep/storage.py",  # AWS_MAX_ATTEMPTS does not act
+           "    return int(given) if given.isdigit() and int(given) > 0 else RETRIES", "    return RETRIES",
+           ("tests/test_storage_faults.py::test_a_long_outage_is_one_line_and_the_next_build_takes_the_lock_over",)),
+    Mutant("stale-lock-needs-force", "mlmprep/format/publish.py",  # a dead process's lock is kept till --force
+           "    if not here and not force:", "    if not force:",
+           ("tests/test_storage_faults.py::"
+            "test_a_lock_left_on_this_host_by_a_process_that_is_gone_is_taken_over_without_force",)),
+    Mutant("live-lock-taken", "mlmprep/format/publish.py",  # a running build's lock is taken over
+           "    if here and pid_alive(pid):", "    if False:",
+           ("tests/test_storage.py::test_two_builds_into_one_prefix_cannot_both_win",)),
+    Mutant("foreign-lock-taken-without-force", "mlmprep/format/publish.py",  # another host's lock just taken
+           "    if not here and not force:", "    if False:",
+           ("tests/test_storage_faults.py::test_a_lock_from_another_host_is_named_and_taken_over_only_with_force",)),
+    Mutant("dead-scratch-kept", "mlmprep/format/publish.py",  # a killed build's MBs stay in $TMPDIR
+           "    remove_dead_scratch(Path(tempfile.gettempdir()))\n", "",
+           ("tests/test_storage_faults.py::test_a_killed_builds_lock_and_scratch_are_taken_over_and_removed",)),
+    Mutant("live-scratch-removed", "mlmprep/format/publish.py",  # a running build's scratch deleted under it
+           "named[2] == host and not pid_alive(int(named[1]))", "named[2] == host",
+           ("tests/test_storage_faults.py::test_a_killed_builds_lock_and_scratch_are_taken_over_and_removed",)),
+    Mutant("checkpoint-tmp-left", "mlmprep/train/checkpoint.py",  # a failed checkpoint leaves .checkpoint-N.tmp
+           "            shutil.rmtree(tmp, ignore_errors=True)\n            if problem is None:",
+           "            if problem is None:", ("tests/test_disks.py",)),
+    Mutant("disk-probe-blind", "mlmprep/errors.py",  # torch's RuntimeError on a full disk stays a traceback
+           "    except OSError as exc:\n        return exc if exc.errno in DISK_REASONS else None",
+           "    except OSError:\n        return None", ("tests/test_disks.py",)),
+    Mutant("html-partial-left", "mlmprep/format/html.py",  # a page cut off by a full disk stays as .NAME.partial
+           "        if tmp.exists():\n            tmp.unlink()\n", "", ("tests/test_disks.py",)),
+    Mutant("task-disk-full-is-a-bug", "mlmprep/build/engine.py",  # a full disk is exit 1, "a bug"
+           "        if isinstance(exc, OSError) and exc.errno in DISK_REASONS:", "        if False:",
+           ("tests/test_disks.py",)),
+    Mutant("read-only-lock-traceback", "mlmprep/format/publish.py",  # remask in a read-only place: a traceback
+           "            raise (disk_error(path, exc, f\"give a build", "            raise exc from (disk_error(path, exc, f\"give a build",
+           ("tests/test_disks.py",)),
+    Mutant("secret-option-echoed", "mlmprep/config.py",  # --config's storage_options printed in its error
+           "    if key in SECRET and value is not None:", "    if False:", ("tests/test_config_files.py",)),
     # ------------------------------------------------------------ Ray on loopback
     Mutant("ray-local-cluster-listens-wide", "mlmprep/build/engine.py",  # GCS, raylet, agents on every interface
            "    with loopback_only(ray) if local else nullcontext():", "    with nullcontext():",

@@ -110,3 +110,16 @@ def test_a_killed_builds_lock_and_scratch_are_taken_over_and_removed(s3, s3_prox
     assert again.stderr.startswith(f"note: --out {out}: taking over the lock of pid {build.pid}")
     assert not scratch.exists() and alive.is_dir()
     assert [p.name for p in tmp_path.iterdir()] == [alive.name]
+
+
+def test_a_lock_left_on_this_host_by_a_process_that_is_gone_is_taken_over_without_force(s3, tiny_corpus, tok):
+    out = f"s3://{s3.bucket()}/data"
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # its pid names no process now
+    held = {"host": socket.gethostname(), "pid": gone.pid, "id": "x", "since": "2026-01-02T03:04:05Z"}
+    s3.fs().pipe(out.removeprefix("s3://") + "/.mlmprep-lock", json.dumps(held).encode())
+    result = run(*build_args(tiny_corpus, out, tok), env={})
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.startswith(f"note: --out {out}: taking over the lock of pid {gone.pid} on "
+                                    f"{socket.gethostname()}, since 2026-01-02T03:04:05Z (that build no longer runs)")
+    assert "manifest.json" in listing(s3, out) and ".mlmprep-lock" not in listing(s3, out)
