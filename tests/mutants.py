@@ -77,7 +77,8 @@ MUTANTS = [
            "        if isinstance(exc, OSError) and exc.errno in DISK_REASONS:", "        if False:",
            ("tests/test_disks.py",)),
     Mutant("read-only-lock-traceback", "mlmprep/format/publish.py",  # remask in a read-only place: a traceback
-           "            raise (disk_error(path, exc, f\"give a build", "            raise exc from (disk_error(path, exc, f\"give a build",
+           "        except OSError as exc:\n            raise (disk_error(path, exc, f\"give a build",
+           "        except ZeroDivisionError as exc:\n            raise (disk_error(path, exc, f\"give a build",
            ("tests/test_disks.py",)),
     Mutant("secret-option-echoed", "mlmprep/config.py",  # --config's storage_options printed in its error
            "    if key in SECRET and value is not None:", "    if False:", ("tests/test_config_files.py",)),
