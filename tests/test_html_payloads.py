@@ -73,7 +73,9 @@ def test_payloads_are_text_in_every_field(browser, tmp_path, hostile):  # noqa: 
     facts = dict(re.findall(r"(\w[\w ]*)\t(.*)", shown))
     assert facts["build"].startswith(str(build) + " (format")  # {{DATA}} in it stayed itself
     assert facts["run"] == str(run) and facts["model"] == PAYLOAD
-    assert f"{PAYLOAD} field" in shown or PAYLOAD in shown  # the text column, named in the options
+    options = page.evaluate("[...document.querySelectorAll('table.options tr')]"
+                            ".map(r => [r.cells[0].textContent, r.cells[1].textContent])")
+    assert ["text_column", json.dumps(PAYLOAD)] in options and [PAYLOAD, json.dumps(PAYLOAD)] in options
     examples = page.evaluate("document.getElementById('rows').innerText")
     assert any(p in examples for p in PAYLOADS)  # pieces drawn by the page's script as text
     assert page.evaluate("document.title") == f"mlmprep report: {build} and {run}"
