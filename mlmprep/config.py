@@ -343,11 +343,14 @@ def nearest(key: str, names: Any) -> str:
 
 
 POSITIONAL = {"corpus": "CORPUS", "data": "DATA"}  # fields the command line takes as arguments, not options
+SECRET = {"storage_options"}  # may hold credentials: an error names the value's type, never the value
 
 
 def coerce(key: str, value: Any, hint: Any) -> Any:
     """Check `value` against the annotation `hint`, converting lists to tuples and numbers to the type wanted."""
     option = POSITIONAL.get(key) or "--" + key.replace("_", "-")
+    if key in SECRET and isinstance(value, dict):  # a config file may write the JSON object as a mapping
+        value = json.dumps(value)
     origin = typing.get_origin(hint)
     if origin in (typing.Union, types.UnionType):
         if value is None and type(None) in typing.get_args(hint):
@@ -364,40 +367,42 @@ def coerce(key: str, value: Any, hint: Any) -> Any:
     if origin is Literal:
         choices = typing.get_args(hint)
         if value not in choices:
-            raise ConfigError(f"{option} must be one of {', '.join(map(str, choices))}; got {shown(value)}")
+            raise ConfigError(f"{option} must be one of {', '.join(map(str, choices))}; got {shown(value, key)}")
         return value
     if origin is tuple:
         if isinstance(value, str):
             value = [value]
         if not isinstance(value, (list, tuple)):
-            raise ConfigError(f"{option} expects a list, got {shown(value)}")
+            raise ConfigError(f"{option} expects a list, got {shown(value, key)}")
         return tuple(coerce(key, v, typing.get_args(hint)[0]) for v in value)
     if hint is bool and not isinstance(value, bool):
-        raise ConfigError(f"{option} expects true or false, got {shown(value)}")
+        raise ConfigError(f"{option} expects true or false, got {shown(value, key)}")
     if hint is int:
         whole = whole_number(value)
         if whole is None:
-            raise ConfigError(f"{option} expects a whole number, got {shown(value)}")
+            raise ConfigError(f"{option} expects a whole number, got {shown(value, key)}")
         return whole
     if hint is float:
         number = value if isinstance(value, (int, float)) and not isinstance(value, bool) else numeric_string(value)
         if number is None:
-            raise ConfigError(f"{option} expects a number, got {shown(value)}")
+            raise ConfigError(f"{option} expects a number, got {shown(value, key)}")
         try:
             return float(number)
         except OverflowError:  # an int past the largest float: infinite, which the config's checks refuse
             return math.inf if number > 0 else -math.inf
     if hint is str:
         if not isinstance(value, (str, Path)):
-            raise ConfigError(f"{option} expects a string, got {shown(value)}")
+            raise ConfigError(f"{option} expects a string, got {shown(value, key)}")
         if not str(value):  # Path("") is ".": an empty --out would be the current directory
             raise ConfigError(f"{option} is empty; give a value or leave it out")
         return str(value)
     return value
 
 
-def shown(value: Any) -> str:
-    """A value as a config file spells it: null for None, else its repr."""
+def shown(value: Any, key: str = "") -> str:
+    """A value as a config file spells it: null for None, else its repr; of a SECRET option only its type."""
+    if key in SECRET and value is not None:
+        return f"a {type(value).__name__} (not shown: it may hold credentials)"
     return "null" if value is None else repr(value)
 
 

@@ -15,7 +15,6 @@ import math
 import os
 import shutil
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -75,6 +74,7 @@ from mlmprep.format.publish import (
     read_existing_remote,
     remote_contents,
     remote_lock,
+    scratch_directory,
     staging_dir,
 )
 from mlmprep.format.write import (
@@ -114,6 +114,11 @@ class BuildResult:
     up_to_date: bool
 
 
+def say(line: str) -> None:
+    """A note that stays on stderr whoever reads it (not progress): a lock taken over from another build."""
+    print(f"note: {line}", file=sys.stderr, flush=True)
+
+
 def build(cfg: BuildConfig, *, log: Callable[[str], None] = print) -> BuildResult:
     """Build `cfg.out` (a directory, or a prefix on object storage), or report it up to date when it already
     holds this build of this corpus."""
@@ -131,7 +136,7 @@ def build(cfg: BuildConfig, *, log: Callable[[str], None] = print) -> BuildResul
     if not remote:
         check_outside_corpus(out, cfg.corpus)
     with contextlib.ExitStack() as stack:
-        scratch = stack.enter_context(tempfile.TemporaryDirectory(prefix="mlmprep-"))  # remote inputs and stage
+        scratch = stack.enter_context(scratch_directory())  # remote inputs and stage
         stack.callback(let_go_streams)  # the compressed streams the tasks run here kept open
         engine = Engine(cfg.engine, cfg.workers, cfg.ray_address)
         # Corpus objects: copied to this machine's disk first (one transfer each, several at once), except on Ray,
@@ -159,7 +164,7 @@ def build(cfg: BuildConfig, *, log: Callable[[str], None] = print) -> BuildResul
             prestart(engine, corpus.bytes, cfg.shard_bytes, tokenize_shard.__module__, tokenizer)
         given_tokenizer = load_tokenizer(tokenizer) if tokenizer else None
         log(f"corpus: {corpus.description}")
-        with remote_lock(out, options) if remote else build_lock(out):
+        with remote_lock(out, options, force=cfg.force, log=say) if remote else build_lock(out):
             tokenizer_sha = tokenizer_sha256(given_tokenizer) if given_tokenizer else None
             if remote:
                 present = remote_contents(out, options)
@@ -780,7 +785,7 @@ def remask_remote(url: str, seeds: int, *, threads: int, engine: Engine, options
     locally and uploaded, then the manifest that lists them replaces the old one in one put (the commit)."""
     url = url.rstrip("/")
     storage.preflight(url, options, "remask")
-    with remote_lock(url, options), fetched_build(url, options, splits=["windows"]) as local:
+    with remote_lock(url, options, log=say), fetched_build(url, options, splits=["windows"]) as local:
         names = remask(local, seeds, threads=threads, engine=engine)
         if names:  # what a failed remask left under the new names goes first
             leftovers = {n: size for n, size in remote_contents(url, options).items() if n.split("/")[0] in names}
@@ -813,7 +818,7 @@ def train_tokenizer_file(corpus: Iterable[str], out: str | Path, *, vocab_size: 
     check_range("--train-chars", train_chars, low=1)
     cfg = BuildConfig(corpus=tuple(corpus), text_column=text_column, doc_sep=doc_sep, vocab_size=vocab_size,
                       tokenizer_train_chars=train_chars)
-    with tempfile.TemporaryDirectory(prefix="mlmprep-") as scratch:
+    with scratch_directory() as scratch:
         paths, copies = fetch_sources(cfg.corpus, Path(scratch, "corpus"), options)
         with named_as(copies):
             source = open_corpus(paths, text_column=text_column, doc_sep=doc_sep)
