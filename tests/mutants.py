@@ -50,50 +50,50 @@ RAY_S3 = ("tests/test_ray.py::"
 
 MUTANTS = [
     # ------------------------------------------------------------ object-store faults, locks, disks, secrets
-    Mutant("store-unreachable-traceback", "mlmprep/storage.py",  # a refused connection is a botocore traceback
+    Mutant("store-unreachable-traceback", "mlmprep.storage:errors",  # a refused connection is a botocore traceback
            "        if unreachable(exc):\n            raise error(", "        if False:\n            raise error(",
            ("tests/test_storage_faults.py::test_an_unreachable_store_is_one_line_naming_the_url",)),
-    Mutant("store-attempts-fixed", "mlmprep/storage.py",  # AWS_MAX_ATTEMPTS does not act
+    Mutant("store-attempts-fixed", "mlmprep.storage:attempts_per_request",  # AWS_MAX_ATTEMPTS does not act
            "    return int(given) if given.isdigit() and int(given) > 0 else RETRIES", "    return RETRIES",
            ("tests/test_storage_faults.py::test_a_long_outage_is_one_line_and_the_next_build_takes_the_lock_over",)),
-    Mutant("stale-lock-needs-force", "mlmprep/format/publish.py",  # a dead process's lock is kept till --force
+    Mutant("stale-lock-needs-force", "mlmprep.format.publish:take_over",  # a dead process's lock is kept till --force
            "    if not here and not force:", "    if not force:",
            ("tests/test_storage_faults.py::"
             "test_a_lock_left_on_this_host_by_a_process_that_is_gone_is_taken_over_without_force",)),
-    Mutant("live-lock-taken", "mlmprep/format/publish.py",  # a running build's lock is taken over
+    Mutant("live-lock-taken", "mlmprep.format.publish:take_over",  # a running build's lock is taken over
            "    if here and pid_alive(pid):", "    if False:",
            ("tests/test_storage.py::test_two_builds_into_one_prefix_cannot_both_win",)),
-    Mutant("foreign-lock-taken-without-force", "mlmprep/format/publish.py",  # another host's lock just taken
+    Mutant("foreign-lock-taken-without-force", "mlmprep.format.publish:take_over",  # another host's lock just taken
            "    if not here and not force:", "    if False:",
            ("tests/test_storage_faults.py::test_a_lock_from_another_host_is_named_and_taken_over_only_with_force",)),
-    Mutant("dead-scratch-kept", "mlmprep/format/publish.py",  # a killed build's MBs stay in $TMPDIR
+    Mutant("dead-scratch-kept", "mlmprep.format.publish:scratch_directory",  # a killed build's MBs stay in $TMPDIR
            "    remove_dead_scratch(Path(tempfile.gettempdir()))\n", "",
            ("tests/test_storage_faults.py::test_a_killed_builds_lock_and_scratch_are_taken_over_and_removed",)),
-    Mutant("live-scratch-removed", "mlmprep/format/publish.py",  # a running build's scratch deleted under it
+    Mutant("live-scratch-removed", "mlmprep.format.publish:remove_dead_scratch",  # a running build's scratch deleted under it
            "named[2] == host and not pid_alive(int(named[1]))", "named[2] == host",
            ("tests/test_storage_faults.py::test_a_killed_builds_lock_and_scratch_are_taken_over_and_removed",)),
-    Mutant("checkpoint-tmp-left", "mlmprep/train/checkpoint.py",  # a failed checkpoint leaves .checkpoint-N.tmp
+    Mutant("checkpoint-tmp-left", "mlmprep.train.checkpoint:save",  # a failed checkpoint leaves .checkpoint-N.tmp
            "            shutil.rmtree(tmp, ignore_errors=True)\n            if problem is None:",
            "            if problem is None:", ("tests/test_disks.py",)),
-    Mutant("disk-probe-blind", "mlmprep/errors.py",  # torch's RuntimeError on a full disk stays a traceback
+    Mutant("disk-probe-blind", "mlmprep.errors:write_probe",  # torch's RuntimeError on a full disk stays a traceback
            "    except OSError as exc:\n        return exc if exc.errno in DISK_REASONS else None",
            "    except OSError:\n        return None", ("tests/test_disks.py",)),
-    Mutant("html-partial-left", "mlmprep/format/html.py",  # a page cut off by a full disk stays as .NAME.partial
+    Mutant("html-partial-left", "mlmprep.format.html:write_report",  # a page cut off by a full disk stays as .NAME.partial
            "        if tmp.exists():\n            tmp.unlink()\n", "", ("tests/test_disks.py",)),
-    Mutant("task-disk-full-is-a-bug", "mlmprep/build/engine.py",  # a full disk is exit 1, "a bug"
+    Mutant("task-disk-full-is-a-bug", "mlmprep.build.engine:attempt",  # a full disk is exit 1, "a bug"
            "        if isinstance(exc, OSError) and exc.errno in DISK_REASONS:", "        if False:",
            ("tests/test_disks.py",)),
-    Mutant("read-only-lock-traceback", "mlmprep/format/publish.py",  # remask in a read-only place: a traceback
+    Mutant("read-only-lock-traceback", "mlmprep.format.publish:build_lock",  # remask in a read-only place: a traceback
            "        except OSError as exc:\n            raise (disk_error(path, exc, f\"give a build",
            "        except ZeroDivisionError as exc:\n            raise (disk_error(path, exc, f\"give a build",
            ("tests/test_disks.py",)),
-    Mutant("secret-option-echoed", "mlmprep/config.py",  # --config's storage_options printed in its error
+    Mutant("secret-option-echoed", "mlmprep.config:shown",  # --config's storage_options printed in its error
            "    if key in SECRET and value is not None:", "    if False:", ("tests/test_config_files.py",)),
     # ------------------------------------------------------------ Ray on loopback
-    Mutant("ray-local-cluster-listens-wide", "mlmprep/build/engine.py",  # GCS, raylet, agents on every interface
+    Mutant("ray-local-cluster-listens-wide", "mlmprep.build.engine:session",  # GCS, raylet, agents on every interface
            "    with loopback_only(ray) if local else nullcontext():", "    with nullcontext():",
            ("tests/test_ray_loopback.py",)),
-    Mutant("ray-loopback-sticks", "mlmprep/build/engine.py",  # a later join of a real cluster says 127.0.0.1
+    Mutant("ray-loopback-sticks", "mlmprep.build.engine:loopback_only",  # a later join of a real cluster says 127.0.0.1
            "        constants.ENABLE_RAY_CLUSTER = before[1]\n", "        pass\n", ("tests/test_ray_loopback.py",)),
     # ------------------------------------------------------------ object storage: the commit protocol
     Mutant("remote-manifest-with-files", "mlmprep.format.publish:commit_remote",  # the commit point uploaded among the files
@@ -676,23 +676,23 @@ MUTANTS = [
            "card.querySelectorAll(\"[data-\" + key + \"]\")", ("tests/test_html_report.py",)),
     Mutant("report-overwrites-any-file", "mlmprep.format.html:check_report_path",
            "            if f.read(len(MARK)) != MARK.encode():", "            if False:", ("tests/test_html_report.py",)),
-    Mutant("report-data-filled-last", "mlmprep/format/html.py",  # a {{DATA}} in an escaped value gets the JSON
+    Mutant("report-data-filled-last", "mlmprep.format.html:fill",  # a {{DATA}} in an escaped value gets the JSON
            'return SLOT.sub(lambda m: policy if m[1] == "CSP" else values[m[1]], template)',
            'return template.replace("{{CSP}}", policy).replace("{{TITLE}}", values["TITLE"]).replace('
            '"{{BODY}}", values["BODY"]).replace("{{DATA}}", values["DATA"])',
            ("tests/test_html_payloads.py",)),
-    Mutant("report-data-ends-its-script", "mlmprep/format/html.py",  # only </ escaped: <!--<script> eats the end
+    Mutant("report-data-ends-its-script", "mlmprep.format.html:json_in_html",  # only </ escaped: <!--<script> eats the end
            '.replace("<", "\\\\u003c").replace(">", "\\\\u003e")', '.replace("</", "<\\\\/")',
            ("tests/test_html_payloads.py",)),
-    Mutant("report-value-unescaped", "mlmprep/format/html.py",  # a table's values as markup
+    Mutant("report-value-unescaped", "mlmprep.format.html:table",  # a table's values as markup
            'body = "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>"',
            'body = "".join(f"<tr><th>{escape(k)}</th><td>{v}</td></tr>"', ("tests/test_html_payloads.py",)),
-    Mutant("report-policy-inline", "mlmprep/format/html.py",  # any inline script runs
+    Mutant("report-policy-inline", "mlmprep.format.html:fill",  # any inline script runs
            'policy = (f"default-src \'none\'; script-src {\' \'.join(allowed[\'script\'])}; "',
            'policy = (f"default-src \'none\'; script-src \'unsafe-inline\'; "', ("tests/test_html_payloads.py",)),
     Mutant("report-no-policy", "mlmprep/format/report.html",  # no Content-Security-Policy at all
            '<meta http-equiv="Content-Security-Policy" content="{{CSP}}">\n', "", ("tests/test_html_payloads.py",)),
-    Mutant("report-policy-misses-the-charts", "mlmprep/format/html.py",  # the legends' colours blocked
+    Mutant("report-policy-misses-the-charts", "mlmprep.format.html:fill",  # the legends' colours blocked
            '        allowed["style"] += ["\'unsafe-hashes\'", *map(digest, attributes)]', "        pass",
            ("tests/test_html_payloads.py", "tests/test_html_report.py")),
     Mutant("plots-warn-every-time", "mlmprep.train.plots:update",
