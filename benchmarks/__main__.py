@@ -21,7 +21,8 @@ import traceback
 from benchmarks import docs
 from benchmarks.common import Figure
 
-BENCHMARKS = ("span_corruption", "mlm_masking", "build", "loader", "train_step", "remote", "segmentation", "hostile")
+BENCHMARKS = ("span_corruption", "mlm_masking", "build", "loader", "train_step", "remote", "segmentation", "hostile",
+              "tokenizer")
 
 
 def run_one(name: str, quick: bool) -> tuple[list[Figure], float, bool | None]:

@@ -14,7 +14,6 @@ import itertools
 import math
 import os
 import shutil
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -277,8 +276,7 @@ def training_sample(corpus: Corpus, cfg: BuildConfig, used: dict) -> Iterator[st
 
 
 def logged_sample(texts: Iterator[str], bar: Stages, total: int) -> Iterator[str]:
-    """`texts`, their characters counted in a progress stage of `total`; then a stage for the fit that follows
-    (the longest part of training a tokenizer, which reports nothing until it ends)."""
+    """`texts`, their characters counted in a progress stage of `total` (the trainer's own stages follow)."""
     bar.stage("train tokenizer: read the sample", total, "character")
     pending = 0
     for text in texts:
@@ -288,7 +286,6 @@ def logged_sample(texts: Iterator[str], bar: Stages, total: int) -> Iterator[str
             bar.update(pending)
             pending = 0
     bar.update(pending)
-    bar.stage("train tokenizer: fit the Unigram model", 1, "step")
 
 
 def write_build(cfg: BuildConfig, corpus: Corpus, tok, stage: Path, log: Callable[[str], None], engine: Engine) -> dict:
@@ -301,12 +298,9 @@ def write_build(cfg: BuildConfig, corpus: Corpus, tok, stage: Path, log: Callabl
             "characters ...")
         trained_on = {"documents": 0, "characters": 0}
         texts = training_sample(corpus, cfg, trained_on)
-        if sys.stderr.isatty():  # the tokenizers trainer's own bars, which show its EM rounds
-            tok = train_tokenizer(texts, cfg.vocab_size, show_progress=True)
-        else:
-            with Stages() as bar:
-                tok = train_tokenizer(logged_sample(texts, bar, min(cfg.tokenizer_train_chars, corpus.bytes or
-                                                                     cfg.tokenizer_train_chars)), cfg.vocab_size)
+        with Stages() as bar:
+            tok = train_tokenizer(logged_sample(texts, bar, min(cfg.tokenizer_train_chars, corpus.bytes or
+                                                                 cfg.tokenizer_train_chars)), cfg.vocab_size, bar=bar)
         timings["train_tokenizer_s"] = time.perf_counter() - started
     write_hf_tokenizer(tok, stage, model_max_length=cfg.input_length)  # tokenizer.json + the transformers files
     ids = special_ids(tok)
@@ -810,7 +804,7 @@ def train_tokenizer_file(corpus: Iterable[str], out: str | Path, *, vocab_size: 
     and characters trained on."""
     options = storage_options or {}
     check_tokenizer_out(out, force, options)  # before the training, which takes minutes
-    check_range("--train-chars", train_chars, low=1)
+    check_range("--tokenizer-train-chars", train_chars, low=1)
     cfg = BuildConfig(corpus=tuple(corpus), text_column=text_column, doc_sep=doc_sep, vocab_size=vocab_size,
                       tokenizer_train_chars=train_chars)
     with tempfile.TemporaryDirectory(prefix="mlmprep-") as scratch:
@@ -818,7 +812,9 @@ def train_tokenizer_file(corpus: Iterable[str], out: str | Path, *, vocab_size: 
         with named_as(copies):
             source = open_corpus(paths, text_column=text_column, doc_sep=doc_sep)
             used = {"documents": 0, "characters": 0}
-            tok = train_tokenizer(training_sample(source, cfg, used), vocab_size)
+            with Stages() as bar:
+                tok = train_tokenizer(logged_sample(training_sample(source, cfg, used), bar,
+                                                    min(train_chars, source.bytes or train_chars)), vocab_size, bar=bar)
             if used["documents"] == 0:
                 raise no_text_error(corpus_name(source), source.stats.as_dict(), text_column)
         if storage.is_url(str(out)):
