@@ -90,7 +90,7 @@ def train_one(trainer: str, train: list[str], vocab: int):
 
     import sentencepiece as spm
 
-    from mlmprep.unigram import SPM_OPTIONS
+    from mlmprep.build.unigram import SPM_OPTIONS
 
     model = io.BytesIO()
     spm.SentencePieceTrainer.train(sentence_iterator=iter(train), model_writer=model, vocab_size=vocab,

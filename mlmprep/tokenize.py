@@ -118,10 +118,10 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int, *, n_sentinels: int =
     then the sentinels with <extra_id_0> at the highest id. `vocab_size` counts everything. Text that spells
     a special token is blanked for training: the trainer would learn it as a second, ordinary piece.
 
-    SentencePiece learns the pieces (mlmprep.unigram), with a fixed thread count, so the same text gives the
+    SentencePiece learns the pieces (mlmprep.build.unigram), with a fixed thread count, so the same text gives the
     same bytes on any machine. `bar` (a progress.Stages) shows its stages and EM rounds.
     """
-    from mlmprep.unigram import EmptySample, train_model, unigram_tokenizer
+    from mlmprep.build.unigram import EmptySample, train_model, unigram_tokenizer
 
     check_vocab_size(vocab_size, n_sentinels)
     stage, rounds_done = (lambda name, total: None), (lambda rounds, size: None)

@@ -458,23 +458,23 @@ MUTANTS = [
     Mutant("tokenizer-trained-on-special-text", "mlmprep/tokenize.py",  # a second "</s>" piece; the build refuses
            "model = train_model((SPELLED_SPECIAL.sub(\" \", t) for t in texts)", "model = train_model(iter(texts)",
            ("tests/test_tokenizer_training.py", "tests/test_build.py")),
-    Mutant("unigram-scores-not-converted", "mlmprep/unigram.py",  # every piece as likely: other segmentations
+    Mutant("unigram-scores-not-converted", "mlmprep/build/unigram.py",  # every piece as likely: other segmentations
            "else round(sp.get_score(i), SCORE_DECIMALS))", "else -1.0)", ("tests/test_tokenizer_training.py",)),
-    Mutant("unigram-scores-unrounded", "mlmprep/unigram.py",  # the build's tokenizer.json (reparsed) differs
+    Mutant("unigram-scores-unrounded", "mlmprep/build/unigram.py",  # the build's tokenizer.json (reparsed) differs
            "round(sp.get_score(i), SCORE_DECIMALS)", "float(sp.get_score(i))",
            ("tests/test_sharded.py::test_tokenizer_train_learns_from_the_sample_build_takes",)),
-    Mutant("unigram-no-dummy-prefix", "mlmprep/unigram.py",  # trained without the "▁" the Metaspace adds
+    Mutant("unigram-no-dummy-prefix", "mlmprep/build/unigram.py",  # trained without the "▁" the Metaspace adds
            "add_dummy_prefix=True", "add_dummy_prefix=False", ("tests/test_tokenizer_training.py",)),
-    Mutant("unigram-threads-from-the-machine", "mlmprep/unigram.py",  # other pieces on another machine
+    Mutant("unigram-threads-from-the-machine", "mlmprep/build/unigram.py",  # other pieces on another machine
            "num_threads=SPM_THREADS,", "num_threads=len(__import__('os').sched_getaffinity(0)),",
            ("tests/test_tokenizer_training.py",)),
-    Mutant("unigram-long-documents-uncut", "mlmprep/unigram.py",  # the trainer skips sentences over its limit
+    Mutant("unigram-long-documents-uncut", "mlmprep/build/unigram.py",  # the trainer skips sentences over its limit
            "for sentence in whitespace_pieces(text, SENTENCE_CHARS):", "for sentence in [text]:",
            ("tests/test_tokenizer_training.py",)),
-    Mutant("unigram-progress-stuck-at-the-start", "mlmprep/unigram.py",  # the EM rounds never move the bar
+    Mutant("unigram-progress-stuck-at-the-start", "mlmprep/build/unigram.py",  # the EM rounds never move the bar
            "on_round(pruned(seeds, int(found.group(2))), int(found.group(2)))",
            "on_round(0, int(found.group(2)))", ("tests/test_tokenizer_training.py",)),
-    Mutant("unigram-trainer-outlives-ctrl-c", "mlmprep/unigram.py",  # the child trains on after the build ends
+    Mutant("unigram-trainer-outlives-ctrl-c", "mlmprep/build/unigram.py",  # the child trains on after the build ends
            "                proc.kill()\n", "", ("tests/test_interrupt.py",)),
     Mutant("compare-holds-out-by-position", "mlmprep/compare.py",  # copies of a text fall on both sides
            "held = held_out_text(doc, cfg.heldout_fraction, cfg.seed)",

@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from mlmprep.build.unigram import follow_log, train_model, unigram_tokenizer
 from mlmprep.errors import TokenizerError
 from mlmprep.tokenize import N_SENTINELS, load_tokenizer, special_ids, train_tokenizer
-from mlmprep.unigram import follow_log, train_model, unigram_tokenizer
 
 spm = pytest.importorskip("sentencepiece")
 

@@ -1,7 +1,7 @@
 """Unigram training with SentencePiece, T5's own trainer, in a child process (its log shows the EM rounds as they
 pass, and Ctrl-C ends it at once), and the model converted exactly into the `tokenizers` Unigram layout.
 
-Run as `python -m mlmprep.unigram SAMPLE MODEL PIECES`: train on SAMPLE (one JSON string a line) and write the
+Run as `python -m mlmprep.build.unigram SAMPLE MODEL PIECES`: train on SAMPLE (one JSON string a line) and write the
 SentencePiece model to MODEL.
 """
 
@@ -52,7 +52,7 @@ def train_model(texts: Iterable[str], n_pieces: int, *, on_stage: Callable[[str,
                         lines += 1
         if lines == 0:
             raise EmptySample("no text to train a tokenizer on")
-        args = [sys.executable, "-m", "mlmprep.unigram", str(sample), str(model), str(n_pieces)]
+        args = [sys.executable, "-m", "mlmprep.build.unigram", str(sample), str(model), str(n_pieces)]
         proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, errors="replace")
         try:
             last = follow_log(proc.stderr, n_pieces, on_stage or (lambda name, rounds: None),
