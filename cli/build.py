@@ -23,9 +23,11 @@ BUILD_EXAMPLES = """Examples:
   mlmprep build s3://corpora/c4/ --out s3://builds/c4  # from and to object storage (pip install 'mlmprep[s3]')
 """
 
-TRAINED_TOKENIZER_ONLY = ("vocab_size", "tokenizer_train_chars")  # options a given --tokenizer makes meaningless
+# options a given --tokenizer makes meaningless
+TRAINED_TOKENIZER_ONLY = ("vocab_size", "tokenizer_type", "tokenizer_train_chars")
 # build's options that `tokenizer train` shares, declared once in BuildConfig
-TOKENIZER_OPTIONS = ("text_column", "doc_sep", "storage_options", "vocab_size", "tokenizer_train_chars")
+TOKENIZER_OPTIONS = ("text_column", "doc_sep", "storage_options", "vocab_size", "tokenizer_type",
+                     "tokenizer_train_chars")
 
 REMASK_EXAMPLES = """Examples:
 
@@ -48,7 +50,8 @@ TOKENIZER_EXAMPLES = """Examples:
   mlmprep build corpus.txt --tokenizer tok/tokenizer.json --out data/     # build with it
 """
 
-tokenizer_app = typer.Typer(help="Train a T5-style Unigram tokenizer.", no_args_is_help=True)
+tokenizer_app = typer.Typer(help="Train a tokenizer (T5's Unigram; BERT's WordPiece; byte-level BPE).",
+                            no_args_is_help=True)
 app.add_typer(tokenizer_app, name="tokenizer")
 
 
@@ -280,7 +283,8 @@ def tokenizer_train(
                                                                 rich_help_panel="Tokenizer")] = None,  # the old name
     options: dict,
 ) -> None:
-    """Train a T5-style Unigram tokenizer: <pad>=0, </s>=1, <unk>=2, <mask>=3, <extra_id_0> highest."""
+    """Train a tokenizer: T5's Unigram (<pad>=0, </s>=1, <unk>=2, <mask>=3, <extra_id_0> highest), or BERT's
+    WordPiece or a byte-level BPE (--tokenizer-type)."""
     from mlmprep.build.run import train_tokenizer_file
     from mlmprep.config import make_config
     from mlmprep.errors import ConfigError
@@ -295,6 +299,7 @@ def tokenizer_train(
     cfg = make_config(BuildConfig, options, source="options")
     path, reached, used = train_tokenizer_file(
         corpus or (), out, vocab_size=cfg.vocab_size, text_column=cfg.text_column, doc_sep=cfg.doc_sep, force=force,
-        train_chars=cfg.tokenizer_train_chars, storage_options=parse_options(cfg.storage_options))
+        train_chars=cfg.tokenizer_train_chars, tokenizer_type=cfg.tokenizer_type,
+        storage_options=parse_options(cfg.storage_options))
     typer.echo(f"wrote {path}: {vocabulary_reached(reached, cfg.vocab_size)}, trained on {used['characters']:,} "
                f"characters of {used['documents']:,} documents")

@@ -113,17 +113,67 @@ def tokenizer_sha256(tok) -> str:
     return hashlib.sha256(tok.to_str().encode("utf-8")).hexdigest()
 
 
-def train_tokenizer(texts: Iterable[str], vocab_size: int, *, n_sentinels: int = N_SENTINELS, bar=None):
-    """Train a Unigram tokenizer laid out like T5's: <pad>=0, </s>=1, <unk>=2, <mask>=3, then pieces,
-    then the sentinels with <extra_id_0> at the highest id. `vocab_size` counts everything. Text that spells
-    a special token is blanked for training: the trainer would learn it as a second, ordinary piece.
+def train_tokenizer(texts: Iterable[str], vocab_size: int, *, kind: str = "unigram", n_sentinels: int = N_SENTINELS,
+                    bar=None):
+    """Train a tokenizer of `kind` (unigram, wordpiece or bpe: see train_unigram and train_subwords) whose
+    sentinels follow its pieces, <extra_id_0> at the highest id; `vocab_size` counts everything. Text that spells
+    a special token is blanked for training: the trainer would learn it as a second, ordinary piece. `bar` (a
+    progress.Stages) shows how the training advances."""
+    check_vocab_size(vocab_size, n_sentinels)
+    texts = (SPELLED_SPECIAL.sub(" ", t) for t in texts)
+    if kind == "unigram":
+        tok = train_unigram(texts, vocab_size, n_sentinels, bar)
+    else:
+        if bar is not None:
+            bar.stage(f"train tokenizer: fit the {kind} model", 1, "step")
+        tok = train_subwords(texts, vocab_size - n_sentinels, kind)
+        if bar is not None:
+            bar.update(1)
+    tok.add_special_tokens([sentinel_name(k) for k in reversed(range(n_sentinels))])
+    return tok
 
-    SentencePiece learns the pieces (mlmprep.build.unigram), with a fixed thread count, so the same text gives the
-    same bytes on any machine. `bar` (a progress.Stages) shows its stages and EM rounds.
-    """
+
+BERT_SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")  # ids 0 .. 4 of a WordPiece tokenizer mlmprep trains
+
+
+def train_subwords(texts: Iterable[str], n_pieces: int, kind: str):
+    """A WordPiece tokenizer laid out like BERT's (cased: [PAD]=0 [UNK]=1 [CLS]=2 [SEP]=3 [MASK]=4, ## continuations,
+    BERT's normaliser without lowercasing or accent stripping, its pre-tokenizer, one sequence framed [CLS] $A [SEP]),
+    or a byte-level BPE one (GPT-2's pre-tokenizer with a space before the text, T5's <pad> </s> <unk> <mask> first).
+    The `tokenizers` trainers run in a thread that Ctrl-C abandons (interruptible)."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+
+    if kind == "wordpiece":
+        tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+        tok.normalizer = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True, strip_accents=False,
+                                                    lowercase=False)
+        tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+        tok.decoder = decoders.WordPiece()
+        trainer = trainers.WordPieceTrainer(vocab_size=n_pieces, special_tokens=list(BERT_SPECIALS),
+                                            show_progress=False)
+    elif kind == "bpe":
+        tok = Tokenizer(models.BPE(unk_token=UNK))
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=True)
+        tok.decoder = decoders.ByteLevel()
+        trainer = trainers.BpeTrainer(vocab_size=n_pieces, special_tokens=list(SPECIAL_TOKENS), show_progress=False,
+                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    else:
+        raise TokenizerError(f"--tokenizer-type {kind}: not one of unigram, wordpiece, bpe")
+    interruptible(tok.train_from_iterator, texts, trainer)
+    if kind == "wordpiece":
+        cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+        tok.post_processor = processors.TemplateProcessing(
+            single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+            special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
+    return tok
+
+
+def train_unigram(texts: Iterable[str], vocab_size: int, n_sentinels: int, bar):
+    """A Unigram tokenizer laid out like T5's: <pad>=0, </s>=1, <unk>=2, <mask>=3, then pieces. SentencePiece
+    learns the pieces (mlmprep.build.unigram), with a fixed thread count, so the same text gives the same bytes on
+    any machine; `bar` shows its stages and EM rounds."""
     from mlmprep.build.unigram import EmptySample, train_model, unigram_tokenizer
 
-    check_vocab_size(vocab_size, n_sentinels)
     stage, rounds_done = (lambda name, total: None), (lambda rounds, size: None)
     if bar is not None:
         def stage(name: str, total: int) -> None:
@@ -132,8 +182,7 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int, *, n_sentinels: int =
         def rounds_done(rounds: int, size: int) -> None:
             bar.update(max(0, min(rounds, bar.total) - bar.done), note=f"{size:,} pieces")
     try:
-        model = train_model((SPELLED_SPECIAL.sub(" ", t) for t in texts), vocab_size - n_sentinels,
-                            on_stage=stage, on_round=rounds_done)
+        model = train_model(texts, vocab_size - n_sentinels, on_stage=stage, on_round=rounds_done)
     except EmptySample:
         model = None
     except ValueError as exc:
@@ -142,9 +191,7 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int, *, n_sentinels: int =
         raise TokenizerError(f"--vocab-size {vocab_size} cannot hold the training text's {found.group(1)} "
                              f"distinct characters and {n_sentinels} sentinels; "
                              f"raise --vocab-size to at least {int(found.group(1)) + n_sentinels + 8}") from None
-    tok = unigram_tokenizer(model) if model is not None else empty_unigram()
-    tok.add_special_tokens([sentinel_name(k) for k in reversed(range(n_sentinels))])
-    return tok
+    return unigram_tokenizer(model) if model is not None else empty_unigram()
 
 
 def empty_unigram():

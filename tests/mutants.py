@@ -456,7 +456,7 @@ MUTANTS = [
     Mutant("text-spelling-eos-gets-its-id", "mlmprep/tokenize.py",  # "</s>" in a corpus: an EOS masked as noise
            "    if spelled_specials(tok)[flat].any():", "    if False:", ("tests/test_build.py",)),
     Mutant("tokenizer-trained-on-special-text", "mlmprep/tokenize.py",  # a second "</s>" piece; the build refuses
-           "model = train_model((SPELLED_SPECIAL.sub(\" \", t) for t in texts)", "model = train_model(iter(texts)",
+           "    texts = (SPELLED_SPECIAL.sub(\" \", t) for t in texts)\n", "",
            ("tests/test_tokenizer_training.py", "tests/test_build.py")),
     Mutant("unigram-scores-not-converted", "mlmprep/build/unigram.py",  # every piece as likely: other segmentations
            "else round(sp.get_score(i), SCORE_DECIMALS))", "else -1.0)", ("tests/test_tokenizer_training.py",)),

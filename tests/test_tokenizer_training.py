@@ -196,3 +196,80 @@ def test_tokenizer_train_takes_the_sample_size_by_builds_name_and_the_old_one(tm
     used = int(re.search(r"trained on ([\d,]+) characters", result.output).group(1).replace(",", ""))
     assert 4000 < used <= 5000
     assert ("now called --tokenizer-train-chars" in result.output) == (spelling == "--train-chars")
+
+
+def rows_of(split: Path) -> tuple[np.ndarray, np.ndarray]:
+    import pyarrow as pa
+
+    tables = [pa.ipc.open_stream(str(f)).read_all() for f in sorted(split.glob("data-*.arrow"))]
+    table = pa.concat_tables(tables)
+    return (np.asarray(table["input_ids"].to_pylist(), dtype=np.int64),
+            np.asarray(table["labels"].to_pylist(), dtype=np.int64))
+
+
+def test_an_mlm_build_trains_berts_wordpiece_that_transformers_loads_and_masks_whole_words(tmp_path, corpora):
+    from transformers import AutoTokenizer
+
+    from mlmprep.build.run import build
+    from mlmprep.config import BuildConfig
+    from mlmprep.tokenize import word_tables
+
+    corpus = tmp_path / "kjv.txt"
+    corpus.write_text((corpora / "kjv.txt").read_text(encoding="utf-8")[:300_000], encoding="utf-8")
+    out = tmp_path / "out"
+    build(BuildConfig(corpus=(str(corpus),), out=str(out), objective="mlm", whole_word=True, vocab_size=1500,
+                      input_length=64, seeds=1, mlm_probability=0.3), log=lambda _: None)
+    manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["tokenizer"]["type"] == "wordpiece"
+    tok = load_tokenizer(out / "tokenizer.json")
+    assert [tok.id_to_token(i) for i in range(5)] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    assert (manifest["tokenizer"]["pad_id"], manifest["tokenizer"]["mask_id"]) == (0, 4)
+    hf = AutoTokenizer.from_pretrained(str(out))
+    assert "Bert" in type(hf).__name__
+    ids = hf("In the beginning God created the Godhead")["input_ids"]
+    assert ids[0] == 2 and ids[-1] == 3 and any(t.startswith("##") for t in hf.convert_ids_to_tokens(ids))
+    assert hf.decode(ids, skip_special_tokens=True) == "In the beginning God created the Godhead"
+
+    inputs, labels = rows_of(out / "seed-0")
+    assert (inputs[:, 0] == 2).all() and (inputs[:, -1] == 3).all()  # every row framed [CLS] ... [SEP]
+    original = np.where(labels >= 0, labels, inputs)
+    masked = labels >= 0
+    starts = word_tables(tok).starts_word
+    after_special = np.isin(original[:, :-1], special_ids(tok).all())  # [CLS] before a word the window cut
+    inside = ~starts[original[:, 1:]] & ~after_special  # a ## continuation: masked exactly when the token before is
+    assert inside.sum() > 1000 and masked[:, 1:].any()
+    assert (masked[:, 1:][inside] == masked[:, :-1][inside]).all()
+
+
+@pytest.mark.parametrize("kind", ["bpe", "wordpiece"])
+def test_tokenizer_type_acts_on_a_span_build(tmp_path, tiny_corpus, kind):
+    from mlmprep.build.run import build
+    from mlmprep.config import BuildConfig
+
+    out = tmp_path / "out"
+    build(BuildConfig(corpus=(str(tiny_corpus),), out=str(out), tokenizer_type=kind, vocab_size=500, input_length=32,
+                      seeds=1), log=lambda _: None)
+    manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    tok = load_tokenizer(out / "tokenizer.json")
+    assert manifest["tokenizer"]["type"] == kind
+    assert type(tok.model).__name__ == {"bpe": "BPE", "wordpiece": "WordPiece"}[kind]
+    assert manifest["tokenizer"]["sentinels"] == N_SENTINELS
+    assert 300 < tok.get_vocab_size() <= 500
+    pieces = tok.encode("the window is open", add_special_tokens=False).tokens
+    assert pieces[0].startswith("Ġ") if kind == "bpe" else not pieces[0].startswith(("Ġ", "▁", "##"))
+
+
+def test_a_span_build_trains_unigram_by_default_and_tokenizer_type_with_a_tokenizer_is_refused(tmp_path, tiny_corpus,
+                                                                                             tok):
+    from typer.testing import CliRunner
+
+    from mlmprep.cli import app
+
+    result = CliRunner().invoke(app, ["build", str(tiny_corpus), "--out", str(tmp_path / "a"), "--tokenizer", tok,
+                                      "--tokenizer-type", "wordpiece"])
+    assert result.exit_code == 2 and "--tokenizer-type applies only to a tokenizer mlmprep trains" in result.output
+    result = CliRunner().invoke(app, ["build", str(tiny_corpus), "--out", str(tmp_path / "b"), "--vocab-size", "400",
+                                      "--input-length", "32", "--seeds", "1"])
+    assert result.exit_code == 0, result.output
+    manifest = json.loads((tmp_path / "b" / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["tokenizer"]["type"] == "unigram" and "Unigram trained on the corpus" in result.output
