@@ -1,6 +1,6 @@
 """Tokenizer training: mlmprep's trainer, `tokenizers`' UnigramTrainer and SentencePiece, side by side.
 
-    python -m benchmarks.tokenizer              # 3 MB of each corpus, vocabulary 8,000; the build's share (minutes)
+    python -m benchmarks.tokenizer              # 2 MB of each corpus, vocabulary 8,000; a 3 MB build (minutes)
     python -m benchmarks.tokenizer --quick      # 0.4 MB of each, vocabulary 4,000; a 1 MB build (CI)
 
 Per corpus (the shared kjv.txt and pydocs.txt, and a CJK text made from kjv.txt: each English word a word of
@@ -141,7 +141,7 @@ def run(quick: bool = False) -> dict:
     if not (CORPORA / "kjv.txt").is_file():
         return {}
     compile_bytecode()
-    sample, vocab = (400_000, 4000) if quick else (3_000_000, 8000)
+    sample, vocab = (400_000, 4000) if quick else (2_000_000, 8000)
     results: dict = {"sample_chars": sample, "vocab": vocab, "threads": THREADS, "corpora": {}}
     with tempfile.TemporaryDirectory(prefix="mlmprep-bench-tokenizer-") as tmp:
         corpora = {"kjv": CORPORA / "kjv.txt", "pydocs": CORPORA / "pydocs.txt"}

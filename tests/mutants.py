@@ -474,6 +474,18 @@ MUTANTS = [
     Mutant("unigram-progress-stuck-at-the-start", "mlmprep/build/unigram.py",  # the EM rounds never move the bar
            "on_round(pruned(seeds, int(found.group(2))), int(found.group(2)))",
            "on_round(0, int(found.group(2)))", ("tests/test_tokenizer_training.py",)),
+    Mutant("wordpiece-not-the-mlm-default", "mlmprep/config.py",  # BERT builds get T5's Unigram
+           'return self.tokenizer_type or ("wordpiece" if self.objective == "mlm" else "unigram")',
+           'return self.tokenizer_type or "unigram"', ("tests/test_tokenizer_training.py",)),
+    Mutant("tokenizer-type-ignored", "mlmprep/build/run.py",  # --tokenizer-type bpe trains a Unigram tokenizer
+           "                                  kind=cfg.trained_tokenizer_type(), bar=bar)",
+           '                                  kind="unigram", bar=bar)', ("tests/test_tokenizer_training.py",)),
+    Mutant("wordpiece-loads-as-a-generic-tokenizer", "mlmprep/format/write.py",  # AutoTokenizer: no BERT class
+           '"tokenizer_class": "BertTokenizerFast"', '"tokenizer_class": "PreTrainedTokenizerFast"',
+           ("tests/test_tokenizer_training.py",)),
+    Mutant("wordpiece-rows-unframed", "mlmprep/tokenize.py",  # BERT rows without [CLS] ... [SEP]
+           '    if kind == "wordpiece":\n        cls, sep', '    if False:\n        cls, sep',
+           ("tests/test_tokenizer_training.py",)),
     Mutant("unigram-trainer-outlives-ctrl-c", "mlmprep/build/unigram.py",  # the child trains on after the build ends
            "                proc.kill()\n", "", ("tests/test_interrupt.py",)),
     Mutant("compare-holds-out-by-position", "mlmprep/compare.py",  # copies of a text fall on both sides

@@ -20,11 +20,15 @@ SENTENCE_CHARS = 4096  # a document is given to the trainer in whitespace-aligne
 SPM_THREADS = 8  # fixed, never the cores: SentencePiece's EM sums per-thread counts, so its pieces depend on it
 SCORE_DECIMALS = 6  # scores are rounded: a float's full digits do not survive tokenizers' JSON round trip
 SHRINK = 0.75  # SentencePiece's shrinking_factor: each pruning round keeps this share of the pieces
-SPM_OPTIONS = dict(  # T5's layout and today's Metaspace pre-tokenizer: no normalisation, every character kept
+# T5's layout and the Metaspace pre-tokenizer of mlmprep's tokenizer.json: no normalisation, every character kept.
+# Pieces may cross scripts and digits (split_by_*: off), as the tokenizers trainer's could: splitting them costs
+# tokens per character. One EM round per pruning round (num_sub_iterations) gives as good a vocabulary as two
+# (benchmarks.tokenizer and the measurements in docs/building.md).
+SPM_OPTIONS = dict(
     model_type="unigram", pad_id=0, eos_id=1, unk_id=2, bos_id=-1, control_symbols=["<mask>"],
     normalization_rule_name="identity", add_dummy_prefix=True, remove_extra_whitespaces=False,
     character_coverage=1.0, hard_vocab_limit=False, split_by_unicode_script=False, split_by_number=False,
-    max_sentence_length=4 * SENTENCE_CHARS, num_threads=SPM_THREADS, shrinking_factor=SHRINK,
+    max_sentence_length=4 * SENTENCE_CHARS, num_threads=SPM_THREADS, shrinking_factor=SHRINK, num_sub_iterations=1,
     minloglevel=0,
 )
 SEEDS = re.compile(r"Initialized (\d+) seed (?:sentence)?pieces")
