@@ -478,8 +478,9 @@ MUTANTS = [
            'return self.tokenizer_type or ("wordpiece" if self.objective == "mlm" else "unigram")',
            'return self.tokenizer_type or "unigram"', ("tests/test_tokenizer_training.py",)),
     Mutant("tokenizer-type-ignored", "mlmprep/build/run.py",  # --tokenizer-type bpe trains a Unigram tokenizer
-           "                                  kind=cfg.trained_tokenizer_type(), bar=bar)",
-           '                                  kind="unigram", bar=bar)', ("tests/test_tokenizer_training.py",)),
+           "cfg.tokenizer_train_chars)), cfg.vocab_size,\n                                  kind=cfg.trained_tokenizer_type()",
+           'cfg.tokenizer_train_chars)), cfg.vocab_size,\n                                  kind="unigram"',
+           ("tests/test_tokenizer_training.py",)),
     Mutant("wordpiece-loads-as-a-generic-tokenizer", "mlmprep/format/write.py",  # AutoTokenizer: no BERT class
            '"tokenizer_class": "BertTokenizerFast"', '"tokenizer_class": "PreTrainedTokenizerFast"',
            ("tests/test_tokenizer_training.py",)),
