@@ -88,8 +88,8 @@ class BuildConfig:
                                      flags="--normalize-whitespace/--keep-whitespace")
     nfkc: bool = opt(False, "Unicode NFKC normalisation.", panel="Input")
     storage_options: str | None = opt(None, STORAGE_OPTIONS_HELP, panel="Input", metavar="JSON")
-    tokenizer: str | None = opt(None, "tokenizer.json or a transformers directory, local or a URL. None: train a "
-                                "Unigram tokenizer on the corpus.", panel="Tokenizer", metavar="PATH")
+    tokenizer: str | None = opt(None, "tokenizer.json or a transformers directory, local or a URL. None: train one "
+                                "on the corpus (--tokenizer-type).", panel="Tokenizer", metavar="PATH")
     vocab_size: int = opt(32000, "Vocabulary of a trained tokenizer, sentinels included.", panel="Tokenizer")
     tokenizer_type: Literal["unigram", "wordpiece", "bpe"] | None = opt(
         None, "Type of a trained tokenizer: 'unigram' (T5's: <pad> </s> <unk> <mask>, ▁ word starts), 'wordpiece' "
