@@ -537,8 +537,6 @@ MUTANTS = [
     Mutant("progress-no-heartbeat", "mlmprep/progress.py",  # a log silent while a long task runs
            '            threading.Thread(target=self.heartbeat, daemon=True, name="mlmprep-progress").start()\n',
            "            pass\n", ("tests/test_progress.py",)),
-    Mutant("tokenizer-fit-not-a-stage", "mlmprep/build/run.py",  # the log stays at "read the sample" for the fit
-           '    bar.stage("train tokenizer: fit the Unigram model", 1, "step")\n', "", ("tests/test_progress.py",)),
     Mutant("missing-build-dir-says-no-manifest", "mlmprep/format/load.py",  # `inspect out/nothere`: "no manifest.json"
            "    if not Path(build_dir).is_dir():", "    if False:",
            ("tests/test_cli_errors.py::test_a_missing_build_directory_is_named_as_such",)),
