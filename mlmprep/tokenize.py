@@ -186,11 +186,13 @@ def train_unigram(texts: Iterable[str], vocab_size: int, n_sentinels: int, bar):
     except EmptySample:
         model = None
     except ValueError as exc:
-        if (found := re.search(r"required_chars\. (\d+) vs", str(exc))) is None:
+        # SentencePiece's words: "Vocabulary size is smaller than required_chars. PIECES vs CHARACTERS + SPECIALS."
+        if (found := re.search(r"required_chars\. \d+ vs (\d+)", str(exc))) is None:
             raise TokenizerError(f"training the tokenizer failed: {exc}") from None
-        raise TokenizerError(f"--vocab-size {vocab_size} cannot hold the training text's {found.group(1)} "
-                             f"distinct characters and {n_sentinels} sentinels; "
-                             f"raise --vocab-size to at least {int(found.group(1)) + n_sentinels + 8}") from None
+        needed = int(found.group(1))
+        raise TokenizerError(f"--vocab-size {vocab_size} cannot hold the training text's "
+                             f"{needed - len(SPECIAL_TOKENS)} distinct characters and {n_sentinels} sentinels; "
+                             f"raise --vocab-size to at least {needed + n_sentinels}") from None
     return unigram_tokenizer(model) if model is not None else empty_unigram()
 
 
