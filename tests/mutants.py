@@ -474,6 +474,9 @@ MUTANTS = [
     Mutant("unigram-progress-stuck-at-the-start", "mlmprep/build/unigram.py",  # the EM rounds never move the bar
            "on_round(pruned(seeds, int(found.group(2))), int(found.group(2)))",
            "on_round(0, int(found.group(2)))", ("tests/test_tokenizer_training.py",)),
+    Mutant("vocab-too-small-names-the-pieces", "mlmprep/tokenize.py",  # "at least 106": still too small
+           'r"required_chars\\. \\d+ vs (\\d+)"', 'r"required_chars\\. (\\d+) vs \\d+"',
+           ("tests/test_tokenizer_training.py", "tests/test_cli_errors.py")),
     Mutant("wordpiece-not-the-mlm-default", "mlmprep/config.py",  # BERT builds get T5's Unigram
            'return self.tokenizer_type or ("wordpiece" if self.objective == "mlm" else "unigram")',
            'return self.tokenizer_type or "unigram"', ("tests/test_tokenizer_training.py",)),
