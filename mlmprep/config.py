@@ -38,6 +38,7 @@ MIN_SHARD_BYTES = 1024  # the smallest --shard-bytes: tests cut tiny corpora int
 MIX_WEIGHT = "a source's weight is the fraction of training tokens (window tokens, before masking) it contributes"
 MAX_TOKENS = 2**40  # the largest train token budget: batch planning counts tokens in int64
 MAX_SEEDS = 10_000  # each seed is a whole masked copy of the training data; far more is a typo
+TOKENIZER_TYPES = {"unigram": "Unigram", "wordpiece": "WordPiece", "bpe": "byte-level BPE"}  # --tokenizer-type, named
 MAX_VOCAB = 1 << 24  # the largest models use 256 K pieces; the Unigram trainer reserves memory per piece up front
 
 # option -> (what it applies with, whether a build's options have that): set to anything but its default
@@ -87,9 +88,14 @@ class BuildConfig:
                                      flags="--normalize-whitespace/--keep-whitespace")
     nfkc: bool = opt(False, "Unicode NFKC normalisation.", panel="Input")
     storage_options: str | None = opt(None, STORAGE_OPTIONS_HELP, panel="Input", metavar="JSON")
-    tokenizer: str | None = opt(None, "tokenizer.json or a transformers directory, local or a URL. None: train a "
-                                "Unigram tokenizer on the corpus.", panel="Tokenizer", metavar="PATH")
+    tokenizer: str | None = opt(None, "tokenizer.json or a transformers directory, local or a URL. None: train one "
+                                "on the corpus (--tokenizer-type).", panel="Tokenizer", metavar="PATH")
     vocab_size: int = opt(32000, "Vocabulary of a trained tokenizer, sentinels included.", panel="Tokenizer")
+    tokenizer_type: Literal["unigram", "wordpiece", "bpe"] | None = opt(
+        None, "Type of a trained tokenizer: 'unigram' (T5's: <pad> </s> <unk> <mask>, ▁ word starts), 'wordpiece' "
+        "(BERT's: [PAD] [UNK] [CLS] [SEP] [MASK], ## continuations, rows framed [CLS] ... [SEP]) or 'bpe' (byte-level, "
+        "as GPT-2 and RoBERTa; T5's special tokens). Each has the sentinels too.", panel="Tokenizer",
+        shown="unigram for --objective span, wordpiece for mlm")
     tokenizer_train_chars: int = opt(10_000_000, "A trained tokenizer learns from a sample of this many characters, "
                                      "spread over the whole corpus (the whole corpus if smaller).", panel="Tokenizer")
     method: Literal["tokens", "text"] = opt("tokens", "'tokens': exact token windows; 'text': naive "
@@ -172,6 +178,10 @@ class BuildConfig:
         may record (its bytes never depended on them)."""
         values = {**{f.name: f.default for f in dataclasses.fields(BuildConfig)}, **stored}
         return {key: value for key, value in stored.items() if key not in APPLIES_WITH or APPLIES_WITH[key][1](values)}
+
+    def trained_tokenizer_type(self) -> str:
+        """--tokenizer-type, or its default for the objective: BERT's WordPiece for mlm, T5's Unigram for span."""
+        return self.tokenizer_type or ("wordpiece" if self.objective == "mlm" else "unigram")
 
     def identity(self) -> dict[str, Any]:
         """The options that decide the output bytes; two builds with equal identities are the same build."""
