@@ -548,44 +548,44 @@ MUTANTS = [
            "        check_window_lengths(windows_name, manifest, windows[\"tokens\"], report)\n", "", ("tests/test_verify.py",)),
     Mutant("text-spelling-eos-gets-its-id", "mlmprep.tokenize:encode",  # "</s>" in a corpus: an EOS masked as noise
            "    if spelled_specials(tok)[flat].any():", "    if False:", ("tests/test_build.py",)),
-    Mutant("tokenizer-trained-on-special-text", "mlmprep/tokenize.py",  # a second "</s>" piece; the build refuses
+    Mutant("tokenizer-trained-on-special-text", "mlmprep.tokenize:train_tokenizer",  # a second "</s>" piece; the build refuses
            "    texts = (SPELLED_SPECIAL.sub(\" \", t) for t in texts)\n", "",
            ("tests/test_tokenizer_training.py", "tests/test_build.py")),
-    Mutant("unigram-scores-not-converted", "mlmprep/build/unigram.py",  # every piece as likely: other segmentations
+    Mutant("unigram-scores-not-converted", "mlmprep.build.unigram:unigram_tokenizer",  # every piece as likely: other segmentations
            "else round(sp.get_score(i), SCORE_DECIMALS))", "else -1.0)", ("tests/test_tokenizer_training.py",)),
-    Mutant("unigram-scores-unrounded", "mlmprep/build/unigram.py",  # the build's tokenizer.json (reparsed) differs
+    Mutant("unigram-scores-unrounded", "mlmprep.build.unigram:unigram_tokenizer",  # the build's tokenizer.json (reparsed) differs
            "round(sp.get_score(i), SCORE_DECIMALS)", "float(sp.get_score(i))",
            ("tests/test_sharded.py::test_tokenizer_train_learns_from_the_sample_build_takes",)),
-    Mutant("unigram-no-dummy-prefix", "mlmprep/build/unigram.py",  # trained without the "▁" the Metaspace adds
+    Mutant("unigram-no-dummy-prefix", "mlmprep.build.unigram",  # trained without the "▁" the Metaspace adds
            "add_dummy_prefix=True", "add_dummy_prefix=False", ("tests/test_tokenizer_training.py",)),
-    Mutant("unigram-threads-from-the-machine", "mlmprep/build/unigram.py",  # other pieces on another machine
+    Mutant("unigram-threads-from-the-machine", "mlmprep.build.unigram",  # other pieces on another machine
            "num_threads=SPM_THREADS,", "num_threads=len(__import__('os').sched_getaffinity(0)),",
            ("tests/test_tokenizer_training.py",)),
-    Mutant("unigram-long-documents-uncut", "mlmprep/build/unigram.py",  # the trainer skips sentences over its limit
+    Mutant("unigram-long-documents-uncut", "mlmprep.build.unigram:train_model",  # the trainer skips sentences over its limit
            "for sentence in whitespace_pieces(text, SENTENCE_CHARS):", "for sentence in [text]:",
            ("tests/test_tokenizer_training.py",)),
-    Mutant("unigram-progress-stuck-at-the-start", "mlmprep/build/unigram.py",  # the EM rounds never move the bar
+    Mutant("unigram-progress-stuck-at-the-start", "mlmprep.build.unigram:follow_log",  # the EM rounds never move the bar
            "on_round(pruned(seeds, int(found.group(2))), int(found.group(2)))",
            "on_round(0, int(found.group(2)))", ("tests/test_tokenizer_training.py",)),
-    Mutant("vocab-too-small-names-the-pieces", "mlmprep/tokenize.py",  # "at least 106": still too small
+    Mutant("vocab-too-small-names-the-pieces", "mlmprep.tokenize:train_unigram",  # "at least 106": still too small
            'r"required_chars\\. \\d+ vs (\\d+)"', 'r"required_chars\\. (\\d+) vs \\d+"',
            ("tests/test_tokenizer_training.py", "tests/test_cli_errors.py")),
-    Mutant("wordpiece-not-the-mlm-default", "mlmprep/config.py",  # BERT builds get T5's Unigram
+    Mutant("wordpiece-not-the-mlm-default", "mlmprep.config:BuildConfig.trained_tokenizer_type",  # BERT builds get T5's Unigram
            'return self.tokenizer_type or ("wordpiece" if self.objective == "mlm" else "unigram")',
            'return self.tokenizer_type or "unigram"', ("tests/test_tokenizer_training.py",)),
-    Mutant("tokenizer-type-ignored", "mlmprep/build/run.py",  # --tokenizer-type bpe trains a Unigram tokenizer
+    Mutant("tokenizer-type-ignored", "mlmprep.build.run:write_build",  # --tokenizer-type bpe trains a Unigram tokenizer
            "cfg.tokenizer_train_chars)), cfg.vocab_size,\n                                  kind=cfg.trained_tokenizer_type()",
            'cfg.tokenizer_train_chars)), cfg.vocab_size,\n                                  kind="unigram"',
            ("tests/test_tokenizer_training.py",)),
-    Mutant("wordpiece-loads-as-a-generic-tokenizer", "mlmprep/format/write.py",  # AutoTokenizer: no BERT class
+    Mutant("wordpiece-loads-as-a-generic-tokenizer", "mlmprep.format.write:hf_tokenizer_files",  # AutoTokenizer: no BERT class
            '"tokenizer_class": "BertTokenizerFast"', '"tokenizer_class": "PreTrainedTokenizerFast"',
            ("tests/test_tokenizer_training.py",)),
-    Mutant("wordpiece-rows-unframed", "mlmprep/tokenize.py",  # BERT rows without [CLS] ... [SEP]
+    Mutant("wordpiece-rows-unframed", "mlmprep.tokenize:train_subwords",  # BERT rows without [CLS] ... [SEP]
            '    if kind == "wordpiece":\n        cls, sep', '    if False:\n        cls, sep',
            ("tests/test_tokenizer_training.py",)),
-    Mutant("unigram-trainer-outlives-ctrl-c", "mlmprep/build/unigram.py",  # the child trains on after the build ends
+    Mutant("unigram-trainer-outlives-ctrl-c", "mlmprep.build.unigram:train_model",  # the child trains on after the build ends
            "                proc.kill()\n", "", ("tests/test_interrupt.py",)),
-    Mutant("compare-holds-out-by-position", "mlmprep/compare.py",  # copies of a text fall on both sides
+    Mutant("compare-holds-out-by-position", "mlmprep.compare:split_documents",  # copies of a text fall on both sides
            "held = held_out_text(doc, cfg.heldout_fraction, cfg.seed)",
            "held = held_out_text(str(counts['train'] + counts['heldout']), cfg.heldout_fraction, cfg.seed)",
            ("tests/test_compare.py",)),
@@ -633,7 +633,7 @@ MUTANTS = [
     Mutant("progress-no-heartbeat", "mlmprep.progress:Stages.__init__",  # a log silent while a long task runs
            '            threading.Thread(target=self.heartbeat, daemon=True, name="mlmprep-progress").start()\n',
            "            pass\n", ("tests/test_progress.py",)),
-    Mutant("missing-build-dir-says-no-manifest", "mlmprep/format/load.py",  # `inspect out/nothere`: "no manifest.json"
+    Mutant("missing-build-dir-says-no-manifest", "mlmprep.format.load:read_manifest",  # `inspect out/nothere`: "no manifest.json"
            "    if not Path(build_dir).is_dir():", "    if False:",
            ("tests/test_cli_errors.py::test_a_missing_build_directory_is_named_as_such",)),
     Mutant("finished-resume-notes-new-seeds", "mlmprep.train.loop:run_fit",  # a note before "already trained"
