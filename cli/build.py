@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated
 
 import typer
 
@@ -23,7 +23,11 @@ BUILD_EXAMPLES = """Examples:
   mlmprep build s3://corpora/c4/ --out s3://builds/c4  # from and to object storage (pip install 'mlmprep[s3]')
 """
 
-TRAINED_TOKENIZER_ONLY = ("vocab_size", "tokenizer_train_chars")  # options a given --tokenizer makes meaningless
+# options a given --tokenizer makes meaningless
+TRAINED_TOKENIZER_ONLY = ("vocab_size", "tokenizer_type", "tokenizer_train_chars")
+# build's options that `tokenizer train` shares, declared once in BuildConfig
+TOKENIZER_OPTIONS = ("text_column", "doc_sep", "storage_options", "vocab_size", "tokenizer_type",
+                     "tokenizer_train_chars")
 
 REMASK_EXAMPLES = """Examples:
 
@@ -46,7 +50,8 @@ TOKENIZER_EXAMPLES = """Examples:
   mlmprep build corpus.txt --tokenizer tok/tokenizer.json --out data/     # build with it
 """
 
-tokenizer_app = typer.Typer(help="Train a T5-style Unigram tokenizer.", no_args_is_help=True)
+tokenizer_app = typer.Typer(help="Train a tokenizer (T5's Unigram; BERT's WordPiece; byte-level BPE).",
+                            no_args_is_help=True)
 app.add_typer(tokenizer_app, name="tokenizer")
 
 
@@ -263,32 +268,38 @@ def inspect_build(
 
 @tokenizer_app.command("train", epilog=TOKENIZER_EXAMPLES, cls=HelpCommand)
 @cli_errors
+@config_options(BuildConfig, only=TOKENIZER_OPTIONS)
 def tokenizer_train(
     corpus: Annotated[list[str] | None, typer.Argument(help="Files, directories or globs, local or URLs. None: the "
                                                        "built-in sample.",
                                                        show_default=False)] = None,
     *,
     out: Annotated[str, typer.Option(help="The tokenizer.json file to write, local or a URL; a directory (or a name "
-                                          "ending in /) gets DIR/tokenizer.json.", metavar="PATH")] = "tokenizer.json",
-    vocab_size: Annotated[int, typer.Option(
-        help="Vocabulary size, <pad> </s> <unk> <mask> and 100 sentinels included.")] = BuildConfig.vocab_size,
-    text_column: Annotated[str, typer.Option(help="Text field of structured corpus files.",
-                                             metavar="FIELD")] = BuildConfig.text_column,
-    doc_sep: Annotated[Literal["line", "blank"], typer.Option(
-        help="'line' or 'blank' (paragraphs) for .txt files.")] = BuildConfig.doc_sep,
-    train_chars: Annotated[int, typer.Option(
-        help="Learn from a sample of this many characters spread over the whole corpus (the whole corpus if smaller): "
-             "the sample `build --tokenizer-train-chars` takes.", metavar="N")] = BuildConfig.tokenizer_train_chars,
-    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing --out file.")] = False,
-    storage_options: Annotated[str | None, StorageOptions] = None,
+                                          "ending in /) gets DIR/tokenizer.json.", metavar="PATH",
+                                     rich_help_panel="Output")] = "tokenizer.json",
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing --out file.",
+                                        rich_help_panel="Output")] = False,
+    train_chars: Annotated[int | None, typer.Option("--train-chars", hidden=True,
+                                                                rich_help_panel="Tokenizer")] = None,  # the old name
+    options: dict,
 ) -> None:
-    """Train a T5-style Unigram tokenizer: <pad>=0, </s>=1, <unk>=2, <mask>=3, <extra_id_0> highest."""
+    """Train a tokenizer: T5's Unigram (<pad>=0, </s>=1, <unk>=2, <mask>=3, <extra_id_0> highest), or BERT's
+    WordPiece or a byte-level BPE (--tokenizer-type)."""
     from mlmprep.build.run import train_tokenizer_file
+    from mlmprep.config import make_config
+    from mlmprep.errors import ConfigError
     from mlmprep.format.report import vocabulary_reached
     from mlmprep.storage import parse_options
 
-    path, reached, used = train_tokenizer_file(corpus or (), out, vocab_size=vocab_size, text_column=text_column,
-                                               doc_sep=doc_sep, force=force, train_chars=train_chars,
-                                               storage_options=parse_options(storage_options))
-    typer.echo(f"wrote {path}: {vocabulary_reached(reached, vocab_size)}, trained on {used['characters']:,} characters "
-               f"of {used['documents']:,} documents")
+    if train_chars is not None:
+        if "tokenizer_train_chars" in options:
+            raise ConfigError("--train-chars is the old name of --tokenizer-train-chars: give one of the two")
+        typer.echo("note: --train-chars is now called --tokenizer-train-chars, as in `mlmprep build`", err=True)
+        options = {**options, "tokenizer_train_chars": train_chars}
+    cfg = make_config(BuildConfig, options, source="options")
+    path, reached, used = train_tokenizer_file(
+        corpus or (), out, vocab_size=cfg.vocab_size, text_column=cfg.text_column, doc_sep=cfg.doc_sep, force=force,
+        train_chars=cfg.tokenizer_train_chars, tokenizer_type=cfg.tokenizer_type,
+        storage_options=parse_options(cfg.storage_options))
+    typer.echo(f"wrote {path}: {vocabulary_reached(reached, cfg.vocab_size)}, trained on {used['characters']:,} "
+               f"characters of {used['documents']:,} documents")

@@ -67,13 +67,15 @@ def option_parameter(cls: type, field: dataclasses.Field) -> inspect.Parameter:
                              annotation=Annotated[hint | None, info])
 
 
-def config_options(cls: type) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def config_options(cls: type,
+                   only: tuple[str, ...] | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorate a command `f(ARGUMENTS..., *, config, options)`: the command gains an option per opt() field of
-    `cls`, after its own parameters, and `f` receives those the command line gave as the dict `options`."""
+    `cls` (or of those named in `only`), after its own parameters, and `f` receives those the command line gave
+    as the dict `options`."""
 
     def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
         own = [p for p in inspect.signature(command, eval_str=True).parameters.values() if p.name != "options"]
-        generated = [option_parameter(cls, f) for f in option_fields(cls)]
+        generated = [option_parameter(cls, f) for f in option_fields(cls) if only is None or f.name in only]
         names = [p.name for p in generated]
 
         def run(**values: Any) -> Any:

@@ -38,6 +38,7 @@ MIN_SHARD_BYTES = 1024  # the smallest --shard-bytes: tests cut tiny corpora int
 MIX_WEIGHT = "a source's weight is the fraction of training tokens (window tokens, before masking) it contributes"
 MAX_TOKENS = 2**40  # the largest train token budget: batch planning counts tokens in int64
 MAX_SEEDS = 10_000  # each seed is a whole masked copy of the training data; far more is a typo
+TOKENIZER_TYPES = {"unigram": "Unigram", "wordpiece": "WordPiece", "bpe": "byte-level BPE"}  # --tokenizer-type, named
 MAX_VOCAB = 1 << 24  # the largest models use 256 K pieces; the Unigram trainer reserves memory per piece up front
 
 # option -> (what it applies with, whether a build's options have that): set to anything but its default
@@ -99,9 +100,14 @@ class BuildConfig:
     dedup_bands: int = opt(14, "--dedup near: LSH bands; documents equal in one band are compared (hashes: bands x "
                            "rows).", panel="Dedup")
     dedup_rows: int = opt(8, "--dedup near: MinHash values per LSH band.", panel="Dedup")
-    tokenizer: str | None = opt(None, "tokenizer.json or a transformers directory, local or a URL. None: train a "
-                                "Unigram tokenizer on the corpus.", panel="Tokenizer", metavar="PATH")
+    tokenizer: str | None = opt(None, "tokenizer.json or a transformers directory, local or a URL. None: train one "
+                                "on the corpus (--tokenizer-type).", panel="Tokenizer", metavar="PATH")
     vocab_size: int = opt(32000, "Vocabulary of a trained tokenizer, sentinels included.", panel="Tokenizer")
+    tokenizer_type: Literal["unigram", "wordpiece", "bpe"] | None = opt(
+        None, "Type of a trained tokenizer: 'unigram' (T5's: <pad> </s> <unk> <mask>, ▁ word starts), 'wordpiece' "
+        "(BERT's: [PAD] [UNK] [CLS] [SEP] [MASK], ## continuations, rows framed [CLS] ... [SEP]) or 'bpe' (byte-level, "
+        "as GPT-2 and RoBERTa; T5's special tokens). Each has the sentinels too.", panel="Tokenizer",
+        shown="unigram for --objective span, wordpiece for mlm")
     tokenizer_train_chars: int = opt(10_000_000, "A trained tokenizer learns from a sample of this many characters, "
                                      "spread over the whole corpus (the whole corpus if smaller).", panel="Tokenizer")
     method: Literal["tokens", "text"] = opt("tokens", "'tokens': exact token windows; 'text': naive "
@@ -191,6 +197,10 @@ class BuildConfig:
         may record (its bytes never depended on them)."""
         values = {**{f.name: f.default for f in dataclasses.fields(BuildConfig)}, **stored}
         return {key: value for key, value in stored.items() if key not in APPLIES_WITH or APPLIES_WITH[key][1](values)}
+
+    def trained_tokenizer_type(self) -> str:
+        """--tokenizer-type, or its default for the objective: BERT's WordPiece for mlm, T5's Unigram for span."""
+        return self.tokenizer_type or ("wordpiece" if self.objective == "mlm" else "unigram")
 
     def identity(self) -> dict[str, Any]:
         """The options that decide the output bytes; two builds with equal identities are the same build."""
@@ -362,11 +372,14 @@ def nearest(key: str, names: Any) -> str:
 
 
 POSITIONAL = {"corpus": "CORPUS", "data": "DATA"}  # fields the command line takes as arguments, not options
+SECRET = {"storage_options"}  # may hold credentials: an error names the value's type, never the value
 
 
 def coerce(key: str, value: Any, hint: Any) -> Any:
     """Check `value` against the annotation `hint`, converting lists to tuples and numbers to the type wanted."""
     option = POSITIONAL.get(key) or "--" + key.replace("_", "-")
+    if key in SECRET and isinstance(value, dict):  # a config file may write the JSON object as a mapping
+        value = json.dumps(value)
     origin = typing.get_origin(hint)
     if origin in (typing.Union, types.UnionType):
         if value is None and type(None) in typing.get_args(hint):
@@ -383,40 +396,42 @@ def coerce(key: str, value: Any, hint: Any) -> Any:
     if origin is Literal:
         choices = typing.get_args(hint)
         if value not in choices:
-            raise ConfigError(f"{option} must be one of {', '.join(map(str, choices))}; got {shown(value)}")
+            raise ConfigError(f"{option} must be one of {', '.join(map(str, choices))}; got {shown(value, key)}")
         return value
     if origin is tuple:
         if isinstance(value, str):
             value = [value]
         if not isinstance(value, (list, tuple)):
-            raise ConfigError(f"{option} expects a list, got {shown(value)}")
+            raise ConfigError(f"{option} expects a list, got {shown(value, key)}")
         return tuple(coerce(key, v, typing.get_args(hint)[0]) for v in value)
     if hint is bool and not isinstance(value, bool):
-        raise ConfigError(f"{option} expects true or false, got {shown(value)}")
+        raise ConfigError(f"{option} expects true or false, got {shown(value, key)}")
     if hint is int:
         whole = whole_number(value)
         if whole is None:
-            raise ConfigError(f"{option} expects a whole number, got {shown(value)}")
+            raise ConfigError(f"{option} expects a whole number, got {shown(value, key)}")
         return whole
     if hint is float:
         number = value if isinstance(value, (int, float)) and not isinstance(value, bool) else numeric_string(value)
         if number is None:
-            raise ConfigError(f"{option} expects a number, got {shown(value)}")
+            raise ConfigError(f"{option} expects a number, got {shown(value, key)}")
         try:
             return float(number)
         except OverflowError:  # an int past the largest float: infinite, which the config's checks refuse
             return math.inf if number > 0 else -math.inf
     if hint is str:
         if not isinstance(value, (str, Path)):
-            raise ConfigError(f"{option} expects a string, got {shown(value)}")
+            raise ConfigError(f"{option} expects a string, got {shown(value, key)}")
         if not str(value):  # Path("") is ".": an empty --out would be the current directory
             raise ConfigError(f"{option} is empty; give a value or leave it out")
         return str(value)
     return value
 
 
-def shown(value: Any) -> str:
-    """A value as a config file spells it: null for None, else its repr."""
+def shown(value: Any, key: str = "") -> str:
+    """A value as a config file spells it: null for None, else its repr; of a SECRET option only its type."""
+    if key in SECRET and value is not None:
+        return f"a {type(value).__name__} (not shown: it may hold credentials)"
     return "null" if value is None else repr(value)
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import os
+import tempfile
 from pathlib import Path
 
 
@@ -24,6 +26,35 @@ class TokenizerError(MlmprepError):
 
 class CacheError(MlmprepError):
     """A build output directory that is missing, foreign, locked or built with other options."""
+
+# what an OSError's errno says of the place a file was to be written
+DISK_REASONS = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is used up",
+                errno.EROFS: "a read-only file system", errno.EACCES: "no permission to write there",
+                errno.EPERM: "no permission to write there"}
+
+
+def disk_error(path: str | Path, exc: BaseException, fix: str) -> CacheError | None:
+    """A failed write of `path` as one line when the place cannot take it (a full disk, a read-only file
+    system, no permission), else None. A library that says so in its own words (torch: a RuntimeError) is
+    judged by what a probe written beside `path` meets now."""
+    problem = exc if isinstance(exc, OSError) and exc.errno in DISK_REASONS else write_probe(Path(path).parent)
+    if problem is None:
+        return None
+    return CacheError(f"{printable(path)}: cannot be written ({DISK_REASONS[problem.errno]}); {fix}")
+
+
+def write_probe(directory: Path) -> OSError | None:
+    """The OSError that writing (and syncing) 1 MiB in `directory` raises, if one of DISK_REASONS; the probe
+    is never left behind."""
+    try:
+        with tempfile.TemporaryFile(dir=directory) as f:
+            f.write(bytes(1 << 20))
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as exc:
+        return exc if exc.errno in DISK_REASONS else None
+    return None
+
 
 def printable(path: str | Path) -> str:
     """A path (or any text) as text that encodes as UTF-8, for JSON files and the summary: bytes of a name that

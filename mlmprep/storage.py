@@ -21,10 +21,12 @@ from mlmprep.errors import CacheError, ConfigError, CorpusError, MlmprepError
 
 # protocol -> the extra that installs its fsspec implementation
 EXTRAS = {"s3": "s3", "s3a": "s3", "gs": "gcs", "gcs": "gcs"}
-# S3 attempts per request, botocore's "standard" mode: 500/503, throttling and dropped connections are retried
-# with exponential backoff and jitter (at most 20 s a wait); s3fs repeats a request still throttled or cut off
-# mid-transfer up to 5 times more (S3FileSystem.retries). Bounded; a flaky store costs seconds, not the build.
+# S3 attempts per request, botocore's "standard" mode: 500/503, throttling, refused and dropped connections are
+# retried with exponential backoff and jitter (at most 20 s a wait); s3fs repeats a request still throttled or
+# cut off mid-transfer as many times (S3FileSystem.retries). Bounded; a flaky store costs seconds, not the build.
+# AWS_MAX_ATTEMPTS (botocore's own variable) sets both; a connection attempt waits CONNECT_TIMEOUT seconds.
 RETRIES = 5
+CONNECT_TIMEOUT = 10
 LOCK = ".mlmprep-lock"  # the object that says a build is writing under a prefix
 # --storage-options for the corpus URLs this process reads: set by the build in its driver and in each task
 # (readers open files by name alone, deep inside formats that know nothing of options)
@@ -73,8 +75,8 @@ def filesystem(url: str, options: dict | None = None, block: int | None = None):
 
 
 # what a client reads from the environment when it is made: a file system made before any of it changed is stale
-CLIENT_ENVIRONMENT = ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
-                      "AWS_PROFILE", "AWS_DEFAULT_REGION", "GOOGLE_APPLICATION_CREDENTIALS")
+CLIENT_ENVIRONMENT = ("AWS_ENDPOINT_URL", "AWS_MAX_ATTEMPTS", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
+                      "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_DEFAULT_REGION", "GOOGLE_APPLICATION_CREDENTIALS")
 
 
 @functools.lru_cache(maxsize=8)
@@ -83,11 +85,8 @@ def _filesystem(proto: str, options: str, environment: tuple, block: int | None)
     botocore's service model, a good part of a second."""
     import fsspec
 
-    defaults: dict = {"skip_instance_cache": True}  # this cache is the one that knows the environment
-    if proto in ("s3", "s3a"):
-        defaults["config_kwargs"] = {"retries": {"max_attempts": RETRIES, "mode": "standard"}}
     try:
-        fs = fsspec.filesystem(proto, **{**defaults, **json.loads(options)})
+        fs = fsspec.filesystem(proto, **{**client_defaults(proto), **json.loads(options)})
     except ImportError:
         extra = EXTRAS.get(proto)
         hint = f"pip install 'mlmprep[{extra}]'" if extra else f"install the fsspec implementation of {proto}://"
@@ -96,9 +95,36 @@ def _filesystem(proto: str, options: str, environment: tuple, block: int | None)
         if "protocol" in str(exc).lower():
             raise ConfigError(f"unknown protocol {proto}://; use s3://, gs:// or a local path") from None
         raise
+    if proto in ("s3", "s3a"):
+        fs.retries = attempts_per_request()
     if block:
         fs.default_block_size = block
     return fs
+
+
+def client_defaults(proto: str) -> dict:
+    """The options mlmprep gives a file system of `proto` unless --storage-options says otherwise: bounded
+    retries and connection waits on S3."""
+    defaults: dict = {"skip_instance_cache": True}  # the caller's cache is the one that knows the environment
+    if proto in ("s3", "s3a"):
+        defaults["config_kwargs"] = {"retries": {"max_attempts": attempts_per_request(), "mode": "standard"},
+                                     "connect_timeout": CONNECT_TIMEOUT}
+    return defaults
+
+
+def attempts_per_request() -> int:
+    """RETRIES, or AWS_MAX_ATTEMPTS where it is a positive whole number."""
+    given = os.environ.get("AWS_MAX_ATTEMPTS", "")
+    return int(given) if given.isdigit() and int(given) > 0 else RETRIES
+
+
+def unreachable(exc: BaseException) -> bool:
+    """Whether `exc` says the store could not be reached or stopped answering: refused, no such host, timed out,
+    the connection closed (botocore's and aiohttp's classes are matched by name: neither need be installed)."""
+    return isinstance(exc, (TimeoutError, ConnectionError)) or any(
+        c.__module__.split(".")[0] in ("botocore", "aiohttp", "urllib3")
+        and c.__name__ in ("ConnectionError", "HTTPClientError", "ClientConnectionError", "ServerTimeoutError")
+        for c in type(exc).__mro__)
 
 
 @contextlib.contextmanager
@@ -116,13 +142,22 @@ def errors(url: str, error: type[MlmprepError] = CacheError) -> Iterator[None]:
     except PermissionError as exc:
         raise error(f"{url}: access denied ({first_line(exc)}); check the credentials (environment, ~/.aws, "
                     "--storage-options) and the bucket's permissions") from None
-    except (OSError, ValueError) as exc:
-        raise error(f"{url}: the storage failed ({first_line(exc)}); check the endpoint and try again") from None
     except Exception as exc:
-        if "credentials" not in type(exc).__name__.lower():  # botocore's NoCredentialsError, google-auth's
-            raise
-        raise error(f"{url}: no credentials ({first_line(exc)}); give them in the environment, ~/.aws or "
-                    "--storage-options") from None
+        if unreachable(exc):
+            raise error(f"{url}: {unanswered(exc)}; check the endpoint (AWS_ENDPOINT_URL, --storage-options), "
+                        "the network and that the store is up, then run it again") from None
+        if isinstance(exc, (OSError, ValueError)):
+            raise error(f"{url}: the storage failed ({first_line(exc)}); check the endpoint and try again") from None
+        if "credentials" in type(exc).__name__.lower():  # botocore's NoCredentialsError, google-auth's
+            raise error(f"{url}: no credentials ({first_line(exc)}); give them in the environment, ~/.aws or "
+                        "--storage-options") from None
+        raise
+
+
+def unanswered(exc: BaseException) -> str:
+    """What a store that could not be reached did, for an error line: how often it was asked, and its error."""
+    n = attempts_per_request()
+    return f"the store did not answer in {n} attempt{'s' if n > 1 else ''} a request ({first_line(exc)})"
 
 
 def first_line(exc: BaseException) -> str:

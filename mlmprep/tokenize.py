@@ -21,9 +21,7 @@ from mlmprep.errors import TokenizerError
 PAD, EOS, UNK, MASK = "<pad>", "</s>", "<unk>", "<mask>"
 SPECIAL_TOKENS = (PAD, EOS, UNK, MASK)  # ids 0, 1, 2, 3 in a tokenizer mlmprep trains
 N_SENTINELS = 100
-SCORE_DECIMALS = 6  # Unigram scores are rounded so that training is reproducible (see canonical_unigram)
 PIECE_CHARS = 1 << 20  # documents longer than this are encoded in whitespace-aligned pieces
-CHAR_STEP = 1e-4  # the score step of the trainer's appended single characters
 SPELLED_SPECIAL = re.compile(r"</s>|<pad>|<unk>|<mask>|<extra_id_\d+>")  # never learnt as ordinary pieces
 CLEAN_SPACE = re.compile(r"(?<=\S) (?=\S)")  # where a long document is cut into pieces (whitespace_pieces)
 CALL_CHARS = 1 << 18  # characters per tokenizer call (one piece at least): bounds the memory of its encodings,
@@ -115,36 +113,97 @@ def tokenizer_sha256(tok) -> str:
     return hashlib.sha256(tok.to_str().encode("utf-8")).hexdigest()
 
 
-def train_tokenizer(texts: Iterable[str], vocab_size: int, *, n_sentinels: int = N_SENTINELS,
-                    show_progress: bool = False):
-    """Train a Unigram tokenizer laid out like T5's: <pad>=0, </s>=1, <unk>=2, <mask>=3, then pieces,
-    then the sentinels with <extra_id_0> at the highest id. `vocab_size` counts everything. Text that spells
-    a special token is blanked for training: the trainer would learn it as a second, ordinary piece.
-
-    The tokenizers Unigram trainer is not reproducible run to run (its scores differ in the last bits
-    and near-ties swap places), so the result is canonicalised: scores rounded, pieces re-sorted.
-    """
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
+def train_tokenizer(texts: Iterable[str], vocab_size: int, *, kind: str = "unigram", n_sentinels: int = N_SENTINELS,
+                    bar=None):
+    """Train a tokenizer of `kind` (unigram, wordpiece or bpe: see train_unigram and train_subwords) whose
+    sentinels follow its pieces, <extra_id_0> at the highest id; `vocab_size` counts everything. Text that spells
+    a special token is blanked for training: the trainer would learn it as a second, ordinary piece. `bar` (a
+    progress.Stages) shows how the training advances."""
     check_vocab_size(vocab_size, n_sentinels)
-    n_pieces = vocab_size - n_sentinels
-    tok = Tokenizer(models.Unigram())
+    texts = (SPELLED_SPECIAL.sub(" ", t) for t in texts)
+    if kind == "unigram":
+        tok = train_unigram(texts, vocab_size, n_sentinels, bar)
+    else:
+        if bar is not None:
+            bar.stage(f"train tokenizer: fit the {kind} model", 1, "step")
+        tok = train_subwords(texts, vocab_size - n_sentinels, kind)
+        if bar is not None:
+            bar.update(1)
+    tok.add_special_tokens([sentinel_name(k) for k in reversed(range(n_sentinels))])
+    return tok
+
+
+BERT_SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")  # ids 0 .. 4 of a WordPiece tokenizer mlmprep trains
+
+
+def train_subwords(texts: Iterable[str], n_pieces: int, kind: str):
+    """A WordPiece tokenizer laid out like BERT's (cased: [PAD]=0 [UNK]=1 [CLS]=2 [SEP]=3 [MASK]=4, ## continuations,
+    BERT's normaliser without lowercasing or accent stripping, its pre-tokenizer, one sequence framed [CLS] $A [SEP]),
+    or a byte-level BPE one (GPT-2's pre-tokenizer with a space before the text, T5's <pad> </s> <unk> <mask> first).
+    The `tokenizers` trainers run in a thread that Ctrl-C abandons (interruptible)."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+
+    if kind == "wordpiece":
+        tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+        tok.normalizer = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True, strip_accents=False,
+                                                    lowercase=False)
+        tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+        tok.decoder = decoders.WordPiece()
+        trainer = trainers.WordPieceTrainer(vocab_size=n_pieces, special_tokens=list(BERT_SPECIALS),
+                                            show_progress=False)
+    elif kind == "bpe":
+        tok = Tokenizer(models.BPE(unk_token=UNK))
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=True)
+        tok.decoder = decoders.ByteLevel()
+        trainer = trainers.BpeTrainer(vocab_size=n_pieces, special_tokens=list(SPECIAL_TOKENS), show_progress=False,
+                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    else:
+        raise TokenizerError(f"--tokenizer-type {kind}: not one of unigram, wordpiece, bpe")
+    interruptible(tok.train_from_iterator, texts, trainer)
+    if kind == "wordpiece":
+        cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+        tok.post_processor = processors.TemplateProcessing(
+            single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+            special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
+    return tok
+
+
+def train_unigram(texts: Iterable[str], vocab_size: int, n_sentinels: int, bar):
+    """A Unigram tokenizer laid out like T5's: <pad>=0, </s>=1, <unk>=2, <mask>=3, then pieces. SentencePiece
+    learns the pieces (mlmprep.build.unigram), with a fixed thread count, so the same text gives the same bytes on
+    any machine; `bar` shows its stages and EM rounds."""
+    from mlmprep.build.unigram import EmptySample, train_model, unigram_tokenizer
+
+    stage, rounds_done = (lambda name, total: None), (lambda rounds, size: None)
+    if bar is not None:
+        def stage(name: str, total: int) -> None:
+            bar.stage(f"train tokenizer: {name}", total or 1, "round" if total else "step")
+
+        def rounds_done(rounds: int, size: int) -> None:
+            bar.update(max(0, min(rounds, bar.total) - bar.done), note=f"{size:,} pieces")
+    try:
+        model = train_model(texts, vocab_size - n_sentinels, on_stage=stage, on_round=rounds_done)
+    except EmptySample:
+        model = None
+    except ValueError as exc:
+        # SentencePiece's words: "Vocabulary size is smaller than required_chars. PIECES vs CHARACTERS + SPECIALS."
+        if (found := re.search(r"required_chars\. \d+ vs (\d+)", str(exc))) is None:
+            raise TokenizerError(f"training the tokenizer failed: {exc}") from None
+        needed = int(found.group(1))
+        raise TokenizerError(f"--vocab-size {vocab_size} cannot hold the training text's "
+                             f"{needed - len(SPECIAL_TOKENS)} distinct characters and {n_sentinels} sentinels; "
+                             f"raise --vocab-size to at least {needed + n_sentinels}") from None
+    return unigram_tokenizer(model) if model is not None else empty_unigram()
+
+
+def empty_unigram():
+    """The tokenizer of an empty sample: the special tokens alone (the build then says the corpus holds no text)."""
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
+
+    tok = Tokenizer(models.Unigram([(name, 0.0) for name in SPECIAL_TOKENS], unk_id=SPECIAL_TOKENS.index(UNK)))
     tok.pre_tokenizer = pre_tokenizers.Metaspace()
     tok.decoder = decoders.Metaspace()
-    trainer = trainers.UnigramTrainer(
-        vocab_size=n_pieces, special_tokens=list(SPECIAL_TOKENS), unk_token=UNK, show_progress=show_progress
-    )
-    chars: set[str] = set()
-    try:
-        interruptible(tok.train_from_iterator, (seen_chars(SPELLED_SPECIAL.sub(" ", t), chars) for t in texts), trainer)
-    except Exception as exc:
-        if "not large enough to contain all chars" not in str(exc):
-            raise
-        raise TokenizerError(f"--vocab-size {vocab_size} cannot hold the training text's {len(chars)} "
-                             f"distinct characters and {n_sentinels} sentinels; "
-                             f"raise --vocab-size to at least {len(chars) + n_sentinels}") from None
-    tok = canonical_unigram(tok)
-    tok.add_special_tokens([sentinel_name(k) for k in reversed(range(n_sentinels))])
+    tok.add_special_tokens([AddedToken(name, special=True, normalized=False) for name in SPECIAL_TOKENS])
     return tok
 
 
@@ -152,12 +211,6 @@ def check_vocab_size(vocab_size: int, n_sentinels: int = N_SENTINELS) -> None:
     """Refuse a --vocab-size with no room for pieces beside the special tokens and sentinels."""
     if vocab_size - n_sentinels <= len(SPECIAL_TOKENS) + 1:
         raise TokenizerError(f"--vocab-size {vocab_size} is too small to hold {n_sentinels} sentinels and pieces")
-
-
-def seen_chars(text: str, chars: set[str]) -> str:
-    """`text`, its characters added to `chars` (for the error when the vocabulary cannot hold them all)."""
-    chars.update(text)
-    return text
 
 
 def interruptible(fn: Callable, *args):
@@ -189,39 +242,6 @@ def abandoned_calls() -> bool:
     """Whether an interruptible() call still runs after its waiter was interrupted: the process must then
     end without the interpreter's shutdown, which would stop that thread by unwinding it through Rust (an abort)."""
     return any(t.name == INTERRUPTIBLE_THREAD and t.is_alive() for t in threading.enumerate())
-
-
-def canonical_unigram(tok):
-    """Round Unigram scores and sort pieces by (score desc, piece) after the special tokens.
-
-    The trainer adds the corpus's single characters that no piece covers in hash order, with scores 1e-4
-    apart ending at the lowest score; they are re-sorted by character and given the same scores in that
-    order, so their ids and scores no longer depend on the process.
-    """
-    from tokenizers import Tokenizer
-
-    data = json.loads(tok.to_str())
-    vocab = data["model"]["vocab"]
-    n_special = len(SPECIAL_TOKENS)
-    specials, pieces = vocab[:n_special], vocab[n_special:]
-    if [p for p, _ in specials] != list(SPECIAL_TOKENS):
-        raise TokenizerError(f"trained tokenizer does not start with {SPECIAL_TOKENS}")
-    lowest = min((score for _, score in pieces), default=0.0)
-    in_block = [len(p) == 1 and on_grid((score - lowest) / CHAR_STEP) for p, score in pieces]
-    head = sorted(
-        ((p, round(score, SCORE_DECIMALS)) for (p, score), b in zip(pieces, in_block) if not b),
-        key=lambda ps: (-ps[1], ps[0]),
-    )
-    chars = sorted(p for (p, _), b in zip(pieces, in_block) if b)
-    ordered = head + [(c, round(lowest + CHAR_STEP * (len(chars) - 1 - k), SCORE_DECIMALS))
-                      for k, c in enumerate(chars)]
-    data["model"]["vocab"] = [[p, s] for p, s in specials] + [[p, s] for p, s in ordered]
-    return Tokenizer.from_str(json.dumps(data, ensure_ascii=False))
-
-
-def on_grid(steps: float) -> bool:
-    """A score this many CHAR_STEPs above the lowest lies on the trainer's character grid."""
-    return abs(steps - round(steps)) < 1e-3
 
 
 def _first_id(tok, names: Iterable[str]) -> int | None:

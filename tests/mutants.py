@@ -49,6 +49,52 @@ RAY_S3 = ("tests/test_ray.py::"
           "test_a_build_from_and_to_s3_on_nodes_that_share_no_disk_with_the_driver_equals_the_local_build")
 
 MUTANTS = [
+    # ------------------------------------------------------------ object-store faults, locks, disks, secrets
+    Mutant("store-unreachable-traceback", "mlmprep.storage:errors",  # a refused connection is a botocore traceback
+           "        if unreachable(exc):\n            raise error(", "        if False:\n            raise error(",
+           ("tests/test_storage_faults.py::test_an_unreachable_store_is_one_line_naming_the_url",)),
+    Mutant("store-attempts-fixed", "mlmprep.storage:attempts_per_request",  # AWS_MAX_ATTEMPTS does not act
+           "    return int(given) if given.isdigit() and int(given) > 0 else RETRIES", "    return RETRIES",
+           ("tests/test_storage_faults.py::test_a_long_outage_is_one_line_and_the_next_build_takes_the_lock_over",)),
+    Mutant("stale-lock-needs-force", "mlmprep.format.publish:take_over",  # a dead process's lock is kept till --force
+           "    if not here and not force:", "    if not force:",
+           ("tests/test_storage_faults.py::"
+            "test_a_lock_left_on_this_host_by_a_process_that_is_gone_is_taken_over_without_force",)),
+    Mutant("live-lock-taken", "mlmprep.format.publish:take_over",  # a running build's lock is taken over
+           "    if here and pid_alive(pid):", "    if False:",
+           ("tests/test_storage.py::test_two_builds_into_one_prefix_cannot_both_win",)),
+    Mutant("foreign-lock-taken-without-force", "mlmprep.format.publish:take_over",  # another host's lock just taken
+           "    if not here and not force:", "    if False:",
+           ("tests/test_storage_faults.py::test_a_lock_from_another_host_is_named_and_taken_over_only_with_force",)),
+    Mutant("dead-scratch-kept", "mlmprep.format.publish:scratch_directory",  # a killed build's MBs stay in $TMPDIR
+           "    remove_dead_scratch(Path(tempfile.gettempdir()))\n", "",
+           ("tests/test_storage_faults.py::test_a_killed_builds_lock_and_scratch_are_taken_over_and_removed",)),
+    Mutant("live-scratch-removed", "mlmprep.format.publish:remove_dead_scratch",  # a running build's scratch deleted under it
+           "named[2] == host and not pid_alive(int(named[1]))", "named[2] == host",
+           ("tests/test_storage_faults.py::test_a_killed_builds_lock_and_scratch_are_taken_over_and_removed",)),
+    Mutant("checkpoint-tmp-left", "mlmprep.train.checkpoint:save",  # a failed checkpoint leaves .checkpoint-N.tmp
+           "            shutil.rmtree(tmp, ignore_errors=True)\n            if problem is None:",
+           "            if problem is None:", ("tests/test_disks.py",)),
+    Mutant("disk-probe-blind", "mlmprep.errors:write_probe",  # torch's RuntimeError on a full disk stays a traceback
+           "    except OSError as exc:\n        return exc if exc.errno in DISK_REASONS else None",
+           "    except OSError:\n        return None", ("tests/test_disks.py",)),
+    Mutant("html-partial-left", "mlmprep.format.html:write_report",  # a page cut off by a full disk stays as .NAME.partial
+           "        if tmp.exists():\n            tmp.unlink()\n", "", ("tests/test_disks.py",)),
+    Mutant("task-disk-full-is-a-bug", "mlmprep.build.engine:attempt",  # a full disk is exit 1, "a bug"
+           "        if isinstance(exc, OSError) and exc.errno in DISK_REASONS:", "        if False:",
+           ("tests/test_disks.py",)),
+    Mutant("read-only-lock-traceback", "mlmprep.format.publish:build_lock",  # remask in a read-only place: a traceback
+           "        except OSError as exc:\n            raise (disk_error(path, exc, f\"give a build",
+           "        except ZeroDivisionError as exc:\n            raise (disk_error(path, exc, f\"give a build",
+           ("tests/test_disks.py",)),
+    Mutant("secret-option-echoed", "mlmprep.config:shown",  # --config's storage_options printed in its error
+           "    if key in SECRET and value is not None:", "    if False:", ("tests/test_config_files.py",)),
+    # ------------------------------------------------------------ Ray on loopback
+    Mutant("ray-local-cluster-listens-wide", "mlmprep.build.engine:session",  # GCS, raylet, agents on every interface
+           "    with loopback_only(ray) if local else nullcontext():", "    with nullcontext():",
+           ("tests/test_ray_loopback.py",)),
+    Mutant("ray-loopback-sticks", "mlmprep.build.engine:loopback_only",  # a later join of a real cluster says 127.0.0.1
+           "        constants.ENABLE_RAY_CLUSTER = before[1]\n", "        pass\n", ("tests/test_ray_loopback.py",)),
     # ------------------------------------------------------------ object storage: the commit protocol
     Mutant("remote-manifest-with-files", "mlmprep.format.publish:commit_remote",  # the commit point uploaded among the files
            "        storage.put(pairs, options)\n        storage.put([(stage / MANIFEST, manifest)], options)",
@@ -503,7 +549,42 @@ MUTANTS = [
     Mutant("text-spelling-eos-gets-its-id", "mlmprep.tokenize:encode",  # "</s>" in a corpus: an EOS masked as noise
            "    if spelled_specials(tok)[flat].any():", "    if False:", ("tests/test_build.py",)),
     Mutant("tokenizer-trained-on-special-text", "mlmprep.tokenize:train_tokenizer",  # a second "</s>" piece; the build refuses
-           "seen_chars(SPELLED_SPECIAL.sub(\" \", t), chars)", "seen_chars(t, chars)", ("tests/test_build.py",)),
+           "    texts = (SPELLED_SPECIAL.sub(\" \", t) for t in texts)\n", "",
+           ("tests/test_tokenizer_training.py", "tests/test_build.py")),
+    Mutant("unigram-scores-not-converted", "mlmprep.build.unigram:unigram_tokenizer",  # every piece as likely: other segmentations
+           "else round(sp.get_score(i), SCORE_DECIMALS))", "else -1.0)", ("tests/test_tokenizer_training.py",)),
+    Mutant("unigram-scores-unrounded", "mlmprep.build.unigram:unigram_tokenizer",  # the build's tokenizer.json (reparsed) differs
+           "round(sp.get_score(i), SCORE_DECIMALS)", "float(sp.get_score(i))",
+           ("tests/test_sharded.py::test_tokenizer_train_learns_from_the_sample_build_takes",)),
+    Mutant("unigram-no-dummy-prefix", "mlmprep.build.unigram",  # trained without the "▁" the Metaspace adds
+           "add_dummy_prefix=True", "add_dummy_prefix=False", ("tests/test_tokenizer_training.py",)),
+    Mutant("unigram-threads-from-the-machine", "mlmprep.build.unigram",  # other pieces on another machine
+           "num_threads=SPM_THREADS,", "num_threads=len(__import__('os').sched_getaffinity(0)),",
+           ("tests/test_tokenizer_training.py",)),
+    Mutant("unigram-long-documents-uncut", "mlmprep.build.unigram:train_model",  # the trainer skips sentences over its limit
+           "for sentence in whitespace_pieces(text, SENTENCE_CHARS):", "for sentence in [text]:",
+           ("tests/test_tokenizer_training.py",)),
+    Mutant("unigram-progress-stuck-at-the-start", "mlmprep.build.unigram:follow_log",  # the EM rounds never move the bar
+           "on_round(pruned(seeds, int(found.group(2))), int(found.group(2)))",
+           "on_round(0, int(found.group(2)))", ("tests/test_tokenizer_training.py",)),
+    Mutant("vocab-too-small-names-the-pieces", "mlmprep.tokenize:train_unigram",  # "at least 106": still too small
+           'r"required_chars\\. \\d+ vs (\\d+)"', 'r"required_chars\\. (\\d+) vs \\d+"',
+           ("tests/test_tokenizer_training.py", "tests/test_cli_errors.py")),
+    Mutant("wordpiece-not-the-mlm-default", "mlmprep.config:BuildConfig.trained_tokenizer_type",  # BERT builds get T5's Unigram
+           'return self.tokenizer_type or ("wordpiece" if self.objective == "mlm" else "unigram")',
+           'return self.tokenizer_type or "unigram"', ("tests/test_tokenizer_training.py",)),
+    Mutant("tokenizer-type-ignored", "mlmprep.build.run:write_build",  # --tokenizer-type bpe trains a Unigram tokenizer
+           "cfg.tokenizer_train_chars)), cfg.vocab_size,\n                                  kind=cfg.trained_tokenizer_type()",
+           'cfg.tokenizer_train_chars)), cfg.vocab_size,\n                                  kind="unigram"',
+           ("tests/test_tokenizer_training.py",)),
+    Mutant("wordpiece-loads-as-a-generic-tokenizer", "mlmprep.format.write:hf_tokenizer_files",  # AutoTokenizer: no BERT class
+           '"tokenizer_class": "BertTokenizerFast"', '"tokenizer_class": "PreTrainedTokenizerFast"',
+           ("tests/test_tokenizer_training.py",)),
+    Mutant("wordpiece-rows-unframed", "mlmprep.tokenize:train_subwords",  # BERT rows without [CLS] ... [SEP]
+           '    if kind == "wordpiece":\n        cls, sep', '    if False:\n        cls, sep',
+           ("tests/test_tokenizer_training.py",)),
+    Mutant("unigram-trainer-outlives-ctrl-c", "mlmprep.build.unigram:train_model",  # the child trains on after the build ends
+           "                proc.kill()\n", "", ("tests/test_interrupt.py",)),
     Mutant("compare-holds-out-by-position", "mlmprep.compare:split_documents",  # copies of a text fall on both sides
            "held = held_out_text(doc, cfg.heldout_fraction, cfg.seed)",
            "held = held_out_text(str(counts['train'] + counts['heldout']), cfg.heldout_fraction, cfg.seed)",
@@ -552,8 +633,6 @@ MUTANTS = [
     Mutant("progress-no-heartbeat", "mlmprep.progress:Stages.__init__",  # a log silent while a long task runs
            '            threading.Thread(target=self.heartbeat, daemon=True, name="mlmprep-progress").start()\n',
            "            pass\n", ("tests/test_progress.py",)),
-    Mutant("tokenizer-fit-not-a-stage", "mlmprep.build.run:logged_sample",  # the log stays at "read the sample" for the fit
-           '    bar.stage("train tokenizer: fit the Unigram model", 1, "step")\n', "", ("tests/test_progress.py",)),
     Mutant("missing-build-dir-says-no-manifest", "mlmprep.format.load:read_manifest",  # `inspect out/nothere`: "no manifest.json"
            "    if not Path(build_dir).is_dir():", "    if False:",
            ("tests/test_cli_errors.py::test_a_missing_build_directory_is_named_as_such",)),
@@ -630,6 +709,25 @@ MUTANTS = [
            "card.querySelectorAll(\"[data-\" + key + \"]\")", ("tests/test_html_report.py",)),
     Mutant("report-overwrites-any-file", "mlmprep.format.html:check_report_path",
            "            if f.read(len(MARK)) != MARK.encode():", "            if False:", ("tests/test_html_report.py",)),
+    Mutant("report-data-filled-last", "mlmprep.format.html:fill",  # a {{DATA}} in an escaped value gets the JSON
+           'return SLOT.sub(lambda m: policy if m[1] == "CSP" else values[m[1]], template)',
+           'return template.replace("{{CSP}}", policy).replace("{{TITLE}}", values["TITLE"]).replace('
+           '"{{BODY}}", values["BODY"]).replace("{{DATA}}", values["DATA"])',
+           ("tests/test_html_payloads.py",)),
+    Mutant("report-data-ends-its-script", "mlmprep.format.html:json_in_html",  # only </ escaped: <!--<script> eats the end
+           '.replace("<", "\\\\u003c").replace(">", "\\\\u003e")', '.replace("</", "<\\\\/")',
+           ("tests/test_html_payloads.py",)),
+    Mutant("report-value-unescaped", "mlmprep.format.html:table",  # a table's values as markup
+           'body = "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>"',
+           'body = "".join(f"<tr><th>{escape(k)}</th><td>{v}</td></tr>"', ("tests/test_html_payloads.py",)),
+    Mutant("report-policy-inline", "mlmprep.format.html:fill",  # any inline script runs
+           'policy = (f"default-src \'none\'; script-src {\' \'.join(allowed[\'script\'])}; "',
+           'policy = (f"default-src \'none\'; script-src \'unsafe-inline\'; "', ("tests/test_html_payloads.py",)),
+    Mutant("report-no-policy", "mlmprep/format/report.html",  # no Content-Security-Policy at all
+           '<meta http-equiv="Content-Security-Policy" content="{{CSP}}">\n', "", ("tests/test_html_payloads.py",)),
+    Mutant("report-policy-misses-the-charts", "mlmprep.format.html:fill",  # the legends' colours blocked
+           '        allowed["style"] += ["\'unsafe-hashes\'", *map(digest, attributes)]', "        pass",
+           ("tests/test_html_payloads.py", "tests/test_html_report.py")),
     Mutant("plots-warn-every-time", "mlmprep.train.plots:update",
            "            _warned = True\n", "            pass\n", ("tests/test_plots.py",)),
     Mutant("plots-never-drawn", "mlmprep.train.loop:evaluate_and_log",

@@ -32,7 +32,7 @@ COMMANDS = {  # command words -> the option groups its help shows, in order (the
     ("remask",): [],
     ("inspect",): [],
     ("verify",): [],
-    ("tokenizer", "train"): [],
+    ("tokenizer", "train"): ["Output", "Input", "Tokenizer"],
     ("cache", "ls"): [],
     ("cache", "clear"): [],
 }
@@ -249,8 +249,18 @@ def test_a_new_config_field_is_an_option_and_a_config_file_key_with_no_other_edi
 # names differ, None: none)
 CONFIG_OF = {
     ("compare-methods",): (CompareConfig, {"max_mb": "max_chars"}),
-    ("tokenizer", "train"): (BuildConfig, {"train_chars": "tokenizer_train_chars", "out": None}),
 }
+
+
+def test_tokenizer_train_takes_builds_options_by_the_same_names_and_words():
+    """One option, one name: what `tokenizer train` shares with `build` is declared once, in BuildConfig."""
+    build = {p.name: (p.opts, p.help) for p in command("build").params}
+    names = {"vocab_size", "tokenizer_train_chars", "text_column", "doc_sep", "storage_options"}
+    shared = [p for p in command("tokenizer", "train").params if p.name in names]
+    assert {p.name for p in shared} == names
+    for param in shared:
+        assert (param.opts, param.help) == build[param.name], param.name
+    assert "--train-chars" not in help_text("tokenizer", "train")  # the old name: accepted, not shown
 
 
 def stated_default(param) -> tuple[bool, object]:

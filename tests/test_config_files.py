@@ -236,3 +236,19 @@ def test_a_config_from_a_pipe_is_read(tmp_path):
         assert make_config(BuildConfig, read_config_file(fifo)).seeds == 3
     finally:
         writer.join(5)
+
+
+@pytest.mark.parametrize("value", [["TOPSECRET"], 7, "TOPSECRET not json"])
+def test_storage_options_in_a_config_file_never_echo_their_value(tmp_path, tiny_corpus, tok, value):
+    config = tmp_path / "opts.json"
+    config.write_text(json.dumps({"storage_options": value}))
+    result = cli("build", str(tiny_corpus), "--out", str(tmp_path / "out"), "--tokenizer", tok, "--config", config)
+    assert result.exit_code == 2 and "--storage-options" in result.stderr and "TOPSECRET" not in result.stderr
+    assert "7" not in result.stderr.replace(str(tmp_path), "")
+
+
+def test_storage_options_may_be_a_mapping_in_a_config_file(tmp_path):
+    config = tmp_path / "opts.yaml"
+    config.write_text("storage_options:\n  key: AKIA\n  secret: TOPSECRET\n")
+    cfg = make_config(BuildConfig, read_config_file(config), source=str(config))
+    assert json.loads(cfg.storage_options) == {"key": "AKIA", "secret": "TOPSECRET"}

@@ -254,7 +254,7 @@ def test_a_remote_build_missing_a_file_is_not_up_to_date(s3, tiny_corpus, tok):
 def test_tokenizer_train_reads_and_writes_urls(s3, tmp_path, tiny_corpus):
     bucket = s3.bucket()
     s3.fs().put(str(tiny_corpus), f"{bucket}/c/{tiny_corpus.name}")
-    args = ["--vocab-size", "300", "--train-chars", "20000"]
+    args = ["--vocab-size", "300", "--tokenizer-train-chars", "20000"]
     assert cli("tokenizer", "train", tiny_corpus, "--out", tmp_path / "local.json", *args).exit_code == 0
     made = cli("tokenizer", "train", f"s3://{bucket}/c/", "--out", f"s3://{bucket}/tok/", *args)
     assert made.exit_code == 0 and made.stdout.startswith(f"wrote s3://{bucket}/tok/tokenizer.json:"), made.stdout

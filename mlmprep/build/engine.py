@@ -25,14 +25,14 @@ from collections import deque
 from collections.abc import Callable, Generator, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from contextlib import closing, contextmanager
+from contextlib import closing, contextmanager, nullcontext
 from dataclasses import dataclass
 from multiprocessing import forkserver, resource_tracker
 from typing import Any
 
 import psutil
 
-from mlmprep.errors import ConfigError, MlmprepError
+from mlmprep.errors import DISK_REASONS, CacheError, ConfigError, MlmprepError
 
 RAY_RETRIES = 3  # attempts after the first when a Ray worker dies mid-task
 TASKS_PER_WORKER = 24  # reading tasks per worker (at most): the last round, uneven, leaves a core idle for 1/24 of it
@@ -199,9 +199,12 @@ def attempt(fn: Callable[[Any], Any], task: Any) -> Any:
     except MlmprepError:
         raise
     except Exception as exc:
+        message = str(exc).splitlines()[0] if str(exc) else ""
+        if isinstance(exc, OSError) and exc.errno in DISK_REASONS:  # the place's fault, not the code's
+            raise CacheError(f"{name(task)}: cannot write its output ({DISK_REASONS[exc.errno]}: {message}); free "
+                             "some space or give a writable place; nothing was published") from None
         frame = traceback.extract_tb(exc.__traceback__)[-1]
         where = f"{os.path.basename(frame.filename)}:{frame.lineno}"
-        message = str(exc).splitlines()[0] if str(exc) else ""
         raise TaskFailed(f"{name(task)} failed: {type(exc).__name__}: {message} (at {where}); "
                          "nothing was published") from exc
 
@@ -502,17 +505,46 @@ def session(engine: Engine) -> Iterator[None]:
         return
     if engine.ray_address:
         check_reachable(engine.ray_address)
-    try:
-        ray.init(address=engine.ray_address, include_dashboard=False, log_to_driver=False,
-                 logging_level="ERROR")
-    except (ConnectionError, ray.exceptions.AuthenticationError) as exc:
-        raise ConfigError(f"--ray-address {engine.ray_address}: cannot join the Ray cluster there "
-                          f"({str(exc).splitlines()[0]}); with token authentication on, set "
-                          "RAY_AUTH_MODE=token and give this machine the cluster's token") from None
+    local = not engine.ray_address and starts_its_own(ray)
+    with loopback_only(ray) if local else nullcontext():
+        try:
+            ray.init(address=engine.ray_address, include_dashboard=False, log_to_driver=False,
+                     logging_level="ERROR", **({"_node_ip_address": "127.0.0.1"} if local else {}))
+        except (ConnectionError, ray.exceptions.AuthenticationError) as exc:
+            raise ConfigError(f"--ray-address {engine.ray_address}: cannot join the Ray cluster there "
+                              f"({str(exc).splitlines()[0]}); with token authentication on, set "
+                              "RAY_AUTH_MODE=token and give this machine the cluster's token") from None
+        try:
+            yield
+        finally:
+            ray.shutdown()
+
+
+# Ray takes a node's address from the machine's interfaces, and its servers (GCS, raylet, object manager,
+# workers, runtime-env agent) listen there, unless the node is told it is no cluster: then on 127.0.0.1 only.
+NOT_A_CLUSTER = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+
+
+def starts_its_own(ray: Any) -> bool:
+    """Whether ray.init() without an address starts a Ray instance: none runs on this machine, no RAY_ADDRESS."""
+    return ray._private.services.canonicalize_bootstrap_address(None) is None
+
+
+@contextmanager
+def loopback_only(ray: Any) -> Iterator[None]:
+    """Within: a Ray instance that ray.init starts here listens on 127.0.0.1 only (Ray's own switch, read from
+    the environment when ray is imported, so its constant is set too); after, both as they were."""
+    constants = ray._private.ray_constants
+    before = os.environ.get(NOT_A_CLUSTER), constants.ENABLE_RAY_CLUSTER
+    os.environ[NOT_A_CLUSTER], constants.ENABLE_RAY_CLUSTER = "0", False
     try:
         yield
     finally:
-        ray.shutdown()
+        constants.ENABLE_RAY_CLUSTER = before[1]
+        if before[0] is None:
+            os.environ.pop(NOT_A_CLUSTER, None)
+        else:
+            os.environ[NOT_A_CLUSTER] = before[0]
 
 
 def check_reachable(address: str) -> None:

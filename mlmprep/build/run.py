@@ -16,7 +16,6 @@ import math
 import os
 import shutil
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -53,7 +52,7 @@ from mlmprep.build.pipeline import (
 )
 from mlmprep.build.selection import EXCERPT_CHARS, SIDES, Selection
 from mlmprep.build.windows import MIN_ROW, WindowStats, doc_rows_per_document, segment_chars
-from mlmprep.config import MAX_SEEDS, BuildConfig, check_range
+from mlmprep.config import MAX_SEEDS, TOKENIZER_TYPES, BuildConfig, check_range
 from mlmprep.corpus.documents import Corpus, open_corpus
 from mlmprep.corpus.readers import (
     CorpusStats,
@@ -78,6 +77,7 @@ from mlmprep.format.publish import (
     read_existing_remote,
     remote_contents,
     remote_lock,
+    scratch_directory,
     staging_dir,
 )
 from mlmprep.format.write import (
@@ -116,6 +116,11 @@ class BuildResult:
     up_to_date: bool
 
 
+def say(line: str) -> None:
+    """A note that stays on stderr whoever reads it (not progress): a lock taken over from another build."""
+    print(f"note: {line}", file=sys.stderr, flush=True)
+
+
 def build(cfg: BuildConfig, *, log: Callable[[str], None] = print) -> BuildResult:
     """Build `cfg.out` (a directory, or a prefix on object storage), or report it up to date when it already
     holds this build of this corpus."""
@@ -133,7 +138,7 @@ def build(cfg: BuildConfig, *, log: Callable[[str], None] = print) -> BuildResul
     if not remote:
         check_outside_corpus(out, cfg.corpus)
     with contextlib.ExitStack() as stack:
-        scratch = stack.enter_context(tempfile.TemporaryDirectory(prefix="mlmprep-"))  # remote inputs and stage
+        scratch = stack.enter_context(scratch_directory())  # remote inputs and stage
         stack.callback(let_go_streams)  # the compressed streams the tasks run here kept open
         engine = Engine(cfg.engine, cfg.workers, cfg.ray_address)
         # Corpus objects: copied to this machine's disk first (one transfer each, several at once), except on Ray,
@@ -161,7 +166,7 @@ def build(cfg: BuildConfig, *, log: Callable[[str], None] = print) -> BuildResul
             prestart(engine, corpus.bytes, cfg.shard_bytes, tokenize_shard.__module__, tokenizer)
         given_tokenizer = load_tokenizer(tokenizer) if tokenizer else None
         log(f"corpus: {corpus.description}")
-        with remote_lock(out, options) if remote else build_lock(out):
+        with remote_lock(out, options, force=cfg.force, log=say) if remote else build_lock(out):
             tokenizer_sha = tokenizer_sha256(given_tokenizer) if given_tokenizer else None
             if remote:
                 present = remote_contents(out, options)
@@ -281,8 +286,7 @@ def training_sample(corpus: Corpus, cfg: BuildConfig, used: dict) -> Iterator[st
 
 
 def logged_sample(texts: Iterator[str], bar: Stages, total: int) -> Iterator[str]:
-    """`texts`, their characters counted in a progress stage of `total`; then a stage for the fit that follows
-    (the longest part of training a tokenizer, which reports nothing until it ends)."""
+    """`texts`, their characters counted in a progress stage of `total` (the trainer's own stages follow)."""
     bar.stage("train tokenizer: read the sample", total, "character")
     pending = 0
     for text in texts:
@@ -292,7 +296,6 @@ def logged_sample(texts: Iterator[str], bar: Stages, total: int) -> Iterator[str
             bar.update(pending)
             pending = 0
     bar.update(pending)
-    bar.stage("train tokenizer: fit the Unigram model", 1, "step")
 
 
 def write_build(cfg: BuildConfig, corpus: Corpus, tok, stage: Path, log: Callable[[str], None], engine: Engine) -> dict:
@@ -301,16 +304,14 @@ def write_build(cfg: BuildConfig, corpus: Corpus, tok, stage: Path, log: Callabl
     started = time.perf_counter()
     trained_on = None
     if tok is None:
-        log(f"training a Unigram tokenizer (vocab {cfg.vocab_size}) on at most {cfg.tokenizer_train_chars:,} "
-            "characters ...")
+        log(f"training a {TOKENIZER_TYPES[cfg.trained_tokenizer_type()]} tokenizer (vocab {cfg.vocab_size}) on at most "
+            f"{cfg.tokenizer_train_chars:,} characters ...")
         trained_on = {"documents": 0, "characters": 0}
         texts = training_sample(corpus, cfg, trained_on)
-        if sys.stderr.isatty():  # the tokenizers trainer's own bars, which show its EM rounds
-            tok = train_tokenizer(texts, cfg.vocab_size, show_progress=True)
-        else:
-            with Stages() as bar:
-                tok = train_tokenizer(logged_sample(texts, bar, min(cfg.tokenizer_train_chars, corpus.bytes or
-                                                                     cfg.tokenizer_train_chars)), cfg.vocab_size)
+        with Stages() as bar:
+            tok = train_tokenizer(logged_sample(texts, bar, min(cfg.tokenizer_train_chars, corpus.bytes or
+                                                                 cfg.tokenizer_train_chars)), cfg.vocab_size,
+                                  kind=cfg.trained_tokenizer_type(), bar=bar)
         timings["train_tokenizer_s"] = time.perf_counter() - started
     write_hf_tokenizer(tok, stage, model_max_length=cfg.input_length)  # tokenizer.json + the transformers files
     ids = special_ids(tok)
@@ -768,6 +769,7 @@ def finish_manifest(cfg, corpus, tok, ids, stage, splits, seeds, stats, masker, 
             "decoder_start_id": ids.pad,
             "sentinels": len(ids.sentinels),
             "trained_on": trained_on,  # {"documents", "characters"} of the training sample; None: --tokenizer given
+            "type": cfg.trained_tokenizer_type() if trained_on else None,  # --tokenizer-type of one trained here
         },
         "corpus": {
             "description": corpus.description,
@@ -847,7 +849,7 @@ def remask_remote(url: str, seeds: int, *, threads: int, engine: Engine, options
     locally and uploaded, then the manifest that lists them replaces the old one in one put (the commit)."""
     url = url.rstrip("/")
     storage.preflight(url, options, "remask")
-    with remote_lock(url, options), fetched_build(url, options, splits=["windows"]) as local:
+    with remote_lock(url, options, log=say), fetched_build(url, options, splits=["windows"]) as local:
         names = remask(local, seeds, threads=threads, engine=engine)
         if names:  # what a failed remask left under the new names goes first
             leftovers = {n: size for n, size in remote_contents(url, options).items() if n.split("/")[0] in names}
@@ -870,22 +872,26 @@ def windows_files(out: Path, manifest: dict) -> list[tuple[Path, dict | None]]:
 
 def train_tokenizer_file(corpus: Iterable[str], out: str | Path, *, vocab_size: int, text_column: str = "text",
                          doc_sep: str = "line", train_chars: int = BuildConfig.tokenizer_train_chars,
-                         force: bool = False, storage_options: dict | None = None) -> tuple[str, int, dict]:
+                         tokenizer_type: str | None = None, force: bool = False,
+                         storage_options: dict | None = None) -> tuple[str, int, dict]:
     """`mlmprep tokenizer train`: train on the sample of the corpus `build --tokenizer-train-chars` would take
     (cleaned as build cleans it) and save tokenizer.json, into `out` when that is a directory or ends with a
     slash; `out` and the corpus may be URLs. Returns the file written, the vocabulary reached and the documents
     and characters trained on."""
     options = storage_options or {}
     check_tokenizer_out(out, force, options)  # before the training, which takes minutes
-    check_range("--train-chars", train_chars, low=1)
+    check_range("--tokenizer-train-chars", train_chars, low=1)
     cfg = BuildConfig(corpus=tuple(corpus), text_column=text_column, doc_sep=doc_sep, vocab_size=vocab_size,
-                      tokenizer_train_chars=train_chars)
-    with tempfile.TemporaryDirectory(prefix="mlmprep-") as scratch:
+                      tokenizer_train_chars=train_chars, tokenizer_type=tokenizer_type)
+    with scratch_directory() as scratch:
         paths, copies = fetch_sources(cfg.corpus, Path(scratch, "corpus"), options)
         with named_as(copies):
             source = open_corpus(paths, text_column=text_column, doc_sep=doc_sep)
             used = {"documents": 0, "characters": 0}
-            tok = train_tokenizer(training_sample(source, cfg, used), vocab_size)
+            with Stages() as bar:
+                tok = train_tokenizer(logged_sample(training_sample(source, cfg, used), bar,
+                                                    min(train_chars, source.bytes or train_chars)), vocab_size,
+                                      kind=cfg.trained_tokenizer_type(), bar=bar)
             if used["documents"] == 0:
                 raise no_text_error(corpus_name(source), source.stats.as_dict(), text_column)
         if storage.is_url(str(out)):

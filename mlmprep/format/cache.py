@@ -35,7 +35,7 @@ from mlmprep.config import parse_size, size_text
 from mlmprep.errors import CacheError, ConfigError, MlmprepError
 from mlmprep.format import load
 from mlmprep.format.write import MANIFEST
-from mlmprep.storage import is_url, parse_options
+from mlmprep.storage import client_defaults, is_url, parse_options, protocol, unanswered, unreachable
 
 CHUNK = 8 << 20  # bytes per ranged read: one request, retried on its own
 ATTEMPTS = 5  # tries of one ranged read before the run stops
@@ -155,7 +155,8 @@ class SeedCache:
 
         self.url, self.log, self.prefetch_epochs = str(url).rstrip("/"), log, prefetch_epochs
         try:
-            self.fs, self.remote = fsspec.core.url_to_fs(self.url, skip_instance_cache=True, **(options or {}))
+            self.fs, self.remote = fsspec.core.url_to_fs(self.url, **{**client_defaults(protocol(self.url)),
+                                                                      **(options or {})})
         except (ImportError, ValueError) as exc:
             raise CacheError(f"{self.url}: no file system for this URL ({one_line(exc)}); install the extra it "
                              "needs, e.g. pip install 'mlmprep[s3]' or 'mlmprep[gcs]'") from None
@@ -209,6 +210,9 @@ class SeedCache:
                                  "wrote to (its manifest is written last)") from None
             if isinstance(exc.__cause__, TypeError):  # the client was given an option it does not take
                 raise ConfigError(f"{self.url}: {one_line(exc.__cause__)}; check --storage-options") from None
+            if unreachable(exc.__cause__):  # before the run: no checkpoint to speak of
+                raise CacheError(f"{self.url}: {unanswered(exc.__cause__)}; check the endpoint (AWS_ENDPOINT_URL, "
+                                 "--storage-options), the network and that the store is up") from None
             raise
 
     def remove_stale(self, base: Path) -> None:

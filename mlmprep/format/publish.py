@@ -12,12 +12,13 @@ import re
 import shutil
 import socket
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 from mlmprep import storage
-from mlmprep.errors import CacheError, ConfigError, printable
+from mlmprep.errors import CacheError, ConfigError, disk_error, printable
 from mlmprep.format.write import FORMAT_VERSION, MANIFEST, format_version, manifest_path
 
 
@@ -65,7 +66,11 @@ def build_lock(out: Path) -> Iterator[None]:
     out.parent.mkdir(parents=True, exist_ok=True)
     path = out.parent / f".{out.name}.lock"
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise (disk_error(path, exc, f"give a build in a writable place (its lock is written beside {out})")
+                   or exc) from None
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -217,19 +222,89 @@ BUILD_NAMES = re.compile(r"(tokenizer\.json|special_tokens_map\.json|tokenizer_c
 
 
 @contextlib.contextmanager
-def remote_lock(url: str, options: dict) -> Iterator[None]:
-    """Hold the lock object of the prefix `url` for the whole build; a second build into it fails at once."""
+def remote_lock(url: str, options: dict, *, force: bool = False, log=lambda _: None) -> Iterator[None]:
+    """Hold the lock object of the prefix `url` for the whole build; a second build into it fails at once. The
+    lock names its owner (host, pid, time): one left by a build that no longer runs on this host is taken over,
+    and one from another host with `force`; each takeover is logged."""
     lock = storage.join(url, storage.LOCK)
-    token = json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "id": uuid.uuid4().hex}).encode()
+    token = json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "id": uuid.uuid4().hex,
+                        "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}).encode()
     if not storage.create(lock, token, options):
-        raise CacheError(f"--out {url}: another mlmprep build is writing it now (lock {lock}); wait for it, or, if "
-                         f"none runs (one was killed), delete {lock} and build again with --force")
+        take_over(url, lock, options, force, log)
+        if not storage.create(lock, token, options):
+            raise CacheError(f"--out {url}: another mlmprep build took the lock {lock} first; wait for it")
     try:
         yield
     finally:
         with contextlib.suppress(CacheError):  # never remove a lock another build took after ours was removed
             if storage.read_bytes(lock, options) == token:
                 storage.remove([lock], options)
+
+
+def take_over(url: str, lock: str, options: dict, force: bool, log) -> None:
+    """Remove the lock another build holds on `url` if that build no longer runs (on this host) or `force`;
+    otherwise one line naming its owner and what to do."""
+    try:
+        held = storage.read_bytes(lock, options)
+    except CacheError:
+        return  # released meanwhile: the caller tries again
+    try:
+        owner = json.loads(held)
+        host, pid, since = str(owner["host"]), int(owner["pid"]), str(owner.get("since", "an unknown time"))
+    except (ValueError, KeyError, TypeError):
+        host, pid, since = "an unknown host", 0, "an unknown time"
+    who = printable(f"pid {pid} on {host}, since {since}")
+    here = host == socket.gethostname()
+    if here and pid_alive(pid):
+        raise CacheError(f"--out {url}: another mlmprep build is writing it now ({who}, lock {lock}); wait for it")
+    if not here and not force:
+        raise CacheError(f"--out {url}: locked by a build of {who} ({lock}); wait for it, or, if it no longer runs "
+                         f"(killed), build again with --force to take the lock over (or delete {lock})")
+    reason = "that build no longer runs" if here else "--force"
+    log(f"--out {url}: taking over the lock of {who} ({reason})")
+    if storage.read_bytes(lock, options) == held:
+        storage.remove([lock], options)
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process `pid` runs on this machine (one of another user counts)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+# A scratch directory is named after its process and host, so that the next build removes those of builds that
+# were killed (no `finally` ran): each keeps a remote build's inputs and stage, megabytes to gigabytes.
+SCRATCH = re.compile(r"mlmprep-(\d+)-(.*)\.[a-z0-9_]+")
+
+
+@contextlib.contextmanager
+def scratch_directory() -> Iterator[str]:
+    """A temporary directory, removed after; first those that processes of this host no longer running left."""
+    remove_dead_scratch(Path(tempfile.gettempdir()))
+    host = re.sub(r"[^A-Za-z0-9_-]", "_", socket.gethostname())
+    with tempfile.TemporaryDirectory(prefix=f"mlmprep-{os.getpid()}-{host}.") as tmp:
+        yield tmp
+
+
+def remove_dead_scratch(root: Path) -> list[Path]:
+    """Remove the scratch directories under `root` of this user whose process (on this host) is gone."""
+    host = re.sub(r"[^A-Za-z0-9_-]", "_", socket.gethostname())
+    removed = []
+    for path in root.glob("mlmprep-*"):
+        named = SCRATCH.fullmatch(path.name)
+        with contextlib.suppress(OSError):
+            if (named and named[2] == host and not pid_alive(int(named[1])) and not path.is_symlink()
+                    and path.is_dir() and path.stat().st_uid == os.getuid()):
+                shutil.rmtree(path)
+                removed.append(path)
+    return removed
 
 
 def remote_contents(url: str, options: dict) -> dict[str, int]:
@@ -303,7 +378,7 @@ def fetched_build(url: str, options: dict, splits: list[str] | None = None) -> I
         what = "an unfinished or failed build" if present else "nothing there"
         raise CacheError(f"{url}: no {MANIFEST}, so not a finished mlmprep build ({what}); give the --out of a "
                          "finished build, or build it again")
-    with tempfile.TemporaryDirectory(prefix="mlmprep-") as tmp:
+    with scratch_directory() as tmp:
         local = Path(tmp, url.rsplit("/", 1)[-1] or "build")
         wanted = [name for name in present if splits is None or "/" not in name or name.split("/")[0] in splits]
         storage.fetch([(storage.join(url, name), local / name) for name in wanted], options)

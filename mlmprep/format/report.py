@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mlmprep.config import TOKENIZER_TYPES
 from mlmprep.errors import common_fields
 from mlmprep.format.write import FORMAT_VERSION, column_dtypes, format_version, iter_rows
 
@@ -87,7 +88,8 @@ def tokenizer_line(manifest: dict) -> str:
     reached, given = manifest["tokenizer"]["vocab_size"], manifest["config"].get("tokenizer")
     if given:
         return f"tokenizer: {given}, vocabulary {reached:,}"
-    return f"tokenizer: Unigram trained on the corpus, {vocabulary_reached(reached, manifest['config']['vocab_size'])}"
+    name = TOKENIZER_TYPES.get(manifest["tokenizer"].get("type"), "Unigram")  # builds before the type was recorded
+    return f"tokenizer: {name} trained on the corpus, {vocabulary_reached(reached, manifest['config']['vocab_size'])}"
 
 
 def vocabulary_reached(reached: int, asked: int) -> str:

@@ -104,9 +104,18 @@ def hf_tokenizer_files(tok, *, model_max_length: int) -> dict[str, dict]:
     if len(ids.sentinels):
         # <extra_id_0>, <extra_id_1>, ...
         special["additional_special_tokens"] = [name(int(idx)) for idx in ids.sentinels]
+    bert = type(tok.model).__name__ == "WordPiece" and ids.mask is not None and "cls_token" in special
+    # a BERT layout loads as BERT's own tokenizer class (cased: the WordPiece mlmprep trains keeps the case)
+    kind = {"tokenizer_class": "BertTokenizerFast", "do_lower_case": lowercases(tok)} if bert else {
+        "tokenizer_class": "PreTrainedTokenizerFast"}
     return {"special_tokens_map.json": special,
-            "tokenizer_config.json": {"tokenizer_class": "PreTrainedTokenizerFast",
-                                      "model_max_length": model_max_length, **special}}
+            "tokenizer_config.json": {**kind, "model_max_length": model_max_length, **special}}
+
+
+def lowercases(tok) -> bool:
+    """Whether the tokenizer's normaliser lowercases (a BERT normaliser's setting, which transformers is told)."""
+    normalizer = json.loads(tok.to_str()).get("normalizer") or {}
+    return bool(normalizer.get("lowercase", False))
 
 
 def hf_tokenizer(tok):

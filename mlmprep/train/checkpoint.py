@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from mlmprep.config import TrainConfig, to_dict
-from mlmprep.errors import CacheError, ConfigError
+from mlmprep.errors import CacheError, ConfigError, disk_error
 from mlmprep.format.write import write_hf_tokenizer, write_json
 
 PREFIX = "checkpoint-"
@@ -106,14 +106,22 @@ def save(run: Path, state: dict, *, model, optimizer, cfg: TrainConfig, rank: in
     if rank == 0:
         tmp = run / f".{PREFIX}{step}.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        model.save_pretrained(str(tmp / "model"))
-        save_tokenizer(local_build(cfg.data), tmp / "model")
-        torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
-        torch.save(rngs, tmp / "rng.pt")
-        write_json(tmp / "state.json", state)
-        write_json(tmp / CONFIG, run_options(cfg))
-        os.replace(tmp, final)
+        try:
+            tmp.mkdir(parents=True)
+            model.save_pretrained(str(tmp / "model"))
+            save_tokenizer(local_build(cfg.data), tmp / "model")
+            torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
+            torch.save(rngs, tmp / "rng.pt")
+            write_json(tmp / "state.json", state)
+            write_json(tmp / CONFIG, run_options(cfg))
+            os.replace(tmp, final)
+        except Exception as exc:
+            problem = disk_error(final, exc, "free some space or give --out a writable place, then resume with "
+                                 "--resume from the last checkpoint")
+            shutil.rmtree(tmp, ignore_errors=True)
+            if problem is None:
+                raise
+            raise problem from None
         for old in checkpoints(run)[: -cfg.keep_checkpoints]:
             shutil.rmtree(old)
     if world_size > 1:

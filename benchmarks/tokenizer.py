@@ -1,0 +1,205 @@
+"""Tokenizer training: mlmprep's trainer, `tokenizers`' UnigramTrainer and SentencePiece, side by side.
+
+    python -m benchmarks.tokenizer              # 2 MB of each corpus, vocabulary 8,000; a 3 MB build (minutes)
+    python -m benchmarks.tokenizer --quick      # 0.4 MB of each, vocabulary 4,000; a 1 MB build (CI)
+
+Per corpus (the shared kjv.txt and pydocs.txt, and a CJK text made from kjv.txt: each English word a word of
+one or two Han characters, none spaced, from glibc's pinyin collation list, so Zipf's law and the verse
+structure are real and the script is CJK), each trainer learns from the same first nine tenths of the lines
+(up to the sample size), with 2 threads, in a process of its own: its wall and CPU time (the process and its
+children), the vocabulary it reached, and tokens per character on the held-out last tenth. Then one default
+`mlmprep build` of a 3 MB corpus (pydocs) and the share of its time spent training the tokenizer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+from benchmarks import docs
+from benchmarks.common import CORPORA, Figure, compile_bytecode, ratio
+
+THREADS = 2
+TRAINERS = ("mlmprep", "tokenizers", "sentencepiece")
+HANZI_LIST = Path("/usr/share/i18n/locales/iso14651_t1_pinyin")  # glibc: 20,448 Han characters in pinyin order
+HANZI_WORDS = 2500  # the commonest words get a character each; the rest two of those characters
+
+
+def hanzi() -> list[str]:
+    text = HANZI_LIST.read_text(encoding="utf-8")
+    chars = dict.fromkeys(chr(int(h, 16)) for h in re.findall(r"<U([0-9A-F]{4,5})>", text))
+    return [c for c in chars if "\u4e00" <= c <= "\u9fff"]
+
+
+def cjk_corpus(kjv: Path, out: Path) -> Path:
+    """kjv.txt with each word replaced by a Han word (by frequency rank), spaces dropped, punctuation in CJK."""
+    chars = hanzi()
+    pool = [chars[(k * 7919) % len(chars)] for k in range(HANZI_WORDS)]
+    lines = kjv.read_text(encoding="utf-8").split("\n")
+    counts = Counter(w for line in lines for w in re.findall(r"[A-Za-z']+", line.lower()))
+    word = {}
+    for rank, (w, _) in enumerate(counts.most_common()):
+        word[w] = pool[rank] if rank < HANZI_WORDS else pool[rank % HANZI_WORDS] + pool[(rank // 7) % HANZI_WORDS]
+    punct = str.maketrans({",": "，", ".": "。", ":": "：", ";": "；", "?": "？", "!": "！"})
+    cipher = [re.sub(r"[A-Za-z']+", lambda m: word[m.group(0).lower()], line).replace(" ", "").translate(punct)
+              for line in lines]
+    out.write_text("\n".join(cipher), encoding="utf-8")
+    return out
+
+
+def split(corpus: Path, sample_chars: int) -> tuple[list[str], list[str]]:
+    """(training lines: the first nine tenths, at most sample_chars characters; held-out lines: the last tenth)."""
+    lines = [line for line in corpus.read_text(encoding="utf-8").split("\n") if line.strip()]
+    cut = len(lines) * 9 // 10
+    train, size = [], 0
+    for line in lines[:cut]:
+        if size >= sample_chars:
+            break
+        train.append(line)
+        size += len(line)
+    return train, lines[cut:]
+
+
+def train_one(trainer: str, train: list[str], vocab: int):
+    """Train with `trainer`; returns an encode(list of text) -> token count function and the vocabulary reached."""
+    if trainer == "mlmprep":
+        from mlmprep.tokenize import N_SENTINELS, train_tokenizer
+
+        tok = train_tokenizer(train, vocab + N_SENTINELS)
+        reached = tok.get_vocab_size() - N_SENTINELS
+        return lambda texts: sum(len(e.ids) for e in tok.encode_batch(texts, add_special_tokens=False)), reached
+    if trainer == "tokenizers":  # mlmprep's trainer until SentencePiece replaced it
+        from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+        tok = Tokenizer(models.Unigram())
+        tok.pre_tokenizer, tok.decoder = pre_tokenizers.Metaspace(), decoders.Metaspace()
+        tok.train_from_iterator(train, trainers.UnigramTrainer(
+            vocab_size=vocab, special_tokens=["<pad>", "</s>", "<unk>", "<mask>"], unk_token="<unk>"))
+        return lambda texts: sum(len(e.ids) for e in tok.encode_batch(texts, add_special_tokens=False)), \
+            tok.get_vocab_size()
+    import io
+
+    import sentencepiece as spm
+
+    from mlmprep.build.unigram import SPM_OPTIONS
+
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(train), model_writer=model, vocab_size=vocab,
+                                   **{**SPM_OPTIONS, "num_threads": THREADS, "minloglevel": 2})
+    sp = spm.SentencePieceProcessor(model_proto=model.getvalue())
+    return lambda texts: sum(map(len, sp.encode(texts))), sp.get_piece_size()
+
+
+def measure_one(trainer: str, corpus: Path, sample_chars: int, vocab: int) -> dict:
+    """In this process: train, time it (wall; CPU of this process and its children), count held-out tokens."""
+    train, held = split(corpus, sample_chars)
+
+    def cpu() -> float:
+        own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+    wall, started = time.perf_counter(), cpu()
+    count, reached = train_one(trainer, train, vocab)
+    wall, used = time.perf_counter() - wall, cpu() - started
+    return {"wall_s": wall, "cpu_s": used, "vocab": reached, "train_chars": sum(map(len, train)),
+            "tokens_per_char": count(held) / sum(map(len, held))}
+
+
+def measure(trainer: str, corpus: Path, sample_chars: int, vocab: int) -> dict:
+    """measure_one in a fresh process on THREADS cores, so that no trainer inherits another's threads or memory."""
+    env = {**os.environ, "RAYON_NUM_THREADS": str(THREADS), "OMP_NUM_THREADS": str(THREADS)}
+    cmd = [sys.executable, "-m", "benchmarks.tokenizer", "--one", trainer, str(corpus), str(sample_chars), str(vocab)]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"{trainer} on {corpus.name} failed: {done.stderr[-2000:]}")
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def build_share(corpus: Path, chars: int, work: Path) -> dict:
+    """A default `mlmprep build` (one seed) of the first `chars` characters of `corpus`: its timings."""
+    text = corpus.read_text(encoding="utf-8")[:chars]
+    source = work / f"{corpus.stem}-{chars // 1_000_000}mb.txt"
+    source.write_text(text, encoding="utf-8")
+    out = work / "build"
+    subprocess.run([sys.executable, "-m", "mlmprep", "build", str(source), "--out", str(out), "--seeds", "1"],
+                   check=True, capture_output=True)
+    timings = json.loads((out / "manifest.json").read_text(encoding="utf-8"))["timings"]
+    return {"corpus_mb": len(text.encode()) / 1e6, "train_tokenizer_s": timings["train_tokenizer_s"],
+            "total_s": timings["total_s"]}
+
+
+def run(quick: bool = False) -> dict:
+    if not (CORPORA / "kjv.txt").is_file():
+        return {}
+    compile_bytecode()
+    sample, vocab = (400_000, 4000) if quick else (2_000_000, 8000)
+    results: dict = {"sample_chars": sample, "vocab": vocab, "threads": THREADS, "corpora": {}}
+    with tempfile.TemporaryDirectory(prefix="mlmprep-bench-tokenizer-") as tmp:
+        corpora = {"kjv": CORPORA / "kjv.txt", "pydocs": CORPORA / "pydocs.txt"}
+        if HANZI_LIST.is_file():
+            corpora["cjk"] = cjk_corpus(CORPORA / "kjv.txt", Path(tmp) / "cjk.txt")
+        for name, path in corpora.items():
+            results["corpora"][name] = {t: measure(t, path, sample, vocab) for t in TRAINERS}
+            print(name, json.dumps(results["corpora"][name]), file=sys.stderr)
+        results["build"] = build_share(CORPORA / "pydocs.txt", 1_000_000 if quick else 3_000_000, Path(tmp))
+    return results
+
+
+def figures(r: dict) -> list[Figure]:
+    rows = []
+    for name, by in r["corpora"].items():
+        ours, hf, spm = by["mlmprep"], by["tokenizers"], by["sentencepiece"]
+        rows += [
+            Figure(f"{name}: CPU s mlmprep / tokenizers / sentencepiece",
+                   f"{ours['cpu_s']:.1f} / {hf['cpu_s']:.1f} / {spm['cpu_s']:.1f}"),
+            Figure(f"{name}: wall s mlmprep / tokenizers / sentencepiece",
+                   f"{ours['wall_s']:.1f} / {hf['wall_s']:.1f} / {spm['wall_s']:.1f}"),
+            Figure(f"{name}: mlmprep CPU / sentencepiece's", ratio(ours["cpu_s"], spm["cpu_s"]), "<= 1.3x",
+                   ours["cpu_s"] <= 1.3 * spm["cpu_s"]),
+            Figure(f"{name}: mlmprep wall / sentencepiece's", ratio(ours["wall_s"], spm["wall_s"]), "<= 1.3x",
+                   ours["wall_s"] <= 1.3 * spm["wall_s"]),
+            Figure(f"{name}: speed-up over tokenizers (CPU)", ratio(hf["cpu_s"], ours["cpu_s"])),
+            Figure(f"{name}: tokens/char mlmprep / tokenizers / sentencepiece",
+                   f"{ours['tokens_per_char']:.4f} / {hf['tokens_per_char']:.4f} / {spm['tokens_per_char']:.4f}",
+                   "mlmprep <= tokenizers + 1%", ours["tokens_per_char"] <= 1.01 * hf["tokens_per_char"]),
+            Figure(f"{name}: vocabulary reached mlmprep / tokenizers (of {r['vocab']:,})",
+                   f"{ours['vocab']:,} / {hf['vocab']:,}"),
+        ]
+    b = r["build"]
+    share = b["train_tokenizer_s"] / b["total_s"]
+    smoke = b["corpus_mb"] < 2.5
+    rows.append(Figure(f"default build of {b['corpus_mb']:.1f} MB: tokenizer training / total",
+                       f"{b['train_tokenizer_s']:.1f} / {b['total_s']:.1f} s ({share:.0%})",
+                       "<= 30% (3 MB; default mode)", None if smoke else share <= 0.30))
+    return rows
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--one":  # a measuring child (see measure)
+        trainer, corpus, sample, vocab = sys.argv[2:6]
+        print(json.dumps(measure_one(trainer, Path(corpus), int(sample), int(vocab))))
+        return
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="0.4 MB of each corpus, vocabulary 4,000 (CI)")
+    docs.add_arguments(parser, "tokenizer")
+    args = parser.parse_args()
+    result = run(args.quick)
+    if not result:
+        parser.exit(0, "skipped: no shared corpora\n")
+    for f in figures(result):
+        print(f"{f.name:<60} {f.value:>28}  {f.target} {'' if f.met is None else 'met' if f.met else 'MISSED'}")
+    if args.write_docs:
+        docs.write(args.write_docs, {args.section: figures(result)}, "benchmarks.tokenizer")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,132 @@
+"""Unigram training with SentencePiece, T5's own trainer, in a child process (its log shows the EM rounds as they
+pass, and Ctrl-C ends it at once), and the model converted exactly into the `tokenizers` Unigram layout.
+
+Run as `python -m mlmprep.build.unigram SAMPLE MODEL PIECES`: train on SAMPLE (one JSON string a line) and write the
+SentencePiece model to MODEL.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+SENTENCE_CHARS = 4096  # a document is given to the trainer in whitespace-aligned sentences of at most this many
+SPM_THREADS = 8  # fixed, never the cores: SentencePiece's EM sums per-thread counts, so its pieces depend on it
+SCORE_DECIMALS = 6  # scores are rounded: a float's full digits do not survive tokenizers' JSON round trip
+SHRINK = 0.75  # SentencePiece's shrinking_factor: each pruning round keeps this share of the pieces
+# T5's layout and the Metaspace pre-tokenizer of mlmprep's tokenizer.json: no normalisation, every character kept.
+# Pieces may cross scripts and digits (split_by_*: off), as the tokenizers trainer's could: splitting them costs
+# tokens per character. One EM round per pruning round (num_sub_iterations) gives as good a vocabulary as two
+# (benchmarks.tokenizer and the measurements in docs/building.md).
+SPM_OPTIONS = dict(
+    model_type="unigram", pad_id=0, eos_id=1, unk_id=2, bos_id=-1, control_symbols=["<mask>"],
+    normalization_rule_name="identity", add_dummy_prefix=True, remove_extra_whitespaces=False,
+    character_coverage=1.0, hard_vocab_limit=False, split_by_unicode_script=False, split_by_number=False,
+    max_sentence_length=4 * SENTENCE_CHARS, num_threads=SPM_THREADS, shrinking_factor=SHRINK, num_sub_iterations=1,
+    minloglevel=0,
+)
+SEEDS = re.compile(r"Initialized (\d+) seed (?:sentence)?pieces")
+EM_ROUND = re.compile(r"EM sub_iter=(\d+) size=(\d+)")
+INFO = re.compile(r"I\d{4} ")  # an information line of the trainer's log (absl format)
+STAGE_WORDS = (("Extracting seed", "find seed pieces"), ("Extracting frequent sub strings", "find seed pieces"))
+
+
+def train_model(texts: Iterable[str], n_pieces: int, *, on_stage: Callable[[str, int], None] | None = None,
+                on_round: Callable[[int, int], None] | None = None) -> bytes:
+    """The SentencePiece model (bytes) of a Unigram vocabulary of `n_pieces`, <pad> </s> <unk> <mask> first,
+    learnt from `texts`. `on_stage(name, rounds)` hears each stage begin (rounds: the pruning rounds to go, once
+    the seed pieces are known), `on_round(rounds, size)` each EM round (the rounds done, the pieces left).
+    Raises ValueError with the trainer's last words where it fails, EmptySample where `texts` hold no text."""
+    from mlmprep.tokenize import whitespace_pieces
+
+    with tempfile.TemporaryDirectory(prefix="mlmprep-spm-") as scratch:
+        sample, model = Path(scratch, "sample.jsonl"), Path(scratch, "model")
+        lines = 0
+        with open(sample, "w", encoding="utf-8") as f:
+            for text in texts:
+                for sentence in whitespace_pieces(text, SENTENCE_CHARS):
+                    if sentence.strip():
+                        f.write(json.dumps(sentence, ensure_ascii=False) + "\n")
+                        lines += 1
+        if lines == 0:
+            raise EmptySample("no text to train a tokenizer on")
+        args = [sys.executable, "-m", "mlmprep.build.unigram", str(sample), str(model), str(n_pieces)]
+        proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, errors="replace")
+        try:
+            last = follow_log(proc.stderr, n_pieces, on_stage or (lambda name, rounds: None),
+                              on_round or (lambda rounds, size: None))
+            if proc.wait() != 0:
+                raise ValueError(" ".join(last.split()) or f"the trainer ended with status {proc.returncode}")
+        finally:  # Ctrl-C or any error here: the child goes at once (it never returns to Python during its EM)
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            proc.stderr.close()
+        return model.read_bytes()
+
+
+class EmptySample(ValueError):
+    """The training sample holds no text."""
+
+
+def follow_log(stream, n_pieces: int, on_stage: Callable[[str, int], None],
+               on_round: Callable[[int, int], None]) -> str:
+    """Read the trainer's log to its end, calling on_stage and on_round as it goes; returns its last lines that
+    are not information (an error's words)."""
+    tail: list[str] = []
+    seeds = 0
+    for line in stream:
+        if not INFO.match(line):
+            tail = (tail + [line])[-6:]
+        if (found := EM_ROUND.search(line)) is not None and seeds:
+            on_round(pruned(seeds, int(found.group(2))), int(found.group(2)))
+        elif (found := SEEDS.search(line)) is not None:
+            seeds = int(found.group(1))
+            on_stage("EM rounds, pruning pieces", pruned(seeds, int(n_pieces * 1.1)))
+        else:
+            for words, name in STAGE_WORDS:
+                if words in line:
+                    on_stage(name, 0)
+    return "".join(tail)
+
+
+def pruned(seeds: int, size: int) -> int:
+    """How many pruning rounds (each keeps SHRINK of the pieces) take `seeds` pieces down to `size`."""
+    return round(math.log(seeds / size) / math.log(1 / SHRINK)) if seeds > size > 0 else 0
+
+
+def unigram_tokenizer(model: bytes):
+    """The SentencePiece Unigram `model` as a `tokenizers` Tokenizer that encodes text to the same pieces: the
+    same vocabulary, ids and scores (rounded), a Metaspace pre-tokenizer and decoder, the control pieces as
+    special tokens."""
+    import sentencepiece as spm
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
+
+    sp = spm.SentencePieceProcessor(model_proto=model)
+    special = [sp.is_control(i) or sp.is_unknown(i) for i in range(sp.get_piece_size())]
+    vocab = [(sp.id_to_piece(i), 0.0 if special[i] else round(sp.get_score(i), SCORE_DECIMALS))
+             for i in range(sp.get_piece_size())]
+    tok = Tokenizer(models.Unigram(vocab, unk_id=sp.unk_id(), byte_fallback=False))
+    tok.pre_tokenizer = pre_tokenizers.Metaspace()
+    tok.decoder = decoders.Metaspace()
+    tok.add_special_tokens([AddedToken(p, special=True, normalized=False) for (p, _), s in zip(vocab, special) if s])
+    return tok
+
+
+def main(argv: list[str]) -> None:
+    import sentencepiece as spm
+
+    sample, model, n_pieces = argv
+    with open(sample, encoding="utf-8") as f, open(model, "wb") as out:
+        spm.SentencePieceTrainer.train(sentence_iterator=(json.loads(line) for line in f), model_writer=out,
+                                       vocab_size=int(n_pieces), **SPM_OPTIONS)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,125 @@
+"""Object-store faults, against a real S3 server (moto's, on loopback) behind a fault-injecting proxy: a store
+that is not there, an outage longer than the retries, a short one, a build killed while it holds the lock.
+Each is one line and exit 2 or a clean success; a lock left behind names its owner and is taken over by the next
+build (on this host, once its process is gone; from elsewhere, with --force); killed builds' scratch goes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+
+import pytest
+from s3server import Fault
+from test_cli_build import assert_refused, build_args, cli_command, cli_env, data_files
+from test_storage import listing, local_reference, remote_files, run  # noqa: F401 (local_reference: a fixture)
+
+pytest.importorskip("s3fs")
+pytest.importorskip("moto")
+
+NOWHERE = {"AWS_ENDPOINT_URL": "http://127.0.0.1:1", "AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s",
+           "AWS_MAX_ATTEMPTS": "1"}  # nothing listens on port 1: every connection is refused
+
+
+@pytest.mark.parametrize("command", [["verify", "s3://b/x"], ["inspect", "s3://b/x"],
+                                     ["inspect", "s3://b/x", "--html", "{tmp}/r.html"],
+                                     ["remask", "s3://b/x", "--seeds", "3"], ["build", "--out", "s3://b/x"],
+                                     ["train", "s3://b/x", "--out", "{tmp}/run"]])
+def test_an_unreachable_store_is_one_line_naming_the_url(tmp_path, command):
+    start = time.monotonic()
+    result = run(*[a.format(tmp=tmp_path) for a in command], env=NOWHERE, timeout=120)
+    assert_refused(result.returncode, result.stderr, "s3://b/x", "did not answer", "AWS_ENDPOINT_URL")
+    assert time.monotonic() - start < 60  # bounded: AWS_MAX_ATTEMPTS acts
+    assert list(tmp_path.iterdir()) == []
+
+
+def outage(proxy, seconds: float, method: str = "PUT", where: str = "/windows/") -> Fault:
+    """From the first `method` request for a path with `where` in it, every connection is reset for `seconds`."""
+    began = []
+
+    def down(m: str, path: str) -> bool:
+        if not began and m == method and where in path:
+            began.append(time.monotonic())
+        return bool(began) and time.monotonic() - began[0] < seconds
+
+    return proxy.add(Fault(down, kind="reset", times=10**9))
+
+
+def test_a_short_outage_mid_upload_is_retried_quietly(s3, s3_proxy, tiny_corpus, tok, local_reference):  # noqa: F811
+    out = f"s3://{s3.bucket()}/data"
+    fault = outage(s3_proxy, 3.0)
+    result = run(*build_args(tiny_corpus, out, tok), env={})
+    assert result.returncode == 0 and result.stderr == "", result.stderr  # no asyncio task noise either
+    assert fault.hits > 1
+    assert remote_files(s3, out) == data_files(local_reference)
+
+
+def test_a_long_outage_is_one_line_and_the_next_build_takes_the_lock_over(s3, s3_proxy, tiny_corpus, tok,
+                                                                          local_reference):  # noqa: F811
+    out = f"s3://{s3.bucket()}/data"
+    fault = outage(s3_proxy, 3600.0)
+    failed = run(*build_args(tiny_corpus, out, tok), env={"AWS_MAX_ATTEMPTS": "2"})
+    assert_refused(failed.returncode, failed.stderr, "did not answer in 2 attempts", "then run it again")
+    assert ".mlmprep-lock" in listing(s3, out) and "manifest.json" not in listing(s3, out)  # left: no store
+    lock = json.loads(s3.fs().cat(out.removeprefix("s3://") + "/.mlmprep-lock"))
+    assert lock["host"] == socket.gethostname() and lock["since"].endswith("Z")
+    fault.times = 0  # the store is back; what the failed build uploaded is an unfinished build: --force replaces it
+    again = run(*build_args(tiny_corpus, out, tok, "--force"), env={})
+    assert again.returncode == 0, again.stderr
+    assert f"taking over the lock of pid {lock['pid']} on {lock['host']}" in again.stdout + again.stderr
+    assert "no longer runs" in again.stdout + again.stderr
+    assert remote_files(s3, out) == data_files(local_reference) and ".mlmprep-lock" not in listing(s3, out)
+
+
+def test_a_lock_from_another_host_is_named_and_taken_over_only_with_force(s3, tiny_corpus, tok):
+    out = f"s3://{s3.bucket()}/data"
+    held = {"host": "elsewhere", "pid": 4242, "id": "x", "since": "2026-01-02T03:04:05Z"}
+    s3.fs().pipe(out.removeprefix("s3://") + "/.mlmprep-lock", json.dumps(held).encode())
+    refused = run(*build_args(tiny_corpus, out, tok), env={})
+    assert_refused(refused.returncode, refused.stderr, "pid 4242 on elsewhere, since 2026-01-02T03:04:05Z",
+                   "--force")
+    assert listing(s3, out) == [".mlmprep-lock"]
+    forced = run(*build_args(tiny_corpus, out, tok, "--force"), env={})
+    assert forced.returncode == 0, forced.stderr
+    assert "taking over the lock of pid 4242 on elsewhere" in forced.stdout + forced.stderr
+    assert "manifest.json" in listing(s3, out) and ".mlmprep-lock" not in listing(s3, out)
+
+
+def test_a_killed_builds_lock_and_scratch_are_taken_over_and_removed(s3, s3_proxy, tmp_path, tiny_corpus, tok):
+    out = f"s3://{s3.bucket()}/data"
+    stall = outage(s3_proxy, 3600.0)  # the build waits on its upload, lock held, scratch full
+    env = {**cli_env(), "TMPDIR": str(tmp_path), "AWS_MAX_ATTEMPTS": "20"}
+    build = subprocess.Popen(cli_command(*build_args(tiny_corpus, out, tok)), env=env, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while not stall.hits and time.monotonic() < deadline:
+        time.sleep(0.2)
+    os.kill(build.pid, signal.SIGKILL)
+    build.wait()
+    (scratch,) = tmp_path.glob(f"mlmprep-{build.pid}-*")
+    assert sum(f.stat().st_size for f in scratch.rglob("*") if f.is_file()) > 10_000
+    alive = tmp_path / f"mlmprep-{os.getpid()}-{scratch.name.split('-', 2)[2]}"  # a running process's: kept
+    alive.mkdir()
+    stall.times = 0
+    again = subprocess.run(cli_command(*build_args(tiny_corpus, out, tok, "--force")), env=env, capture_output=True,
+                           text=True)
+    assert again.returncode == 0, again.stderr
+    assert again.stderr.startswith(f"note: --out {out}: taking over the lock of pid {build.pid}")
+    assert not scratch.exists() and alive.is_dir()
+    assert [p.name for p in tmp_path.iterdir()] == [alive.name]
+
+
+def test_a_lock_left_on_this_host_by_a_process_that_is_gone_is_taken_over_without_force(s3, tiny_corpus, tok):
+    out = f"s3://{s3.bucket()}/data"
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # its pid names no process now
+    held = {"host": socket.gethostname(), "pid": gone.pid, "id": "x", "since": "2026-01-02T03:04:05Z"}
+    s3.fs().pipe(out.removeprefix("s3://") + "/.mlmprep-lock", json.dumps(held).encode())
+    result = run(*build_args(tiny_corpus, out, tok), env={})
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.startswith(f"note: --out {out}: taking over the lock of pid {gone.pid} on "
+                                    f"{socket.gethostname()}, since 2026-01-02T03:04:05Z (that build no longer runs)")
+    assert "manifest.json" in listing(s3, out) and ".mlmprep-lock" not in listing(s3, out)

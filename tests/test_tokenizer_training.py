@@ -1,0 +1,276 @@
+"""Training a Unigram tokenizer with SentencePiece: the converted tokenizer against SentencePiece's own model,
+the T5 layout of special ids, determinism whatever the cores, progress from the trainer's log, old files."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mlmprep.build.unigram import follow_log, train_model, unigram_tokenizer
+from mlmprep.errors import TokenizerError
+from mlmprep.tokenize import N_SENTINELS, load_tokenizer, special_ids, train_tokenizer
+
+spm = pytest.importorskip("sentencepiece")
+
+OLD_TOKENIZER = Path(__file__).parent / "data" / "unigram-tokenizers-0.23.json"  # made by mlmprep's earlier trainer
+EDGE_CASES = [
+    "In the beginning God created the heaven and the earth.",
+    "  leading spaces and  double   spaces and a trailing one ",
+    "digits 1234567890 and 3.14159 and 2024-11-27",
+    "日本語のテキストと中文文本混合 mixed with English",
+    "emoji 😀🎉 and symbols ∑∫ and unknown ☃ characters",
+    "tabs\tand\nnewlines\n\nin one text",
+    "x",
+    " ",
+]
+
+
+def held_out(corpus: Path, train_chars: int, held_chars: int) -> tuple[list[str], list[str]]:
+    """The first lines of `corpus` up to `train_chars` characters, and the last lines up to `held_chars`."""
+    lines = [line for line in corpus.read_text(encoding="utf-8").split("\n") if line.strip()]
+    train, held, size = [], [], 0
+    for line in lines:
+        if size >= train_chars:
+            break
+        train.append(line)
+        size += len(line)
+    size = 0
+    for line in reversed(lines):
+        if size >= held_chars:
+            break
+        held.append(line)
+        size += len(line)
+    return train, held
+
+
+def assert_same_encoding(model: bytes, texts: list[str]) -> None:
+    """The converted tokenizer gives SentencePiece's own ids for every text, and its pieces where known. One
+    difference, the Metaspace pre-tokenizer's that mlmprep's tokenizers have always had: text that starts with a
+    space gets no second "▁" before it, where SentencePiece's dummy prefix adds one."""
+    sp = spm.SentencePieceProcessor(model_proto=model)
+    tok = unigram_tokenizer(model)
+    for text in texts:
+        ours = tok.encode(text, add_special_tokens=False)
+        theirs = sp.encode(text)
+        if text.startswith(" "):
+            assert theirs[0] == sp.piece_to_id("▁"), text
+            theirs = theirs[1:]
+        if ours.ids != theirs:  # an exact tie ("=" * 31): the same pieces in another order score the same, and
+            assert sorted(ours.ids) == sorted(theirs), text  # the two Viterbi searches break ties differently
+            continue
+        assert [t for t, i in zip(ours.tokens, ours.ids) if i != sp.unk_id()] == \
+            [sp.id_to_piece(i) for i in theirs if i != sp.unk_id()], text
+
+
+@pytest.mark.parametrize("name", ["kjv.txt", "pydocs.txt"])
+def test_the_converted_tokenizer_encodes_held_out_text_as_sentencepiece_does(corpora, name):
+    train, held = held_out(corpora / name, 400_000, 60_000)
+    model = train_model(train, 1000)
+    assert_same_encoding(model, held + EDGE_CASES)
+
+
+def test_edge_cases_encode_as_sentencepiece_does_with_cjk_and_digits_in_the_training_text():
+    texts = [f"第{k}章 数字 {k * 37} 的测试 テスト{k % 7} emoji 😀 x{k}y" for k in range(400)] + EDGE_CASES[:3] * 20
+    model = train_model(texts, 300)
+    assert_same_encoding(model, EDGE_CASES + ["第九章", "测试😀😀", "12 345", "   "])
+
+
+def test_special_ids_are_t5s_and_text_spelling_them_is_not_learnt():
+    texts = [f"use <mask> and </s> or <pad> with <extra_id_{k % 3}> in line {k}, word{k % 89}" for k in range(900)]
+    tok = train_tokenizer(texts, 300)
+    assert [tok.id_to_token(i) for i in range(4)] == ["<pad>", "</s>", "<unk>", "<mask>"]
+    ids = special_ids(tok)
+    assert (ids.pad, ids.eos, ids.unk, ids.mask) == (0, 1, 2, 3)
+    top = tok.get_vocab_size() - 1
+    assert ids.sentinels.tolist() == list(range(top, top - N_SENTINELS, -1))
+    pieces = tok.get_vocab(with_added_tokens=False)
+    assert not [p for p, i in pieces.items() if i > 3 and p.strip("▁") in ("<mask>", "</s>", "<pad>", "mask>")], \
+        "a special token's text was learnt as an ordinary piece"
+    added = {t.content for t in tok.get_added_tokens_decoder().values() if t.special}
+    assert {"<pad>", "</s>", "<unk>", "<mask>", "<extra_id_0>"} <= added
+
+
+def test_the_vocabulary_reaches_vocab_size_when_the_text_allows(corpora):
+    train, _ = held_out(corpora / "kjv.txt", 500_000, 0)
+    assert train_tokenizer(train, 3000).get_vocab_size() == 3000
+
+
+def test_the_same_text_gives_the_same_bytes_on_one_core_and_on_several():
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs two cores to tell a thread count taken from the machine")
+    texts = [f"word{k % 97} and more words {k % 13} here, then numbers {k * 7919 % 10007}" for k in range(3000)]
+    every = os.sched_getaffinity(0)
+    first = train_tokenizer(texts, 500).to_str()
+    try:
+        os.sched_setaffinity(0, {min(every)})  # the trainer's process inherits one core
+        one_core = train_tokenizer(texts, 500).to_str()
+    finally:
+        os.sched_setaffinity(0, every)
+    assert one_core == first
+    assert train_tokenizer(texts, 500).to_str() == first
+
+
+def test_a_vocab_size_below_the_characters_is_refused_in_words():
+    texts = ["".join(chr(0x4E00 + (k * 31 + j) % 400) for j in range(20)) for k in range(200)]
+    with pytest.raises(TokenizerError, match=r"text.s 40[01] distinct characters") as refused:  # 400, and ▁
+        train_tokenizer(texts, 150)
+    needed = int(str(refused.value).rsplit("at least ", 1)[1])
+    assert train_tokenizer(texts, needed).get_vocab_size() == needed  # the figure named is enough
+
+
+def test_the_log_of_the_trainer_moves_the_progress():
+    log = io.StringIO("\n".join([
+        "I0000 00:00:1.1 1 unigram_model_trainer.cc:327] Extracting seed sentencepieces (libsais_omp, 8 threads)",
+        "I0000 00:00:1.2 1 unigram_model_trainer.cc:514] Initialized 100000 seed pieces",
+        "I0000 00:00:1.3 1 unigram_model_trainer.cc:903] EM sub_iter=0 size=60000 obj=8.6 num_tokens=9 bytes/tok=5.6",
+        "I0000 00:00:1.4 1 unigram_model_trainer.cc:903] EM sub_iter=1 size=60000 obj=7.1 num_tokens=9 bytes/tok=5.6",
+        "I0000 00:00:1.5 1 unigram_model_trainer.cc:903] EM sub_iter=0 size=45000 obj=7.1 num_tokens=9 bytes/tok=5.5",
+        "I0000 00:00:1.6 1 unigram_model_trainer.cc:903] EM sub_iter=0 size=1100 obj=7.1 num_tokens=9 bytes/tok=5.5",
+        "E0000 00:00:1.7 1 trainer.cc:1] something went wrong",
+    ]))
+    stages, rounds = [], []
+    last = follow_log(log, 1000, lambda name, total: stages.append((name, total)),
+                      lambda done, size: rounds.append((done, size)))
+    assert stages == [("find seed pieces", 0), ("EM rounds, pruning pieces", 16)]  # 0.75 ** 16 * 100000 ~ 1100
+    assert rounds == [(2, 60000), (2, 60000), (3, 45000), (16, 1100)]
+    assert last.strip().endswith("something went wrong")
+
+
+def test_the_build_shows_the_training_stages_and_rounds(tmp_path, corpora):
+    class Bar:
+        total = done = 0
+
+        def __init__(self):
+            self.lines = []
+
+        def stage(self, desc, total, unit, done=0):
+            self.total, self.done = total, done
+            self.lines.append((desc, total))
+
+        def update(self, n=1, note=None, tokens=None):
+            self.done += n
+            self.lines.append((self.done, note))
+
+    bar = Bar()
+    train, _ = held_out(corpora / "kjv.txt", 300_000, 0)
+    train_tokenizer(train, 2000, bar=bar)
+    names = [line[0] for line in bar.lines if isinstance(line[0], str)]
+    assert names == ["train tokenizer: find seed pieces", "train tokenizer: EM rounds, pruning pieces"]
+    total = bar.lines[1][1]
+    done = [line[0] for line in bar.lines[2:]]
+    assert total > 3 and done == sorted(done) and total - 2 <= done[-1] <= total
+    assert all(note.endswith(" pieces") for _, note in bar.lines[2:])
+
+
+def test_a_tokenizer_file_made_by_an_earlier_version_still_loads_and_encodes():
+    tok = load_tokenizer(OLD_TOKENIZER)
+    ids = special_ids(tok)
+    assert (ids.pad, ids.eos, ids.unk, ids.mask, len(ids.sentinels)) == (0, 1, 2, 3, N_SENTINELS)
+    encoding = tok.encode("In the beginning God created the heaven", add_special_tokens=False)
+    data = json.loads(OLD_TOKENIZER.read_text(encoding="utf-8"))
+    scores = dict((p, s) for p, s in data["model"]["vocab"])
+    assert encoding.tokens[0].startswith("▁") and all(t in scores for t in encoding.tokens)
+    assert np.all(np.asarray(encoding.ids) > 3)
+
+
+def test_a_document_far_longer_than_the_trainers_sentence_limit_is_learnt_from():
+    words = [f"{a}{b}ing" for a in ("walk", "talk", "sing", "read") for b in ("", "er", "est")]
+    document = " ".join(words[k * 7 % len(words)] for k in range(20_000))  # 150 K characters, one line
+    tok = train_tokenizer([document], 300)
+    assert tok.encode("walkering", add_special_tokens=False).tokens == ["▁walkering"]
+
+
+@pytest.mark.parametrize("spelling", ["--tokenizer-train-chars", "--train-chars"])
+def test_tokenizer_train_takes_the_sample_size_by_builds_name_and_the_old_one(tmp_path, tiny_corpus, spelling):
+    from typer.testing import CliRunner
+
+    from mlmprep.cli import app
+
+    result = CliRunner().invoke(app, ["tokenizer", "train", str(tiny_corpus), "--out", str(tmp_path / "t.json"),
+                                      "--vocab-size", "300", spelling, "5000"])
+    assert result.exit_code == 0, result.output
+    used = int(re.search(r"trained on ([\d,]+) characters", result.output).group(1).replace(",", ""))
+    assert 4000 < used <= 5000
+    assert ("now called --tokenizer-train-chars" in result.output) == (spelling == "--train-chars")
+
+
+def rows_of(split: Path) -> tuple[np.ndarray, np.ndarray]:
+    import pyarrow as pa
+
+    tables = [pa.ipc.open_stream(str(f)).read_all() for f in sorted(split.glob("data-*.arrow"))]
+    table = pa.concat_tables(tables)
+    return (np.asarray(table["input_ids"].to_pylist(), dtype=np.int64),
+            np.asarray(table["labels"].to_pylist(), dtype=np.int64))
+
+
+def test_an_mlm_build_trains_berts_wordpiece_that_transformers_loads_and_masks_whole_words(tmp_path, corpora):
+    AutoTokenizer = pytest.importorskip("transformers").AutoTokenizer  # noqa: N806 (a class)
+    from mlmprep.build.run import build
+    from mlmprep.config import BuildConfig
+    from mlmprep.tokenize import word_tables
+
+    corpus = tmp_path / "kjv.txt"
+    corpus.write_text((corpora / "kjv.txt").read_text(encoding="utf-8")[:300_000], encoding="utf-8")
+    out = tmp_path / "out"
+    build(BuildConfig(corpus=(str(corpus),), out=str(out), objective="mlm", whole_word=True, vocab_size=1500,
+                      input_length=64, seeds=1, mlm_probability=0.3), log=lambda _: None)
+    manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["tokenizer"]["type"] == "wordpiece"
+    tok = load_tokenizer(out / "tokenizer.json")
+    assert [tok.id_to_token(i) for i in range(5)] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    assert (manifest["tokenizer"]["pad_id"], manifest["tokenizer"]["mask_id"]) == (0, 4)
+    hf = AutoTokenizer.from_pretrained(str(out))
+    assert "Bert" in type(hf).__name__
+    ids = hf("In the beginning God created the Godhead")["input_ids"]
+    assert ids[0] == 2 and ids[-1] == 3 and any(t.startswith("##") for t in hf.convert_ids_to_tokens(ids))
+    assert hf.decode(ids, skip_special_tokens=True) == "In the beginning God created the Godhead"
+
+    inputs, labels = rows_of(out / "seed-0")
+    assert (inputs[:, 0] == 2).all() and (inputs[:, -1] == 3).all()  # every row framed [CLS] ... [SEP]
+    original = np.where(labels >= 0, labels, inputs)
+    masked = labels >= 0
+    starts = word_tables(tok).starts_word
+    after_special = np.isin(original[:, :-1], special_ids(tok).all())  # [CLS] before a word the window cut
+    inside = ~starts[original[:, 1:]] & ~after_special  # a ## continuation: masked exactly when the token before is
+    assert inside.sum() > 1000 and masked[:, 1:].any()
+    assert (masked[:, 1:][inside] == masked[:, :-1][inside]).all()
+
+
+@pytest.mark.parametrize("kind", ["bpe", "wordpiece"])
+def test_tokenizer_type_acts_on_a_span_build(tmp_path, tiny_corpus, kind):
+    from mlmprep.build.run import build
+    from mlmprep.config import BuildConfig
+
+    out = tmp_path / "out"
+    build(BuildConfig(corpus=(str(tiny_corpus),), out=str(out), tokenizer_type=kind, vocab_size=500, input_length=32,
+                      seeds=1), log=lambda _: None)
+    manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    tok = load_tokenizer(out / "tokenizer.json")
+    assert manifest["tokenizer"]["type"] == kind
+    assert type(tok.model).__name__ == {"bpe": "BPE", "wordpiece": "WordPiece"}[kind]
+    assert manifest["tokenizer"]["sentinels"] == N_SENTINELS
+    assert 300 < tok.get_vocab_size() <= 500
+    pieces = tok.encode("the window is open", add_special_tokens=False).tokens
+    assert pieces[0].startswith("Ġ") if kind == "bpe" else not pieces[0].startswith(("Ġ", "▁", "##"))
+
+
+def test_a_span_build_trains_unigram_by_default_and_tokenizer_type_with_a_tokenizer_is_refused(tmp_path, tiny_corpus,
+                                                                                             tok):
+    from typer.testing import CliRunner
+
+    from mlmprep.cli import app
+
+    result = CliRunner().invoke(app, ["build", str(tiny_corpus), "--out", str(tmp_path / "a"), "--tokenizer", tok,
+                                      "--tokenizer-type", "wordpiece"])
+    assert result.exit_code == 2 and "--tokenizer-type applies only to a tokenizer mlmprep trains" in result.output
+    result = CliRunner().invoke(app, ["build", str(tiny_corpus), "--out", str(tmp_path / "b"), "--vocab-size", "400",
+                                      "--input-length", "32", "--seeds", "1"])
+    assert result.exit_code == 0, result.output
+    manifest = json.loads((tmp_path / "b" / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["tokenizer"]["type"] == "unigram" and "Unigram trained on the corpus" in result.output
