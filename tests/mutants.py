@@ -645,6 +645,11 @@ MUTANTS = [
            ("tests/test_cache.py::test_the_plan_of_a_fixed_length_build_needs_no_download_and_equals_the_splits_lengths",)),
     Mutant("cache-no-retry", "mlmprep/format/cache.py",  # one failed read stops the run
            "ATTEMPTS = 5  #", "ATTEMPTS = 1  #", ("tests/test_cache.py::test_store_faults_are_retried_and_the_bytes_are_the_builds",)),
+    # ------------------------------------------------------------ what a newcomer trips on
+    Mutant("utf8-offset-line-start", "mlmprep/corpus/readers.py",  # the error names the line's start, not the bad byte
+           "where = functools.partial(line_where, path, at, at + exc.start)", "where = functools.partial(line_where, path, at)",
+           ("tests/test_corpus.py::test_decode_error_fail_names_file_line_and_fix",
+            "tests/test_corpus.py::test_decode_error_names_the_bad_byte_far_into_the_file")),
 ]
 
 

@@ -451,8 +451,9 @@ def _decode_lines(data: bytes, offset: int, path: Path, stats: CorpusStats, poli
         for raw, at in zip([raw.removesuffix(b"\r") for raw in whole] + ([last] if last else []), ends):
             try:
                 lines.append(raw.decode("utf-8"))
-            except UnicodeDecodeError:
-                lines.append(_undecodable(raw, stats, policy, functools.partial(line_where, path, at)))
+            except UnicodeDecodeError as exc:
+                where = functools.partial(line_where, path, at, at + exc.start)
+                lines.append(_undecodable(raw, stats, policy, where))
     else:
         *lines, last = text.split("\n")
         if "\r" in text:
@@ -483,15 +484,16 @@ def line_at(path: Path, offset: int, k: int) -> str:
     return line_where(path, at)
 
 
-def line_where(path: Path, offset: int) -> str:
-    """"PATH line N (byte OFFSET)" for the line starting at byte `offset`: the line number is counted only
-    here, when a message needs it, so a shard read from the middle of a file never counts lines."""
+def line_where(path: Path, offset: int, byte: int | None = None) -> str:
+    """"PATH line N (byte B)" for the line starting at byte `offset`, B that offset or the `byte` a message is
+    about (a bad one): the line number is counted only here, when a message needs it, so a shard read from the
+    middle of a file never counts lines."""
     newlines, left = 0, offset
     with open_corpus_file(path) as f:
         while left > 0 and (block := f.read(min(left, 1 << 20))):
             newlines += block.count(b"\n")
             left -= len(block)
-    return f"{path} line {newlines + 1} (byte {offset})"
+    return f"{path} line {newlines + 1} (byte {offset if byte is None else byte})"
 
 
 def line_boundary(path: Path, at: int) -> int:
