@@ -650,6 +650,10 @@ MUTANTS = [
            "where = functools.partial(line_where, path, at, at + exc.start)", "where = functools.partial(line_where, path, at)",
            ("tests/test_corpus.py::test_decode_error_fail_names_file_line_and_fix",
             "tests/test_corpus.py::test_decode_error_names_the_bad_byte_far_into_the_file")),
+    Mutant("wrapped-hint-on-code", "mlmprep/corpus/readers.py",  # indented, symbol-laden code lines count as wrapped prose
+           "if line and len(line) <= WRAP_COLUMNS and not line[0].isspace() and not CODE.search(line)",
+           "if line and len(line) <= WRAP_COLUMNS",
+           ("tests/test_corpus_hints.py::test_no_hint_for_source_code",)),
 ]
 
 

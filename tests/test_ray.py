@@ -376,7 +376,7 @@ def test_bad_input_on_the_cluster_is_the_local_engine_s_one_line_and_exit_2(clus
     bad = report["build_bad"]
     assert bad["rc"] == 2, bad["stderr"]
     line = bad["stderr"].splitlines()[-1]  # Ray logs a line of its own first in a namespace without a route
-    assert line == report["local_bad"].strip() and line.startswith(f"error: {root / 'bad.txt'} line 2 (byte 17)")  # the bad byte
+    assert line == report["local_bad"].strip() and line.startswith(f"error: {root / 'bad.txt'} line 2 (byte 17)")
     assert not (root / "ray-bad").exists()
 
 

@@ -27,6 +27,7 @@ import io
 import json
 import lzma
 import os
+import re
 import threading
 import zlib
 from collections.abc import Callable, Iterable, Iterator
@@ -51,6 +52,7 @@ KEYS_KEPT = 100  # distinct field names counted per shard among records without 
 WRAP_COLUMNS = 100  # a hard-wrapped line is at most this long ...
 SENTENCE_ENDS = ".!?;:…。！？"  # ... and does not end in one of these (closing quotes and brackets aside)
 CLOSERS = "\"'”’»)]*`"
+CODE = re.compile(r"[=_{}<>#@\\|;\[\]]")  # ... nor holds characters source code is made of and prose rarely is
 WRAPPED_SHARE = 0.5  # a .txt file looks like hard-wrapped prose when at least this share of its lines do,
 BLANK_SHARE = 0.01  # at least this share of its lines are blank (paragraphs: what --doc-sep blank would keep),
 WRAPPED_MIN_LINES = 20  # and it has at least this many non-blank lines
@@ -520,10 +522,12 @@ def paragraph_boundary(path: Path, at: int) -> int:
 
 
 def wrapped_count(lines: list[str | None]) -> int:
-    """How many of `lines` look like hard-wrapped prose: non-blank, short, and not the end of a sentence."""
+    """How many of `lines` look like hard-wrapped prose: non-blank, short, not indented, free of code's characters
+    (source code is short lines and blank lines too), and not the end of a sentence."""
     # a blank line (or one of closers only) ends in "", which `in` finds in any string: not counted
     return sum(1 for line in lines
-               if line and len(line) <= WRAP_COLUMNS and line.rstrip().rstrip(CLOSERS)[-1:] not in SENTENCE_ENDS)
+               if line and len(line) <= WRAP_COLUMNS and not line[0].isspace() and not CODE.search(line)
+               and line.rstrip().rstrip(CLOSERS)[-1:] not in SENTENCE_ENDS)
 
 
 def looks_wrapped(documents: int, blank: int, wrapped: int) -> bool:
