@@ -654,6 +654,13 @@ MUTANTS = [
            "if line and len(line) <= WRAP_COLUMNS and not line[0].isspace() and not CODE.search(line)",
            "if line and len(line) <= WRAP_COLUMNS",
            ("tests/test_corpus_hints.py::test_no_hint_for_source_code",)),
+    Mutant("gz-unknown-inner-refused", "mlmprep/corpus/readers.py",  # changelog.gz refused again
+           '    return ("" if inner in NOT_TEXT else ".txt"), compression', '    return "", compression',
+           ("tests/test_compressed.py::test_a_compressed_file_with_no_known_format_inside_is_read_as_text_with_a_note",)),
+    Mutant("gz-archive-read-as-text", "mlmprep/corpus/readers.py",  # a .tar.gz read as text
+           '    return ("" if inner in NOT_TEXT else ".txt"), compression', '    return ".txt", compression',
+           ("tests/test_compressed.py::test_a_compressed_file_with_no_known_format_inside_is_read_as_text_with_a_note",
+            "tests/test_compressed.py::test_directories_and_globs_pick_compressed_files_up_and_skip_hidden_ones")),
 ]
 
 

@@ -41,6 +41,7 @@ from mlmprep.errors import CorpusError, common_fields
 SUPPORTED = (".txt", ".jsonl", ".json", ".parquet", ".csv", ".arrow")
 TEXT_FORMATS = (".txt", ".jsonl", ".json", ".csv")  # the formats read compressed too
 COMPRESSIONS = {".gz": "gzip", ".bz2": "bz2", ".xz": "xz", ".zst": "zstd"}  # name ending -> fsspec's compression
+NOT_TEXT = (".parquet", ".arrow", ".tar", ".zip", *COMPRESSIONS)  # inner names never read as text when compressed
 MAGIC = {"gzip": b"\x1f\x8b", "bz2": b"BZh", "xz": b"\xfd7zXZ\x00", "zstd": b"\x28\xb5\x2f\xfd"}
 BATCH_ROWS = 1024  # rows per record batch read from Parquet files and datasets
 CSV_BLOCK_BYTES = 1 << 20
@@ -75,6 +76,7 @@ class CorpusStats:
     decode_replaced_lines: int = 0
     decode_skipped_lines: int = 0
     truncated_files: int = 0  # compressed files whose damaged end was dropped (--on-decode-error skip)
+    files_as_text: list[str] = field(default_factory=list)  # compressed files of no known format inside, read as text
     files_skipped: list[str] = field(default_factory=list)  # unsupported files; hidden, linked, unreadable dirs/
 
     def as_dict(self) -> dict[str, Any]:
@@ -93,12 +95,24 @@ class ReadOptions:
 
 def file_format(path: Path | str) -> tuple[str, str | None]:
     """(format suffix, compression or None) of a corpus file by its name: "x.jsonl.gz" -> (".jsonl", "gzip");
-    the format is "" for a name no reader takes (a ".tar.gz" archive, a ".parquet.gz")."""
+    the format is "" for a name no reader takes (a ".tar.gz" archive, a ".parquet.gz"). A compressed file whose
+    inner name has no known format ("changelog.gz", "changelog.Debian.gz") is read as text (see read_as_text)."""
     path = Path(path)
     compression = COMPRESSIONS.get(path.suffix.lower())
-    suffix = Path(path.stem).suffix.lower() if compression else path.suffix.lower()
-    readable = suffix in (TEXT_FORMATS if compression else SUPPORTED)
-    return (suffix if readable else ""), compression
+    if not compression:
+        suffix = path.suffix.lower()
+        return (suffix if suffix in SUPPORTED else ""), None
+    inner = Path(path.stem).suffix.lower()
+    if inner in TEXT_FORMATS:
+        return inner, compression
+    return ("" if inner in NOT_TEXT else ".txt"), compression
+
+
+def read_as_text(path: Path | str) -> bool:
+    """Whether file_format reads `path` as text for want of a known format inside its compression (a note says
+    so, with the rename that makes it explicit)."""
+    path = Path(path)
+    return bool(file_format(path)[1]) and Path(path.stem).suffix.lower() not in TEXT_FORMATS + NOT_TEXT
 
 
 def check_magic(path: Path | str, head: bytes) -> None:
