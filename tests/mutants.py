@@ -661,6 +661,14 @@ MUTANTS = [
            '    return ("" if inner in NOT_TEXT else ".txt"), compression', '    return ".txt", compression',
            ("tests/test_compressed.py::test_a_compressed_file_with_no_known_format_inside_is_read_as_text_with_a_note",
             "tests/test_compressed.py::test_directories_and_globs_pick_compressed_files_up_and_skip_hidden_ones")),
+    Mutant("mount-point-staged-beside", "mlmprep/format/publish.py",  # --out on a mount point: the final rename fails
+           "    stage = out / INSIDE[1] if mount_point(out) else out.parent / f\".{out.name}.partial\"",
+           "    stage = out.parent / f\".{out.name}.partial\"",
+           ("tests/test_mount_point.py",)),
+    Mutant("mount-point-old-files-kept", "mlmprep/format/publish.py",  # --force into a mount point keeps old files
+           "        if old.name not in INSIDE + FOREIGN_KEPT:\n            if old.is_dir()",
+           "        if False:\n            if old.is_dir()",
+           ("tests/test_mount_point.py",)),
 ]
 
 
