@@ -669,6 +669,13 @@ MUTANTS = [
            "        if old.name not in INSIDE + FOREIGN_KEPT:\n            if old.is_dir()",
            "        if False:\n            if old.is_dir()",
            ("tests/test_mount_point.py",)),
+    Mutant("degenerate-length-silent", "mlmprep/build/mask.py",  # --input-length 3 builds noise 0.5, span 1 silently
+           "    if not off[window - 2]:\n        return None", "    if True:\n        return None",
+           ("tests/test_mask.py::test_span_warning_fires_exactly_where_the_options_are_not_honoured",
+            "tests/test_mask.py::test_a_degenerate_input_length_builds_with_a_warning_naming_what_it_got")),
+    Mutant("degenerate-length-smallest-off", "mlmprep/build/mask.py",  # the length named is one that still falls short
+           "corrupted_lengths([lengths[off].max() + 1]", "corrupted_lengths([lengths[off].max()]",
+           ("tests/test_mask.py::test_span_warning_fires_exactly_where_the_options_are_not_honoured",)),
 ]
 
 
