@@ -676,6 +676,10 @@ MUTANTS = [
     Mutant("degenerate-length-smallest-off", "mlmprep/build/mask.py",  # the length named is one that still falls short
            "corrupted_lengths([lengths[off].max() + 1]", "corrupted_lengths([lengths[off].max()]",
            ("tests/test_mask.py::test_span_warning_fires_exactly_where_the_options_are_not_honoured",)),
+    Mutant("hf-pins-memory-on-cpu", "mlmprep/train/hf.py",  # the Trainer snippet warns about pin_memory on a CPU
+           "pin_memory=self.args.dataloader_pin_memory and torch.cuda.is_available()",
+           "pin_memory=self.args.dataloader_pin_memory",
+           ("tests/test_docs.py::test_the_training_page_python_example_runs",)),
 ]
 
 

@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -129,6 +130,9 @@ def test_the_training_page_python_example_runs(tiny_build, tmp_path):
     (block,) = re.findall(r"```python\n(.*?)```", (DOCS / "training.md").read_text(encoding="utf-8"), flags=re.S)
     namespace: dict = {}
     code = block.replace('"mlmprep-data', '"' + str(tiny_build)).replace('"runs/hf"', repr(str(tmp_path / "hf")))
-    exec(code, namespace)  # noqa: S102  (our own docs)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        exec(code, namespace)  # noqa: S102  (our own docs)
     assert namespace["tensors"]["input_ids"].shape[1] == 32  # the tiny build's input length
+    assert not [str(w.message) for w in caught if "pin_memory" in str(w.message)]  # no pinning without a GPU
     assert len(namespace["plan"]) > 0
