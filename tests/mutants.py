@@ -680,6 +680,9 @@ MUTANTS = [
            "pin_memory=self.args.dataloader_pin_memory and torch.cuda.is_available()",
            "pin_memory=self.args.dataloader_pin_memory",
            ("tests/test_docs.py::test_the_training_page_python_example_runs",)),
+    Mutant("unstarted-run-told-to-continue", "mlmprep/train/checkpoint.py",  # a run with no checkpoint: "continue it"
+           "        if latest(run) is None:\n            raise CacheError(", "        if False:\n            raise CacheError(",
+           ("tests/test_train_ux.py::test_a_run_stopped_before_its_first_checkpoint_is_not_told_to_continue",)),
 ]
 
 
