@@ -683,6 +683,13 @@ MUTANTS = [
     Mutant("unstarted-run-told-to-continue", "mlmprep/train/checkpoint.py",  # a run with no checkpoint: "continue it"
            "        if latest(run) is None:\n            raise CacheError(", "        if False:\n            raise CacheError(",
            ("tests/test_train_ux.py::test_a_run_stopped_before_its_first_checkpoint_is_not_told_to_continue",)),
+    Mutant("mixture-no-plots", "mlmprep/train/loop.py",  # a mixture's evaluation never draws RUN/plots.png
+           "        plots.update(run.out)  # RUN/plots.png (validation: the weighted mean, when the sources have sets)\n",
+           "", ("tests/test_mixture.py::test_a_config_file_lists_sources_and_validation_name_dir_adds_a_set",)),
+    Mutant("mixture-says-epoch", "mlmprep/train/loop.py",  # a mixture's logs and metrics speak of epochs
+           '    return {"epoch" if run.mix is None else "chunk": epoch}', '    return {"epoch": epoch}', ("tests/test_mixture.py::test_a_config_file_lists_sources_and_validation_name_dir_adds_a_set",)),
+    Mutant("report-names-the-first-source", "mlmprep/format/html.py",  # a mixture run's report shows one source
+           "        if len(sources) > 1 else", "        if False else", ("tests/test_mixture.py::test_a_config_file_lists_sources_and_validation_name_dir_adds_a_set",)),
 ]
 
 
