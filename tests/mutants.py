@@ -10,7 +10,7 @@ Each mutant is a small text patch (an exact snippet and its replacement) of one 
 never touched: its files (tracked and untracked, not ignored) are copied once to a temporary directory,
 where `mlmprep` and `mlmprep.cli` are imported from (PYTHONPATH), and each mutant is applied there, tested,
 and undone. A snippet that no longer occurs exactly once is reported STALE, so the list does not rot
-silently when the code changes. Tests run as `pytest -x -q` on the mutant's likely test files first; only
+silently when the code changes. Tests run as `pytest -x -q -m ""` (slow ones too) on the likely test files first; only
 if those pass does the whole suite run. Exit status 1 if any mutant survives or is stale. Not part of the
 default test run (this file is not collected by pytest).
 """
@@ -713,7 +713,7 @@ def copy_repository(dest: Path) -> Path:
 def pytest(repo: Path, args: tuple[str, ...]) -> str:
     """"" if the tests pass in the copy (the mutant survives them), else the first failing test's id."""
     env = {**os.environ, "PYTHONPATH": str(repo), "PYTHONDONTWRITEBYTECODE": "1"}
-    done = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *args], cwd=repo,
+    done = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-m", "", *args], cwd=repo,
                           env=env, capture_output=True, text=True)
     if done.returncode == 0:
         return ""

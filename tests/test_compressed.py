@@ -451,6 +451,7 @@ def test_peak_memory_does_not_grow_with_the_compressed_file(tmp_path):
     assert peaks["large"] <= 1.10 * peaks["small"], peaks
 
 
+@pytest.mark.slow  # streams tens of MB of real text several times
 def test_peak_memory_does_not_creep_up_over_real_text(tmp_path, corpora):
     """Real text (lines of every length, ASCII blocks beside non-ASCII ones) decoded a MiB at a time: 220 MB of
     it peak where 22 MB do (+10%), the heap never growing with fragments of the blocks freed."""

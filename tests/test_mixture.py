@@ -381,6 +381,7 @@ for port, options in json.loads(sys.argv[1]):  # each fit makes its own process 
 """
 
 
+@pytest.mark.slow  # torchrun, two ranks, twice; test_ddp.py keeps DDP in the default run
 def test_ddp_resume_of_a_mixture_is_exact(tmp_path, builds):
     """Two gloo ranks: a mixture stopped inside a chunk and resumed ends bit for bit as the uninterrupted run."""
     import os
