@@ -690,6 +690,9 @@ MUTANTS = [
            '    return {"epoch" if run.mix is None else "chunk": epoch}', '    return {"epoch": epoch}', ("tests/test_mixture.py::test_a_config_file_lists_sources_and_validation_name_dir_adds_a_set",)),
     Mutant("report-names-the-first-source", "mlmprep/format/html.py",  # a mixture run's report shows one source
            "        if len(sources) > 1 else", "        if False else", ("tests/test_mixture.py::test_a_config_file_lists_sources_and_validation_name_dir_adds_a_set",)),
+    Mutant("mixture-report-shows-first-build", "mlmprep/format/html.py",  # a mixture's report: the first source's build
+           'data = config.get("data") if len(config.get("sources") or []) < 2 else None', 'data = config.get("data")',
+           ("tests/test_mixture.py::test_a_config_file_lists_sources_and_validation_name_dir_adds_a_set",)),
 ]
 
 

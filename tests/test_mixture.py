@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from mlmprep.cli import app
 from mlmprep.config import TrainConfig
-from mlmprep.format.html import report_page
+from mlmprep.format.html import report_page, report_sources
 from mlmprep.format.load import open_epoch
 from mlmprep.train import mixture
 from mlmprep.train.batch import Budget
@@ -355,6 +355,7 @@ def test_a_config_file_lists_sources_and_validation_name_dir_adds_a_set(tmp_path
     lines = [json.loads(line) for line in (tmp_path / "r" / "metrics.jsonl").read_text().splitlines()]
     assert all("epoch" not in r for r in lines) and all(r["chunk"] == 0 for r in lines if "lr" in r)
     assert (tmp_path / "r" / "plots.png").stat().st_size > 0  # drawn at the mixture's evaluation too
+    assert report_sources(tmp_path / "r", None) == (None, tmp_path / "r")  # not the first source's build alone
     page = report_page(None, tmp_path / "r")
     facts = page[page.index('<section id="run">'):][:page[page.index('<section id="run">'):].index("</table>")]
     assert f"web={big}" in facts and str(small) in facts and "0.8,0.2" in facts  # every source, and the weights

@@ -239,8 +239,9 @@ def report_sources(directory: Path, run: Path | None) -> tuple[Path | None, Path
     if is_run(directory) and not manifest_path(directory).is_file():
         if run is not None:
             raise ConfigError(f"{directory} is a training run already; leave out --run {run}")
-        data = json.loads((directory / "train_config.json").read_text(encoding="utf-8")).get("data")
-        return (Path(data) if data and manifest_path(data).is_file() else None), directory
+        config = json.loads((directory / "train_config.json").read_text(encoding="utf-8"))
+        data = config.get("data") if len(config.get("sources") or []) < 2 else None  # a mixture: its run section
+        return (Path(data) if data and manifest_path(data).is_file() else None), directory  # names every source
     read_manifest(directory)  # not a build: refused in one line
     return directory, run
 
