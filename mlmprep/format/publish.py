@@ -37,12 +37,13 @@ def check_output_path(out: Path, option: str = "--out", *, directory: bool = Fal
     check_utf8_path(out, option)
     if directory and os.path.lexists(out) and not os.path.isdir(out):
         raise ConfigError(f"{option} {out}: exists and is not a directory; choose another {option}")
-    existing = out if directory and mount_point(out) else \
-        next((p for p in Path(os.path.abspath(out)).parents if os.path.lexists(p)), None)
+    existing = next((p for p in Path(os.path.abspath(out)).parents if os.path.lexists(p)), None)
     if existing is None:
         raise ConfigError(f"{option} {out}: the root directory cannot be replaced; choose another {option}")
     if not existing.is_dir():
         raise ConfigError(f"{option} {out}: {existing} is a file, not a directory; choose another {option}")
+    if directory and mount_point(out):  # written inside it, not beside
+        existing = Path(out)
     try:
         fd, probe = tempfile.mkstemp(prefix=".mlmprep-probe-", dir=existing)
     except OSError as exc:
