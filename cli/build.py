@@ -83,9 +83,13 @@ def build(
                                   f"--tokenizer {cfg.tokenizer} brings its own vocabulary: give one of the two")
     if not STARTED_EARLY:  # else start_workers_before_parsing has done it, from the same options
         start_workers_early(cfg)
+    from mlmprep.build.mask import span_warning
     from mlmprep.build.run import build as run_build
     from mlmprep.format.report import build_summary
 
+    if cfg.objective == "span" and (warning := span_warning(cfg.input_length, cfg.noise_density,
+                                                             cfg.mean_span_length)):
+        typer.echo(warning)  # on stdout, before any work: a log file keeps it, an error stays stderr's one line
     result = run_build(cfg, log=note)
     if result.up_to_date:
         made_by, this = result.manifest["mlmprep_version"], mlmprep.__version__

@@ -1,7 +1,7 @@
 """The option reference: every command and option of `mlmprep`, as `--help` shows them, in Markdown.
 
-The docs site's CLI reference page is this text, written by docs/hooks.py as mkdocs builds the site;
-`python -m mlmprep.cli.reference` prints it.
+The docs' CLI reference page, docs/options.md, is this text, kept in the tree so that its links work on GitHub
+too; `python -m mlmprep.cli.reference > docs/options.md` writes it, and a test fails while it differs.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ Every command of `mlmprep` and every option it takes, with its default, as `mlmp
 them (each command also takes `--help`). Options of `build` and `train` can also be given in a `--config`
 file: JSON or YAML, the option's name as key (`input_length` or `input-length`), the command line winning.
 
-This page is generated from the command line itself each time the site is built (`python -m
-mlmprep.cli.reference` prints it), so it never drifts from `--help`.
+This page is generated from the command line itself (`python -m mlmprep.cli.reference > docs/options.md`
+writes it), and a test fails while it differs from `--help`.
 """
 DEFAULT = re.compile(r"\s*\[default: (.*)\]$")
 

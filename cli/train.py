@@ -115,5 +115,8 @@ def interrupted_line(run: Path) -> str:
     if not run.is_dir() or not any(run.iterdir()):
         return "interrupted; nothing was left under the output name"
     last = latest(run)
-    kept = f"last checkpoint {last.name}" if last else "no checkpoint yet, so a resume starts again at step 0"
-    return f"interrupted; {run} is kept ({kept}): `mlmprep train --out {run} --resume` continues the run"
+    if last is None:
+        return (f"interrupted before the first checkpoint; {run} keeps the run's options: `mlmprep train --out {run} "
+                "--resume` starts it again from step 0")
+    return (f"interrupted; {run} is kept (last checkpoint {last.name}): `mlmprep train --out {run} --resume` "
+            "continues the run")

@@ -15,9 +15,9 @@ reshaping the code does not stale the list. The working tree is never touched: i
 untracked, not ignored) are copied once to a temporary directory, where `mlmprep` and `mlmprep.cli` are
 imported from (PYTHONPATH), and each mutant is applied there, tested, and undone. A snippet that no longer
 occurs exactly once in its function is reported STALE, so the list does not rot silently when the code
-changes (tests/test_mutants.py checks every site on each test run). Tests run as `pytest -x -q` on the
-mutant's likely test files first; only if those pass does the whole suite run. Exit status 1 if any mutant
-survives or is stale. Not part of the default test run (this file is not collected by pytest).
+changes (tests/test_mutants.py checks every site on each test run). Tests run as `pytest -x -q -m ""` (slow
+ones too) on the mutant's likely test files first; only if those pass does the whole suite run. Exit status 1
+if any mutant survives or is stale. Not part of the default test run (this file is not collected by pytest).
 """
 
 from __future__ import annotations
@@ -676,9 +676,9 @@ MUTANTS = [
     Mutant("reference-drops-the-off-flag", "mlmprep.cli.reference:option_lines",  # --no-force missing from the reference
            "append(entry(*record))", "append(entry(param.opts[0], record[1]))",
            ("tests/test_docs.py",)),
-    Mutant("reference-not-generated-at-build", "docs.hooks:on_files",  # the site without its CLI reference
-           "    files.append(File.generated(config, PAGE, content=reference()))\n", "",
-           ("tests/test_docs.py",)),
+    Mutant("reference-page-stale", "docs/options.md",  # the committed CLI reference misses an option --help shows
+           "- `--version`: Print the version and exit.\n", "",
+           ("tests/test_docs.py::test_the_reference_in_the_tree_is_the_one_the_code_generates",)),
     Mutant("docs-broken-anchors-pass", "mkdocs.yml",  # a link to a heading that is not there builds
            "  anchors: warn\n", "  anchors: info\n",
            ("tests/test_docs.py",)),
@@ -832,6 +832,54 @@ MUTANTS = [
     Mutant("dedup-excerpt-of-the-shard-s-first", "mlmprep.build.run:dedup_stats",  # the excerpt of another document
            "text = next(itertools.islice(docs, d, None), \"\")", "text = next(docs, \"\")",
            ("tests/test_dedup_build.py::test_exact_dedup_keeps_what_a_set_of_normalised_texts_keeps",)),
+    # ------------------------------------------------------------ what a newcomer trips on
+    Mutant("utf8-offset-line-start", "mlmprep/corpus/readers.py",  # the error names the line's start, not the bad byte
+           "where = functools.partial(line_where, path, at, at + exc.start)", "where = functools.partial(line_where, path, at)",
+           ("tests/test_corpus.py::test_decode_error_fail_names_file_line_and_fix",
+            "tests/test_corpus.py::test_decode_error_names_the_bad_byte_far_into_the_file")),
+    Mutant("wrapped-hint-on-code", "mlmprep/corpus/readers.py",  # indented, symbol-laden code lines count as wrapped prose
+           "if line and len(line) <= WRAP_COLUMNS and not line[0].isspace() and not CODE.search(line)",
+           "if line and len(line) <= WRAP_COLUMNS",
+           ("tests/test_corpus_hints.py::test_no_hint_for_source_code",)),
+    Mutant("gz-unknown-inner-refused", "mlmprep/corpus/readers.py",  # changelog.gz refused again
+           '    return ("" if inner in NOT_TEXT else ".txt"), compression', '    return "", compression',
+           ("tests/test_compressed.py::test_a_compressed_file_with_no_known_format_inside_is_read_as_text_with_a_note",)),
+    Mutant("gz-archive-read-as-text", "mlmprep/corpus/readers.py",  # a .tar.gz read as text
+           '    return ("" if inner in NOT_TEXT else ".txt"), compression', '    return ".txt", compression',
+           ("tests/test_compressed.py::test_a_compressed_file_with_no_known_format_inside_is_read_as_text_with_a_note",
+            "tests/test_compressed.py::test_directories_and_globs_pick_compressed_files_up_and_skip_hidden_ones")),
+    Mutant("mount-point-staged-beside", "mlmprep/format/publish.py",  # --out on a mount point: the final rename fails
+           "    stage = out / INSIDE[1] if mount_point(out) else out.parent / f\".{out.name}.partial\"",
+           "    stage = out.parent / f\".{out.name}.partial\"",
+           ("tests/test_mount_point.py",)),
+    Mutant("mount-point-old-files-kept", "mlmprep/format/publish.py",  # --force into a mount point keeps old files
+           "        if old.name not in INSIDE + FOREIGN_KEPT:\n            if old.is_dir()",
+           "        if False:\n            if old.is_dir()",
+           ("tests/test_mount_point.py",)),
+    Mutant("degenerate-length-silent", "mlmprep/build/mask.py",  # --input-length 3 builds noise 0.5, span 1 silently
+           "    if not off[window - 2]:\n        return None", "    if True:\n        return None",
+           ("tests/test_mask.py::test_span_warning_fires_exactly_where_the_options_are_not_honoured",
+            "tests/test_mask.py::test_a_degenerate_input_length_builds_with_a_warning_naming_what_it_got")),
+    Mutant("degenerate-length-smallest-off", "mlmprep/build/mask.py",  # the length named is one that still falls short
+           "corrupted_lengths([lengths[off].max() + 1]", "corrupted_lengths([lengths[off].max()]",
+           ("tests/test_mask.py::test_span_warning_fires_exactly_where_the_options_are_not_honoured",)),
+    Mutant("hf-pins-memory-on-cpu", "mlmprep/train/hf.py",  # the Trainer snippet warns about pin_memory on a CPU
+           "pin_memory=self.args.dataloader_pin_memory and torch.cuda.is_available()",
+           "pin_memory=self.args.dataloader_pin_memory",
+           ("tests/test_docs.py::test_the_training_page_python_example_runs",)),
+    Mutant("unstarted-run-told-to-continue", "mlmprep/train/checkpoint.py",  # a run with no checkpoint: "continue it"
+           "        if latest(run) is None:\n            raise CacheError(", "        if False:\n            raise CacheError(",
+           ("tests/test_train_ux.py::test_a_run_stopped_before_its_first_checkpoint_is_not_told_to_continue",)),
+    Mutant("mixture-no-plots", "mlmprep/train/loop.py",  # a mixture's evaluation never draws RUN/plots.png
+           "        plots.update(run.out)  # RUN/plots.png (validation: the weighted mean, when the sources have sets)\n",
+           "", ("tests/test_mixture.py::test_a_config_file_lists_sources_and_validation_name_dir_adds_a_set",)),
+    Mutant("mixture-says-epoch", "mlmprep/train/loop.py",  # a mixture's logs and metrics speak of epochs
+           '    return {"epoch" if run.mix is None else "chunk": epoch}', '    return {"epoch": epoch}', ("tests/test_mixture.py::test_a_config_file_lists_sources_and_validation_name_dir_adds_a_set",)),
+    Mutant("report-names-the-first-source", "mlmprep/format/html.py",  # a mixture run's report shows one source
+           "        if len(sources) > 1 else", "        if False else", ("tests/test_mixture.py::test_a_config_file_lists_sources_and_validation_name_dir_adds_a_set",)),
+    Mutant("mixture-report-shows-first-build", "mlmprep/format/html.py",  # a mixture's report: the first source's build
+           'data = config.get("data") if len(config.get("sources") or []) < 2 else None', 'data = config.get("data")',
+           ("tests/test_mixture.py::test_a_config_file_lists_sources_and_validation_name_dir_adds_a_set",)),
 ]
 
 
@@ -855,7 +903,7 @@ def copy_repository(dest: Path) -> Path:
 def pytest(repo: Path, args: tuple[str, ...]) -> str:
     """"" if the tests pass in the copy (the mutant survives them), else the first failing test's id."""
     env = {**os.environ, "PYTHONPATH": str(repo), "PYTHONDONTWRITEBYTECODE": "1"}
-    done = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *args], cwd=repo,
+    done = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-m", "", *args], cwd=repo,
                           env=env, capture_output=True, text=True)
     if done.returncode == 0:
         return ""

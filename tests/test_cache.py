@@ -83,6 +83,7 @@ def cache_bytes(cache_dir: Path) -> int:
     return remote.tree_bytes(cache_dir)
 
 
+@pytest.mark.slow  # three runs through a local S3 server
 def test_a_run_from_s3_equals_the_run_from_a_local_copy_resumes_and_a_wiped_cache_included(tmp_path, s3, tiny_build):
     url = upload(s3, tiny_build)
     base = dict(**FAST, epochs=3, seed=1, keep_checkpoints=5)

@@ -13,6 +13,7 @@ import io
 import json
 import lzma
 import random
+import re
 import subprocess
 import sys
 import textwrap
@@ -329,6 +330,35 @@ def test_directories_and_globs_pick_compressed_files_up_and_skip_hidden_ones(tmp
         resolve([str(folder / "e.tar.gz")])
 
 
+def test_a_compressed_file_with_no_known_format_inside_is_read_as_text_with_a_note(tmp_path, tok):
+    """changelog.gz and changelog.Debian.gz (Debian's own names) build as the same text in .txt does, and the
+    summary names them and the rename that says what they hold; an archive or a Parquet file inside is still
+    skipped in a directory and refused by name."""
+    text = "".join(doc + "\n" for doc in tiny_documents(200, seed=5)).encode()
+    folder = tmp_path / "doc"
+    folder.mkdir()
+    (folder / "changelog.gz").write_bytes(CODECS["gz"](text[: len(text) // 2]))
+    (folder / "changelog.Debian.gz").write_bytes(CODECS["gz"](text[len(text) // 2 :]))
+    (folder / "e.tar.gz").write_bytes(b"")
+    found, skipped = resolve([str(folder)])
+    assert [p.name for p in found] == ["changelog.Debian.gz", "changelog.gz"]
+    assert [Path(s).name for s in skipped] == ["e.tar.gz"]
+    plain = tmp_path / "plain.txt"
+    plain.write_bytes(text[len(text) // 2 :] + text[: len(text) // 2])  # the directory's order
+    result = cli(*build_args(folder, tmp_path / "gz", tok))
+    assert result.exit_code == 0, result.stderr
+    (note,) = [line for line in result.stdout.splitlines() if line.startswith("note:")]
+    assert note == (f"note: 2 compressed files with no known format inside read as text, one document per line "
+                    f"({folder / 'changelog.Debian.gz'}, {folder / 'changelog.gz'}); rename to NAME.txt.gz (or "
+                    ".jsonl.gz, .csv.gz, ...) to say what they hold")
+    assert cli(*build_args(plain, tmp_path / "txt", tok)).exit_code == 0
+    assert hashes(tmp_path / "gz") == hashes(tmp_path / "txt")
+    for name in ("e.tar.gz", "f.parquet.gz", "g.gz.gz"):
+        with pytest.raises(CorpusError, match=rf"{re.escape(name)}: unsupported file type"):
+            (folder / name).write_bytes(b"")
+            resolve([str(folder / name)])
+
+
 # ------------------------------------------------------------------------------------------------ builds
 
 
@@ -421,6 +451,7 @@ def test_peak_memory_does_not_grow_with_the_compressed_file(tmp_path):
     assert peaks["large"] <= 1.10 * peaks["small"], peaks
 
 
+@pytest.mark.slow  # streams tens of MB of real text several times
 def test_peak_memory_does_not_creep_up_over_real_text(tmp_path, corpora):
     """Real text (lines of every length, ASCII blocks beside non-ASCII ones) decoded a MiB at a time: 220 MB of
     it peak where 22 MB do (+10%), the heap never growing with fragments of the blocks freed."""

@@ -129,9 +129,21 @@ def test_decode_error_skip(tmp_path):
 
 def test_decode_error_fail_names_file_line_and_fix(tmp_path):
     path = write(tmp_path / "a.txt", BAD_UTF8)
+    bad = BAD_UTF8.index(b"\xff")  # the bad byte, not its line's start (10)
     with pytest.raises(CorpusError,
-                       match=r"a\.txt line 2 \(byte \d+\): invalid UTF-8; use --on-decode-error replace\|skip"):
+                       match=rf"a\.txt line 2 \(byte {bad}\): invalid UTF-8; use --on-decode-error replace\|skip"):
         docs(path, on_decode_error="fail")
+
+
+@pytest.mark.parametrize("compressed", [False, True])
+def test_decode_error_names_the_bad_byte_far_into_the_file(tmp_path, compressed):
+    """Past the first block read, and in a compressed file's text, the offset is the bad byte's own."""
+    data = b"x" * 100 + b"\n" + b"plain line\n" * 150_000 + b"ok \xc3\x28 broken\n" + b"tail\n"
+    bad = data.index(b"\xc3\x28")
+    name = "big.txt.gz" if compressed else "big.txt"
+    (tmp_path / name).write_bytes(gzip.compress(data) if compressed else data)
+    with pytest.raises(CorpusError, match=rf"{re.escape(name)} line 150002 \(byte {bad}\): invalid UTF-8"):
+        docs(tmp_path / name, on_decode_error="fail")
 
 
 @pytest.mark.parametrize(

@@ -35,8 +35,9 @@ def hint_lines(stdout: str) -> list[str]:
 
 def test_wrapped_lines_are_short_and_do_not_end_a_sentence():
     lines = ["This sentence is cut by the wrap", "and goes on here.", "", "   ", "\u201cA quoted end.\u201d",
-             "A list item ends with a colon:", "Chapter Three", None, "x" * 101, "(A bracketed end.)", "**"]
-    assert wrapped_count(lines) == 2  # the cut line and the heading
+             "A list item ends with a colon:", "Chapter Three", None, "x" * 101, "(A bracketed end.)", "**",
+             "    for line in lines", "value = compute(x)", "from pathlib import Path  # a comment"]
+    assert wrapped_count(lines) == 2  # the cut line and the heading; not the code
 
 
 @pytest.mark.parametrize(("documents", "blank", "wrapped", "verdict"), [
@@ -81,6 +82,23 @@ def test_no_hint_for_one_document_per_line_paragraphs_or_json(tmp_path, tok):
         assert result.exit_code == 0, result.stderr
         assert hint_lines(result.stdout) == [], name
         assert manifest(tmp_path / name)["corpus"]["stats"]["wrapped_prose"]["files"] == 0
+
+
+def test_no_hint_for_source_code(tmp_path, tok):
+    """Python source saved as .txt (short lines, blank lines between functions, few sentence ends) is not prose:
+    the hint stays silent, and the wrapped-line count of its lines is small."""
+    import difflib
+    import inspect
+    import textwrap as textwrap_module
+
+    code = "".join(inspect.getsource(m) for m in (textwrap_module, difflib, json.decoder))
+    source = tmp_path / "modules.txt"
+    source.write_text(code, encoding="utf-8")
+    result = cli("build", source, "--out", tmp_path / "b", "--tokenizer", tok, "--input-length", "32", "--seeds", "1")
+    assert result.exit_code == 0, result.stderr
+    assert hint_lines(result.stdout) == []
+    lines = [line for line in code.splitlines() if line.strip()]
+    assert wrapped_count(lines) < 0.2 * len(lines)
 
 
 def records(path: Path, n: int, lacking: int, column: str = "body") -> Path:

@@ -3,6 +3,8 @@ pinned golden rows, and BERT-style MLM."""
 
 from __future__ import annotations
 
+import json
+
 import numba
 import numpy as np
 import pytest
@@ -580,3 +582,46 @@ def test_mlm_golden_rows(mode):
     starts = np.arange(VOCAB) % 3 == 0 if mode == "whole words" else None
     inputs, labels = mlm(np.arange(100, 140, dtype=np.int32), np.array([0, 20, 40]), word_starts=starts)
     assert (inputs.tolist(), labels.tolist()) == MLM_GOLDEN[mode]
+
+
+def t5_noise_and_spans(n: int, density: float, mean: float) -> tuple[int, int]:
+    """Plain Python: noise tokens and spans of a window of n tokens, T5's arithmetic (round half to even)."""
+    noise = min(max(round(n * density), 1), n - 1)
+    return noise, max(1, round(min(noise, n - noise) / mean))
+
+
+def honoured(input_length: int, density: float, mean: float) -> bool:
+    """Whether the longest window whose encoder input fits `input_length` has a noise density and a mean span
+    length within a third of those asked."""
+    window = max(n for n in range(2, 4 * input_length + 8)
+                 if n - (ns := t5_noise_and_spans(n, density, mean))[0] + ns[1] + 1 <= input_length)
+    noise, spans = t5_noise_and_spans(window, density, mean)
+    return (abs(noise / window - density) <= density / 3
+            and abs(min(noise, window - noise) / spans - mean) <= mean / 3)
+
+
+@pytest.mark.parametrize(("density", "mean"), [(0.15, 3.0), (0.3, 8.0), (0.5, 3.0), (0.15, 1.0)])
+def test_span_warning_fires_exactly_where_the_options_are_not_honoured(density, mean):
+    from mlmprep.build.mask import span_warning
+
+    warned = [n for n in range(3, 300) if span_warning(n, density, mean)]
+    assert warned == [n for n in range(3, 300) if not honoured(n, density, mean)]
+    smallest = int(span_warning(3, density, mean).split("--input-length ")[-1].split()[0])
+    assert smallest == max(warned) + 1
+
+
+def test_a_degenerate_input_length_builds_with_a_warning_naming_what_it_got(tmp_path, tiny_corpus, tok):
+    from test_cli_build import cli
+
+    result = cli("build", tiny_corpus, "--out", tmp_path / "b", "--tokenizer", tok, "--input-length", "3",
+                 "--seeds", "1")
+    assert result.exit_code == 0, result.stderr
+    (warning,) = [line for line in result.stdout.splitlines() if line.startswith("warning: --input-length")]
+    masking = json.loads((tmp_path / "b" / "manifest.json").read_text())["statistics"]["masking"]["seed-0"]
+    assert warning == ("warning: --input-length 3 gives windows of 2 tokens with 1 noise token in 1 span: noise "
+                       f"density {masking['noise_fraction']:.3f} and mean span length "
+                       f"{masking['mean_span_length']:.2f} where 0.15 and 3 were asked; --input-length 11 or more "
+                       "honours them")
+    quiet = cli("build", tiny_corpus, "--out", tmp_path / "c", "--tokenizer", tok, "--input-length", "11",
+                "--seeds", "1")
+    assert quiet.exit_code == 0 and "warning: --input-length" not in quiet.stdout

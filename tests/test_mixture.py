@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,6 +19,7 @@ from typer.testing import CliRunner
 
 from mlmprep.cli import app
 from mlmprep.config import TrainConfig
+from mlmprep.format.html import report_page, report_sources
 from mlmprep.format.load import open_epoch
 from mlmprep.train import mixture
 from mlmprep.train.batch import Budget
@@ -344,9 +346,21 @@ def test_a_config_file_lists_sources_and_validation_name_dir_adds_a_set(tmp_path
     config.write_text(f"sources:\n  - path: {big}\n    weight: 0.8\n    name: web\n  - path: {small}\n    weight: 0.2\n"
                       "max_tokens: 1500\nmax_tokens_per_batch: 512\nmax_tokens_per_microbatch: 256\neval_every: 0\n")
     result = CliRunner().invoke(app, ["train", "--config", str(config), "--out", str(tmp_path / "r"),
-                                      "--validation", f"held={ragged / 'validation'}"])
+                                      "--validation", f"held={ragged / 'validation'}", "--log-every", "1"])
     assert result.exit_code == 0, result.output
+    # no epochs in a mixture's words: its logs say chunk, and so do its metrics
+    steps = [line for line in result.output.splitlines() if line.startswith("step ") and "loss" in line]
+    assert steps and all(" (chunk 0): loss " in line for line in steps), result.output
+    assert "epoch" not in result.output
+    lines = [json.loads(line) for line in (tmp_path / "r" / "metrics.jsonl").read_text().splitlines()]
+    assert all("epoch" not in r for r in lines) and all(r["chunk"] == 0 for r in lines if "lr" in r)
+    assert (tmp_path / "r" / "plots.png").stat().st_size > 0  # drawn at the mixture's evaluation too
+    assert report_sources(tmp_path / "r", None) == (None, tmp_path / "r")  # not the first source's build alone
+    page = report_page(None, tmp_path / "r")
+    facts = page[page.index('<section id="run">'):][:page[page.index('<section id="run">'):].index("</table>")]
+    assert f"web={big}" in facts and str(small) in facts and "0.8,0.2" in facts  # every source, and the weights
     final = json.loads((tmp_path / "r" / "final_metrics.json").read_text())
+    assert "epoch" not in final and final["chunk"] == 0
     assert (final["web/target"], final["small/target"]) == (0.8, 0.2)
     assert 1500 <= final["tokens"] < 1500 + 512
     assert {"eval/held/loss", "eval/web/loss", "eval/small/accuracy"} <= final.keys()
@@ -368,6 +382,7 @@ for port, options in json.loads(sys.argv[1]):  # each fit makes its own process 
 """
 
 
+@pytest.mark.slow  # torchrun, two ranks, twice; test_ddp.py keeps DDP in the default run
 def test_ddp_resume_of_a_mixture_is_exact(tmp_path, builds):
     """Two gloo ranks: a mixture stopped inside a chunk and resumed ends bit for bit as the uninterrupted run."""
     import os
@@ -398,3 +413,21 @@ def test_ddp_resume_of_a_mixture_is_exact(tmp_path, builds):
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
     fa, fb = (json.loads((tmp_path / r / "final_metrics.json").read_text()) for r in "ab")
     assert {k: v for k, v in fa.items() if "_s" not in k} == {k: v for k, v in fb.items() if "_s" not in k}
+
+
+def test_the_worked_example_of_the_mixtures_page_is_exact():
+    """docs/mixtures.md's figures, from the span arithmetic: --max-tokens counts encoder + decoder tokens, the
+    weights window tokens."""
+    from mlmprep.build.mask import compute_input_and_target_lengths
+
+    page = " ".join((Path(__file__).resolve().parents[1] / "docs" / "mixtures.md").read_text().split())
+    window, target = compute_input_and_target_lengths(512, 0.15, 3)
+    windows = 2e9 * window / (512 + target)
+    web, wiki = 0.8 * windows, 0.2 * windows
+    expected = (f"a window of {window} tokens becomes 512 encoder and {target} decoder tokens, {512 + target} in all, "
+                f"so 2 B tokens are 2 B × {window} / {512 + target} ≈ {windows / 1e9:.2f} B window tokens. Web gives "
+                f"80% of them, {web / 1e9:.2f} B ({web / 5e9:.0%} of one pass), and wiki {wiki / 1e6:.0f} M: "
+                f"{wiki / 50e6:.1f} passes")
+    assert expected in page
+    assert f"give `--max-tokens` 2 B × {512 + target} / {window} ≈ {2e9 * (512 + target) / window / 1e9:.1f} B" in page
+

@@ -329,6 +329,7 @@ def cluster_run(request, tmp_path_factory):
     return root, report
 
 
+@pytest.mark.slow  # the two-node cluster run: minutes of both cores
 def test_tasks_run_on_both_nodes_and_a_killed_worker_is_retried_to_the_same_bytes(cluster_run):
     root, report = cluster_run
     assert report["block_nodes"] == 2
@@ -339,12 +340,14 @@ def test_tasks_run_on_both_nodes_and_a_killed_worker_is_retried_to_the_same_byte
     assert sorted(p.name for p in (root / "blocks").iterdir()) == sorted(f"block-{i}" for i in range(BLOCKS))
 
 
+@pytest.mark.slow  # the two-node cluster run: minutes of both cores
 def test_workers_caps_the_tasks_in_flight_on_the_cluster(cluster_run):
     _, report = cluster_run
     spans = report["spans"]
     assert len(spans) == 3 and all(end <= start for (_, end), (start, _) in zip(spans, spans[1:]))
 
 
+@pytest.mark.slow  # the two-node cluster run: minutes of both cores
 def test_a_task_made_ready_goes_ahead_of_the_tasks_not_submitted(cluster_run):
     """With --workers 0 the cluster is given two tasks per CPU at a time, so a task that a result makes ready
     (a write whose shards are read) starts before most of the reads given before it."""
@@ -353,11 +356,13 @@ def test_a_task_made_ready_goes_ahead_of_the_tasks_not_submitted(cluster_run):
     assert name == "write" and sum(started > write_started for started in reads) >= 6, report["added"]
 
 
+@pytest.mark.slow  # the two-node cluster run: minutes of both cores
 def test_a_task_error_arrives_as_its_own_class_and_message(cluster_run):
     _, report = cluster_run
     assert report["error"] == ["CorpusError", "corpus.txt at byte 7: not UTF-8"]
 
 
+@pytest.mark.slow  # the two-node cluster run: minutes of both cores
 def test_a_two_node_build_equals_the_local_engine_build(cluster_run):
     root, report = cluster_run
     assert report["build"]["rc"] == 0, report["build"]["stderr"]
@@ -367,6 +372,7 @@ def test_a_two_node_build_equals_the_local_engine_build(cluster_run):
     assert comparable(manifest(root / "ray")) == comparable(manifest(root / "local"))
 
 
+@pytest.mark.slow  # the two-node cluster run: minutes of both cores
 def test_a_build_whose_worker_is_killed_mid_task_retries_to_the_same_bytes(cluster_run):
     root, report = cluster_run
     assert report["build_killed"]["rc"] == 0, report["build_killed"]["stderr"]
@@ -375,15 +381,17 @@ def test_a_build_whose_worker_is_killed_mid_task_retries_to_the_same_bytes(clust
     assert comparable(manifest(root / "ray-killed")) == comparable(manifest(root / "local"))
 
 
+@pytest.mark.slow  # the two-node cluster run: minutes of both cores
 def test_bad_input_on_the_cluster_is_the_local_engine_s_one_line_and_exit_2(cluster_run):
     root, report = cluster_run
     bad = report["build_bad"]
     assert bad["rc"] == 2, bad["stderr"]
     line = bad["stderr"].splitlines()[-1]  # Ray logs a line of its own first in a namespace without a route
-    assert line == report["local_bad"].strip() and line.startswith(f"error: {root / 'bad.txt'} line 2 (byte 12)")
+    assert line == report["local_bad"].strip() and line.startswith(f"error: {root / 'bad.txt'} line 2 (byte 17)")
     assert not (root / "ray-bad").exists()
 
 
+@pytest.mark.slow  # the two-node cluster run: minutes of both cores
 def test_ctrl_c_stops_a_build_on_the_cluster_and_publishes_nothing(cluster_run):
     root, report = cluster_run
     interrupted = report["build_interrupted"]
@@ -393,6 +401,7 @@ def test_ctrl_c_stops_a_build_on_the_cluster_and_publishes_nothing(cluster_run):
     assert not (root / "ray-interrupted").exists()
 
 
+@pytest.mark.slow  # the two-node cluster run: minutes of both cores
 def test_a_build_from_and_to_s3_on_nodes_that_share_no_disk_with_the_driver_equals_the_local_build(cluster_run):
     root, report = cluster_run
     built = report["build_s3"]
@@ -401,6 +410,7 @@ def test_a_build_from_and_to_s3_on_nodes_that_share_no_disk_with_the_driver_equa
     assert built["driver_tmp_left"] == []  # the driver's tmpfs, seen from outside its mount namespace: empty
 
 
+@pytest.mark.slow  # the two-node cluster run: minutes of both cores
 def test_nothing_is_left_running_in_the_namespace(cluster_run):
     _, report = cluster_run
     assert report["left"] == []

@@ -456,6 +456,7 @@ def test_tokenizer_train_learns_from_the_sample_build_takes(tmp_path):
     assert model(tmp_path / "all.json") != model(tmp_path / "a.json")
 
 
+@pytest.mark.slow  # rewrites a build in format 1, then builds, verifies and remasks it
 def test_a_format_1_build_still_loads_verifies_and_remasks(tmp_path, tiny_build):
     """Builds written before the sharded layout (format 1: files cut every 512 MiB, no rows_per_file)."""
     from mlmprep.build.engine import Engine

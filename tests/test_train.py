@@ -214,6 +214,7 @@ def test_cli_smoke_run_learns(tmp_path, real_build):
     assert [p.name for p in checkpoints(run)] == ["checkpoint-30", "checkpoint-32"]
 
 
+@pytest.mark.slow  # trains on the whole built-in sample until it learns
 def test_cli_smoke_run_on_the_builtin_sample_learns(tmp_path):
     """The README's main job, scaled down: build the built-in sample, train `tiny` on it, loss drops."""
     from mlmprep.build.run import build

@@ -309,6 +309,27 @@ def test_resume_of_a_run_killed_before_its_first_checkpoint_logs_each_step_once(
     assert [s for s, _ in scalars(run, "eval/loss")] == [0, 2, 3]
 
 
+def test_a_run_stopped_before_its_first_checkpoint_is_not_told_to_continue(tmp_path, span_data):
+    """Neither the refusal of a new run into it nor the Ctrl-C line speak of continuing a run with no checkpoint:
+    --resume starts it again from step 0."""
+    from typer.testing import CliRunner
+
+    from mlmprep.cli import app
+    from mlmprep.cli.train import interrupted_line
+
+    run = tmp_path / "run"
+    cfg = TrainConfig(data=str(span_data), out=str(run), **{**SMALL, "save_every": 0}, max_steps=3)
+    with pytest.raises(Stop):
+        fit(cfg, hook=lambda step, k, rows, padding: (_ for _ in ()).throw(Stop))
+    again = CliRunner().invoke(app, ["train", str(span_data), "--out", str(run)])
+    assert again.exit_code == 2
+    assert again.output.splitlines()[-1] == (
+        f"error: --out {run}: holds a run that stopped before its first checkpoint, so there is nothing to continue; "
+        "pass --resume to start it again from step 0 with its saved options, or choose another --out")
+    assert interrupted_line(run) == (f"interrupted before the first checkpoint; {run} keeps the run's options: "
+                                     f"`mlmprep train --out {run} --resume` starts it again from step 0")
+
+
 @pytest.mark.parametrize("args", [
     ["--grad-clip", "nan"], ["--weight-decay", "nan"], ["--weight-decay", "inf"], ["--lr", "inf"], ["--alpha", "nan"],
     ["--seed", "-1"], ["--seed", "4294967296"], ["--max-tokens-per-batch", "99999999999999999999"],

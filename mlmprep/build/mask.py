@@ -130,6 +130,31 @@ def check_input_length_reached(input_length: int, window_length: int, noise_dens
         )
 
 
+SPAN_TOLERANCE = 1 / 3  # a window honours the asked noise density and mean span length within a third of each
+
+
+def span_warning(input_length: int, noise_density: float, mean_span_length: float) -> str | None:
+    """A warning line when windows for `input_length` are too short to honour --noise-density and
+    --mean-span-length (a noise token and a span at the least, each rounded), naming the smallest input length
+    from which on every window does, within SPAN_TOLERANCE; None when they do."""
+    window, _ = compute_input_and_target_lengths(input_length, noise_density, mean_span_length)
+    limit = max(4096, math.ceil(20 * mean_span_length / min(noise_density, 1 - noise_density)))
+    lengths = np.arange(2, limit + 1, dtype=np.int64)
+    noise, spans = span_counts(lengths, noise_density, mean_span_length)
+    density, mean = noise / lengths, np.minimum(noise, lengths - noise) / spans
+    off = ((np.abs(density - noise_density) > SPAN_TOLERANCE * noise_density)
+           | (np.abs(mean - mean_span_length) > SPAN_TOLERANCE * mean_span_length))
+    if not off[window - 2]:
+        return None
+    smallest = int(corrupted_lengths([lengths[off].max() + 1], noise_density, mean_span_length)[0][0])
+    k = window - 2
+    n, m = int(noise[k]), int(spans[k])
+    return (f"warning: --input-length {input_length} gives windows of {window} tokens with {n} noise "
+            f"token{'s' * (n != 1)} in {m} span{'s' * (m != 1)}: noise density "
+            f"{density[k]:.3f} and mean span length {mean[k]:.2f} where {noise_density:g} and {mean_span_length:g} "
+            f"were asked; --input-length {smallest} or more honours them")
+
+
 def check_span_settings(max_window_length: int, noise_density: float, mean_span_length: float,
                         n_sentinels: int) -> None:
     """Fail before any work if the longest window needs more noise spans than the tokenizer has sentinels."""

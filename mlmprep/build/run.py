@@ -534,14 +534,15 @@ def output_rows(cfg: BuildConfig, window_length: int) -> int:
 def corpus_counts(corpus: Corpus, read: list[dict]) -> dict:
     """The corpus statistics of the manifest: every shard's counts summed, and what cleaning removed; of the
     fields of records without the text field, the most common few."""
-    total = CorpusStats(files=corpus.stats.files, files_skipped=corpus.stats.files_skipped).as_dict()
+    total = CorpusStats(files=corpus.stats.files, files_skipped=corpus.stats.files_skipped,
+                        files_as_text=corpus.stats.files_as_text).as_dict()
     keys = total["missing_field_keys"]
     for result in read:
         for key, value in itertools.chain(result["stats"].items(), result["clean"].items()):
             if key == "missing_field_keys":
                 for name, count in value.items():
                     keys[name] = keys.get(name, 0) + count
-            elif key not in ("files", "files_skipped"):
+            elif key not in ("files", "files_skipped", "files_as_text"):
                 total[key] = total.get(key, 0) + value
     total["missing_field_keys"] = most_common_fields(keys)
     return total

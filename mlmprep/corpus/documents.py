@@ -28,6 +28,7 @@ from mlmprep.corpus.readers import (
     check_magic,
     column_texts,
     file_format,
+    read_as_text,
 )
 from mlmprep.corpus.shards import Shard, dataset_shards, file_shards, non_blank, read_unchanged
 from mlmprep.corpus.sources import remote_sources, resolve
@@ -53,7 +54,8 @@ class Corpus:
 
     def documents(self) -> Iterator[str]:
         """Stream the non-blank documents from the start; each call begins a new `stats`."""
-        stats = self.stats = CorpusStats(files=self.stats.files, files_skipped=self.stats.files_skipped)
+        stats = self.stats = CorpusStats(files=self.stats.files, files_skipped=self.stats.files_skipped,
+                                          files_as_text=self.stats.files_as_text)
         return non_blank(self.read(stats), stats)
 
 
@@ -119,7 +121,8 @@ def _file_corpus(paths: Sequence[str], opts: ReadOptions, storage_options: dict)
         description=f"{len(files)} file{'s' * (len(files) != 1)}, {total / 1e6:.1f} MB",
         fingerprint=h.hexdigest(),
         files=[{"path": printable(p), "bytes": size, "sha256": d} for p, (size, d) in zip(files, digests)],
-        stats=CorpusStats(files=len(files), files_skipped=skipped),
+        stats=CorpusStats(files=len(files), files_skipped=skipped,
+                          files_as_text=[printable(p) for p in files if read_as_text(p)]),
         read=read,
         shards=lambda shard_bytes, streams=1: file_shards([(p, size) for p, (size, _) in zip(files, digests)],
                                                           shard_bytes, streams, [d for _, d in digests]),

@@ -27,6 +27,7 @@ import io
 import json
 import lzma
 import os
+import re
 import threading
 import zlib
 from collections.abc import Callable, Iterable, Iterator
@@ -40,6 +41,7 @@ from mlmprep.errors import CorpusError, common_fields
 SUPPORTED = (".txt", ".jsonl", ".json", ".parquet", ".csv", ".arrow")
 TEXT_FORMATS = (".txt", ".jsonl", ".json", ".csv")  # the formats read compressed too
 COMPRESSIONS = {".gz": "gzip", ".bz2": "bz2", ".xz": "xz", ".zst": "zstd"}  # name ending -> fsspec's compression
+NOT_TEXT = (".parquet", ".arrow", ".tar", ".zip", *COMPRESSIONS)  # inner names never read as text when compressed
 MAGIC = {"gzip": b"\x1f\x8b", "bz2": b"BZh", "xz": b"\xfd7zXZ\x00", "zstd": b"\x28\xb5\x2f\xfd"}
 BATCH_ROWS = 1024  # rows per record batch read from Parquet files and datasets
 CSV_BLOCK_BYTES = 1 << 20
@@ -51,6 +53,7 @@ KEYS_KEPT = 100  # distinct field names counted per shard among records without 
 WRAP_COLUMNS = 100  # a hard-wrapped line is at most this long ...
 SENTENCE_ENDS = ".!?;:…。！？"  # ... and does not end in one of these (closing quotes and brackets aside)
 CLOSERS = "\"'”’»)]*`"
+CODE = re.compile(r"[=_{}<>#@\\|;\[\]]")  # ... nor holds characters source code is made of and prose rarely is
 WRAPPED_SHARE = 0.5  # a .txt file looks like hard-wrapped prose when at least this share of its lines do,
 BLANK_SHARE = 0.01  # at least this share of its lines are blank (paragraphs: what --doc-sep blank would keep),
 WRAPPED_MIN_LINES = 20  # and it has at least this many non-blank lines
@@ -73,6 +76,7 @@ class CorpusStats:
     decode_replaced_lines: int = 0
     decode_skipped_lines: int = 0
     truncated_files: int = 0  # compressed files whose damaged end was dropped (--on-decode-error skip)
+    files_as_text: list[str] = field(default_factory=list)  # compressed files of no known format inside, read as text
     files_skipped: list[str] = field(default_factory=list)  # unsupported files; hidden, linked, unreadable dirs/
 
     def as_dict(self) -> dict[str, Any]:
@@ -91,12 +95,24 @@ class ReadOptions:
 
 def file_format(path: Path | str) -> tuple[str, str | None]:
     """(format suffix, compression or None) of a corpus file by its name: "x.jsonl.gz" -> (".jsonl", "gzip");
-    the format is "" for a name no reader takes (a ".tar.gz" archive, a ".parquet.gz")."""
+    the format is "" for a name no reader takes (a ".tar.gz" archive, a ".parquet.gz"). A compressed file whose
+    inner name has no known format ("changelog.gz", "changelog.Debian.gz") is read as text (see read_as_text)."""
     path = Path(path)
     compression = COMPRESSIONS.get(path.suffix.lower())
-    suffix = Path(path.stem).suffix.lower() if compression else path.suffix.lower()
-    readable = suffix in (TEXT_FORMATS if compression else SUPPORTED)
-    return (suffix if readable else ""), compression
+    if not compression:
+        suffix = path.suffix.lower()
+        return (suffix if suffix in SUPPORTED else ""), None
+    inner = Path(path.stem).suffix.lower()
+    if inner in TEXT_FORMATS:
+        return inner, compression
+    return ("" if inner in NOT_TEXT else ".txt"), compression
+
+
+def read_as_text(path: Path | str) -> bool:
+    """Whether file_format reads `path` as text for want of a known format inside its compression (a note says
+    so, with the rename that makes it explicit)."""
+    path = Path(path)
+    return bool(file_format(path)[1]) and Path(path.stem).suffix.lower() not in TEXT_FORMATS + NOT_TEXT
 
 
 def check_magic(path: Path | str, head: bytes) -> None:
@@ -451,8 +467,9 @@ def _decode_lines(data: bytes, offset: int, path: Path, stats: CorpusStats, poli
         for raw, at in zip([raw.removesuffix(b"\r") for raw in whole] + ([last] if last else []), ends):
             try:
                 lines.append(raw.decode("utf-8"))
-            except UnicodeDecodeError:
-                lines.append(_undecodable(raw, stats, policy, functools.partial(line_where, path, at)))
+            except UnicodeDecodeError as exc:
+                where = functools.partial(line_where, path, at, at + exc.start)
+                lines.append(_undecodable(raw, stats, policy, where))
     else:
         *lines, last = text.split("\n")
         if "\r" in text:
@@ -483,15 +500,16 @@ def line_at(path: Path, offset: int, k: int) -> str:
     return line_where(path, at)
 
 
-def line_where(path: Path, offset: int) -> str:
-    """"PATH line N (byte OFFSET)" for the line starting at byte `offset`: the line number is counted only
-    here, when a message needs it, so a shard read from the middle of a file never counts lines."""
+def line_where(path: Path, offset: int, byte: int | None = None) -> str:
+    """"PATH line N (byte B)" for the line starting at byte `offset`, B that offset or the `byte` a message is
+    about (a bad one): the line number is counted only here, when a message needs it, so a shard read from the
+    middle of a file never counts lines."""
     newlines, left = 0, offset
     with open_corpus_file(path) as f:
         while left > 0 and (block := f.read(min(left, 1 << 20))):
             newlines += block.count(b"\n")
             left -= len(block)
-    return f"{path} line {newlines + 1} (byte {offset})"
+    return f"{path} line {newlines + 1} (byte {offset if byte is None else byte})"
 
 
 def line_boundary(path: Path, at: int) -> int:
@@ -518,10 +536,12 @@ def paragraph_boundary(path: Path, at: int) -> int:
 
 
 def wrapped_count(lines: list[str | None]) -> int:
-    """How many of `lines` look like hard-wrapped prose: non-blank, short, and not the end of a sentence."""
+    """How many of `lines` look like hard-wrapped prose: non-blank, short, not indented, free of code's characters
+    (source code is short lines and blank lines too), and not the end of a sentence."""
     # a blank line (or one of closers only) ends in "", which `in` finds in any string: not counted
     return sum(1 for line in lines
-               if line and len(line) <= WRAP_COLUMNS and line.rstrip().rstrip(CLOSERS)[-1:] not in SENTENCE_ENDS)
+               if line and len(line) <= WRAP_COLUMNS and not line[0].isspace() and not CODE.search(line)
+               and line.rstrip().rstrip(CLOSERS)[-1:] not in SENTENCE_ENDS)
 
 
 def looks_wrapped(documents: int, blank: int, wrapped: int) -> bool:

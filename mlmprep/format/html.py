@@ -154,8 +154,10 @@ def run_section(run: Path) -> str:
     config_path = run / "train_config.json"
     config = json.loads(config_path.read_text(encoding="utf-8")) if config_path.is_file() else {}
     shown = [(k, f"{v:.4g}" if isinstance(v, float) else str(v)) for k, v in final.items()]
-    facts = table([("run", str(run)), ("data", str(config.get("data", "-"))), ("model", str(config.get("model", "-")))]
-                  + shown)
+    sources = config.get("sources") or []  # a mixture: every source, and what weighs them
+    data = [("sources", ", ".join(map(str, sources))), ("weights", str(config.get("weights") or config.get("mix")))] \
+        if len(sources) > 1 else [("data", str(config.get("data", "-")))]
+    facts = table([("run", str(run)), *data, ("model", str(config.get("model", "-")))] + shown)
     options = table([(k, json.dumps(v)) for k, v in sorted(config.items())], "options")
     return (f'<section id="run"><h2>Training run</h2>{facts}<details><summary>every option of the run</summary>'
             f'{options}</details><div class="charts">{"".join(charts)}</div></section>')
@@ -273,8 +275,9 @@ def report_sources(directory: Path, run: Path | None) -> tuple[Path | None, Path
     if is_run(directory) and not manifest_path(directory).is_file():
         if run is not None:
             raise ConfigError(f"{directory} is a training run already; leave out --run {run}")
-        data = json.loads((directory / "train_config.json").read_text(encoding="utf-8")).get("data")
-        return (Path(data) if data and manifest_path(data).is_file() else None), directory
+        config = json.loads((directory / "train_config.json").read_text(encoding="utf-8"))
+        data = config.get("data") if len(config.get("sources") or []) < 2 else None  # a mixture: its run section
+        return (Path(data) if data and manifest_path(data).is_file() else None), directory  # names every source
     read_manifest(directory)  # not a build: refused in one line
     return directory, run
 

@@ -1,6 +1,8 @@
 """Publish a build safely: one writer at a time, a staging directory beside the output, and one atomic
 rename at the end, so a reader never meets half a build and nothing the user had is replaced silently.
-On object storage, which has no rename, manifest.json uploaded last is the commit (see the section below)."""
+A mount point (a Docker volume, a bind mount) cannot be renamed: there the lock and the staging directory are
+inside it, and the files move in one by one with manifest.json last, the commit, as on object storage, which
+has no rename either (see the section below)."""
 
 from __future__ import annotations
 
@@ -41,6 +43,8 @@ def check_output_path(out: Path, option: str = "--out", *, directory: bool = Fal
         raise ConfigError(f"{option} {out}: the root directory cannot be replaced; choose another {option}")
     if not existing.is_dir():
         raise ConfigError(f"{option} {out}: {existing} is a file, not a directory; choose another {option}")
+    if directory and mount_point(out):  # written inside it, not beside
+        existing = Path(out)
     try:
         fd, probe = tempfile.mkstemp(prefix=".mlmprep-probe-", dir=existing)
     except OSError as exc:
@@ -58,13 +62,23 @@ def check_utf8_path(path: str | Path, option: str) -> None:
                           "choose or rename to a UTF-8 name")
 
 
+INSIDE = (".mlmprep.lock", ".mlmprep.partial")  # the lock and the staging directory of a build inside a mount point
+FOREIGN_KEPT = ("lost+found",)  # what a fresh file system's mount point holds; never a reason to refuse it
+
+
+def mount_point(out: Path | str) -> bool:
+    """Whether `out` is a mount point, which no rename can replace: a build is locked, staged and published
+    inside it."""
+    return os.path.ismount(os.path.realpath(out))
+
+
 @contextlib.contextmanager
 def build_lock(out: Path) -> Iterator[None]:
     """Hold an exclusive lock on `out` for the whole build; a second build into it fails at once. Directories
     made for `out` (its missing parents) are removed again if the build fails."""
     made = [p for p in Path(out).parents if not os.path.lexists(p)]
     out.parent.mkdir(parents=True, exist_ok=True)
-    path = out.parent / f".{out.name}.lock"
+    path = out / INSIDE[0] if mount_point(out) else out.parent / f".{out.name}.lock"
     try:
         try:
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -94,8 +108,9 @@ def build_lock(out: Path) -> Iterator[None]:
 
 @contextlib.contextmanager
 def staging_dir(out: Path) -> Iterator[Path]:
-    """A fresh `.NAME.partial` beside `out` (a leftover from a killed build is removed); removed on failure."""
-    stage = out.parent / f".{out.name}.partial"
+    """A fresh `.NAME.partial` beside `out`, or inside it when it is a mount point (a leftover from a killed
+    build is removed); removed on failure."""
+    stage = out / INSIDE[1] if mount_point(out) else out.parent / f".{out.name}.partial"
     if stage.exists():
         shutil.rmtree(stage)
     stage.mkdir()
@@ -112,6 +127,9 @@ def publish(stage: Path, out: Path) -> None:
     A replacement is one atomic exchange of the two names where the system has it (Linux renameat2), so
     `out` is never missing; elsewhere two renames, and a kill between them leaves the old build in `.NAME.old`.
     """
+    if stage.parent == out:
+        publish_inside(stage, out)
+        return
     if not out.exists():
         stage.rename(out)
         return
@@ -124,6 +142,21 @@ def publish(stage: Path, out: Path) -> None:
     out.rename(old)
     stage.rename(out)
     shutil.rmtree(old)
+
+
+def publish_inside(stage: Path, out: Path) -> None:
+    """Move the finished `stage` (inside the mount point `out`) into `out` entry by entry: the old build's manifest
+    goes first (it stops being a build), then its files, then the new files, and the new manifest.json last."""
+    (out / MANIFEST).unlink(missing_ok=True)
+    for old in out.iterdir():
+        if old.name not in INSIDE + FOREIGN_KEPT:
+            if old.is_dir() and not old.is_symlink():
+                shutil.rmtree(old)
+            else:
+                old.unlink()
+    for new in sorted(stage.iterdir(), key=lambda p: p.name == MANIFEST):
+        new.rename(out / new.name)
+    stage.rmdir()
 
 
 def exchange(a: Path, b: Path) -> bool:
@@ -151,7 +184,7 @@ def read_existing(out: Path, identity: dict, fingerprint: str, *, tokenizer_sha:
         raise CacheError(f"--out {out}: exists and is not a directory; choose another --out")
     path = manifest_path(out)
     if not path.is_file():
-        if any(out.iterdir()):  # not ours: --force does not replace it either
+        if any(p.name not in INSIDE + FOREIGN_KEPT for p in out.iterdir()):  # not ours: not replaced with --force
             raise CacheError(f"--out {out}: exists and is not an mlmprep build (no {MANIFEST}); choose another --out")
         return None
     try:

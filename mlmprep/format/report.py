@@ -25,6 +25,7 @@ def build_summary(out: Path, manifest: dict) -> str:
         *missing_field_warning(manifest["corpus"]["stats"], manifest["config"].get("text_column", "text")),
         *wrapped_prose_hint(manifest["corpus"]["stats"]),
         *dedup_lines(manifest["corpus"]["stats"]),
+        *as_text_note(manifest["corpus"]["stats"]),
         tokenizer_line(manifest),
         f"rows: {w['rows']:,}  tokens kept: {w['tokens_kept']:,}  dropped: {w['tokens_dropped']:,}  "
         f"padded: {w['tokens_padded']:,}  utilisation: {w['token_utilisation']:.3f}  "
@@ -172,6 +173,17 @@ def wrapped_prose_hint(stats: dict) -> list[str]:
     return [f"hint: {files:,} .txt file{'s' * (files != 1)} ({prose['lines']:,} lines) look{'s' * (files == 1)} "
             f"like hard-wrapped prose, read one document per line (mean {mean:,.0f} characters); "
             "--doc-sep blank (one document per paragraph) probably fits"]
+
+
+def as_text_note(stats: dict) -> list[str]:
+    """A note line naming the compressed files read as text for want of a known format inside their name."""
+    names = stats.get("files_as_text") or []
+    if not names:
+        return []
+    shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+    return [f"note: {len(names):,} compressed file{'s' * (len(names) != 1)} with no known format inside read as "
+            f"text, one document per line ({shown}); rename to NAME.txt.gz (or .jsonl.gz, .csv.gz, ...) to say "
+            "what they hold"]
 
 
 def first_rows(split_dir: Path, column: str, n: int) -> list[np.ndarray]:

@@ -229,6 +229,10 @@ def open_run(cfg: TrainConfig) -> Path | None:
     if busy and not cfg.resume:
         if not (run / CONFIG).is_file():
             raise CacheError(f"--out {run}: not empty and not an mlmprep run (no {CONFIG}); choose another --out")
+        if latest(run) is None:
+            raise CacheError(f"--out {run}: holds a run that stopped before its first checkpoint, so there is nothing "
+                             "to continue; pass --resume to start it again from step 0 with its saved options, or "
+                             "choose another --out")
         raise CacheError(f"--out {run}: not empty; pass --resume to continue that run, or choose another --out")
     if cfg.resume:
         if not (run / CONFIG).is_file():

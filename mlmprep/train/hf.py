@@ -112,9 +112,10 @@ class BudgetTrainer(Trainer):
         self.plan_seed = self.args.seed if seed is None else seed
 
     def loader(self, dataset: BuildRows, batches) -> torch.utils.data.DataLoader:
+        """A DataLoader of `batches`; memory is pinned only where a GPU takes the batches (torch warns on a CPU)."""
         return self.accelerator.prepare(torch.utils.data.DataLoader(
             dataset, batch_sampler=batches, collate_fn=collated, num_workers=self.args.dataloader_num_workers,
-            pin_memory=self.args.dataloader_pin_memory))
+            pin_memory=self.args.dataloader_pin_memory and torch.cuda.is_available()))
 
     def get_train_dataloader(self) -> torch.utils.data.DataLoader:
         return self.loader(self.train_dataset, EpochMicrobatches(self.data, self.budget, seed=self.plan_seed))

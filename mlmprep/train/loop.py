@@ -454,11 +454,18 @@ def epoch_of_last(epoch: int, cursor: int, step: int) -> int:
     return epoch - 1 if cursor == 0 and step > 0 else epoch
 
 
-def log_line(step: int, total: int, epoch: int, lr: float, line: dict) -> str:
-    """A metrics line for the console when there is no progress bar to show it."""
+def position(run: Run, epoch: int) -> dict:
+    """Where a step is in the data, for logs and metrics: {"epoch": e}, or {"chunk": c} for a mixture, which has
+    no epochs (each source keeps its own passes)."""
+    return {"epoch" if run.mix is None else "chunk": epoch}
+
+
+def log_line(step: int, total: int, where: dict, lr: float, line: dict) -> str:
+    """A metrics line for the console when there is no progress bar to show it; `where`: see position()."""
     loss = "-" if line["loss"] is None else f"{line['loss']:.4f}"
     memory = f", peak memory {line['peak_memory_gb']:.1f} GB" if "peak_memory_gb" in line else ""
-    return (f"step {step}/{total} (epoch {epoch}): loss {loss}, lr {lr:.2e}, {line['tokens_per_s']:,.0f} tokens/s, "
+    ((unit, index),) = where.items()
+    return (f"step {step}/{total} ({unit} {index}): loss {loss}, lr {lr:.2e}, {line['tokens_per_s']:,.0f} tokens/s, "
             f"padding efficiency {line['padding_efficiency']:.2f}, {line['tflops']:.3g} TFLOP/s{memory}")
 
 
@@ -867,11 +874,11 @@ def log_window(run: Run, state: TrainState, window: Window, lr: float, norm: flo
     line = window_metrics(run.world, window) | source_fields(run, state, window)
     state.logged_step, state.train_s = state.step, state.train_s + window.seconds
     state.tokens, state.examples = state.tokens + line["tokens"], state.examples + line["examples"]
-    epoch = epoch_of_last(state.epoch, state.cursor, state.step)
-    record(run.out, run.world, step=state.step, epoch=epoch, lr=lr, grad_norm=norm, **line)
-    reporters.report(run.writer, {"step": state.step, "epoch": epoch, "lr": lr, "grad_norm": norm, **line})
+    where = position(run, epoch_of_last(state.epoch, state.cursor, state.step))
+    record(run.out, run.world, step=state.step, **where, lr=lr, grad_norm=norm, **line)
+    reporters.report(run.writer, {"step": state.step, **where, "lr": lr, "grad_norm": norm, **line})
     if bar.disable:  # off a terminal (a log file, a batch job): the bar's figures as a line
-        say(run.world, log_line(state.step, run.total, epoch, lr, line))
+        say(run.world, log_line(state.step, run.total, where, lr, line))
     bar.set_postfix(loss=f"{line['loss']:.3f}" if line["loss"] is not None else "-", lr=f"{lr:.2e}",
                     tok_s=f"{line['tokens_per_s']:.0f}", pad=f"{line['padding_efficiency']:.2f}",
                     tflops=f"{line['tflops']:.3g}",
@@ -912,6 +919,8 @@ def evaluate_mixture(run: Run, step: int) -> dict:
         rows.append(f"  {'weighted mean':<16}{'':>8}{mean[0] / mean[2]:>10.4f}{mean[1] / mean[2]:>10.4f}")
     record(run.out, run.world, step=step, **metrics)
     reporters.report(run.writer, {"step": step, **metrics})
+    if run.world.main:
+        plots.update(run.out)  # RUN/plots.png (validation: the weighted mean, when the sources have sets)
     say(run.world, "\n".join([f"step {step}: evaluation", f"  {'set':<16}{'weight':>8}{'loss':>10}{'accuracy':>10}",
                               *rows]))
     return metrics
@@ -930,8 +939,8 @@ def save_checkpoint(run: Run, state: TrainState) -> None:
 
 def finish(run: Run, state: TrainState, loss: float | None, metrics: dict, started: float) -> dict:
     """final_metrics.json: the last logged loss and evaluation, and the run's totals."""
-    epoch = epoch_of_last(state.epoch, state.cursor, state.step)
-    final = {"step": state.step, "epoch": epoch, "loss": loss, **metrics, "tokens": state.tokens,
+    where = position(run, epoch_of_last(state.epoch, state.cursor, state.step))
+    final = {"step": state.step, **where, "loss": loss, **metrics, "tokens": state.tokens,
              "examples": state.examples, "wall_s": time.perf_counter() - started, "train_s": state.train_s,
              "tokens_per_s": state.tokens / state.train_s if state.train_s else 0.0, **source_fields(run, state)}
     if run.world.main:
@@ -1000,7 +1009,7 @@ def run_fit(cfg: TrainConfig, world: World, hook: Hook | None, on_end: Callable 
         if epoch.index != state.epoch:  # the previous step was its epoch's last
             epoch = next_epoch(run, state.epoch, state.seeds)
             record_fetch(run, state)
-        bar.set_description(f"epoch {epoch.index} ({epoch.name})")
+        bar.set_description(epoch.name if epoch.chunk is not None else f"epoch {epoch.index} ({epoch.name})")
         lr, norm = train_step(run, state, epoch, window)
         bar.update(1)
         save = due(state.step, cfg.save_every, total)
