@@ -266,8 +266,10 @@ MUTANTS = [
            ("tests/test_engine.py",)),
     Mutant("cli-starts-workers-late", "mlmprep.cli.build:build",  # the forkserver starts after the pipeline's imports
            "    if not STARTED_EARLY:  # else start_workers_before_parsing has done it, from the same options\n"
-           "        start_workers_early(cfg)\n    from mlmprep.build.run import build as run_build\n",
-           "    from mlmprep.build.run import build as run_build\n    if not STARTED_EARLY:\n        start_workers_early(cfg)\n",
+           "        start_workers_early(cfg)\n    from mlmprep.build.mask import span_warning\n"
+           "    from mlmprep.build.run import build as run_build\n",
+           "    from mlmprep.build.mask import span_warning\n    from mlmprep.build.run import build as run_build\n"
+           "    if not STARTED_EARLY:\n        start_workers_early(cfg)\n",
            ("tests/test_engine.py",)),
     Mutant("cli-starts-workers-after-parsing", "mlmprep.cli:main",  # no early start: the server waits for typer
            '    if sys.argv[1:2] == ["build"]:', '    if False:',
@@ -833,51 +835,51 @@ MUTANTS = [
            "text = next(itertools.islice(docs, d, None), \"\")", "text = next(docs, \"\")",
            ("tests/test_dedup_build.py::test_exact_dedup_keeps_what_a_set_of_normalised_texts_keeps",)),
     # ------------------------------------------------------------ what a newcomer trips on
-    Mutant("utf8-offset-line-start", "mlmprep/corpus/readers.py",  # the error names the line's start, not the bad byte
+    Mutant("utf8-offset-line-start", "mlmprep.corpus.readers:_decode_lines",  # the error names the line's start, not the bad byte
            "where = functools.partial(line_where, path, at, at + exc.start)", "where = functools.partial(line_where, path, at)",
            ("tests/test_corpus.py::test_decode_error_fail_names_file_line_and_fix",
             "tests/test_corpus.py::test_decode_error_names_the_bad_byte_far_into_the_file")),
-    Mutant("wrapped-hint-on-code", "mlmprep/corpus/readers.py",  # indented, symbol-laden code lines count as wrapped prose
+    Mutant("wrapped-hint-on-code", "mlmprep.corpus.readers:wrapped_count",  # indented, symbol-laden code lines count as wrapped prose
            "if line and len(line) <= WRAP_COLUMNS and not line[0].isspace() and not CODE.search(line)",
            "if line and len(line) <= WRAP_COLUMNS",
            ("tests/test_corpus_hints.py::test_no_hint_for_source_code",)),
-    Mutant("gz-unknown-inner-refused", "mlmprep/corpus/readers.py",  # changelog.gz refused again
+    Mutant("gz-unknown-inner-refused", "mlmprep.corpus.readers:file_format",  # changelog.gz refused again
            '    return ("" if inner in NOT_TEXT else ".txt"), compression', '    return "", compression',
            ("tests/test_compressed.py::test_a_compressed_file_with_no_known_format_inside_is_read_as_text_with_a_note",)),
-    Mutant("gz-archive-read-as-text", "mlmprep/corpus/readers.py",  # a .tar.gz read as text
+    Mutant("gz-archive-read-as-text", "mlmprep.corpus.readers:file_format",  # a .tar.gz read as text
            '    return ("" if inner in NOT_TEXT else ".txt"), compression', '    return ".txt", compression',
            ("tests/test_compressed.py::test_a_compressed_file_with_no_known_format_inside_is_read_as_text_with_a_note",
             "tests/test_compressed.py::test_directories_and_globs_pick_compressed_files_up_and_skip_hidden_ones")),
-    Mutant("mount-point-staged-beside", "mlmprep/format/publish.py",  # --out on a mount point: the final rename fails
+    Mutant("mount-point-staged-beside", "mlmprep.format.publish:staging_dir",  # --out on a mount point: the final rename fails
            "    stage = out / INSIDE[1] if mount_point(out) else out.parent / f\".{out.name}.partial\"",
            "    stage = out.parent / f\".{out.name}.partial\"",
            ("tests/test_mount_point.py",)),
-    Mutant("mount-point-old-files-kept", "mlmprep/format/publish.py",  # --force into a mount point keeps old files
+    Mutant("mount-point-old-files-kept", "mlmprep.format.publish:publish_inside",  # --force into a mount point keeps old files
            "        if old.name not in INSIDE + FOREIGN_KEPT:\n            if old.is_dir()",
            "        if False:\n            if old.is_dir()",
            ("tests/test_mount_point.py",)),
-    Mutant("degenerate-length-silent", "mlmprep/build/mask.py",  # --input-length 3 builds noise 0.5, span 1 silently
+    Mutant("degenerate-length-silent", "mlmprep.build.mask:span_warning",  # --input-length 3 builds noise 0.5, span 1 silently
            "    if not off[window - 2]:\n        return None", "    if True:\n        return None",
            ("tests/test_mask.py::test_span_warning_fires_exactly_where_the_options_are_not_honoured",
             "tests/test_mask.py::test_a_degenerate_input_length_builds_with_a_warning_naming_what_it_got")),
-    Mutant("degenerate-length-smallest-off", "mlmprep/build/mask.py",  # the length named is one that still falls short
+    Mutant("degenerate-length-smallest-off", "mlmprep.build.mask:span_warning",  # the length named is one that still falls short
            "corrupted_lengths([lengths[off].max() + 1]", "corrupted_lengths([lengths[off].max()]",
            ("tests/test_mask.py::test_span_warning_fires_exactly_where_the_options_are_not_honoured",)),
-    Mutant("hf-pins-memory-on-cpu", "mlmprep/train/hf.py",  # the Trainer snippet warns about pin_memory on a CPU
+    Mutant("hf-pins-memory-on-cpu", "mlmprep.train.hf:BudgetTrainer.loader",  # the Trainer snippet warns about pin_memory on a CPU
            "pin_memory=self.args.dataloader_pin_memory and torch.cuda.is_available()",
            "pin_memory=self.args.dataloader_pin_memory",
            ("tests/test_docs.py::test_the_training_page_python_example_runs",)),
-    Mutant("unstarted-run-told-to-continue", "mlmprep/train/checkpoint.py",  # a run with no checkpoint: "continue it"
+    Mutant("unstarted-run-told-to-continue", "mlmprep.train.checkpoint:open_run",  # a run with no checkpoint: "continue it"
            "        if latest(run) is None:\n            raise CacheError(", "        if False:\n            raise CacheError(",
            ("tests/test_train_ux.py::test_a_run_stopped_before_its_first_checkpoint_is_not_told_to_continue",)),
-    Mutant("mixture-no-plots", "mlmprep/train/loop.py",  # a mixture's evaluation never draws RUN/plots.png
+    Mutant("mixture-no-plots", "mlmprep.train.loop:evaluate_mixture",  # a mixture's evaluation never draws RUN/plots.png
            "        plots.update(run.out)  # RUN/plots.png (validation: the weighted mean, when the sources have sets)\n",
            "", ("tests/test_mixture.py::test_a_config_file_lists_sources_and_validation_name_dir_adds_a_set",)),
-    Mutant("mixture-says-epoch", "mlmprep/train/loop.py",  # a mixture's logs and metrics speak of epochs
+    Mutant("mixture-says-epoch", "mlmprep.train.loop:position",  # a mixture's logs and metrics speak of epochs
            '    return {"epoch" if run.mix is None else "chunk": epoch}', '    return {"epoch": epoch}', ("tests/test_mixture.py::test_a_config_file_lists_sources_and_validation_name_dir_adds_a_set",)),
-    Mutant("report-names-the-first-source", "mlmprep/format/html.py",  # a mixture run's report shows one source
+    Mutant("report-names-the-first-source", "mlmprep.format.html:run_section",  # a mixture run's report shows one source
            "        if len(sources) > 1 else", "        if False else", ("tests/test_mixture.py::test_a_config_file_lists_sources_and_validation_name_dir_adds_a_set",)),
-    Mutant("mixture-report-shows-first-build", "mlmprep/format/html.py",  # a mixture's report: the first source's build
+    Mutant("mixture-report-shows-first-build", "mlmprep.format.html:report_sources",  # a mixture's report: the first source's build
            'data = config.get("data") if len(config.get("sources") or []) < 2 else None', 'data = config.get("data")',
            ("tests/test_mixture.py::test_a_config_file_lists_sources_and_validation_name_dir_adds_a_set",)),
 ]
