@@ -20,6 +20,7 @@ from mlmprep.cli import app
 from mlmprep.config import TrainConfig
 from mlmprep.errors import CacheError, ConfigError
 from mlmprep.format.load import open_epoch, read_manifest
+from mlmprep.format.manifest import TokenizerRecord
 from mlmprep.train.batch import Budget, split_microbatches
 from mlmprep.train.checkpoint import checkpoints
 from mlmprep.train.collate import Collator
@@ -48,7 +49,7 @@ def weights(run, step):
 def test_microbatch_gradients_equal_the_full_batch_gradient(tmp_path, objective):
     lengths = np.random.default_rng(1).integers(6, 40, size=24)  # variable lengths: real padding differences
     data = write_fake_build(tmp_path / "data", objective=objective, n_rows=24, lengths=lengths)
-    tok = read_manifest(data)["tokenizer"]
+    tok = read_manifest(data).tokenizer
     split = open_epoch(data, 0)
     torch.manual_seed(0)
     model = build_model("tiny", objective, tok).double()
@@ -80,7 +81,8 @@ def test_lr_schedule():
 
 
 def test_models_follow_the_tokenizer(tmp_path):
-    tok = {"vocab_size": 400, "pad_id": 0, "eos_id": 1, "decoder_start_id": 0}
+    tok = TokenizerRecord(file="tokenizer.json", sha256="0" * 64, vocab_size=400, pad_id=0, eos_id=1,
+                          decoder_start_id=0)
     t5 = build_model("tiny", "span", tok)
     bert = build_model("tiny", "mlm", tok, max_length=1000)
     assert type(t5).__name__ == "T5ForConditionalGeneration" and t5.config.vocab_size == 512  # 400 rounded up to 128s

@@ -245,10 +245,10 @@ def dropout_config(path: Path, data: Path) -> Path:
     """A config.json of the tiny T5 with dropout 0.1: resume must restore the RNG to be exact."""
     from transformers import T5Config
 
-    tok = read_manifest(data)["tokenizer"]
-    config = T5Config(vocab_size=round_up(tok["vocab_size"], 128), **PRESETS["tiny"], dropout_rate=0.1,
-                      pad_token_id=tok["pad_id"], eos_token_id=tok["eos_id"],
-                      decoder_start_token_id=tok["decoder_start_id"])
+    tok = read_manifest(data).tokenizer
+    config = T5Config(vocab_size=round_up(tok.vocab_size, 128), **PRESETS["tiny"], dropout_rate=0.1,
+                      pad_token_id=tok.pad_id, eos_token_id=tok.eos_id,
+                      decoder_start_token_id=tok.decoder_start_id)
     path.write_text(config.to_json_string())
     return path
 
