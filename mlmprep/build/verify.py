@@ -107,12 +107,22 @@ def verify(out: str | Path, *, sample: int | None = None, seed: int = 0, storage
     return report
 
 
+SPLITS = {"windows", "validation-windows", "validation"}  # and a seed-K per seed
 NEEDED = ("input_length", "seed", "noise_density", "mean_span_length", "mlm_probability", "whole_word")  # of config
 
 
 def check_files(out: Path, manifest: Manifest, report: Report) -> None:
-    """Every listed file inside the build, there, at its size and sha256."""
+    """Every split a build has is listed, and every file of each; every listed file inside the build, there, at its
+    size and sha256."""
+    for name in sorted(SPLITS.union(manifest.seed_splits) - manifest.splits.keys()):
+        report.problems.append(f"manifest.json: lists no split {name}, which every build has")
+    report.problems += [f"{p.name}/: a split directory the manifest does not list" for p in sorted(out.iterdir())
+                        if p.is_dir() and p.name not in manifest.splits]
     for name, split in manifest.splits.items():
+        if (out / name).is_dir() and not (out / name).is_symlink():
+            listed = {f.name for f in split.files}
+            report.problems += [f"{name}/{p.name}: not listed in the manifest" for p in sorted((out / name).iterdir())
+                                if p.name not in listed]
         for f in split.files:
             report.files += 1
             try:
@@ -275,6 +285,8 @@ def check_statistics(name: str, manifest: Manifest, ids, masked: dict[str, Rows]
         observed = mask.span_stats(labels.values, labels.offsets, inputs.offsets, ids.sentinels)
     else:
         observed = mask.mlm_stats(labels.values, labels.offsets)
+    if missing := sorted(observed.keys() - recorded.keys()):
+        report.problems.append(f"{name}: the manifest's masking statistics lack {', '.join(missing)}")
     for key, value in recorded.items():
         if key in observed and abs(observed[key] - value) > STAT_TOLERANCE * max(1.0, abs(value)):
             report.problems.append(f"{name}: observed {key} {observed[key]:.6f}, manifest says {value:.6f}")
