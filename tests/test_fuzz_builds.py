@@ -309,5 +309,8 @@ def test_fuzzed_damage_is_refused_or_caught_never_a_traceback_or_a_read_outside(
         case()
     finally:
         shutil.rmtree(root, ignore_errors=True)
+    refused, caught = sum(o["refused"] for o in outcomes), sum(o["caught"] for o in outcomes)
+    print(f"\nfuzz: {len(outcomes)} cases, 0 tracebacks, 0 reads outside the build; {refused} refused by the "
+          f"reader, {caught} caught by verify")
     assert len(outcomes) >= min(CASES, 300) * 0.9  # hypothesis may skip a few duplicates, not the run
-    assert sum(o["refused"] for o in outcomes) and sum(o["caught"] for o in outcomes)
+    assert refused and caught

@@ -267,7 +267,7 @@ def test_hf_trainer_trains_on_a_two_source_mixture(tmp_path, builds):
     tok = m.sources[0].manifest.tokenizer
     sampler = m.sampler(Budget(512, 256, 8), seed=0, steps=6)
     rows = MixtureRows(sampler)
-    collator = Collator("span", tok["pad_id"], tok["decoder_start_id"], vocab_size=tok["vocab_size"])
+    collator = Collator("span", tok.pad_id, tok.decoder_start_id, vocab_size=tok.vocab_size)
     seen = []
 
     class MixtureTrainer(Trainer):

@@ -53,7 +53,7 @@ def test_microbatch_gradients_equal_the_full_batch_gradient(tmp_path, objective)
     split = open_epoch(data, 0)
     torch.manual_seed(0)
     model = build_model("tiny", objective, tok).double()
-    collator = Collator(objective, tok["pad_id"], tok["decoder_start_id"])
+    collator = Collator(objective, tok.pad_id, tok.decoder_start_id)
     rows = np.arange(len(split))
     parts = split_microbatches(rows, split.enc_lengths, split.dec_lengths, Budget(10**6, 200, 5))
     assert len(parts) >= 4
