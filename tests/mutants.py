@@ -647,6 +647,45 @@ MUTANTS = [
            ("tests/test_cache.py::test_the_plan_of_a_fixed_length_build_needs_no_download_and_equals_the_splits_lengths",)),
     Mutant("cache-no-retry", "mlmprep/format/cache.py",  # one failed read stops the run
            "ATTEMPTS = 5  #", "ATTEMPTS = 1  #", ("tests/test_cache.py::test_store_faults_are_retried_and_the_bytes_are_the_builds",)),
+    # ------------------------------------------------------------ the typed manifest, containment, the fuzzer
+    Mutant("manifest-fields-unchecked", "mlmprep/format/manifest.py",  # any value of any type is taken
+           "        if not check(value):", "        if False:",
+           ("tests/test_manifest.py",)),
+    Mutant("manifest-round-trip-drops-a-field", "mlmprep/format/manifest.py",  # to_json loses the corpus record
+           '        for key in ("tokenizer", "corpus"):\n', '        out.pop("corpus", None)\n        for key in ("tokenizer",):\n',
+           ("tests/test_manifest.py::test_a_fresh_build_manifest_round_trips_byte_for_byte",)),
+    Mutant("containment-off", "mlmprep/format/manifest.py",  # a link or `..` out of the build is followed
+           "    if os.path.isabs(relative) or os.path.commonpath([root, resolved]) != root:",
+           "    if False:",
+           ("tests/test_manifest.py::test_member_keeps_paths_inside_the_build_links_resolved",)),
+    Mutant("fuzz-finds-containment-off", "mlmprep/format/manifest.py",  # the same, for the fuzzer alone
+           "    if os.path.isabs(relative) or os.path.commonpath([root, resolved]) != root:",
+           "    if False:",
+           ("tests/test_fuzz_builds.py::test_fuzzed_damage_is_refused_or_caught_never_a_traceback_or_a_read_outside",)),
+    Mutant("fuzz-finds-fields-unchecked", "mlmprep/format/manifest.py",  # the same as above, for the fuzzer alone
+           "        if not check(value):", "        if False:",
+           ("tests/test_fuzz_builds.py::test_fuzzed_damage_is_refused_or_caught_never_a_traceback_or_a_read_outside",)),
+    Mutant("fuzz-finds-unlisted-files", "mlmprep/build/verify.py",  # a file dropped from the manifest goes unseen
+           "            report.problems += [f\"{name}/{p.name}: not listed in the manifest\"",
+           "            report.problems += [f\"{name}/{p.name}: not listed in the manifest\" for p in () if p",
+           ("tests/test_fuzz_builds.py::test_fuzzed_damage_is_refused_or_caught_never_a_traceback_or_a_read_outside",)),
+    Mutant("fuzz-watch-blind-to-arrow", "tests/test_fuzz_builds.py",  # the watch misses pyarrow's memory maps
+           '            sys.audit("open", path, "r", 0)\n', "            pass\n",
+           ("tests/test_fuzz_builds.py::test_the_watch_sees_python_and_arrow_reads",)),
+    Mutant("state-json-names-followed", "mlmprep/format/manifest.py",  # a state.json's data file outside is read
+           "    if not names or not all(file_name(n) for n in names):", "    if not names:",
+           ("tests/test_manifest.py::test_a_state_json_naming_a_file_outside_is_refused_before_it_is_read",)),
+    Mutant("replaced-build-trained-on", "mlmprep/format/load.py",  # a build replaced under a run goes unnoticed
+           "    if identity is not None and (now := manifest.identity(seeds)) != identity:",
+           "    if identity is None and (now := manifest.identity(seeds)) != identity:",
+           ("tests/test_replaced_build.py",)),
+    Mutant("mixture-source-unchecked", "mlmprep/train/mixture.py",  # a mixture's source replaced goes unnoticed
+           "        return open_epoch(self.path, pass_, self.seeds, identity=self.manifest.identity(self.seeds))",
+           "        return open_epoch(self.path, pass_, self.seeds)",
+           ("tests/test_replaced_build.py::test_a_mixture_source_replaced_under_the_run_stops_it_at_its_next_pass",)),
+    Mutant("rehash-data-ignored", "mlmprep/format/load.py",  # --rehash-data does nothing
+           "    if rehash:", "    if False:",
+           ("tests/test_replaced_build.py::test_an_edit_that_keeps_the_sizes_is_found_with_rehash_data_only",)),
 ]
 
 
