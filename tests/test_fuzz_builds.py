@@ -139,7 +139,7 @@ def hostile_values() -> list:
 @st.composite
 def damages(draw, files: list[str]):
     """(kind, what) of one damage: an edit of a JSON file's field, of any file's bytes, or a link out of the build."""
-    kind = draw(st.sampled_from(["json", "json", "json", "bytes", "link"]))
+    kind = draw(st.sampled_from(["json", "json", "json", "bytes", "link", "unlist"]))
     if kind == "json":
         return kind, (draw(st.sampled_from(JSON_FILES)), draw(st.integers(0, 10**6)),
                       draw(st.sampled_from(["set", "set", "set", "delete", "add", "rename"])),
@@ -148,6 +148,9 @@ def damages(draw, files: list[str]):
         return kind, (draw(st.sampled_from(files)), draw(st.sampled_from(["truncate", "flip", "append", "empty",
                                                                           "delete"])),
                       draw(st.floats(0, 1)), draw(st.integers(1, 255)))
+    if kind == "unlist":  # the manifest forgets a split or one of its files, which stay on disk
+        return kind, (draw(st.sampled_from(["windows", "validation-windows", "validation", "seed-0", "seed-1"])),
+                      draw(st.integers(-1, 2)))
     return kind, draw(st.sampled_from(["tokenizer.json", "seed-0/data-00000-of-00001.arrow", "seed-0/state.json",
                                        "seed-0", "validation", "windows/data-00000-of-00001.arrow"]))
 
@@ -161,6 +164,15 @@ def damage(build: Path, outside: Path, kind: str, what) -> tuple | None:
         (shutil.rmtree if target.is_dir() else Path.unlink)(target)
         target.symlink_to(copy)
         return None
+    if kind == "unlist":
+        split, index = what
+        manifest = json.loads((build / "manifest.json").read_text(encoding="utf-8"))
+        if index < 0:
+            del manifest["splits"][split]
+        else:
+            del manifest["splits"][split]["files"][index]
+        (build / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+        return ("splits", split)
     if kind == "bytes":
         name, op, where, byte = what
         path = build / name

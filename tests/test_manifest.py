@@ -20,6 +20,14 @@ def raw(tiny_build):
 
 
 def test_a_fresh_build_manifest_round_trips_byte_for_byte(tiny_build, tmp_path):
+    """The build writes through Manifest too, so what it holds is checked against the documented fields."""
+    raw = json.loads((tiny_build / "manifest.json").read_text(encoding="utf-8"))
+    assert sorted(raw) == ["build_options", "config", "corpus", "fixed_length", "format_version", "input_length",
+                           "method", "mlmprep_version", "objective", "rows_per_file", "seeds", "splits", "statistics",
+                           "target_length", "timings", "tokenizer", "validation_seed", "window_length"]
+    assert sorted(raw["corpus"]) == ["description", "files", "fingerprint", "stats"]
+    assert sorted(raw["tokenizer"]) == ["decoder_start_id", "eos_id", "file", "mask_id", "pad_id", "sentinels",
+                                        "sha256", "trained_on", "unk_id", "vocab_size"]
     manifest = read_manifest(tiny_build)
     write_json(tmp_path / "manifest.json", manifest.to_json())
     assert (tmp_path / "manifest.json").read_bytes() == (tiny_build / "manifest.json").read_bytes()

@@ -98,7 +98,7 @@ def test_models_follow_the_tokenizer(tmp_path):
     with pytest.raises(ConfigError, match="tiny, t5-small, t5-base"):
         build_model("t5-huge", "span", tok)
     with pytest.raises(ConfigError, match="fewer than"):
-        build_model(str(tmp_path / "ckpt"), "span", {**tok, "vocab_size": 600})
+        build_model(str(tmp_path / "ckpt"), "span", replace(tok, vocab_size=600))
 
 
 def test_checkpoints_keep_the_last_k_and_a_full_run_dir_needs_resume(tmp_path, span_data):

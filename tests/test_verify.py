@@ -189,3 +189,16 @@ def test_the_cli_exits_0_with_ok_and_1_listing_problems(build_copy):
     data_file(build_copy, "seed-0").write_bytes(b"not arrow")
     bad = subprocess.run([sys.executable, "-m", "mlmprep", "verify", str(build_copy)], capture_output=True, text=True)
     assert bad.returncode == 1 and "seed-0/" in bad.stdout and "Traceback" not in bad.stderr
+
+
+@pytest.mark.parametrize(("edit", "words"), [
+    (lambda m: m["splits"]["seed-0"]["files"].pop(1), "seed-0/dataset_info.json: not listed in the manifest"),
+    (lambda m: m["splits"].pop("validation-windows"), "manifest.json: lists no split validation-windows"),
+    (lambda m: m["splits"].pop("validation-windows"),
+     "validation-windows/: a split directory the manifest does not list"),
+], ids=["a-file", "a-split", "its-directory"])
+def test_what_the_manifest_no_longer_lists_is_reported(build_copy, edit, words):
+    """A file or a split left on disk that the manifest forgot: the manifest was edited, not the build."""
+    edit_manifest(build_copy, edit)
+    problems = verify(build_copy).problems
+    assert words in problems or any(p.startswith(words) for p in problems), problems
