@@ -214,7 +214,7 @@ def test_every_train_option_reaches_the_config(monkeypatch, tmp_path):
                  prefetch_epochs=2, fetch_threads=3, fetch_bandwidth="200M",
                  storage_options='{"anon": true}')
     adamw = dict(beta1=0.8, beta2=0.95)  # AdamW's only: refused with adafactor
-    flags = {"bf16": False, "compile": True, "deterministic": True}
+    flags = {"bf16": False, "compile": True, "deterministic": True, "rehash_data": True}
     mixture = dict(weights="1,2", mix="temperature:2")  # with several DATA (sources)
     missing = {f.name for f in fields(TrainConfig)} - {"data", "sources", "out", "resume", "max_steps", *given, *adamw,
                                                        *flags, *mixture}
@@ -223,7 +223,8 @@ def test_every_train_option_reaches_the_config(monkeypatch, tmp_path):
     steps = {k: v for k, v in given.items() if k != "max_tokens"} | {"max_steps": 7}  # the other way to stop
     for options in (given, {**given, "optimizer": "adamw", **adamw}, steps):
         got = {}
-        args = ["train", "d", "--out", str(tmp_path / "r"), "--no-bf16", "--compile", "--deterministic"]
+        args = ["train", "d", "--out", str(tmp_path / "r"), "--no-bf16", "--compile", "--deterministic",
+                "--rehash-data"]
         for key, value in options.items():
             args += ["--" + key.replace("_", "-"), str(value)]
         result = CliRunner().invoke(app, args)
