@@ -82,6 +82,9 @@ def verify(out: str | Path, *, sample: int | None = None, seed: int = 0, storage
     if missing := [key for key in NEEDED if key not in manifest.config]:
         report.problems = [f"manifest.json: config.{key} is missing" for key in missing]
         return report
+    recorded = RECORDED + (("rows_per_file",) if manifest.format_version >= 2 else ())
+    report.problems += [f"manifest.json: {key} is missing, which every build records" for key in recorded
+                        if key not in manifest.keys]
     check_files(out, manifest, report)
     tok = check_tokenizer(out, manifest, report)
     check_manifest(manifest, report)
@@ -108,6 +111,8 @@ def verify(out: str | Path, *, sample: int | None = None, seed: int = 0, storage
 
 
 SPLITS = {"windows", "validation-windows", "validation"}  # and a seed-K per seed
+RECORDED = ("mlmprep_version", "method", "fixed_length", "validation_seed", "corpus", "statistics", "timings",
+            "build_options")  # optional to readers, which older or hand-made builds may lack; every build writes them
 NEEDED = ("input_length", "seed", "noise_density", "mean_span_length", "mlm_probability", "whole_word")  # of config
 
 
@@ -191,6 +196,10 @@ def check_lengths_and_seeds(manifest: Manifest, report: Report) -> None:
                                                         option("mean_span_length"))
     else:
         lengths = (option("input_length"), option("input_length"))
+    for key in ("objective", "method"):
+        if key in manifest.config and getattr(manifest, key) != manifest.config[key]:
+            report.problems.append(f"manifest.json: {key} is {getattr(manifest, key)!r}, its config says "
+                                   f"{manifest.config[key]!r}")
     recorded = (manifest.input_length, manifest.window_length, manifest.target_length)
     if recorded != (option("input_length"), *lengths):
         report.problems.append(f"manifest.json: input, window and target lengths {recorded}, its options give "
