@@ -206,6 +206,7 @@ def damage(build: Path, outside: Path, kind: str, what) -> tuple | None:
             parent[new_key] = parent.pop(last)
         else:
             parent[new_key] = value
+            key_path = (*parents, new_key)  # what the edit touched: a new field beside the one drawn
     else:
         parent.append(value)
     path.write_text(dump(data), encoding="utf-8")
