@@ -67,8 +67,8 @@ def store_process() -> Iterator[S3Server]:
 def disk_bound(build: Path) -> int:
     """Two seeds (the largest) plus validation: the split bytes the cache may hold."""
     manifest = read_manifest(build)
-    size = {name: sum(f["bytes"] for f in entry["files"]) for name, entry in manifest["splits"].items()}
-    seeds = sorted((size[s["split"]] for s in manifest["seeds"]), reverse=True)
+    size = {name: entry.bytes for name, entry in manifest.splits.items()}
+    seeds = sorted((size[name] for name in manifest.seed_splits), reverse=True)
     return seeds[0] + seeds[1] + size["validation"]
 
 
@@ -120,7 +120,7 @@ def run(quick: bool) -> dict:
 
 def seed_bytes(build: Path) -> int:
     manifest = read_manifest(build)
-    return sum(f["bytes"] for f in manifest["splits"]["seed-0"]["files"])
+    return manifest.splits["seed-0"].bytes
 
 
 def figures(result: dict) -> list[Figure]:

@@ -72,12 +72,12 @@ def fixed_batches(n: int, batch: int, micro: int) -> list[list[np.ndarray]]:
 
 def time_steps(steps: list[list[np.ndarray]], split, work: Path) -> dict:
     """Train the tiny T5 from the same initial weights through `steps`; real tokens/s and padding efficiency."""
-    tok = read_manifest(work)["tokenizer"]
+    tok = read_manifest(work).tokenizer
     seed_everything(0)
     model = build_model("tiny", "span", tok)
     cfg = TrainConfig()
     optimizer = make_optimizer(model, cfg)
-    collator = Collator("span", tok["pad_id"], tok["decoder_start_id"])
+    collator = Collator("span", tok.pad_id, tok.decoder_start_id)
     targets = row_targets(split, collator)
     real = slots = 0.0
     first = time.perf_counter()
@@ -130,7 +130,7 @@ def side_by_side(data: Path, *, model: str, rows: int, micro: int, steps: int, w
     from benchmarks.hf_trainer import FlaxT5Collator, time_trainer, windows_of
 
     manifest = read_manifest(data)
-    tok = manifest["tokenizer"]
+    tok = manifest.tokenizer
     split = open_epoch(data, 0)
     enc, dec = int(split.enc_lengths[0]), int(split.dec_lengths[0])
     if not (np.all(split.enc_lengths == enc) and np.all(split.dec_lengths == dec)):
@@ -140,7 +140,7 @@ def side_by_side(data: Path, *, model: str, rows: int, micro: int, steps: int, w
     sentinels = special_ids(load_tokenizer(str(data / "tokenizer.json"))).sentinels
     inputs = [np.asarray(split.input_ids.row(i)) for i in take]
     labels = [np.asarray(split.labels.row(i)) for i in take]
-    windows = windows_of(inputs, labels, sentinels, tok["eos_id"])
+    windows = windows_of(inputs, labels, sentinels, tok.eos_id)
     windows = np.concatenate([windows] * -(-need // len(windows)))[:need]
     results = {"model": model, "rows_per_step": rows, "rows_per_microbatch": micro, "input_length": enc,
                "target_length": dec, "timed_steps": steps - warmup, "device": torch.cuda.get_device_name()
@@ -156,7 +156,7 @@ def side_by_side(data: Path, *, model: str, rows: int, micro: int, steps: int, w
         seed_everything(0)
         hf_model = build_model(model, "span", tok, max_length=enc)
         flops = flop_counter(hf_model, "span")(np.full(rows, enc), np.full(rows, dec))
-        collator = FlaxT5Collator(sentinels, tok["eos_id"], tok["pad_id"], tok["decoder_start_id"], enc, dec)
+        collator = FlaxT5Collator(sentinels, tok.eos_id, tok.pad_id, tok.decoder_start_id, enc, dec)
         hf = time_trainer(hf_model, windows, collator, rows_per_step=rows, rows_per_microbatch=micro, steps=steps,
                           warmup=warmup, workers=workers, bf16=True, out=str(Path(tmp) / "hf"))
         results["hf_trainer"] = {"tokens_per_s": rows * (enc + dec) / hf["seconds_per_step"],

@@ -92,7 +92,7 @@ def build(
         typer.echo(warning)  # on stdout, before any work: a log file keeps it, an error stays stderr's one line
     result = run_build(cfg, log=note)
     if result.up_to_date:
-        made_by, this = result.manifest["mlmprep_version"], mlmprep.__version__
+        made_by, this = result.manifest.mlmprep_version, mlmprep.__version__
         version = "" if made_by == this else f", written by mlmprep {made_by}, this is {this}"
         typer.echo(f"{result.out}: up to date (same corpus and options{version}); --force rebuilds it")
         return
@@ -204,16 +204,16 @@ def remask(
 
     from mlmprep import storage
     from mlmprep.build.run import remask as run_remask
-    from mlmprep.format.load import read_manifest
+    from mlmprep.format.load import parse_manifest, read_manifest
 
     options = storage.parse_options(storage_options)
     added = run_remask(directory, seeds, threads=threads, storage_options=options)
     if added:
         typer.echo(f"{directory}: added {', '.join(added)}")
     else:
-        manifest = (json.loads(storage.read_bytes(storage.join(directory, "manifest.json"), options))
-                    if storage.is_url(directory) else read_manifest(directory))
-        typer.echo(f"{directory}: already has {len(manifest['seeds'])} seeds (>= {seeds}); nothing to add")
+        manifest = (parse_manifest(json.loads(storage.read_bytes(storage.join(directory, "manifest.json"), options)),
+                                   directory) if storage.is_url(directory) else read_manifest(directory))
+        typer.echo(f"{directory}: already has {len(manifest.seeds)} seeds (>= {seeds}); nothing to add")
 
 
 @app.command("inspect", epilog=INSPECT_EXAMPLES, cls=HelpCommand)
@@ -263,7 +263,7 @@ def inspect_build(
         split = split or "seed-0"
         manifest = read_manifest(local)
         tokenizer_path(local, manifest)  # a damaged build is refused in one line, before anything is shown
-        if split in manifest["splits"]:  # else show_examples names the splits there are
+        if split in manifest.splits:  # else show_examples names the splits there are
             check_split_files(local, manifest, split)
         summary = build_summary(local, manifest)
         text = f"{summary}\n{show_examples(local, manifest, split=split, n=examples)}"  # nothing, if damaged

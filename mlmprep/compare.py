@@ -31,6 +31,8 @@ from mlmprep.config import COMPARE_MODES as MODES
 from mlmprep.config import BuildConfig, CompareConfig, TrainConfig, make_config, to_dict
 from mlmprep.corpus.documents import open_corpus
 from mlmprep.errors import CacheError, ConfigError, CorpusError
+from mlmprep.format.load import build_tokenizer
+from mlmprep.format.manifest import Manifest
 from mlmprep.format.publish import check_output_path
 from mlmprep.format.rows import Rows
 from mlmprep.format.write import iter_rows, write_json
@@ -38,7 +40,6 @@ from mlmprep.tokenize import (
     WordTables,
     check_vocab_size,
     encode,
-    load_tokenizer,
     special_ids,
     train_tokenizer,
     word_tables,
@@ -196,16 +197,16 @@ def read_rows(split_dir: Path, column: str) -> Rows:
     return Rows(np.concatenate([p.values for p in parts]), np.append(0, np.cumsum(lengths)))
 
 
-def fragment_share(build_cfg: BuildConfig, manifest: dict) -> dict[str, float]:
+def fragment_share(build_cfg: BuildConfig, manifest: Manifest) -> dict[str, float]:
     """The share of rows that begin or end inside a word, the masked spans of seed-0 and the share of them
     that are word fragments."""
     out = Path(build_cfg.out)
-    tok = load_tokenizer(out / manifest["tokenizer"]["file"])
+    tok = build_tokenizer(out, manifest)
     tables, windows = word_tables(tok), read_rows(out / "windows", "tokens")
     if build_cfg.method == "tokens":
         begins, ends = stream_row_cuts(windows, tables)
     else:
-        begins, ends = text_row_cuts(build_cfg, tok, tables, manifest["window_length"])
+        begins, ends = text_row_cuts(build_cfg, tok, tables, manifest.window_length)
     if len(begins) != len(windows):
         raise CacheError(f"{out}: replaying the segmentation gave {len(begins)} rows, the build has {len(windows)}")
     spans, fragments = fragment_spans(windows, read_rows(out / "seed-0", "input_ids"),
@@ -216,7 +217,7 @@ def fragment_share(build_cfg: BuildConfig, manifest: dict) -> dict[str, float]:
 
 
 # ----------------------------------------------------------------------------- the two arms
-def build_part(build_cfg: BuildConfig, documents: str, fix: str, log: Callable[[str], None]) -> dict:
+def build_part(build_cfg: BuildConfig, documents: str, fix: str, log: Callable[[str], None]) -> Manifest:
     """Build one part of the comparison; its manifest. Too little text for a window is restated in
     compare-methods' terms (the build's own advice names --pack, an option compare-methods has not)."""
     try:
@@ -231,7 +232,7 @@ def build_arm(build_cfg: BuildConfig, documents: int, log: Callable[[str], None]
     started = time.perf_counter()
     manifest = build_part(build_cfg, f"{documents:,} training", "lower --heldout-fraction", log)
     seconds = time.perf_counter() - started
-    windows = manifest["statistics"]["windows"]
+    windows = manifest.window_stats
     keys = ("rows", "tokens_kept", "tokens_dropped", "tokens_padded", "rows_truncated", "token_utilisation")
     # the manifest's fragment rate is fragment_share's but for the token stream's last row (it also sees the
     # dropped tail)
@@ -380,9 +381,9 @@ def run_comparison(cfg: CompareConfig, log: Callable[[str], None]) -> dict:
         "corpus": corpus_name(cfg),
         "settings": to_dict(cfg),
         "documents": documents,
-        "window_length": val_manifest["window_length"],
-        "validation": {"rows": val_manifest["splits"]["seed-0"]["rows"],
-                       "window_tokens": val_manifest["statistics"]["windows"]["tokens_kept"]},
+        "window_length": val_manifest.window_length,
+        "validation": {"rows": val_manifest.splits["seed-0"].rows,
+                       "window_tokens": val_manifest.window_stats["tokens_kept"]},
         "methods": methods,
         "plots": plot_curves(figure, results_title(cfg), methods, out),
         "seconds": time.perf_counter() - started,

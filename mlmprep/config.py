@@ -487,6 +487,8 @@ class TrainConfig:
                               panel="Mixture", metavar="W,W,...")
     mix: str = opt("proportional", "Mixture weights from the sources' sizes n (window tokens): proportional (n), "
                    "temperature:T (n^(1/T)) or cap:K (min(n, K)), renormalised.", panel="Mixture", metavar="STRATEGY")
+    rehash_data: bool = opt(False, "Re-hash each epoch's split files against the manifest when the epoch opens, not "
+                            "only their sizes: an edit that keeps a file's size stops the run too.", panel="Data")
     seed: int = opt(0, "Seed of the model's initial weights and the batch plan.", panel="Data")
     model: str = opt("tiny", "tiny, t5-small, t5-base, t5-v1_1-small, t5-v1_1-base, a config.json, or a local "
                      "checkpoint directory. T5 for span data, BERT-like for mlm.", panel="Model", metavar="NAME|PATH")

@@ -140,9 +140,9 @@ def test_the_disk_holds_at_most_two_seeds_and_validation_whatever_n(tmp_path, s3
     data = fake_build(tmp_path / "data", n_rows=80, n_seeds=5)
     url = upload(s3, data)
     manifest = read_manifest(data)
-    seed = max(sum(f["bytes"] for f in manifest["splits"][f"seed-{k}"]["files"]) for k in range(5))
+    seed = max(manifest.splits[f"seed-{k}"].bytes for k in range(5))
     small = sum(p.stat().st_size for p in data.iterdir() if p.is_file())  # manifest and tokenizer files
-    bound = 2 * seed + sum(f["bytes"] for f in manifest["splits"]["validation"]["files"]) + small + 1000
+    bound = 2 * seed + manifest.splits["validation"].bytes + small + 1000
     cache_dir, peak = tmp_path / "cache", []
 
     def measure(step, k, rows, padding):
@@ -282,7 +282,7 @@ def test_a_store_gone_at_a_boundary_stops_the_run_with_its_checkpoints_then_it_r
 def test_the_prefetch_hides_a_slow_stores_fetch_behind_the_epoch(tmp_path, s3, s3_proxy):
     data = fake_build(tmp_path / "data", n_rows=240, n_seeds=3)
     url = upload(s3, data)
-    seed = sum(f["bytes"] for f in read_manifest(data)["splits"]["seed-1"]["files"])
+    seed = read_manifest(data).splits["seed-1"].bytes
     s3_proxy.bandwidth = seed / 0.6  # a seed takes 0.6 s to fetch
     steps = len(epoch_plan(TrainConfig(data=str(data), **FAST), CPU, 0)[1])
 

@@ -461,10 +461,12 @@ def test_a_trained_tokenizer_is_identical_across_processes(tmp_path, tiny_corpus
 def test_the_summary_calls_an_empty_validation_split_masked_not_windows(tmp_path, tiny_corpus, tok):
     from conftest import build_tiny
 
+    from mlmprep.format.load import read_manifest
     from mlmprep.format.report import build_summary
 
     out = build_tiny(tmp_path / "data", tiny_corpus, tok, validation_fraction=0.0)
-    lines = {line.split()[0]: line for line in build_summary(out, manifest(out)).splitlines() if line[:1].isalpha()}
+    summary = build_summary(out, read_manifest(out))
+    lines = {line.split()[0]: line for line in summary.splitlines() if line[:1].isalpha()}
     assert lines["validation"].split()[1:] == ["0", "0.0", "masked,", "no", "rows"]
     assert lines["validation-windows"].endswith("unmasked windows") and lines["windows"].endswith("unmasked windows")
     assert "noise" in lines["seed-0"]
@@ -472,6 +474,7 @@ def test_the_summary_calls_an_empty_validation_split_masked_not_windows(tmp_path
 
 def test_the_summary_lists_splits_in_build_order_whether_built_now_or_read_from_disk(tmp_path, tiny_corpus, tok):
     """The manifest on disk has its keys sorted as text (seed-10 before seed-2); the table keeps one order."""
+    from mlmprep.format.load import read_manifest
     from mlmprep.format.report import build_summary
 
     out = tmp_path / "data"
@@ -483,5 +486,5 @@ def test_the_summary_lists_splits_in_build_order_whether_built_now_or_read_from_
         return [line.split()[0] for line in text.splitlines() if line.startswith(("seed-", "valid", "windows"))]
 
     assert table(result.stdout) == expected
-    assert table(build_summary(out, manifest(out))) == expected
+    assert table(build_summary(out, read_manifest(out))) == expected
     assert table(cli("inspect", out, "--examples", "0").stdout) == expected

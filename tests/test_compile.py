@@ -54,8 +54,8 @@ def weights(run, step):
 def test_compiled_microbatch_gradients_equal_the_eager_full_batch_gradient(tmp_path):
     lengths = np.random.default_rng(1).integers(6, 40, size=24)
     data = write_fake_build(tmp_path / "data", n_rows=24, lengths=lengths)
-    tok, split = read_manifest(data)["tokenizer"], open_epoch(data, 0)
-    collator = Collator("span", tok["pad_id"], tok["decoder_start_id"], pad_to_multiple_of=8)
+    tok, split = read_manifest(data).tokenizer, open_epoch(data, 0)
+    collator = Collator("span", tok.pad_id, tok.decoder_start_id, pad_to_multiple_of=8)
     rows = np.arange(len(split))
     parts = split_microbatches(rows, split.enc_lengths, split.dec_lengths, Budget(10**6, 300, 6, pad_to_multiple_of=8))
     grads = []

@@ -136,12 +136,12 @@ def full_batch_grad_norm(cfg: TrainConfig) -> float:
     from mlmprep.train.model import build_model
 
     manifest = read_manifest(cfg.data)
-    tok = manifest["tokenizer"]
+    tok = manifest.tokenizer
     split, plan = epoch_plan(cfg, World(rank=0, size=2, device=torch.device("cpu")), 0)
     rows = np.concatenate([mb.rows for rank in plan[0].ranks for mb in rank if not mb.padding])
     seed_everything(cfg.seed)
-    model = build_model(cfg.model, "span", tok, max_length=manifest["input_length"])
-    batch = Collator("span", tok["pad_id"], tok["decoder_start_id"]).from_split(split, rows)
+    model = build_model(cfg.model, "span", tok, max_length=manifest.input_length)
+    batch = Collator("span", tok.pad_id, tok.decoder_start_id).from_split(split, rows)
     model(**batch).loss.backward()  # transformers' mean token cross-entropy
     return float(torch.sqrt(sum((p.grad**2).sum() for p in model.parameters())))
 

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 
 import numpy as np
@@ -12,7 +11,7 @@ import pytest
 pytest.importorskip("transformers")
 from transformers import TrainingArguments  # noqa: E402
 
-from mlmprep.format.load import open_split  # noqa: E402
+from mlmprep.format.load import open_split, read_manifest  # noqa: E402
 from mlmprep.format.rows import IGNORE  # noqa: E402
 from mlmprep.train.batch import Budget  # noqa: E402
 from mlmprep.train.hf import BudgetTrainer  # noqa: E402
@@ -43,8 +42,7 @@ def split_rows(split) -> list[tuple]:
 
 
 def test_budget_trainer_trains_with_the_plan_and_the_round_robin_of_seeds(tmp_path, tiny_build):
-    manifest = json.loads((tiny_build / "manifest.json").read_text())
-    model = build_model("tiny", "span", manifest["tokenizer"], max_length=64)
+    model = build_model("tiny", "span", read_manifest(tiny_build).tokenizer, max_length=64)
     budget = Budget(max_tokens_per_batch=1600, max_tokens_per_microbatch=MICROBATCH_TOKENS,
                     max_examples_per_microbatch=MICROBATCH_ROWS, alpha=ALPHA)
     args = TrainingArguments(output_dir=str(tmp_path / "out"), max_steps=20, gradient_accumulation_steps=4,

@@ -114,9 +114,9 @@ def test_document_lengths_and_windows_per_document(tmp_path, tiny_corpus, tiny_t
     build = build_tiny(tmp_path / "data", tiny_corpus, tiny_tokenizer_path, seeds=1, input_length=40,
                        validation_fraction=0.0, pack=pack)
     manifest = read_manifest(build)
-    window = manifest["window_length"]
+    window = manifest.window_length
     sizes = np.array([len(tiny_tokenizer.encode(d, add_special_tokens=False).ids) for d in tiny_documents()])
-    rows = manifest["splits"]["windows"]["rows"]
+    rows = manifest.splits["windows"].rows
     tokens, spread = documents(build, manifest, rows)
     if pack == "stream":  # the first document is left out (it may have begun before the windows read)
         sizes += 1

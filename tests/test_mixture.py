@@ -266,10 +266,10 @@ def test_hf_trainer_trains_on_a_two_source_mixture(tmp_path, builds):
 
     big, small, _ = builds
     m = open_mixture([big, small], weights=[0.7, 0.3])
-    tok = m.sources[0].manifest["tokenizer"]
+    tok = m.sources[0].manifest.tokenizer
     sampler = m.sampler(Budget(512, 256, 8), seed=0, steps=6)
     rows = MixtureRows(sampler)
-    collator = Collator("span", tok["pad_id"], tok["decoder_start_id"], vocab_size=tok["vocab_size"])
+    collator = Collator("span", tok.pad_id, tok.decoder_start_id, vocab_size=tok.vocab_size)
     seen = []
 
     class MixtureTrainer(Trainer):

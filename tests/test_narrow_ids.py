@@ -13,7 +13,7 @@ import pytest
 from conftest import build_tiny, int32_copy
 
 from mlmprep.build import run
-from mlmprep.format.load import open_split
+from mlmprep.format.load import open_split, read_manifest
 from mlmprep.format.rows import IGNORE, Rows
 from mlmprep.format.write import column_dtypes, format_version, iter_rows, write_part
 
@@ -150,8 +150,8 @@ def test_an_int32_build_still_loads_verifies_inspects_and_remasks_in_int32(tmp_p
     a, b = open_epoch(old, 1), open_epoch(new, 1)
     assert a.input_ids.dtype == np.int32 and b.input_ids.dtype == np.uint16
     assert np.array_equal(a.input_ids.values, b.input_ids.values)
-    assert show_examples(old, manifest(old)) == show_examples(new, manifest(new))
-    disk = next(x for x in build_summary(old, manifest(old)).splitlines() if x.startswith("disk:"))
+    assert show_examples(old, read_manifest(old)) == show_examples(new, read_manifest(new))
+    disk = next(x for x in build_summary(old, read_manifest(old)).splitlines() if x.startswith("disk:"))
     assert "(token ids int32, format 2)" in disk
     assert disk.endswith("; `mlmprep build ... --force` rebuilds it as format 3, about half the size")
     assert run.remask(old, 3, engine=Engine(workers=1)) == run.remask(new, 3, engine=Engine(workers=1)) == ["seed-2"]
@@ -179,7 +179,7 @@ def test_the_summary_says_the_disk_the_build_takes_and_what_a_seed_costs(tiny_bu
 
     total = sum(p.stat().st_size for p in tiny_build.rglob("*") if p.is_file())
     seed = sum(p.stat().st_size for p in (tiny_build / "seed-1").iterdir())
-    line = next(x for x in build_summary(tiny_build, manifest(tiny_build)).splitlines() if x.startswith("disk:"))
+    line = next(x for x in build_summary(tiny_build, read_manifest(tiny_build)).splitlines() if x.startswith("disk:"))
     assert line == (f"disk: {total / 1e6:.1f} MB (token ids uint16, format 3); "
                     f"each further seed adds {seed / 1e6:.1f} MB")
 

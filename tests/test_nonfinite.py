@@ -173,15 +173,15 @@ def test_plan_shapes_count_the_shapes_the_collator_makes_and_decide_the_default_
 
     lengths = np.random.default_rng(3).integers(8, 60, size=80)
     data = write_fake_build(tmp_path / "data", n_rows=80, lengths=lengths)
-    tok, split = read_manifest(data)["tokenizer"], open_epoch(data, 0)
+    tok, split = read_manifest(data).tokenizer, open_epoch(data, 0)
     for multiple in (1, 16):
         cfg = TrainConfig(data=str(data), pad_to_multiple_of=multiple, **SMALL)
-        collator = Collator("span", tok["pad_id"], tok["decoder_start_id"], pad_to_multiple_of=multiple)
+        collator = Collator("span", tok.pad_id, tok.decoder_start_id, pad_to_multiple_of=multiple)
         plan = train.epoch_plan(cfg, train.World(0, 1, torch.device("cpu")), 0)[1]
         made = {tuple(t.shape for t in collator.from_split(split, mb.rows).values()) for b in plan for mb in b.ranks[0]}
         assert plan_shapes(plan, split.enc_lengths, split.dec_lengths, 0, collator) == len(made)
     assert len(made) < plan_shapes(plan, split.enc_lengths, split.dec_lengths, 0,
-                                   Collator("span", tok["pad_id"], tok["decoder_start_id"]))  # buckets help
+                                   Collator("span", tok.pad_id, tok.decoder_start_id))  # buckets help
     cuda, cpu = torch.device("cuda"), torch.device("cpu")
     assert compile_wanted(None, cuda, DEFAULT_MAX_SHAPES) and not compile_wanted(None, cuda, DEFAULT_MAX_SHAPES + 1)
     assert not compile_wanted(None, cpu, 1) and compile_wanted(True, cpu, 100) and not compile_wanted(False, cuda, 1)

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from conftest import build_tiny
 
+from mlmprep.format.load import read_manifest
 from mlmprep.format.report import build_summary
 
 
@@ -18,7 +19,6 @@ def test_the_mlm_line_gives_the_share_of_all_tokens_and_says_special_ones_are_ne
     import datasets
 
     data = build_tiny(tmp_path / "data", tiny_corpus, tiny_tokenizer_path, objective="mlm", mlm_probability=0.3)
-    manifest = json.loads((data / "manifest.json").read_text())
     special = {t["id"] for t in json.loads((data / "tokenizer.json").read_text())["added_tokens"] if t["special"]}
     rows = datasets.load_from_disk(str(data / "seed-0"))
     labels = np.concatenate([np.asarray(x) for x in rows["labels"]])
@@ -28,6 +28,6 @@ def test_the_mlm_line_gives_the_share_of_all_tokens_and_says_special_ones_are_ne
     maskable = ~np.isin(windows, list(special))
     assert maskable.sum() < len(windows)  # the tiny build has </s> tokens, so the two shares differ
     assert chosen.sum() / maskable.sum() == pytest.approx(0.3, abs=0.03)
-    (line,) = [line for line in build_summary(data, manifest).splitlines() if line.startswith("seed-0 ")]
+    (line,) = [line for line in build_summary(data, read_manifest(data)).splitlines() if line.startswith("seed-0 ")]
     assert line.endswith(f"masked {chosen.sum() / len(labels):.3f} of all tokens, special ones never "
                          "(--mlm-probability 0.3 of the rest)")

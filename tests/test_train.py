@@ -20,6 +20,7 @@ from mlmprep.cli import app
 from mlmprep.config import TrainConfig
 from mlmprep.errors import CacheError, ConfigError
 from mlmprep.format.load import open_epoch, read_manifest
+from mlmprep.format.manifest import TokenizerRecord
 from mlmprep.train.batch import Budget, split_microbatches
 from mlmprep.train.checkpoint import checkpoints
 from mlmprep.train.collate import Collator
@@ -48,11 +49,11 @@ def weights(run, step):
 def test_microbatch_gradients_equal_the_full_batch_gradient(tmp_path, objective):
     lengths = np.random.default_rng(1).integers(6, 40, size=24)  # variable lengths: real padding differences
     data = write_fake_build(tmp_path / "data", objective=objective, n_rows=24, lengths=lengths)
-    tok = read_manifest(data)["tokenizer"]
+    tok = read_manifest(data).tokenizer
     split = open_epoch(data, 0)
     torch.manual_seed(0)
     model = build_model("tiny", objective, tok).double()
-    collator = Collator(objective, tok["pad_id"], tok["decoder_start_id"])
+    collator = Collator(objective, tok.pad_id, tok.decoder_start_id)
     rows = np.arange(len(split))
     parts = split_microbatches(rows, split.enc_lengths, split.dec_lengths, Budget(10**6, 200, 5))
     assert len(parts) >= 4
@@ -80,7 +81,8 @@ def test_lr_schedule():
 
 
 def test_models_follow_the_tokenizer(tmp_path):
-    tok = {"vocab_size": 400, "pad_id": 0, "eos_id": 1, "decoder_start_id": 0}
+    tok = TokenizerRecord(file="tokenizer.json", sha256="0" * 64, vocab_size=400, pad_id=0, eos_id=1,
+                          decoder_start_id=0)
     t5 = build_model("tiny", "span", tok)
     bert = build_model("tiny", "mlm", tok, max_length=1000)
     assert type(t5).__name__ == "T5ForConditionalGeneration" and t5.config.vocab_size == 512  # 400 rounded up to 128s
@@ -96,7 +98,7 @@ def test_models_follow_the_tokenizer(tmp_path):
     with pytest.raises(ConfigError, match="tiny, t5-small, t5-base"):
         build_model("t5-huge", "span", tok)
     with pytest.raises(ConfigError, match="fewer than"):
-        build_model(str(tmp_path / "ckpt"), "span", {**tok, "vocab_size": 600})
+        build_model(str(tmp_path / "ckpt"), "span", replace(tok, vocab_size=600))
 
 
 def test_checkpoints_keep_the_last_k_and_a_full_run_dir_needs_resume(tmp_path, span_data):

@@ -214,7 +214,7 @@ def test_every_train_option_reaches_the_config(monkeypatch, tmp_path):
                  prefetch_epochs=2, fetch_threads=3, fetch_bandwidth="200M",
                  storage_options='{"anon": true}')
     adamw = dict(beta1=0.8, beta2=0.95)  # AdamW's only: refused with adafactor
-    flags = {"bf16": False, "compile": True, "deterministic": True}
+    flags = {"bf16": False, "compile": True, "deterministic": True, "rehash_data": True}
     mixture = dict(weights="1,2", mix="temperature:2")  # with several DATA (sources)
     missing = {f.name for f in fields(TrainConfig)} - {"data", "sources", "out", "resume", "max_steps", *given, *adamw,
                                                        *flags, *mixture}
@@ -223,7 +223,8 @@ def test_every_train_option_reaches_the_config(monkeypatch, tmp_path):
     steps = {k: v for k, v in given.items() if k != "max_tokens"} | {"max_steps": 7}  # the other way to stop
     for options in (given, {**given, "optimizer": "adamw", **adamw}, steps):
         got = {}
-        args = ["train", "d", "--out", str(tmp_path / "r"), "--no-bf16", "--compile", "--deterministic"]
+        args = ["train", "d", "--out", str(tmp_path / "r"), "--no-bf16", "--compile", "--deterministic",
+                "--rehash-data"]
         for key, value in options.items():
             args += ["--" + key.replace("_", "-"), str(value)]
         result = CliRunner().invoke(app, args)
@@ -245,10 +246,10 @@ def dropout_config(path: Path, data: Path) -> Path:
     """A config.json of the tiny T5 with dropout 0.1: resume must restore the RNG to be exact."""
     from transformers import T5Config
 
-    tok = read_manifest(data)["tokenizer"]
-    config = T5Config(vocab_size=round_up(tok["vocab_size"], 128), **PRESETS["tiny"], dropout_rate=0.1,
-                      pad_token_id=tok["pad_id"], eos_token_id=tok["eos_id"],
-                      decoder_start_token_id=tok["decoder_start_id"])
+    tok = read_manifest(data).tokenizer
+    config = T5Config(vocab_size=round_up(tok.vocab_size, 128), **PRESETS["tiny"], dropout_rate=0.1,
+                      pad_token_id=tok.pad_id, eos_token_id=tok.eos_id,
+                      decoder_start_token_id=tok.decoder_start_id)
     path.write_text(config.to_json_string())
     return path
 

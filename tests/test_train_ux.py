@@ -14,12 +14,15 @@ import torch
 from fakes import write_fake_build
 
 from mlmprep.config import TrainConfig
+from mlmprep.format.load import read_manifest
+from mlmprep.format.manifest import TokenizerRecord
 from mlmprep.train.loop import fit, lr_at
 from mlmprep.train.model import PRESETS, build_model
 
 SMALL = dict(max_tokens_per_batch=512, max_tokens_per_microbatch=256, max_examples_per_microbatch=8,
              warmup_steps=2, eval_every=0, log_every=2, save_every=0)
-T5_VOCAB = dict(vocab_size=32100, pad_id=0, eos_id=1, decoder_start_id=0)  # T5's tokenizer: 32128 embedding rows
+T5_VOCAB = TokenizerRecord(file="tokenizer.json", sha256="0" * 64, vocab_size=32100, pad_id=0, eos_id=1,
+                            decoder_start_id=0)  # T5's tokenizer: 32128 embedding rows
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -62,7 +65,7 @@ def test_an_untied_t5_keeps_its_own_head_through_training_and_a_checkpoint(tmp_p
                                   "dropout_rate": 0.0}))
     run = tmp_path / "run"
     fit(TrainConfig(data=str(span_data), out=str(run), model=str(config), **SMALL, max_steps=2))
-    tok = json.loads((span_data / "manifest.json").read_text())["tokenizer"]
+    tok = read_manifest(span_data).tokenizer
     capfd.readouterr()
     model = build_model(str(run / "checkpoint-2"), "span", tok)
     assert "lm_head" not in capfd.readouterr().err  # no warning that the untied head is not tied

@@ -134,18 +134,18 @@ def edit_manifest(out, edit):
         (lambda out: edit_manifest(out, lambda m: m["statistics"].update(extra=float("nan"))), "not strict JSON"),
         # edited or damaged fields verify itself reads: a problem line each, never a traceback or an option's error
         (lambda out: edit_manifest(out, lambda m: m.update(input_length=float("nan"))),
-         "manifest.json: input_length is NaN, not an integer"),
+         "manifest.json: not strict JSON (NaN is not a JSON number)"),
         (lambda out: edit_manifest(out, lambda m: m["config"].update(noise_density=None)),
-         "manifest.json: config.noise_density is null, not a finite number"),
+         "manifest.json: config.noise_density is null, not a number in (0, 1)"),
         (lambda out: edit_manifest(out, lambda m: m["config"].pop("seed")), "manifest.json: config.seed is missing"),
         (lambda out: edit_manifest(out, lambda m: m["config"].update(noise_density=2.0)),
-         "manifest.json: config holds values no build accepts (--noise-density must be in (0, 1), got 2.0"),
+         "manifest.json: config.noise_density is 2.0, not a number in (0, 1)"),
         (lambda out: edit_manifest(out, lambda m: m["tokenizer"].update(file="../tokenizer.json")),
          'manifest.json: tokenizer.file is "../tokenizer.json", not a file name'),
         (lambda out: edit_manifest(out, lambda m: m["splits"].update({"../seed-0": m["splits"]["seed-0"]})),
          'manifest.json: splits."../seed-0" is not a split'),
         (lambda out: edit_manifest(out, lambda m: m["splits"]["seed-0"]["files"][0].update(bytes="12")),
-         "manifest.json: splits.seed-0.files[0] is"),
+         "manifest.json: splits.seed-0.files[0].bytes is \"12\", not a size in bytes"),
         (lambda out: edit_manifest(out,
                                    lambda m: m["statistics"]["masking"].update({"seed-0": {"noise_fraction": "x"}})),
          'manifest.json: statistics.masking.seed-0 is {"noise_fraction": "x"}, not an object of finite numbers'),
@@ -189,3 +189,16 @@ def test_the_cli_exits_0_with_ok_and_1_listing_problems(build_copy):
     data_file(build_copy, "seed-0").write_bytes(b"not arrow")
     bad = subprocess.run([sys.executable, "-m", "mlmprep", "verify", str(build_copy)], capture_output=True, text=True)
     assert bad.returncode == 1 and "seed-0/" in bad.stdout and "Traceback" not in bad.stderr
+
+
+@pytest.mark.parametrize(("edit", "words"), [
+    (lambda m: m["splits"]["seed-0"]["files"].pop(1), "seed-0/dataset_info.json: not listed in the manifest"),
+    (lambda m: m["splits"].pop("validation-windows"), "manifest.json: lists no split validation-windows"),
+    (lambda m: m["splits"].pop("validation-windows"),
+     "validation-windows/: a split directory the manifest does not list"),
+], ids=["a-file", "a-split", "its-directory"])
+def test_what_the_manifest_no_longer_lists_is_reported(build_copy, edit, words):
+    """A file or a split left on disk that the manifest forgot: the manifest was edited, not the build."""
+    edit_manifest(build_copy, edit)
+    problems = verify(build_copy).problems
+    assert words in problems or any(p.startswith(words) for p in problems), problems

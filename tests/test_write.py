@@ -127,11 +127,13 @@ def test_read_existing_refuses_foreign_or_different_outputs(tmp_path):
             read_existing(out, {"seeds": 4}, "fp", tokenizer_sha=None, force=force)
     (out / "precious.txt").unlink()
     (out / "tokenizer.json").write_text("{}")
-    manifest = {"config": {"seeds": 4}, "corpus": {"fingerprint": "fp"}, "splits": {},
-                "tokenizer": {"file": "tokenizer.json", "vocab_size": 32000}, "format_version": 3,
-                "mlmprep_version": "test"}
+    tokenizer = {"file": "tokenizer.json", "sha256": "0" * 64, "vocab_size": 32000, "pad_id": 0, "eos_id": 1,
+                 "decoder_start_id": 0}
+    manifest = {"config": {"seeds": 4}, "corpus": {"fingerprint": "fp"}, "splits": {}, "seeds": [],
+                "objective": "span", "input_length": 8, "window_length": 8, "target_length": 4,
+                "tokenizer": tokenizer, "format_version": 3, "mlmprep_version": "test"}
     (out / "manifest.json").write_text(json.dumps(manifest))
-    assert read_existing(out, {"seeds": 4}, "fp", tokenizer_sha=None, force=False) == manifest  # up to date
+    assert read_existing(out, {"seeds": 4}, "fp", tokenizer_sha=None, force=False).to_json() == manifest  # up to date
     assert read_existing(out, {"seeds": 4}, "fp", tokenizer_sha=None, force=True) is None
     with pytest.raises(CacheError, match=r"seeds: 4 -> 8.*--force"):
         read_existing(out, {"seeds": 8}, "fp", tokenizer_sha=None, force=False)
@@ -139,10 +141,10 @@ def test_read_existing_refuses_foreign_or_different_outputs(tmp_path):
         read_existing(out, {"seeds": 4}, "other", tokenizer_sha=None, force=False)
     # int32 columns (format 2) are what this vocabulary is built as no longer, and what a larger one still is
     for vocab, current in ((32000, False), (70000, True)):
-        old = {**manifest, "format_version": 2, "tokenizer": {"file": "tokenizer.json", "vocab_size": vocab}}
+        old = {**manifest, "format_version": 2, "tokenizer": {**tokenizer, "vocab_size": vocab}}
         (out / "manifest.json").write_text(json.dumps(old))
         if current:
-            assert read_existing(out, {"seeds": 4}, "fp", tokenizer_sha=None, force=False) == old
+            assert read_existing(out, {"seeds": 4}, "fp", tokenizer_sha=None, force=False).to_json() == old
         else:
             with pytest.raises(CacheError, match=r"format_version: 2 -> 3.*--force"):
                 read_existing(out, {"seeds": 4}, "fp", tokenizer_sha=None, force=False)

@@ -50,6 +50,7 @@ from mlmprep.build.windows import (
 from mlmprep.config import BuildConfig
 from mlmprep.corpus.readers import CorpusStats, ReadOptions
 from mlmprep.corpus.shards import Shard, read_shard
+from mlmprep.format.manifest import FileRecord
 from mlmprep.format.rows import Rows, concat_rows
 from mlmprep.format.write import column_dtypes, damaged, hf_tokenizer, iter_rows_of_file, part_path, write_part
 from mlmprep.progress import prefetch, prefetch_map
@@ -594,7 +595,7 @@ class RemaskTask:
 
     layout: Layout
     windows_file: str
-    record: dict | None  # the manifest's `bytes` and `sha256` of windows_file (None: it lists none)
+    record: FileRecord | None  # the manifest's record of windows_file (None: it lists none)
     index: int
     first_row: int
     seeds: tuple[tuple[str, str, int], ...]  # (split name, its staging directory, seed)

@@ -66,6 +66,7 @@ from mlmprep.corpus.readers import (
 from mlmprep.corpus.shards import read_shard
 from mlmprep.corpus.sources import remote_sources
 from mlmprep.errors import ConfigError, CorpusError, MlmprepError, TokenizerError, most_common_fields
+from mlmprep.format.manifest import Manifest
 from mlmprep.format.publish import (
     build_directory,
     build_lock,
@@ -112,7 +113,7 @@ FILE_TOKENS = 1 << 19  # an output file holds about this many tokens of windows 
 @dataclass(frozen=True)
 class BuildResult:
     out: Path
-    manifest: dict
+    manifest: Manifest
     up_to_date: bool
 
 
@@ -784,8 +785,9 @@ def finish_manifest(cfg, corpus, tok, ids, stage, splits, seeds, stats, masker, 
         "statistics": {"windows": stats.as_dict(), "masking": masker.summary()},
         "timings": {k: round(v, 3) for k, v in timings.items()},
     }
-    write_json(stage / "manifest.json", manifest)
-    return strict(manifest)  # as written: what the summary shows is what inspect will
+    typed = Manifest.from_json(strict(manifest), stage)  # as written: what the summary shows is what inspect will
+    write_json(stage / "manifest.json", typed.to_json())
+    return typed
 
 
 def remask(out: str | Path, seeds: int, *, threads: int = 0, engine: Engine | None = None,
@@ -803,19 +805,18 @@ def remask(out: str | Path, seeds: int, *, threads: int = 0, engine: Engine | No
     out = Path(out)
     with build_lock(out):
         manifest = read_manifest(out)
-        have = len(manifest["seeds"])
+        have = len(manifest.seeds)
         if seeds <= have:
             return []
-        cfg = make_config(BuildConfig, BuildConfig.used(manifest["config"]), source=str(manifest_path(out)))
+        cfg = make_config(BuildConfig, BuildConfig.used(manifest.config), source=str(manifest_path(out)))
         tok = build_tokenizer(out, manifest)
         # new seeds in the build's own format: an older build keeps its int32 columns
-        version = manifest["format_version"]
-        masker = Masker(cfg, special_ids(tok), word_tables(tok), manifest["fixed_length"], manifest["window_length"],
-                        version)
+        version = manifest.format_version
+        masker = Masker(cfg, special_ids(tok), word_tables(tok), manifest.fixed, manifest.window_length, version)
         files = windows_files(out, manifest)
         firsts = np.cumsum([0] + [file_rows(path) for path, _ in files])
         layout = Layout(cfg, str(out), worker_threads(BuildConfig(threads=threads), engine, len(files)), 0,
-                        manifest["window_length"], None, version)
+                        manifest.window_length, None, version)
         names = [f"seed-{k}" for k in range(have, seeds)]
         with contextlib.ExitStack() as stack:
             stages = {name: stack.enter_context(staging_dir(out / name)) for name in names}
@@ -827,17 +828,19 @@ def remask(out: str | Path, seeds: int, *, threads: int = 0, engine: Engine | No
             for result in masked:
                 masker.merge(result["masking"])
             published = []
+            grown = manifest.to_json()
             try:  # the new splits count once the manifest lists them: until then a failure takes them back
                 for (name, stage, seed) in new:
-                    manifest["splits"][name] = finish_split(
+                    grown["splits"][name] = finish_split(
                         Path(stage), masker.widths, masker.dtypes,
                         [(part_path(Path(stage), i), r["parts"][name]) for i, r in enumerate(masked)])
                     publish(Path(stage), out / name)
                     published.append(out / name)
-                    manifest["seeds"].append({"split": name, "seed": seed})
-                manifest["statistics"]["masking"].update(masker.summary())
-                manifest["config"]["seeds"] = seeds
-                write_json(manifest_path(out), manifest)
+                    grown["seeds"].append({"split": name, "seed": seed})
+                grown["statistics"] = {**grown.get("statistics", {}),
+                                       "masking": {**manifest.masking_stats, **masker.summary()}}
+                grown["config"] = {**manifest.config, "seeds": seeds}
+                write_json(manifest_path(out), Manifest.from_json(strict(grown), out).to_json())
             except BaseException:
                 for path in published:
                     shutil.rmtree(path, ignore_errors=True)

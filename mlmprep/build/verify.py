@@ -1,9 +1,10 @@
 """`verify`: prove a build directory is what its manifest says, file by file and row by row.
 
-Checks, in order: the manifest fields it reads have their types (an edited manifest is reported, not a
-traceback); every listed file exists with its size and sha256; the tokenizer is the recorded one, with
-the ids the manifest gives and the transformers files it implies; the manifest is strict JSON whose lengths,
-seeds and format version follow from its options and tokenizer; every split loads, stores its columns in the
+Checks, in order: the manifest is strict JSON and every field has its type and range (manifest.Manifest: an
+edited manifest is reported, not a traceback); every listed file resolves inside the build and exists with its
+size and sha256; the tokenizer is the recorded one, with the ids the manifest gives and the transformers files
+it implies; the manifest's lengths, seeds and format version follow from its options and tokenizer; every split
+loads (the data files its state.json names inside the build), stores its columns in the
 types its format version gives and has its recorded row count; every row (or a `sample` of
 rows) of every masked split satisfies the objective's invariants against the stored unmasked window, whose
 lengths are the manifest's; the observed masking statistics equal the manifest's.
@@ -11,8 +12,6 @@ lengths are the manifest's; the observed masking statistics equal the manifest's
 
 from __future__ import annotations
 
-import json
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,8 +21,9 @@ import pyarrow as pa
 from mlmprep import storage
 from mlmprep.build import _kernels, mask
 from mlmprep.build.pipeline import VALIDATION_SLOT
-from mlmprep.errors import ConfigError
-from mlmprep.format.load import file_problem, manifest_path, read_manifest
+from mlmprep.errors import CacheError, ConfigError, TokenizerError
+from mlmprep.format.load import file_problem, read_manifest
+from mlmprep.format.manifest import Manifest, ManifestError, member, read_json
 from mlmprep.format.publish import fetched_build
 from mlmprep.format.rows import Rows, concat_rows
 from mlmprep.format.write import UINT16_IDS, column_dtypes, data_files, hf_tokenizer_files, iter_rows
@@ -73,20 +73,27 @@ def verify(out: str | Path, *, sample: int | None = None, seed: int = 0, storage
         report.problems = [problem.replace(str(local), str(out).rstrip("/")) for problem in report.problems]
         return report
     out = Path(out)
-    manifest = read_manifest(out)
     report = Report()
-    if problems := shape_problems(manifest):  # an edited or damaged manifest: nothing else can be read by it
-        report.problems = [f"manifest.json: {p}" for p in problems]
+    try:  # an edited or damaged manifest: nothing else can be read by it
+        manifest = read_manifest(out)
+    except ManifestError as exc:
+        report.problems = [f"manifest.json: {exc.problem}"]
         return report
+    if missing := [key for key in NEEDED if key not in manifest.config]:
+        report.problems = [f"manifest.json: config.{key} is missing" for key in missing]
+        return report
+    recorded = RECORDED + (("rows_per_file",) if manifest.format_version >= 2 else ())
+    report.problems += [f"manifest.json: {key} is missing, which every build records" for key in recorded
+                        if key not in manifest.keys]
     check_files(out, manifest, report)
     tok = check_tokenizer(out, manifest, report)
-    check_manifest(out, manifest, report)
-    splits = {name: read_split(out, name, manifest, report) for name in manifest["splits"]}
+    check_manifest(manifest, report)
+    splits = {name: read_split(out, name, manifest, report) for name in manifest.splits}
     report.splits = len(splits)
     if tok is None or report.problems:
         return report  # rows cannot be trusted against damaged files
     ids = special_ids(tok)
-    pairs = [(s["split"], "windows") for s in manifest["seeds"]] + [("validation", "validation-windows")]
+    pairs = [(name, "windows") for name in manifest.seed_splits] + [("validation", "validation-windows")]
     rng = np.random.default_rng(seed)
     for name, windows_name in pairs:
         masked, windows = splits.get(name), splits.get(windows_name)
@@ -103,96 +110,66 @@ def verify(out: str | Path, *, sample: int | None = None, seed: int = 0, storage
     return report
 
 
-def integer(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+SPLITS = {"windows", "validation-windows", "validation"}  # and a seed-K per seed
+RECORDED = ("mlmprep_version", "method", "fixed_length", "validation_seed", "corpus", "statistics", "timings",
+            "build_options")  # optional to readers, which older or hand-made builds may lack; every build writes them
+NEEDED = ("input_length", "seed", "noise_density", "mean_span_length", "mlm_probability", "whole_word")  # of config
 
 
-INTEGER = (integer, "an integer")
-NUMBER = (lambda v: integer(v) or isinstance(v, float) and math.isfinite(v), "a finite number")
-FLAG = (lambda v: isinstance(v, bool), "true or false")
-TEXT = (lambda v: isinstance(v, str), "a string")
-NAME = (lambda v: isinstance(v, str) and v not in ("", ".", "..") and not set(v) & set("/\\"), "a file name")
-OBJECT = (lambda v: isinstance(v, dict), "an object")
-LIST = (lambda v: isinstance(v, list), "a list")
-FIELDS = {  # what verify reads of the manifest, and what each must be; a parent comes before its fields
-    "objective": (lambda v: v in ("span", "mlm"), "'span' or 'mlm'"), "input_length": INTEGER,
-    "window_length": INTEGER, "target_length": INTEGER, "fixed_length": FLAG, "validation_seed": INTEGER,
-    "seeds": LIST, "splits": OBJECT, "statistics": OBJECT, "statistics.masking": OBJECT, "tokenizer": OBJECT,
-    "tokenizer.file": NAME, "tokenizer.sha256": TEXT, "tokenizer.vocab_size": INTEGER, "config": OBJECT,
-    "config.input_length": INTEGER,
-    "config.seed": INTEGER, "config.noise_density": NUMBER, "config.mean_span_length": NUMBER,
-    "config.mlm_probability": NUMBER, "config.whole_word": FLAG,
-}
-FILE_FIELDS = {"name": NAME, "bytes": INTEGER, "sha256": TEXT}
-
-
-def within(value, kind: type):
-    """`value`, or an empty `kind` where it is not one (shape_problems reports that once, at the field)."""
-    return value if isinstance(value, kind) else kind()
-
-
-def shape_problems(manifest: dict) -> list[str]:
-    """The manifest's fields that verify reads and that are missing, of another type or not finite, one line
-    each: an edited or damaged manifest is reported, not a traceback."""
-    problems = []
-    for path, (ok, what) in FIELDS.items():
-        *parents, key = path.split(".")
-        parent = manifest
-        for name in parents:
-            parent = parent.get(name) if isinstance(parent, dict) else None
-        if isinstance(parent, dict) and not ok(value := parent.get(key)):  # a bad parent is reported itself
-            problems.append(f"{path} is missing ({what})" if key not in parent else
-                            f"{path} is {json.dumps(value, default=str)[:80]}, not {what}")
-    for k, entry in enumerate(within(manifest.get("seeds"), list)):
-        if not isinstance(entry, dict):
-            problems.append(f"seeds[{k}] is {json.dumps(entry, default=str)[:80]}, not an object")
-    for name, split in within(manifest.get("splits"), dict).items():
-        files = within(split, dict).get("files")
-        if not NAME[0](name) or not isinstance(files, list) or not integer(split.get("rows")):
-            problems.append(f"splits.{json.dumps(name)} is not a split: a file name, integer rows, a list of files")
-            continue
-        for i, f in enumerate(files):
-            if not all(ok(within(f, dict).get(key)) for key, (ok, _) in FILE_FIELDS.items()):
-                problems.append(f"splits.{name}.files[{i}] is {json.dumps(f, default=str)[:80]}, not an object "
-                                "with a file name, integer bytes and a string sha256")
-    for name, stats in within(within(manifest.get("statistics"), dict).get("masking"), dict).items():
-        if not isinstance(stats, dict) or not all(NUMBER[0](v) for v in stats.values()):
-            problems.append(f"statistics.masking.{name} is {json.dumps(stats, default=str)[:80]}, not an object "
-                            "of finite numbers")
-    return problems
-
-
-def check_files(out: Path, manifest: dict, report: Report) -> None:
-    for name, split in manifest["splits"].items():
-        for f in split["files"]:
+def check_files(out: Path, manifest: Manifest, report: Report) -> None:
+    """Every split a build has is listed, and every file of each; every listed file inside the build, there, at its
+    size and sha256."""
+    for name in sorted(SPLITS.union(manifest.seed_splits) - manifest.splits.keys()):
+        report.problems.append(f"manifest.json: lists no split {name}, which every build has")
+    report.problems += [f"{p.name}/: a split directory the manifest does not list" for p in sorted(out.iterdir())
+                        if p.is_dir() and p.name not in manifest.splits]
+    for name, split in manifest.splits.items():
+        if (out / name).is_dir() and not (out / name).is_symlink():
+            listed = {f.name for f in split.files}
+            report.problems += [f"{name}/{p.name}: not listed in the manifest" for p in sorted((out / name).iterdir())
+                                if p.name not in listed]
+        for f in split.files:
             report.files += 1
-            if problem := file_problem(out / name / f["name"], f):
-                report.problems.append(f"{name}/{f['name']}: {problem}")
+            try:
+                problem = file_problem(member(out, f"{name}/{f.name}"), f)
+            except CacheError:
+                problem = "resolves outside the build (a link out of it)"
+            if problem:
+                report.problems.append(f"{name}/{f.name}: {problem}")
 
 
-def check_tokenizer(out: Path, manifest: dict, report: Report):
-    """The build's tokenizer, or None (a problem recorded): present, the recorded one (sha256), its ids those
-    the manifest gives, and the transformers files beside it those it implies."""
-    record = manifest["tokenizer"]
-    if not (out / record["file"]).is_file():
-        report.problems.append(f"{record['file']}: missing")
+def check_tokenizer(out: Path, manifest: Manifest, report: Report):
+    """The build's tokenizer, or None (a problem recorded): inside the build, present, the recorded one (sha256),
+    its ids those the manifest gives, and the transformers files beside it those it implies."""
+    record = manifest.tokenizer
+    try:
+        path = member(out, record.file)
+    except CacheError:
+        report.problems.append(f"{record.file}: resolves outside the build (a link out of it)")
         return None
-    tok = load_tokenizer(out / record["file"])
-    if tokenizer_sha256(tok) != record["sha256"]:
-        report.problems.append(f"{record['file']}: not the tokenizer the build used (sha256 differs)")
+    if not path.is_file():
+        report.problems.append(f"{record.file}: missing")
+        return None
+    try:
+        tok = load_tokenizer(path)
+    except TokenizerError:
+        report.problems.append(f"{record.file}: not a readable tokenizer.json")
+        return None
+    if tokenizer_sha256(tok) != record.sha256:
+        report.problems.append(f"{record.file}: not the tokenizer the build used (sha256 differs)")
         return tok
     ids = special_ids(tok)
     actual = {"vocab_size": ids.vocab_size, "pad_id": ids.pad, "eos_id": ids.eos, "unk_id": ids.unk,
               "mask_id": ids.mask, "decoder_start_id": ids.pad, "sentinels": len(ids.sentinels)}
     for key, value in actual.items():
-        if record.get(key) != value:
-            report.problems.append(f"manifest.json: tokenizer {key} is {record.get(key)!r}, "
+        if getattr(record, key) != value:
+            report.problems.append(f"manifest.json: tokenizer {key} is {getattr(record, key)!r}, "
                                    f"the tokenizer's is {value!r}")
-    if manifest["format_version"] >= 2:  # format 1 builds may predate these files
-        for name, content in hf_tokenizer_files(tok, model_max_length=manifest["input_length"]).items():
+    if manifest.format_version >= 2:  # format 1 builds may predate these files
+        for name, content in hf_tokenizer_files(tok, model_max_length=manifest.input_length).items():
             try:
-                same = json.loads((out / name).read_text(encoding="utf-8")) == content
-            except (OSError, ValueError):
+                same = read_json(member(out, name)) == content
+            except CacheError:
                 same = None
             if not same:
                 report.problems.append(
@@ -200,15 +177,11 @@ def check_tokenizer(out: Path, manifest: dict, report: Report):
     return tok
 
 
-def check_manifest(out: Path, manifest: dict, report: Report) -> None:
-    """The manifest's own fields: strict JSON, lengths those its options give, seeds those its --seed gives."""
-    try:
-        json.loads(manifest_path(out).read_text(encoding="utf-8"), parse_constant=reject_constant)
-    except ValueError as exc:
-        report.problems.append(f"manifest.json: not strict JSON ({exc})")
-    vocab = manifest["tokenizer"]["vocab_size"]
-    if manifest["format_version"] >= 3 and vocab > UINT16_IDS:
-        report.problems.append(f"manifest.json: format_version {manifest['format_version']} stores uint16 ids, "
+def check_manifest(manifest: Manifest, report: Report) -> None:
+    """The manifest's own fields: lengths those its options give, seeds those its --seed gives."""
+    vocab = manifest.tokenizer.vocab_size
+    if manifest.format_version >= 3 and vocab > UINT16_IDS:
+        report.problems.append(f"manifest.json: format_version {manifest.format_version} stores uint16 ids, "
                                f"but the vocabulary has {vocab:,} (at most {UINT16_IDS:,} fit)")
     try:
         check_lengths_and_seeds(manifest, report)
@@ -216,42 +189,42 @@ def check_manifest(out: Path, manifest: dict, report: Report) -> None:
         report.problems.append(f"manifest.json: config holds values no build accepts ({exc})")
 
 
-def check_lengths_and_seeds(manifest: dict, report: Report) -> None:
-    cfg = manifest["config"]
-    if manifest["objective"] == "span":
-        lengths = mask.compute_input_and_target_lengths(cfg["input_length"], cfg["noise_density"],
-                                                        cfg["mean_span_length"])
+def check_lengths_and_seeds(manifest: Manifest, report: Report) -> None:
+    option = manifest.option
+    if manifest.objective == "span":
+        lengths = mask.compute_input_and_target_lengths(option("input_length"), option("noise_density"),
+                                                        option("mean_span_length"))
     else:
-        lengths = (cfg["input_length"], cfg["input_length"])
-    recorded = (manifest["input_length"], manifest["window_length"], manifest["target_length"])
-    if recorded != (cfg["input_length"], *lengths):
+        lengths = (option("input_length"), option("input_length"))
+    for key in ("objective", "method"):
+        if key in manifest.config and getattr(manifest, key) != manifest.config[key]:
+            report.problems.append(f"manifest.json: {key} is {getattr(manifest, key)!r}, its config says "
+                                   f"{manifest.config[key]!r}")
+    recorded = (manifest.input_length, manifest.window_length, manifest.target_length)
+    if recorded != (option("input_length"), *lengths):
         report.problems.append(f"manifest.json: input, window and target lengths {recorded}, its options give "
-                               f"{(cfg['input_length'], *lengths)}")
-    if not manifest["seeds"]:
+                               f"{(option('input_length'), *lengths)}")
+    if not manifest.seeds:
         report.problems.append("manifest.json: no seeds")
-    for k, entry in enumerate(manifest["seeds"]):
-        if (entry != {"split": f"seed-{k}", "seed": mask.row_seed(cfg["seed"], k)}
-                or entry["split"] not in manifest["splits"]):
-            report.problems.append(f"manifest.json: seeds[{k}] is {entry}, not seed-{k} from --seed {cfg['seed']}")
-    if manifest["validation_seed"] != mask.row_seed(cfg["seed"], VALIDATION_SLOT):
-        report.problems.append(f"manifest.json: validation_seed is not the one --seed {cfg['seed']} gives")
+    for k, entry in enumerate(manifest.seeds):
+        if (entry.split, entry.seed) != (f"seed-{k}", mask.row_seed(option("seed"), k)):
+            report.problems.append(f"manifest.json: seeds[{k}] is {entry.split} with seed {entry.seed}, not seed-{k} "
+                                   f"from --seed {option('seed')}")
+    if manifest.validation_seed != mask.row_seed(option("seed"), VALIDATION_SLOT):
+        report.problems.append(f"manifest.json: validation_seed is not the one --seed {option('seed')} gives")
 
 
-def reject_constant(name: str):
-    raise ValueError(f"{name} is not a JSON number")
-
-
-def check_window_lengths(name: str, manifest: dict, windows: Rows, report: Report) -> None:
+def check_window_lengths(name: str, manifest: Manifest, windows: Rows, report: Report) -> None:
     """Every window is window_length tokens in the fixed layout, at most that otherwise."""
-    lengths, length = windows.lengths(), manifest["window_length"]
-    bad = np.flatnonzero(lengths != length if manifest["fixed_length"] else lengths > length)
+    lengths, length = windows.lengths(), manifest.window_length
+    bad = np.flatnonzero(lengths != length if manifest.fixed else lengths > length)
     if len(bad):
         report.problems.append(f"{name} row {bad[0]}: {lengths[bad[0]]} tokens, "
                                f"the manifest's window_length is {length}"
                                + (f" ({len(bad) - 1} more rows)" if len(bad) > 1 else ""))
 
 
-def read_split(out: Path, name: str, manifest: dict, report: Report) -> dict[str, Rows] | None:
+def read_split(out: Path, name: str, manifest: Manifest, report: Report) -> dict[str, Rows] | None:
     """All columns of a split as Rows, or None (with a problem recorded) when it does not load."""
     columns = ("tokens",) if name.endswith("windows") else ("input_ids", "labels")
     try:
@@ -262,15 +235,15 @@ def read_split(out: Path, name: str, manifest: dict, report: Report) -> dict[str
                                f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})")
         return None
     rows = len(split[columns[0]])
-    if rows != manifest["splits"][name]["rows"]:
-        report.problems.append(f"{name}: {rows} rows, manifest says {manifest['splits'][name]['rows']}")
+    if rows != manifest.splits[name].rows:
+        report.problems.append(f"{name}: {rows} rows, manifest says {manifest.splits[name].rows}")
     return split
 
 
-def type_problems(out: Path, name: str, columns: tuple[str, ...], manifest: dict) -> list[str]:
+def type_problems(out: Path, name: str, columns: tuple[str, ...], manifest: Manifest) -> list[str]:
     """The columns of split `name` whose stored values are not of the type its format version gives
     (write.column_dtypes), one line each."""
-    expected = column_dtypes(manifest["format_version"], manifest["objective"], manifest["tokenizer"]["vocab_size"])
+    expected = column_dtypes(manifest.format_version, manifest.objective, manifest.tokenizer.vocab_size)
     problems = []
     for path in data_files(out / name):
         with pa.memory_map(str(path)) as source:
@@ -279,30 +252,30 @@ def type_problems(out: Path, name: str, columns: tuple[str, ...], manifest: dict
             stored = schema.field(column).type.value_type
             if stored != pa.from_numpy_dtype(expected[column]):
                 problems.append(f"{name}/{path.name}: column {column} holds {stored}, format_version "
-                                f"{manifest['format_version']} stores {expected[column]}")
+                                f"{manifest.format_version} stores {expected[column]}")
     return problems
 
 
 def check_rows(name, manifest, ids, windows: Rows, masked: dict[str, Rows], rows: np.ndarray, report: Report) -> None:
-    cfg = manifest["config"]
+    option = manifest.option
     inputs, labels = masked["input_ids"], masked["labels"]
     if len(inputs) != len(windows):
         report.problems.append(f"{name}: {len(inputs)} rows but its windows have {len(windows)}")
         return
-    if manifest["objective"] == "span":
-        num_noise, num_spans = mask.span_counts(np.maximum(windows.lengths(), 2), cfg["noise_density"],
-                                                cfg["mean_span_length"])
+    if manifest.objective == "span":
+        num_noise, num_spans = mask.span_counts(np.maximum(windows.lengths(), 2), option("noise_density"),
+                                                option("mean_span_length"))
         step = int(ids.sentinels[1] - ids.sentinels[0]) if len(ids.sentinels) > 1 else 1
         codes = _kernels.check_span_rows(windows.values, windows.offsets, inputs.values, inputs.offsets, labels.values,
                                          labels.offsets, rows, num_noise, num_spans, int(ids.sentinels[0]), step,
                                          len(ids.sentinels), ids.eos)
         problems = SPAN_PROBLEMS
     else:
-        expected = mask.mlm_counts(windows.values, windows.offsets, ids.all(), cfg["mlm_probability"])
+        expected = mask.mlm_counts(windows.values, windows.offsets, ids.all(), option("mlm_probability"))
         is_special = np.zeros(ids.vocab_size, dtype=np.bool_)
         is_special[ids.all()] = True
         codes = _kernels.check_mlm_rows(windows.values, windows.offsets, inputs.values, inputs.offsets, labels.values,
-                                        labels.offsets, rows, expected, cfg["whole_word"], is_special)
+                                        labels.offsets, rows, expected, option("whole_word"), is_special)
         problems = MLM_PROBLEMS
     for row, code in zip(rows[codes > 0][:20], codes[codes > 0][:20]):
         report.problems.append(f"{name} row {row}: {problems[int(code)]}")
@@ -310,17 +283,19 @@ def check_rows(name, manifest, ids, windows: Rows, masked: dict[str, Rows], rows
         report.problems.append(f"{name}: {np.count_nonzero(codes) - 20} more bad rows")
 
 
-def check_statistics(name: str, manifest: dict, ids, masked: dict[str, Rows], report: Report) -> None:
-    recorded = manifest["statistics"]["masking"].get(name)
+def check_statistics(name: str, manifest: Manifest, ids, masked: dict[str, Rows], report: Report) -> None:
+    recorded = manifest.masking_stats.get(name)
     if recorded is None:
         if len(masked["labels"]):  # an empty split (say validation at --validation-fraction 0) has none
             report.problems.append(f"{name}: the manifest has no masking statistics for it")
         return
     inputs, labels = masked["input_ids"], masked["labels"]
-    if manifest["objective"] == "span":
+    if manifest.objective == "span":
         observed = mask.span_stats(labels.values, labels.offsets, inputs.offsets, ids.sentinels)
     else:
         observed = mask.mlm_stats(labels.values, labels.offsets)
+    if missing := sorted(observed.keys() - recorded.keys()):
+        report.problems.append(f"{name}: the manifest's masking statistics lack {', '.join(missing)}")
     for key, value in recorded.items():
         if key in observed and abs(observed[key] - value) > STAT_TOLERANCE * max(1.0, abs(value)):
             report.problems.append(f"{name}: observed {key} {observed[key]:.6f}, manifest says {value:.6f}")

@@ -34,6 +34,7 @@ import numpy as np
 from mlmprep.config import parse_size, size_text
 from mlmprep.errors import CacheError, ConfigError, MlmprepError
 from mlmprep.format import load
+from mlmprep.format.manifest import FileRecord
 from mlmprep.format.write import MANIFEST
 from mlmprep.storage import client_defaults, is_url, parse_options, protocol, unanswered, unreachable
 
@@ -188,15 +189,14 @@ class SeedCache:
         self.remove_stale(base)
         self.install(MANIFEST, raw)
         self.manifest = load.read_manifest(self.root)
-        self.sizes = {name: sum(f["bytes"] for f in entry["files"]) for name, entry in self.manifest["splits"].items()}
-        if unlisted := [name for name, entry in self.manifest["splits"].items()
-                        if "state.json" not in {f["name"] for f in entry["files"]}]:
+        self.sizes = {name: entry.bytes for name, entry in self.manifest.splits.items()}
+        if unlisted := [name for name, entry in self.manifest.splits.items() if entry.record("state.json") is None]:
             raise CacheError(f"{self.url}/{MANIFEST}: lists no state.json for {', '.join(unlisted)}, so those splits "
                              "cannot be checked as they download; rebuild it with this mlmprep")
         self.check_limit()
         write_json_once(self.root / SOURCE, {"url": self.url, "manifest_sha256": hashlib.sha256(raw).hexdigest()})
         self.fetch_tokenizer()
-        if "validation" in self.manifest["splits"]:
+        if "validation" in self.manifest.splits:
             self.hold("validation")
             self.fetch_split("validation")
 
@@ -234,7 +234,7 @@ class SeedCache:
 
     def check_limit(self) -> None:
         """Refuse, before any data is fetched, a --cache-limit that cannot hold one seed split and validation."""
-        largest = max(self.sizes[s["split"]] for s in self.manifest["seeds"])
+        largest = max(self.sizes[name] for name in self.manifest.seed_splits)
         need = largest + self.sizes.get("validation", 0)
         if self.limit is not None and self.limit < need:
             validation = self.sizes.get("validation", 0)
@@ -247,18 +247,18 @@ class SeedCache:
         """The build's tokenizer.json, checked against the manifest's tokenizer sha256 before it is renamed in."""
         from mlmprep.tokenize import load_tokenizer, tokenizer_sha256
 
-        record = self.manifest["tokenizer"]
-        path = self.root / record["file"]
+        record = self.manifest.tokenizer
+        path = self.root / record.file
         if path.is_file():
             return
         with locked(self.locks / "tokenizer.lock"):
             if path.is_file():
                 return
-            url = f"{self.url}/{record['file']}"
+            url = f"{self.url}/{record.file}"
             tmp = path.with_name(path.name + ".part.json")
-            tmp.write_bytes(self.read_range(f"{self.remote}/{record['file']}", url, None, None))
+            tmp.write_bytes(self.read_range(f"{self.remote}/{record.file}", url, None, None))
             try:
-                same = tokenizer_sha256(load_tokenizer(tmp)) == record["sha256"]
+                same = tokenizer_sha256(load_tokenizer(tmp)) == record.sha256
             except MlmprepError:
                 same = False
             if not same:
@@ -307,7 +307,7 @@ class SeedCache:
         """Split `name`'s row lengths for planning. Where the Arrow schema stores fixed-size lists (exact token
         windows) every row has the schema's widths, and the manifest has the row count: no download. Otherwise
         the split is fetched (evicting as an epoch would) and opened."""
-        rows, objective = self.manifest["splits"][name]["rows"], self.manifest["objective"]
+        rows, objective = self.manifest.splits[name].rows, self.manifest.objective
         widths = self.fixed_widths(name)
         if widths is not None:
             enc, dec = widths
@@ -325,16 +325,16 @@ class SeedCache:
         import pyarrow as pa
 
         source = "validation" if (self.root / "validation" / "state.json").is_file() else name
-        record = next((f for f in self.manifest["splits"][source]["files"] if f["name"].endswith(".arrow")), None)
+        record = next((f for f in self.manifest.splits[source].files if f.name.endswith(".arrow")), None)
         if record is None:
             return None
-        local = self.root / source / record["name"]
+        local = self.root / source / record.name
         if self.landed(local, record):
             with pa.memory_map(str(local)) as head:
                 schema = pa.ipc.open_stream(head).schema
         else:
-            head = self.read_range(f"{self.remote}/{source}/{record['name']}", f"{self.url}/{source}/{record['name']}",
-                                   0, min(record["bytes"], 1 << 16))
+            head = self.read_range(f"{self.remote}/{source}/{record.name}", f"{self.url}/{source}/{record.name}",
+                                   0, min(record.bytes, 1 << 16))
             schema = pa.ipc.open_stream(pa.BufferReader(head)).schema
         types = [schema.field(column).type for column in load.COLUMNS if column in schema.names]
         if len(types) != 2 or not all(pa.types.is_fixed_size_list(t) for t in types):
@@ -351,8 +351,7 @@ class SeedCache:
 
     def missing(self, name: str) -> int:
         """Bytes of split `name` not yet in the mirror."""
-        return sum(f["bytes"] for f in self.manifest["splits"][name]["files"]
-                   if not self.landed(self.root / name / f["name"], f))
+        return sum(f.bytes for f in self.manifest.splits[name].files if not self.landed(self.root / name / f.name, f))
 
     def complete(self, name: str) -> bool:
         return self.missing(name) == 0
@@ -362,7 +361,7 @@ class SeedCache:
         least recently fetched until `name` fits), then check the free disk. Returns why `name` does not fit,
         or None; when `required`, a disk without room for it stops the run in one line."""
         need = self.missing(name)
-        seeds = {s["split"] for s in self.manifest["seeds"]}
+        seeds = set(self.manifest.seed_splits)
         present = sorted((p for p in self.root.iterdir() if p.name in seeds and p.name not in keep),
                          key=lambda p: getattr(stat_or_none(p), "st_mtime", 0.0))
         for path in present:
@@ -384,18 +383,17 @@ class SeedCache:
 
     # -- files
     @staticmethod
-    def landed(path: Path, record: dict) -> bool:
+    def landed(path: Path, record: FileRecord) -> bool:
         """A file is in the mirror once renamed into place, which only a checked download does."""
         found = stat_or_none(path)
-        return found is not None and found.st_size == record["bytes"]
+        return found is not None and found.st_size == record.bytes
 
     def fetch_split(self, name: str) -> None:
         """Download split `name`'s missing files (fetch_threads at once), logging its size and speed."""
-        records = [f for f in self.manifest["splits"][name]["files"]
-                   if not self.landed(self.root / name / f["name"], f)]
+        records = [f for f in self.manifest.splits[name].files if not self.landed(self.root / name / f.name, f)]
         if not records:
             return
-        size, start = sum(f["bytes"] for f in records), time.monotonic()
+        size, start = sum(f.bytes for f in records), time.monotonic()
         self.log(f"fetching {name} of {self.url}: {size_text(size)} in {len(records)} files")
         futures = [self.workers.submit(self.fetch_file, name, f) for f in records]
         errors = [f.exception() for f in futures]
@@ -404,19 +402,18 @@ class SeedCache:
         seconds = time.monotonic() - start
         self.log(f"fetched {name}: {size_text(size)} in {seconds:.1f} s ({size_text(size / max(seconds, 1e-9))}/s)")
 
-    def fetch_file(self, split: str, record: dict) -> None:
+    def fetch_file(self, split: str, record: FileRecord) -> None:
         """One file: under its lock, downloaded to a temporary name, checked against the manifest's sha256 and
         renamed into place; a mismatch is downloaded once more, then stops the run naming the file."""
-        path = self.root / split / record["name"]
-        url = f"{self.url}/{split}/{record['name']}"
-        with locked(self.locks / f"{split}--{record['name']}.lock"):
+        path = self.root / split / record.name
+        url = f"{self.url}/{split}/{record.name}"
+        with locked(self.locks / f"{split}--{record.name}.lock"):
             if self.landed(path, record):  # another run or rank fetched it while this one waited
                 return
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_name(path.name + ".part")
             for attempt in (1, 2):
-                if self.download(f"{self.remote}/{split}/{record['name']}", url, tmp, record["bytes"]) \
-                        == record["sha256"]:
+                if self.download(f"{self.remote}/{split}/{record.name}", url, tmp, record.bytes) == record.sha256:
                     os.replace(tmp, path)
                     return
                 if attempt == 1:
@@ -521,12 +518,14 @@ def local_build(data: str) -> Path:
     return OPEN[data].root if data in OPEN else Path(data)
 
 
-def open_epoch(data: str, epoch: int, seeds: int | None = None, *, planning: bool = False):
-    """Epoch `epoch`'s split of build `data` (load.open_epoch). For a URL the split is first made local and the
-    next --prefetch-epochs seeds start downloading; `planning` needs only the row lengths (RowLengths)."""
+def open_epoch(data: str, epoch: int, seeds: int | None = None, *, planning: bool = False,
+               identity: str | None = None, rehash: bool = False):
+    """Epoch `epoch`'s split of build `data` (load.open_epoch: `identity`, `rehash`). For a URL the split is first
+    made local and the next --prefetch-epochs seeds start downloading; `planning` needs only the row lengths
+    (RowLengths)."""
     cache = OPEN.get(data)
     if cache is None:
-        return load.open_epoch(data, epoch, seeds)
+        return load.open_epoch(data, epoch, seeds, identity=identity, rehash=rehash)
     name = load.epoch_split(cache.manifest, epoch, seeds)
     if planning:
         return cache.lengths(name)
@@ -534,7 +533,7 @@ def open_epoch(data: str, epoch: int, seeds: int | None = None, *, planning: boo
     if cache.last_epoch is not None:
         last = min(last, cache.last_epoch)
     upcoming = [load.epoch_split(cache.manifest, later, seeds) for later in range(epoch + 1, last + 1)]
-    return load.open_epoch(cache.ensure(name, upcoming), epoch, seeds)
+    return load.open_epoch(cache.ensure(name, upcoming), epoch, seeds, identity=identity, rehash=rehash)
 
 
 def fetch_wait(data: str) -> float | None:

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from mlmprep.format import svg
+from mlmprep.format.manifest import Manifest
 from mlmprep.format.write import iter_rows
 
 SAMPLE_ROWS = 2000  # rows of seed-0 whose span lengths and noise density the charts count
@@ -89,11 +90,11 @@ def mlm_density(split, rows: np.ndarray) -> np.ndarray:
     return np.array([float(np.mean(np.asarray(split.labels.row(r)) != -100)) for r in rows.tolist()])
 
 
-def window_scan(build: Path, manifest: dict) -> tuple[np.ndarray, int, int]:
+def window_scan(build: Path, manifest: Manifest) -> tuple[np.ndarray, int, int]:
     """(token counts by id, tokens read, rows read) over the first TOKEN_SCAN tokens of windows/."""
-    counts = np.zeros(manifest["tokenizer"]["vocab_size"], dtype=np.int64)
+    counts = np.zeros(manifest.tokenizer.vocab_size, dtype=np.int64)
     tokens = rows = 0
-    if "windows" in manifest["splits"]:
+    if "windows" in manifest.splits:
         for _, chunk in batches_with_start(build / "windows", "tokens"):
             counts += np.bincount(chunk.values, minlength=len(counts))[: len(counts)]
             tokens, rows = tokens + len(chunk.values), rows + len(chunk)
@@ -102,12 +103,11 @@ def window_scan(build: Path, manifest: dict) -> tuple[np.ndarray, int, int]:
     return counts, tokens, rows
 
 
-def documents(build: Path, manifest: dict, rows: int) -> tuple[np.ndarray, np.ndarray] | None:
+def documents(build: Path, manifest: Manifest, rows: int) -> tuple[np.ndarray, np.ndarray] | None:
     """(tokens per document, windows per document) of the documents that begin and end inside the first `rows`
     windows: with --pack stream a document ends at its </s>; with --pack doc at its first row shorter than a
     window (a document of a whole number of windows runs on into the next). None for --method text."""
-    config = manifest["config"]
-    if manifest["method"] != "tokens" or not rows:
+    if manifest.method != "tokens" or not rows:
         return None
     flat, offsets = [], [0]
     for _, chunk in batches_with_start(build / "windows", "tokens"):
@@ -117,11 +117,11 @@ def documents(build: Path, manifest: dict, rows: int) -> tuple[np.ndarray, np.nd
             break
     values, offsets = np.concatenate(flat), np.asarray(offsets[: rows + 1])
     values = values[: offsets[-1]]
-    if config.get("pack", "stream") == "stream":
-        ends = np.flatnonzero(values == manifest["tokenizer"]["eos_id"]) + 1  # one past each document's </s>
+    if manifest.option("pack") == "stream":
+        ends = np.flatnonzero(values == manifest.tokenizer.eos_id) + 1  # one past each document's </s>
         starts, ends = ends[:-1], ends[1:]  # the text before the first </s> began in an earlier window
     else:
-        short = np.flatnonzero(np.diff(offsets) < manifest["window_length"])
+        short = np.flatnonzero(np.diff(offsets) < manifest.window_length)
         ends = offsets[short + 1]
         starts = np.concatenate([[0], ends[:-1]])
     first = np.searchsorted(offsets, starts, side="right") - 1
@@ -176,31 +176,31 @@ def log2_bins(values: np.ndarray) -> tuple[list[str], list[float]]:
     return [svg.number(2**i) for i in range(len(counts))], counts.tolist()
 
 
-def build_charts(build: Path, manifest: dict, tok, ids) -> list[str]:
+def build_charts(build: Path, manifest: Manifest, tok, ids) -> list[str]:
     """The build's charts: span lengths (or MLM target kinds), noise density per row, document lengths, windows
     per document and the most frequent pieces."""
     from mlmprep.format.load import open_split
 
-    charts, config = [], manifest["config"]
-    name = manifest["seeds"][0]["split"] if manifest["seeds"] else None
-    if name and manifest["splits"][name]["rows"]:
-        split = open_split(build / name, objective=manifest["objective"])
+    charts, option = [], manifest.option
+    name = manifest.seed_splits[0] if manifest.seeds else None
+    if name and manifest.splits[name].rows:
+        split = open_split(build / name, objective=manifest.objective)
         rows = sample_rows(len(split), SAMPLE_ROWS)
-        if manifest["objective"] == "span":
+        if manifest.objective == "span":
             lengths, windows, density = span_statistics(split, rows, ids.sentinels)
-            reference = reference_span_lengths(windows, config["noise_density"], config["mean_span_length"])
+            reference = reference_span_lengths(windows, option("noise_density"), option("mean_span_length"))
             charts.append(span_chart(lengths, reference, len(rows), name))
-            what = f"--noise-density {config['noise_density']:g}"
+            what = f"--noise-density {option('noise_density'):g}"
         else:
             charts.append(mlm_kind_chart(split, rows, ids.mask))
-            density, what = mlm_density(split, rows), f"--mlm-probability {config['mlm_probability']:g}"
+            density, what = mlm_density(split, rows), f"--mlm-probability {option('mlm_probability'):g}"
         labels, shares = histogram(density)
         charts.append(svg.bars(f"Noise density per row: {len(rows):,} rows of {name} ({what})", labels, shares,
                                xlabel="share of the row's tokens that are targets", ylabel="share of rows",
                                percent=True))
     counts, scanned, scanned_rows = window_scan(build, manifest)
     docs = documents(build, manifest, scanned_rows)
-    total = manifest["splits"].get("windows", {}).get("rows", 0)
+    total = getattr(manifest.split("windows"), "rows", 0)
     of = f"the first {scanned_rows:,} windows" if scanned_rows < total else "windows/"
     if docs is not None and len(docs[0]):
         tokens, spread = docs
@@ -213,7 +213,7 @@ def build_charts(build: Path, manifest: dict, tok, ids) -> list[str]:
         charts.append(svg.bars("Windows per document (the windows each document's tokens fall in)",
                                [str(i) for i in range(1, top)] + [f"{top}+"], per.tolist(), xlabel="windows",
                                ylabel="documents"))
-    elif manifest["method"] == "text":
+    elif manifest.method == "text":
         charts.append('<figure class="chart note"><figcaption>Documents</figcaption><p>--method text cuts the joined '
                       "text of every document into segments, so rows keep no document boundaries.</p></figure>")
     order = np.argsort(-counts, kind="stable")[:TOP_PIECES]

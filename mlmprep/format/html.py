@@ -17,6 +17,7 @@ import numpy as np
 
 from mlmprep.errors import ConfigError, disk_error
 from mlmprep.format.charts import batches_with_start, build_charts, run_charts, sample_rows
+from mlmprep.format.manifest import Manifest
 from mlmprep.format.report import (
     corpus_losses,
     dedup_lines,
@@ -61,16 +62,16 @@ class Pieces:
         return self.index[token]
 
 
-def examples(build: Path, manifest: dict, tok, ids, rows: np.ndarray) -> dict:
+def examples(build: Path, manifest: Manifest, tok, ids, rows: np.ndarray) -> dict:
     """The example rows under every seed, as piece numbers: span rows with, per token of the window, the
     sentinel that stands for it (-1: kept); mlm rows with their labels (-1: not a target)."""
     from mlmprep.format.load import open_split
 
     pieces, out = Pieces(tok, ids), []
-    seeds = [s["split"] for s in manifest["seeds"]]
-    splits = {name: open_split(build / name, objective=manifest["objective"]) for name in seeds}
+    seeds = manifest.seed_splits
+    splits = {name: open_split(build / name, objective=manifest.objective) for name in seeds}
     windows = {}
-    if manifest["objective"] == "span" and "windows" in manifest["splits"]:
+    if manifest.objective == "span" and "windows" in manifest.splits:
         wanted = {int(r) for r in rows}
         for start, chunk in batches_with_start(build / "windows", "tokens"):
             for r in wanted & set(range(start, start + len(chunk))):
@@ -81,7 +82,7 @@ def examples(build: Path, manifest: dict, tok, ids, rows: np.ndarray) -> dict:
         views = []
         for name in seeds:
             x, y = (np.asarray(v, dtype=np.int64) for v in splits[name].row(r).values())
-            if manifest["objective"] == "span":
+            if manifest.objective == "span":
                 tokens, span = unmask_spans(x, y, ids.sentinels)
                 stored = windows.get(r)
                 views.append({"split": name, "original": pieces(tokens), "span": span.tolist(), "input": pieces(x),
@@ -93,7 +94,7 @@ def examples(build: Path, manifest: dict, tok, ids, rows: np.ndarray) -> dict:
                               "labels": [pieces([t])[0] if c else -1 for t, c in zip(y.tolist(), chosen.tolist())]})
         out.append({"row": r, "seeds": views})
     mask = pieces.index.get(ids.mask, -1) if ids.mask is not None else -1
-    return {"objective": manifest["objective"], "texts": pieces.texts, "kinds": pieces.kinds, "mask": mask,
+    return {"objective": manifest.objective, "texts": pieces.texts, "kinds": pieces.kinds, "mask": mask,
             "rows": out}
 
 
@@ -104,43 +105,43 @@ def table(rows: list[tuple[str, str]], cls: str = "facts") -> str:
     return f'<table class="{cls}">{body}</table>'
 
 
-def summary(build: Path, manifest: dict) -> str:
+def summary(build: Path, manifest: Manifest) -> str:
     """The manifest as the page's first section: facts, warnings, the splits and every option."""
-    w, config, tok = manifest["statistics"]["windows"], manifest["config"], manifest["tokenizer"]
-    stats = manifest["corpus"]["stats"]
-    column = config.get("text_column", "text")
+    w, config, tok = manifest.window_stats, manifest.config, manifest.tokenizer
+    stats = manifest.corpus.stats
+    column = manifest.option("text_column")
     notes = [*corpus_losses(stats, column), *missing_field_warning(stats, column), *wrapped_prose_hint(stats),
              *unknown_warning(w)]
-    seeds = ", ".join(s["split"] for s in manifest["seeds"]) or "none"
-    values = ", ".join(str(s["seed"]) for s in manifest["seeds"][:4]) + (", …" if len(manifest["seeds"]) > 4 else "")
+    seeds = ", ".join(manifest.seed_splits) or "none"
+    values = ", ".join(str(s.seed) for s in manifest.seeds[:4]) + (", …" if len(manifest.seeds) > 4 else "")
     facts = [
-        ("build", f"{build}  (format {manifest['format_version']}, mlmprep {manifest['mlmprep_version']})"),
-        ("objective", f"{manifest['objective']}, method {manifest['method']}, input length "
-                      f"{manifest['input_length']} (windows of {manifest['window_length']} tokens, targets "
-                      f"{manifest['target_length']})"),
-        ("corpus", manifest["corpus"]["description"]),
+        ("build", f"{build}  (format {manifest.format_version}, mlmprep {manifest.mlmprep_version})"),
+        ("objective", f"{manifest.objective}, method {manifest.method}, input length "
+                      f"{manifest.input_length} (windows of {manifest.window_length} tokens, targets "
+                      f"{manifest.target_length})"),
+        ("corpus", manifest.corpus.description),
         *(("dedup", line.strip()) for line in dedup_lines(stats)),
-        ("tokenizer", tokenizer_line(manifest).removeprefix("tokenizer: ") + f"; sha256 {tok['sha256'][:12]}…"),
+        ("tokenizer", tokenizer_line(manifest).removeprefix("tokenizer: ") + f"; sha256 {tok.sha256[:12]}…"),
         ("rows", f"{w['rows']:,} windows; rows cut inside a word {w['fragment_rate']:.1%}"),
         ("tokens", f"kept {w['tokens_kept']:,}, dropped {w['tokens_dropped']:,}, padded {w['tokens_padded']:,} "
                    f"(utilisation {w['token_utilisation']:.3f})"),
         ("unknown tokens", f"{w.get('unknown_tokens', 0):,} ({w.get('unknown_fraction', 0.0):.3%} of the tokens kept)"),
-        ("seeds", f"{len(manifest['seeds'])}: {seeds} (masking seeds {values}; validation "
-                  f"{manifest.get('validation_seed', '-')})"),
+        ("seeds", f"{len(manifest.seeds)}: {seeds} (masking seeds {values}; validation "
+                  f"{'-' if manifest.validation_seed is None else manifest.validation_seed})"),
         ("disk", disk_line(build, manifest).removeprefix("disk: ")),
     ]
-    if total := manifest.get("timings", {}).get("total_s"):
+    if total := manifest.timings.get("total_s"):
         facts.append(("built in", f"{total:.1f} s"))
-    masking = manifest["statistics"]["masking"]
+    masking = manifest.masking_stats
     split_rows = []
-    for name, split in sorted(manifest["splits"].items(), key=lambda item: split_order(item[0])):
+    for name, split in sorted(manifest.splits.items(), key=lambda item: split_order(item[0])):
         m = masking.get(name, {})
         what = (f"noise {m['noise_fraction']:.3f}, mean span {m['mean_span_length']:.2f}, spans/row "
                 f"{m['spans_per_row']:.1f}" if "noise_fraction" in m else
                 f"masked {m['masked_fraction']:.3f} of all tokens" if "masked_fraction" in m else
                 "unmasked windows" if name.endswith("windows") else "masked, no rows")
-        mb = sum(f["bytes"] for f in split["files"]) / 1e6
-        split_rows.append(f"<tr><td>{escape(name)}</td><td>{split['rows']:,}</td><td>{mb:,.1f}</td>"
+        mb = split.bytes / 1e6
+        split_rows.append(f"<tr><td>{escape(name)}</td><td>{split.rows:,}</td><td>{mb:,.1f}</td>"
                           f"<td>{escape(what)}</td></tr>")
     options = table([(k, json.dumps(v)) for k, v in sorted(config.items())], "options")
     return (f"{table(facts)}{''.join(f'<p class=warn>{escape(n)}</p>' for n in notes)}"
@@ -172,20 +173,20 @@ def report_page(build: Path | None, run: Path | None, *, examples_shown: int = 4
     if build is not None:
         manifest = read_manifest(build)
         tok = build_tokenizer(build, manifest)
-        for name in manifest["splits"]:
+        for name in manifest.splits:
             check_split_files(build, manifest, name)
         ids = special_ids(tok)
-        seeds = [s["split"] for s in manifest["seeds"]]
+        seeds = manifest.seed_splits
         if first_seed is not None and first_seed not in seeds:
             raise ConfigError(f"--split {first_seed}: the HTML report shows the seed splits ({', '.join(seeds)}); "
                               "pick one of them to show first, or leave --split out")
         rows = np.zeros(0, int)
         if seeds:
-            rows = sample_rows(manifest["splits"][seeds[0]]["rows"], examples_shown)
+            rows = sample_rows(manifest.splits[seeds[0]].rows, examples_shown)
         data = examples(build, manifest, tok, ids, rows)
         data["first"] = seeds.index(first_seed) if first_seed else 0
         legend = ("Hover or click a sentinel ‹k› (or any token of a span) to light up its span in the text, "
-                  "the input and the labels." if manifest["objective"] == "span" else
+                  "the input and the labels." if manifest.objective == "span" else
                   "Targets: <mask> in the input, replaced by a random token, or kept as they were; hover one to "
                   "find it in all three lines.")
         body += [f'<section id="summary"><h2>Build</h2>{summary(build, manifest)}</section>',

@@ -9,7 +9,6 @@ costs O(rows), never O(tokens).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
@@ -20,89 +19,84 @@ import pyarrow as pa
 from numba import njit
 
 from mlmprep.errors import CacheError, TokenizerError
+from mlmprep.format.manifest import OBJECTIVES, FileRecord, Manifest, data_file_names, member, read_json
 from mlmprep.format.rows import IGNORE
-from mlmprep.format.write import READ_VERSIONS, damaged, file_sha256, manifest_path, read_batches
+from mlmprep.format.write import damaged, file_sha256, manifest_path, read_batches
 from mlmprep.tokenize import load_tokenizer, tokenizer_sha256
 
-OBJECTIVES = ("span", "mlm")
 COLUMNS = ("input_ids", "labels")
 STORED = {pa.int32(): np.int32, pa.uint16(): np.uint16, pa.int16(): np.int16}  # the value types a column may have
-MANIFEST_KEYS = ("config", "objective", "seeds", "splits", "tokenizer")  # what train, inspect, remask and verify read
 
 
-def read_manifest(build_dir: str | Path) -> dict:
-    """The manifest of a build directory, checked to be one this version of mlmprep reads."""
+def read_manifest(build_dir: str | Path) -> Manifest:
+    """The manifest of a build directory, every field checked (manifest.Manifest.from_json)."""
     path = manifest_path(build_dir)
     if not Path(build_dir).is_dir():  # a mistyped name is said plainly, not as a build missing its manifest
         what = "not a directory" if Path(build_dir).exists() else "no such directory"
         raise CacheError(f"{build_dir}: {what}; give the directory mlmprep build wrote")
     if not path.is_file():
         raise CacheError(f"{build_dir}: no manifest.json; run mlmprep build first")
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise CacheError(f"{path}: unreadable ({str(exc).splitlines()[0]}); "
-                         "rebuild with mlmprep build --force") from None
-    if not isinstance(manifest, dict):
-        raise CacheError(f"{path}: not a JSON object, so no mlmprep manifest; rebuild with mlmprep build --force")
-    version = manifest.get("format_version")
-    if isinstance(version, bool) or version not in READ_VERSIONS:  # True == 1, but is no version
-        raise CacheError(
-            f"{path}: format_version {version!r}, but this mlmprep reads format_version "
-            f"{', '.join(map(str, READ_VERSIONS[:-1]))} or {READ_VERSIONS[-1]}; "
-            "rebuild it with `mlmprep build ... --force` or use the mlmprep that wrote it"
-        )
-    if missing := sorted(set(MANIFEST_KEYS) - manifest.keys()):
-        raise CacheError(f"{path}: lacks {', '.join(missing)}, which every mlmprep build records; "
+    return parse_manifest(read_json(path), build_dir)
+
+
+def parse_manifest(data, build_dir: str | Path) -> Manifest:
+    """Manifest.from_json, said as "not an mlmprep manifest" when `data` is no JSON object at all."""
+    if not isinstance(data, dict):
+        raise CacheError(f"{manifest_path(build_dir)}: not a JSON object, so no mlmprep manifest; "
                          "rebuild with mlmprep build --force")
-    return manifest
+    return Manifest.from_json(data, build_dir)
 
 
-def file_problem(path: Path, record: dict | None, *, content: bool = True) -> str | None:
-    """What is wrong with `path` against its manifest record (`bytes`, `sha256`), or None: not listed, missing,
-    another size, or (with `content`, a whole read) other bytes."""
+def file_problem(path: Path, record: FileRecord | None, *, content: bool = True) -> str | None:
+    """What is wrong with `path` against its manifest record, or None: not listed, missing, another size, or
+    (with `content`, a whole read) other bytes."""
     if record is None:
         return "not listed in the manifest"
     if not path.is_file():
         return "missing"
     size = path.stat().st_size
-    if size != record["bytes"]:
-        return f"{size} bytes, manifest says {record['bytes']}"
-    if content and file_sha256(path) != record["sha256"]:
+    if size != record.bytes:
+        return f"{size} bytes, manifest says {record.bytes}"
+    if content and file_sha256(path) != record.sha256:
         return "sha256 differs from the manifest (the file changed)"
     return None
 
 
-def check_split_files(build_dir: Path, manifest: dict, name: str) -> dict[str, dict]:
-    """The manifest's records of split `name`'s files, by file name, once each is there at its recorded size:
-    a stat apiece (`verify` also hashes), so a command that reads the split refuses a damaged one in one line."""
-    entry = manifest.get("splits", {}).get(name)
+def check_split_files(build_dir: Path, manifest: Manifest, name: str) -> dict[str, FileRecord]:
+    """The manifest's records of split `name`'s files, by file name, once each is inside the build and there at
+    its recorded size: a stat apiece (`verify` also hashes), so a command that reads the split refuses a damaged
+    one in one line."""
+    entry = manifest.split(name)
     if entry is None:
         raise damaged(build_dir, manifest_path(build_dir), f"lists no split {name}")
-    records = {f["name"]: f for f in entry["files"]}
-    for file_name, record in records.items():
-        if problem := file_problem(build_dir / name / file_name, record, content=False):
-            raise damaged(build_dir, build_dir / name / file_name, problem)
-    return records
+    for record in entry.files:
+        path = member(build_dir, f"{name}/{record.name}")
+        if problem := file_problem(path, record, content=False):
+            raise damaged(build_dir, path, problem)
+    return {f.name: f for f in entry.files}
 
 
-def tokenizer_path(build_dir: Path, manifest: dict) -> Path:
-    """The build's tokenizer.json, refused in one line when it is missing."""
-    path = build_dir / manifest["tokenizer"]["file"]
+def tokenizer_path(build_dir: Path, manifest: Manifest) -> Path:
+    """The build's tokenizer.json, refused in one line when it is missing or outside the build."""
+    path = member(build_dir, manifest.tokenizer.file)
     if not path.is_file():
         raise damaged(build_dir, path, "missing")
     return path
 
 
-def build_tokenizer(build_dir: Path, manifest: dict):
-    """The build's own tokenizer, refused in one line when missing or changed: masks and decoding use its ids."""
+def build_tokenizer(build_dir: Path, manifest: Manifest):
+    """The build's own tokenizer, refused in one line when missing or changed, or when its vocabulary is not the
+    one the manifest gives: masks, decoding and a model's embeddings use its ids."""
     path = tokenizer_path(build_dir, manifest)
     try:
         tok = load_tokenizer(path)
     except TokenizerError:
         raise damaged(build_dir, path, "not a readable tokenizer.json") from None
-    if tokenizer_sha256(tok) != manifest["tokenizer"]["sha256"]:
+    if tokenizer_sha256(tok) != manifest.tokenizer.sha256:
         raise damaged(build_dir, path, "not the tokenizer the build used (sha256 differs)")
+    if (size := tok.get_vocab_size(with_added_tokens=True)) != manifest.tokenizer.vocab_size:
+        raise damaged(build_dir, manifest_path(build_dir),
+                      f"tokenizer vocab_size {manifest.tokenizer.vocab_size}, the tokenizer has {size}")
     return tok
 
 
@@ -214,17 +208,14 @@ def open_split(path: str | Path, *, objective: str | None = None) -> Split:
     `objective` defaults to the one in the build's manifest (the split's parent directory).
     """
     path = Path(path)
-    state = path / "state.json"
+    state = member(path.parent, f"{path.name}/state.json")  # the split and its files stay inside the build
     if not state.is_file():
         raise CacheError(f"{path}: not a split directory (no state.json); run mlmprep build first")
     if objective is None:
-        objective = read_manifest(path.parent).get("objective")
+        objective = read_manifest(path.parent).objective
     if objective not in OBJECTIVES:
         raise CacheError(f"{path}: objective {objective!r} is not one of {', '.join(OBJECTIVES)}")
-    try:
-        names = [entry["filename"] for entry in json.loads(state.read_text(encoding="utf-8"))["_data_files"]]
-    except (OSError, ValueError, KeyError, TypeError):
-        raise CacheError(f"{state}: not a datasets state.json (no _data_files list); rebuild the split") from None
+    names = data_file_names(state)
     maps, chunks, dtypes = [], {name: [] for name in COLUMNS}, {}
     for f, name in enumerate(names):
         if not (path / name).is_file():
@@ -339,30 +330,37 @@ def pick_rows(parts: list[tuple[Split, np.ndarray]], path: str | Path) -> Split:
                  labels=columns["labels"], enc_lengths=enc, dec_lengths=dec)
 
 
-def epoch_split(manifest: dict, epoch: int, seeds: int | None = None) -> str:
+def epoch_split(manifest: Manifest, epoch: int, seeds: int | None = None) -> str:
     """The split epoch `epoch` trains on: seed-{epoch % N}, so N masked copies take turns; N is the manifest's
     seed count, or `seeds` of them (a run keeps the count it started with when a remask adds more)."""
-    listed = manifest.get("seeds") or []
+    listed = manifest.seed_splits
     if not listed:
         raise CacheError("manifest.json lists no seed splits; rebuild with mlmprep build --seeds N")
-    return listed[epoch % min(seeds or len(listed), len(listed))]["split"]
+    return listed[epoch % min(seeds or len(listed), len(listed))]
 
 
-def open_epoch(build_dir: str | Path, epoch: int, seeds: int | None = None) -> Split:
-    """Open the split of `epoch` (see epoch_split), checking its files and row count against the manifest."""
+def open_epoch(build_dir: str | Path, epoch: int, seeds: int | None = None, *, identity: str | None = None,
+               rehash: bool = False) -> Split:
+    """Open the split of `epoch` (see epoch_split), checking its files (sizes; with `rehash` their sha256 too) and
+    row count against the manifest, and with `identity` (Manifest.identity of the build a run planned on) that
+    the build is still that one: a build replaced or edited under a run stops it in one line."""
     build_dir = Path(build_dir)
     manifest = read_manifest(build_dir)
+    if identity is not None and (now := manifest.identity(seeds)) != identity:
+        raise CacheError(f"{build_dir}: not the build this run started on (its data files' sha256 {now[:12]}, the "
+                         f"run's {identity[:12]}): it was rebuilt or edited; start a new run (--out) on it, or "
+                         "restore the build the run began with")
     name = epoch_split(manifest, epoch, seeds)
-    entry = manifest.get("splits", {}).get(name)
-    if entry is None:
-        raise CacheError(f"{manifest_path(build_dir)}: lists {name} as a seed but has no splits entry for it; rebuild")
-    check_split_files(build_dir, manifest, name)
-    split = open_split(build_dir / name, objective=manifest["objective"])
-    if len(split) != entry["rows"]:
-        raise CacheError(f"{build_dir / name}: {len(split)} rows, the manifest says {entry['rows']}; "
-                         "rebuild with --force")
+    records = check_split_files(build_dir, manifest, name)
+    if rehash:
+        for record in records.values():
+            if problem := file_problem(build_dir / name / record.name, record):
+                raise damaged(build_dir, build_dir / name / record.name, problem)
+    split = open_split(build_dir / name, objective=manifest.objective)
+    if len(split) != (rows := manifest.splits[name].rows):
+        raise CacheError(f"{build_dir / name}: {len(split)} rows, the manifest says {rows}; rebuild with --force")
     return split
 
 
 __all__ = ["Column", "Split", "build_tokenizer", "check_split_files", "epoch_split", "file_problem",
-           "open_epoch", "open_split", "pick_rows", "read_manifest", "tokenizer_path"]
+           "open_epoch", "open_split", "parse_manifest", "pick_rows", "read_manifest", "tokenizer_path"]

@@ -21,7 +21,8 @@ from pathlib import Path
 
 from mlmprep import storage
 from mlmprep.errors import CacheError, ConfigError, disk_error, printable
-from mlmprep.format.write import FORMAT_VERSION, MANIFEST, format_version, manifest_path
+from mlmprep.format.manifest import Manifest, ManifestError
+from mlmprep.format.write import MANIFEST, format_version, manifest_path
 
 
 def build_directory(given: str | Path) -> Path:
@@ -195,27 +196,29 @@ def read_existing(out: Path, identity: dict, fingerprint: str, *, tokenizer_sha:
                           intact=lambda m: files_intact(out, m))
 
 
-def judge_existing(out: Path | str, manifest, identity: dict, fingerprint: str, *, tokenizer_sha: str | None,
-                   force: bool, intact) -> dict | None:
-    """The decision of read_existing on a read `manifest` (None: unreadable) of `out`; `intact(manifest)` says
-    whether every file it lists is there at its size."""
-    if not isinstance(manifest, dict) or not {"format_version", "mlmprep_version"} <= manifest.keys():
+def judge_existing(out: Path | str, data, identity: dict, fingerprint: str, *, tokenizer_sha: str | None,
+                   force: bool, intact) -> Manifest | None:
+    """The decision of read_existing on a read manifest `data` (None: unreadable) of `out`; `intact(manifest)`
+    says whether every file it lists is there at its size."""
+    if not isinstance(data, dict) or not {"format_version", "mlmprep_version"} <= data.keys():
         # not ours (or not readable as ours): --force does not replace it either
         raise CacheError(f"--out {out}: exists and is not an mlmprep build ({MANIFEST} is not an mlmprep manifest); "
                          "choose another --out")
-    vocab = manifest.get("tokenizer", {}).get("vocab_size")
-    version = format_version(vocab) if isinstance(vocab, int) else FORMAT_VERSION  # the one this build writes
-    differences = [] if manifest["format_version"] == version else [
-        f"format_version: {manifest['format_version']!r} -> {version}"]
-    differences += [
-        f"{key}: {manifest.get('config', {}).get(key)!r} -> {value!r}"
-        for key, value in identity.items()
-        if manifest.get("config", {}).get(key) != value and not enough_seeds(key, manifest, value)
-    ]
-    if manifest.get("corpus", {}).get("fingerprint") != fingerprint:
-        differences.append("the corpus changed")
-    if tokenizer_sha is not None and manifest.get("tokenizer", {}).get("sha256") != tokenizer_sha:
-        differences.append("the tokenizer changed")
+    try:
+        manifest = Manifest.from_json(data, out)
+    except ManifestError:  # ours, but damaged: --force replaces it
+        manifest = None
+    differences = ["its manifest is damaged"] if manifest is None else []
+    if manifest is not None:
+        version = format_version(manifest.tokenizer.vocab_size)  # the one this build writes
+        if manifest.format_version != version:
+            differences.append(f"format_version: {manifest.format_version!r} -> {version}")
+        differences += [f"{key}: {manifest.config.get(key)!r} -> {value!r}" for key, value in identity.items()
+                        if manifest.config.get(key) != value and not enough_seeds(key, manifest, value)]
+        if manifest.corpus.fingerprint != fingerprint:
+            differences.append("the corpus changed")
+        if tokenizer_sha is not None and manifest.tokenizer.sha256 != tokenizer_sha:
+            differences.append("the tokenizer changed")
     if not differences and intact(manifest):
         return None if force else manifest
     if force:
@@ -228,20 +231,20 @@ def judge_existing(out: Path | str, manifest, identity: dict, fingerprint: str, 
                      "pass --force to rebuild it or choose another --out")
 
 
-def enough_seeds(key: str, manifest: dict, wanted) -> bool:
+def enough_seeds(key: str, manifest: Manifest, wanted) -> bool:
     """A build with more seeded splits satisfies a request for fewer (`remask` adds seeds to a build)."""
-    have = manifest.get("config", {}).get("seeds")
+    have = manifest.config.get("seeds")
     return key == "seeds" and isinstance(have, int) and isinstance(wanted, int) and have >= wanted
 
 
-def files_intact(out: Path, manifest: dict) -> bool:
+def files_intact(out: Path, manifest: Manifest) -> bool:
     """Every file the manifest lists is there with its recorded size (sizes only: `verify` re-hashes)."""
-    for name, split in manifest.get("splits", {}).items():
-        for f in split.get("files", []):
-            path = out / name / f["name"]
-            if not path.is_file() or path.stat().st_size != f["bytes"]:
+    for name, split in manifest.splits.items():
+        for f in split.files:
+            path = out / name / f.name
+            if not path.is_file() or path.stat().st_size != f.bytes:
                 return False
-    return (out / manifest.get("tokenizer", {}).get("file", "tokenizer.json")).is_file()
+    return (out / manifest.tokenizer.file).is_file()
 
 
 # ------------------------------------------------------------------------------------------------ object storage
@@ -368,12 +371,10 @@ def read_existing_remote(url: str, present: dict[str, int], options: dict, ident
                           intact=lambda m: listed_present(m, present))
 
 
-def listed_present(manifest: dict, present: dict[str, int]) -> bool:
+def listed_present(manifest: Manifest, present: dict[str, int]) -> bool:
     """Every file the manifest lists is among `present` at its recorded size."""
-    listed = {f"{name}/{f['name']}": f["bytes"] for name, split in manifest.get("splits", {}).items()
-              for f in split.get("files", [])}
-    return all(present.get(name) == size for name, size in listed.items()) and \
-        manifest.get("tokenizer", {}).get("file", "tokenizer.json") in present
+    listed = {f"{name}/{f.name}": f.bytes for name, split in manifest.splits.items() for f in split.files}
+    return all(present.get(name) == size for name, size in listed.items()) and manifest.tokenizer.file in present
 
 
 def commit_remote(stage: Path, url: str, present: dict[str, int], options: dict, *, names: list[str] | None = None

@@ -8,24 +8,25 @@ import numpy as np
 
 from mlmprep.config import TOKENIZER_TYPES
 from mlmprep.errors import common_fields
+from mlmprep.format.manifest import Manifest
 from mlmprep.format.write import FORMAT_VERSION, column_dtypes, format_version, iter_rows
 
 
-def build_summary(out: Path, manifest: dict) -> str:
+def build_summary(out: Path, manifest: Manifest) -> str:
     """A table of splits, windows and masking statistics, and the disk the build takes."""
-    w = manifest["statistics"]["windows"]
-    timings = manifest.get("timings", {})
+    w = manifest.window_stats
+    timings = manifest.timings
     total_s = timings.get("total_s", 0.0)
     lines = [
-        f"{out}: {manifest['objective']} objective, method {manifest['method']}, "
-        f"input length {manifest['input_length']} (windows of {manifest['window_length']} tokens, "
-        f"targets {manifest['target_length']})",
-        f"corpus: {manifest['corpus']['description']}",
-        *corpus_losses(manifest["corpus"]["stats"], manifest["config"].get("text_column", "text")),
-        *missing_field_warning(manifest["corpus"]["stats"], manifest["config"].get("text_column", "text")),
-        *wrapped_prose_hint(manifest["corpus"]["stats"]),
-        *dedup_lines(manifest["corpus"]["stats"]),
-        *as_text_note(manifest["corpus"]["stats"]),
+        f"{out}: {manifest.objective} objective, method {manifest.method}, "
+        f"input length {manifest.input_length} (windows of {manifest.window_length} tokens, "
+        f"targets {manifest.target_length})",
+        f"corpus: {manifest.corpus.description}",
+        *corpus_losses(manifest.corpus.stats, manifest.option("text_column")),
+        *missing_field_warning(manifest.corpus.stats, manifest.option("text_column")),
+        *wrapped_prose_hint(manifest.corpus.stats),
+        *dedup_lines(manifest.corpus.stats),
+        *as_text_note(manifest.corpus.stats),
         tokenizer_line(manifest),
         f"rows: {w['rows']:,}  tokens kept: {w['tokens_kept']:,}  dropped: {w['tokens_dropped']:,}  "
         f"padded: {w['tokens_padded']:,}  utilisation: {w['token_utilisation']:.3f}  "
@@ -34,44 +35,44 @@ def build_summary(out: Path, manifest: dict) -> str:
         "",
         f"{'split':<20}{'rows':>10}{'MB':>10}  masking",
     ]
-    masking = manifest["statistics"]["masking"]
-    for name, split in sorted(manifest["splits"].items(), key=lambda item: split_order(item[0])):
-        mb = sum(f["bytes"] for f in split["files"]) / 1e6
+    masking = manifest.masking_stats
+    for name, split in sorted(manifest.splits.items(), key=lambda item: split_order(item[0])):
+        mb = split.bytes / 1e6
         m = masking.get(name, {})
         if "noise_fraction" in m:
             what = (f"noise {m['noise_fraction']:.3f}, mean span {m['mean_span_length']:.2f}, "
                     f"spans/row {m['spans_per_row']:.1f}")
         elif "masked_fraction" in m:  # of every token: special ones (the frame, </s> between documents) never are
             what = f"masked {m['masked_fraction']:.3f} of all tokens, special ones never" + (
-                f" (--mlm-probability {p:g} of the rest)" if (p := manifest["config"].get("mlm_probability")) else "")
+                f" (--mlm-probability {p:g} of the rest)" if (p := manifest.option("mlm_probability")) else "")
         elif name.endswith("windows"):
             what = "unmasked windows"
         else:  # a masked split with no rows (validation at --validation-fraction 0): no statistics to give
             what = "masked, no rows"
-        lines.append(f"{name:<20}{split['rows']:>10,}{mb:>10.1f}  {what}")
+        lines.append(f"{name:<20}{split.rows:>10,}{mb:>10.1f}  {what}")
     lines += ["", disk_line(out, manifest)]
     if total_s:
         pipeline_s = timings.get("pipeline_s", total_s)
         trained = f"tokenizer training {timings['train_tokenizer_s']:.1f} s, " if "train_tokenizer_s" in timings else ""
         lines += ["", f"built in {total_s:.1f} s: {trained}tokenize + mask + write {pipeline_s:.1f} s "
-                      f"({w['tokens_kept'] / pipeline_s / 1e6:.2f} M tokens/s)"]
+                      f"({w['tokens_kept'] / max(pipeline_s, 1e-9) / 1e6:.2f} M tokens/s)"]
     return "\n".join(lines)
 
 
-def disk_line(out: Path, manifest: dict) -> str:
+def disk_line(out: Path, manifest: Manifest) -> str:
     """The bytes the build takes (its splits' files as the manifest lists them, and the files beside them), the
     types its columns are stored as, and what one more seed (`remask`) adds: the bytes of one seed split. An
     int32 build whose ids fit in uint16 is told how to get the smaller format."""
-    data = sum(f["bytes"] for split in manifest["splits"].values() for f in split["files"])
+    data = sum(split.bytes for split in manifest.splits.values())
     beside = sum(p.stat().st_size for p in Path(out).iterdir() if p.is_file()) if Path(out).is_dir() else 0
-    dtypes = column_dtypes(manifest["format_version"], manifest["objective"], manifest["tokenizer"]["vocab_size"])
+    dtypes = column_dtypes(manifest.format_version, manifest.objective, manifest.tokenizer.vocab_size)
     stored = (f"token ids {dtypes['input_ids']}" if dtypes["labels"] == dtypes["input_ids"]
               else f"token ids {dtypes['input_ids']}, labels {dtypes['labels']}")
-    seeds = manifest["seeds"]
-    seed = sum(f["bytes"] for f in manifest["splits"][seeds[0]["split"]]["files"]) if seeds else 0
-    line = (f"disk: {(data + beside) / 1e6:.1f} MB ({stored}, format {manifest['format_version']}); "
+    seeds = manifest.seed_splits
+    seed = manifest.splits[seeds[0]].bytes if seeds else 0
+    line = (f"disk: {(data + beside) / 1e6:.1f} MB ({stored}, format {manifest.format_version}); "
             f"each further seed adds {seed / 1e6:.1f} MB")
-    if manifest["format_version"] < FORMAT_VERSION == format_version(manifest["tokenizer"]["vocab_size"]):
+    if manifest.format_version < FORMAT_VERSION == format_version(manifest.tokenizer.vocab_size):
         line += f"; `mlmprep build ... --force` rebuilds it as format {FORMAT_VERSION}, about half the size"
     return line
 
@@ -84,13 +85,13 @@ def split_order(name: str) -> tuple[int, int, str]:
     return {"windows": 0, "validation-windows": 1, "validation": 3}.get(name, 4), 0, name
 
 
-def tokenizer_line(manifest: dict) -> str:
+def tokenizer_line(manifest: Manifest) -> str:
     """Which tokenizer, and the vocabulary it has: for one trained here, against the --vocab-size asked."""
-    reached, given = manifest["tokenizer"]["vocab_size"], manifest["config"].get("tokenizer")
+    reached, given = manifest.tokenizer.vocab_size, manifest.option("tokenizer")
     if given:
         return f"tokenizer: {given}, vocabulary {reached:,}"
-    name = TOKENIZER_TYPES.get(manifest["tokenizer"].get("type"), "Unigram")  # builds before the type was recorded
-    return f"tokenizer: {name} trained on the corpus, {vocabulary_reached(reached, manifest['config']['vocab_size'])}"
+    name = TOKENIZER_TYPES.get(manifest.tokenizer.type, "Unigram")  # builds before the type was recorded
+    return f"tokenizer: {name} trained on the corpus, {vocabulary_reached(reached, manifest.option('vocab_size'))}"
 
 
 def vocabulary_reached(reached: int, asked: int) -> str:
@@ -199,17 +200,19 @@ def first_rows(split_dir: Path, column: str, n: int) -> list[np.ndarray]:
     return rows
 
 
-def show_examples(out: Path, manifest: dict, *, split: str = "seed-0", n: int = 3) -> str:
+def show_examples(out: Path, manifest: Manifest, *, split: str = "seed-0", n: int = 3) -> str:
     """Decode the first `n` rows of `split`: model input, targets, and the text with masked spans in [[ ]]."""
     from mlmprep.errors import CacheError, ConfigError
-    from mlmprep.tokenize import load_tokenizer, special_ids
+    from mlmprep.format.load import build_tokenizer, check_split_files
+    from mlmprep.tokenize import special_ids
 
     if n < 0:
         raise ConfigError(f"--examples must be 0 or more, got {n}")
-    if split not in manifest["splits"]:
+    if split not in manifest.splits:
         raise CacheError(f"--split {split}: not in {out}; "
-                         f"splits: {', '.join(sorted(manifest['splits'], key=split_order))}")
-    tok = load_tokenizer(out / manifest["tokenizer"]["file"])
+                         f"splits: {', '.join(sorted(manifest.splits, key=split_order))}")
+    tok = build_tokenizer(out, manifest)
+    check_split_files(out, manifest, split)
     if split.endswith("windows"):  # the stored windows before masking: one `tokens` column
         return "\n".join(f"--- {split} row {i} ({len(x)} tokens)\n"
                          f"tokens:  {tok.decode(x.tolist(), skip_special_tokens=False)}"
@@ -218,7 +221,7 @@ def show_examples(out: Path, manifest: dict, *, split: str = "seed-0", n: int = 
     inputs, labels = first_rows(out / split, "input_ids", n), first_rows(out / split, "labels", n)
     blocks = []
     for i, (x, y) in enumerate(zip(inputs, labels)):
-        if manifest["objective"] == "span":
+        if manifest.objective == "span":
             shown = merge_spans_text(tok, x, y, ids.sentinels)
         else:
             shown = mlm_text(tok, x, y, ids.mask)
@@ -228,7 +231,7 @@ def show_examples(out: Path, manifest: dict, *, split: str = "seed-0", n: int = 
             f"targets: {tok.decode(y[y != -100].tolist(), skip_special_tokens=False)}\n"
             f"text:    {shown}"
         )
-    if blocks and manifest["objective"] == "mlm":
+    if blocks and manifest.objective == "mlm":
         blocks.append("(text: [[w]] masked, [[w->r]] replaced by a random token r, [[w=]] chosen but kept)")
     return "\n".join(blocks)
 

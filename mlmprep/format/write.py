@@ -21,13 +21,12 @@ import numpy as np
 import pyarrow as pa
 
 from mlmprep.errors import CacheError, printable
+from mlmprep.format.manifest import MANIFEST, data_file_names, member
 from mlmprep.format.rows import Rows
 
 FORMAT_VERSION = 3  # 3: 16-bit columns (column_dtypes); 2: int32, a fixed number of rows per data file
-READ_VERSIONS = (1, 2, 3)  # 1: int32, a new file every 512 MiB; all are datasets save_to_disk directories
 UINT16_IDS = 1 << 16  # a vocabulary of at most this many ids is stored as uint16 (format 3)
 INT16_LABELS = 1 << 15  # an mlm vocabulary of at most this many ids has int16 labels, -100 stored as it is
-MANIFEST = "manifest.json"
 BATCH_ROWS = 1000  # rows per Arrow record batch, whatever the chunks upstream, so the bytes never depend on them
 
 
@@ -236,9 +235,9 @@ def iter_rows(split_dir: Path, column: str) -> Iterator[Rows]:
 
 
 def data_files(split_dir: Path) -> list[Path]:
-    """A split's data files, in order, as its state.json lists them."""
-    state = json.loads((split_dir / "state.json").read_text(encoding="utf-8"))
-    return [split_dir / entry["filename"] for entry in state["_data_files"]]
+    """A split's data files, in order, as its state.json lists them, each inside the split's build."""
+    state = member(split_dir.parent, f"{split_dir.name}/state.json")
+    return [split_dir / name for name in data_file_names(state)]
 
 
 def read_batches(source, path: Path) -> Iterator[pa.RecordBatch]:

@@ -38,7 +38,7 @@ CONFIG = "train_config.json"
 RESUMABLE = frozenset(
     {"data", "out", "resume", "epochs", "max_steps", "max_tokens", "eval_every", "validation", "log_every",
      "save_every", "keep_checkpoints", "compile", "max_bad_steps", "report_to", "weights", "mix", "cache_dir",
-     "cache_limit", "prefetch_epochs", "fetch_threads", "fetch_bandwidth", "storage_options"}
+     "cache_limit", "prefetch_epochs", "fetch_threads", "fetch_bandwidth", "storage_options", "rehash_data"}
 )
 
 
@@ -132,12 +132,11 @@ def save(run: Path, state: dict, *, model, optimizer, cfg: TrainConfig, rank: in
 def save_tokenizer(data: Path, model_dir: Path) -> None:
     """The build's tokenizer, with its transformers files, beside the weights: the model directory is then
     complete for from_pretrained (AutoTokenizer and AutoModel alike)."""
-    from mlmprep.format.load import read_manifest
-    from mlmprep.tokenize import load_tokenizer
+    from mlmprep.format.load import build_tokenizer, read_manifest
 
     manifest = read_manifest(data)
-    tok = load_tokenizer(data / manifest["tokenizer"]["file"])
-    write_hf_tokenizer(tok, model_dir, model_max_length=manifest["input_length"])
+    tok = build_tokenizer(Path(data), manifest)
+    write_hf_tokenizer(tok, model_dir, model_max_length=manifest.input_length)
 
 
 def load(path: Path, state: dict, optimizer, *, rank: int, world_size: int, device) -> None:

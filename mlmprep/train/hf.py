@@ -45,7 +45,7 @@ class BuildRows(torch.utils.data.Dataset):
         self.splits: dict[str, object] = {}
 
     def __len__(self) -> int:  # the rows of `split`, for the Trainer's logs
-        return read_manifest(self.data)["splits"][self.split]["rows"]
+        return read_manifest(self.data).splits[self.split].rows
 
     def __getitems__(self, batch: Rows) -> dict[str, torch.Tensor]:
         if batch.split not in self.splits:
@@ -98,10 +98,10 @@ class BudgetTrainer(Trainer):
     def __init__(self, *args, data: str | Path, budget: Budget, seed: int | None = None, **kwargs):
         self.data, self.budget = Path(data), budget
         manifest = read_manifest(self.data)
-        record = manifest["tokenizer"]
-        self.collator = Collator(objective=manifest["objective"], pad_id=record["pad_id"],
-                                 decoder_start_id=record["decoder_start_id"],
-                                 pad_to_multiple_of=budget.pad_to_multiple_of, vocab_size=record["vocab_size"])
+        record = manifest.tokenizer
+        self.collator = Collator(objective=manifest.objective, pad_id=record.pad_id,
+                                 decoder_start_id=record.decoder_start_id,
+                                 pad_to_multiple_of=budget.pad_to_multiple_of, vocab_size=record.vocab_size)
         kwargs.setdefault("train_dataset", BuildRows(self.data, self.collator, epoch_split(manifest, 0)))
         kwargs.setdefault("eval_dataset", BuildRows(self.data, self.collator, "validation"))
         kwargs.setdefault("compute_loss_func", token_loss)

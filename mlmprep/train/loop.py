@@ -23,7 +23,7 @@ import random
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, astuple, dataclass, field, fields
+from dataclasses import asdict, astuple, dataclass, field, fields, replace
 from pathlib import Path
 
 import numpy as np
@@ -35,7 +35,8 @@ from tqdm import tqdm
 from mlmprep.config import MAX_TOKENS, TrainConfig, source_spec
 from mlmprep.errors import CacheError, ConfigError
 from mlmprep.format import cache as remote
-from mlmprep.format.load import Split, epoch_split, open_split, read_manifest
+from mlmprep.format.load import Split, check_split_files, epoch_split, open_split, read_manifest
+from mlmprep.format.manifest import Manifest, TokenizerRecord
 from mlmprep.format.publish import check_utf8_path
 from mlmprep.format.rows import IGNORE
 from mlmprep.format.write import manifest_path, strict, write_json
@@ -229,14 +230,14 @@ def make_budget(cfg: TrainConfig, limits: Limits | None = None) -> Budget:
 
 
 def epoch_plan(cfg: TrainConfig, world: World, epoch: int, seeds: int | None = None, mix: MixturePlan | None = None,
-               *, planning: bool = False):
+               *, planning: bool = False, identity: str | None = None):
     """(split, batches) of an epoch: the same plan on every rank; `seeds`: see load.epoch_split. A mixture's
     epoch is its plan's chunk `epoch`. A DATA URL's split is fetched into the local cache first (`planning`: only
-    its row lengths are needed)."""
+    its row lengths are needed). With `identity` the build must still be the one the run planned on."""
     if mix is not None:
         chunk = mix.chunk(epoch)
         return chunk.split, chunk.plan
-    split = remote.open_epoch(cfg.data, epoch, seeds, planning=planning)
+    split = remote.open_epoch(cfg.data, epoch, seeds, planning=planning, identity=identity, rehash=cfg.rehash_data)
     if len(split) == 0:
         raise CacheError(f"{split.path}: no rows to train on; build from a larger corpus")
     return split, plan_epoch(split.enc_lengths, split.dec_lengths, make_budget(cfg), seed=cfg.seed, epoch=epoch,
@@ -279,15 +280,6 @@ def say_seeds_added(cfg: TrainConfig, world: World, have: int, seeds: int) -> No
     if seeds < have:
         say(world, f"{cfg.data}: has {have} seed splits now; this run goes on reading the {seeds} it started with "
                    f"(epoch e reads seed-{{e % {seeds}}}); a new run reads all {have}")
-
-
-def data_digest(manifest: dict, seeds: int) -> str:
-    """sha256 over the manifest's hashes of the files a run reads, seed-0..seeds-1 and validation: a remask that
-    adds seeds leaves it as it was, a build of other data or options does not."""
-    names = [entry["split"] for entry in manifest["seeds"][:seeds]] + ["validation"]
-    files = [(name, f.get("name"), f.get("sha256"))
-             for name in names for f in manifest["splits"].get(name, {}).get("files", [])]
-    return hashlib.sha256(json.dumps(files).encode("utf-8")).hexdigest()
 
 
 def check_same_data(cfg: TrainConfig, saved: dict, digest: str) -> None:
@@ -526,16 +518,17 @@ def train_batch(model, batch: Batch, split, targets: np.ndarray, collator: Colla
     return sums
 
 
-def validation(cfg: TrainConfig, manifest: dict):
+def validation(cfg: TrainConfig, manifest: Manifest):
     """(split, microbatches under the eval budget) to evaluate on: --validation, else the build's validation
     split; None if there is none or it has no rows."""
     if cfg.validation:
         path = other_validation(cfg.validation[0], cfg, manifest)
-    elif manifest.get("splits", {}).get("validation", {}).get("rows"):
+    elif getattr(manifest.split("validation"), "rows", 0):
         path = remote.local_build(cfg.data) / "validation"
+        check_split_files(path.parent, manifest, "validation")
     else:
         return None
-    return eval_batches(cfg, open_split(path, objective=manifest["objective"]))
+    return eval_batches(cfg, open_split(path, objective=manifest.objective))
 
 
 def mixture_validation(cfg: TrainConfig, mix: MixturePlan) -> list[tuple[str, int | None, tuple]]:
@@ -543,7 +536,8 @@ def mixture_validation(cfg: TrainConfig, mix: MixturePlan) -> list[tuple[str, in
     validation split that has rows, then each --validation [NAME=]DIR."""
     sets = []
     for i, source in enumerate(mix.mixture.sources):
-        if source.manifest.get("splits", {}).get("validation", {}).get("rows"):
+        if getattr(source.manifest.split("validation"), "rows", 0):
+            check_split_files(source.path, source.manifest, "validation")
             found = eval_batches(cfg, open_split(source.path / "validation", objective=mix.mixture.objective))
             if found is not None:
                 sets.append((source.name, i, found))
@@ -569,22 +563,22 @@ def eval_batches(cfg: TrainConfig, split: Split):
     return split, split_microbatches(np.arange(len(split)), split.enc_lengths, split.dec_lengths, budget)
 
 
-def other_validation(given: str, cfg: TrainConfig, manifest: dict) -> Path:
+def other_validation(given: str, cfg: TrainConfig, manifest: Manifest) -> Path:
     """A --validation split, checked to come from a build with cfg.data's tokenizer and objective."""
     path = Path(given)
     if not (path / "state.json").is_file() or not manifest_path(path.parent).is_file():
         raise ConfigError(f"--validation {path}: not a split directory of a build; give one such as BUILD/validation")
     other = read_manifest(path.parent)
-    if other["tokenizer"]["sha256"] != manifest["tokenizer"]["sha256"]:
+    if other.tokenizer.sha256 != manifest.tokenizer.sha256:
         raise ConfigError(f"--validation {path}: built with another tokenizer than {cfg.data}; build it with "
                           f"--tokenizer {Path(cfg.data) / 'tokenizer.json'}")
-    if other["objective"] != manifest["objective"]:
-        raise ConfigError(f"--validation {path}: {other['objective']} data, but {cfg.data} is {manifest['objective']} "
-                          f"data; give a split of a --objective {manifest['objective']} build")
+    if other.objective != manifest.objective:
+        raise ConfigError(f"--validation {path}: {other.objective} data, but {cfg.data} is {manifest.objective} "
+                          f"data; give a split of a --objective {manifest.objective} build")
     return path
 
 
-def load_model(cfg: TrainConfig, resume_from: Path | None, objective: str, tok: dict, max_length: int):
+def load_model(cfg: TrainConfig, resume_from: Path | None, objective: str, tok: TokenizerRecord, max_length: int):
     """cfg.model's initial weights, or the checkpoint's on a resume (a damaged one is a one-line error)."""
     if resume_from is None:
         return build_model(cfg.model, objective, tok, max_length=max_length)
@@ -645,7 +639,7 @@ class Run:
     cfg: TrainConfig
     world: World
     out: Path  # RUN
-    manifest: dict
+    manifest: Manifest
     total: int  # train up to this step
     horizon: int  # the step at which the learning rate reaches --min-lr (lr_at)
     model: torch.nn.Module
@@ -676,12 +670,12 @@ def check_run(cfg: TrainConfig, world: World) -> Path | None:
     return resume_from
 
 
-def seeds_and_digest(cfg: TrainConfig, world: World, manifest: dict, saved: dict | None,
+def seeds_and_digest(cfg: TrainConfig, world: World, manifest: Manifest, saved: dict | None,
                      mix: MixturePlan | None = None) -> tuple[int, str]:
     """The number of seed splits the run reads and the digest of its files. A resume reads the seeds it started
     with (a remask since then does not change its epochs), and only on the data it started with."""
-    n_seeds = len(manifest["seeds"]) if saved is None else resumed_seeds(cfg, len(manifest["seeds"]), saved)
-    digest = data_digest(manifest, n_seeds) if mix is None else mixture_digest(mix)
+    n_seeds = len(manifest.seeds) if saved is None else resumed_seeds(cfg, len(manifest.seeds), saved)
+    digest = manifest.identity(n_seeds) if mix is None else mixture_digest(mix)
     if saved is not None:
         check_same_data(cfg, saved, digest)
     return n_seeds, digest
@@ -709,16 +703,16 @@ def mixture_plan(cfg: TrainConfig, world: World, saved: dict | None, step: int) 
 
 
 def mixture_digest(mix: MixturePlan) -> str:
-    """data_digest of each source's files, with its name."""
-    parts = [(s.name, data_digest(s.manifest, s.seeds)) for s in mix.mixture.sources]
+    """Manifest.identity of each source's files, with its name."""
+    parts = [(s.name, s.manifest.identity(s.seeds)) for s in mix.mixture.sources]
     return hashlib.sha256(json.dumps(parts).encode("utf-8")).hexdigest()
 
 
-def make_model_and_optimizer(cfg: TrainConfig, world: World, manifest: dict, resume_from: Path | None):
+def make_model_and_optimizer(cfg: TrainConfig, world: World, manifest: Manifest, resume_from: Path | None):
     """The model on the device, in training mode, with the same initial weights on every rank (a resume's are
     the checkpoint's), and its optimizer; then each rank's own seed, so dropout masks differ across ranks."""
     seed_everything(cfg.seed)
-    model = load_model(cfg, resume_from, manifest["objective"], manifest["tokenizer"], manifest["input_length"])
+    model = load_model(cfg, resume_from, manifest.objective, manifest.tokenizer, manifest.input_length)
     model = model.to(world.device)
     model.train()  # from_pretrained (a resume, a checkpoint as --model) returns eval mode: dropout would be off
     optimizer = make_optimizer(model, cfg)
@@ -745,12 +739,12 @@ def warn_schedule(cfg: TrainConfig, world: World, total: int) -> None:
                    f"{cfg.warmup_steps}: the learning rate falls from --lr to --min-lr {cfg.min_lr:g} at once")
 
 
-def make_collator(cfg: TrainConfig, manifest: dict) -> Collator:
+def make_collator(cfg: TrainConfig, manifest: Manifest) -> Collator:
     """Batches of the build's rows, with its tokenizer's ids, the --max-*-len caps and --pad-to-multiple-of."""
-    tok = manifest["tokenizer"]
-    return Collator(manifest["objective"], tok["pad_id"], tok["decoder_start_id"], max_encoder_len=cfg.max_encoder_len,
+    tok = manifest.tokenizer
+    return Collator(manifest.objective, tok.pad_id, tok.decoder_start_id, max_encoder_len=cfg.max_encoder_len,
                     max_decoder_len=cfg.max_decoder_len, pad_to_multiple_of=cfg.pad_to_multiple_of,
-                    vocab_size=tok["vocab_size"])
+                    vocab_size=tok.vocab_size)
 
 
 def describe(cfg: TrainConfig, world: World, model, epoch: Epoch, total: int, state: TrainState,
@@ -773,7 +767,7 @@ def describe(cfg: TrainConfig, world: World, model, epoch: Epoch, total: int, st
                f"from step {state.step}; epoch e reads seed-{{e % {state.seeds}}}")
 
 
-def start(cfg: TrainConfig, world: World, manifest: dict, resume_from: Path | None, saved: dict | None,
+def start(cfg: TrainConfig, world: World, manifest: Manifest, resume_from: Path | None, saved: dict | None,
           state: TrainState, total: int, hook: Hook | None, mix: MixturePlan | None = None) -> tuple[Run, Epoch]:
     """Set up for the loop: the model and optimizer (a resume restores the checkpoint's optimizer and RNG
     states), the data, then RUN, the device, the collator and the compiled forward; returns the run and
@@ -785,7 +779,7 @@ def start(cfg: TrainConfig, world: World, manifest: dict, resume_from: Path | No
         adapter.load_state_dict(state.adapt)
     # the data is opened before RUN is written: a damaged build leaves no RUN
     val = validation(cfg, manifest) if mix is None else mixture_validation(cfg, mix)
-    split, plan = epoch_plan(cfg, world, state.epoch, state.seeds, mix)
+    split, plan = epoch_plan(cfg, world, state.epoch, state.seeds, mix, identity=state.data)
     write_run(cfg, world, state.step)
     warn_schedule(cfg, world, total)  # after every check that can fail, so that an error stays one line
     writer = reporters.open_writer(cfg, Path(cfg.out), state.step) if world.main else None
@@ -798,7 +792,7 @@ def start(cfg: TrainConfig, world: World, manifest: dict, resume_from: Path | No
     epoch = make_epoch(state.epoch, split, plan, collator, manifest, state.seeds, mix)
     describe(cfg, world, model, epoch, total, state, mix)
     shapes = plan_shapes(plan, split.enc_lengths, split.dec_lengths, world.rank, collator)
-    forward = make_forward(model, cfg, world, manifest["objective"], shapes)
+    forward = make_forward(model, cfg, world, manifest.objective, shapes)
     run = Run(cfg=cfg, world=world, out=Path(cfg.out), manifest=manifest, total=total, horizon=cfg.decay_steps or total,
               model=model, ddp=ddp, params=[p for p in model.parameters() if p.requires_grad], optimizer=optimizer,
               adapter=adapter, guard=Guard(cfg.max_bad_steps, cfg.out), collator=collator, forward=forward, val=val,
@@ -806,7 +800,7 @@ def start(cfg: TrainConfig, world: World, manifest: dict, resume_from: Path | No
     return run, epoch
 
 
-def make_epoch(index: int, split, plan: list[Batch], collator: Collator, manifest: dict, seeds: int,
+def make_epoch(index: int, split, plan: list[Batch], collator: Collator, manifest: Manifest, seeds: int,
                mix: MixturePlan | None) -> Epoch:
     """Epoch `index` of this split and plan, with the label tokens of its rows (and a mixture's chunk)."""
     if mix is None:
@@ -814,9 +808,10 @@ def make_epoch(index: int, split, plan: list[Batch], collator: Collator, manifes
     return Epoch(index, f"chunk {index}", split, plan, row_targets(split, collator), mix.chunk(index))
 
 
-def next_epoch(run: Run, index: int, seeds: int) -> Epoch:
-    """Epoch `index`: its split, its plan (the same on every rank) and the label tokens of its rows."""
-    split, plan = epoch_plan(run.cfg, run.world, index, seeds, run.mix)
+def next_epoch(run: Run, index: int, seeds: int, identity: str) -> Epoch:
+    """Epoch `index`: its split, checked to be of the build the run planned on (`identity`), its plan (the same on
+    every rank) and the label tokens of its rows."""
+    split, plan = epoch_plan(run.cfg, run.world, index, seeds, run.mix, identity=identity)
     return make_epoch(index, split, plan, run.collator, run.manifest, seeds, run.mix)
 
 
@@ -981,11 +976,11 @@ def run_fit(cfg: TrainConfig, world: World, hook: Hook | None, on_end: Callable 
     # -- RUN and the data: what a resume reads, and the steps to train (the whole plan unless --max-steps)
     resume_from = check_run(cfg, world)
     manifest = read_manifest(remote.open_data(cfg, log=lambda line: say(world, line)))  # a URL: through the cache
-    cfg.check_objective(manifest["objective"])
+    cfg.check_objective(manifest.objective)
     saved = checkpoint.read_json(resume_from / "state.json") if resume_from else None
     mix = mixture_plan(cfg, world, saved, saved["step"] if saved else 0)
     if mix is not None:  # the model takes the longest rows of any source
-        manifest = {**manifest, "input_length": max(s.manifest["input_length"] for s in mix.mixture.sources)}
+        manifest = replace(manifest, input_length=max(s.manifest.input_length for s in mix.mixture.sources))
     n_seeds, digest = seeds_and_digest(cfg, world, manifest, saved, mix)
     total = planned_steps(cfg, world, n_seeds, mix)
     if saved is not None and (done := checkpoint.finished(resume_from, saved, total)) is not None:  # change nothing
@@ -993,7 +988,7 @@ def run_fit(cfg: TrainConfig, world: World, hook: Hook | None, on_end: Callable 
                    "--max-steps or --epochs to train further)")
         return done
     if mix is None:  # after the check above: a finished run says only that
-        say_seeds_added(cfg, world, len(manifest["seeds"]), n_seeds)
+        say_seeds_added(cfg, world, len(manifest.seeds), n_seeds)
     state = TrainState.begin(world, saved, n_seeds, digest)
     if mix is not None and state.cursor and state.cursor == len(mix.chunk(state.epoch).plan):  # cut by new weights
         state.epoch, state.cursor = state.epoch + 1, 0
@@ -1007,7 +1002,7 @@ def run_fit(cfg: TrainConfig, world: World, hook: Hook | None, on_end: Callable 
     window, loss = Window(), None
     while state.step < total:
         if epoch.index != state.epoch:  # the previous step was its epoch's last
-            epoch = next_epoch(run, state.epoch, state.seeds)
+            epoch = next_epoch(run, state.epoch, state.seeds, state.data)
             record_fetch(run, state)
         bar.set_description(epoch.name if epoch.chunk is not None else f"epoch {epoch.index} ({epoch.name})")
         lr, norm = train_step(run, state, epoch, window)

@@ -31,6 +31,7 @@ import torch.utils.data
 from mlmprep.config import source_spec
 from mlmprep.errors import CacheError, ConfigError
 from mlmprep.format.load import Split, epoch_split, open_epoch, pick_rows, read_manifest
+from mlmprep.format.manifest import Manifest
 from mlmprep.train.batch import POOL_BATCHES, Batch, Budget, TokenBudgetBatchSampler, padded_cost, plan_epoch
 
 STRATEGIES = ("proportional", "temperature", "cap")
@@ -91,26 +92,27 @@ class Source:
 
     name: str
     path: Path
-    manifest: dict
+    manifest: Manifest
     seeds: int
     tokens: int
 
     def split(self, pass_: int) -> Split:
-        """The split pass `pass_` reads: the one call that opens a seed split of a source."""
-        return open_epoch(self.path, pass_, self.seeds)
+        """The split pass `pass_` reads: the one call that opens a seed split of a source, checked to be of the build
+        the mixture was planned on."""
+        return open_epoch(self.path, pass_, self.seeds, identity=self.manifest.identity(self.seeds))
 
     def seed_name(self, pass_: int) -> str:
         return epoch_split(self.manifest, pass_, self.seeds)
 
 
-def row_window_tokens(split: Split, manifest: dict) -> np.ndarray:
+def row_window_tokens(split: Split, manifest: Manifest) -> np.ndarray:
     """Window tokens (before masking) per row, int64 [n]: the build's window length for fixed-length rows; for
     variable-length rows the row's tokens scaled by the window's share of the longest row's."""
-    if manifest.get("fixed_length", manifest.get("method") == "tokens"):
-        return np.full(len(split), int(manifest["window_length"]), dtype=np.int64)
-    corrupted = manifest["input_length"] + (manifest["target_length"] if manifest["objective"] == "span" else 0)
+    if manifest.fixed:
+        return np.full(len(split), manifest.window_length, dtype=np.int64)
+    corrupted = manifest.input_length + (manifest.target_length if manifest.objective == "span" else 0)
     real = split.enc_lengths + split.dec_lengths
-    return np.maximum(1, np.rint(real * (manifest["window_length"] / corrupted))).astype(np.int64)
+    return np.maximum(1, np.rint(real * (manifest.window_length / corrupted))).astype(np.int64)
 
 
 def parse_source(spec: str | Path | tuple[str, str | Path]) -> tuple[str, Path]:
@@ -141,14 +143,14 @@ def open_mixture(builds: Sequence, *, weights: str | Sequence[float] | None = No
     manifests = [read_manifest(path) for _, path in parsed]
     first = manifests[0]
     for (_, path), manifest in zip(parsed[1:], manifests[1:]):
-        if manifest["tokenizer"]["sha256"] != first["tokenizer"]["sha256"]:
+        if manifest.tokenizer.sha256 != first.tokenizer.sha256:
             raise ConfigError(f"{path} and {parsed[0][1]}: built with different tokenizers (sha256 in their "
                               f"manifests); a mixture needs one: build {path} with --tokenizer "
                               f"{parsed[0][1] / 'tokenizer.json'}")
-        if manifest["objective"] != first["objective"]:
-            raise ConfigError(f"{path} is {manifest['objective']} data and {parsed[0][1]} is {first['objective']} "
+        if manifest.objective != first.objective:
+            raise ConfigError(f"{path} is {manifest.objective} data and {parsed[0][1]} is {first.objective} "
                               "data; a mixture trains one objective")
-    counts = list(seeds) if seeds is not None else [len(m["seeds"]) for m in manifests]
+    counts = list(seeds) if seeds is not None else [len(m.seeds) for m in manifests]
     sources = []
     for (name, path), manifest, n_seeds in zip(parsed, manifests, counts):
         split = open_epoch(path, 0, n_seeds)
@@ -238,7 +240,7 @@ class Mixture:
 
     @property
     def objective(self) -> str:
-        return self.sources[0].manifest["objective"]
+        return self.sources[0].manifest.objective
 
     def plan(self, budget: Budget, *, seed: int, world_size: int = 1,
              schedule: Sequence[tuple[int, Sequence[float]]] | None = None) -> MixturePlan:

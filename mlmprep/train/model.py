@@ -3,7 +3,7 @@
 `--model` is a preset (`tiny`, `t5-small`, `t5-base`, `t5-v1_1-small`, `t5-v1_1-base`), a config.json, or a local
 pretrained checkpoint directory (a transformers `save_pretrained` directory, or an mlmprep
 `RUN/checkpoint-{step}`). The vocabulary and special ids always follow the build's tokenizer
-(manifest["tokenizer"]).
+(the manifest's tokenizer record).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import logging
 from pathlib import Path
 
 from mlmprep.errors import ConfigError
+from mlmprep.format.manifest import TokenizerRecord
 
 # T5 shapes (the t5-small / t5-base checkpoints of Raffel et al.); mlm data gets a BERT of the same width
 # and depth (t5-base -> exactly bert-base). Dropout is off, as in nanoT5 and T5 v1.1 pretraining.
@@ -33,23 +34,23 @@ def round_up(n: int, multiple: int) -> int:
     return -(-n // multiple) * multiple
 
 
-def preset_config(name: str, objective: str, tokenizer: dict, max_length: int):
+def preset_config(name: str, objective: str, tokenizer: TokenizerRecord, max_length: int):
     """The transformers config of a preset, sized for the build's tokenizer and longest row."""
     from transformers import BertConfig, T5Config
 
     shape, v1_1 = PRESETS[name], name.startswith("t5-v1_1")
-    vocab = round_up(tokenizer["vocab_size"], VOCAB_MULTIPLE)
+    vocab = round_up(tokenizer.vocab_size, VOCAB_MULTIPLE)
     if objective == "span":
         return T5Config(
-            vocab_size=vocab, **shape, **(V1_1 if v1_1 else {}), dropout_rate=0.0, pad_token_id=tokenizer["pad_id"],
-            eos_token_id=tokenizer["eos_id"], decoder_start_token_id=tokenizer["decoder_start_id"],
+            vocab_size=vocab, **shape, **(V1_1 if v1_1 else {}), dropout_rate=0.0, pad_token_id=tokenizer.pad_id,
+            eos_token_id=tokenizer.eos_id, decoder_start_token_id=tokenizer.decoder_start_id,
         )
     return BertConfig(
         vocab_size=vocab, hidden_size=shape["d_model"], intermediate_size=shape["d_ff"],
         num_attention_heads=shape["d_model"] // shape["d_kv"],  # heads fill d_model
         num_hidden_layers=shape["num_layers"],
         max_position_embeddings=round_up(max(max_length, 512), VOCAB_MULTIPLE),
-        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, pad_token_id=tokenizer["pad_id"],
+        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, pad_token_id=tokenizer.pad_id,
         tie_word_embeddings=not v1_1,
     )
 
@@ -82,7 +83,7 @@ def check_model_spec(spec: str) -> None:
     )
 
 
-def build_model(spec: str, objective: str, tokenizer: dict, *, max_length: int = 512):
+def build_model(spec: str, objective: str, tokenizer: TokenizerRecord, *, max_length: int = 512):
     """A float32 model for `objective` ("span": seq2seq LM, "mlm": masked LM) from a preset name, a
     config.json or a local checkpoint directory; `tokenizer` is the manifest's tokenizer entry."""
     import torch
@@ -95,8 +96,8 @@ def build_model(spec: str, objective: str, tokenizer: dict, *, max_length: int =
         source = preset_config(spec, objective, tokenizer, max_length)
     elif path.is_file():
         source = file_config(path)
-        source.vocab_size = round_up(tokenizer["vocab_size"], VOCAB_MULTIPLE)
-        source.pad_token_id = tokenizer["pad_id"]
+        source.vocab_size = round_up(tokenizer.vocab_size, VOCAB_MULTIPLE)
+        source.pad_token_id = tokenizer.pad_id
     else:  # a directory with config.json
         source = str(path)
     cls = auto_class(objective)
@@ -112,13 +113,13 @@ def build_model(spec: str, objective: str, tokenizer: dict, *, max_length: int =
     if objective == "span" and not getattr(model.config, "scale_decoder_outputs", model.config.tie_word_embeddings):
         untie_output_embedding(model)
     rows = model.get_input_embeddings().weight.shape[0]
-    if rows < tokenizer["vocab_size"]:
+    if rows < tokenizer.vocab_size:
         raise ConfigError(
             f"--model {spec}: {rows} embedding rows, fewer than the build's tokenizer vocabulary "
-            f"({tokenizer['vocab_size']}); use a model built for this tokenizer"
+            f"({tokenizer.vocab_size}); use a model built for this tokenizer"
         )
     if objective == "span":
-        model.config.decoder_start_token_id = tokenizer["decoder_start_id"]
+        model.config.decoder_start_token_id = tokenizer.decoder_start_id
     return model.float()
 
 
