@@ -478,14 +478,14 @@ MUTANTS = [
     Mutant("out-link-replaced", "mlmprep.format.publish:build_directory",  # a link --out is not resolved: the build replaces the link
            "return Path(os.path.realpath(given or \".\"))", "return Path(os.path.abspath(given or \".\"))",
            ("tests/test_cli_build.py::test_an_out_that_is_a_symbolic_link_is_written_through",)),
-    Mutant("foreign-manifest-replaced", "mlmprep/format/publish.py",  # any manifest.json counts as a build, so --force deletes it
+    Mutant("foreign-manifest-replaced", "mlmprep.format.publish:judge_existing",  # any manifest.json counts as a build, so --force deletes it
            'if not isinstance(data, dict) or not {"format_version", "mlmprep_version"} <= data.keys():',
            "if data is None:",
            ("tests/test_cli_build.py::test_a_directory_whose_manifest_is_not_mlmprep_s_is_never_replaced",)),
-    Mutant("verify-trusts-manifest-types", "mlmprep/build/verify.py",  # an edited manifest field gives a traceback
+    Mutant("verify-trusts-manifest-types", "mlmprep.build.verify:verify",  # an edited manifest field gives a traceback
            "    except ManifestError as exc:", "    except ZeroDivisionError as exc:",
            ("tests/test_verify.py::test_a_manifest_that_contradicts_its_tokenizer_options_or_json_is_reported",)),
-    Mutant("format-version-ignored", "mlmprep/format/publish.py",  # a newer format with the same options is "up to date"
+    Mutant("format-version-ignored", "mlmprep.format.publish:judge_existing",  # a newer format with the same options is "up to date"
            "        if manifest.format_version != version:", "        if False:",
            ("tests/test_cli_build.py::test_a_build_in_another_format_version_is_never_taken_as_up_to_date",)),
     Mutant("out-parents-left", "mlmprep.format.publish:build_lock",  # a failed build leaves the directories it made for --out
@@ -514,25 +514,25 @@ MUTANTS = [
     Mutant("inspect-unchecked-split", "mlmprep.cli.build:inspect_build",  # a split with a missing file: a traceback
            "            check_split_files(local, manifest, split)\n", "            pass\n",
            ("tests/test_damaged_builds.py",)),
-    Mutant("remask-keeps-ignored-options", "mlmprep/build/run.py",  # an older build's stored whole_word under span
+    Mutant("remask-keeps-ignored-options", "mlmprep.build.run:remask",  # an older build's stored whole_word under span
            'BuildConfig.used(manifest.config)', 'manifest.config',
            ("tests/test_sharded.py::test_a_build_that_stored_an_option_its_objective_ignores_still_remasks",)),
     Mutant("arrow-damage-traceback", "mlmprep.format.write:read_batches",  # a damaged data file header: a traceback, not one line
            "    except (pa.ArrowInvalid, OSError) as exc:\n        raise damaged(", "    except ZeroDivisionError as exc:\n        raise damaged(",
            ("tests/test_damaged_builds.py",)),
-    Mutant("run-written-before-the-data-opens", "mlmprep/train/loop.py",  # a damaged build leaves a RUN behind
+    Mutant("run-written-before-the-data-opens", "mlmprep.train.loop:start",  # a damaged build leaves a RUN behind
            "    split, plan = epoch_plan(cfg, world, state.epoch, state.seeds, mix, identity=state.data)\n"
            "    write_run(cfg, world, state.step)\n",
            "    write_run(cfg, world, state.step)\n"
            "    split, plan = epoch_plan(cfg, world, state.epoch, state.seeds, mix, identity=state.data)\n",
            ("tests/test_damaged_builds.py::test_training_refuses_a_data_file_with_a_damaged_header_in_one_line",)),
-    Mutant("resume-reads-the-new-seed-count", "mlmprep/train/loop.py",  # a remask changes a stopped run's later epochs
+    Mutant("resume-reads-the-new-seed-count", "mlmprep.train.loop:seeds_and_digest",  # a remask changes a stopped run's later epochs
            'else resumed_seeds(cfg, len(manifest.seeds), saved)', 'else len(manifest.seeds)',
            ("tests/test_train.py::test_a_remask_between_stop_and_resume_leaves_the_run_on_the_seeds_it_started_with",)),
     Mutant("resume-on-other-data", "mlmprep.train.loop:seeds_and_digest",  # a resume trains on whatever build DATA names
            "        check_same_data(cfg, saved, digest)\n", "        pass\n",
            ("tests/test_train_ux.py::test_resume_on_other_data_is_refused_and_a_moved_copy_of_the_same_data_resumes",)),
-    Mutant("train-collates-any-token-id", "mlmprep/train/loop.py",  # a damaged id reaches the embedding
+    Mutant("train-collates-any-token-id", "mlmprep.train.loop:make_collator",  # a damaged id reaches the embedding
            "                    vocab_size=tok.vocab_size)", "                    )",
            ("tests/test_damaged_builds.py",)),
     Mutant("remask-leaves-published-splits", "mlmprep.build.run:remask",  # an interrupted remask leaves unlisted seed-k
@@ -546,9 +546,9 @@ MUTANTS = [
            ("tests/test_mask.py", "tests/test_cli_errors.py")),
     Mutant("long-document-cut-before-any-whitespace", "mlmprep.tokenize:whitespace_pieces",  # a T5 tokenizer's extra '▁' at a cut
            "        cut = clean_cut(text, start + 1, start + size)\n", "        cut = -1\n", ("tests/test_build.py",)),
-    Mutant("verify-trusts-the-manifest-tokenizer-ids", "mlmprep/build/verify.py",  # pad_id 7 in the manifest: train crashes
+    Mutant("verify-trusts-the-manifest-tokenizer-ids", "mlmprep.build.verify:check_tokenizer",  # pad_id 7 in the manifest: train crashes
            "        if getattr(record, key) != value:\n", "        if False:\n", ("tests/test_verify.py",)),
-    Mutant("verify-trusts-window-lengths", "mlmprep/build/verify.py",
+    Mutant("verify-trusts-window-lengths", "mlmprep.build.verify:verify",
            "        check_window_lengths(windows_name, manifest, windows[\"tokens\"], report)\n", "", ("tests/test_verify.py",)),
     Mutant("text-spelling-eos-gets-its-id", "mlmprep.tokenize:encode",  # "</s>" in a corpus: an EOS masked as noise
            "    if spelled_specials(tok)[flat].any():", "    if False:", ("tests/test_build.py",)),
@@ -667,7 +667,7 @@ MUTANTS = [
     Mutant("verify-ignores-column-types", "mlmprep.build.verify:read_split",
            "        report.problems += type_problems(out, name, columns, manifest)\n", "",
            ("tests/test_narrow_ids.py", "tests/test_verify.py")),
-    Mutant("remask-in-the-newest-format", "mlmprep/build/run.py",  # an int32 build gets uint16 seeds
+    Mutant("remask-in-the-newest-format", "mlmprep.build.run:remask",  # an int32 build gets uint16 seeds
            "        version = manifest.format_version\n", "        version = 3\n",
            ("tests/test_narrow_ids.py",)),
     Mutant("reference-help-line-as-html", "mlmprep.cli.reference:reference",  # `<pad>=0, </s>=1` in a command's help eaten as tags
@@ -699,7 +699,7 @@ MUTANTS = [
     Mutant("report-span-numbers-shifted", "mlmprep.format.report:unmask_spans",  # the text's spans lit by the next sentinel
            "span.extend([number[t]] * len(spans[t]))", "span.extend([number[t] + 1] * len(spans[t]))",
            ("tests/test_html_report.py", "tests/test_verify.py")),
-    Mutant("documents-keep-their-eos-apart", "mlmprep/format/charts.py",  # a document ends before its </s>
+    Mutant("documents-keep-their-eos-apart", "mlmprep.format.charts:documents",  # a document ends before its </s>
            "ends = np.flatnonzero(values == manifest.tokenizer.eos_id) + 1",
            "ends = np.flatnonzero(values == manifest.tokenizer.eos_id)",
            ("tests/test_html_report.py",)),
@@ -746,7 +746,7 @@ MUTANTS = [
     Mutant("mixture-drops-carry", "mlmprep.train.mixture:MixturePlan.next_chunk",  # what a source is owed is forgotten at each chunk
            "for p, rows in self.take(i, w * tokens + self.queues[i].carry)]", "for p, rows in self.take(i, w * tokens)]",
            ("tests/test_mixture.py::test_achieved_token_fractions_match_the_weights",)),
-    Mutant("every-pass-reads-seed-0", "mlmprep/train/mixture.py",  # a repeated source, the same puzzle each pass
+    Mutant("every-pass-reads-seed-0", "mlmprep.train.mixture:Source.split",  # a repeated source, the same puzzle each pass
            "        return open_epoch(self.path, pass_, self.seeds,", "        return open_epoch(self.path, 0, self.seeds,",
            ("tests/test_mixture.py::test_a_repeated_source_reads_a_new_seed_on_each_pass",)),
     Mutant("cut-chunk-rows-dropped", "mlmprep.train.mixture:MixturePlan.next_chunk",  # new weights skip the rows a cut chunk had taken
@@ -768,7 +768,7 @@ MUTANTS = [
            "        if head >= len(rows) or cum[-1] > quota:", "        if True:",
            ("tests/test_mixture.py::test_rows_a_source_gives_for_a_quota_follow_a_running_sum",)),
     # ------------------------------------------------------------ the seed cache of a DATA URL
-    Mutant("cache-trusts-any-bytes", "mlmprep/format/cache.py",  # a download is renamed in unchecked
+    Mutant("cache-trusts-any-bytes", "mlmprep.format.cache:SeedCache.fetch_file",  # a download is renamed in unchecked
            "record.bytes) == record.sha256:", "record.bytes) != \"\":",
            ("tests/test_cache.py::test_a_damaged_file_is_fetched_twice_then_stops_the_run_in_one_line",)),
     Mutant("cache-never-evicts", "mlmprep.format.cache:SeedCache.make_room",  # every seed stays: the disk grows to N seeds
@@ -778,7 +778,7 @@ MUTANTS = [
     Mutant("cache-no-prefetch", "mlmprep.format.cache:SeedCache.ensure",  # the next seed is fetched at its boundary only
            "            if later != name and later not in self.jobs", "            if False and later not in self.jobs",
            ("tests/test_cache.py::test_the_prefetch_hides_a_slow_stores_fetch_behind_the_epoch",)),
-    Mutant("cache-no-file-lock", "mlmprep/format/cache.py",  # runs sharing the cache each download the file
+    Mutant("cache-no-file-lock", "mlmprep.format.cache:SeedCache.fetch_file",  # runs sharing the cache each download the file
            "        with locked(self.locks / f\"{split}--{record.name}.lock\"):",
            "        with contextlib.nullcontext():",
            ("tests/test_cache.py::test_runs_sharing_the_cache_download_each_file_once_and_never_read_half_of_one",)),
@@ -831,7 +831,7 @@ MUTANTS = [
            "    for _, text in sorted(chosen, reverse=True):", "    for _, text in chosen:",
            ("tests/test_sharded.py::test_the_tokenizer_sample_is_the_smallest_keys_of_the_distinct_documents_whatever_the_files",)),
     Mutant("dedup-summary-silent", "mlmprep.format.report:build_summary",  # the summary and inspect hide what dedup removed
-           "        *dedup_lines(manifest[\"corpus\"][\"stats\"]),\n", "",
+           "        *dedup_lines(manifest.corpus.stats),\n", "",
            ("tests/test_dedup_build.py::test_the_summary_inspect_and_the_page_say_what_dedup_removed",)),
     Mutant("dedup-excerpt-of-the-shard-s-first", "mlmprep.build.run:dedup_stats",  # the excerpt of another document
            "text = next(itertools.islice(docs, d, None), \"\")", "text = next(docs, \"\")",
@@ -885,42 +885,42 @@ MUTANTS = [
            'data = config.get("data") if len(config.get("sources") or []) < 2 else None', 'data = config.get("data")',
            ("tests/test_mixture.py::test_a_config_file_lists_sources_and_validation_name_dir_adds_a_set",)),
     # ------------------------------------------------------------ the typed manifest, containment, the fuzzer
-    Mutant("manifest-fields-unchecked", "mlmprep/format/manifest.py",  # any value of any type is taken
+    Mutant("manifest-fields-unchecked", "mlmprep.format.manifest:_Reader.take",  # any value of any type is taken
            "        if not check(value):", "        if False:",
            ("tests/test_manifest.py",)),
-    Mutant("manifest-round-trip-drops-a-field", "mlmprep/format/manifest.py",  # to_json loses the corpus record
+    Mutant("manifest-round-trip-drops-a-field", "mlmprep.format.manifest:Manifest.to_json",  # to_json loses the corpus record
            '        for key in ("tokenizer", "corpus"):\n', '        out.pop("corpus", None)\n        for key in ("tokenizer",):\n',
            ("tests/test_manifest.py::test_a_fresh_build_manifest_round_trips_byte_for_byte",)),
-    Mutant("containment-off", "mlmprep/format/manifest.py",  # a link or `..` out of the build is followed
+    Mutant("containment-off", "mlmprep.format.manifest:member",  # a link or `..` out of the build is followed
            "    if os.path.isabs(relative) or os.path.commonpath([root, resolved]) != root:",
            "    if False:",
            ("tests/test_manifest.py::test_member_keeps_paths_inside_the_build_links_resolved",)),
-    Mutant("fuzz-finds-containment-off", "mlmprep/format/manifest.py",  # the same, for the fuzzer alone
+    Mutant("fuzz-finds-containment-off", "mlmprep.format.manifest:member",  # the same, for the fuzzer alone
            "    if os.path.isabs(relative) or os.path.commonpath([root, resolved]) != root:",
            "    if False:",
            ("tests/test_fuzz_builds.py::test_fuzzed_damage_is_refused_or_caught_never_a_traceback_or_a_read_outside",)),
-    Mutant("fuzz-finds-fields-unchecked", "mlmprep/format/manifest.py",  # the same as above, for the fuzzer alone
+    Mutant("fuzz-finds-fields-unchecked", "mlmprep.format.manifest:_Reader.take",  # the same as above, for the fuzzer alone
            "        if not check(value):", "        if False:",
            ("tests/test_fuzz_builds.py::test_fuzzed_damage_is_refused_or_caught_never_a_traceback_or_a_read_outside",)),
-    Mutant("fuzz-finds-unlisted-files", "mlmprep/build/verify.py",  # a file dropped from the manifest goes unseen
+    Mutant("fuzz-finds-unlisted-files", "mlmprep.build.verify:check_files",  # a file dropped from the manifest goes unseen
            "            report.problems += [f\"{name}/{p.name}: not listed in the manifest\"",
            "            report.problems += [f\"{name}/{p.name}: not listed in the manifest\" for p in () if p",
            ("tests/test_fuzz_builds.py::test_fuzzed_damage_is_refused_or_caught_never_a_traceback_or_a_read_outside",)),
-    Mutant("fuzz-watch-blind-to-arrow", "tests/test_fuzz_builds.py",  # the watch misses pyarrow's memory maps
+    Mutant("fuzz-watch-blind-to-arrow", "tests.test_fuzz_builds:audited.wrapper",  # the watch misses pyarrow's memory maps
            '            sys.audit("open", path, "r", 0)\n', "            pass\n",
            ("tests/test_fuzz_builds.py::test_the_watch_sees_python_and_arrow_reads",)),
-    Mutant("state-json-names-followed", "mlmprep/format/manifest.py",  # a state.json's data file outside is read
+    Mutant("state-json-names-followed", "mlmprep.format.manifest:data_file_names",  # a state.json's data file outside is read
            "    if not names or not all(file_name(n) for n in names):", "    if not names:",
            ("tests/test_manifest.py::test_a_state_json_naming_a_file_outside_is_refused_before_it_is_read",)),
-    Mutant("replaced-build-trained-on", "mlmprep/format/load.py",  # a build replaced under a run goes unnoticed
+    Mutant("replaced-build-trained-on", "mlmprep.format.load:open_epoch",  # a build replaced under a run goes unnoticed
            "    if identity is not None and (now := manifest.identity(seeds)) != identity:",
            "    if identity is None and (now := manifest.identity(seeds)) != identity:",
            ("tests/test_replaced_build.py",)),
-    Mutant("mixture-source-unchecked", "mlmprep/train/mixture.py",  # a mixture's source replaced goes unnoticed
+    Mutant("mixture-source-unchecked", "mlmprep.train.mixture:Source.split",  # a mixture's source replaced goes unnoticed
            "        return open_epoch(self.path, pass_, self.seeds, identity=self.manifest.identity(self.seeds))",
            "        return open_epoch(self.path, pass_, self.seeds)",
            ("tests/test_replaced_build.py::test_a_mixture_source_replaced_under_the_run_stops_it_at_its_next_pass",)),
-    Mutant("rehash-data-ignored", "mlmprep/format/load.py",  # --rehash-data does nothing
+    Mutant("rehash-data-ignored", "mlmprep.format.load:open_epoch",  # --rehash-data does nothing
            "    if rehash:", "    if False:",
            ("tests/test_replaced_build.py::test_an_edit_that_keeps_the_sizes_is_found_with_rehash_data_only",)),
 ]
