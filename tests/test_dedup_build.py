@@ -245,6 +245,7 @@ def test_the_summary_inspect_and_the_page_say_what_dedup_removed(tmp_path, tiny_
     import html
 
     from mlmprep.format.html import summary
+    from mlmprep.format.load import read_manifest
     from mlmprep.format.report import build_summary
 
     docs = tiny_documents(200) + ["<b>Licence</b> & terms, repeated."] * 7 + tiny_documents(40)
@@ -254,13 +255,13 @@ def test_the_summary_inspect_and_the_page_say_what_dedup_removed(tmp_path, tiny_
     manifest = json.loads((build / "manifest.json").read_text())
     dedup = manifest["corpus"]["stats"]["dedup"]
     assert dedup["largest_clusters"][0] == {"size": 7, "excerpt": "<b>Licence</b> & terms, repeated."}
-    text = build_summary(build, manifest).splitlines()
+    text = build_summary(build, read_manifest(build)).splitlines()
     line = next(k for k, t in enumerate(text) if t.startswith("dedup exact: "))
     assert text[line].startswith(f"dedup exact: {dedup['documents_dropped']:,} of {len(docs):,} documents dropped")
     assert f"{dedup['validation_documents']:,} documents held out whole for validation" in text[line]
     assert text[line + 1] == "  7 copies: '<b>Licence</b> & terms, repeated.'"
     assert dedup["documents_dropped"] >= 40 + 6
-    page = summary(build, manifest)
+    page = summary(build, read_manifest(build))
     assert html.escape("7 copies: '<b>Licence</b> & terms, repeated.'") in page and "<b>Licence" not in page
     result = run_cli("inspect", build, "--examples", "1")
     assert result.returncode == 0 and text[line] in result.stdout

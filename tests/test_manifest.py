@@ -27,7 +27,7 @@ def test_a_fresh_build_manifest_round_trips_byte_for_byte(tiny_build, tmp_path):
                            "target_length", "timings", "tokenizer", "validation_seed", "window_length"]
     assert sorted(raw["corpus"]) == ["description", "files", "fingerprint", "stats"]
     assert sorted(raw["tokenizer"]) == ["decoder_start_id", "eos_id", "file", "mask_id", "pad_id", "sentinels",
-                                        "sha256", "trained_on", "unk_id", "vocab_size"]
+                                        "sha256", "trained_on", "type", "unk_id", "vocab_size"]
     manifest = read_manifest(tiny_build)
     write_json(tmp_path / "manifest.json", manifest.to_json())
     assert (tmp_path / "manifest.json").read_bytes() == (tiny_build / "manifest.json").read_bytes()
@@ -57,10 +57,11 @@ def edited(raw: dict, path: str, value=None, *, delete: bool = False) -> dict:
     ("tokenizer.file", "../tokenizer.json", 'tokenizer.file is "../tokenizer.json", not a file name'),
     ("tokenizer.file", "/etc/passwd", "tokenizer.file is \"/etc/passwd\", not a file name"),
     ("tokenizer.sha256", "abc", "tokenizer.sha256 is \"abc\", not a sha256 in hex"),
-    ("tokenizer.pad_id", 391, "tokenizer.pad_id is 391, not an id below vocab_size 391"),
+    ("tokenizer.pad_id", 10**6, "tokenizer.pad_id is 1000000, not an id below vocab_size"),
     ("tokenizer.eos_id", -1, "tokenizer.eos_id is -1, not an id below vocab_size"),
     ("tokenizer.vocab_size", "400", "tokenizer.vocab_size is \"400\", not a vocabulary size"),
     ("tokenizer.extra", 1, "tokenizer.extra is not a field this mlmprep knows"),
+    ("tokenizer.type", "spm", "tokenizer.type is \"spm\", not one of unigram, wordpiece, bpe or null"),
     ("seeds.0.split", "seed-9", 'seeds[0].split is "seed-9", not a split that splits lists'),
     ("seeds.0.seed", 2**64, "seeds[0].seed is 18446744073709551616, not a seed"),
     ("seeds.1", "seed-1", 'seeds[1] is "seed-1", not an object'),
