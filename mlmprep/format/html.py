@@ -120,7 +120,7 @@ def summary(build: Path, manifest: Manifest) -> str:
                       f"{manifest.input_length} (windows of {manifest.window_length} tokens, targets "
                       f"{manifest.target_length})"),
         ("corpus", manifest.corpus.description),
-        *(("dedup", line.strip()) for line in dedup_lines(stats)),
+        *(("dedup" if k == 0 else "", line.strip()) for k, line in enumerate(dedup_lines(stats))),  # clusters beneath
         ("tokenizer", tokenizer_line(manifest).removeprefix("tokenizer: ") + f"; sha256 {tok.sha256[:12]}…"),
         ("rows", f"{w['rows']:,} windows; rows cut inside a word {w['fragment_rate']:.1%}"),
         ("tokens", f"kept {w['tokens_kept']:,}, dropped {w['tokens_dropped']:,}, padded {w['tokens_padded']:,} "
