@@ -565,8 +565,13 @@ MUTANTS = [
     Mutant("unigram-threads-from-the-machine", "mlmprep.build.unigram",  # other pieces on another machine
            "num_threads=SPM_THREADS,", "num_threads=len(__import__('os').sched_getaffinity(0)),",
            ("tests/test_tokenizer_training.py",)),
-    Mutant("unigram-long-documents-uncut", "mlmprep.build.unigram:train_model",  # the trainer skips sentences over its limit
+    Mutant("unigram-long-documents-uncut", "mlmprep.build.unigram:feed",  # the trainer skips sentences over its limit
            "for sentence in whitespace_pieces(text, SENTENCE_CHARS):", "for sentence in [text]:",
+           ("tests/test_tokenizer_training.py",)),
+    Mutant("unigram-pieces-of-any-length", "mlmprep.build.unigram",  # SentencePiece's 16: slower training
+           "max_sentencepiece_length=MAX_PIECE, ", "", ("tests/test_tokenizer_training.py",)),
+    Mutant("unigram-blank-sample-sent-to-the-trainer", "mlmprep.build.unigram:train_model",  # SentencePiece's error
+           "            if lines == 0:\n                raise EmptySample(", "            if False:\n                raise EmptySample(",
            ("tests/test_tokenizer_training.py",)),
     Mutant("unigram-progress-stuck-at-the-start", "mlmprep.build.unigram:follow_log",  # the EM rounds never move the bar
            "on_round(pruned(seeds, int(found.group(2))), int(found.group(2)))",

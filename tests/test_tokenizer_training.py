@@ -186,6 +186,28 @@ def test_a_document_far_longer_than_the_trainers_sentence_limit_is_learnt_from()
     assert tok.encode("walkering", add_special_tokens=False).tokens == ["▁walkering"]
 
 
+def test_a_sample_of_blank_text_gives_the_special_tokens_alone_and_the_trainer_is_not_left_running():
+    import psutil
+
+    before = {p.pid for p in psutil.Process().children()}
+    tok = train_tokenizer(["", "  \n ", "\t"], 300)
+    assert tok.get_vocab_size() == 4 + N_SENTINELS
+    assert {p.pid for p in psutil.Process().children()} == before
+
+
+def test_no_piece_is_longer_than_the_limit_though_long_words_are_common():
+    import random
+
+    from mlmprep.build.unigram import MAX_PIECE
+
+    rng = random.Random(0)
+    long = ["internationalisation", "counterrevolutionary", "characteristically", "incomprehensibility"]
+    short = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(2, 6))) for _ in range(300)]
+    text = " ".join(rng.choice(long) if rng.random() < 0.2 else rng.choice(short) for _ in range(30_000))
+    pieces = [p for p in train_tokenizer([text], 600).get_vocab() if not p.startswith("<")]
+    assert max(map(len, pieces)) == MAX_PIECE  # with SentencePiece's own 16, "▁internationalis" and the like
+
+
 @pytest.mark.parametrize("spelling", ["--tokenizer-train-chars", "--train-chars"])
 def test_tokenizer_train_takes_the_sample_size_by_builds_name_and_the_old_one(tmp_path, tiny_corpus, spelling):
     from typer.testing import CliRunner

@@ -1,8 +1,8 @@
 """Unigram training with SentencePiece, T5's own trainer, in a child process (its log shows the EM rounds as they
 pass, and Ctrl-C ends it at once), and the model converted exactly into the `tokenizers` Unigram layout.
 
-Run as `python -m mlmprep.build.unigram SAMPLE MODEL PIECES`: train on SAMPLE (one JSON string a line) and write the
-SentencePiece model to MODEL.
+Run as `python -m mlmprep.build.unigram MODEL PIECES`: train on the sentences of stdin (one JSON string a line) and
+write the SentencePiece model to MODEL.
 """
 
 from __future__ import annotations
@@ -19,17 +19,19 @@ from pathlib import Path
 SENTENCE_CHARS = 4096  # a document is given to the trainer in whitespace-aligned sentences of at most this many
 SPM_THREADS = 8  # fixed, never the cores: SentencePiece's EM sums per-thread counts, so its pieces depend on it
 SCORE_DECIMALS = 6  # scores are rounded: a float's full digits do not survive tokenizers' JSON round trip
+MAX_PIECE = 12  # characters in a piece at most
 SHRINK = 0.75  # SentencePiece's shrinking_factor: each pruning round keeps this share of the pieces
 # T5's layout and the Metaspace pre-tokenizer of mlmprep's tokenizer.json: no normalisation, every character kept.
 # Pieces may cross scripts and digits (split_by_*: off), as the tokenizers trainer's could: splitting them costs
 # tokens per character. One EM round per pruning round (num_sub_iterations) gives as good a vocabulary as two
-# (benchmarks.tokenizer and the measurements in docs/building.md).
+# (benchmarks.tokenizer and the measurements in docs/building.md). Pieces of at most MAX_PIECE characters, not
+# SentencePiece's 16: fewer seed pieces and smaller EM lattices, so less training, for as good a vocabulary.
 SPM_OPTIONS = dict(
     model_type="unigram", pad_id=0, eos_id=1, unk_id=2, bos_id=-1, control_symbols=["<mask>"],
     normalization_rule_name="identity", add_dummy_prefix=True, remove_extra_whitespaces=False,
     character_coverage=1.0, hard_vocab_limit=False, split_by_unicode_script=False, split_by_number=False,
     max_sentence_length=4 * SENTENCE_CHARS, num_threads=SPM_THREADS, shrinking_factor=SHRINK, num_sub_iterations=1,
-    minloglevel=0,
+    max_sentencepiece_length=MAX_PIECE, minloglevel=0,
 )
 SEEDS = re.compile(r"Initialized (\d+) seed (?:sentence)?pieces")
 EM_ROUND = re.compile(r"EM sub_iter=(\d+) size=(\d+)")
@@ -43,22 +45,17 @@ def train_model(texts: Iterable[str], n_pieces: int, *, on_stage: Callable[[str,
     learnt from `texts`. `on_stage(name, rounds)` hears each stage begin (rounds: the pruning rounds to go, once
     the seed pieces are known), `on_round(rounds, size)` each EM round (the rounds done, the pieces left).
     Raises ValueError with the trainer's last words where it fails, EmptySample where `texts` hold no text."""
-    from mlmprep.tokenize import whitespace_pieces
-
     with tempfile.TemporaryDirectory(prefix="mlmprep-spm-") as scratch:
-        sample, model = Path(scratch, "sample.jsonl"), Path(scratch, "model")
-        lines = 0
-        with open(sample, "w", encoding="utf-8") as f:
-            for text in texts:
-                for sentence in whitespace_pieces(text, SENTENCE_CHARS):
-                    if sentence.strip():
-                        f.write(json.dumps(sentence, ensure_ascii=False) + "\n")
-                        lines += 1
-        if lines == 0:
-            raise EmptySample("no text to train a tokenizer on")
-        args = [sys.executable, "-m", "mlmprep.build.unigram", str(sample), str(model), str(n_pieces)]
-        proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, errors="replace")
+        model = Path(scratch, "model")
+        # the child starts and loads the sentences while this process still reads the corpus for them; it logs
+        # nothing that could fill its stderr pipe before its stdin ends
+        args = [sys.executable, "-m", "mlmprep.build.unigram", str(model), str(n_pieces)]
+        proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                encoding="utf-8", errors="replace")
         try:
+            lines = feed(proc.stdin, texts)
+            if lines == 0:
+                raise EmptySample("no text to train a tokenizer on")
             last = follow_log(proc.stderr, n_pieces, on_stage or (lambda name, rounds: None),
                               on_round or (lambda rounds, size: None))
             if proc.wait() != 0:
@@ -69,6 +66,24 @@ def train_model(texts: Iterable[str], n_pieces: int, *, on_stage: Callable[[str,
                 proc.wait()
             proc.stderr.close()
         return model.read_bytes()
+
+
+def feed(stdin, texts: Iterable[str]) -> int:
+    """Write the sentences of `texts` to the trainer's `stdin`, one JSON string a line, and close it; returns how
+    many. A trainer that ended early (its error follows on its stderr) stops the writing."""
+    from mlmprep.tokenize import whitespace_pieces
+
+    lines = 0
+    try:
+        with stdin:
+            for text in texts:
+                for sentence in whitespace_pieces(text, SENTENCE_CHARS):
+                    if sentence.strip():
+                        stdin.write(json.dumps(sentence, ensure_ascii=False) + "\n")
+                        lines += 1
+    except BrokenPipeError:
+        pass
+    return lines
 
 
 class EmptySample(ValueError):
@@ -122,9 +137,10 @@ def unigram_tokenizer(model: bytes):
 def main(argv: list[str]) -> None:
     import sentencepiece as spm
 
-    sample, model, n_pieces = argv
-    with open(sample, encoding="utf-8") as f, open(model, "wb") as out:
-        spm.SentencePieceTrainer.train(sentence_iterator=(json.loads(line) for line in f), model_writer=out,
+    model, n_pieces = argv
+    stdin = open(sys.stdin.fileno(), encoding="utf-8", closefd=False)
+    with open(model, "wb") as out:
+        spm.SentencePieceTrainer.train(sentence_iterator=(json.loads(line) for line in stdin), model_writer=out,
                                        vocab_size=int(n_pieces), **SPM_OPTIONS)
 
 
