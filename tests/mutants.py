@@ -923,6 +923,10 @@ MUTANTS = [
     Mutant("rehash-data-ignored", "mlmprep.format.load:open_epoch",  # --rehash-data does nothing
            "    if rehash:", "    if False:",
            ("tests/test_replaced_build.py::test_an_edit_that_keeps_the_sizes_is_found_with_rehash_data_only",)),
+    # ------------------------------------------------------------ the benchmarks page's sections
+    Mutant("bench-docs-crossed-sections", "benchmarks.docs:write_section",  # a section holding another's marker is rewritten
+           '    if "<!-- begin: " in content[start + len(begin):stop] or', '    if False and "<!-- begin: " in content[start + len(begin):stop] or',
+           ("tests/test_benchmark_docs.py::test_markers_that_do_not_pair_up_are_refused_and_the_page_left_alone",)),
 ]
 
 
