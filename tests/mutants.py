@@ -930,6 +930,9 @@ MUTANTS = [
     Mutant("dedup-bands-of-datatrove", "mlmprep.config",  # 14 x 8 bands: a pair at Jaccard 0.8 compared 92% of the time
            '    dedup_bands: int = opt(24,', '    dedup_bands: int = opt(14,',
            ("tests/test_dedup_build.py::test_the_default_bands_make_a_candidate_of_nearly_every_pair_at_the_threshold",)),
+    Mutant("bench-dedup-reads-a-dict", "benchmarks.dedup:run",  # the benchmark reads the typed manifest as JSON
+           'near = manifests["planted", "near"].corpus.stats["dedup"]', 'near = manifests["planted", "near"]["corpus"]["stats"]["dedup"]',
+           ("tests/test_benchmark_summary.py::test_the_dedup_benchmark_quick_run_finds_the_planted_copies_and_no_leak",)),
 ]
 
 
