@@ -107,8 +107,8 @@ def run(quick: bool = False) -> dict:
                 for dedup in ("off", "exact", "near")}
             times[name] = best_of_each(fns, 1 if quick else 3)
         build(build_config(corpora["clean"], work / "clean-off", tokenizer, "off"), log=quiet)
-        near = manifests["planted", "near"]["corpus"]["stats"]["dedup"]
-        exact = manifests["planted", "exact"]["corpus"]["stats"]["dedup"]
+        near = manifests["planted", "near"].corpus.stats["dedup"]
+        exact = manifests["planted", "exact"].corpus.stats["dedup"]
         result = {
             "quick": quick,
             "times": times,

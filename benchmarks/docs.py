@@ -108,8 +108,8 @@ def render(section: str, cmd: str, machine_: dict[str, str], figures: list[Figur
 
 def write_section(page: Path, section: str, text: str) -> None:
     """Replace the section's text between its markers in `page`, keeping every other byte; a page without the
-    section gets it at the end (said on stderr). A marker without its pair, or one found twice, is refused:
-    writing then could drop hand-written text."""
+    section gets it at the end (said on stderr). A marker without its pair, one found twice, or a section holding
+    another's marker is refused: writing then could drop hand-written text."""
     content = page.read_text(encoding="utf-8")
     begin, end = markers(section)
     counts = (content.count(begin), content.count(end))
@@ -121,6 +121,8 @@ def write_section(page: Path, section: str, text: str) -> None:
     start, stop = content.find(begin), content.find(end)
     if counts != (1, 1) or stop < start:
         raise ValueError(f"{page}: the markers of section {section!r} are not one {begin} before one {end}")
+    if "<!-- begin: " in content[start + len(begin):stop] or "<!-- end: " in content[start + len(begin):stop]:
+        raise ValueError(f"{page}: another section's marker lies inside section {section!r}")
     page.write_text(content[:start] + text + content[stop + len(end):], encoding="utf-8")
 
 

@@ -97,9 +97,10 @@ class BuildConfig:
     dedup_threshold: float = opt(0.8, "--dedup near: the word n-gram Jaccard similarity at which two documents are "
                                  "duplicates, in (0, 1].", panel="Dedup")
     dedup_ngram: int = opt(5, "--dedup near: words per shingle.", panel="Dedup")
-    dedup_bands: int = opt(14, "--dedup near: LSH bands; documents equal in one band are compared (hashes: bands x "
-                           "rows).", panel="Dedup")
-    dedup_rows: int = opt(8, "--dedup near: MinHash values per LSH band.", panel="Dedup")
+    dedup_bands: int = opt(24, "--dedup near: LSH bands; documents equal in one band are compared (hashes: bands x "
+                           "rows). 24 x 5 compares 99.99% of the pairs at Jaccard 0.8 (datatrove's 14 x 8: 92%).",
+                           panel="Dedup")
+    dedup_rows: int = opt(5, "--dedup near: MinHash values per LSH band.", panel="Dedup")
     tokenizer: str | None = opt(None, "tokenizer.json or a transformers directory, local or a URL. None: train one "
                                 "on the corpus (--tokenizer-type).", panel="Tokenizer", metavar="PATH")
     vocab_size: int = opt(32000, "Vocabulary of a trained tokenizer, sentinels included.", panel="Tokenizer")

@@ -928,6 +928,16 @@ MUTANTS = [
     Mutant("rehash-data-ignored", "mlmprep.format.load:open_epoch",  # --rehash-data does nothing
            "    if rehash:", "    if False:",
            ("tests/test_replaced_build.py::test_an_edit_that_keeps_the_sizes_is_found_with_rehash_data_only",)),
+    # ------------------------------------------------------------ the benchmarks page's sections
+    Mutant("bench-docs-crossed-sections", "benchmarks.docs:write_section",  # a section holding another's marker is rewritten
+           '    if "<!-- begin: " in content[start + len(begin):stop] or', '    if False and "<!-- begin: " in content[start + len(begin):stop] or',
+           ("tests/test_benchmark_docs.py::test_markers_that_do_not_pair_up_are_refused_and_the_page_left_alone",)),
+    Mutant("dedup-bands-of-datatrove", "mlmprep.config",  # 14 x 8 bands: a pair at Jaccard 0.8 compared 92% of the time
+           '    dedup_bands: int = opt(24,', '    dedup_bands: int = opt(14,',
+           ("tests/test_dedup_build.py::test_the_default_bands_make_a_candidate_of_nearly_every_pair_at_the_threshold",)),
+    Mutant("bench-dedup-reads-a-dict", "benchmarks.dedup:run",  # the benchmark reads the typed manifest as JSON
+           'near = manifests["planted", "near"].corpus.stats["dedup"]', 'near = manifests["planted", "near"]["corpus"]["stats"]["dedup"]',
+           ("tests/test_benchmark_summary.py::test_the_dedup_benchmark_quick_run_finds_the_planted_copies_and_no_leak",)),
 ]
 
 

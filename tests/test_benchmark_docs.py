@@ -4,6 +4,7 @@ markers do not pair up is refused rather than rewritten."""
 
 from __future__ import annotations
 
+import re
 import shutil
 
 import pytest
@@ -71,13 +72,23 @@ def test_a_missing_section_is_added_at_the_end_of_the_page(page, capsys):
 
 @pytest.mark.parametrize("broken", ["<!-- begin: loader -->\ntext\n",  # no end marker
                                     "<!-- end: loader -->\ntext\n<!-- begin: loader -->\n",  # the wrong way round
-                                    "<!-- begin: loader -->\n<!-- end: loader -->\n" * 2])  # twice
+                                    "<!-- begin: loader -->\n<!-- end: loader -->\n" * 2,  # twice
+                                    # sections crossed: writing loader would drop the heading of train_step
+                                    "<!-- begin: loader -->\n## train_step\n<!-- begin: train_step -->\n"
+                                    "<!-- end: loader -->\n<!-- end: train_step -->\n"])
 def test_markers_that_do_not_pair_up_are_refused_and_the_page_left_alone(tmp_path, broken):
     page = tmp_path / "page.md"
     page.write_text("# Benchmarks\n" + broken, encoding="utf-8")
     with pytest.raises(ValueError, match="loader"):
         docs.write_section(page, "loader", docs.render("loader", "python -m benchmarks.loader", MACHINE, FIGURES))
     assert page.read_text(encoding="utf-8") == "# Benchmarks\n" + broken
+
+
+def test_the_page_sections_are_apart_each_begin_followed_by_its_own_end():
+    text = docs.PAGE.read_text(encoding="utf-8")
+    found = re.findall(r"<!-- (begin|end): (\w+) -->", text)
+    assert found and found[0::2] == [("begin", name) for _, name in found[0::2]]
+    assert found[1::2] == [("end", name) for _, name in found[0::2]]
 
 
 def test_write_records_the_command_without_the_options_that_only_say_where_to_write(page):

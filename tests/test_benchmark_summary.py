@@ -69,3 +69,17 @@ def test_the_build_output_size_is_judged_per_corpus_byte_on_the_whole_corpus(out
     size = rows["build output bytes per corpus byte, 11 MB"]
     assert (size.value, size.met) == (f"{out_per_input:.2f}", met)
     assert size.target == "<= 3.1" + (" (whole corpus)" if quick else "")
+
+
+@pytest.mark.slow  # six builds and a tokenizer: the dedup benchmark's quick mode, as CI's benchmark step runs it
+def test_the_dedup_benchmark_quick_run_finds_the_planted_copies_and_no_leak(capsys):
+    from benchmarks import dedup
+
+    result = dedup.run(quick=True)
+    assert set(result["times"]) >= {"planted"} and set(result["times"]["planted"]) == {"off", "exact", "near"}
+    assert result["dropped"]["near"] == result["planted"] > result["dropped"]["exact"] > 0
+    leak = result["leakage"]
+    assert leak["planted, dedup off"] > leak["without the copies, dedup off"] + 0.05
+    assert leak["planted, dedup near"] <= leak["without the copies, dedup off"] + 0.01
+    met = {f.name: f.met for f in dedup.figures(result)}
+    assert met["near: recall of the planted copies"] and met["near: drops beyond the planted copies"]

@@ -20,10 +20,11 @@ from test_sharded import reference_rows
 
 from mlmprep.build.dedup import exact_keys
 from mlmprep.build.selection import held_documents
+from mlmprep.config import BuildConfig
 from mlmprep.format.write import iter_rows
 from mlmprep.tokenize import load_tokenizer
 
-NEAR = {"dedup": "near", "dedup_threshold": 0.8, "dedup_ngram": 5, "dedup_bands": 14, "dedup_rows": 8}
+NEAR = {"dedup": "near"}  # the default threshold, shingles, bands and rows
 
 
 def normalised(text: str) -> str:
@@ -129,9 +130,23 @@ def minhash_kept(docs: list[str], threshold: float) -> list[int]:
     from mlmprep.build.dedup import minhash_signatures, near_duplicate_clusters
     from mlmprep.build.selection import MINHASH_SEED
 
-    signatures = minhash_signatures(docs, ngram=5, num_hashes=14 * 8, seed=MINHASH_SEED)
-    first = near_duplicate_clusters(signatures, bands=14, rows=8, threshold=threshold)
+    cfg = BuildConfig(corpus=("c.txt",))
+    signatures = minhash_signatures(docs, ngram=cfg.dedup_ngram, num_hashes=cfg.dedup_bands * cfg.dedup_rows,
+                                    seed=MINHASH_SEED)
+    first = near_duplicate_clusters(signatures, bands=cfg.dedup_bands, rows=cfg.dedup_rows, threshold=threshold)
     return [int(i) for i in np.flatnonzero(first == np.arange(len(docs)))]
+
+
+def test_the_default_bands_make_a_candidate_of_nearly_every_pair_at_the_threshold():
+    """The recall target (0.95 at the default threshold) needs the LSH bands to compare such pairs: the chance
+    that a pair at Jaccard s shares a band, 1 - (1 - s**rows)**bands, at the default threshold and a little above;
+    the estimate checked against an independent count over random signatures of that agreement."""
+    cfg = BuildConfig(corpus=("c.txt",))
+    s, bands, rows = cfg.dedup_threshold, cfg.dedup_bands, cfg.dedup_rows
+    assert 1 - (1 - s**rows) ** bands >= 0.999
+    rng = np.random.default_rng(0)
+    agree = rng.random((20000, bands, rows)) < s  # entry by entry, the two signatures agree with probability s
+    assert agree.all(axis=2).any(axis=1).mean() >= 0.995
 
 
 def test_near_dedup_keeps_the_first_of_each_cluster_brute_force_jaccard_confirms(tmp_path, planted_corpus,

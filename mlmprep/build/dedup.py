@@ -29,6 +29,7 @@ m different signatures costs up to m**2 / 2 root look-ups; m identical ones are 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
 import unicodedata
@@ -36,13 +37,16 @@ import unicodedata
 import numpy as np
 
 from mlmprep.build import mask
+from mlmprep.config import BuildConfig
 from mlmprep.errors import ConfigError
 
-NGRAM = 5  # words per shingle, as datatrove: long enough that shared common phrases do not make documents alike
-NUM_HASHES = 120  # entries per signature: BANDS x ROWS, and the standard error of the estimate
-BANDS = 24
-ROWS = 5
-THRESHOLD = 0.8  # estimated Jaccard at or above which two candidates are near duplicates
+# the build's defaults (declared once, in mlmprep.config): words per shingle, as datatrove (long enough that
+# shared common phrases do not make documents alike); LSH bands and rows (NUM_HASHES entries per signature set
+# the standard error of the estimate); the estimated Jaccard at or above which two candidates are near duplicates
+_DEFAULTS = {field.name: field.default for field in dataclasses.fields(BuildConfig)}
+NGRAM, BANDS, ROWS = _DEFAULTS["dedup_ngram"], _DEFAULTS["dedup_bands"], _DEFAULTS["dedup_rows"]
+NUM_HASHES = BANDS * ROWS
+THRESHOLD = _DEFAULTS["dedup_threshold"]
 
 _SPACE_RUN = re.compile(r"\s+")
 _SIGNATURE_TAG = 0x5167_0000_0000_0001  # keeps the permutation streams apart from masking's row streams

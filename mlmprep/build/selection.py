@@ -10,7 +10,7 @@ choice depends on the corpus and the options only, never on shards, workers or R
 Exact dedup decides a shard as soon as every shard before it is in (its earlier copies are all known); near
 dedup clusters the whole corpus's signatures once the last shard is in. Driver memory: an exact key and a
 Python dict entry (about 100 bytes) per distinct document; with --dedup near, bands x rows x 4 bytes of
-signature per document (448 MB per million documents at 14 x 8) until the clustering is done.
+signature per document (480 MB per million documents at the default 24 x 5) until the clustering is done.
 """
 
 from __future__ import annotations
