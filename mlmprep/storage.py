@@ -157,7 +157,7 @@ def errors(url: str, error: type[MlmprepError] = CacheError) -> Iterator[None]:
 def unanswered(exc: BaseException) -> str:
     """What a store that could not be reached did, for an error line: how often it was asked, and its error."""
     n = attempts_per_request()
-    return f"the store did not answer in {n} attempt{'s' if n > 1 else ''} a request ({first_line(exc)})"
+    return f"the store did not answer in {n} attempt{'s' if n > 1 else ''} per request ({first_line(exc)})"
 
 
 def first_line(exc: BaseException) -> str:
