@@ -423,6 +423,14 @@ MUTANTS = [
            "segment, pos = buffer[pos : pos + chars], pos + chars",
            "segment, buffer = buffer[:chars], buffer[chars:]",
            ("tests/test_windows.py",)),
+    Mutant("han-cut-counts-as-word-cut", "mlmprep.tokenize:word_tables",  # any letter counts, so Han text is 98% cut
+           "first[idx] = bool(text) and spaced_alnum(text[0])\nlast[idx] = bool(text) and spaced_alnum(text[-1])",
+           "first[idx] = bool(text) and text[0].isalnum()\nlast[idx] = bool(text) and text[-1].isalnum()",
+           ("tests/test_windows.py",)),
+    Mutant("unspaced-scripts-miss-thai", "mlmprep.tokenize:spaced_alnum",  # only Han is told apart
+           "not unicodedata.name(char, \"\").startswith(UNSPACED_SCRIPTS)",
+           "not unicodedata.name(char, \"\").startswith(\"CJK \")",
+           ("tests/test_windows.py",)),
     Mutant("prefetch-unbounded", "mlmprep.progress:prefetch",  # read-ahead without a bound
            "q: queue.Queue = queue.Queue(maxsize=depth)", "q: queue.Queue = queue.Queue()",
            ("tests/test_progress.py",)),
