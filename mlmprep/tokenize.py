@@ -10,6 +10,7 @@ import hashlib
 import json
 import re
 import threading
+import unicodedata
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,8 @@ SPECIAL_TOKENS = (PAD, EOS, UNK, MASK)  # ids 0, 1, 2, 3 in a tokenizer mlmprep 
 N_SENTINELS = 100
 PIECE_CHARS = 1 << 20  # documents longer than this are encoded in whitespace-aligned pieces
 SPELLED_SPECIAL = re.compile(r"</s>|<pad>|<unk>|<mask>|<extra_id_\d+>")  # never learnt as ordinary pieces
+UNSPACED_SCRIPTS = ("CJK ", "HIRAGANA", "KATAKANA", "HALFWIDTH KATAKANA", "BOPOMOFO", "THAI", "LAO", "KHMER", "MYANMAR",
+                    "TIBETAN", "YI ")  # Unicode names of scripts written without spaces between words
 CLEAN_SPACE = re.compile(r"(?<=\S) (?=\S)")  # where a long document is cut into pieces (whitespace_pieces)
 CALL_CHARS = 1 << 18  # characters per tokenizer call (one piece at least): bounds the memory of its encodings,
 # which a worker keeps at its high-water mark (1 << 20: 2 workers on 3.8 MB shards peaked 90 MB higher)
@@ -440,11 +443,12 @@ class WordTables:
     """Per-id facts about a token's text, for word-boundary statistics and whole-word masking."""
 
     starts_word: np.ndarray  # bool: a word boundary precedes this token (▁/Ġ prefix, or special)
-    first_alnum: np.ndarray  # bool: the token's first visible character is a letter or digit
-    last_alnum: np.ndarray  # bool: the token's last character is a letter or digit
+    first_alnum: np.ndarray  # bool: the token's first visible character is a letter or digit of a spaced script
+    last_alnum: np.ndarray  # bool: the token's last character is a letter or digit of a spaced script
 
     def cuts_word(self, left: np.ndarray, right: np.ndarray) -> np.ndarray:
-        """True where a boundary between token `left` and token `right` falls inside a word."""
+        """True where a boundary between token `left` and token `right` falls inside a word: between two letters
+        or digits of a script that puts spaces between words (in Han or Thai text no token shows where words end)."""
         return ~self.starts_word[right] & self.last_alnum[left] & self.first_alnum[right]
 
 
@@ -466,7 +470,12 @@ def word_tables(tok) -> WordTables:
         elif wordpiece:
             starts[idx] = not text.startswith("##")
             text = text.removeprefix("##")
-        first[idx] = bool(text) and text[0].isalnum()
-        last[idx] = bool(text) and text[-1].isalnum()
+        first[idx] = bool(text) and spaced_alnum(text[0])
+        last[idx] = bool(text) and spaced_alnum(text[-1])
     return WordTables(starts_word=starts, first_alnum=first, last_alnum=last)
+
+
+def spaced_alnum(char: str) -> bool:
+    """Whether `char` is a letter or digit of a script that separates its words with spaces."""
+    return char.isalnum() and not unicodedata.name(char, "").startswith(UNSPACED_SCRIPTS)
 

@@ -423,6 +423,14 @@ MUTANTS = [
            "segment, pos = buffer[pos : pos + chars], pos + chars",
            "segment, buffer = buffer[:chars], buffer[chars:]",
            ("tests/test_windows.py",)),
+    Mutant("han-cut-counts-as-word-cut", "mlmprep.tokenize:word_tables",  # any letter counts, so Han text is 98% cut
+           "first[idx] = bool(text) and spaced_alnum(text[0])\nlast[idx] = bool(text) and spaced_alnum(text[-1])",
+           "first[idx] = bool(text) and text[0].isalnum()\nlast[idx] = bool(text) and text[-1].isalnum()",
+           ("tests/test_windows.py",)),
+    Mutant("unspaced-scripts-miss-thai", "mlmprep.tokenize:spaced_alnum",  # only Han is told apart
+           "not unicodedata.name(char, \"\").startswith(UNSPACED_SCRIPTS)",
+           "not unicodedata.name(char, \"\").startswith(\"CJK \")",
+           ("tests/test_windows.py",)),
     Mutant("prefetch-unbounded", "mlmprep.progress:prefetch",  # read-ahead without a bound
            "q: queue.Queue = queue.Queue(maxsize=depth)", "q: queue.Queue = queue.Queue()",
            ("tests/test_progress.py",)),
@@ -695,6 +703,12 @@ MUTANTS = [
            "  font: false\n", "  font: {text: Roboto}\n",
            ("tests/test_docs.py",)),
     # ------------------------------------------------------------ the HTML report and RUN plots
+    Mutant("report-sources-drop-extra-sets", "mlmprep.format.html:source_table",  # --validation NAME=DIR has no row
+           'names += [k[5:-5] for k in final', 'names += [] and [k[5:-5] for k in final',
+           ("tests/test_mixture.py::test_a_config_file_lists_sources_and_validation_name_dir_adds_a_set",)),
+    Mutant("report-sources-wrong-column", "mlmprep.format.html:source_table",  # the share reached shown as the weight
+           "<td>{cell(final.get(f'{n}/target'), '.3f')}</td>", "<td>{cell(final.get(f'{n}/fraction'), '.3f')}</td>",
+           ("tests/test_mixture.py::test_a_config_file_lists_sources_and_validation_name_dir_adds_a_set",)),
     Mutant("t5-reference-off-by-one", "mlmprep.format.charts:t5_span_length_distribution",  # C(noise - j, ...): the composition count is wrong
            "p[j] = math.comb(noise - j - 1, spans - 2) / total", "p[j] = math.comb(noise - j, spans - 2) / total",
            ("tests/test_html_report.py",)),

@@ -224,14 +224,15 @@ def test_two_processes_sharing_the_cache_download_each_file_once(tmp_path, s3, s
     assert (Path(roots.pop()) / name).read_bytes() == (tiny_build / name).read_bytes()
 
 
-def test_store_faults_are_retried_and_the_bytes_are_the_builds(tmp_path, s3, s3_proxy, tiny_build):
+def test_store_faults_are_retried_and_the_bytes_are_the_builds(tmp_path, s3, s3_proxy, tiny_build, monkeypatch):
     url = upload(s3, tiny_build)
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "2")  # botocore's own retries of each read: fewer, so fewer back-offs
     is_data = lambda method, path: method == "GET" and "/seed-1/data-" in path  # noqa: E731
     faults = [s3_proxy.add(Fault(is_data, kind="503", times=2)), s3_proxy.add(Fault(is_data, kind="drop", times=1)),
-              s3_proxy.add(Fault(is_data, kind="reset", times=12))]  # more than one read's client retries
+              s3_proxy.add(Fault(is_data, kind="reset", times=5))]  # more than one read's client retries
     cache = remote.SeedCache(url, tmp_path / "cache")
     cache.ensure("seed-1", [])
-    assert [f.hits for f in faults] == [2, 1, 12]
+    assert [f.hits for f in faults] == [2, 1, 5]
     name = "seed-1/data-00000-of-00001.arrow"
     assert (cache.root / name).read_bytes() == (tiny_build / name).read_bytes()
     cache.close()
@@ -280,7 +281,7 @@ def test_a_store_gone_at_a_boundary_stops_the_run_with_its_checkpoints_then_it_r
 
 
 def test_the_prefetch_hides_a_slow_stores_fetch_behind_the_epoch(tmp_path, s3, s3_proxy):
-    data = fake_build(tmp_path / "data", n_rows=240, n_seeds=3)
+    data = fake_build(tmp_path / "data", n_rows=240, n_seeds=2)
     url = upload(s3, data)
     seed = read_manifest(data).splits["seed-1"].bytes
     s3_proxy.bandwidth = seed / 0.6  # a seed takes 0.6 s to fetch
@@ -292,7 +293,7 @@ def test_the_prefetch_hides_a_slow_stores_fetch_behind_the_epoch(tmp_path, s3, s
 
     def waits(prefetch: int) -> list[float]:
         out = tmp_path / f"run-{prefetch}"
-        fit(TrainConfig(**FAST, epochs=3, data=url, out=str(out), cache_dir=str(tmp_path / f"cache-{prefetch}"),
+        fit(TrainConfig(**FAST, epochs=2, data=url, out=str(out), cache_dir=str(tmp_path / f"cache-{prefetch}"),
                         prefetch_epochs=prefetch), hook=slow_step)
         return [r["fetch_wait_s"] for r in metrics(out) if r.get("event") == "fetch"]
 

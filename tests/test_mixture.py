@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -366,6 +367,15 @@ def test_a_config_file_lists_sources_and_validation_name_dir_adds_a_set(tmp_path
     assert {"eval/held/loss", "eval/web/loss", "eval/small/accuracy"} <= final.keys()
     assert final["eval_loss"] == pytest.approx(0.8 * final["eval/web/loss"] + 0.2 * final["eval/small/loss"])
     assert "weighted mean" in result.output
+    # one row per source and per extra validation set, with the figures of final_metrics.json; none left as facts
+    table = page[page.index('<table class="splits sources">'):]
+    rows = [re.findall(r"<td>([^<]*)</td>", row) for row in table[:table.index("</table>")].split("</tr>")[1:-1]]
+    want = [[n, f"{final.get(f'{n}/target', 0):.3f}", f"{final.get(f'{n}/fraction', 0):.3f}",
+             f"{final.get(f'{n}/tokens', 0):,}", str(final.get(f"{n}/pass")), str(final.get(f"{n}/seed")),
+             f"{final[f'eval/{n}/loss']:.4f}", f"{final[f'eval/{n}/accuracy']:.4f}"] for n in ("web", "small", "held")]
+    want[2][1:6] = ["-"] * 5  # held is evaluated only
+    assert sorted(rows[:2]) == sorted(want[:2]) and rows[2] == want[2]
+    assert "web/fraction" not in facts and "eval/held/loss" not in page and f"{final['tokens']:,}" in page
 
 
 # ----------------------------------------------------------------------------- DDP

@@ -152,10 +152,11 @@ def test_two_builds_into_one_prefix_cannot_both_win(s3, tiny_corpus, tok):
 def test_a_failed_upload_leaves_nothing_that_reads_as_a_build(s3, s3_proxy, tiny_corpus, tok):
     bucket = s3.bucket()
     out = f"s3://{bucket}/data"
-    # every attempt to store one data file fails, and --storage-options leaves botocore one try (s3fs's own 5 stay)
+    # every attempt to store one data file fails, and --storage-options leaves botocore one try (s3fs's own stay,
+    # 2 of them through AWS_MAX_ATTEMPTS: fewer back-offs)
     s3_proxy.add(Fault(lambda method, path: method == "PUT" and "/seed-1/" in path, kind="503", times=1000))
     no_retries = json.dumps({"config_kwargs": {"retries": {"max_attempts": 1}}})
-    result = run(*build_args(tiny_corpus, out, tok, "--storage-options", no_retries), env={})
+    result = run(*build_args(tiny_corpus, out, tok, "--storage-options", no_retries), env={"AWS_MAX_ATTEMPTS": "2"})
     assert result.returncode == 2, result.stderr
     assert_refused(result.returncode, result.stderr, out)
     assert listing(s3, out) == []  # what was uploaded is taken back, and the lock released

@@ -201,19 +201,19 @@ def test_cli_smoke_run_learns(tmp_path, real_build):
     (tmp_path / "opts.json").write_text(json.dumps({"max-tokens-per-batch": 2048, "lr": 0.1}))
     args = ["train", str(real_build), "--out", str(run), "--config", str(tmp_path / "opts.json"),
             "--max-tokens-per-microbatch", "1024", "--max-examples-per-microbatch", "32", "--lr", "0.003",
-            "--warmup-steps", "5", "--max-steps", "30", "--eval-every", "30", "--save-every", "0"]
+            "--warmup-steps", "3", "--max-steps", "15", "--eval-every", "15", "--save-every", "0"]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     evals = [r for r in map(json.loads, (run / "metrics.jsonl").open()) if "eval_loss" in r]
-    assert [r["step"] for r in evals] == [0, 30]
+    assert [r["step"] for r in evals] == [0, 15]
     assert evals[1]["eval_loss"] < evals[0]["eval_loss"] - 1.0 and evals[1]["eval_accuracy"] > evals[0]["eval_accuracy"]
     saved = json.loads((run / "train_config.json").read_text())
     assert (saved["max_tokens_per_batch"], saved["lr"]) == (2048, 0.003)  # the file, overridden by the command line
     again = CliRunner().invoke(app, args)
     assert again.exit_code == 2 and "not empty; pass --resume" in again.output
-    resumed = CliRunner().invoke(app, ["train", str(real_build), "--out", str(run), "--resume", "--max-steps", "32"])
+    resumed = CliRunner().invoke(app, ["train", str(real_build), "--out", str(run), "--resume", "--max-steps", "17"])
     assert resumed.exit_code == 0, resumed.output
-    assert [p.name for p in checkpoints(run)] == ["checkpoint-30", "checkpoint-32"]
+    assert [p.name for p in checkpoints(run)] == ["checkpoint-15", "checkpoint-17"]
 
 
 @pytest.mark.slow  # trains on the whole built-in sample until it learns

@@ -1,5 +1,7 @@
 """Token splitting and text segmentation: exact windows, honest counts, chunking that changes nothing."""
 
+import re
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -8,7 +10,7 @@ from reference_windows import token_windows
 
 from mlmprep.build.windows import WindowStats, segment_chars, segment_rows, text_segments
 from mlmprep.format.rows import Rows
-from mlmprep.tokenize import WordTables, word_tables
+from mlmprep.tokenize import WordTables, spaced_alnum, train_tokenizer, word_tables
 
 EOS = 1
 
@@ -74,6 +76,34 @@ def test_fragment_rate_counts_windows_cut_inside_a_word(tiny_tokenizer):
     doc = [word_initial[0], continuation[0]] * 10
     _, cut = run([docs_to_chunk([doc])], length=3, tables=tables)
     assert cut.rows_cut_in_word > cut.rows // 2
+
+
+@pytest.mark.parametrize(("char", "spaced"), [("a", True), ("é", True), ("9", True), ("한", True), ("ж", True),
+                                             ("中", False), ("あ", False), ("ア", False), ("ｱ", False), ("ก", False),
+                                             ("ក", False), ("မ", False), ("，", False), (" ", False)])
+def test_only_letters_and_digits_of_scripts_with_spaces_between_words_can_be_cut(char, spaced):
+    assert spaced_alnum(char) is spaced
+
+
+def test_a_han_corpus_counts_no_row_cut_inside_a_word_and_the_same_text_in_english_many(corpora, tmp_path):
+    """Han text has no spaces between words, so no boundary between two of its tokens shows a word cut: the
+    fragment rate of a CJK corpus (the benchmark's cipher of kjv.txt, digits dropped) is zero, while
+    the English it was made from, cut into the same windows, has many rows cut inside a word."""
+    from benchmarks.tokenizer import HANZI_LIST, cjk_corpus
+
+    if not HANZI_LIST.is_file():
+        pytest.skip(f"{HANZI_LIST} (glibc's locale sources) is not present")
+    english = [re.sub(r"\d+", "", line).strip() for line in (corpora / "kjv.txt").read_text().split("\n")[:1000]]
+    (tmp_path / "en.txt").write_text("\n".join(english), encoding="utf-8")
+    han = cjk_corpus(tmp_path / "en.txt", tmp_path / "cjk.txt").read_text(encoding="utf-8").split("\n")
+    assert sum(map(len, han)) > 20_000 and not re.search(r"[A-Za-z0-9]", "".join(han))
+    rates = {}
+    for name, lines in (("english", english), ("han", han)):
+        tok = train_tokenizer(lines, vocab_size=3000)
+        docs = [e.ids for e in tok.encode_batch([line for line in lines if line.strip()])]
+        _, stats = run([docs_to_chunk(docs)], length=16, tables=word_tables(tok))
+        rates[name] = stats.rows_cut_in_word / stats.rows
+    assert rates["han"] == 0 and rates["english"] > 0.1, rates
 
 
 def test_text_segments_cut_every_n_characters_and_flag_cut_words():

@@ -154,14 +154,39 @@ def run_section(run: Path) -> str:
     charts, final = run_charts(run)
     config_path = run / "train_config.json"
     config = json.loads(config_path.read_text(encoding="utf-8")) if config_path.is_file() else {}
-    shown = [(k, f"{v:.4g}" if isinstance(v, float) else str(v)) for k, v in final.items()]
     sources = config.get("sources") or []  # a mixture: every source, and what weighs them
     data = [("sources", ", ".join(map(str, sources))), ("weights", str(config.get("weights") or config.get("mix")))] \
         if len(sources) > 1 else [("data", str(config.get("data", "-")))]
+    per_set, final = source_table(final)
+    shown = [(k, f"{v:.4g}" if isinstance(v, float) else f"{v:,}" if isinstance(v, int) else str(v))
+             for k, v in final.items()]
     facts = table([("run", str(run)), *data, ("model", str(config.get("model", "-")))] + shown)
     options = table([(k, json.dumps(v)) for k, v in sorted(config.items())], "options")
-    return (f'<section id="run"><h2>Training run</h2>{facts}<details><summary>every option of the run</summary>'
-            f'{options}</details><div class="charts">{"".join(charts)}</div></section>')
+    return (f'<section id="run"><h2>Training run</h2>{facts}{per_set}<details><summary>every option of the run'
+            f'</summary>{options}</details><div class="charts">{"".join(charts)}</div></section>')
+
+
+def source_table(final: dict) -> tuple[str, dict]:
+    """A mixture's final metrics per source (and per extra validation set) as one table, and the metrics left;
+    a run of one build has no per-source metrics, so no table."""
+    names = [k.removesuffix("/target") for k in final if k.endswith("/target")]
+    names += [k[5:-5] for k in final if k.startswith("eval/") and k.endswith("/loss") and k[5:-5] not in names]
+    if not names:
+        return "", final
+
+    def cell(value, spec: str) -> str:
+        return "-" if value is None else escape(format(value, spec) if spec else str(value))
+
+    rows = "".join(
+        f"<tr><td>{escape(n)}</td><td>{cell(final.get(f'{n}/target'), '.3f')}</td>"
+        f"<td>{cell(final.get(f'{n}/fraction'), '.3f')}</td><td>{cell(final.get(f'{n}/tokens'), ',')}</td>"
+        f"<td>{cell(final.get(f'{n}/pass'), '')}</td><td>{cell(final.get(f'{n}/seed'), '')}</td>"
+        f"<td>{cell(final.get(f'eval/{n}/loss'), '.4f')}</td><td>{cell(final.get(f'eval/{n}/accuracy'), '.4f')}</td>"
+        "</tr>" for n in names)
+    head = "".join(f"<th>{h}</th>" for h in ("source", "weight", "share reached", "tokens", "pass", "seed split",
+                                             "validation loss", "accuracy"))
+    rest = {k: v for k, v in final.items() if not any(k.startswith((f"{n}/", f"eval/{n}/")) for n in names)}
+    return f'<table class="splits sources"><tr>{head}</tr>{rows}</table>', rest
 
 
 def report_page(build: Path | None, run: Path | None, *, examples_shown: int = 4, first_seed: str | None = None) -> str:
