@@ -218,7 +218,8 @@ def descriptive(key_path: tuple | None) -> bool:
     if key_path is None:
         return False
     dotted = ".".join(map(str, key_path))
-    return dotted.startswith(DESCRIPTIVE) and not dotted.startswith(CHECKED_CONFIG)
+    checked = any(dotted == key or dotted.startswith(key + ".") for key in CHECKED_CONFIG)  # config.seeds is not seed
+    return dotted.startswith(DESCRIPTIVE) and not checked
 
 
 def meaning(build: Path) -> dict:

@@ -298,15 +298,16 @@ class LocalPool:
         for process in list(self.workers.values()):
             process.terminate()  # a no-op for one already gone
 
-    def lost_a_worker(self) -> bool:
-        """Whether a worker has died (its sentinel is readable), seen without waiting and without reading
+    def lost_a_worker(self, wait: float = 0) -> bool:
+        """Whether a worker has died (its sentinel is readable), seen within `wait` seconds and without reading
         its exit status."""
-        return bool(multiprocessing.connection.wait([p.sentinel for p in self.workers.values()], timeout=0))
+        return bool(multiprocessing.connection.wait([p.sentinel for p in self.workers.values()], timeout=wait))
 
     def close(self) -> None:
         self.executor.shutdown(wait=True, cancel_futures=True)
 
 
+DEATH_SHOWS_S = 5.0  # how long an OSError met while spawning a worker waits for a worker's death to show
 POOLS: dict[Engine, LocalPool | None] = {}  # the pool of each open local session (None: none needed yet)
 
 
@@ -343,7 +344,9 @@ def run_local(run: TaskRun, pool: LocalPool, in_driver: Callable[[Any], Any] | N
     except BaseException as exc:
         # a worker's death shows as BrokenProcessPool, or, when it comes while tasks are being submitted, as
         # whatever the executor's spawning of a replacement hits (OSError: a closed pipe): look before stopping
-        died = isinstance(exc, BrokenProcessPool) or (isinstance(exc, Exception) and pool.lost_a_worker())
+        # (the executor's own OSError can come a moment before the death shows: give it a little time)
+        died = isinstance(exc, BrokenProcessPool) or (isinstance(exc, Exception) and pool.lost_a_worker(
+            DEATH_SHOWS_S if isinstance(exc, OSError) else 0))
         pool.terminate()  # the others, so that the executor's own clean-up can join them
         message = dead_worker(pool.workers, pool.started, running, [task for _, task in run.calls]) if died else None
         drop(pool)
