@@ -103,10 +103,11 @@ def first_chars(texts: Iterable[str], limit: int) -> Iterator[str]:
 
 
 def arm_config(cfg: CompareConfig, data: Path, method: str, corpus: str, tokenizer: Path) -> BuildConfig:
-    """The build of one arm: identical for both methods but for `method`; no windows are held out."""
+    """The build of one arm: identical for both methods but for `method`; no documents are held out or dropped
+    (the hold-out already put every copy of a text on one side, and the text arm's replay reads them all)."""
     return BuildConfig(corpus=(str(data / corpus),), tokenizer=str(tokenizer), method=method,
                        input_length=cfg.input_length, seeds=cfg.seeds, seed=cfg.seed, validation_fraction=0.0,
-                       out=str(Path(cfg.out) / f"build-{method}"), force=True)
+                       dedup="off", out=str(Path(cfg.out) / f"build-{method}"), force=True)
 
 
 def make_tokenizer(cfg: CompareConfig, data: Path) -> Path:

@@ -602,6 +602,9 @@ MUTANTS = [
            ("tests/test_tokenizer_training.py",)),
     Mutant("unigram-trainer-outlives-ctrl-c", "mlmprep.build.unigram:train_model",  # the child trains on after the build ends
            "                proc.kill()\n", "", ("tests/test_interrupt.py",)),
+    Mutant("compare-arms-deduplicated", "mlmprep.compare:arm_config",  # the text arm's replay reads documents dedup dropped
+           'dedup="off", ', "",
+           ("tests/test_compare.py::test_a_corpus_with_copies_of_documents_compares_both_arms_on_every_training_document",)),
     Mutant("compare-holds-out-by-position", "mlmprep.compare:split_documents",  # copies of a text fall on both sides
            "held = held_out_text(doc, cfg.heldout_fraction, cfg.seed)",
            "held = held_out_text(str(counts['train'] + counts['heldout']), cfg.heldout_fraction, cfg.seed)",

@@ -321,3 +321,18 @@ def test_compare_methods_help_lists_every_setting_of_each_preset(mode):
     assert changed - {"mode"} <= named.keys()
     for field, value in named.items():
         assert str(getattr(preset, field)) == str(value), field
+
+
+def test_a_corpus_with_copies_of_documents_compares_both_arms_on_every_training_document(tiny_corpus, tmp_path):
+    lines = tiny_corpus.read_text(encoding="utf-8").splitlines()
+    corpus = tmp_path / "copies.txt"
+    corpus.write_text("\n".join(lines + lines[: len(lines) // 3]) + "\n", encoding="utf-8")
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, [
+        "compare-methods", str(corpus), "--quick", "--out", str(out), "--vocab-size", "400", "--input-length", "64",
+        "--steps", "2", "--eval-every", "2", "--heldout-fraction", "0.1", "--max-tokens-per-batch", "1024",
+    ])
+    assert result.exit_code == 0, result.output
+    builds = {m: json.loads((out / f"build-{m}" / "manifest.json").read_text()) for m in ("tokens", "text")}
+    dropped = {method: b["corpus"]["stats"]["dedup"]["documents_dropped"] for method, b in builds.items()}
+    assert dropped == {"tokens": 0, "text": 0}
