@@ -220,7 +220,7 @@ MUTANTS = [
     Mutant("dedup-signature-no-nfc", "mlmprep.build.dedup:minhash_signatures",  # the kernel hashes the words as they came
            'parts = [unicodedata.normalize("NFC", t).encode(', 'parts = [t.encode(', ("tests/test_dedup_kernels.py",)),
     Mutant("dedup-seed-ignored", "mlmprep.build.dedup:permutations",  # every seed the same permutations
-           "key = np.uint64((seed ^ _SIGNATURE_TAG) & mask.MASK64)", "key = np.uint64(_SIGNATURE_TAG)",
+           "key = np.uint64((seed ^ _SIGNATURE_TAG) & randomness.MASK64)", "key = np.uint64(_SIGNATURE_TAG)",
            ("tests/test_dedup_kernels.py",)),
     Mutant("dedup-one-permutation", "mlmprep.build._dedup_kernels:_take_min",  # every entry the same multiplier: correlated
            "np.uint32((a[k] * h + b[k]) >> U32)", "np.uint32((a[0] * h + b[k]) >> U32)",

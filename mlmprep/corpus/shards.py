@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mlmprep import storage
+from mlmprep.corpus.hub import load_dataset
 from mlmprep.corpus.readers import (
     BATCH_ROWS,
     READERS,
@@ -232,8 +233,6 @@ def dataset_shards(spec: str, split: str, rows: int, nbytes: int, shard_bytes: i
 
 @functools.lru_cache(maxsize=2)
 def _dataset(spec: str, split: str):
-    from mlmprep.corpus.documents import load_dataset
-
     return load_dataset(spec, split)
 
 
