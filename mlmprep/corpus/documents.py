@@ -1,6 +1,6 @@
 """Corpus: files, a `datasets` dataset or the built-in sample -> a re-iterable stream of document strings.
 
-Nothing is held whole: files are streamed by their format's reader (mlmprep.corpus.readers) and a dataset stays
+Nothing is held whole: files are streamed by their format's reader (corpus.readers.READERS) and a dataset stays
 memory-mapped in the Hugging Face cache. All that is skipped or replaced is counted in CorpusStats, which
 the build writes to its manifest. Files are hashed when the corpus is opened, and a file that changes
 while it is read stops the build.
@@ -18,17 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mlmprep import storage
+from mlmprep.corpus.columnar import BATCH_ROWS, column_texts
+from mlmprep.corpus.files import CorpusStats, ReadOptions, check_magic, file_format, read_as_text
 from mlmprep.corpus.hub import load_dataset
-from mlmprep.corpus.readers import (
-    BATCH_ROWS,
-    READERS,
-    CorpusStats,
-    ReadOptions,
-    check_magic,
-    column_texts,
-    file_format,
-    read_as_text,
-)
+from mlmprep.corpus.readers import READERS
 from mlmprep.corpus.shards import Shard, dataset_shards, file_shards, non_blank, read_unchanged
 from mlmprep.corpus.sources import remote_sources, resolve
 from mlmprep.errors import ConfigError, CorpusError, printable
