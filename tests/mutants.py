@@ -664,6 +664,18 @@ MUTANTS = [
     Mutant("compare-help-drops-fixed-settings", "mlmprep.cli.compare:preset_settings",  # --full's lr and seeds not in its help
            '            fixed.append(f"{field} {value}")', "            pass",
            ("tests/test_compare.py::test_compare_methods_help_lists_every_setting_of_each_preset",)),
+    Mutant("compare-config-file-ignored", "mlmprep.cli.compare:compare_methods",  # --config reads, then acts not
+           "    cfg = compare_config(mode, file_values, options)", "    cfg = compare_config(mode, options)",
+           ("tests/test_compare.py::test_a_config_file_gives_compare_methods_options_over_its_preset_and_under_the_command_line",)),
+    Mutant("compare-config-over-command-line", "mlmprep.cli.compare:compare_methods",  # the file beats --steps 2
+           "    cfg = compare_config(mode, file_values, options)", "    cfg = compare_config(mode, options, file_values)",
+           ("tests/test_compare.py::test_a_config_file_gives_compare_methods_options_over_its_preset_and_under_the_command_line",)),
+    Mutant("compare-config-mode-ignored", "mlmprep.cli.compare:compare_methods",  # a file's `mode: quick` sets no preset
+           'else file_values.get("mode", "default")', 'else "default"',
+           ("tests/test_compare.py::test_a_config_file_gives_compare_methods_options_over_its_preset_and_under_the_command_line",)),
+    Mutant("compare-max-mb-in-megabytes-of-2-20", "mlmprep.config:CompareConfig.max_chars",  # --max-mb 1 reads 1,048,576
+           "round(self.max_mb * 1e6)", "round(self.max_mb * 2**20)",
+           ("tests/test_compare.py::test_max_mb_counts_million_characters_and_a_tiny_positive_limit_is_not_the_whole_corpus",)),
     Mutant("mlm-line-without-why", "mlmprep.format.report:build_summary",  # "masked 0.142" with no word on special tokens
            'of all tokens, special ones never" + (', '" + (',
            ("tests/test_report_mlm.py",)),
