@@ -664,6 +664,12 @@ MUTANTS = [
     Mutant("compare-help-drops-fixed-settings", "mlmprep.cli.compare:preset_settings",  # --full's lr and seeds not in its help
            '            fixed.append(f"{field} {value}")', "            pass",
            ("tests/test_compare.py::test_compare_methods_help_lists_every_setting_of_each_preset",)),
+    Mutant("import-circle-hidden-in-a-function", "mlmprep.corpus.shards:_dataset",  # documents imports shards
+           "    return load_dataset(spec, split)",
+           "    from mlmprep.corpus.documents import open_corpus  # noqa: F401\n\n    return load_dataset(spec, split)",
+           ("tests/test_rooms.py::test_no_module_imports_itself_through_others",)),
+    Mutant("import-circle-at-module-level", "mlmprep.build.randomness",  # mask imports randomness
+           "import numpy as np\n", "import numpy as np\n\nfrom mlmprep.build import mask  # noqa: F401\n", ("tests/test_rooms.py::test_no_module_imports_itself_through_others",)),
     Mutant("compare-config-file-ignored", "mlmprep.cli.compare:compare_methods",  # --config reads, then acts not
            "    cfg = compare_config(mode, file_values, options)", "    cfg = compare_config(mode, options)",
            ("tests/test_compare.py::test_a_config_file_gives_compare_methods_options_over_its_preset_and_under_the_command_line",)),
