@@ -43,8 +43,9 @@ def run(quick: bool = False, corpus: Path | None = None, out: Path | None = None
         source = corpus or (CORPUS if CORPUS.is_file() else synthetic_corpus(Path(tmp)))
         target = out or (Path(tmp) / "out" if quick else Path("bench-out"))
         mode = "full" if full else "quick" if quick else "default"
-        cfg = compare_config(mode, {"corpus": (str(source),), "out": str(target)})
-        check_compare(cfg, force=True)  # a previous result is replaced; an --out holding anything else is refused
+        # a previous result is replaced; an --out holding anything else is refused
+        cfg = compare_config(mode, {"corpus": (str(source),), "out": str(target), "force": True})
+        check_compare(cfg)
         results = compare(cfg, log=lambda line: print(line, file=sys.stderr))
         print(results_markdown(results))
         return results

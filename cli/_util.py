@@ -54,20 +54,10 @@ def error_line(message: object) -> str:
     return "error: " + str(message).replace("\r", "\\r").replace("\n", "\\n")
 
 
-def given(**options: Any) -> dict[str, Any]:
-    """The options the user gave: Typer passes None for the rest, so the config file can fill them."""
-    return {k: v for k, v in options.items() if v is not None and v != ()}
-
-
 def note(line: str) -> None:
     """A progress note on stderr for a person at a terminal; silent otherwise, so that an error stays one line."""
     if sys.stderr.isatty():
         typer.echo(line, err=True)
-
-
-def option(text: str, **settings: Any):
-    """An option whose help text states its own default (the value None means "not given")."""
-    return typer.Option(help=text, show_default=False, **settings)
 
 
 class HelpCommand(TyperCommand):

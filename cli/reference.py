@@ -16,8 +16,9 @@ from mlmprep.cli import app
 HEADER = """# CLI reference
 
 Every command of `mlmprep` and every option it takes, with its default, as `mlmprep COMMAND --help` shows
-them (each command also takes `--help`). Options of `build` and `train` can also be given in a `--config`
-file: JSON or YAML, the option's name as key (`input_length` or `input-length`), the command line winning.
+them (each command also takes `--help`). Options of `build`, `train` and `compare-methods` can also be given
+in a `--config` file: JSON or YAML, the option's name as key (`input_length` or `input-length`), the command
+line winning.
 
 This page is generated from the command line itself (`python -m mlmprep.cli.reference > docs/options.md`
 writes it), and a test fails while it differs from `--help`.

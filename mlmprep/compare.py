@@ -55,11 +55,12 @@ OUTPUTS = frozenset({"data", "build-validation", "build-text", "build-tokens", "
 PREVIOUS = ".previous"  # inside --out: the result a --force run replaces, until the run completes
 SEGMENTS_PER_CALL = 4096  # text segments per tokenizer call when replaying the text method (speed only)
 
-def compare_config(mode: str, options: dict[str, Any]) -> CompareConfig:
-    """The preset `mode` (default, quick, full) with `options` (CompareConfig fields) over it."""
+def compare_config(mode: str, *layers: dict[str, Any]) -> CompareConfig:
+    """The preset `mode` (default, quick, full) with `layers` of options (CompareConfig fields) over it, later
+    layers winning."""
     if mode not in MODES:
         raise ConfigError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
-    return make_config(CompareConfig, MODES[mode], {**options, "mode": mode}, source="compare-methods")
+    return make_config(CompareConfig, MODES[mode], *layers, {"mode": mode}, source="compare-methods")
 
 
 # ----------------------------------------------------------------------------- documents and tokenizer
@@ -254,7 +255,7 @@ def arm_train_config(cfg: CompareConfig, method: str) -> TrainConfig:
     )
 
 
-def check_compare(cfg: CompareConfig, *, force: bool) -> None:
+def check_compare(cfg: CompareConfig) -> None:
     """Refuse, before any work, options that would fail only after the builds, an --out nothing can be written
     under, and one holding anything but a previous compare-methods result (that one only with --force)."""
     check_vocab_size(cfg.vocab_size)
@@ -269,7 +270,7 @@ def check_compare(cfg: CompareConfig, *, force: bool) -> None:
         what = ", ".join(sorted(names - OUTPUTS)) or "no results.json"
         raise ConfigError(f"--out {out}: is not empty and holds no compare-methods result ({what}); "
                           "choose another --out")
-    if not force:
+    if not cfg.force:
         raise ConfigError(f"--out {out}: holds a compare-methods result; "
                           "pass --force to replace it or choose another --out")
 

@@ -682,7 +682,7 @@ class TrainConfig:
 # `full` is GPU-sized (t5-small shapes). A CompareConfig field given explicitly overrides its preset.
 COMPARE_MODES: dict[str, dict[str, Any]] = {
     "default": {},
-    "quick": dict(max_chars=1_000_000, vocab_size=2000, tokenizer_chars=300_000, input_length=64, seeds=1,
+    "quick": dict(max_mb=1, vocab_size=2000, tokenizer_chars=300_000, input_length=64, seeds=1,
                   steps=20, eval_every=10, warmup_steps=5, max_tokens_per_batch=4096, max_tokens_per_microbatch=4096),
     "full": dict(model="t5-small", vocab_size=32000, tokenizer_chars=50_000_000, input_length=512, seeds=4,
                  steps=4000, eval_every=250, warmup_steps=400, lr=1e-3, max_tokens_per_batch=65536,
@@ -692,33 +692,50 @@ COMPARE_MODES: dict[str, dict[str, Any]] = {
 
 @dataclass(frozen=True)
 class CompareConfig:
-    """Everything the comparison varies; the two methods differ only in `--method`."""
+    """Everything the comparison varies; the two methods differ only in `--method`. Each opt() field is also an
+    option of `mlmprep compare-methods`, shown by `--help` in field order under its panel; the others, which
+    the presets set too, are given in a --config file."""
 
-    corpus: tuple[str, ...] = ()  # files, directories or globs; () is the built-in sample
-    out: str = "bench-out"
-    mode: Literal["default", "quick", "full"] = "default"
-    text_column: str = "text"
-    doc_sep: Literal["line", "blank"] = "line"
-    max_chars: int = 0  # > 0: only the first documents of the corpus, up to this many characters
-    heldout_fraction: float = 0.05  # of documents, for the common validation set
-    seed: int = 0  # hold-out, masks, initial weights and batch plans
+    corpus: tuple[str, ...] = ()  # CORPUS: files, directories or globs; () is the built-in sample
+    mode: Literal["default", "quick", "full"] = "default"  # the preset under the options (--quick, --full)
+    max_mb: float = opt(0, "Use only the corpus' first documents, up to this many million characters (0: the whole "
+                        "corpus).", panel="Input")
+    heldout_fraction: float = opt(0.05, "Share of documents held out for the common validation set.", panel="Input")
+    text_column: str = opt("text", "Text field of structured corpus files.", panel="Input", metavar="FIELD")
+    doc_sep: Literal["line", "blank"] = opt("line", "In .txt files a document is a 'line' or a 'blank'-line separated "
+                                            "paragraph.", panel="Input")
     # tokenizer and builds, the same for both methods
-    vocab_size: int = 8000
+    vocab_size: int = opt(8000, "Vocabulary of the one tokenizer both methods use.", panel="Build")
     tokenizer_chars: int = 2_000_000  # the tokenizer trains on the first this-many characters of training text
-    input_length: int = 128
+    input_length: int = opt(128, "Encoder input length after masking.", panel="Build")
     seeds: int = 2
     # training, the same for both methods
-    model: str = "tiny"
-    steps: int = 400
-    max_tokens_per_batch: int = 8192  # padded effective tokens per step (TrainConfig)
+    model: str = opt("tiny", "Model preset or config.json, the same for both.", panel="Training", metavar="NAME|PATH")
+    steps: int = opt(400, "Optimizer steps of each run.", panel="Training")
+    # also the metrics log interval, so training tokens at each eval are exact
+    eval_every: int = opt(50, "Evaluate on the common validation set every N steps.", panel="Training")
+    max_tokens_per_batch: int = opt(8192, "Padded effective tokens per step.", panel="Training")
     max_tokens_per_microbatch: int = 4096
     max_examples_per_microbatch: int = 28
     lr: float = 2e-3
     warmup_steps: int = 50
-    eval_every: int = 50  # steps; also the metrics log interval, so training tokens at each eval are exact
-    threads: int = 1  # torch CPU threads while training (a tiny model runs fastest on one); 0: torch's default
+    seed: int = opt(0, "Seed of the hold-out, masks, weights and batch plans.", panel="Training")
+    out: str = opt("bench-out", "Directory for the builds, runs, results.json, results.md and plots.", panel="Output",
+                   metavar="DIR")
+    force: bool = opt(False, "Replace a previous compare-methods result in --out, its build and run directories with "
+                      "all they hold. An --out holding anything else is refused, with or without it.", panel="Output")
+    # a tiny model runs fastest on one thread
+    threads: int = opt(1, "Torch CPU threads while training (0: torch's default).", panel="Speed",
+                       shown=f"1; --full: {COMPARE_MODES['full']['threads']}")
+
+    @property
+    def max_chars(self) -> int:
+        """--max-mb in characters (0: the whole corpus); a tiny positive limit is not 0, the whole corpus."""
+        return max(1, round(self.max_mb * 1e6)) if self.max_mb else 0
 
     def __post_init__(self) -> None:
+        if not (math.isfinite(self.max_mb) and self.max_mb >= 0):
+            raise ConfigError(f"--max-mb must be a number >= 0 (0: the whole corpus), got {self.max_mb}")
         if not 0.0 < self.heldout_fraction < 1.0:
             raise ConfigError(f"--heldout-fraction must be in (0, 1), got {self.heldout_fraction}")
         for option, value, low in (("--steps", self.steps, 1), ("--eval-every", self.eval_every, 1),

@@ -121,16 +121,16 @@ MUTANTS = [
            "wanted = streams",
            ("tests/test_compressed.py::test_gzip_and_zstd_files_are_read_in_many_parts_bzip2_and_xz_in_what_the_"
             "workers_ask",)),
-    Mutant("stream-resumed-past-the-start", "mlmprep.corpus.readers:_resumed",  # a part goes on from one after it
+    Mutant("stream-resumed-past-the-start", "mlmprep.corpus.streams:_resumed",  # a part goes on from one after it
            "if kept == key and stream.end <= start]", "if kept == key]",
            ("tests/test_compressed.py::test_parts_of_a_compressed_file_read_the_documents_of_the_plain_file",)),
-    Mutant("stream-resumed-from-other-content", "mlmprep.corpus.readers:_resumed",  # a rewritten file's old stream
+    Mutant("stream-resumed-from-other-content", "mlmprep.corpus.streams:_resumed",  # a rewritten file's old stream
            "if kept == key and stream.end", "if kept[0] == key[0] and stream.end",
            ("tests/test_compressed.py::test_parts_go_on_only_from_a_stream_of_the_same_content",)),
-    Mutant("stream-block-lost", "mlmprep.corpus.readers:_Stream.blocks",  # the block the last part stopped in is skipped
+    Mutant("stream-block-lost", "mlmprep.corpus.streams:_Stream.blocks",  # the block the last part stopped in is skipped
            "        if self.block is not None:\n            yield self.block\n", "",
            ("tests/test_compressed.py::test_parts_of_a_compressed_file_read_the_documents_of_the_plain_file",)),
-    Mutant("stream-never-kept", "mlmprep.corpus.readers:_stream_blocks",  # every part decompresses from the file's start
+    Mutant("stream-never-kept", "mlmprep.corpus.streams:stream_blocks",  # every part decompresses from the file's start
            "                    _keep((str(path), resume), stream, end)\n                    stream = None\n", "",
            ("tests/test_compressed.py::test_a_process_reading_a_files_parts_in_order_decompresses_it_once",)),
     Mutant("heap-threshold-left-dynamic", "mlmprep.build.engine:steady_heap",  # a worker's heap creeps up with the text
@@ -220,7 +220,7 @@ MUTANTS = [
     Mutant("dedup-signature-no-nfc", "mlmprep.build.dedup:minhash_signatures",  # the kernel hashes the words as they came
            'parts = [unicodedata.normalize("NFC", t).encode(', 'parts = [t.encode(', ("tests/test_dedup_kernels.py",)),
     Mutant("dedup-seed-ignored", "mlmprep.build.dedup:permutations",  # every seed the same permutations
-           "key = np.uint64((seed ^ _SIGNATURE_TAG) & mask.MASK64)", "key = np.uint64(_SIGNATURE_TAG)",
+           "key = np.uint64((seed ^ _SIGNATURE_TAG) & randomness.MASK64)", "key = np.uint64(_SIGNATURE_TAG)",
            ("tests/test_dedup_kernels.py",)),
     Mutant("dedup-one-permutation", "mlmprep.build._dedup_kernels:_take_min",  # every entry the same multiplier: correlated
            "np.uint32((a[k] * h + b[k]) >> U32)", "np.uint32((a[0] * h + b[k]) >> U32)",
@@ -362,47 +362,47 @@ MUTANTS = [
            "    tok.no_truncation()\n    tok.encode_special_tokens", "    tok.encode_special_tokens",
            ("tests/test_data_fixes.py",)),
     # ------------------------------------------------------------ reading text files
-    Mutant("block-keeps-crlf-cr", "mlmprep.corpus.readers:_decode_lines",  # a CRLF line keeps its "\r" when its block decodes whole
+    Mutant("block-keeps-crlf-cr", "mlmprep.corpus.text:_decode_lines",  # a CRLF line keeps its "\r" when its block decodes whole
            '            lines = [line.removesuffix("\\r") for line in lines]', "            pass",
            ("tests/test_corpus.py",)),
-    Mutant("range-reads-past-its-end", "mlmprep.corpus.readers:_line_blocks",  # a byte range reads on to the end of the file
+    Mutant("range-reads-past-its-end", "mlmprep.corpus.text:line_blocks",  # a byte range reads on to the end of the file
            "        while end is None or offset < end:", "        while True:",
            ("tests/test_corpus.py",)),
-    Mutant("block-cuts-its-last-line", "mlmprep.corpus.readers:_line_blocks",  # a line crossing a block's end is cut in two
+    Mutant("block-cuts-its-last-line", "mlmprep.corpus.text:line_blocks",  # a line crossing a block's end is cut in two
            "                block += f.readline()", "                pass",
            ("tests/test_corpus.py",)),
-    Mutant("block-drops-unended-last-line", "mlmprep.corpus.readers:_decode_lines",  # a file's last line without a line end is lost
+    Mutant("block-drops-unended-last-line", "mlmprep.corpus.text:_decode_lines",  # a file's last line without a line end is lost
            "        if last:\n            lines.append(last)", "        pass",
            ("tests/test_corpus.py",)),
-    Mutant("bad-block-offsets-off-by-one", "mlmprep.corpus.readers:_decode_lines",  # line offsets in a bad block skip the line ends
+    Mutant("bad-block-offsets-off-by-one", "mlmprep.corpus.text:_decode_lines",  # line offsets in a bad block skip the line ends
            "ends.append(ends[-1] + len(raw) + 1)", "ends.append(ends[-1] + len(raw))",
            ("tests/test_corpus.py",)),
     # ------------------------------------------------------------ compressed files
-    Mutant("stream-part-skips-its-first-line", "mlmprep.corpus.readers:_stream_blocks",  # a part starting on a line start loses it
+    Mutant("stream-part-skips-its-first-line", "mlmprep.corpus.streams:stream_blocks",  # a part starting on a line start loses it
            "blank_from = _line_start(data, offset, start)", "blank_from = _line_start(data, offset, start + 1)",
            ("tests/test_compressed.py::test_parts_of_a_compressed_file_read_the_documents_of_the_plain_file",)),
-    Mutant("stream-paragraph-part-ends-on-a-line", "mlmprep.corpus.readers:_stream_blocks",  # --doc-sep blank parts end at a line
+    Mutant("stream-paragraph-part-ends-on-a-line", "mlmprep.corpus.streams:stream_blocks",  # --doc-sep blank parts end at a line
            "if tail_from is not None and not paragraphs:", "if tail_from is not None:",  # and cut a paragraph
            ("tests/test_compressed.py::test_parts_of_a_compressed_file_read_the_documents_of_the_plain_file",)),
-    Mutant("stream-part-ends-on-next-line", "mlmprep.corpus.readers:_stream_blocks",  # a part reads the line starting at its end
+    Mutant("stream-part-ends-on-next-line", "mlmprep.corpus.streams:stream_blocks",  # a part reads the line starting at its end
            "tail_from = _line_start(data, offset, end)", "tail_from = _line_start(data, offset, end + 1)",
            ("tests/test_compressed.py::test_parts_of_a_compressed_file_read_the_documents_of_the_plain_file",)),
-    Mutant("damage-counted-by-every-part", "mlmprep.corpus.readers:_stream_blocks",  # a part after the damage counts it again
+    Mutant("damage-counted-by-every-part", "mlmprep.corpus.streams:stream_blocks",  # a part after the damage counts it again
            "        if first is not None:  # the damage is in this part", "        if True:",
            ("tests/test_compressed.py",)),
-    Mutant("damage-drops-the-lines-before-it", "mlmprep.corpus.readers:_whole_lines",  # skip loses the last block's whole lines
+    Mutant("damage-drops-the-lines-before-it", "mlmprep.corpus.streams:_whole_lines",  # skip loses the last block's whole lines
            "            damage, block = exc, None", "            raise _Damage(offset, lines, exc) from None",
            ("tests/test_compressed.py",)),
-    Mutant("zstd-truncation-silent", "mlmprep.corpus.readers:_zstd_frames",  # a cut .zst reads as a shorter corpus
+    Mutant("zstd-truncation-silent", "mlmprep.corpus.streams:_zstd_frames",  # a cut .zst reads as a shorter corpus
            "    if started:\n        raise EOFError", "    if False:\n        raise EOFError",
            ("tests/test_compressed.py",)),
-    Mutant("magic-of-compressed-name-unchecked", "mlmprep.corpus.readers:check_magic",  # a .gz of plain text: a codec's error
+    Mutant("magic-of-compressed-name-unchecked", "mlmprep.corpus.files:check_magic",  # a .gz of plain text: a codec's error
            "    if compression and not head.startswith(MAGIC[compression]):", "    if False:",
            ("tests/test_compressed.py",)),
-    Mutant("compressed-data-in-plain-name-read", "mlmprep.corpus.readers:check_magic",  # a gzipped .jsonl: "binary data"
+    Mutant("compressed-data-in-plain-name-read", "mlmprep.corpus.files:check_magic",  # a gzipped .jsonl: "binary data"
            "    if not compression and found and fmt in TEXT_FORMATS:", "    if False:",
            ("tests/test_compressed.py",)),
-    Mutant("compressed-file-decompressed-whole", "mlmprep.corpus.readers:_whole_lines",  # a worker holds the whole text
+    Mutant("compressed-file-decompressed-whole", "mlmprep.corpus.streams:_whole_lines",  # a worker holds the whole text
            "            block = f.read(STREAM_BYTES)", "            block = f.read()",
            ("tests/test_compressed.py::test_peak_memory_does_not_grow_with_the_compressed_file",)),
     Mutant("compressed-file-one-shard", "mlmprep.corpus.shards:_stream_parts",  # one large .gz keeps one worker busy
@@ -506,7 +506,7 @@ MUTANTS = [
            '    multiprocessing.set_start_method("fork", force=True)\n', "",
            ("tests/test_engine.py::test_a_worker_killed_after_masking_leaves_the_resource_tracker_nothing_to_warn_about",)),
     # ------------------------------------------------------------ corpus and options
-    Mutant("string-column-undecoded", "mlmprep.corpus.readers:_python_values",  # invalid UTF-8 in a string column fails the build
+    Mutant("string-column-undecoded", "mlmprep.corpus.columnar:_python_values",  # invalid UTF-8 in a string column fails the build
            "return array.cast(pa.large_binary()).to_pylist()", "raise",
            ("tests/test_corpus.py::test_invalid_utf8_in_a_string_column_follows_the_decode_policy",)),
     Mutant("ignored-option-accepted", "mlmprep.config:BuildConfig.__post_init__",  # --whole-word with span: a build different in name only
@@ -632,7 +632,7 @@ MUTANTS = [
            "        self.microbatches = [mb.rows for batch in plan for mb in batch.ranks[0]]",
            "        self.microbatches = [np.concatenate([mb.rows for mb in batch.ranks[0]]) for batch in plan]",
            ("tests/test_hf_trainer.py",)),
-    Mutant("wrapped-lines-not-counted", "mlmprep.corpus.readers:_counted",  # wrapped prose built with no hint
+    Mutant("wrapped-lines-not-counted", "mlmprep.corpus.text:_counted",  # wrapped prose built with no hint
            "        stats.wrapped_lines += wrapped_count(lines)\n", "", ("tests/test_corpus_hints.py",)),
     Mutant("wrapped-prose-judged-per-shard", "mlmprep.build.run:wrapped_prose",  # a file's figures depend on its shards
            "            counts = per_file.setdefault(shard.source, [0, 0, 0, 0])",
@@ -664,6 +664,24 @@ MUTANTS = [
     Mutant("compare-help-drops-fixed-settings", "mlmprep.cli.compare:preset_settings",  # --full's lr and seeds not in its help
            '            fixed.append(f"{field} {value}")', "            pass",
            ("tests/test_compare.py::test_compare_methods_help_lists_every_setting_of_each_preset",)),
+    Mutant("import-circle-hidden-in-a-function", "mlmprep.corpus.shards:_dataset",  # documents imports shards
+           "    return load_dataset(spec, split)",
+           "    from mlmprep.corpus.documents import open_corpus  # noqa: F401\n\n    return load_dataset(spec, split)",
+           ("tests/test_rooms.py::test_no_module_imports_itself_through_others",)),
+    Mutant("import-circle-at-module-level", "mlmprep.build.randomness",  # mask imports randomness
+           "import numpy as np\n", "import numpy as np\n\nfrom mlmprep.build import mask  # noqa: F401\n", ("tests/test_rooms.py::test_no_module_imports_itself_through_others",)),
+    Mutant("compare-config-file-ignored", "mlmprep.cli.compare:compare_methods",  # --config reads, then acts not
+           "    cfg = compare_config(mode, file_values, options)", "    cfg = compare_config(mode, options)",
+           ("tests/test_compare.py::test_a_config_file_gives_compare_methods_options_over_its_preset_and_under_the_command_line",)),
+    Mutant("compare-config-over-command-line", "mlmprep.cli.compare:compare_methods",  # the file beats --steps 2
+           "    cfg = compare_config(mode, file_values, options)", "    cfg = compare_config(mode, options, file_values)",
+           ("tests/test_compare.py::test_a_config_file_gives_compare_methods_options_over_its_preset_and_under_the_command_line",)),
+    Mutant("compare-config-mode-ignored", "mlmprep.cli.compare:compare_methods",  # a file's `mode: quick` sets no preset
+           'else file_values.get("mode", "default")', 'else "default"',
+           ("tests/test_compare.py::test_a_config_file_gives_compare_methods_options_over_its_preset_and_under_the_command_line",)),
+    Mutant("compare-max-mb-in-megabytes-of-2-20", "mlmprep.config:CompareConfig.max_chars",  # --max-mb 1 reads 1,048,576
+           "round(self.max_mb * 1e6)", "round(self.max_mb * 2**20)",
+           ("tests/test_compare.py::test_max_mb_counts_million_characters_and_a_tiny_positive_limit_is_not_the_whole_corpus",)),
     Mutant("mlm-line-without-why", "mlmprep.format.report:build_summary",  # "masked 0.142" with no word on special tokens
            'of all tokens, special ones never" + (', '" + (',
            ("tests/test_report_mlm.py",)),
@@ -859,18 +877,18 @@ MUTANTS = [
            "text = next(itertools.islice(docs, d, None), \"\")", "text = next(docs, \"\")",
            ("tests/test_dedup_build.py::test_exact_dedup_keeps_what_a_set_of_normalised_texts_keeps",)),
     # ------------------------------------------------------------ what a newcomer trips on
-    Mutant("utf8-offset-line-start", "mlmprep.corpus.readers:_decode_lines",  # the error names the line's start, not the bad byte
+    Mutant("utf8-offset-line-start", "mlmprep.corpus.text:_decode_lines",  # the error names the line's start, not the bad byte
            "where = functools.partial(line_where, path, at, at + exc.start)", "where = functools.partial(line_where, path, at)",
            ("tests/test_corpus.py::test_decode_error_fail_names_file_line_and_fix",
             "tests/test_corpus.py::test_decode_error_names_the_bad_byte_far_into_the_file")),
-    Mutant("wrapped-hint-on-code", "mlmprep.corpus.readers:wrapped_count",  # indented, symbol-laden code lines count as wrapped prose
+    Mutant("wrapped-hint-on-code", "mlmprep.corpus.text:wrapped_count",  # indented, symbol-laden code lines count as wrapped prose
            "if line and len(line) <= WRAP_COLUMNS and not line[0].isspace() and not CODE.search(line)",
            "if line and len(line) <= WRAP_COLUMNS",
            ("tests/test_corpus_hints.py::test_no_hint_for_source_code",)),
-    Mutant("gz-unknown-inner-refused", "mlmprep.corpus.readers:file_format",  # changelog.gz refused again
+    Mutant("gz-unknown-inner-refused", "mlmprep.corpus.files:file_format",  # changelog.gz refused again
            '    return ("" if inner in NOT_TEXT else ".txt"), compression', '    return "", compression',
            ("tests/test_compressed.py::test_a_compressed_file_with_no_known_format_inside_is_read_as_text_with_a_note",)),
-    Mutant("gz-archive-read-as-text", "mlmprep.corpus.readers:file_format",  # a .tar.gz read as text
+    Mutant("gz-archive-read-as-text", "mlmprep.corpus.files:file_format",  # a .tar.gz read as text
            '    return ("" if inner in NOT_TEXT else ".txt"), compression', '    return ".txt", compression',
            ("tests/test_compressed.py::test_a_compressed_file_with_no_known_format_inside_is_read_as_text_with_a_note",
             "tests/test_compressed.py::test_directories_and_globs_pick_compressed_files_up_and_skip_hidden_ones")),

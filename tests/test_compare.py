@@ -287,9 +287,9 @@ def test_the_segmentation_benchmark_refuses_an_out_holding_other_files(tiny_corp
 
 @pytest.mark.parametrize("max_mb, chars", [(0.0, 0), (1e-9, 1), (0.05, 50_000), (2.5, 2_500_000)])
 def test_max_mb_counts_million_characters_and_a_tiny_positive_limit_is_not_the_whole_corpus(max_mb, chars):
-    from mlmprep.cli.compare import million_chars
+    from mlmprep.config import CompareConfig
 
-    assert million_chars(max_mb) == chars
+    assert CompareConfig(max_mb=max_mb).max_chars == chars
 
 
 @pytest.mark.parametrize("mode", ["quick", "full"])
@@ -310,8 +310,7 @@ def test_compare_methods_help_lists_every_setting_of_each_preset(mode):
     for part in given.split(", "):
         option, value = part.split(" ")
         assert f" {option} " in help_text.split("What the presets set")[0]  # an option the command has
-        field = "max_chars" if option == "--max-mb" else option[2:].replace("-", "_")
-        named[field] = round(float(value) * 1e6) if option == "--max-mb" else value
+        named[option[2:].replace("-", "_")] = value
     for part in filter(None, fixed.split(", ")):
         field, value = part.split(" ")
         assert f"--{field.replace('_', '-')} " not in help_text  # said to have no option: it has none
@@ -320,7 +319,8 @@ def test_compare_methods_help_lists_every_setting_of_each_preset(mode):
     changed = {f.name for f in fields(CompareConfig) if getattr(preset, f.name) != getattr(default, f.name)}
     assert changed - {"mode"} <= named.keys()
     for field, value in named.items():
-        assert str(getattr(preset, field)) == str(value), field
+        held = getattr(preset, field)
+        assert float(held) == float(value) if isinstance(held, float) else str(held) == value, field
 
 
 def test_a_corpus_with_copies_of_documents_compares_both_arms_on_every_training_document(tiny_corpus, tmp_path):
@@ -336,3 +336,29 @@ def test_a_corpus_with_copies_of_documents_compares_both_arms_on_every_training_
     builds = {m: json.loads((out / f"build-{m}" / "manifest.json").read_text()) for m in ("tokens", "text")}
     dropped = {method: b["corpus"]["stats"]["dedup"]["documents_dropped"] for method, b in builds.items()}
     assert dropped == {"tokens": 0, "text": 0}
+
+
+@pytest.mark.parametrize("preset, mode", [([], "quick"), (["--full"], "full")])
+def test_a_config_file_gives_compare_methods_options_over_its_preset_and_under_the_command_line(
+        tmp_path, monkeypatch, preset, mode):
+    """Defaults, then the preset (the file's `mode`, unless --quick or --full names one), then the --config file
+    (options, and settings that have none), then the command line: each layer acts, in that order."""
+    import mlmprep.compare
+    from mlmprep.config import COMPARE_MODES
+    from mlmprep.errors import ConfigError
+
+    seen = []
+
+    def stop(cfg, **kwargs):
+        seen.append(cfg)
+        raise ConfigError("stopped before the work")
+
+    monkeypatch.setattr(mlmprep.compare, "compare", stop)
+    (tmp_path / "c.yaml").write_text("mode: quick\nsteps: 3\neval-every: 3\nlr: 0.01\nmax_mb: 0.5\n", encoding="utf-8")
+    result = cli("compare-methods", "--config", tmp_path / "c.yaml", "--steps", "2", "--out", tmp_path / "out",
+                 *preset)
+    assert_refused(result.exit_code, result.stderr, "stopped before the work")
+    (cfg,) = seen
+    assert (cfg.mode, cfg.vocab_size) == (mode, COMPARE_MODES[mode]["vocab_size"])  # the preset under the file
+    assert (cfg.steps, cfg.eval_every, cfg.lr, cfg.max_chars) == (2, 3, 0.01, 500_000)  # the file, the command line
+    assert cfg.out == str(tmp_path / "out")

@@ -25,9 +25,9 @@ from conftest import build_tiny, tiny_documents
 from test_cli_build import assert_refused, build_args, cli, leftovers
 from test_sharded import comparable, hashes
 
-from mlmprep.corpus import readers, shards
+from mlmprep.corpus import shards, streams
 from mlmprep.corpus.documents import open_corpus
-from mlmprep.corpus.readers import CorpusStats, ReadOptions
+from mlmprep.corpus.files import CorpusStats, ReadOptions
 from mlmprep.corpus.sources import resolve
 from mlmprep.errors import CorpusError
 
@@ -62,8 +62,9 @@ def messy(tmp_path_factory) -> tuple[Path, bytes]:
 @pytest.fixture
 def small_blocks(monkeypatch):
     """Blocks of a few KiB, so that a small file has many of them, and parts start and end inside them."""
-    monkeypatch.setattr(readers, "READ_BYTES", 4096)
-    monkeypatch.setattr(readers, "STREAM_BYTES", 512)
+    monkeypatch.setattr(streams, "READ_BYTES", 4096)
+    monkeypatch.setattr("mlmprep.corpus.text.READ_BYTES", 4096)  # plain files' blocks
+    monkeypatch.setattr(streams, "STREAM_BYTES", 512)
 
 
 def plain_lines(data: bytes, policy: str = "replace") -> list[str]:
@@ -101,16 +102,16 @@ def read_parts(path: Path, cuts: list[int], doc_sep: str, policy: str = "replace
 def opens(monkeypatch) -> list[str]:
     """The compressed files opened for reading from their start, one entry an open; no streams kept before."""
     calls: list[str] = []
-    real = readers.open_corpus_file
+    real = streams.open_corpus_file
 
     def counted(path):
         calls.append(str(path))
         return real(path)
 
-    for _, stream in readers._KEPT:
+    for _, stream in streams._KEPT:
         stream.close()
-    readers._KEPT.clear()
-    monkeypatch.setattr(readers, "open_corpus_file", counted)
+    streams._KEPT.clear()
+    monkeypatch.setattr(streams, "open_corpus_file", counted)
     return calls
 
 
@@ -165,9 +166,9 @@ def test_a_build_closes_the_streams_its_process_kept(tmp_path, messy, opens, tin
     path, data = messy
     packed = compressed(tmp_path / "m.txt", data, "gz")
     read_parts(packed, [len(data) // 3, 2 * len(data) // 3], "line", digest="kept", order=[0])
-    (kept,) = [stream for _, stream in readers._KEPT]
+    (kept,) = [stream for _, stream in streams._KEPT]
     build_tiny(tmp_path / "out", tiny_corpus, tiny_tokenizer_path)
-    assert readers._KEPT == [] and kept.lines.gi_frame is None  # taken out and closed
+    assert streams._KEPT == [] and kept.lines.gi_frame is None  # taken out and closed
 
 
 def test_parts_go_on_only_from_a_stream_of_the_same_content(tmp_path, small_blocks, opens):
@@ -251,7 +252,7 @@ def test_damaged_data_is_one_line_saying_how_far_it_got_or_skip_keeps_the_text_b
         # how far: whole blocks of text before the damage, and the lines they end
         text_bytes = int(message.split(" bytes of text")[0].rsplit("(", 1)[1].replace(",", ""))
         lines = int(message.split(" lines (")[0].rsplit(" ", 1)[1].replace(",", ""))
-        assert text_bytes % readers.STREAM_BYTES == 0 and 0 < text_bytes < len(data)
+        assert text_bytes % streams.STREAM_BYTES == 0 and 0 < text_bytes < len(data)
         # skip: the whole lines before the damage, read in any parts, the file counted once
         whole, _ = read_parts(path, [], "line", "skip")
         assert len(whole) == lines
@@ -422,7 +423,7 @@ def test_shards_of_compressed_files_cover_their_text_in_even_ranges_shared_among
 PEAK = textwrap.dedent("""
     import os, sys
     from mlmprep.build.engine import attempt
-    from mlmprep.corpus.readers import CorpusStats, ReadOptions
+    from mlmprep.corpus.files import CorpusStats, ReadOptions
     from mlmprep.corpus.shards import Shard, read_shard
     path = sys.argv[1]
     attempt(lambda shard: sum(1 for _ in read_shard(shard, ReadOptions(), CorpusStats())),  # as a worker reads

@@ -65,10 +65,10 @@ def reference_lines(data: bytes, policy: str) -> list[tuple[int, str]]:
 def test_text_lines_read_in_blocks_equal_reading_line_by_line(tmp_path, monkeypatch, read_bytes):
     """Blocks of any size, cut anywhere (inside a line, a CRLF, a multi-byte character), give the lines a plain
     line-by-line reader gives, from the whole file and from any byte range (the lines that start in it)."""
-    from mlmprep.corpus import readers
-    from mlmprep.corpus.readers import CorpusStats, ReadOptions
+    from mlmprep.corpus.files import CorpusStats, ReadOptions
+    from mlmprep.corpus.text import line_boundary, read_txt
 
-    monkeypatch.setattr(readers, "READ_BYTES", read_bytes)
+    monkeypatch.setattr("mlmprep.corpus.text.READ_BYTES", read_bytes)
     rng = random.Random(read_bytes)
     parts = ["word", " ", "é", "😀", "\r", "\x1f", "\u2028", "x" * 300]
     for trial in range(12):
@@ -80,13 +80,13 @@ def test_text_lines_read_in_blocks_equal_reading_line_by_line(tmp_path, monkeypa
         for policy in ("replace", "skip"):
             expected = reference_lines(data, policy)
             stats = CorpusStats()
-            got = list(readers._txt(path, stats, ReadOptions(on_decode_error=policy)))
+            got = list(read_txt(path, stats, ReadOptions(on_decode_error=policy)))
             assert got == [text for _, text in expected]
             bad = sum(1 for line in lines if line.endswith(b"\xff"))
             assert stats.decode_errors == bad
             start, end = sorted(rng.sample(range(len(data) + 1), 2))
-            start = readers.line_boundary(path, start)  # a range starts at a line start; it may end anywhere
-            got = list(readers._txt(path, CorpusStats(), ReadOptions(on_decode_error=policy), start, end))
+            start = line_boundary(path, start)  # a range starts at a line start; it may end anywhere
+            got = list(read_txt(path, CorpusStats(), ReadOptions(on_decode_error=policy), start, end))
             assert got == [text for offset, text in expected if start <= offset < end]
 
 
@@ -244,7 +244,7 @@ def test_a_json_document_s_errors_name_the_file_s_line_when_lines_are_skipped(tm
 
 
 def test_json_file_holding_one_object_over_several_lines(tmp_path):
-    from mlmprep.corpus.readers import CorpusStats, ReadOptions
+    from mlmprep.corpus.files import CorpusStats, ReadOptions
     from mlmprep.corpus.shards import file_shards, read_shard
 
     pretty = write(tmp_path / "one.json", '\ufeff\n{\n  "text": "hello",\n  "id": 1\n}\n')

@@ -11,7 +11,7 @@ import pytest
 from conftest import tiny_documents
 from test_cli_build import assert_refused, cli, leftovers, manifest, run_cli
 
-from mlmprep.corpus.readers import looks_wrapped, wrapped_count
+from mlmprep.corpus.text import looks_wrapped, wrapped_count
 
 
 def wrapped_prose(path: Path, paragraphs: int = 60) -> Path:

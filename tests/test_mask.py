@@ -373,7 +373,7 @@ def test_row_seed_is_pure_and_distinct():
 def test_the_kernels_hash_rows_as_the_numpy_definition_does():
     from numba import njit
 
-    from mlmprep.build import _kernels, mask
+    from mlmprep.build import _kernels, randomness
 
     @njit
     def keys(key, index):
@@ -385,7 +385,7 @@ def test_the_kernels_hash_rows_as_the_numpy_definition_does():
     rng = np.random.default_rng(0)
     key, index = np.uint64(rng.integers(0, 2**63)), rng.integers(0, 2**62, 1000).astype(np.uint64)
     with np.errstate(over="ignore"):
-        assert np.array_equal(keys(key, index), mask.stream_key(key, index))
+        assert np.array_equal(keys(key, index), randomness.stream_key(key, index))
 
 
 def test_span_stats_count_what_was_done():

@@ -4,10 +4,12 @@ trainer never loads the build pipeline or the corpus readers. Each check imports
 
 from __future__ import annotations
 
+import ast
 import json
 import pkgutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -50,3 +52,76 @@ def test_train_side_never_imports_the_build_pipeline():
     loaded = loaded_after_importing(room_modules("train"))
     assert "torch" in loaded  # the walk did reach the trainer
     assert not {m for m in loaded if m.startswith(("mlmprep.build", "mlmprep.corpus"))}
+
+
+# ----------------------------------------------------------------------------- import circles
+
+
+def module_files() -> dict[str, Path]:
+    """Every module of mlmprep by its dotted name (cli/ is installed as mlmprep.cli), and its source file."""
+    import mlmprep.cli
+
+    files = {}
+    roots = (("mlmprep", Path(mlmprep.__file__).parent), ("mlmprep.cli", Path(mlmprep.cli.__file__).parent))
+    for package, root in roots:
+        for path in root.rglob("*.py"):
+            parts = [package, *path.relative_to(root).with_suffix("").parts]
+            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            files.setdefault(name, path)
+    return files
+
+
+def imported(node: ast.Import | ast.ImportFrom, module: str, modules: dict[str, Path]) -> set[str]:
+    """The mlmprep modules an import statement of `module` loads: `from P import name` loads P.name where that
+    is a module, else P."""
+    if isinstance(node, ast.Import):
+        return {alias.name for alias in node.names if alias.name in modules}
+    base = node.module or ""
+    if node.level:  # relative: from the package of `module`
+        package = module if modules[module].name == "__init__.py" else module.rpartition(".")[0]
+        base = ".".join([*package.split(".")[: len(package.split(".")) - node.level + 1], *filter(None, [base])])
+    found = {f"{base}.{alias.name}" for alias in node.names if f"{base}.{alias.name}" in modules}
+    return found or ({base} if base in modules else set())
+
+
+def import_graph() -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+    """(module -> mlmprep modules imported when it is imported, module -> those imported only inside its functions)."""
+    modules = module_files()
+    top: dict[str, set[str]] = {name: set() for name in modules}
+    inner: dict[str, set[str]] = {name: set() for name in modules}
+
+    def visit(node: ast.AST, module: str, in_function: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.Import, ast.ImportFrom)):
+                (inner if in_function else top)[module] |= imported(child, module, modules) - {module}
+            visit(child, module, in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)))
+
+    for name, path in modules.items():
+        visit(ast.parse(path.read_text(encoding="utf-8")), name, False)
+    return top, inner
+
+
+def reached(graph: dict[str, set[str]], start: str) -> set[str]:
+    """The modules `start` loads through `graph`, itself excluded unless a path leads back to it."""
+    seen, todo = set(), list(graph[start])
+    while todo:
+        name = todo.pop()
+        if name not in seen:
+            seen.add(name)
+            todo += graph[name]
+    return seen
+
+
+def test_no_module_imports_itself_through_others():
+    """Module-level imports form no circle (a partly initialised module's names go missing depending on which
+    module a program imports first); and no function imports a module whose own imports lead back to the
+    caller's: that circle is only hidden, and breaks when someone moves the import up. Lazy imports are for
+    start-up time and optional heavy dependencies, never to dodge a circle: move the shared piece instead."""
+    top, inner = import_graph()
+    assert {"mlmprep.corpus.shards", "mlmprep.build.mask", "mlmprep.cli.build"} <= top.keys()  # the walk found them
+    circles = sorted(name for name in top if name in reached(top, name))
+    assert circles == [], f"module-level import circles through {circles}"
+    hidden = sorted(f"{name} imports {other} inside a function, and {other} imports {name}"
+                    for name in inner for other in inner[name]  # a package's own modules load after it: no circle
+                    if name in reached(top, other) and not other.startswith(f"{name}."))
+    assert hidden == [], hidden

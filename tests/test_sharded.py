@@ -15,7 +15,7 @@ from reference_windows import token_windows
 
 from mlmprep.build.pipeline import tokenize_shard_in_driver
 from mlmprep.build.windows import WindowStats, frame_rows, segment_chars, segment_rows, text_segments
-from mlmprep.corpus.readers import CorpusStats, ReadOptions
+from mlmprep.corpus.files import CorpusStats, ReadOptions
 from mlmprep.corpus.shards import file_shards, read_shard
 from mlmprep.errors import CorpusError
 from mlmprep.format.rows import Rows, concat_rows
@@ -333,7 +333,7 @@ def messy_text(rng) -> bytes:
 
 
 def independent_documents(data: bytes, policy: str, doc_sep: str) -> list[str]:
-    """The documents of a .txt file as the README and readers.py describe them, computed without mlmprep: lines
+    """The documents of a .txt file as the README and corpus/text.py describe them, computed without mlmprep: lines
     end in LF or CRLF (a lone CR is text), a BOM starting the file is dropped, an undecodable line is replaced
     or skipped, and blank lines separate paragraphs."""
     raws = data.split(b"\n")

@@ -294,7 +294,7 @@ def test_corpus_urls_are_read_in_place_shard_by_shard(s3, monkeypatch, tmp_path)
 
     from mlmprep import storage
     from mlmprep.corpus.documents import open_corpus
-    from mlmprep.corpus.readers import CorpusStats, ReadOptions
+    from mlmprep.corpus.files import CorpusStats, ReadOptions
     from mlmprep.corpus.shards import read_shard
 
     every_format(tmp_path / "corpus")
@@ -351,7 +351,7 @@ def test_a_shard_of_a_large_object_fetches_about_its_own_bytes(s3, monkeypatch):
     default block, 50 MiB for s3fs)."""
     import s3fs
 
-    from mlmprep.corpus.readers import CorpusStats, ReadOptions
+    from mlmprep.corpus.files import CorpusStats, ReadOptions
     from mlmprep.corpus.shards import Shard, read_shard
 
     bucket = s3.bucket()

@@ -2,5 +2,6 @@
 local processes or Ray (`engine`), the tokenizer's trainer (`unigram`: SentencePiece), and the stages of those
 tasks: cleaning (`clean`), exact and near-duplicate detection (`dedup`, with its Numba kernels in
 `_dedup_kernels`; `selection`: which documents are kept and held out), windows (`windows`), masking (`mask`,
-with its Numba kernels in `_kernels`), plus `verify`, which re-derives a build to check it.
+with its Numba kernels in `_kernels`; `randomness`: the seed hashing every stage shares), plus `verify`, which
+re-derives a build to check it.
 May import `corpus`, `format` and the shared top-level modules; never torch or `train`."""

@@ -12,7 +12,7 @@ import numpy as np
 from numba import njit, prange
 from numba.extending import register_jitable
 
-from mlmprep.build import mask
+from mlmprep.build import randomness
 
 BLOCK_DOCS = 64  # documents per parallel work item: amortises the shingle ring's allocation
 
@@ -23,7 +23,7 @@ FNV_PRIME = np.uint64(0x100000001B3)
 SHINGLE_TAG = np.uint64(0x5B1E_6A7E_D0C5_0001)  # starts the chain of a shingle's word hashes
 BAND_TAG = np.uint64(0xBA2D_5EED_0000_0001)
 
-mix64 = register_jitable(inline="always")(mask.mix64)
+mix64 = register_jitable(inline="always")(randomness.mix64)
 
 
 @njit(cache=True, nogil=True, inline="always")

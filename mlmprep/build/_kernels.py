@@ -14,8 +14,8 @@ from numba.core import cgutils
 from numba.cpython.unsafe.numbers import trailing_zeros  # LLVM cttz
 from numba.extending import intrinsic, register_jitable
 
-from mlmprep.build import mask
-from mlmprep.build.mask import GOLDEN
+from mlmprep.build import randomness
+from mlmprep.build.randomness import GOLDEN
 from mlmprep.format.rows import IGNORE
 
 BLOCK_ROWS = 32  # rows per parallel work item: amortises scratch allocation, keeps 2+ threads balanced
@@ -30,10 +30,11 @@ CHUNK = 16  # tokens per overshooting copy step: 64 bytes, one AVX-512 or two AV
 # ---------------------------------------------------------------------------- counter-based generator
 
 
-# mask.mix64 and mask.stream_key (plain NumPy, so the driver hashes seeds without Numba), compiled into the
-# kernels that call them. Numba's cache keys on this file only: they are frozen, as every build's bytes hang on them.
-mix64 = register_jitable(inline="always")(mask.mix64)
-stream_key = register_jitable(inline="always")(mask.stream_key)
+# randomness.mix64 and randomness.stream_key (plain NumPy, so the driver hashes seeds without Numba), compiled into
+# the kernels that call them. Numba's cache keys on this file only: they are frozen, as every build's bytes hang on
+# them.
+mix64 = register_jitable(inline="always")(randomness.mix64)
+stream_key = register_jitable(inline="always")(randomness.stream_key)
 
 
 @njit(cache=True, nogil=True)

@@ -36,7 +36,7 @@ import unicodedata
 
 import numpy as np
 
-from mlmprep.build import mask
+from mlmprep.build import randomness
 from mlmprep.config import BuildConfig
 from mlmprep.errors import ConfigError
 
@@ -68,9 +68,9 @@ def exact_keys(texts: list[str]) -> np.ndarray:
 def permutations(num_hashes: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """(a, b), uint64 [num_hashes] each: permutation k maps a shingle hash h to the top 32 bits of a_k h + b_k
     (mod 2**64), a_k odd; drawn from SplitMix64 streams of the seed."""
-    key = np.uint64((seed ^ _SIGNATURE_TAG) & mask.MASK64)
+    key = np.uint64((seed ^ _SIGNATURE_TAG) & randomness.MASK64)
     with np.errstate(over="ignore"):
-        draws = mask.stream_key(key, np.arange(2 * num_hashes, dtype=np.uint64))
+        draws = randomness.stream_key(key, np.arange(2 * num_hashes, dtype=np.uint64))
     return draws[0::2] | np.uint64(1), draws[1::2]
 
 

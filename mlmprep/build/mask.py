@@ -23,36 +23,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mlmprep.build.randomness import MASK64, stream_key
 from mlmprep.errors import ConfigError
 from mlmprep.format.rows import IGNORE
 
 # The kernels (mlmprep.build._kernels) are imported where they are first called: importing Numba and loading
 # its cache takes about a second of one core, which a build spends while its tokenizer already runs.
 
-MASK64 = (1 << 64) - 1
 SLOT_TAG = 0x5EED_5107_D0E5_C0DE  # keeps slot seeds apart from the row streams of the base seed itself
-
-GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # SplitMix64 increment (2**64 / golden ratio)
-MIX1 = np.uint64(0xBF58476D1CE4E5B9)
-MIX2 = np.uint64(0x94D049BB133111EB)
-U27, U30, U31 = np.uint64(27), np.uint64(30), np.uint64(31)
-
-
-# ---------------------------------------------------------------------------- the randomness rule
-# Plain NumPy (uint64 scalars or arrays; products wrap), so the driver of a build hashes seeds without
-# loading Numba; mlmprep.build._kernels compiles these same functions into its loops.
-
-
-def mix64(z):
-    """SplitMix64's finaliser: a bijection of uint64 whose output bits all depend on all input bits."""
-    z = (z ^ (z >> U30)) * MIX1
-    z = (z ^ (z >> U27)) * MIX2
-    return z ^ (z >> U31)
-
-
-def stream_key(key, index):
-    """The start of stream `index` under `key` (both uint64): distinct indices give unrelated streams."""
-    return mix64(mix64(key) + np.uint64(index) * GOLDEN)
 
 
 @dataclass(frozen=True)

@@ -48,7 +48,7 @@ from mlmprep.build.windows import (
     with_eos,
 )
 from mlmprep.config import BuildConfig
-from mlmprep.corpus.readers import CorpusStats, ReadOptions
+from mlmprep.corpus.files import CorpusStats, ReadOptions
 from mlmprep.corpus.shards import Shard, read_shard
 from mlmprep.format.manifest import FileRecord
 from mlmprep.format.rows import Rows, concat_rows

@@ -54,17 +54,12 @@ from mlmprep.build.selection import EXCERPT_CHARS, SIDES, Selection
 from mlmprep.build.windows import MIN_ROW, WindowStats, doc_rows_per_document, segment_chars
 from mlmprep.config import MAX_SEEDS, TOKENIZER_TYPES, BuildConfig, check_range
 from mlmprep.corpus.documents import Corpus, open_corpus
-from mlmprep.corpus.readers import (
-    CorpusStats,
-    ReadOptions,
-    file_format,
-    let_go_streams,
-    looks_wrapped,
-    missing_field_error,
-    no_text_error,
-)
+from mlmprep.corpus.files import CorpusStats, ReadOptions, file_format
+from mlmprep.corpus.jsonl import missing_field_error, no_text_error
 from mlmprep.corpus.shards import read_shard
 from mlmprep.corpus.sources import remote_sources
+from mlmprep.corpus.streams import let_go_streams
+from mlmprep.corpus.text import looks_wrapped
 from mlmprep.errors import ConfigError, CorpusError, MlmprepError, TokenizerError, most_common_fields
 from mlmprep.format.manifest import Manifest
 from mlmprep.format.publish import (
@@ -550,7 +545,7 @@ def corpus_counts(corpus: Corpus, read: list[dict]) -> dict:
 
 
 def wrapped_prose(shards: list, read: list[dict]) -> dict:
-    """The .txt files read one document per line that look like hard-wrapped prose (readers.looks_wrapped), with
+    """The .txt files read one document per line that look like hard-wrapped prose (text.looks_wrapped), with
     their lines, documents and characters: each file's shards' counts summed first."""
     per_file: dict[str, list[int]] = {}
     for shard, result in zip(shards, read):

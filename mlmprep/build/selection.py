@@ -19,7 +19,7 @@ import heapq
 
 import numpy as np
 
-from mlmprep.build import mask
+from mlmprep.build import randomness
 from mlmprep.build.dedup import exact_keys, minhash_signatures, near_duplicate_clusters
 from mlmprep.config import BuildConfig
 
@@ -46,7 +46,7 @@ def held_documents(keys: np.ndarray, fraction: float, seed: int) -> np.ndarray:
     if fraction <= 0.0:
         return np.zeros(len(keys), dtype=bool)
     with np.errstate(over="ignore"):  # SplitMix64 finaliser: wrapping uint64 arithmetic is the point
-        x = mask.mix64((keys.astype(np.uint64) + np.uint64(HOLDOUT_SALT)) ^ np.uint64(seed & (2**64 - 1)))
+        x = randomness.mix64((keys.astype(np.uint64) + np.uint64(HOLDOUT_SALT)) ^ np.uint64(seed & (2**64 - 1)))
     return (x >> np.uint64(11)).astype(np.float64) * 2.0**-53 < fraction
 
 

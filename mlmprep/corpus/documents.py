@@ -1,6 +1,6 @@
 """Corpus: files, a `datasets` dataset or the built-in sample -> a re-iterable stream of document strings.
 
-Nothing is held whole: files are streamed by their format's reader (mlmprep.corpus.readers) and a dataset stays
+Nothing is held whole: files are streamed by their format's reader (corpus.readers.READERS) and a dataset stays
 memory-mapped in the Hugging Face cache. All that is skipped or replaced is counted in CorpusStats, which
 the build writes to its manifest. Files are hashed when the corpus is opened, and a file that changes
 while it is read stops the build.
@@ -8,11 +8,9 @@ while it is read stops the build.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import itertools
 import json
-import logging
 import os
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -20,16 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mlmprep import storage
-from mlmprep.corpus.readers import (
-    BATCH_ROWS,
-    READERS,
-    CorpusStats,
-    ReadOptions,
-    check_magic,
-    column_texts,
-    file_format,
-    read_as_text,
-)
+from mlmprep.corpus.columnar import BATCH_ROWS, column_texts
+from mlmprep.corpus.files import CorpusStats, ReadOptions, check_magic, file_format, read_as_text
+from mlmprep.corpus.hub import load_dataset
+from mlmprep.corpus.readers import READERS
 from mlmprep.corpus.shards import Shard, dataset_shards, file_shards, non_blank, read_unchanged
 from mlmprep.corpus.sources import remote_sources, resolve
 from mlmprep.errors import ConfigError, CorpusError, printable
@@ -128,55 +120,6 @@ def _file_corpus(paths: Sequence[str], opts: ReadOptions, storage_options: dict)
                                                           shard_bytes, streams, [d for _, d in digests]),
         bytes=total,
     )
-
-
-def _load_dataset(spec: str, split: str):
-    """A `datasets.Dataset` from a save_to_disk directory, or load_dataset(NAME, CONFIG) (cache, then hub)."""
-    import datasets
-
-    name, _, config = spec.partition(":")
-    if Path(spec).is_file():
-        raise CorpusError(f"--dataset {spec}: a file; give corpus files as arguments (mlmprep build {spec}), "
-                          "--dataset a dataset's name or directory")
-    if any((Path(name) / f).is_file() for f in ("state.json", "dataset_dict.json")):
-        ds = datasets.load_from_disk(name)
-        if isinstance(ds, datasets.DatasetDict):
-            if split not in ds:
-                raise CorpusError(f"--dataset {spec}: no split {split!r}; pass --dataset-split {'|'.join(ds)}")
-            ds = ds[split]
-        return ds
-    # not streaming: a cached dataset is read from its memory-mapped Arrow files, which works offline
-    with quiet("huggingface_hub", "datasets"):
-        return datasets.load_dataset(name, config or None, split=split)
-
-
-@contextlib.contextmanager
-def quiet(*names: str) -> Iterator[None]:
-    """Loggers `names` at ERROR for a while: offline, the hub client warns of each of its retries, and a
-    failure should read as the one line load_dataset gives."""
-    loggers = [logging.getLogger(name) for name in names]
-    levels = [logger.level for logger in loggers]
-    for logger in loggers:
-        logger.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        for logger, level in zip(loggers, levels):
-            logger.setLevel(level)
-
-
-def load_dataset(spec: str, split: str):
-    """_load_dataset, with any failure as one CorpusError line."""
-    try:
-        return _load_dataset(spec, split)
-    except CorpusError:
-        raise
-    except Exception as exc:  # datasets raises many types (connection, missing files, bad config or split)
-        reason = (str(exc).strip() or type(exc).__name__).splitlines()[0]
-        raise CorpusError(
-            f"--dataset {spec} [{split}]: cannot load ({reason}); offline use needs the dataset in the local "
-            "Hugging Face cache (load it once online) or a save_to_disk directory"
-        ) from None
 
 
 def _dataset_corpus(spec: str, split: str, opts: ReadOptions) -> Corpus:

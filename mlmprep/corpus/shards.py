@@ -27,29 +27,20 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mlmprep import storage
-from mlmprep.corpus.readers import (
-    BATCH_ROWS,
-    READERS,
-    CorpusStats,
-    ReadOptions,
-    arrow_source,
-    column_texts,
-    damage_errors,
-    file_format,
-    file_size,
-    line_boundary,
-    paragraph_boundary,
-    parquet_file,
-    raw_file,
-    whole_json,
-)
+from mlmprep.corpus.columnar import BATCH_ROWS, arrow_source, column_texts, parquet_file
+from mlmprep.corpus.files import CorpusStats, ReadOptions, file_format, file_size, raw_file
+from mlmprep.corpus.hub import load_dataset
+from mlmprep.corpus.jsonl import whole_json
+from mlmprep.corpus.readers import READERS
+from mlmprep.corpus.streams import damage_errors
+from mlmprep.corpus.text import line_boundary, paragraph_boundary
 from mlmprep.errors import CorpusError
 from mlmprep.tokenize import call_groups
 
 BYTE_RANGED = (".txt", ".jsonl")  # and a .json file of JSON lines
 ESTIMATE_BYTES = 1 << 20  # compressed bytes whose decompressed size estimates a compressed file's text size
 # Output files are written as the parts they read come in: a few large parts hold them back to the end. A worker
-# reading parts in order decompresses the file about once (see readers._Stream), or, taking them out of order,
+# reading parts in order decompresses the file about once (see streams._Stream), or, taking them out of order,
 # up to once a part; bzip2 and xz decompress too slowly for more than the workers ask.
 MIN_STREAMS = 16
 QUICK_CODECS = ("gzip", "zstd")
@@ -232,8 +223,6 @@ def dataset_shards(spec: str, split: str, rows: int, nbytes: int, shard_bytes: i
 
 @functools.lru_cache(maxsize=2)
 def _dataset(spec: str, split: str):
-    from mlmprep.corpus.documents import load_dataset
-
     return load_dataset(spec, split)
 
 

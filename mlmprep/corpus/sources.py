@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from mlmprep import storage
-from mlmprep.corpus.readers import COMPRESSIONS, SUPPORTED, TEXT_FORMATS, file_format
+from mlmprep.corpus.files import COMPRESSIONS, SUPPORTED, TEXT_FORMATS, file_format
 from mlmprep.errors import CorpusError, printable
 
 

@@ -141,7 +141,7 @@ MISSING_FIELD_WARN = 0.01  # above this share of JSON records without the text f
 
 def missing_field_warning(stats: dict, column: str) -> list[str]:
     """A warning line when more than MISSING_FIELD_WARN of the JSON records lack the text field, with the fields
-    they have (the build refuses over half: readers.missing_field_error)."""
+    they have (the build refuses over half: jsonl.missing_field_error)."""
     missing, records = stats.get("missing_field_skipped", 0), stats.get("json_records", 0)
     if not records or missing <= MISSING_FIELD_WARN * records:  # no records counted: a build by an older mlmprep
         return []
