@@ -142,8 +142,8 @@ def build(cfg: BuildConfig, *, log: Callable[[str], None] = print) -> BuildResul
         scratch = stack.enter_context(scratch_directory())  # remote inputs and stage
         stack.callback(let_go_streams)  # the compressed streams the tasks run here kept open
         engine = make_engine(cfg.engine, cfg.workers, cfg.ray_address)
-        # Corpus objects: copied to this machine's disk first (one transfer each, several at once), except on Ray,
-        # whose nodes see no copy of the driver's: there each task reads its shard of an object in place.
+        # Corpus objects: copied to this machine's disk first (one transfer each, several at once), except where the
+        # workers see no copy of the driver's (Ray nodes): there each task reads its shard of an object in place.
         paths, copies = (list(cfg.corpus), {}) if not engine.shares_disk else fetch_sources(
             cfg.corpus, Path(scratch, "corpus"), options)
         stack.enter_context(named_as(copies))

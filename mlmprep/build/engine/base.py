@@ -60,6 +60,11 @@ class Engine(ABC):
         """Tokenizer and masking threads inside one worker, for `tasks` tasks, given --threads (0: unset)."""
 
     @abstractmethod
+    def prestart(self, input_bytes: int, shard_bytes: int, module: str, tokenizer: str | None = None) -> None:
+        """Start what the workers need for reading `input_bytes` before the first task, so that it overlaps the
+        caller's own start-up (`module`: the tasks' module, `tokenizer`: --tokenizer); safe to call again."""
+
+    @abstractmethod
     def session(self) -> AbstractContextManager[None]:
         """Keep the engine's workers (or cluster connection) across several runs of tasks: a build's phases."""
 
@@ -76,11 +81,6 @@ class Engine(ABC):
     def driver_threads(self, threads: int) -> int:
         """The driver's tokenizer threads for --threads `threads` (0: all cores)."""
         return threads
-
-    @abstractmethod
-    def prestart(self, input_bytes: int, shard_bytes: int, module: str, tokenizer: str | None = None) -> None:
-        """Start what the workers need for reading `input_bytes` before the first task, so that it overlaps the
-        caller's own start-up (`module`: the tasks' module, `tokenizer`: --tokenizer); safe to call again."""
 
     def put(self, value: Any) -> Any:
         """`value` as tasks are given it (see fetched): the value itself, where tasks see the driver's memory."""
