@@ -66,14 +66,14 @@ VALIDATION_SLOT = 1 << 20  # the validation split is masked once, with the seed 
 SEGMENT_TASK_CHARS = 4 << 20  # characters of text per segmenting task (--method text)
 
 
-# ------------------------------------------------------------------------------------------------ workers
+# ---------------------------------------------------------------------------------------- detached tasks
 
 
 @dataclass(frozen=True)
 class Detached:
     """A task for a worker that cannot see the build's staging directory (a Ray node sharing no disk with the
     driver): it runs in a staging directory of the worker's own, fetches the staged files it reads from the
-    payloads of the tasks that made them (`inputs`: name in the stage -> payload, see engine.Shipped; the
+    payloads of the tasks that made them (`inputs`: name in the stage -> payload, see engine.base.Shipped; the
     tokenizer's too), and returns the files it writes as its own payload."""
 
     fn: Callable[[Any], Any]
@@ -82,7 +82,6 @@ class Detached:
 
     def describe(self) -> str:
         return self.task.describe()
-
 
 
 WORKER_STAGES: dict[str, str] = {}  # driver's stage -> this worker's own for that build (one build's at a time)
@@ -124,7 +123,6 @@ def worker_stage(stage: str, tokenizer: Any) -> str:
         write_atomic(Path(own) / "tokenizer.json", [fetched(tokenizer)])
         WORKER_STAGES[stage] = own
     return WORKER_STAGES[stage]
-
 
 
 # ------------------------------------------------------------------------------------------------ phase 1
@@ -312,7 +310,6 @@ def window_counts(stats: WindowStats) -> dict[str, int]:
     """The additive counts of a WindowStats, which tasks return and the driver sums."""
     return {k: getattr(stats, k) for k in ("rows", "tokens_kept", "tokens_dropped", "tokens_padded",
                                            "rows_truncated", "rows_cut_in_word", "unknown_tokens")}
-
 
 
 # ------------------------------------------------------------------------------------------------ phase 2
