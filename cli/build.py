@@ -170,7 +170,7 @@ def start_workers_early(cfg) -> None:
     tokenizer: about a second of one core) before this process imports the pipeline itself, so that the two
     overlap and the first task starts sooner. Corpus files only (on object storage, taken to need the workers,
     since only the store can say their size): a build starts it itself in any case."""
-    from mlmprep.build.engine import Engine, prestart
+    from mlmprep.build.engine import make_engine
     from mlmprep.corpus.sources import resolve_sources
     from mlmprep.errors import MlmprepError
 
@@ -179,14 +179,14 @@ def start_workers_early(cfg) -> None:
     if not cfg.force and Path(cfg.out, "manifest.json").exists():  # mlmprep.format.write.MANIFEST
         return  # a build there may be up to date: mlmprep.build.run.build checks that before it starts workers
     try:
-        engine = Engine(cfg.engine, cfg.workers, cfg.ray_address)
+        engine = make_engine(cfg.engine, cfg.workers, cfg.ray_address)
         if any("://" in pattern for pattern in cfg.corpus):  # sized only by listing the store: assume it is large
             input_bytes = 1 << 40
         else:
             input_bytes = sum(path.stat().st_size for path in resolve_sources(cfg.corpus))
     except (MlmprepError, OSError):
         return  # the build reports it, in its own order
-    prestart(engine, input_bytes, cfg.shard_bytes, "mlmprep.build.pipeline", cfg.tokenizer)  # no-op for 1 worker, Ray
+    engine.prestart(input_bytes, cfg.shard_bytes, "mlmprep.build.pipeline", cfg.tokenizer)  # no-op for 1 worker, Ray
 
 
 @app.command(epilog=REMASK_EXAMPLES, cls=HelpCommand)

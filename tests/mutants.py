@@ -80,7 +80,7 @@ MUTANTS = [
            "    except OSError:\n        return None", ("tests/test_disks.py",)),
     Mutant("html-partial-left", "mlmprep.format.html:write_report",  # a page cut off by a full disk stays as .NAME.partial
            "        if tmp.exists():\n            tmp.unlink()\n", "", ("tests/test_disks.py",)),
-    Mutant("task-disk-full-is-a-bug", "mlmprep.build.engine:attempt",  # a full disk is exit 1, "a bug"
+    Mutant("task-disk-full-is-a-bug", "mlmprep.build.engine.base:attempt",  # a full disk is exit 1, "a bug"
            "        if isinstance(exc, OSError) and exc.errno in DISK_REASONS:", "        if False:",
            ("tests/test_disks.py",)),
     Mutant("read-only-lock-traceback", "mlmprep.format.publish:build_lock",  # remask in a read-only place: a traceback
@@ -90,10 +90,10 @@ MUTANTS = [
     Mutant("secret-option-echoed", "mlmprep.config:shown",  # --config's storage_options printed in its error
            "    if key in SECRET and value is not None:", "    if False:", ("tests/test_config_files.py",)),
     # ------------------------------------------------------------ Ray on loopback
-    Mutant("ray-local-cluster-listens-wide", "mlmprep.build.engine:session",  # GCS, raylet, agents on every interface
+    Mutant("ray-local-cluster-listens-wide", "mlmprep.build.engine.ray:RayEngine.session",  # GCS, raylet, agents on every interface
            "    with loopback_only(ray) if local else nullcontext():", "    with nullcontext():",
            ("tests/test_ray_loopback.py",)),
-    Mutant("ray-loopback-sticks", "mlmprep.build.engine:loopback_only",  # a later join of a real cluster says 127.0.0.1
+    Mutant("ray-loopback-sticks", "mlmprep.build.engine.ray:loopback_only",  # a later join of a real cluster says 127.0.0.1
            "        constants.ENABLE_RAY_CLUSTER = before[1]\n", "        pass\n", ("tests/test_ray_loopback.py",)),
     # ------------------------------------------------------------ object storage: the commit protocol
     Mutant("remote-manifest-with-files", "mlmprep.format.publish:commit_remote",  # the commit point uploaded among the files
@@ -133,7 +133,7 @@ MUTANTS = [
     Mutant("stream-never-kept", "mlmprep.corpus.streams:stream_blocks",  # every part decompresses from the file's start
            "                    _keep((str(path), resume), stream, end)\n                    stream = None\n", "",
            ("tests/test_compressed.py::test_a_process_reading_a_files_parts_in_order_decompresses_it_once",)),
-    Mutant("heap-threshold-left-dynamic", "mlmprep.build.engine:steady_heap",  # a worker's heap creeps up with the text
+    Mutant("heap-threshold-left-dynamic", "mlmprep.build.engine.base:steady_heap",  # a worker's heap creeps up with the text
            "    mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)", "    pass",
            ("tests/test_compressed.py::test_peak_memory_does_not_creep_up_over_real_text",)),
     Mutant("stream-kept-after-the-build", "mlmprep.build.run:build",  # a build's driver holds corpus files open
@@ -148,7 +148,7 @@ MUTANTS = [
     Mutant("detached-payloads-kept", "mlmprep.build.run:Staging.let_go",  # every shard's tokens held in Ray's store to the end
            '                self.held.pop(f"{STAGING}/{name}", None)', "                pass",
            ("tests/test_detached.py::test_detached_tasks_build_the_attached_build_s_bytes",)),
-    Mutant("ray-payload-dropped", "mlmprep.build.engine:run_ray",  # a Ray task's staged files never reach the driver
+    Mutant("ray-payload-dropped", "mlmprep.build.engine.ray:run_ray",  # a Ray task's staged files never reach the driver
            "yield index[ref], Shipped(result, payload, names) if names else result", "yield index[ref], result",
            (RAY_S3,)),
     Mutant("remote-shard-as-path", "mlmprep.corpus.shards:read_shard",  # a URL shard mangled into a local path
@@ -251,10 +251,10 @@ MUTANTS = [
            "    if rx < ry:\n        parent[ry] = rx\n    elif ry < rx:",
            "    if rx > ry:\n        parent[ry] = rx\n    elif ry > rx:", ("tests/test_dedup_kernels.py",)),
     # ------------------------------------------------------------ build engine
-    Mutant("pool-per-call", "mlmprep.build.engine:finish_calls",  # a session's calls each start a pool (phase 2 re-forks, reloads)
-           "    if engine in POOLS:  # inside a session", "    if False:  # inside a session",
+    Mutant("pool-per-call", "mlmprep.build.engine.local:LocalEngine.results",  # a session's calls each start a pool (phase 2 re-forks, reloads)
+           "if self in POOLS:  # inside a session", "if False:  # inside a session",
            ("tests/test_engine.py",)),
-    Mutant("no-watch-on-workers", "mlmprep.build.engine:run_local",  # the driver trusts the executor to see every death
+    Mutant("no-watch-on-workers", "mlmprep.build.engine.local:run_local",  # the driver trusts the executor to see every death
            "            if not done and pool.lost_a_worker():", "            if False:",
            ("tests/test_engine.py",)),
     Mutant("forkserver-skips-numba", "mlmprep.build.pipeline",  # every worker loads Numba itself in phase 2
@@ -287,13 +287,19 @@ MUTANTS = [
            "    return inspect.Parameter(field.name, inspect.Parameter.KEYWORD_ONLY, default=None,",
            "    return inspect.Parameter(field.name, inspect.Parameter.KEYWORD_ONLY, default=field.default,",
            ("tests/test_config_files.py", "tests/test_cli_help.py")),
-    Mutant("added-behind-the-queued-tasks", "mlmprep.build.engine:run_local",  # tasks added wait behind the first phase
+    Mutant("engine-option-ignored", "mlmprep.build.engine:make_engine",  # --engine ray builds on local processes
+           "        return RayEngine(workers, ray_address)", "        return LocalEngine(workers)",
+           ("tests/test_engine.py::test_the_engine_option_picks_the_engine_class", "tests/test_ray_loopback.py")),
+    Mutant("ray-nodes-read-driver-copies", "mlmprep.build.engine.ray:RayEngine",  # nodes sent paths only the driver has
+           "    shares_disk: ClassVar[bool] = False", "    shares_disk: ClassVar[bool] = True",
+           (RAY_S3,)),
+    Mutant("added-behind-the-queued-tasks", "mlmprep.build.engine.local:run_local",  # tasks added wait behind the first phase
            "                queue.extendleft(reversed(run.added()))", "                queue.extend(run.added())",
            ("tests/test_engine.py",)),
-    Mutant("added-last-in-process", "mlmprep.build.engine:finish_calls",  # in-process too
+    Mutant("added-last-in-process", "mlmprep.build.engine.local:LocalEngine.results",  # in-process too
            "            waiting.extendleft(reversed(run.added()))", "            waiting.extend(run.added())",
            ("tests/test_engine.py",)),
-    Mutant("run-left-early-keeps-its-tasks", "mlmprep.build.engine:TaskRun.__exit__",  # a driver that fails keeps the workers busy
+    Mutant("run-left-early-keeps-its-tasks", "mlmprep.build.engine.base:TaskRun.__exit__",  # a driver that fails keeps the workers busy
            "        self.finished.close()", "        pass",
            ("tests/test_engine.py",)),
     Mutant("shard-let-go-with-the-token-a-file-needs", "mlmprep.build.run:OutputFiles.written",  # the token before a file's first window
@@ -303,22 +309,22 @@ MUTANTS = [
            "                (self.stage / STAGING / name).unlink(missing_ok=True)",
            "                pass",
            ("tests/test_sharded.py",)),
-    Mutant("driver-takes-what-the-workers-leave", "mlmprep.build.engine:submit_first",  # the driver keeps reading once they are up
+    Mutant("driver-takes-what-the-workers-leave", "mlmprep.build.engine.local:submit_first",  # the driver keeps reading once they are up
            "            while in_driver is not None and not pressed and submitter.is_alive():",
            "            while in_driver is not None and not pressed:",
            ("tests/test_engine.py",)),
-    Mutant("ray-gets-every-task-at-once", "mlmprep.build.engine:run_ray",  # --workers 0 on Ray: no cap, writes behind reads
+    Mutant("ray-gets-every-task-at-once", "mlmprep.build.engine.ray:run_ray",  # --workers 0 on Ray: no cap, writes behind reads
            "limit = RAY_AHEAD_PER_CPU * max(1, int(ray.cluster_resources().get(\"CPU\", 1)))",
            "limit = len(calls) + 1",
            ("tests/test_ray.py",)),
-    Mutant("driver-helps-from-the-front", "mlmprep.build.engine:submit_first",  # the driver takes the tasks the workers take first
+    Mutant("driver-helps-from-the-front", "mlmprep.build.engine.local:submit_first",  # the driver takes the tasks the workers take first
            "                    bounds[1] -= 1\n                    index = bounds[1]\n",
            "                    index = bounds[0]\n                    bounds[0] += 1\n",
            ("tests/test_engine.py",)),
-    Mutant("driver-threads-per-worker", "mlmprep.build.run:set_tokenizer_threads",  # the driver tokenizes on one worker's --threads
-           "min(threads * engine.processes(1 << 30), len(", "min(threads, len(",
+    Mutant("driver-threads-per-worker", "mlmprep.build.engine.local:LocalEngine.driver_threads",  # the driver tokenizes on one worker's --threads
+           "min(threads * self.processes(1 << 30), len(", "min(threads, len(",
            ("tests/test_engine.py",)),
-    Mutant("driver-ignores-ctrl-c", "mlmprep.build.engine:submit_first",  # the driver goes on reading shards after a Ctrl-C
+    Mutant("driver-ignores-ctrl-c", "mlmprep.build.engine.local:submit_first",  # the driver goes on reading shards after a Ctrl-C
            "            while in_driver is not None and not pressed and submitter.is_alive():\n",
            "            while in_driver is not None and submitter.is_alive():\n",
            ("tests/test_engine.py",)),
@@ -333,7 +339,7 @@ MUTANTS = [
     Mutant("shards-counted-past-a-gap", "mlmprep.build.run:OutputFiles.shard_done",  # a shard still running counts as empty
            "self.sizes[len(self.offsets) - 1] is not None:", "True:\n            self.sizes = [x or 0 for x in self.sizes]\n            if False:",
            ("tests/test_sharded.py",)),
-    Mutant("added-after-the-whole-phase", "mlmprep.build.engine:run_local",  # tasks added wait for every first-phase result
+    Mutant("added-after-the-whole-phase", "mlmprep.build.engine.local:run_local",  # tasks added wait for every first-phase result
            "        top_up()\n        while pending:\n"
            "            done, pending = wait(pending, timeout=WATCH_S, return_when=FIRST_COMPLETED)\n"
            "            drain(pool.started, running)\n"
@@ -353,9 +359,9 @@ MUTANTS = [
            '        adopt_tokenizer(stage / "tokenizer.json", tok)', "        pass",
            ("tests/test_sharded.py",)),
     Mutant("workers-load-the-given-tokenizer", "mlmprep.build.pipeline",  # the forkserver does not preload it
-           "        preload_tokenizer(os.environ[engine.PRELOAD_TOKENIZER])", "        pass",
+           "        preload_tokenizer(os.environ[PRELOAD_TOKENIZER])", "        pass",
            ("tests/test_engine.py",)),
-    Mutant("preloaded-tokenizer-for-any-build", "mlmprep.build.pipeline:worker_tokenizer",  # a worker takes it whatever was staged
+    Mutant("preloaded-tokenizer-for-any-build", "mlmprep.build.staged:worker_tokenizer",  # a worker takes it whatever was staged
            "PRELOADED.get(hashlib.sha256(path.read_bytes()).hexdigest())", "next(iter(PRELOADED.values()))",
            ("tests/test_engine.py",)),
     Mutant("tokenizer-file-truncates", "mlmprep.tokenize:plain_encoder",  # the tokenizer file's truncation reaches the data
@@ -416,7 +422,7 @@ MUTANTS = [
            'return not text.isascii() and len(text.encode("utf-16-le", "surrogatepass")) > 2 * len(text) + 2',
            ("tests/test_clean.py",)),
     # ------------------------------------------------------------ windows, segments, read-ahead
-    Mutant("windows-stop-at-shard-end", "mlmprep.build.pipeline:stream_slice",  # a window crossing shards loses the next one's head
+    Mutant("windows-stop-at-shard-end", "mlmprep.build.side_rows:stream_slice",  # a window crossing shards loses the next one's head
            "parts.append(piece[a - base : b - base])", "parts.append(piece[a - base : b - base])\n        break",
            ("tests/test_sharded.py",)),
     Mutant("segments-quadratic", "mlmprep.build.windows:text_segments",  # re-slice the rest of the text after every segment
@@ -502,7 +508,7 @@ MUTANTS = [
     Mutant("out-inside-corpus", "mlmprep.build.run:build",  # an --out inside a corpus directory is accepted
            "    check_outside_corpus(out, cfg.corpus)\n", "    pass\n",
            ("tests/test_cli_build.py::test_an_out_inside_a_corpus_directory_is_refused",)),
-    Mutant("worker-named-semaphores", "mlmprep.build.engine:init_pool_worker",  # Numba's lock in a killed worker: the tracker warns
+    Mutant("worker-named-semaphores", "mlmprep.build.engine.local:init_pool_worker",  # Numba's lock in a killed worker: the tracker warns
            '    multiprocessing.set_start_method("fork", force=True)\n', "",
            ("tests/test_engine.py::test_a_worker_killed_after_masking_leaves_the_resource_tracker_nothing_to_warn_about",)),
     # ------------------------------------------------------------ corpus and options
@@ -856,7 +862,7 @@ MUTANTS = [
            "return np.flatnonzero(self.fates[s] == SIDES.index(side)).astype(np.int64)",
            "return np.flatnonzero(self.fates[s] != DROPPED).astype(np.int64)",
            ("tests/test_dedup_build.py::test_no_validation_window_shares_a_document_with_a_training_window", "tests/test_sharded.py::test_windows_equal_a_one_pass_reference")),
-    Mutant("side-reads-the-span-of-its-documents", "mlmprep.build.pipeline:gather",  # dropped documents between read
+    Mutant("side-reads-the-span-of-its-documents", "mlmprep.build.staged:gather",  # dropped documents between read
            "    if int(sizes.sum()) == hi - lo:", "    if True:",
            ("tests/test_sharded.py::test_windows_equal_a_one_pass_reference", "tests/test_dedup_build.py::test_exact_dedup_keeps_what_a_set_of_normalised_texts_keeps")),
     Mutant("shards-let-go-for-one-side", "mlmprep.build.run:write_build",  # validation still reads them

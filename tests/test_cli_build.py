@@ -207,7 +207,7 @@ def test_the_early_start_acts_only_on_a_command_line_it_is_sure_of(tmp_path, mon
     from mlmprep.cli.build import start_workers_before_parsing
 
     calls: list = []
-    monkeypatch.setattr("mlmprep.build.engine.prestart", lambda *args: calls.append(args))
+    monkeypatch.setattr("mlmprep.build.engine.local.LocalEngine.prestart", lambda *args: calls.append(args))
     monkeypatch.setattr("mlmprep.cli.build.STARTED_EARLY", False)
 
     def started(*args) -> list:

@@ -82,12 +82,12 @@ def test_remask_refuses_a_damaged_build_in_one_line_and_changes_nothing(tmp_path
 def test_remask_of_several_checked_files_equals_a_build_with_more_seeds(tmp_path, several_files, tiny_corpus,
                                                                         tiny_tokenizer_path):
     """The checks refuse no sound build and change no byte: two workers remask several files, each checked."""
-    from mlmprep.build.engine import Engine
+    from mlmprep.build.engine.local import LocalEngine
     from mlmprep.build.run import remask
 
     d = tmp_path / "data"
     shutil.copytree(several_files, d)
-    assert remask(d, 3, engine=Engine(workers=2)) == ["seed-2"]
+    assert remask(d, 3, engine=LocalEngine(workers=2)) == ["seed-2"]
     direct = build_tiny(tmp_path / "direct", tiny_corpus, tiny_tokenizer_path, rows_per_file=40, seeds=3)
     assert data_files(d) == data_files(direct)
     assert manifest(d)["splits"] == manifest(direct)["splits"]
@@ -95,7 +95,7 @@ def test_remask_of_several_checked_files_equals_a_build_with_more_seeds(tmp_path
 
 def test_a_format_1_build_with_changed_windows_is_not_remasked(tmp_path, tiny_build):
     """Format 1 manifests record each file's bytes and sha256 as format 2 does: remask checks them the same way."""
-    from mlmprep.build.engine import Engine
+    from mlmprep.build.engine.local import LocalEngine
     from mlmprep.build.run import remask
     from mlmprep.errors import CacheError
 
@@ -103,7 +103,7 @@ def test_a_format_1_build_with_changed_windows_is_not_remasked(tmp_path, tiny_bu
     recorded = format_1_copy(tiny_build, old)
     flip(old / "windows/data-00000-of-00001.arrow", -600)
     with pytest.raises(CacheError, match=r"windows/data-00000-of-00001.arrow: sha256 differs"):
-        remask(old, 3, engine=Engine(workers=1))
+        remask(old, 3, engine=LocalEngine(workers=1))
     assert not (old / "seed-2").exists() and manifest(old) == recorded
 
 
@@ -186,7 +186,7 @@ def test_a_remask_stopped_while_publishing_takes_back_the_splits_it_published(tm
     """The new splits count once the manifest lists them: a failure after the first is published (here a Ctrl-C
     at the second) leaves the build as it was, with no unlisted seed-k directory."""
     import mlmprep.build.run
-    from mlmprep.build.engine import Engine
+    from mlmprep.build.engine.local import LocalEngine
     from mlmprep.build.run import remask
 
     d = tmp_path / "data"
@@ -201,7 +201,7 @@ def test_a_remask_stopped_while_publishing_takes_back_the_splits_it_published(tm
 
     monkeypatch.setattr(mlmprep.build.run, "publish", publish_then_stop)
     with pytest.raises(KeyboardInterrupt):
-        remask(d, 4, engine=Engine(workers=1))
+        remask(d, 4, engine=LocalEngine(workers=1))
     assert calls == ["seed-2", "seed-3"]
     assert snapshot(d) == before and leftovers(d) == ["data"]
 

@@ -10,7 +10,7 @@ import pytest
 from test_cli_build import build_args, cli, data_files
 
 from mlmprep.build import run as build_run
-from mlmprep.build.pipeline import STAGING
+from mlmprep.build.staged import STAGING
 
 
 @pytest.fixture

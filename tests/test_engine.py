@@ -19,8 +19,11 @@ import psutil
 import pytest
 import typer
 
-import mlmprep.build.engine
-from mlmprep.build.engine import Engine, TaskFailed, TaskRun, run_tasks, session
+import mlmprep.build.engine.local
+from mlmprep.build.engine import make_engine
+from mlmprep.build.engine.base import TaskFailed, TaskRun, run_tasks
+from mlmprep.build.engine.local import LocalEngine
+from mlmprep.build.engine.ray import RayEngine
 from mlmprep.cli._util import cli_errors
 from mlmprep.config import BuildConfig
 from mlmprep.errors import ConfigError, CorpusError, MlmprepError
@@ -59,24 +62,25 @@ def buggy(shard: Shard) -> int:
 
 def test_results_come_in_task_order_with_each_index_reported_once():
     shards = [Shard(i, wait=0.05 * (6 - i)) for i in range(6)]
-    with TaskRun(cube_later, shards, engine=Engine(workers=2)) as run:
+    with TaskRun(cube_later, shards, engine=LocalEngine(workers=2)) as run:
         seen = list(run)
     assert [cube for cube, _ in run.results] == [i**3 for i in range(6)]
     assert sorted(seen) == list(enumerate(run.results))
-    assert [cube for cube, _ in run_tasks(cube_later, shards, engine=Engine(workers=2))] == [i**3 for i in range(6)]
+    cubes = [cube for cube, _ in run_tasks(cube_later, shards, engine=LocalEngine(workers=2))]
+    assert cubes == [i**3 for i in range(6)]
 
 
 def test_workers_run_in_at_most_n_other_processes_and_one_worker_runs_in_process():
     shards = [Shard(i, wait=0.05) for i in range(6)]
-    pool_pids = {pid for _, pid in run_tasks(cube_later, shards, engine=Engine(workers=2))}
+    pool_pids = {pid for _, pid in run_tasks(cube_later, shards, engine=LocalEngine(workers=2))}
     assert os.getpid() not in pool_pids and 1 <= len(pool_pids) <= 2
-    assert {pid for _, pid in run_tasks(cube_later, shards, engine=Engine(workers=1))} == {os.getpid()}
-    assert run_tasks(cube_later, [], engine=Engine(workers=2)) == []
+    assert {pid for _, pid in run_tasks(cube_later, shards, engine=LocalEngine(workers=1))} == {os.getpid()}
+    assert run_tasks(cube_later, [], engine=LocalEngine(workers=2)) == []
 
 
 def test_a_session_keeps_its_workers_from_one_call_to_the_next_and_stops_them_at_its_end():
-    shards, engine = [Shard(i, wait=0.05) for i in range(6)], Engine(workers=2)
-    with session(engine):
+    shards, engine = [Shard(i, wait=0.05) for i in range(6)], LocalEngine(workers=2)
+    with engine.session():
         first = {pid for _, pid in run_tasks(cube_later, shards, engine=engine)}
         second = {pid for _, pid in run_tasks(cube_later, shards, engine=engine)}
         workers = [psutil.Process(pid) for pid in first]
@@ -87,8 +91,8 @@ def test_a_session_keeps_its_workers_from_one_call_to_the_next_and_stops_them_at
 
 
 def test_a_failed_call_leaves_its_session_able_to_run_the_next(tmp_path):
-    engine = Engine(workers=2)
-    with session(engine):
+    engine = LocalEngine(workers=2)
+    with engine.session():
         with pytest.raises(CorpusError):
             run_tasks(fail_on_three, [Shard(i) for i in range(5)], engine=engine)
         assert [cube for cube, _ in run_tasks(cube_later, [Shard(i) for i in range(4)], engine=engine)] == [0, 1, 8, 27]
@@ -112,8 +116,8 @@ def where_and_when(index: int) -> tuple[int, int, float]:
 
 
 def test_while_its_workers_start_the_driver_runs_tasks_from_the_end_of_the_list(monkeypatch):
-    monkeypatch.setattr(mlmprep.build.engine, "ProcessPoolExecutor", SlowToStart)
-    with TaskRun(where_and_when, range(60), engine=Engine(workers=2), in_driver=where_and_when) as run:
+    monkeypatch.setattr(mlmprep.build.engine.local, "ProcessPoolExecutor", SlowToStart)
+    with TaskRun(where_and_when, range(60), engine=LocalEngine(workers=2), in_driver=where_and_when) as run:
         seen = [index for index, _ in run]
     results = run.results
     assert [index for index, _, _ in results] == list(range(60)) and sorted(seen) == list(range(60))
@@ -121,7 +125,7 @@ def test_while_its_workers_start_the_driver_runs_tasks_from_the_end_of_the_list(
     assert len(by_driver) >= 5 and by_driver == list(range(60 - len(by_driver), 60))  # the last ones
     first_on_a_worker = min(started for _, pid, started in results if pid != os.getpid())
     assert max(started for _, pid, started in results if pid == os.getpid()) < first_on_a_worker + 0.02  # it stopped
-    assert os.getpid() not in {pid for _, pid, _ in run_tasks(where_and_when, range(6), engine=Engine(workers=2))}
+    assert os.getpid() not in {pid for _, pid, _ in run_tasks(where_and_when, range(6), engine=LocalEngine(workers=2))}
 
 
 def square_then(task: tuple[str, int, float]) -> tuple[str, int, int, float, float]:
@@ -139,7 +143,7 @@ def test_tasks_added_as_results_come_in_run_before_the_first_phase_ends(workers)
     reported once."""
     first = [("read", i, 1.5 if i == 0 else 0.05) for i in range(8)]  # task 0 runs long on one worker
     seen, reads = [], []
-    with TaskRun(square_then, first, engine=Engine(workers=workers)) as run:
+    with TaskRun(square_then, first, engine=LocalEngine(workers=workers)) as run:
         for index, (phase, value, *_) in run:
             seen.append(index)
             if phase == "read":
@@ -162,7 +166,7 @@ def test_tasks_made_ready_go_ahead_of_the_first_phase_tasks_not_started(workers)
     """A task the first result makes ready starts before most first-phase tasks, though those were all given
     first: a build's write task runs as soon as its shards are in, and the shards can be let go."""
     first = [("read", i, 0.05) for i in range(30)]
-    with TaskRun(square_then, first, engine=Engine(workers=workers)) as run:
+    with TaskRun(square_then, first, engine=LocalEngine(workers=workers)) as run:
         for index, _ in run:
             if index == 0:
                 run.add(square_then, [("write", 7, 0.0)])
@@ -174,18 +178,18 @@ def test_tasks_made_ready_go_ahead_of_the_first_phase_tasks_not_started(workers)
 
 def test_an_error_in_an_added_task_arrives_as_itself():
     with pytest.raises(CorpusError, match="^corpus.txt at byte 300"):
-        with TaskRun(cube_later, [Shard(i) for i in range(4)], engine=Engine(workers=2)) as run:
+        with TaskRun(cube_later, [Shard(i) for i in range(4)], engine=LocalEngine(workers=2)) as run:
             for index, _ in run:
                 if index == 0:
                     run.add(fail_on_three, [Shard(3)])
 
 
 def test_an_error_in_a_task_the_driver_runs_stops_the_workers_tasks_too(tmp_path, monkeypatch):
-    monkeypatch.setattr(mlmprep.build.engine, "ProcessPoolExecutor", SlowToStart)
+    monkeypatch.setattr(mlmprep.build.engine.local, "ProcessPoolExecutor", SlowToStart)
     shards = [Shard(i, wait=0.3, marker=str(tmp_path)) for i in [0, 1, 2, *range(4, 20)]] + [Shard(3)]  # 3 is last
     started = time.time()
     with pytest.raises(CorpusError, match="^corpus.txt at byte 300: not UTF-8"):
-        run_tasks(fail_on_three, shards, engine=Engine(workers=2), in_driver=fail_on_three)
+        run_tasks(fail_on_three, shards, engine=LocalEngine(workers=2), in_driver=fail_on_three)
     time.sleep(0.5)  # any task still running would mark its file by now
     assert len(list(tmp_path.iterdir())) < 5 and time.time() - started < 30
 
@@ -193,8 +197,8 @@ def test_an_error_in_a_task_the_driver_runs_stops_the_workers_tasks_too(tmp_path
 def test_an_error_in_the_loop_over_a_run_stops_its_workers():
     """A driver that fails on a result (a check of its own) leaves the loop: the workers running the tasks left
     are stopped, and the session's next run starts fresh ones."""
-    engine = Engine(workers=2)
-    with session(engine):
+    engine = LocalEngine(workers=2)
+    with engine.session():
         with pytest.raises(CorpusError, match="too little text"):
             with TaskRun(cube_later, [Shard(i, wait=0.3) for i in range(20)], engine=engine) as run:
                 for _, (_, pid) in run:
@@ -206,8 +210,8 @@ def test_an_error_in_the_loop_over_a_run_stops_its_workers():
 
 
 @pytest.mark.parametrize(("threads", "engine", "driver_threads"), [
-    (0, Engine(workers=4), None), (1, Engine(workers=1), "1"), (1, Engine(workers=16), "16"),
-    (4, Engine(workers=2), "8"), (2, Engine(workers=12), "16"), (1, Engine("ray", workers=16), "1"),
+    (0, LocalEngine(workers=4), None), (1, LocalEngine(workers=1), "1"), (1, LocalEngine(workers=16), "16"),
+    (4, LocalEngine(workers=2), "8"), (2, LocalEngine(workers=12), "16"), (1, RayEngine(workers=16), "1"),
 ])
 def test_the_driver_tokenizes_on_as_many_cores_as_its_workers_share(monkeypatch, threads, engine, driver_threads):
     """--threads counts in each worker (0: all cores); the driver, which tokenizes while they start, gets
@@ -222,17 +226,15 @@ def test_the_driver_tokenizes_on_as_many_cores_as_its_workers_share(monkeypatch,
 
 
 @pytest.mark.parametrize(("threads", "engine", "tasks", "expected"), [
-    (5000, Engine(workers=1), 9, 16), (3, Engine(workers=1), 9, 3), (0, Engine(workers=1), 9, 0),
-    (0, Engine(workers=4), 9, 4), (0, Engine(workers=4), 1, 0), (64, Engine("ray"), 9, 64), (0, Engine("ray"), 9, 1),
+    (5000, LocalEngine(workers=1), 9, 16), (3, LocalEngine(workers=1), 9, 3), (0, LocalEngine(workers=1), 9, 0),
+    (0, LocalEngine(workers=4), 9, 4), (0, LocalEngine(workers=4), 1, 0), (64, RayEngine(), 9, 64),
+    (0, RayEngine(), 9, 1),
 ])
 def test_each_worker_gets_the_threads_asked_for_at_most_the_cores(monkeypatch, threads, engine, tasks, expected):
     """--threads 5000 on a local build started 5000 tokenizer threads per worker (a 20 KB build took 29 s);
     unset, the cores are shared (one process: 0, all of them); a Ray node's cores are not this machine's."""
-    from mlmprep.build.run import worker_threads
-    from mlmprep.config import BuildConfig
-
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)))
-    assert worker_threads(BuildConfig(threads=threads), engine, tasks) == expected
+    assert engine.worker_threads(threads, tasks) == expected
 
 
 def numba_in_worker(_: int) -> tuple[bool, bool, bool, bool, bool]:
@@ -252,12 +254,13 @@ def numba_in_worker(_: int) -> tuple[bool, bool, bool, bool, bool]:
 
 def test_build_workers_start_with_numba_loaded_once_in_the_forkserver():
     proc = run_script("""
-        from mlmprep.build.engine import Engine, prestart, run_tasks
+        from mlmprep.build.engine.base import run_tasks
+        from mlmprep.build.engine.local import LocalEngine
         from test_engine import numba_in_worker
         if __name__ == "__main__":
-            engine = Engine(workers=2)
+            engine = LocalEngine(workers=2)
             # as a build does: the server preloads its tasks
-            prestart(engine, 2 << 20, 1 << 20, "mlmprep.build.pipeline")
+            engine.prestart(2 << 20, 1 << 20, "mlmprep.build.pipeline")
             print(run_tasks(numba_in_worker, [0, 1], engine=engine), "numba" in sys.modules)
     """)
     out, err = communicate(proc, timeout=120)
@@ -268,15 +271,15 @@ def test_build_workers_start_with_numba_loaded_once_in_the_forkserver():
 
 def tokenizer_in_worker(stage: str) -> bool:
     """Whether a worker had the tokenizer staged in `stage` without loading it."""
-    from mlmprep.build import pipeline
+    from mlmprep.build import staged
     from mlmprep.config import BuildConfig
 
-    loads, load = [], pipeline.load_tokenizer
-    pipeline.load_tokenizer = lambda path: loads.append(path) or load(path)
+    loads, load = [], staged.load_tokenizer
+    staged.load_tokenizer = lambda path: loads.append(path) or load(path)
     try:
-        pipeline.worker_tokenizer(pipeline.Layout(BuildConfig(), stage, 1, 8, 8, None, 3))
+        staged.worker_tokenizer(staged.Layout(BuildConfig(), stage, 1, 8, 8, None, 3))
     finally:
-        pipeline.load_tokenizer = load
+        staged.load_tokenizer = load
     return not loads
 
 
@@ -285,7 +288,8 @@ def test_the_forkserver_loads_a_given_tokenizer_once_for_every_worker(tmp_path, 
     same, other = tmp_path / "same", tmp_path / "other"
     proc = run_script(f"""
         import os
-        from mlmprep.build.engine import PRELOAD_TOKENIZER, Engine, prestart, run_tasks
+        from mlmprep.build.engine.base import run_tasks
+        from mlmprep.build.engine.local import PRELOAD_TOKENIZER, LocalEngine
         from mlmprep.format.write import hf_tokenizer
         from mlmprep.tokenize import load_tokenizer
         from test_engine import tokenizer_in_worker
@@ -296,8 +300,8 @@ def test_the_forkserver_loads_a_given_tokenizer_once_for_every_worker(tmp_path, 
             changed = load_tokenizer({str(tiny_tokenizer_path)!r})
             changed.add_tokens(["zebra"])
             changed.save({str(other / "tokenizer.json")!r})
-            engine = Engine(workers=2)
-            prestart(engine, 2 << 20, 1 << 20, "mlmprep.build.pipeline", {str(tiny_tokenizer_path)!r})
+            engine = LocalEngine(workers=2)
+            engine.prestart(2 << 20, 1 << 20, "mlmprep.build.pipeline", {str(tiny_tokenizer_path)!r})
             print(run_tasks(tokenizer_in_worker, [{str(same)!r}, {str(other)!r}], engine=engine),
                   PRELOAD_TOKENIZER in os.environ)
     """)
@@ -319,9 +323,9 @@ def test_the_cli_starts_the_workers_server_before_parsing_and_its_heavy_imports(
         options = ["--config", str(tmp_path / "options.json")]
     proc = run_script(f"""
         from mlmprep import config
-        from mlmprep.build import engine
+        from mlmprep.build.engine import local
         calls, parsed = [], []
-        start, make_config = engine.start_forkserver, config.make_config
+        start, make_config = local.start_forkserver, config.make_config
 
         def spy(module, tokenizer=None):
             calls.append((module, bool(parsed), "numpy" in sys.modules, tokenizer))
@@ -332,7 +336,7 @@ def test_the_cli_starts_the_workers_server_before_parsing_and_its_heavy_imports(
             return make_config(*args, **kwargs)
 
         if __name__ == "__main__":
-            engine.start_forkserver, config.make_config = spy, parse_spy
+            local.start_forkserver, config.make_config = spy, parse_spy
             from mlmprep.cli import main
             sys.argv = ["mlmprep", "build", {str(tiny_corpus)!r}, "--out", {str(tmp_path / "out")!r}, "--force",
                         *{options!r}]
@@ -377,16 +381,16 @@ def test_build_workers_do_not_run_the_mlmprep_script_again(tmp_path, tiny_corpus
 def test_a_build_that_may_be_up_to_date_starts_no_workers_before_its_check(tmp_path, tiny_corpus, tiny_tokenizer_path):
     """A server started for nothing costs a core-second and holds the command's stdout open that long."""
     proc = run_script(f"""
-        from mlmprep.build import engine
+        from mlmprep.build.engine import local
         calls = []
-        start = engine.start_forkserver
+        start = local.start_forkserver
 
         def spy(module, tokenizer=None):
             calls.append(module)
             return start(module, tokenizer)
 
         if __name__ == "__main__":
-            engine.start_forkserver = spy
+            local.start_forkserver = spy
             from mlmprep.cli import main
             args = ["mlmprep", "build", {str(tiny_corpus)!r}, "--tokenizer", {str(tiny_tokenizer_path)!r},
                     "--out", {str(tmp_path / "out")!r}, "--workers", "2", "--shard-bytes", "3000"]
@@ -425,7 +429,7 @@ def test_a_task_error_arrives_as_its_own_class_and_message_and_stops_the_rest(tm
     shards = [Shard(i, wait=0.3, marker=str(tmp_path)) for i in range(3)] + [Shard(3)]
     shards += [Shard(i, wait=0.3, marker=str(tmp_path)) for i in range(4, 20)]
     with pytest.raises(CorpusError) as raised:
-        run_tasks(fail_on_three, shards, engine=Engine(workers=workers))
+        run_tasks(fail_on_three, shards, engine=LocalEngine(workers=workers))
     assert str(raised.value) == "corpus.txt at byte 300: not UTF-8; pass --on-decode-error replace"
     time.sleep(0.5)  # any task still running would mark its file by now
     assert len(list(tmp_path.iterdir())) < 19
@@ -434,7 +438,7 @@ def test_a_task_error_arrives_as_its_own_class_and_message_and_stops_the_rest(tm
 @pytest.mark.parametrize("workers", [1, 2])
 def test_a_bug_in_a_task_is_one_line_naming_the_task_and_the_line(workers):
     with pytest.raises(TaskFailed) as raised:
-        run_tasks(buggy, [Shard(0), Shard(1)], engine=Engine(workers=workers))
+        run_tasks(buggy, [Shard(0), Shard(1)], engine=LocalEngine(workers=workers))
     message = str(raised.value)
     assert message.startswith("shard 1 of corpus.txt failed: KeyError: 1 (at test_engine.py:")
     assert "\n" not in message and not isinstance(raised.value, MlmprepError)
@@ -508,11 +512,12 @@ def test_a_worker_killed_mid_task_fails_the_run_with_one_line_and_no_hang(execut
     prelude = {"as-is": "", "missing-its-futures": textwrap.dedent(EXECUTOR_MISSES_THE_FUTURES),
                "submit-fails": textwrap.dedent(EXECUTOR_SUBMIT_FAILS)}[executor]
     proc = run_script(prelude + textwrap.dedent("""
-        from mlmprep.build.engine import Engine, TaskFailed, run_tasks
+        from mlmprep.build.engine.base import TaskFailed, run_tasks
+        from mlmprep.build.engine.local import LocalEngine
         from test_engine import Shard, suicide_on_two
         if __name__ == "__main__":
             try:
-                run_tasks(suicide_on_two, [Shard(i, wait=0.3) for i in range(8)], engine=Engine(workers=2))
+                run_tasks(suicide_on_two, [Shard(i, wait=0.3) for i in range(8)], engine=LocalEngine(workers=2))
             except TaskFailed as exc:
                 print(exc)
     """))
@@ -539,11 +544,12 @@ def test_a_worker_killed_after_masking_leaves_the_resource_tracker_nothing_to_wa
     """Numba's threading layer takes a multiprocessing lock as it starts; one from a worker killed afterwards
     must not be a named semaphore, which the resource tracker would report at exit below the one error line."""
     proc = run_script("""
-        from mlmprep.build.engine import Engine, TaskFailed, run_tasks
+        from mlmprep.build.engine.base import TaskFailed, run_tasks
+        from mlmprep.build.engine.local import LocalEngine
         from test_engine import Shard, suicide_after_masking
         if __name__ == "__main__":
             try:
-                run_tasks(suicide_after_masking, [Shard(i) for i in range(4)], engine=Engine(workers=2))
+                run_tasks(suicide_after_masking, [Shard(i) for i in range(4)], engine=LocalEngine(workers=2))
             except TaskFailed as exc:
                 print(exc)
     """)
@@ -560,11 +566,13 @@ def sleep_long(shard: Shard) -> int:
 
 def test_ctrl_c_stops_the_workers_promptly(tmp_path):
     proc = run_script(f"""
-        from mlmprep.build.engine import Engine, run_tasks
+        from mlmprep.build.engine.base import run_tasks
+        from mlmprep.build.engine.local import LocalEngine
         from test_engine import Shard, sleep_long
         if __name__ == "__main__":
             try:
-                run_tasks(sleep_long, [Shard(i, marker={str(tmp_path)!r}) for i in range(4)], engine=Engine(workers=2))
+                run_tasks(sleep_long, [Shard(i, marker={str(tmp_path)!r}) for i in range(4)],
+                          engine=LocalEngine(workers=2))
             except KeyboardInterrupt:
                 sys.exit(130)
     """)
@@ -589,14 +597,15 @@ def interrupted_at_57(index: int) -> tuple[int, int, float]:
 
 def test_ctrl_c_stops_the_driver_running_tasks_while_its_workers_start():
     proc = run_script("""
-        import mlmprep.build.engine
-        from mlmprep.build.engine import Engine, run_tasks
+        import mlmprep.build.engine.local
+        from mlmprep.build.engine.base import run_tasks
+        from mlmprep.build.engine.local import LocalEngine
         from test_engine import SlowToStart, interrupted_at_57, where_and_when
         if __name__ == "__main__":
-            mlmprep.build.engine.ProcessPoolExecutor = SlowToStart
+            mlmprep.build.engine.local.ProcessPoolExecutor = SlowToStart
             ran = []
             try:
-                run_tasks(where_and_when, range(60), engine=Engine(workers=2),
+                run_tasks(where_and_when, range(60), engine=LocalEngine(workers=2),
                           in_driver=lambda index: ran.append(index) or interrupted_at_57(index))
             except KeyboardInterrupt:
                 print(ran)
@@ -607,10 +616,11 @@ def test_ctrl_c_stops_the_driver_running_tasks_while_its_workers_start():
 
 def test_workers_end_with_a_driver_killed_by_sigkill(tmp_path):
     proc = run_script(f"""
-        from mlmprep.build.engine import Engine, run_tasks
+        from mlmprep.build.engine.base import run_tasks
+        from mlmprep.build.engine.local import LocalEngine
         from test_engine import Shard, sleep_long
         if __name__ == "__main__":
-            run_tasks(sleep_long, [Shard(i, marker={str(tmp_path)!r}) for i in range(4)], engine=Engine(workers=2))
+            run_tasks(sleep_long, [Shard(i, marker={str(tmp_path)!r}) for i in range(4)], engine=LocalEngine(workers=2))
     """)
     for _ in range(1200):  # both workers inside a task
         if len(list(tmp_path.iterdir())) == 2:
@@ -661,10 +671,18 @@ def test_ray_refuses_a_dataset_directory_given_by_a_relative_path(tmp_path, monk
 def test_ray_missing_is_one_line_naming_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)  # import ray now raises ImportError
     with pytest.raises(ConfigError, match=r'--engine ray needs Ray: pip install "mlmprep\[ray\]"'):
-        run_tasks(cube_later, [Shard(0)], engine=Engine(kind="ray"))
+        run_tasks(cube_later, [Shard(0)], engine=RayEngine())
+
+
+def test_the_engine_option_picks_the_engine_class():
+    assert make_engine("local", 3) == LocalEngine(3)
+    assert make_engine("ray", 5, "10.0.0.1:6379") == RayEngine(5, "10.0.0.1:6379")
+    assert LocalEngine.shares_disk and not RayEngine.shares_disk  # Ray nodes see no scratch file of the driver
+    with pytest.raises(ConfigError, match="--engine must be local or ray, got 'spark'"):
+        make_engine("spark")
 
 
 def test_describe_names_the_engine():
-    assert Engine(workers=1).describe() == "in-process"
-    assert Engine(workers=3).describe() == "local, 3 workers"
-    assert Engine(kind="ray", ray_address="10.0.0.1:6379").describe() == "ray (10.0.0.1:6379)"
+    assert LocalEngine(workers=1).describe() == "in-process"
+    assert LocalEngine(workers=3).describe() == "local, 3 workers"
+    assert RayEngine(ray_address="10.0.0.1:6379").describe() == "ray (10.0.0.1:6379)"

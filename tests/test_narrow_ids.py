@@ -138,7 +138,7 @@ def test_an_mlm_build_stores_ignore_as_minus_100_in_int16(tmp_path, monkeypatch,
 def test_an_int32_build_still_loads_verifies_inspects_and_remasks_in_int32(tmp_path, tiny_build):
     import shutil
 
-    from mlmprep.build.engine import Engine
+    from mlmprep.build.engine.local import LocalEngine
     from mlmprep.build.verify import verify
     from mlmprep.format.load import open_epoch
     from mlmprep.format.report import build_summary, show_examples
@@ -154,7 +154,8 @@ def test_an_int32_build_still_loads_verifies_inspects_and_remasks_in_int32(tmp_p
     disk = next(x for x in build_summary(old, read_manifest(old)).splitlines() if x.startswith("disk:"))
     assert "(token ids int32, format 2)" in disk
     assert disk.endswith("; `mlmprep build ... --force` rebuilds it as format 3, about half the size")
-    assert run.remask(old, 3, engine=Engine(workers=1)) == run.remask(new, 3, engine=Engine(workers=1)) == ["seed-2"]
+    one = LocalEngine(workers=1)
+    assert run.remask(old, 3, engine=one) == run.remask(new, 3, engine=one) == ["seed-2"]
     assert (stored_type(old / "seed-2", "input_ids"), stored_type(new / "seed-2", "input_ids")) == (pa.int32(),
                                                                                                   pa.uint16())
     assert manifest(old)["format_version"] == 2 and verify(old).ok and verify(new).ok

@@ -24,7 +24,8 @@ from conftest import tiny_documents
 from s3server import CREDENTIALS
 from test_cli_build import cli_command, cli_env, comparable, data_files, manifest
 
-from mlmprep.build.engine import Engine, run_tasks
+from mlmprep.build.engine.base import run_tasks
+from mlmprep.build.engine.ray import RayEngine
 from mlmprep.errors import ConfigError
 
 pytest.importorskip("ray", reason='Ray is not installed (pip install "mlmprep[ray]")')
@@ -39,7 +40,8 @@ import hashlib, json, os, signal, subprocess, sys, threading, time
 import psutil
 from ray.cluster_utils import Cluster
 
-from mlmprep.build.engine import Engine, TaskRun, run_tasks, session
+from mlmprep.build.engine.base import TaskRun, run_tasks
+from mlmprep.build.engine.ray import RayEngine
 from mlmprep.errors import CorpusError
 
 
@@ -147,15 +149,15 @@ def main(cfg):
     report = {"address": cluster.address, "seconds": {"cluster": time.monotonic() - started}}
     lap = lambda name: report["seconds"].__setitem__(name, time.monotonic() - started - sum(report["seconds"].values()))
     try:
-        engine = Engine(kind="ray", ray_address=cluster.address)
-        with session(engine):
+        engine = RayEngine(ray_address=cluster.address)
+        with engine.session():
             tasks = [(cfg["blocks"], i) for i in range(cfg["n_blocks"])]
             nodes, report["blocks_killed"] = with_a_kill(lambda: run_tasks(write_block, tasks, engine=engine))
             report["block_nodes"] = len(set(nodes))
             spans = os.path.join(os.path.dirname(cfg["blocks"]), "spans")
             os.mkdir(spans)
             run_tasks(one_at_a_time, [(spans, i) for i in range(3)],
-                      engine=Engine(kind="ray", workers=1, ray_address=cluster.address))
+                      engine=RayEngine(workers=1, ray_address=cluster.address))
             report["spans"] = sorted(tuple(map(float, open(os.path.join(spans, n)).read().split()))
                                      for n in os.listdir(spans))
             with TaskRun(sleep_for, [(f"read-{i}", 0.3) for i in range(12)], engine=engine) as run:
@@ -422,4 +424,4 @@ def test_an_address_where_nothing_listens_fails_in_seconds_with_one_line():
     address = f"127.0.0.1:{probe.getsockname()[1]}"
     probe.close()  # the port is free now: nothing listens there
     with pytest.raises(ConfigError, match=f"--ray-address {address}: nothing answers there"):
-        run_tasks(abs, [1], engine=Engine(kind="ray", ray_address=address))
+        run_tasks(abs, [1], engine=RayEngine(ray_address=address))

@@ -81,13 +81,13 @@ def test_shards_the_driver_reads_while_its_workers_start_give_the_same_bytes(tmp
                                                                               tiny_tokenizer_path, case, monkeypatch):
     from test_engine import SlowToStart
 
-    import mlmprep.build.engine
+    import mlmprep.build.engine.local
     import mlmprep.build.run
 
     options = {**CASES[case], **SMALL}
     one = build_tiny(tmp_path / "w1", corpus_with_blanks, tiny_tokenizer_path, workers=1, **options)
     in_driver = []
-    monkeypatch.setattr(mlmprep.build.engine, "ProcessPoolExecutor", SlowToStart)
+    monkeypatch.setattr(mlmprep.build.engine.local, "ProcessPoolExecutor", SlowToStart)
     monkeypatch.setattr(mlmprep.build.run, "tokenize_shard_in_driver",
                         lambda task: in_driver.append(task.shard.index) or tokenize_shard_in_driver(task))
     two = build_tiny(tmp_path / "w2", corpus_with_blanks, tiny_tokenizer_path, workers=2, **options)
@@ -99,10 +99,10 @@ def test_the_driver_tokenizes_with_the_tokenizer_it_has_loaded(tmp_path, tiny_co
                                                                    monkeypatch):
     """Shards read in the driver (all of them with one worker) use the tokenizer it loaded for the build, not a
     second copy loaded from the staging directory (0.1 s for a 32k vocabulary)."""
-    import mlmprep.build.pipeline
+    import mlmprep.build.staged
 
     loads = []
-    monkeypatch.setattr(mlmprep.build.pipeline, "load_tokenizer",
+    monkeypatch.setattr(mlmprep.build.staged, "load_tokenizer",
                         lambda path: loads.append(path) or load_tokenizer(path))
     build_tiny(tmp_path / "one", tiny_corpus, tiny_tokenizer_path, workers=1)
     assert loads == []
@@ -254,8 +254,8 @@ def test_windows_equal_a_one_pass_reference(tmp_path, corpus_with_blanks, tiny_t
 def test_an_output_file_is_written_as_soon_as_the_shards_before_its_end_are_read():
     """Phase 2 overlaps phase 1: a file of 3 windows of 4 tokens needs stream tokens through 3 * 4 * (its number
     + 1) and one more (does its last window end inside a word?), from shards whose predecessors are all done."""
-    from mlmprep.build.pipeline import Layout
     from mlmprep.build.run import OutputFiles
+    from mlmprep.build.staged import Layout
     from mlmprep.config import BuildConfig
 
     cfg = BuildConfig(validation_fraction=0.3, seed=5)
@@ -459,7 +459,7 @@ def test_tokenizer_train_learns_from_the_sample_build_takes(tmp_path):
 @pytest.mark.slow  # rewrites a build in format 1, then builds, verifies and remasks it
 def test_a_format_1_build_still_loads_verifies_and_remasks(tmp_path, tiny_build):
     """Builds written before the sharded layout (format 1: files cut every 512 MiB, no rows_per_file)."""
-    from mlmprep.build.engine import Engine
+    from mlmprep.build.engine.local import LocalEngine
     from mlmprep.build.run import remask
     from mlmprep.build.verify import verify
     from mlmprep.format.load import open_epoch
@@ -467,7 +467,7 @@ def test_a_format_1_build_still_loads_verifies_and_remasks(tmp_path, tiny_build)
     old = tmp_path / "old"
     manifest = format_1_copy(tiny_build, old)
     assert len(open_epoch(old, 1)) == manifest["splits"]["seed-1"]["rows"]
-    assert remask(old, 3, engine=Engine(workers=1)) == ["seed-2"]
+    assert remask(old, 3, engine=LocalEngine(workers=1)) == ["seed-2"]
     assert verify(old).ok
 
 
@@ -475,7 +475,7 @@ def test_a_build_that_stored_an_option_its_objective_ignores_still_remasks(tmp_p
     """Before such options were refused a span build could record whole_word: true; its bytes never used it."""
     import shutil
 
-    from mlmprep.build.engine import Engine
+    from mlmprep.build.engine.local import LocalEngine
     from mlmprep.build.run import remask
 
     plain, old = tmp_path / "plain", tmp_path / "old"
@@ -485,7 +485,8 @@ def test_a_build_that_stored_an_option_its_objective_ignores_still_remasks(tmp_p
     assert manifest["objective"] == "span"
     manifest["config"].update(whole_word=True, mlm_probability=0.4)
     (old / "manifest.json").write_text(json.dumps(manifest))
-    assert remask(old, 3, engine=Engine(workers=1)) == remask(plain, 3, engine=Engine(workers=1)) == ["seed-2"]
+    one = LocalEngine(workers=1)
+    assert remask(old, 3, engine=one) == remask(plain, 3, engine=one) == ["seed-2"]
     assert hashes(old / "seed-2") == hashes(plain / "seed-2")
 
 

@@ -13,6 +13,9 @@ done (with --method text, once the segments are): cut its windows (a window may 
 the head of the next), mask (every seed, or the validation seed), write one data file into each of its side's
 splits. Fates and masks are pure functions of the corpus, the options and (seed, row), so the bytes depend on
 the data and the options only, never on how many tasks ran where.
+
+What the tasks share (the Layout, the staged files, the tokenizer) is in mlmprep.build.staged; phase 2 reads its
+rows through mlmprep.build.side_rows and masks them with mlmprep.build.masker.
 """
 
 from __future__ import annotations
@@ -20,7 +23,6 @@ from __future__ import annotations
 import atexit
 import functools
 import gc
-import hashlib
 import os
 import shutil
 import sys
@@ -35,68 +37,43 @@ import numpy as np
 from mlmprep import storage
 from mlmprep.build import mask
 from mlmprep.build.clean import clean_texts
-from mlmprep.build.engine import Shipped, fetched
+from mlmprep.build.engine.base import Shipped, fetched
+from mlmprep.build.masker import Masker, mask_part
 from mlmprep.build.selection import SIDES, document_keys
-from mlmprep.build.windows import (
-    WindowStats,
-    count_cut_rows,
-    doc_rows,
-    doc_rows_per_document,
-    fixed_rows,
-    frame_rows,
-    segment_rows,
-    with_eos,
+from mlmprep.build.side_rows import Plan, doc_windows, stored_rows, stream_windows
+from mlmprep.build.staged import (
+    FETCHED,
+    INPUTS,
+    STAGING,
+    Layout,
+    gather,
+    preload_tokenizer,
+    side_documents,
+    worker_tokenizer,
+    write_atomic,
 )
+from mlmprep.build.windows import WindowStats, frame_rows, segment_rows
 from mlmprep.config import BuildConfig
 from mlmprep.corpus.files import CorpusStats, ReadOptions
 from mlmprep.corpus.shards import Shard, read_shard
 from mlmprep.format.manifest import FileRecord
 from mlmprep.format.rows import Rows, concat_rows
-from mlmprep.format.write import column_dtypes, damaged, hf_tokenizer, iter_rows_of_file, part_path, write_part
+from mlmprep.format.write import damaged, iter_rows_of_file, part_path, write_part
 from mlmprep.progress import prefetch, prefetch_map
-from mlmprep.tokenize import encode, load_tokenizer, plain_encoder, special_ids, word_tables
+from mlmprep.tokenize import encode
 
-STAGING = "shards"  # staging-directory subfolder of the phase-1 outputs; removed before publishing
 VALIDATION_SLOT = 1 << 20  # the validation split is masked once, with the seed of this (never trained) slot
 SEGMENT_TASK_CHARS = 4 << 20  # characters of text per segmenting task (--method text)
 
 
-@dataclass(frozen=True)
-class Layout:
-    """What every task of one build needs: the options, where the stage is, and the row geometry."""
-
-    cfg: BuildConfig
-    stage: str
-    threads: int  # tokenizer and Numba threads inside one worker (0: all cores)
-    content_length: int  # tokens of text per window, inside any frame
-    window_length: int  # tokens per window as masked, frame included
-    doc_eos: int | None  # the token that ends each document in the stream (None: --pack doc rows end themselves)
-    format_version: int  # the build's format, which decides its columns' types (write.column_dtypes)
-    prefix: tuple[int, ...] = ()  # the MLM frame around every row ([CLS] ... [SEP])
-    suffix: tuple[int, ...] = ()
-
-    @property
-    def fixed(self) -> bool:
-        return self.cfg.method == "tokens" and self.cfg.pack == "stream"
-
-    def staged(self, name: str) -> Path:
-        """A file of the staging subfolder; in a detached task, one it reads is fetched when first asked for."""
-        path = Path(self.stage) / STAGING / name
-        if (key := f"{STAGING}/{name}") in INPUTS and not path.exists():
-            for file, data in fetched(INPUTS[key]).items():  # the files of the task that made it, together
-                write_atomic(Path(self.stage) / file, [data])
-                FETCHED.append(file)
-        return path
-
-
-# ------------------------------------------------------------------------------------------------ workers
+# ---------------------------------------------------------------------------------------- detached tasks
 
 
 @dataclass(frozen=True)
 class Detached:
     """A task for a worker that cannot see the build's staging directory (a Ray node sharing no disk with the
     driver): it runs in a staging directory of the worker's own, fetches the staged files it reads from the
-    payloads of the tasks that made them (`inputs`: name in the stage -> payload, see engine.Shipped; the
+    payloads of the tasks that made them (`inputs`: name in the stage -> payload, see engine.base.Shipped; the
     tokenizer's too), and returns the files it writes as its own payload."""
 
     fn: Callable[[Any], Any]
@@ -107,8 +84,6 @@ class Detached:
         return self.task.describe()
 
 
-INPUTS: dict[str, Any] = {}  # in a detached task: its inputs (see Layout.staged)
-FETCHED: list[str] = []  # ... and those it has fetched so far
 WORKER_STAGES: dict[str, str] = {}  # driver's stage -> this worker's own for that build (one build's at a time)
 
 
@@ -148,82 +123,6 @@ def worker_stage(stage: str, tokenizer: Any) -> str:
         write_atomic(Path(own) / "tokenizer.json", [fetched(tokenizer)])
         WORKER_STAGES[stage] = own
     return WORKER_STAGES[stage]
-
-
-def identity(path: Path) -> tuple:
-    """A staged file's path and identity: a cache key that a later build writing the same path (in the
-    same process, or on a reused Ray worker) does not match."""
-    st = os.stat(path)
-    return str(path), st.st_ino, st.st_size, st.st_mtime_ns
-
-
-class WorkerTokenizer:
-    """A build's tokenizer in one process: the tokenizer, its special ids and, when a task first needs them
-    (phase 2, text segments), its word tables."""
-
-    def __init__(self, tok):
-        self.tok, self.ids = plain_encoder(tok), special_ids(tok)
-
-    @functools.cached_property
-    def tables(self):
-        return word_tables(self.tok)
-
-
-LOADED: dict[tuple, WorkerTokenizer] = {}  # identity of a staged tokenizer.json -> its tokenizer, in this process
-PRELOADED: dict = {}  # from the forkserver: sha256 of the file a tokenizer is saved as -> the tokenizer
-
-
-def worker_tokenizer(layout: Layout) -> WorkerTokenizer:
-    """The build's tokenizer for this process's tasks, loaded once per process and build (or once for every
-    worker, by the forkserver: see preload_tokenizer); first sets this process's tokenizer threads, which the
-    tokenizer's first use fixes."""
-    if layout.threads:
-        os.environ["RAYON_NUM_THREADS"] = str(layout.threads)
-    path = Path(layout.stage) / "tokenizer.json"
-    key = identity(path)
-    if key not in LOADED:
-        preloaded = PRELOADED.get(hashlib.sha256(path.read_bytes()).hexdigest()) if PRELOADED else None
-        adopt_tokenizer(path, preloaded or load_tokenizer(path))
-    return LOADED[key]
-
-
-def adopt_tokenizer(path: Path, tok) -> None:
-    """Use `tok`, saved as `path`, for this process's tasks (it becomes a plain encoder): the driver, which
-    has it loaded, so saves itself a second load before the tasks it runs. Keeps one build's."""
-    LOADED.clear()
-    LOADED[identity(path)] = WorkerTokenizer(tok)
-
-
-def preload_tokenizer(given: str) -> None:
-    """In the forkserver: load `--tokenizer` (a tokenizer.json) once, for every worker it forks, instead of in
-    each (its word tables are left to the tasks that need them, off the server's serial start). Keyed by the
-    bytes the driver stages it as (tokenizers' save), so a worker only takes it for a build whose staged file
-    matches."""
-    path = Path(given) / "tokenizer.json" if Path(given).is_dir() else Path(given)
-    try:
-        tok = load_tokenizer(path) if path.is_file() else None  # not a transformers directory: slow to load
-    except Exception:  # noqa: BLE001 - the driver reports a bad --tokenizer itself
-        return
-    if tok is not None:
-        PRELOADED[hashlib.sha256(hf_tokenizer(tok).to_str(pretty=True).encode("utf-8")).hexdigest()] = tok
-
-
-def write_atomic(path: Path, chunks: Iterable[bytes]) -> None:
-    """Write `chunks` to `path` through a temporary name: a task run again replaces a dead attempt's file."""
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        for chunk in chunks:
-            f.write(chunk)
-    os.replace(tmp, path)
-
-
-def read_array(path: Path, dtype, start: int = 0, stop: int | None = None) -> np.ndarray:
-    """Items [start, stop) of a raw array file, read (not mapped) so an empty file is fine."""
-    itemsize = np.dtype(dtype).itemsize
-    count = -1 if stop is None else stop - start
-    if count == 0:
-        return np.zeros(0, dtype=dtype)
-    return np.fromfile(path, dtype=dtype, count=count, offset=start * itemsize)
 
 
 # ------------------------------------------------------------------------------------------------ phase 1
@@ -270,7 +169,6 @@ def tokenize_shard(task: TokenizeTask) -> dict:
     layout, cfg, index = task.layout, task.layout.cfg, task.shard.index
     storage.use_corpus_options(storage.parse_options(cfg.storage_options))  # a shard on a URL is read in place
     worker = worker_tokenizer(layout)
-    tok = worker.tok
     stats = CorpusStats()
     clean = {"characters_removed": 0, "documents_emptied": 0}
     opts = ReadOptions(text_column=cfg.text_column, doc_sep=cfg.doc_sep, on_decode_error=cfg.on_decode_error)
@@ -285,34 +183,10 @@ def tokenize_shard(task: TokenizeTask) -> dict:
             yield docs
 
     batches = prefetch(described_batches()) if overlap else described_batches()
-    out = {"documents": 0, "tokens": 0, "chars": 0}
     if cfg.method == "text":
-        chars_written: list[bytes] = []
-
-        def text_chunks() -> Iterator[bytes]:
-            for docs in batches:
-                joined = "".join(f"{doc} " for doc in docs)  # the corpus's documents joined by spaces
-                out["documents"] += len(docs)
-                out["chars"] += len(joined)
-                chars_written.append(np.array([len(doc) + 1 for doc in docs], np.int64).tobytes())
-                yield joined.encode("utf-32-le")
-
-        write_atomic(layout.staged(f"shard-{index:06d}.txt32"), text_chunks())
-        write_atomic(layout.staged(f"shard-{index:06d}.chars"), chars_written)
+        out = stage_text(layout, index, batches)
     else:
-        lengths_written: list[np.ndarray] = []
-
-        def id_chunks() -> Iterator[bytes]:
-            tokenize = functools.partial(encode, tok)
-            for flat, lengths in prefetch_map(tokenize, batches) if overlap else map(tokenize, batches):
-                out["documents"] += len(lengths)
-                out["tokens"] += len(flat)
-                lengths_written.append(lengths.astype(np.int64))
-                yield flat.astype(np.int32, copy=False).tobytes()
-
-        write_atomic(layout.staged(f"shard-{index:06d}.ids"), id_chunks())
-        write_atomic(layout.staged(f"shard-{index:06d}.lens"), [a.tobytes() for a in lengths_written])
-        out["doc_tokens"] = np.concatenate(lengths_written) if lengths_written else np.zeros(0, np.int64)
+        out = stage_ids(layout, index, batches, worker.tok, overlap)
     per_doc = {key: np.concatenate([d[key] for d in described]) for key in described[0]} if described else {
         "keys": np.zeros(0, np.uint64), "doc_chars": np.zeros(0, np.int64),
         **({"signatures": np.zeros((0, cfg.dedup_bands * cfg.dedup_rows), np.uint32)} if cfg.dedup == "near" else {})}
@@ -320,40 +194,49 @@ def tokenize_shard(task: TokenizeTask) -> dict:
     return {**out, **per_doc, "stats": stats.as_dict(), "clean": clean}
 
 
+def stage_text(layout: Layout, index: int, batches: Iterable[list[str]]) -> dict:
+    """--method text: stage shard `index`'s documents as `shard-N.txt32` (joined by spaces, UTF-32) and each one's
+    characters, space included, as `shard-N.chars`; returns their counts."""
+    out = {"documents": 0, "tokens": 0, "chars": 0}
+    chars_written: list[bytes] = []
+
+    def text_chunks() -> Iterator[bytes]:
+        for docs in batches:
+            joined = "".join(f"{doc} " for doc in docs)  # the corpus's documents joined by spaces
+            out["documents"] += len(docs)
+            out["chars"] += len(joined)
+            chars_written.append(np.array([len(doc) + 1 for doc in docs], np.int64).tobytes())
+            yield joined.encode("utf-32-le")
+
+    write_atomic(layout.staged(f"shard-{index:06d}.txt32"), text_chunks())
+    write_atomic(layout.staged(f"shard-{index:06d}.chars"), chars_written)
+    return out
+
+
+def stage_ids(layout: Layout, index: int, batches: Iterable[list[str]], tok, overlap: bool) -> dict:
+    """Tokenize the batches (two calls at a time, given `overlap`) and stage shard `index`'s token ids as
+    `shard-N.ids` and its documents' lengths as `shard-N.lens`; returns their counts and the lengths."""
+    out = {"documents": 0, "tokens": 0, "chars": 0}
+    lengths_written: list[np.ndarray] = []
+
+    def id_chunks() -> Iterator[bytes]:
+        tokenize = functools.partial(encode, tok)
+        for flat, lengths in prefetch_map(tokenize, batches) if overlap else map(tokenize, batches):
+            out["documents"] += len(lengths)
+            out["tokens"] += len(flat)
+            lengths_written.append(lengths.astype(np.int64))
+            yield flat.astype(np.int32, copy=False).tobytes()
+
+    write_atomic(layout.staged(f"shard-{index:06d}.ids"), id_chunks())
+    write_atomic(layout.staged(f"shard-{index:06d}.lens"), [a.tobytes() for a in lengths_written])
+    out["doc_tokens"] = np.concatenate(lengths_written) if lengths_written else np.zeros(0, np.int64)
+    return out
+
+
 def tokenize_shard_in_driver(task: TokenizeTask) -> dict:
     """tokenize_shard in the driver, while its workers start: on the driver's own tokenizer threads (see
     build.set_tokenizer_threads), not on one worker's share of the cores."""
     return tokenize_shard(replace(task, layout=replace(task.layout, threads=0)))
-
-
-def side_documents(layout: Layout, s: int, side: str, sizes: str) -> tuple[np.ndarray, np.ndarray]:
-    """(sizes, where each starts in the staged data file) of staged shard s's documents on `side`: the driver
-    stages each side's document numbers as `shard-N.train` / `shard-N.validation`; `sizes` names the per-document
-    sizes file (`lens`: tokens, `chars`: characters of --method text, each with its space)."""
-    return _side_documents(identity(layout.staged(f"shard-{s:06d}.{sizes}")),
-                           identity(layout.staged(f"shard-{s:06d}.{side}")))
-
-
-@functools.lru_cache(maxsize=8)
-def _side_documents(sizes_key: tuple, picked_key: tuple) -> tuple[np.ndarray, np.ndarray]:
-    sizes = read_array(Path(sizes_key[0]), np.int64)
-    starts = np.cumsum(sizes) - sizes
-    picked = read_array(Path(picked_key[0]), np.int64)
-    return sizes[picked], starts[picked]
-
-
-def gather(path: Path, dtype, sizes: np.ndarray, begins: np.ndarray, d0: int, d1: int) -> np.ndarray:
-    """The items of a side's documents d0..d1 (inclusive; `sizes`, `begins` from side_documents), one after
-    another, from the staged data file `path`: one read of the range they span, then the documents picked."""
-    if d1 < d0:
-        return np.zeros(0, dtype=dtype)
-    lo, hi = int(begins[d0]), int(begins[d1] + sizes[d1])
-    raw = read_array(path, dtype, lo, hi)
-    sizes = sizes[d0 : d1 + 1]
-    if int(sizes.sum()) == hi - lo:  # no other side's or dropped document between them
-        return raw
-    out_starts = np.cumsum(sizes) - sizes
-    return raw[np.arange(int(sizes.sum())) + np.repeat(begins[d0 : d1 + 1] - lo - out_starts, sizes)]
 
 
 @dataclass(frozen=True)
@@ -433,19 +316,6 @@ def window_counts(stats: WindowStats) -> dict[str, int]:
 
 
 @dataclass(frozen=True)
-class Plan:
-    """For phase 2, one side's: where each shard's (or segment task's) output on that side starts, as far as the
-    driver knows."""
-
-    layout: Layout
-    side: str  # "train" (splits windows and seed-k) or "validation" (validation-windows and validation)
-    offsets: tuple[int, ...]  # per staged file: first stream token (stream) or first row (doc, text); last: its end
-    rows: int  # whole windows before offsets[-1] (once every shard is done: the windows in all)
-    seeds: tuple[int, ...]
-    validation_seed: int
-
-
-@dataclass(frozen=True)
 class WriteTask:
     plan: Plan
     index: int  # output file number in its side's splits
@@ -454,93 +324,6 @@ class WriteTask:
 
     def describe(self) -> str:
         return f"{self.plan.side} output file {self.index} (windows {self.first}-{self.first + self.count})"
-
-
-def document_index(path: Path) -> tuple[np.ndarray, np.ndarray]:
-    """(document lengths, where each document's tokens start: cumulative, one longer) of a staged shard."""
-    return _document_index(identity(path))
-
-
-@functools.lru_cache(maxsize=4)
-def _document_index(key: tuple) -> tuple[np.ndarray, np.ndarray]:
-    lengths = read_array(Path(key[0]), np.int64)
-    starts = np.zeros(len(lengths) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=starts[1:])
-    return lengths, starts
-
-
-def stream_slice(plan: Plan, start: int, stop: int) -> np.ndarray:
-    """Tokens [start, stop) of the side's stream (every shard's documents on the side, each followed by EOS)."""
-    layout, offsets, parts = plan.layout, np.asarray(plan.offsets), []
-    for s in range(max(0, int(np.searchsorted(offsets, start, side="right")) - 1), len(offsets) - 1):
-        lo, hi = int(offsets[s]), int(offsets[s + 1])
-        if lo >= stop:
-            break
-        a, b = max(start, lo) - lo, min(stop, hi) - lo
-        if a >= b:
-            continue
-        lengths, begins = side_documents(layout, s, plan.side, "lens")
-        ends = np.cumsum(lengths + 1)  # each document's end in the shard's stream, EOS included
-        d0, d1 = (int(np.searchsorted(ends, x, side="right")) for x in (a, b - 1))
-        tokens = gather(layout.staged(f"shard-{s:06d}.ids"), np.int32, lengths, begins, d0, d1)
-        piece, _ = with_eos(tokens, lengths[d0 : d1 + 1], layout.doc_eos)
-        base = int(ends[d0] - lengths[d0] - 1)
-        parts.append(piece[a - base : b - base])
-    return np.concatenate(parts) if parts else np.zeros(0, np.int32)
-
-
-def stream_windows(plan: Plan, first: int, count: int, tables) -> tuple[Rows, int]:
-    """Windows first..first+count-1 of the stream, and how many begin or end inside a word."""
-    length, total = plan.layout.content_length, int(plan.offsets[-1])
-    lo = max(first * length - 1, 0)
-    tokens = stream_slice(plan, lo, min((first + count) * length + 1, total))
-    windows = tokens[first * length - lo : first * length - lo + count * length]
-    cuts = np.zeros(count + 1, dtype=bool)  # cuts[i]: the boundary before window first + i splits a word
-    at = np.arange(count + 1) * length + first * length - lo  # the first token after each boundary
-    inside = (at >= 1) & (at < len(tokens))
-    cuts[inside] = tables.cuts_word(tokens[at[inside] - 1], tokens[at[inside]])
-    return fixed_rows(windows, length), count_cut_rows(cuts[:-1], cuts[1:])
-
-
-def overlapping(offsets, first: int, count: int) -> Iterator[tuple[int, int, int]]:
-    """(task, a, b) for each task whose rows offsets[task]..offsets[task + 1]-1 overlap rows first..first+count-1:
-    its own rows a..b-1 are the overlap."""
-    offsets = np.asarray(offsets)
-    for task in range(max(0, int(np.searchsorted(offsets, first, side="right")) - 1), len(offsets) - 1):
-        lo, hi = int(offsets[task]), int(offsets[task + 1])
-        if lo >= first + count:
-            return
-        a, b = max(first, lo) - lo, min(first + count, hi) - lo
-        if a < b:
-            yield task, a, b
-
-
-def doc_windows(plan: Plan, first: int, count: int, tables) -> tuple[Rows, int]:
-    """Rows first..first+count-1 of --pack doc, and how many begin or end inside a word."""
-    layout, parts, cut = plan.layout, [], 0
-    for s, a, b in overlapping(plan.offsets, first, count):
-        lengths, begins = side_documents(layout, s, plan.side, "lens")
-        per_doc, _ = doc_rows_per_document(lengths, layout.content_length, layout.doc_eos is not None)
-        row_ends = np.cumsum(per_doc)
-        d0, d1 = (int(np.searchsorted(row_ends, x, side="right")) for x in (a, b - 1))
-        tokens = gather(layout.staged(f"shard-{s:06d}.ids"), np.int32, lengths, begins, d0, d1)
-        rows, begins, ends, _ = doc_rows(tokens, lengths[d0 : d1 + 1], length=layout.content_length,
-                                         eos_id=layout.doc_eos, tables=tables)
-        base = int(row_ends[d0] - per_doc[d0])
-        parts.append(rows.slice(a - base, b - base))
-        cut += count_cut_rows(begins[a - base : b - base], ends[a - base : b - base])
-    return concat_rows(parts), cut
-
-
-def stored_rows(plan: Plan, first: int, count: int) -> Rows:
-    """Rows first..first+count-1 of the segmenting tasks' output (--method text)."""
-    layout, parts = plan.layout, []
-    for t, a, b in overlapping(plan.offsets, first, count):
-        lengths, starts = document_index(layout.staged(f"segments-{plan.side}-{t:06d}.lens"))
-        values = read_array(layout.staged(f"segments-{plan.side}-{t:06d}.ids"), np.int32, int(starts[a]),
-                            int(starts[b]))
-        parts.append(Rows(values, starts[a : b + 1] - starts[a]))
-    return concat_rows(parts)
 
 
 def write_file(task: WriteTask) -> dict:
@@ -580,15 +363,6 @@ def split_names(side: str, seeds: int) -> tuple[str, list[str]]:
     return "validation-windows", ["validation"]
 
 
-def mask_part(masker: Masker, split_dir: Path, index: int, rows: Rows, seed: int, first_row: int,
-              split: str) -> dict | None:
-    """Mask `rows` (numbered from `first_row` in their split) and write them as part `index` of `split_dir`."""
-    if len(rows) == 0:
-        return None
-    masked = masker(rows, seed=seed, first_row=first_row, split=split)
-    return write_part(part_path(split_dir, index), masker.widths, masker.dtypes, masked)
-
-
 @dataclass(frozen=True)
 class RemaskTask:
     """`remask`: one data file of a build's windows/, masked with new seeds."""
@@ -625,79 +399,6 @@ def remask_file(task: RemaskTask) -> dict:
     return {"parts": parts, "masking": masker.totals}
 
 
-class Masker:
-    """Masks rows for one objective, says how its columns are stored (`widths`, `dtypes`: those of format
-    `version`) and keeps running totals of what it produced."""
-
-    def __init__(self, cfg: BuildConfig, ids, tables, fixed: bool, window_length: int, version: int):
-        self.cfg, self.ids, self.tables = cfg, ids, tables
-        self.dtypes = column_dtypes(version, cfg.objective, ids.vocab_size)
-        if cfg.objective == "span":
-            enc, lab = mask.corrupted_lengths(np.array([window_length]), cfg.noise_density, cfg.mean_span_length)
-            self.widths = ({"input_ids": int(enc[0]), "labels": int(lab[0])} if fixed
-                           else {"input_ids": None, "labels": None})
-        else:
-            self.widths = {"input_ids": window_length if fixed else None, "labels": window_length if fixed else None}
-        self.totals: dict[str, dict[str, float]] = {}
-
-    def __call__(self, rows: Rows, *, seed: int, first_row: int, split: str) -> dict[str, Rows]:
-        cfg = self.cfg
-        if cfg.objective == "span":
-            out = mask.span_corrupt(
-                rows.values, rows.offsets, seed=seed, first_row=first_row, noise_density=cfg.noise_density,
-                mean_span_length=cfg.mean_span_length, sentinels=self.ids.sentinels, eos_id=self.ids.eos,
-                random_roll=cfg.random_roll,
-            )
-            stats = mask.span_stats(out.label_values, out.label_offsets, out.enc_offsets, self.ids.sentinels)
-            result = {"input_ids": Rows(out.enc_values, out.enc_offsets),
-                      "labels": Rows(out.label_values, out.label_offsets)}
-        else:
-            inputs, labels = mask.mlm_mask(
-                rows.values, rows.offsets, seed=seed, first_row=first_row, probability=cfg.mlm_probability,
-                mask_id=self.ids.mask, special_ids=self.ids.all(), vocab_size=self.ids.vocab_size,
-                word_starts=self.tables.starts_word if cfg.whole_word else None,
-            )
-            stats = mask.mlm_stats(labels, rows.offsets)
-            result = {"input_ids": Rows(inputs, rows.offsets), "labels": Rows(labels, rows.offsets)}
-        self.add(split, stats, tokens=int(rows.offsets[-1]))
-        return result
-
-    def add(self, split: str, stats: dict[str, float], tokens: int) -> None:
-        """Accumulate rows/tokens-weighted sums so the split's statistics are exact, not chunk means."""
-        rows = stats.get("rows", 0)
-        if not rows:
-            return
-        t = self.totals.setdefault(split, {"rows": 0, "tokens": 0, "noise": 0.0, "spans": 0.0, "masked": 0.0})
-        t["rows"] += rows
-        t["tokens"] += tokens
-        if "noise_fraction" in stats:
-            t["noise"] += stats["noise_fraction"] * tokens
-            t["spans"] += stats["spans_per_row"] * rows
-        else:
-            t["masked"] += stats["masked_fraction"] * tokens
-
-    def merge(self, totals: dict[str, dict[str, float]]) -> None:
-        """Add another masker's totals (a task's), in task order so the sums do not depend on scheduling."""
-        for split, t in totals.items():
-            mine = self.totals.setdefault(split, {"rows": 0, "tokens": 0, "noise": 0.0, "spans": 0.0, "masked": 0.0})
-            for key, value in t.items():
-                mine[key] += value
-
-    def summary(self) -> dict[str, dict[str, float]]:
-        out = {}
-        for split, t in self.totals.items():
-            if self.cfg.objective == "span":
-                out[split] = {
-                    "rows": t["rows"],
-                    "noise_fraction": t["noise"] / t["tokens"],
-                    "mean_span_length": t["noise"] / t["spans"] if t["spans"] else 0.0,
-                    "spans_per_row": t["spans"] / t["rows"],
-                }
-            else:
-                out[split] = {"rows": t["rows"], "masked_fraction": t["masked"] / t["tokens"]}
-        return out
-
-
 def in_forkserver() -> bool:
     """Whether this module is being imported by the local engine's forkserver, which preloads it once and
     forks every worker from itself (multiprocessing.forkserver.main is on the stack)."""
@@ -712,7 +413,8 @@ def in_forkserver() -> bool:
 if in_forkserver():  # load tokenizers, Numba and its compiler once, for every worker
     import tokenizers  # noqa: F401
 
-    from mlmprep.build import _kernels, engine  # noqa: F401  # engine: what runs each worker's tasks
+    from mlmprep.build import _kernels
+    from mlmprep.build.engine.local import PRELOAD_TOKENIZER  # the local engine: what runs each worker's tasks
 
     # Numba's start-up probes for a BLAS by importing scipy.linalg (slow where SciPy is installed) and imports
     # cffi to type cffi functions; the kernels use neither, so here, in the processes that only run the
@@ -724,8 +426,8 @@ if in_forkserver():  # load tokenizers, Numba and its compiler once, for every w
     finally:
         for name in hidden:
             del sys.modules[name]
-    if os.environ.get(engine.PRELOAD_TOKENIZER):
-        preload_tokenizer(os.environ[engine.PRELOAD_TOKENIZER])  # loading starts no tokenizer threads
+    if os.environ.get(PRELOAD_TOKENIZER):
+        preload_tokenizer(os.environ[PRELOAD_TOKENIZER])  # loading starts no tokenizer threads
     # What the server loaded (mostly Numba's objects) lives as long as the workers: their garbage
     # collections leave it alone, rather than walk it at every full collection and copy its pages.
     gc.freeze()

@@ -27,20 +27,18 @@ import mlmprep
 from mlmprep import storage
 from mlmprep.build import mask
 from mlmprep.build.dedup import exact_keys
-from mlmprep.build.engine import Engine, TaskRun, fetched, prestart, run_tasks, session, share
+from mlmprep.build.engine import make_engine
+from mlmprep.build.engine.base import Engine, TaskRun, fetched, run_tasks
+from mlmprep.build.engine.local import LocalEngine
+from mlmprep.build.masker import Masker
 from mlmprep.build.pipeline import (
     SEGMENT_TASK_CHARS,
-    STAGING,
     VALIDATION_SLOT,
     Detached,
-    Layout,
-    Masker,
-    Plan,
     RemaskTask,
     SegmentTask,
     TokenizeTask,
     WriteTask,
-    adopt_tokenizer,
     cleaned_batches,
     remask_file,
     run_detached,
@@ -51,6 +49,8 @@ from mlmprep.build.pipeline import (
     write_file,
 )
 from mlmprep.build.selection import EXCERPT_CHARS, SIDES, Selection
+from mlmprep.build.side_rows import Plan
+from mlmprep.build.staged import STAGING, Layout, adopt_tokenizer
 from mlmprep.build.windows import MIN_ROW, WindowStats, doc_rows_per_document, segment_chars
 from mlmprep.config import MAX_SEEDS, TOKENIZER_TYPES, BuildConfig, check_range
 from mlmprep.corpus.documents import Corpus, open_corpus
@@ -136,10 +136,10 @@ def build(cfg: BuildConfig, *, log: Callable[[str], None] = print) -> BuildResul
     with contextlib.ExitStack() as stack:
         scratch = stack.enter_context(scratch_directory())  # remote inputs and stage
         stack.callback(let_go_streams)  # the compressed streams the tasks run here kept open
-        engine = Engine(cfg.engine, cfg.workers, cfg.ray_address)
-        # Corpus objects: copied to this machine's disk first (one transfer each, several at once), except on Ray,
-        # whose nodes see no copy of the driver's: there each task reads its shard of an object in place.
-        paths, copies = (list(cfg.corpus), {}) if engine.kind == "ray" else fetch_sources(
+        engine = make_engine(cfg.engine, cfg.workers, cfg.ray_address)
+        # Corpus objects: copied to this machine's disk first (one transfer each, several at once), except where the
+        # workers see no copy of the driver's (Ray nodes): there each task reads its shard of an object in place.
+        paths, copies = (list(cfg.corpus), {}) if not engine.shares_disk else fetch_sources(
             cfg.corpus, Path(scratch, "corpus"), options)
         stack.enter_context(named_as(copies))
         corpus = open_corpus(
@@ -159,7 +159,7 @@ def build(cfg: BuildConfig, *, log: Callable[[str], None] = print) -> BuildResul
         # started for nothing costs a core-second and keeps this process's stdout open that long after it exits.
         if cfg.force or not (storage.exists(storage.join(out, MANIFEST), options) if remote
                              else manifest_path(out).exists()):
-            prestart(engine, corpus.bytes, cfg.shard_bytes, tokenize_shard.__module__, tokenizer)
+            engine.prestart(corpus.bytes, cfg.shard_bytes, tokenize_shard.__module__, tokenizer)
         given_tokenizer = load_tokenizer(tokenizer) if tokenizer else None
         log(f"corpus: {corpus.description}")
         with remote_lock(out, options, force=cfg.force, log=say) if remote else build_lock(out):
@@ -173,10 +173,10 @@ def build(cfg: BuildConfig, *, log: Callable[[str], None] = print) -> BuildResul
                                          force=cfg.force)
             if existing is not None:
                 return BuildResult(out, existing, up_to_date=True)
-            prestart(engine, corpus.bytes, cfg.shard_bytes, tokenize_shard.__module__, tokenizer)  # no-op if started
+            engine.prestart(corpus.bytes, cfg.shard_bytes, tokenize_shard.__module__, tokenizer)  # no-op if started
             # one Ray connection (or local instance, or local pool) for all the build's phases
             stage_dir = staging_dir(Path(scratch, "build")) if remote else staging_dir(out)
-            with stage_dir as stage, session(engine):
+            with stage_dir as stage, engine.session():
                 manifest = write_build(cfg, corpus, given_tokenizer, stage, log, engine)
                 if remote:
                     commit_remote(stage, out, present, options)
@@ -241,8 +241,7 @@ def set_tokenizer_threads(threads: int, engine: Engine) -> None:
     """The driver's tokenizer threads (0: all cores): --threads for a build in one process; with local workers,
     the cores they share, since the driver tokenizes while they start. The output does not depend on it. The
     tokenizer's thread pool starts on first use, so in one Python process the first call decides it."""
-    if threads and engine.kind == "local":
-        threads = min(threads * engine.processes(1 << 30), len(os.sched_getaffinity(0)))
+    threads = engine.driver_threads(threads)
     if threads:
         os.environ["RAYON_NUM_THREADS"] = str(threads)
 
@@ -322,14 +321,14 @@ def write_build(cfg: BuildConfig, corpus: Corpus, tok, stage: Path, log: Callabl
     pipeline_started = time.perf_counter()
     streams = STREAMS_PER_WORKER * engine.parallelism() if engine.parallelism() > 1 else 1  # one process: no skips
     shards = corpus.shards(engine.shard_bytes(corpus.bytes, cfg.shard_bytes), streams)
-    layout = Layout(cfg, str(stage), worker_threads(cfg, engine, len(shards)),
+    layout = Layout(cfg, str(stage), engine.worker_threads(cfg.threads, len(shards)),
                     content_length=window_length - len(prefix) - len(suffix), window_length=window_length,
                     doc_eos=document_eos(cfg, ids, suffix), format_version=format_version(ids.vocab_size),
                     prefix=tuple(prefix.tolist()),
                     suffix=tuple(suffix.tolist()))
     (stage / STAGING).mkdir()
     # tasks on Ray nodes that share no disk with this process (which stages a build to object storage) are detached
-    staging = Staging(stage, engine, detached=engine.kind == "ray" and storage.is_url(cfg.out))
+    staging = Staging(stage, engine, detached=not engine.shares_disk and storage.is_url(cfg.out))
     log(f"{len(shards)} input shard{'s' * (len(shards) != 1)} on {engine.describe()}")
     stats = WindowStats(method=cfg.method, row_length=layout.content_length, unk_id=ids.unk)
     files = {side: OutputFiles(layout, output_rows(cfg, window_length), len(shards),
@@ -437,7 +436,7 @@ class Staging:
         self.held: dict[str, object] = {}  # staged name -> the payload holding it (detached)
         self.released = 0  # shards before this one are let go
         if detached:
-            self.held["tokenizer.json"] = share((stage / "tokenizer.json").read_bytes(), engine)
+            self.held["tokenizer.json"] = engine.put((stage / "tokenizer.json").read_bytes())
 
     def calls(self, fn: Callable, tasks: Iterable) -> tuple[Callable, list]:
         """(function, tasks) that run fn(task) for each task where the engine runs them."""
@@ -465,7 +464,7 @@ class Staging:
             name = f"{STAGING}/shard-{shard:06d}.{side}"
             data = selection.picked(shard, side).tobytes()
             if self.detached:
-                self.held[name] = share({name: data}, self.engine)
+                self.held[name] = self.engine.put({name: data})
             else:
                 (self.stage / name).write_bytes(data)
 
@@ -509,17 +508,6 @@ def counted_tasks(fn: Callable, tasks: list, staging: Staging, bar) -> list:
             staging.take(run, index)
             bar.update(1)
     return run.results
-
-
-def worker_threads(cfg: BuildConfig, engine: Engine, tasks: int) -> int:
-    """--threads: tokenizer and masking threads inside one worker (locally at most the cores: more would only
-    wait for each other); unset, the cores shared among the workers."""
-    cores = len(os.sched_getaffinity(0))
-    if cfg.threads:
-        return min(cfg.threads, cores) if engine.kind == "local" else cfg.threads
-    if engine.kind == "ray":
-        return 1
-    return 0 if engine.processes(tasks) == 1 else max(1, cores // engine.processes(tasks))
 
 
 def output_rows(cfg: BuildConfig, window_length: int) -> int:
@@ -794,7 +782,7 @@ def remask(out: str | Path, seeds: int, *, threads: int = 0, engine: Engine | No
 
     check_range("--seeds", seeds, low=1, high=MAX_SEEDS)
     check_range("--threads", threads, low=0)  # before the build is read: refused even with nothing to add
-    engine = engine or Engine()
+    engine = engine or LocalEngine()
     if storage.is_url(out):
         return remask_remote(out, seeds, threads=threads, engine=engine, options=storage_options or {})
     out = Path(out)
@@ -810,7 +798,7 @@ def remask(out: str | Path, seeds: int, *, threads: int = 0, engine: Engine | No
         masker = Masker(cfg, special_ids(tok), word_tables(tok), manifest.fixed, manifest.window_length, version)
         files = windows_files(out, manifest)
         firsts = np.cumsum([0] + [file_rows(path) for path, _ in files])
-        layout = Layout(cfg, str(out), worker_threads(BuildConfig(threads=threads), engine, len(files)), 0,
+        layout = Layout(cfg, str(out), engine.worker_threads(threads, len(files)), 0,
                         manifest.window_length, None, version)
         names = [f"seed-{k}" for k in range(have, seeds)]
         with contextlib.ExitStack() as stack:

@@ -1,0 +1,173 @@
+"""What every task of a build shares: the Layout (options, stage, row geometry), the files it stages (written
+atomically, read back by side: the documents of one shard that went to training or validation), and the build's
+tokenizer, loaded once per process."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mlmprep.build.engine.base import fetched
+from mlmprep.config import BuildConfig
+from mlmprep.format.write import hf_tokenizer
+from mlmprep.tokenize import load_tokenizer, plain_encoder, special_ids, word_tables
+
+STAGING = "shards"  # staging-directory subfolder of the phase-1 outputs; removed before publishing
+
+
+@dataclass(frozen=True)
+class Layout:
+    """What every task of one build needs: the options, where the stage is, and the row geometry."""
+
+    cfg: BuildConfig
+    stage: str
+    threads: int  # tokenizer and Numba threads inside one worker (0: all cores)
+    content_length: int  # tokens of text per window, inside any frame
+    window_length: int  # tokens per window as masked, frame included
+    doc_eos: int | None  # the token that ends each document in the stream (None: --pack doc rows end themselves)
+    format_version: int  # the build's format, which decides its columns' types (write.column_dtypes)
+    prefix: tuple[int, ...] = ()  # the MLM frame around every row ([CLS] ... [SEP])
+    suffix: tuple[int, ...] = ()
+
+    @property
+    def fixed(self) -> bool:
+        return self.cfg.method == "tokens" and self.cfg.pack == "stream"
+
+    def staged(self, name: str) -> Path:
+        """A file of the staging subfolder; in a detached task, one it reads is fetched when first asked for."""
+        path = Path(self.stage) / STAGING / name
+        if (key := f"{STAGING}/{name}") in INPUTS and not path.exists():
+            for file, data in fetched(INPUTS[key]).items():  # the files of the task that made it, together
+                write_atomic(Path(self.stage) / file, [data])
+                FETCHED.append(file)
+        return path
+
+
+INPUTS: dict[str, Any] = {}  # in a detached task: its inputs (see Layout.staged, pipeline.run_detached)
+FETCHED: list[str] = []  # ... and those it has fetched so far
+
+
+def identity(path: Path) -> tuple:
+    """A staged file's path and identity: a cache key that a later build writing the same path (in the
+    same process, or on a reused Ray worker) does not match."""
+    st = os.stat(path)
+    return str(path), st.st_ino, st.st_size, st.st_mtime_ns
+
+
+class WorkerTokenizer:
+    """A build's tokenizer in one process: the tokenizer, its special ids and, when a task first needs them
+    (phase 2, text segments), its word tables."""
+
+    def __init__(self, tok):
+        self.tok, self.ids = plain_encoder(tok), special_ids(tok)
+
+    @functools.cached_property
+    def tables(self):
+        return word_tables(self.tok)
+
+
+LOADED: dict[tuple, WorkerTokenizer] = {}  # identity of a staged tokenizer.json -> its tokenizer, in this process
+PRELOADED: dict = {}  # from the forkserver: sha256 of the file a tokenizer is saved as -> the tokenizer
+
+
+def worker_tokenizer(layout: Layout) -> WorkerTokenizer:
+    """The build's tokenizer for this process's tasks, loaded once per process and build (or once for every
+    worker, by the forkserver: see preload_tokenizer); first sets this process's tokenizer threads, which the
+    tokenizer's first use fixes."""
+    if layout.threads:
+        os.environ["RAYON_NUM_THREADS"] = str(layout.threads)
+    path = Path(layout.stage) / "tokenizer.json"
+    key = identity(path)
+    if key not in LOADED:
+        preloaded = PRELOADED.get(hashlib.sha256(path.read_bytes()).hexdigest()) if PRELOADED else None
+        adopt_tokenizer(path, preloaded or load_tokenizer(path))
+    return LOADED[key]
+
+
+def adopt_tokenizer(path: Path, tok) -> None:
+    """Use `tok`, saved as `path`, for this process's tasks (it becomes a plain encoder): the driver, which
+    has it loaded, so saves itself a second load before the tasks it runs. Keeps one build's."""
+    LOADED.clear()
+    LOADED[identity(path)] = WorkerTokenizer(tok)
+
+
+def preload_tokenizer(given: str) -> None:
+    """In the forkserver: load `--tokenizer` (a tokenizer.json) once, for every worker it forks, instead of in
+    each (its word tables are left to the tasks that need them, off the server's serial start). Keyed by the
+    bytes the driver stages it as (tokenizers' save), so a worker only takes it for a build whose staged file
+    matches."""
+    path = Path(given) / "tokenizer.json" if Path(given).is_dir() else Path(given)
+    try:
+        tok = load_tokenizer(path) if path.is_file() else None  # not a transformers directory: slow to load
+    except Exception:  # noqa: BLE001 - the driver reports a bad --tokenizer itself
+        return
+    if tok is not None:
+        PRELOADED[hashlib.sha256(hf_tokenizer(tok).to_str(pretty=True).encode("utf-8")).hexdigest()] = tok
+
+
+def write_atomic(path: Path, chunks: Iterable[bytes]) -> None:
+    """Write `chunks` to `path` through a temporary name: a task run again replaces a dead attempt's file."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        for chunk in chunks:
+            f.write(chunk)
+    os.replace(tmp, path)
+
+
+def read_array(path: Path, dtype, start: int = 0, stop: int | None = None) -> np.ndarray:
+    """Items [start, stop) of a raw array file, read (not mapped) so an empty file is fine."""
+    itemsize = np.dtype(dtype).itemsize
+    count = -1 if stop is None else stop - start
+    if count == 0:
+        return np.zeros(0, dtype=dtype)
+    return np.fromfile(path, dtype=dtype, count=count, offset=start * itemsize)
+
+
+def side_documents(layout: Layout, s: int, side: str, sizes: str) -> tuple[np.ndarray, np.ndarray]:
+    """(sizes, where each starts in the staged data file) of staged shard s's documents on `side`: the driver
+    stages each side's document numbers as `shard-N.train` / `shard-N.validation`; `sizes` names the per-document
+    sizes file (`lens`: tokens, `chars`: characters of --method text, each with its space)."""
+    return _side_documents(identity(layout.staged(f"shard-{s:06d}.{sizes}")),
+                           identity(layout.staged(f"shard-{s:06d}.{side}")))
+
+
+@functools.lru_cache(maxsize=8)
+def _side_documents(sizes_key: tuple, picked_key: tuple) -> tuple[np.ndarray, np.ndarray]:
+    sizes = read_array(Path(sizes_key[0]), np.int64)
+    starts = np.cumsum(sizes) - sizes
+    picked = read_array(Path(picked_key[0]), np.int64)
+    return sizes[picked], starts[picked]
+
+
+def gather(path: Path, dtype, sizes: np.ndarray, begins: np.ndarray, d0: int, d1: int) -> np.ndarray:
+    """The items of a side's documents d0..d1 (inclusive; `sizes`, `begins` from side_documents), one after
+    another, from the staged data file `path`: one read of the range they span, then the documents picked."""
+    if d1 < d0:
+        return np.zeros(0, dtype=dtype)
+    lo, hi = int(begins[d0]), int(begins[d1] + sizes[d1])
+    raw = read_array(path, dtype, lo, hi)
+    sizes = sizes[d0 : d1 + 1]
+    if int(sizes.sum()) == hi - lo:  # no other side's or dropped document between them
+        return raw
+    out_starts = np.cumsum(sizes) - sizes
+    return raw[np.arange(int(sizes.sum())) + np.repeat(begins[d0 : d1 + 1] - lo - out_starts, sizes)]
+
+
+def document_index(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """(document lengths, where each document's tokens start: cumulative, one longer) of a staged shard."""
+    return _document_index(identity(path))
+
+
+@functools.lru_cache(maxsize=4)
+def _document_index(key: tuple) -> tuple[np.ndarray, np.ndarray]:
+    lengths = read_array(Path(key[0]), np.int64)
+    starts = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=starts[1:])
+    return lengths, starts
