@@ -1,5 +1,7 @@
-"""Making a build: the driver (`run`: build, remask, tokenizer training), the tasks it runs (`pipeline`) on
-local processes or Ray (`engine`), the tokenizer's trainer (`unigram`: SentencePiece), and the stages of those
+"""Making a build: the driver (`run`: `build()` and its stages, with `inputs`, `lengths`, `outputs` and
+`record`), where it goes (`destination`: a local directory or an object-store prefix), `remask`, the tokenizer a
+build trains (`tokenizer_file`, also `mlmprep tokenizer train`), the tasks it runs (`pipeline`) on local
+processes or Ray (`engine`), the tokenizer's trainer (`unigram`: SentencePiece), and the stages of those
 tasks: cleaning (`clean`), exact and near-duplicate detection (`dedup`, with its Numba kernels in
 `_dedup_kernels`; `selection`: which documents are kept and held out), windows (`windows`), masking (`mask`,
 with its Numba kernels in `_kernels`), plus `verify`, which re-derives a build to check it.
