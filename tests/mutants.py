@@ -170,6 +170,11 @@ MUTANTS = [
     Mutant("remote-no-preflight", "mlmprep.build.destination:build_destination",  # --out on the store checked only when the build ends
            '        storage.preflight(out, options, "--out")\n', "        pass\n",
            ("tests/test_storage.py::test_store_problems_are_one_line_naming_the_url_before_any_work",)),
+    Mutant("local-build-never-there", "mlmprep.build.destination:LocalDirectory.has_build",  # workers prestarted for an up-to-date build
+           "return manifest_path(self.out).exists()", "return False", ("tests/test_destination.py",)),
+    Mutant("stored-build-always-there", "mlmprep.build.destination:ObjectPrefix.has_build",  # workers never prestarted
+           "return storage.exists(storage.join(self.out, MANIFEST), self.options)", "return True",
+           ("tests/test_destination.py",)),
     # ------------------------------------------------------------ span corruption kernel
     Mutant("floyd-range", "mlmprep.build._kernels:_floyd_step",  # Floyd draws from [0, j): the collision branch alone can take j
            "state, t = _bounded(state, j + 1)", "state, t = _bounded(state, j)",
