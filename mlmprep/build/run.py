@@ -52,7 +52,7 @@ from mlmprep.format.manifest import Manifest
 from mlmprep.format.publish import scratch_directory
 from mlmprep.format.write import format_version, strict, write_hf_tokenizer
 from mlmprep.progress import Stages
-from mlmprep.tokenize import load_tokenizer, special_ids, tokenizer_sha256, word_tables
+from mlmprep.tokenize import SpecialIds, load_tokenizer, special_ids, tokenizer_sha256, word_tables
 
 __all__ = ["BuildResult", "build", "cleaned_documents"]
 
@@ -165,7 +165,7 @@ def write_build(cfg: BuildConfig, corpus: Corpus, tok, stage: Path, log: Callabl
                            trained_on=trained_on)
 
 
-def stage_tokenizer(cfg: BuildConfig, tok, stage: Path, lengths: Lengths) -> tuple[object, Lengths]:
+def stage_tokenizer(cfg: BuildConfig, tok, stage: Path, lengths: Lengths) -> tuple[SpecialIds, Lengths]:
     """Write the tokenizer into `stage` (tokenizer.json and the transformers files) and check it does what the
     options ask, before any reading; its special ids and `lengths` with its frame."""
     write_hf_tokenizer(tok, stage, model_max_length=cfg.input_length)
@@ -343,7 +343,6 @@ class Staging:
                 (self.stage / STAGING / name).unlink(missing_ok=True)
                 self.held.pop(f"{STAGING}/{name}", None)
             self.released = max(self.released, shard + 1)
-
 
 
 def worker_threads(cfg: BuildConfig, engine: Engine, tasks: int) -> int:
