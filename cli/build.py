@@ -203,7 +203,7 @@ def remask(
     import json
 
     from mlmprep import storage
-    from mlmprep.build.run import remask as run_remask
+    from mlmprep.build.remask import remask as run_remask
     from mlmprep.format.load import parse_manifest, read_manifest
 
     options = storage.parse_options(storage_options)
@@ -289,7 +289,7 @@ def tokenizer_train(
 ) -> None:
     """Train a tokenizer: T5's Unigram (<pad>=0, </s>=1, <unk>=2, <mask>=3, <extra_id_0> highest), or BERT's
     WordPiece or a byte-level BPE (--tokenizer-type)."""
-    from mlmprep.build.run import train_tokenizer_file
+    from mlmprep.build.tokenizer_file import train_tokenizer_file
     from mlmprep.config import make_config
     from mlmprep.errors import ConfigError
     from mlmprep.format.report import vocabulary_reached

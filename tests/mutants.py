@@ -167,9 +167,14 @@ MUTANTS = [
            "return all(present.get(name) == size for name, size in listed.items()) and",
            "return all(name in present or True for name in listed) and",
            ("tests/test_storage.py::test_a_remote_build_missing_a_file_is_not_up_to_date",)),
-    Mutant("remote-no-preflight", "mlmprep.build.run:build",  # --out on the store checked only when the build ends
-           '        storage.preflight(cfg.out, options, "--out")\n', "        pass\n",
+    Mutant("remote-no-preflight", "mlmprep.build.destination:build_destination",  # --out on the store checked only when the build ends
+           '        storage.preflight(out, options, "--out")\n', "        pass\n",
            ("tests/test_storage.py::test_store_problems_are_one_line_naming_the_url_before_any_work",)),
+    Mutant("local-build-never-there", "mlmprep.build.destination:LocalDirectory.has_build",  # workers prestarted for an up-to-date build
+           "return manifest_path(self.out).exists()", "return False", ("tests/test_destination.py",)),
+    Mutant("stored-build-always-there", "mlmprep.build.destination:ObjectPrefix.has_build",  # workers never prestarted
+           "return storage.exists(storage.join(self.out, MANIFEST), self.options)", "return True",
+           ("tests/test_destination.py",)),
     # ------------------------------------------------------------ span corruption kernel
     Mutant("floyd-range", "mlmprep.build._kernels:_floyd_step",  # Floyd draws from [0, j): the collision branch alone can take j
            "state, t = _bounded(state, j + 1)", "state, t = _bounded(state, j)",
@@ -302,7 +307,7 @@ MUTANTS = [
     Mutant("run-left-early-keeps-its-tasks", "mlmprep.build.engine.base:TaskRun.__exit__",  # a driver that fails keeps the workers busy
            "        self.finished.close()", "        pass",
            ("tests/test_engine.py",)),
-    Mutant("shard-let-go-with-the-token-a-file-needs", "mlmprep.build.run:OutputFiles.written",  # the token before a file's first window
+    Mutant("shard-let-go-with-the-token-a-file-needs", "mlmprep.build.outputs:OutputFiles.written",  # the token before a file's first window
            "start = max(0, rows * self.layout.content_length - 1) if", "start = rows * self.layout.content_length if",
            ("tests/test_sharded.py",)),
     Mutant("shards-kept-to-the-end", "mlmprep.build.run:Staging.let_go",  # staging holds every shard until the build ends
@@ -330,13 +335,13 @@ MUTANTS = [
            ("tests/test_engine.py",)),
     Mutant("workers-rerun-the-script", "mlmprep.cli:main",  # each worker imports the whole CLI again at its start
            "    as_package_main()\n    if sys.argv", "    if sys.argv", ("tests/test_engine.py",)),
-    Mutant("files-wait-for-every-shard", "mlmprep.build.run:OutputFiles.shard_done",  # phase 2 starts only once phase 1 is over
+    Mutant("files-wait-for-every-shard", "mlmprep.build.outputs:OutputFiles.shard_done",  # phase 2 starts only once phase 1 is over
            "        while self.needs(len(self.tasks) + 1) <= self.offsets[-1]:\n",
            "        while False:\n", ("tests/test_sharded.py",)),
-    Mutant("file-without-the-token-after-it", "mlmprep.build.run:OutputFiles.needs",  # a file made before its last cut is known
+    Mutant("file-without-the-token-after-it", "mlmprep.build.outputs:OutputFiles.needs",  # a file made before its last cut is known
            "return rows * self.layout.content_length + 1 if", "return rows * self.layout.content_length if",
            ("tests/test_sharded.py",)),
-    Mutant("shards-counted-past-a-gap", "mlmprep.build.run:OutputFiles.shard_done",  # a shard still running counts as empty
+    Mutant("shards-counted-past-a-gap", "mlmprep.build.outputs:OutputFiles.shard_done",  # a shard still running counts as empty
            "self.sizes[len(self.offsets) - 1] is not None:", "True:\n            self.sizes = [x or 0 for x in self.sizes]\n            if False:",
            ("tests/test_sharded.py",)),
     Mutant("added-after-the-whole-phase", "mlmprep.build.engine.local:run_local",  # tasks added wait for every first-phase result
@@ -355,7 +360,7 @@ MUTANTS = [
            "                yield futures[future], future.result()\n"
            "                held += run.added()\n",
            ("tests/test_engine.py",)),
-    Mutant("driver-tokenizer-reloaded", "mlmprep.build.run:write_build",  # the driver loads the staged tokenizer again
+    Mutant("driver-tokenizer-reloaded", "mlmprep.build.run:stage_tokenizer",  # the driver loads the staged tokenizer again
            '        adopt_tokenizer(stage / "tokenizer.json", tok)', "        pass",
            ("tests/test_sharded.py",)),
     Mutant("workers-load-the-given-tokenizer", "mlmprep.build.pipeline",  # the forkserver does not preload it
@@ -506,7 +511,7 @@ MUTANTS = [
            "made = [p for p in Path(out).parents if not os.path.lexists(p)]", "made = []",
            ("tests/test_cli_build.py::test_a_failed_build_leaves_no_directory_it_made_for_out",)),
     Mutant("out-inside-corpus", "mlmprep.build.run:build",  # an --out inside a corpus directory is accepted
-           "    check_outside_corpus(out, cfg.corpus)\n", "    pass\n",
+           "    destination.check_outside(cfg.corpus)\n", "    pass\n",
            ("tests/test_cli_build.py::test_an_out_inside_a_corpus_directory_is_refused",)),
     Mutant("worker-named-semaphores", "mlmprep.build.engine.local:init_pool_worker",  # Numba's lock in a killed worker: the tracker warns
            '    multiprocessing.set_start_method("fork", force=True)\n', "",
@@ -528,7 +533,7 @@ MUTANTS = [
     Mutant("inspect-unchecked-split", "mlmprep.cli.build:inspect_build",  # a split with a missing file: a traceback
            "            check_split_files(local, manifest, split)\n", "            pass\n",
            ("tests/test_damaged_builds.py",)),
-    Mutant("remask-keeps-ignored-options", "mlmprep.build.run:remask",  # an older build's stored whole_word under span
+    Mutant("remask-keeps-ignored-options", "mlmprep.build.remask:add_seeds",  # an older build's stored whole_word under span
            'BuildConfig.used(manifest.config)', 'manifest.config',
            ("tests/test_sharded.py::test_a_build_that_stored_an_option_its_objective_ignores_still_remasks",)),
     Mutant("arrow-damage-traceback", "mlmprep.format.write:read_batches",  # a damaged data file header: a traceback, not one line
@@ -549,7 +554,7 @@ MUTANTS = [
     Mutant("train-collates-any-token-id", "mlmprep.train.loop:make_collator",  # a damaged id reaches the embedding
            "                    vocab_size=tok.vocab_size)", "                    )",
            ("tests/test_damaged_builds.py",)),
-    Mutant("remask-leaves-published-splits", "mlmprep.build.run:remask",  # an interrupted remask leaves unlisted seed-k
+    Mutant("remask-leaves-published-splits", "mlmprep.build.remask:publish_seeds",  # an interrupted remask leaves unlisted seed-k
            "                    shutil.rmtree(path, ignore_errors=True)", "                    pass",
            ("tests/test_damaged_builds.py::test_a_remask_stopped_while_publishing_takes_back_the_splits_it_published",)),
     Mutant("optimizer-state-not-restored", "mlmprep.train.checkpoint:load",
@@ -596,9 +601,8 @@ MUTANTS = [
     Mutant("wordpiece-not-the-mlm-default", "mlmprep.config:BuildConfig.trained_tokenizer_type",  # BERT builds get T5's Unigram
            'return self.tokenizer_type or ("wordpiece" if self.objective == "mlm" else "unigram")',
            'return self.tokenizer_type or "unigram"', ("tests/test_tokenizer_training.py",)),
-    Mutant("tokenizer-type-ignored", "mlmprep.build.run:write_build",  # --tokenizer-type bpe trains a Unigram tokenizer
-           "cfg.tokenizer_train_chars)), cfg.vocab_size,\n                                  kind=cfg.trained_tokenizer_type()",
-           'cfg.tokenizer_train_chars)), cfg.vocab_size,\n                                  kind="unigram"',
+    Mutant("tokenizer-type-ignored", "mlmprep.build.tokenizer_file:train_on_sample",  # --tokenizer-type bpe trains a Unigram tokenizer
+           "kind=cfg.trained_tokenizer_type()", 'kind="unigram"',
            ("tests/test_tokenizer_training.py",)),
     Mutant("wordpiece-loads-as-a-generic-tokenizer", "mlmprep.format.write:hf_tokenizer_files",  # AutoTokenizer: no BERT class
            '"tokenizer_class": "BertTokenizerFast"', '"tokenizer_class": "PreTrainedTokenizerFast"',
@@ -640,17 +644,17 @@ MUTANTS = [
            ("tests/test_hf_trainer.py",)),
     Mutant("wrapped-lines-not-counted", "mlmprep.corpus.text:_counted",  # wrapped prose built with no hint
            "        stats.wrapped_lines += wrapped_count(lines)\n", "", ("tests/test_corpus_hints.py",)),
-    Mutant("wrapped-prose-judged-per-shard", "mlmprep.build.run:wrapped_prose",  # a file's figures depend on its shards
+    Mutant("wrapped-prose-judged-per-shard", "mlmprep.build.record:wrapped_prose",  # a file's figures depend on its shards
            "            counts = per_file.setdefault(shard.source, [0, 0, 0, 0])",
            "            counts = per_file.setdefault(str(shard.index), [0, 0, 0, 0])", ("tests/test_corpus_hints.py",)),
-    Mutant("missing-text-column-built-anyway", "mlmprep.build.run:plan_rest",  # --text-column most records lack: 211 rows
+    Mutant("missing-text-column-built-anyway", "mlmprep.build.outputs:plan_rest",  # --text-column most records lack: 211 rows
            "    if error := missing_field_error(corpus_name(corpus), corpus_stats, layout.cfg.text_column):\n"
            "        raise error\n", "", ("tests/test_corpus_hints.py",)),
     Mutant("missing-field-count-names-text", "mlmprep.format.report",  # --text-column body counted as "text"
            "    (\"missing_field_skipped\", \"records without the {column!r} field skipped\"),",
            "    (\"missing_field_skipped\", \"records without the 'text' field skipped\"),",
            ("tests/test_corpus_hints.py", "tests/test_data_fixes.py")),
-    Mutant("write-stage-forgets-files-written", "mlmprep.build.run:plan_rest",  # the bar's last stage never ends full
+    Mutant("write-stage-forgets-files-written", "mlmprep.build.outputs:plan_rest",  # the bar's last stage never ends full
            'bar.stage("window, mask, write", tasks, "output file", done=sum(len(f.done) for f in files.values()))',
            'bar.stage("window, mask, write", tasks, "output file")', ("tests/test_sharded.py",)),
     Mutant("progress-logs-every-update", "mlmprep.progress:Stages.update",  # a log line per task, not every 10 s
@@ -707,7 +711,7 @@ MUTANTS = [
     Mutant("verify-ignores-column-types", "mlmprep.build.verify:read_split",
            "        report.problems += type_problems(out, name, columns, manifest)\n", "",
            ("tests/test_narrow_ids.py", "tests/test_verify.py")),
-    Mutant("remask-in-the-newest-format", "mlmprep.build.run:remask",  # an int32 build gets uint16 seeds
+    Mutant("remask-in-the-newest-format", "mlmprep.build.remask:add_seeds",  # an int32 build gets uint16 seeds
            "        version = manifest.format_version\n", "        version = 3\n",
            ("tests/test_narrow_ids.py",)),
     Mutant("reference-help-line-as-html", "mlmprep.cli.reference:reference",  # `<pad>=0, </s>=1` in a command's help eaten as tags
@@ -865,21 +869,21 @@ MUTANTS = [
     Mutant("side-reads-the-span-of-its-documents", "mlmprep.build.staged:gather",  # dropped documents between read
            "    if int(sizes.sum()) == hi - lo:", "    if True:",
            ("tests/test_sharded.py::test_windows_equal_a_one_pass_reference", "tests/test_dedup_build.py::test_exact_dedup_keeps_what_a_set_of_normalised_texts_keeps")),
-    Mutant("shards-let-go-for-one-side", "mlmprep.build.run:write_build",  # validation still reads them
-           "staging.let_go(range(staging.released, min(f.kept for f in files.values())))",
-           "staging.let_go(range(staging.released, files[\"train\"].kept))",
+    Mutant("shards-let-go-for-one-side", "mlmprep.build.run:BuildTasks.file_written",  # validation still reads them
+           "self.staging.let_go(range(self.staging.released, min(f.kept for f in self.files.values())))",
+           "self.staging.let_go(range(self.staging.released, self.files[\"train\"].kept))",
            ("tests/test_sharded.py::test_staged_shards_are_let_go_as_the_files_that_read_them_are_written", "tests/test_sharded.py::test_windows_equal_a_one_pass_reference")),
-    Mutant("sample-keeps-copies", "mlmprep.build.run:training_sample",  # the copies of boilerplate crowd the tokenizer's sample
+    Mutant("sample-keeps-copies", "mlmprep.build.tokenizer_file:training_sample",  # the copies of boilerplate crowd the tokenizer's sample
            "if key in keys or (total >= budget and key > -chosen[0][0]):",
            "if total >= budget and key > -chosen[0][0]:",
            ("tests/test_sharded.py::test_the_tokenizer_sample_is_the_smallest_keys_of_the_distinct_documents_whatever_the_files",)),
-    Mutant("sample-in-heap-order", "mlmprep.build.run:training_sample",  # the sample's order is the heap's, not the keys'
+    Mutant("sample-in-heap-order", "mlmprep.build.tokenizer_file:training_sample",  # the sample's order is the heap's, not the keys'
            "    for _, text in sorted(chosen, reverse=True):", "    for _, text in chosen:",
            ("tests/test_sharded.py::test_the_tokenizer_sample_is_the_smallest_keys_of_the_distinct_documents_whatever_the_files",)),
     Mutant("dedup-summary-silent", "mlmprep.format.report:build_summary",  # the summary and inspect hide what dedup removed
            "        *dedup_lines(manifest.corpus.stats),\n", "",
            ("tests/test_dedup_build.py::test_the_summary_inspect_and_the_page_say_what_dedup_removed",)),
-    Mutant("dedup-excerpt-of-the-shard-s-first", "mlmprep.build.run:dedup_stats",  # the excerpt of another document
+    Mutant("dedup-excerpt-of-the-shard-s-first", "mlmprep.build.record:dedup_stats",  # the excerpt of another document
            "text = next(itertools.islice(docs, d, None), \"\")", "text = next(docs, \"\")",
            ("tests/test_dedup_build.py::test_exact_dedup_keeps_what_a_set_of_normalised_texts_keeps",)),
     # ------------------------------------------------------------ what a newcomer trips on

@@ -13,6 +13,7 @@ import pytest
 from conftest import build_tiny, int32_copy
 
 from mlmprep.build import run
+from mlmprep.build.remask import remask
 from mlmprep.format.load import open_split, read_manifest
 from mlmprep.format.rows import IGNORE, Rows
 from mlmprep.format.write import column_dtypes, format_version, iter_rows, write_part
@@ -154,8 +155,7 @@ def test_an_int32_build_still_loads_verifies_inspects_and_remasks_in_int32(tmp_p
     disk = next(x for x in build_summary(old, read_manifest(old)).splitlines() if x.startswith("disk:"))
     assert "(token ids int32, format 2)" in disk
     assert disk.endswith("; `mlmprep build ... --force` rebuilds it as format 3, about half the size")
-    one = LocalEngine(workers=1)
-    assert run.remask(old, 3, engine=one) == run.remask(new, 3, engine=one) == ["seed-2"]
+    assert remask(old, 3, engine=LocalEngine(workers=1)) == remask(new, 3, engine=LocalEngine(workers=1)) == ["seed-2"]
     assert (stored_type(old / "seed-2", "input_ids"), stored_type(new / "seed-2", "input_ids")) == (pa.int32(),
                                                                                                   pa.uint16())
     assert manifest(old)["format_version"] == 2 and verify(old).ok and verify(new).ok

@@ -254,7 +254,7 @@ def test_windows_equal_a_one_pass_reference(tmp_path, corpus_with_blanks, tiny_t
 def test_an_output_file_is_written_as_soon_as_the_shards_before_its_end_are_read():
     """Phase 2 overlaps phase 1: a file of 3 windows of 4 tokens needs stream tokens through 3 * 4 * (its number
     + 1) and one more (does its last window end inside a word?), from shards whose predecessors are all done."""
-    from mlmprep.build.run import OutputFiles
+    from mlmprep.build.outputs import OutputFiles
     from mlmprep.build.staged import Layout
     from mlmprep.config import BuildConfig
 
@@ -404,7 +404,7 @@ def test_the_tokenizer_sample_is_the_smallest_keys_of_the_distinct_documents_wha
     import gzip
 
     from mlmprep.build.dedup import exact_keys
-    from mlmprep.build.run import training_sample
+    from mlmprep.build.tokenizer_file import training_sample
     from mlmprep.config import BuildConfig
     from mlmprep.corpus.documents import open_corpus
 
@@ -441,7 +441,8 @@ def test_the_tokenizer_sample_is_the_smallest_keys_of_the_distinct_documents_wha
 def test_tokenizer_train_learns_from_the_sample_build_takes(tmp_path):
     """`mlmprep tokenizer train --train-chars N` and `build --tokenizer-train-chars N` learn the same tokenizer
     (the same sample), and N acts: the whole corpus gives another one."""
-    from mlmprep.build.run import build, train_tokenizer_file
+    from mlmprep.build.run import build
+    from mlmprep.build.tokenizer_file import train_tokenizer_file
     from mlmprep.config import BuildConfig
 
     path = tmp_path / "c.txt"
@@ -460,7 +461,7 @@ def test_tokenizer_train_learns_from_the_sample_build_takes(tmp_path):
 def test_a_format_1_build_still_loads_verifies_and_remasks(tmp_path, tiny_build):
     """Builds written before the sharded layout (format 1: files cut every 512 MiB, no rows_per_file)."""
     from mlmprep.build.engine.local import LocalEngine
-    from mlmprep.build.run import remask
+    from mlmprep.build.remask import remask
     from mlmprep.build.verify import verify
     from mlmprep.format.load import open_epoch
 
@@ -476,7 +477,7 @@ def test_a_build_that_stored_an_option_its_objective_ignores_still_remasks(tmp_p
     import shutil
 
     from mlmprep.build.engine.local import LocalEngine
-    from mlmprep.build.run import remask
+    from mlmprep.build.remask import remask
 
     plain, old = tmp_path / "plain", tmp_path / "old"
     shutil.copytree(tiny_build, plain)

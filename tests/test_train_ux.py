@@ -115,7 +115,7 @@ def test_resuming_a_finished_run_after_a_remask_says_only_that_it_is_finished(
     it goes on reading its 4 seeds does not apply; stderr is the one line that the run is finished."""
     from conftest import build_tiny
 
-    from mlmprep.build.run import remask
+    from mlmprep.build.remask import remask
 
     data = build_tiny(tmp_path / "data", tiny_corpus, tiny_tokenizer_path, seeds=4)
     cfg = TrainConfig(data=str(data), out=str(tmp_path / "run"), **SMALL, max_steps=2)

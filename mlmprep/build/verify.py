@@ -20,6 +20,7 @@ import pyarrow as pa
 
 from mlmprep import storage
 from mlmprep.build import _kernels, mask
+from mlmprep.build.lengths import window_and_target
 from mlmprep.build.pipeline import VALIDATION_SLOT
 from mlmprep.errors import CacheError, ConfigError, TokenizerError
 from mlmprep.format.load import file_problem, read_manifest
@@ -191,11 +192,8 @@ def check_manifest(manifest: Manifest, report: Report) -> None:
 
 def check_lengths_and_seeds(manifest: Manifest, report: Report) -> None:
     option = manifest.option
-    if manifest.objective == "span":
-        lengths = mask.compute_input_and_target_lengths(option("input_length"), option("noise_density"),
-                                                        option("mean_span_length"))
-    else:
-        lengths = (option("input_length"), option("input_length"))
+    lengths = window_and_target(manifest.objective, option("input_length"), option("noise_density"),
+                                option("mean_span_length"))
     for key in ("objective", "method"):
         if key in manifest.config and getattr(manifest, key) != manifest.config[key]:
             report.problems.append(f"manifest.json: {key} is {getattr(manifest, key)!r}, its config says "

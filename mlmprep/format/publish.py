@@ -2,7 +2,7 @@
 rename at the end, so a reader never meets half a build and nothing the user had is replaced silently.
 A mount point (a Docker volume, a bind mount) cannot be renamed: there the lock and the staging directory are
 inside it, and the files move in one by one with manifest.json last, the commit, as on object storage, which
-has no rename either (see the section below)."""
+has no rename either (see the section below). build/destination.py puts these to work for each kind of output."""
 
 from __future__ import annotations
 

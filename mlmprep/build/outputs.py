@@ -1,0 +1,205 @@
+"""The output files' write tasks: planned as the shards they read finish (OutputFiles), the rest at the barrier
+once every shard is read, and the splits finished from what the tasks wrote."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from mlmprep.build.engine.base import TaskRun
+from mlmprep.build.inputs import corpus_name
+from mlmprep.build.masker import Masker
+from mlmprep.build.pipeline import SEGMENT_TASK_CHARS, SegmentTask, WriteTask, segment_text, split_names
+from mlmprep.build.record import corpus_counts
+from mlmprep.build.selection import SIDES, Selection
+from mlmprep.build.side_rows import Plan
+from mlmprep.build.staged import Layout
+from mlmprep.build.windows import WindowStats, doc_rows_per_document, segment_chars
+from mlmprep.corpus.documents import Corpus
+from mlmprep.corpus.jsonl import missing_field_error, no_text_error
+from mlmprep.errors import CorpusError
+from mlmprep.format.write import finish_split, part_path
+
+if TYPE_CHECKING:
+    from mlmprep.build.run import Staging
+
+
+class OutputFiles:
+    """One side's write tasks (training or validation), one per output file, each made as soon as the staged
+    files it reads are done and their documents' fates decided.
+
+    A file of windows [first, first + count) of the side's stream needs every shard up to the token (--pack
+    stream: one more, to tell whether its last window ends inside a word) or row where it ends; shards finish
+    out of order, so only those whose predecessors are all done count. The last file waits for the whole corpus
+    (`rest`), which fixes the number of rows. `written` notes a written file and says which shards no file of
+    this side still reads (`kept`: the first one still read); the driver lets a shard go once neither side
+    reads it."""
+
+    def __init__(self, layout: Layout, rows_per_file: int, shards: int, seeds: tuple[int, ...], validation_seed: int,
+                 side: str):
+        self.layout, self.rows_per_file, self.side = layout, rows_per_file, side
+        self.seeds, self.validation_seed = seeds, validation_seed
+        self.sizes: list[int | None] = [None] * shards
+        self.offsets = [0]  # where each shard starts, for every shard whose predecessors are all done
+        self.tasks: list[WriteTask] = []
+        self.rows = 0  # rows of the files made so far
+        self.done: set[int] = set()  # files written
+        self.unwritten = 0  # the first file not written yet
+        self.kept = 0  # the first shard not let go yet
+
+    def shard_done(self, index: int, size: int) -> list[WriteTask]:
+        """Note a finished shard, of `size` in phase 2's units on this side (see side_size); the write tasks it
+        made ready."""
+        self.sizes[index] = size
+        while len(self.offsets) <= len(self.sizes) and self.sizes[len(self.offsets) - 1] is not None:
+            self.offsets.append(self.offsets[-1] + self.sizes[len(self.offsets) - 1])
+        ready, plan = [], None
+        while self.needs(len(self.tasks) + 1) <= self.offsets[-1]:
+            plan = plan or self.plan(self.offsets)  # made only when a file is ready
+            ready.append(self.add(plan, self.rows_per_file))
+        return ready
+
+    def written(self, file: int) -> list[int]:
+        """Note that `file` is written; the shards that no file still to write reads, each given once. A file
+        reads from its first row on (--pack stream: from the token before its first window, which says
+        whether that window starts inside a word), and files after it start later."""
+        self.done.add(file)
+        while self.unwritten in self.done:
+            self.unwritten += 1
+        rows = self.unwritten * self.rows_per_file
+        start = max(0, rows * self.layout.content_length - 1) if self.layout.fixed else rows
+        free = []
+        while self.kept + 1 < len(self.offsets) and self.offsets[self.kept + 1] <= start:
+            free.append(self.kept)
+            self.kept += 1
+        return free
+
+    def rest(self, sizes: list[int]) -> list[WriteTask]:
+        """The files not made yet, once every staged file's size is known."""
+        plan, ready = self.plan([int(x) for x in np.cumsum([0] + sizes)]), []
+        while (first := len(self.tasks) * self.rows_per_file) < plan.rows:
+            ready.append(self.add(plan, min(self.rows_per_file, plan.rows - first)))
+        return ready
+
+    def plan(self, offsets: list[int]) -> Plan:
+        """Where each staged file starts, as far as known, and the whole windows that holds."""
+        rows = offsets[-1] // self.layout.content_length if self.layout.fixed else offsets[-1]
+        return Plan(self.layout, self.side, tuple(offsets), rows, self.seeds, self.validation_seed)
+
+    def needs(self, files: int) -> int:
+        """How far the known offsets must reach (in tokens or rows) before the first `files` files are whole."""
+        rows = files * self.rows_per_file
+        return rows * self.layout.content_length + 1 if self.layout.fixed else rows
+
+    def add(self, plan: Plan, count: int) -> WriteTask:
+        self.tasks.append(WriteTask(plan, len(self.tasks), len(self.tasks) * self.rows_per_file, count))
+        self.rows += count
+        return self.tasks[-1]
+
+
+def side_size(layout: Layout, result: dict, picked: np.ndarray) -> tuple[int, int]:
+    """(size in phase 2's units, tokens dropped in --pack doc tails) of a shard's documents `picked` (one side's):
+    stream tokens (each document and its EOS) with --pack stream, rows with --pack doc, characters of joined
+    text (each document and its space) with --method text."""
+    if layout.cfg.method == "text":
+        return int(result["doc_chars"][picked].sum()) + len(picked), 0
+    lengths = result["doc_tokens"][picked]
+    if layout.cfg.pack == "stream":
+        return int(lengths.sum()) + len(lengths), 0
+    rows, dropped = doc_rows_per_document(lengths, layout.content_length, layout.doc_eos is not None)
+    return int(rows.sum()), dropped
+
+
+def plan_rest(corpus: Corpus, layout: Layout, files: dict[str, OutputFiles], read: list[dict], selection: Selection,
+              stats: WindowStats, staging: Staging, bar) -> list[WriteTask]:
+    """The barrier, once every shard is read: checks, the window statistics, the write tasks of the files not
+    made yet, of both sides."""
+    corpus_stats = corpus_counts(corpus, read)
+    if corpus_stats["documents"] == 0:
+        raise no_text_error(corpus_name(corpus), corpus_stats, layout.cfg.text_column)
+    if error := missing_field_error(corpus_name(corpus), corpus_stats, layout.cfg.text_column):
+        raise error
+    sizes = barrier(layout, read, selection, stats, staging, bar)
+    rest = [task for side in SIDES for task in files[side].rest(sizes[side])]
+    if not files["train"].tasks and not files["validation"].tasks:
+        raise CorpusError(f"{corpus_name(corpus)}: too little text for one window of {layout.window_length} tokens; "
+                          "lower --input-length or use --pack doc")
+    if files["train"].rows == 0:
+        raise CorpusError(f"{corpus_name(corpus)}: every window went to validation; lower --validation-fraction "
+                          "or give more documents (whole documents are held out)")
+    tasks = len(files["train"].tasks) + len(files["validation"].tasks)
+    bar.stage("window, mask, write", tasks, "output file", done=sum(len(f.done) for f in files.values()))
+    bar.update(0, f"{files['train'].rows + files['validation'].rows:,} windows")
+    return rest
+
+
+def barrier(layout: Layout, read: list[dict], selection: Selection, stats: WindowStats, staging: Staging,
+            bar) -> dict[str, list[int]]:
+    """Once every shard is read: the window statistics of the whole stream, and, for each side, the size of each
+    staged file that phase 2 cuts its windows from (see side_size). --method text runs its segmenting tasks
+    here, each side's over the joined text of its documents."""
+    cfg, sizes = layout.cfg, {}
+    if cfg.method == "text":
+        chars = segment_chars(cfg.input_length)
+        per = max(1, SEGMENT_TASK_CHARS // chars)
+        tasks = []
+        for side in SIDES:
+            char_offsets = tuple(int(x) for x in np.cumsum(
+                [0] + [side_size(layout, r, selection.picked(s, side))[0] for s, r in enumerate(read)]))
+            segments = math.ceil((char_offsets[-1] - 1) / chars) if char_offsets[-1] else 0
+            tasks += [SegmentTask(layout, side, t, first, min(per, segments - first), char_offsets, chars)
+                      for t, first in enumerate(range(0, segments, per))]
+        bar.stage("cut, tokenize text segments", len(tasks), "task")
+        counted = counted_tasks(segment_text, tasks, staging, bar)
+        for counts in counted:
+            add_counts(stats, counts)
+        return {side: [c["rows"] for c, t in zip(counted, tasks) if t.side == side] for side in SIDES}
+    for side in SIDES:
+        sized = [side_size(layout, r, selection.picked(s, side)) for s, r in enumerate(read)]
+        sizes[side] = [size for size, _ in sized]
+        if cfg.pack == "stream":
+            stats.tokens_dropped += sum(sizes[side]) % layout.content_length
+        else:
+            stats.tokens_dropped += sum(dropped for _, dropped in sized)
+    return sizes
+
+
+def counted_tasks(fn: Callable, tasks: list, staging: Staging, bar) -> list:
+    """fn(task) for every task, the progress bar counting each as it ends; the results in task order."""
+    with TaskRun(*staging.calls(fn, tasks), engine=staging.engine) as run:
+        for index, _ in run:
+            staging.take(run, index)
+            bar.update(1)
+    return run.results
+
+
+def add_counts(stats: WindowStats, counts: dict[str, int]) -> None:
+    for key, value in counts.items():
+        setattr(stats, key, getattr(stats, key) + value)
+
+
+def finish_splits(stage: Path, layout: Layout, ids, written: dict[str, list[dict]], seeds: int,
+                  stats: WindowStats) -> tuple[dict, Masker]:
+    """Every split's files named in order and its metadata written, from each side's write results in file
+    order; their totals summed into `stats` and a Masker (which masks nothing here). Returns the splits'
+    manifest entries and that Masker."""
+    masker = Masker(layout.cfg, ids, None, layout.fixed, layout.window_length, layout.format_version)
+    for result in itertools.chain(*written.values()):
+        add_counts(stats, result["windows"])
+        masker.merge(result["masking"])
+    token_width, token_dtype = ({"tokens": layout.window_length if layout.fixed else None},
+                                {"tokens": masker.dtypes["tokens"]})
+    splits = {}
+    for side in SIDES:
+        windows, masked = split_names(side, seeds)
+        for name in (windows, *masked):
+            splits[name] = finish_split(stage / name, *((token_width, token_dtype) if name == windows
+                                                        else (masker.widths, masker.dtypes)),
+                                        [(part_path(stage / name, i), result["parts"][name])
+                                         for i, result in enumerate(written[side])])
+    return splits, masker

@@ -1,0 +1,108 @@
+"""`mlmprep remask`: more seeded splits for a finished build, masked from its stored windows (phase 2 without
+the windows), wherever the build is (see destination.Destination.add_splits)."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+from pathlib import Path
+
+import numpy as np
+
+from mlmprep.build import mask
+from mlmprep.build.destination import destination
+from mlmprep.build.engine.base import Engine, run_tasks
+from mlmprep.build.engine.local import LocalEngine
+from mlmprep.build.masker import Masker
+from mlmprep.build.pipeline import RemaskTask, remask_file
+from mlmprep.build.staged import Layout
+from mlmprep.config import MAX_SEEDS, BuildConfig, check_range, make_config
+from mlmprep.format.load import build_tokenizer, check_split_files, file_problem, read_manifest
+from mlmprep.format.manifest import Manifest
+from mlmprep.format.publish import publish, staging_dir
+from mlmprep.format.write import (
+    damaged,
+    data_files,
+    file_rows,
+    finish_split,
+    manifest_path,
+    part_path,
+    strict,
+    write_json,
+)
+from mlmprep.tokenize import special_ids, word_tables
+
+
+def remask(out: str | Path, seeds: int, *, threads: int = 0, engine: Engine | None = None,
+           storage_options: dict | None = None) -> list[str]:
+    """Add splits seed-N .. seed-{seeds-1} to a build (a directory or a URL) from its stored windows, one task
+    per windows data file (phase 2 without the windows); return their names."""
+    check_range("--seeds", seeds, low=1, high=MAX_SEEDS)
+    check_range("--threads", threads, low=0)  # before the build is read: refused even with nothing to add
+    engine = engine or LocalEngine()
+    return destination(out, storage_options or {}).add_splits(
+        lambda local: add_seeds(local, seeds, threads=threads, engine=engine))
+
+
+def add_seeds(out: Path, seeds: int, *, threads: int, engine: Engine) -> list[str]:
+    """remask on the local directory `out`: mask its windows with the new seeds, publish each new split, then
+    write the manifest that lists them (until then a failure takes them back)."""
+    manifest = read_manifest(out)
+    have = len(manifest.seeds)
+    if seeds <= have:
+        return []
+    cfg = make_config(BuildConfig, BuildConfig.used(manifest.config), source=str(manifest_path(out)))
+    tok = build_tokenizer(out, manifest)
+    # new seeds in the build's own format: an older build keeps its int32 columns
+    version = manifest.format_version
+    masker = Masker(cfg, special_ids(tok), word_tables(tok), manifest.fixed, manifest.window_length, version)
+    files = windows_files(out, manifest)
+    firsts = np.cumsum([0] + [file_rows(path) for path, _ in files])
+    layout = Layout(cfg, str(out), engine.worker_threads(threads, len(files)), 0,
+                    manifest.window_length, None, version)
+    names = [f"seed-{k}" for k in range(have, seeds)]
+    with contextlib.ExitStack() as stack:
+        stages = {name: stack.enter_context(staging_dir(out / name)) for name in names}
+        new = tuple((name, str(stages[name]), mask.row_seed(cfg.seed, k))
+                    for k, name in zip(range(have, seeds), names))
+        tasks = [RemaskTask(layout, str(path), record, i, int(firsts[i]), new)
+                 for i, (path, record) in enumerate(files)]
+        masked = run_tasks(remask_file, tasks, engine=engine)
+        for result in masked:
+            masker.merge(result["masking"])
+        publish_seeds(out, manifest, seeds, new, masked, masker)
+    return names
+
+
+def publish_seeds(out: Path, manifest: Manifest, seeds: int, new: tuple, masked: list[dict], masker: Masker) -> None:
+    """Finish and publish each new split, then the manifest that lists them: the new splits count once it does,
+    and until then a failure takes them back."""
+    published = []
+    grown = manifest.to_json()
+    try:
+        for (name, stage, seed) in new:
+            grown["splits"][name] = finish_split(
+                Path(stage), masker.widths, masker.dtypes,
+                [(part_path(Path(stage), i), r["parts"][name]) for i, r in enumerate(masked)])
+            publish(Path(stage), out / name)
+            published.append(out / name)
+            grown["seeds"].append({"split": name, "seed": seed})
+        grown["statistics"] = {**grown.get("statistics", {}),
+                               "masking": {**manifest.masking_stats, **masker.summary()}}
+        grown["config"] = {**manifest.config, "seeds": seeds}
+        write_json(manifest_path(out), Manifest.from_json(strict(grown), out).to_json())
+    except BaseException:
+        for path in published:
+            shutil.rmtree(path, ignore_errors=True)
+        raise
+
+
+def windows_files(out: Path, manifest: Manifest) -> list[tuple[Path, dict | None]]:
+    """The stored windows' data files in order, each with its manifest record, which its task checks the file's
+    sha256 against: here every file of windows/ must be there at its recorded size, and state.json, which lists
+    them, unchanged."""
+    records = check_split_files(out, manifest, "windows")
+    state = out / "windows" / "state.json"
+    if problem := file_problem(state, records.get(state.name)):
+        raise damaged(out, state, problem)
+    return [(path, records.get(path.name)) for path in data_files(out / "windows")]

@@ -1,0 +1,103 @@
+"""The tokenizer a build trains when none is given, on a bottom-k sample of the cleaned corpus; and
+`mlmprep tokenizer train`, the same training saved to a file of its own."""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+
+from mlmprep.build.dedup import exact_keys
+from mlmprep.build.destination import output_file
+from mlmprep.build.inputs import corpus_name, fetch_sources, named_as
+from mlmprep.build.pipeline import cleaned_batches
+from mlmprep.config import TOKENIZER_TYPES, BuildConfig, check_range
+from mlmprep.corpus.documents import Corpus, open_corpus
+from mlmprep.corpus.jsonl import no_text_error
+from mlmprep.format.publish import scratch_directory
+from mlmprep.progress import Stages
+from mlmprep.tokenize import train_tokenizer
+
+
+def training_sample(corpus: Corpus, cfg: BuildConfig, used: dict) -> Iterator[str]:
+    """The cleaned documents a tokenizer is trained on, a bottom-k sample: the distinct texts (by content key,
+    dedup.exact_keys) with the smallest keys whose characters reach cfg.tokenizer_train_chars, in key order, the
+    last one cut; the whole corpus, each text once, when it holds fewer. Keys are hashes of the texts, so the
+    sample is spread over the whole corpus and depends on its documents only, never on files, compression or
+    shards; the copies of a text count once. `used` counts documents and characters."""
+    counts = {"characters_removed": 0, "documents_emptied": 0}
+    budget = cfg.tokenizer_train_chars
+    chosen: list[tuple[int, str]] = []  # (-key, text): a heap with the largest key on top
+    keys: set[int] = set()  # the keys in `chosen`
+    total = 0
+    for batch in cleaned_batches(corpus.documents(), cfg, counts):
+        for key, text in zip(exact_keys(batch).tolist(), batch):
+            if key in keys or (total >= budget and key > -chosen[0][0]):
+                continue
+            heapq.heappush(chosen, (-key, text))
+            keys.add(key)
+            total += len(text)
+            while total - len(chosen[0][1]) >= budget:  # enough without the largest key's text
+                key, text = heapq.heappop(chosen)
+                keys.discard(-key)
+                total -= len(text)
+    for _, text in sorted(chosen, reverse=True):
+        text = text[: budget - used["characters"]]
+        used["documents"] += 1
+        used["characters"] += len(text)
+        yield text
+
+
+def logged_sample(texts: Iterator[str], bar: Stages, total: int) -> Iterator[str]:
+    """`texts`, their characters counted in a progress stage of `total` (the trainer's own stages follow)."""
+    bar.stage("train tokenizer: read the sample", total, "character")
+    pending = 0
+    for text in texts:
+        yield text
+        pending += len(text)
+        if pending >= 1 << 20:
+            bar.update(pending)
+            pending = 0
+    bar.update(pending)
+
+
+def train_on_sample(corpus: Corpus, cfg: BuildConfig):
+    """(a tokenizer of --tokenizer-type and --vocab-size trained on the corpus's training_sample, the documents
+    and characters it was trained on), with progress."""
+    used = {"documents": 0, "characters": 0}
+    with Stages() as bar:
+        texts = logged_sample(training_sample(corpus, cfg, used), bar,
+                              min(cfg.tokenizer_train_chars, corpus.bytes or cfg.tokenizer_train_chars))
+        tok = train_tokenizer(texts, cfg.vocab_size, kind=cfg.trained_tokenizer_type(), bar=bar)
+    return tok, used
+
+
+def train_for_build(corpus: Corpus, cfg: BuildConfig, log: Callable[[str], None]):
+    """The tokenizer a build without --tokenizer trains, and what it was trained on (see train_on_sample)."""
+    log(f"training a {TOKENIZER_TYPES[cfg.trained_tokenizer_type()]} tokenizer (vocab {cfg.vocab_size}) on at most "
+        f"{cfg.tokenizer_train_chars:,} characters ...")
+    return train_on_sample(corpus, cfg)
+
+
+def train_tokenizer_file(corpus: Iterable[str], out: str | Path, *, vocab_size: int, text_column: str = "text",
+                         doc_sep: str = "line", train_chars: int = BuildConfig.tokenizer_train_chars,
+                         tokenizer_type: str | None = None, force: bool = False,
+                         storage_options: dict | None = None) -> tuple[str, int, dict]:
+    """`mlmprep tokenizer train`: train on the sample of the corpus `build --tokenizer-train-chars` would take
+    (cleaned as build cleans it) and save tokenizer.json, into `out` when that is a directory or ends with a
+    slash; `out` and the corpus may be URLs. Returns the file written, the vocabulary reached and the documents
+    and characters trained on."""
+    options = storage_options or {}
+    target = output_file(out, "tokenizer.json", options)
+    target.check(force)  # before the training, which takes minutes
+    check_range("--tokenizer-train-chars", train_chars, low=1)
+    cfg = BuildConfig(corpus=tuple(corpus), text_column=text_column, doc_sep=doc_sep, vocab_size=vocab_size,
+                      tokenizer_train_chars=train_chars, tokenizer_type=tokenizer_type)
+    with scratch_directory() as scratch:
+        paths, copies = fetch_sources(cfg.corpus, Path(scratch, "corpus"), options)
+        with named_as(copies):
+            source = open_corpus(paths, text_column=text_column, doc_sep=doc_sep)
+            tok, used = train_on_sample(source, cfg)
+            if used["documents"] == 0:
+                raise no_text_error(corpus_name(source), source.stats.as_dict(), text_column)
+        return target.write(tok.save, scratch), tok.get_vocab_size(), used
