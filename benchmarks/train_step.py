@@ -49,9 +49,13 @@ from mlmprep.format.load import open_epoch, read_manifest
 from mlmprep.tokenize import load_tokenizer, special_ids
 from mlmprep.train.batch import Budget, plan_epoch, plan_stats
 from mlmprep.train.collate import Collator
-from mlmprep.train.loop import World, accumulate, fit, make_optimizer, row_targets, seed_everything
+from mlmprep.train.epochs import row_targets
+from mlmprep.train.loop import fit
 from mlmprep.train.model import build_model
 from mlmprep.train.numerics import flop_counter
+from mlmprep.train.optim import make_optimizer
+from mlmprep.train.step import accumulate
+from mlmprep.train.world import World, seed_everything
 from tests.fakes import write_fake_build
 
 BUDGET = Budget(max_tokens_per_batch=8192, max_tokens_per_microbatch=2048, max_examples_per_microbatch=64)

@@ -471,9 +471,8 @@ def config_from(cls: type[C], config_file: str | None, cli_values: dict[str, Any
 
 
 @dataclass(frozen=True)
-class TrainConfig:
-    """Everything `mlmprep train` needs. Saved in RUN/train_config.json and in every checkpoint, so that
-    `--resume` continues the same run; `mlmprep.train.checkpoint.RESUMABLE` lists what may change on resume."""
+class TrainData:
+    """What the run trains and evaluates on (the Data panel of `--help`)."""
 
     data: str = "mlmprep-data"  # a directory written by `mlmprep build` (the DATA argument); a mixture's first
     sources: tuple[str, ...] = ()  # DATA when several: the builds of a mixture, each PATH or NAME=PATH
@@ -484,16 +483,33 @@ class TrainConfig:
     validation: tuple[str, ...] = opt((), "A split directory of another build (same tokenizer) to evaluate on; "
                                       "with a mixture, NAME=DIR, repeatable, evaluated beside each source's own.",
                                       panel="Data", metavar="[NAME=]DIR", shown="DATA/validation")
+    rehash_data: bool = opt(False, "Re-hash each epoch's split files against the manifest when the epoch opens, not "
+                            "only their sizes: an edit that keeps a file's size stops the run too.", panel="Data")
+    seed: int = opt(0, "Seed of the model's initial weights and the batch plan.", panel="Data")
+
+
+@dataclass(frozen=True)
+class TrainMixture:
+    """How several builds are mixed (the Mixture panel)."""
+
     weights: str | None = opt(None, "Mixture: a weight per DATA, e.g. 0.6,0.3,0.1: " + MIX_WEIGHT + ". None: --mix.",
                               panel="Mixture", metavar="W,W,...")
     mix: str = opt("proportional", "Mixture weights from the sources' sizes n (window tokens): proportional (n), "
                    "temperature:T (n^(1/T)) or cap:K (min(n, K)), renormalised.", panel="Mixture", metavar="STRATEGY")
-    rehash_data: bool = opt(False, "Re-hash each epoch's split files against the manifest when the epoch opens, not "
-                            "only their sizes: an edit that keeps a file's size stops the run too.", panel="Data")
-    seed: int = opt(0, "Seed of the model's initial weights and the batch plan.", panel="Data")
+
+
+@dataclass(frozen=True)
+class TrainModel:
+    """The model trained (the Model panel)."""
+
     model: str = opt("tiny", "tiny, t5-small, t5-base, t5-v1_1-small, t5-v1_1-base, a config.json, or a local "
                      "checkpoint directory. T5 for span data, BERT-like for mlm.", panel="Model", metavar="NAME|PATH")
-    # token budgets: a row costs enc_len + alpha * dec_len effective tokens
+
+
+@dataclass(frozen=True)
+class TrainBatching:
+    """Token budgets: a row costs enc_len + alpha * dec_len effective tokens (the Batching panel)."""
+
     max_tokens_per_batch: int = opt(16384, "Padded effective tokens (enc + alpha*dec) per optimizer step, all ranks.",
                                     panel="Batching")
     max_tokens_per_microbatch: int = opt(4096, "Padded effective tokens per forward/backward, at most "
@@ -505,6 +521,12 @@ class TrainConfig:
                                               panel="Batching")
     grow_after: int = opt(100, "After an out-of-memory error, good steps before the shrunk limits grow x1.25.",
                           panel="Batching")
+
+
+@dataclass(frozen=True)
+class TrainOptimizer:
+    """The optimizer and the steps it skips (the Optimizer panel)."""
+
     optimizer: Literal["adamw", "adafactor"] = opt("adamw", "adamw or adafactor.", panel="Optimizer")
     lr: float = opt(1e-3, "Peak learning rate, reached after --warmup-steps.", panel="Optimizer")
     weight_decay: float = opt(0.0, "AdamW weight decay on matrices (not on norms and biases).", panel="Optimizer")
@@ -513,6 +535,12 @@ class TrainConfig:
     grad_clip: float = opt(1.0, "Clip the global gradient norm to this (0: off).", panel="Optimizer")
     max_bad_steps: int = opt(8, "Steps with a non-finite loss or gradient are skipped; stop (exit 1) after this many "
                              "in a row.", panel="Optimizer")
+
+
+@dataclass(frozen=True)
+class TrainSchedule:
+    """How long the run trains and the learning rate over it (the Schedule panel)."""
+
     epochs: int = opt(1, "Passes over the data; epoch e reads split seed-{e % N}. A mixture's sources keep their own "
                       "passes: it stops at --max-steps or --max-tokens.", panel="Schedule")
     max_steps: int = opt(0, "Exactly this many optimizer steps, whatever --epochs says (0: off).", panel="Schedule")
@@ -526,6 +554,12 @@ class TrainConfig:
     warmup_steps: int = opt(100, "Linear warmup steps.", panel="Schedule")
     decay_steps: int = opt(0, "Step at which the decay reaches --min-lr (0: the last step, as nanoGPT's "
                            "lr_decay_iters).", panel="Schedule")
+
+
+@dataclass(frozen=True)
+class TrainOutput:
+    """RUN: where the run writes, what it logs and evaluates when, its checkpoints (the Checkpoints and logs panel)."""
+
     out: str = opt("runs/run", "Run directory: metrics.jsonl, checkpoint-{step}/, final_metrics.json.",
                    panel="Checkpoints and logs", metavar="DIR")
     resume: bool = opt(False, "Continue the run in --out from its last checkpoint, with its saved options.",
@@ -539,12 +573,24 @@ class TrainConfig:
     save_every: int = opt(1000, "Write checkpoint-{step} every N steps (0: at the end only).",
                           panel="Checkpoints and logs")
     keep_checkpoints: int = opt(2, "Keep the last K checkpoints.", panel="Checkpoints and logs")
+
+
+@dataclass(frozen=True)
+class TrainSpeed:
+    """How fast it runs on the device (the Speed panel); CPU runs ignore these."""
+
     bf16: bool = opt(True, "bfloat16 autocast on CUDA; CPU always runs float32.", panel="Speed")
     compile: bool | None = opt(None, "torch.compile the model and loss, one graph per microbatch shape.",
                                panel="Speed", shown="on CUDA when an epoch has at most 16 shapes; off on CPU")
     deterministic: bool = opt(False, "Deterministic CUDA kernels, so a rerun or a resume on a GPU gives the same bits "
                               "(slower); CPU runs already do.", panel="Speed")
-    # a DATA URL (s3://, gs://, ...): each epoch's seed split is fetched ahead into a bounded local cache
+
+
+@dataclass(frozen=True)
+class TrainRemoteData:
+    """A DATA URL (s3://, gs://, ...): each epoch's seed split is fetched ahead into a bounded local cache (the Remote
+    data panel)."""
+
     cache_dir: str | None = opt(None, "Local directory that holds a DATA URL's splits while they are trained on, "
                                 "shared by runs and ranks.", panel="Remote data", metavar="DIR",
                                 shown="$XDG_CACHE_HOME/mlmprep, else ~/.cache/mlmprep")
@@ -558,6 +604,14 @@ class TrainConfig:
                                       "leaves the network to the training.", panel="Remote data", metavar="SIZE",
                                       shown="unlimited")
     storage_options: str | None = opt(None, STORAGE_OPTIONS_HELP, panel="Remote data", metavar="JSON")
+
+
+@dataclass(frozen=True)
+class TrainConfig(TrainRemoteData, TrainSpeed, TrainOutput, TrainSchedule, TrainOptimizer, TrainBatching, TrainModel,
+                  TrainMixture, TrainData):
+    """Everything `mlmprep train` needs, one section per `--help` panel (a dataclass takes its bases' fields in reverse
+    order, TrainData's first). Saved in RUN/train_config.json and in every checkpoint, so that `--resume` continues
+    the same run; `mlmprep.train.checkpoint.RESUMABLE` lists what may change on resume."""
 
     def __post_init__(self) -> None:
         if isinstance(self.validation, str) or self.validation is None:  # one DIR, as a library call may give it

@@ -453,29 +453,29 @@ MUTANTS = [
            "width = -(-width // self.pad_to_multiple_of) * self.pad_to_multiple_of", "width = width",
            ("tests/test_collate.py", "tests/test_train_options.py")),
     # ------------------------------------------------------------ trainer options
-    Mutant("adafactor-is-adamw", "mlmprep.train.loop:make_optimizer",  # --optimizer adafactor silently trains with AdamW
+    Mutant("adafactor-is-adamw", "mlmprep.train.optim:make_optimizer",  # --optimizer adafactor silently trains with AdamW
            'if cfg.optimizer == "adafactor":', 'if cfg.optimizer == "adafactor-never":',
            ("tests/test_train_options.py::test_adafactor_is_adafactor",)),
-    Mutant("max-encoder-len-ignored", "mlmprep.train.loop:make_collator",
+    Mutant("max-encoder-len-ignored", "mlmprep.train.prepare:make_collator",
            "max_encoder_len=cfg.max_encoder_len,", "max_encoder_len=None,",
            ("tests/test_train_options.py",)),
-    Mutant("lr-schedule-not-applied", "mlmprep.train.loop:train_step",  # the optimizer keeps the peak lr
+    Mutant("lr-schedule-not-applied", "mlmprep.train.step:train_step",  # the optimizer keeps the peak lr
            'group["lr"] = lr\n', 'group["lr"] = cfg.lr\n',
            ("tests/test_train_options.py",)),
-    Mutant("weight-decay-ignored", "mlmprep.train.loop:make_optimizer",
+    Mutant("weight-decay-ignored", "mlmprep.train.optim:make_optimizer",
            '"weight_decay": cfg.weight_decay}', '"weight_decay": 0.0}',
            ("tests/test_train_options.py",)),
-    Mutant("betas-ignored", "mlmprep.train.loop:make_optimizer",
+    Mutant("betas-ignored", "mlmprep.train.optim:make_optimizer",
            "betas=(cfg.beta1, cfg.beta2)", "betas=(0.9, 0.999)",
            ("tests/test_train_options.py",)),
-    Mutant("grad-clip-ignored", "mlmprep.train.loop:train_step",
+    Mutant("grad-clip-ignored", "mlmprep.train.step:train_step",
            "grad_norm(run.params, run.cfg.grad_clip)", "grad_norm(run.params, 0.0)",
            ("tests/test_train_options.py",)),
-    Mutant("budget-ignores-alpha", "mlmprep.train.loop:make_budget",  # the plan's budget keeps the default alpha
+    Mutant("budget-ignores-alpha", "mlmprep.train.epochs:make_budget",  # the plan's budget keeps the default alpha
            "Budget(cfg.max_tokens_per_batch, limits.tokens, limits.examples, alpha=cfg.alpha,",
            "Budget(cfg.max_tokens_per_batch, limits.tokens, limits.examples, alpha=2.0,",
            ("tests/test_train_options.py",)),
-    Mutant("resume-in-eval-mode", "mlmprep.train.loop:make_model_and_optimizer",  # dropout off after a resume
+    Mutant("resume-in-eval-mode", "mlmprep.train.prepare:make_model_and_optimizer",  # dropout off after a resume
            "    model.train()  # from_pretrained", "    pass  # from_pretrained",
            ("tests/test_train_options.py::test_resume_with_dropout_is_exact",)),
     # ------------------------------------------------------------ checkpoints and resume
@@ -539,19 +539,19 @@ MUTANTS = [
     Mutant("arrow-damage-traceback", "mlmprep.format.write:read_batches",  # a damaged data file header: a traceback, not one line
            "    except (pa.ArrowInvalid, OSError) as exc:\n        raise damaged(", "    except ZeroDivisionError as exc:\n        raise damaged(",
            ("tests/test_damaged_builds.py",)),
-    Mutant("run-written-before-the-data-opens", "mlmprep.train.loop:start",  # a damaged build leaves a RUN behind
+    Mutant("run-written-before-the-data-opens", "mlmprep.train.prepare:start",  # a damaged build leaves a RUN behind
            "    split, plan = epoch_plan(cfg, world, state.epoch, state.seeds, mix, identity=state.data)\n"
            "    write_run(cfg, world, state.step)\n",
            "    write_run(cfg, world, state.step)\n"
            "    split, plan = epoch_plan(cfg, world, state.epoch, state.seeds, mix, identity=state.data)\n",
            ("tests/test_damaged_builds.py::test_training_refuses_a_data_file_with_a_damaged_header_in_one_line",)),
-    Mutant("resume-reads-the-new-seed-count", "mlmprep.train.loop:seeds_and_digest",  # a remask changes a stopped run's later epochs
+    Mutant("resume-reads-the-new-seed-count", "mlmprep.train.prepare:seeds_and_digest",  # a remask changes a stopped run's later epochs
            'else resumed_seeds(cfg, len(manifest.seeds), saved)', 'else len(manifest.seeds)',
            ("tests/test_train.py::test_a_remask_between_stop_and_resume_leaves_the_run_on_the_seeds_it_started_with",)),
-    Mutant("resume-on-other-data", "mlmprep.train.loop:seeds_and_digest",  # a resume trains on whatever build DATA names
+    Mutant("resume-on-other-data", "mlmprep.train.prepare:seeds_and_digest",  # a resume trains on whatever build DATA names
            "        check_same_data(cfg, saved, digest)\n", "        pass\n",
            ("tests/test_train_ux.py::test_resume_on_other_data_is_refused_and_a_moved_copy_of_the_same_data_resumes",)),
-    Mutant("train-collates-any-token-id", "mlmprep.train.loop:make_collator",  # a damaged id reaches the embedding
+    Mutant("train-collates-any-token-id", "mlmprep.train.prepare:make_collator",  # a damaged id reaches the embedding
            "                    vocab_size=tok.vocab_size)", "                    )",
            ("tests/test_damaged_builds.py",)),
     Mutant("remask-leaves-published-splits", "mlmprep.build.remask:publish_seeds",  # an interrupted remask leaves unlisted seed-k
@@ -666,7 +666,7 @@ MUTANTS = [
     Mutant("missing-build-dir-says-no-manifest", "mlmprep.format.load:read_manifest",  # `inspect out/nothere`: "no manifest.json"
            "    if not Path(build_dir).is_dir():", "    if False:",
            ("tests/test_cli_errors.py::test_a_missing_build_directory_is_named_as_such",)),
-    Mutant("finished-resume-notes-new-seeds", "mlmprep.train.loop:run_fit",  # a note before "already trained"
+    Mutant("finished-resume-notes-new-seeds", "mlmprep.train.prepare:open_data",  # a note before "already trained"
            "    if saved is not None and (done := checkpoint.finished(",
            "    say_seeds_added(cfg, world, len(manifest[\"seeds\"]), n_seeds)\n"
            "    if saved is not None and (done := checkpoint.finished(",
@@ -695,7 +695,7 @@ MUTANTS = [
     Mutant("mlm-line-without-why", "mlmprep.format.report:build_summary",  # "masked 0.142" with no word on special tokens
            'of all tokens, special ones never" + (', '" + (',
            ("tests/test_report_mlm.py",)),
-    Mutant("max-tokens-one-step-late", "mlmprep.train.loop:planned_steps",  # --max-tokens N trains a step past N
+    Mutant("max-tokens-one-step-late", "mlmprep.train.epochs:planned_steps",  # --max-tokens N trains a step past N
            "            if tokens >= cfg.max_tokens:", "            if tokens > cfg.max_tokens:",
            ("tests/test_train_options.py",)),
     Mutant("mlm-labels-uint16", "mlmprep.format.write:column_dtypes",  # -100 stored as 65436: datasets users see it
@@ -784,7 +784,7 @@ MUTANTS = [
            ("tests/test_html_payloads.py", "tests/test_html_report.py")),
     Mutant("plots-warn-every-time", "mlmprep.train.plots:update",
            "            _warned = True\n", "            pass\n", ("tests/test_plots.py",)),
-    Mutant("plots-never-drawn", "mlmprep.train.loop:evaluate_and_log",
+    Mutant("plots-never-drawn", "mlmprep.train.evaluation:evaluate_build",
            "        plots.update(run.out)  # RUN/plots.png\n", "        pass\n", ("tests/test_plots.py",)),
     # ------------------------------------------------------------ mixtures
     Mutant("temperature-as-power", "mlmprep.train.mixture:mix_weights",  # n ** T rather than n ** (1 / T)
@@ -802,7 +802,7 @@ MUTANTS = [
     Mutant("cut-chunk-rows-dropped", "mlmprep.train.mixture:MixturePlan.next_chunk",  # new weights skip the rows a cut chunk had taken
            "            plan = plan[:cut]\n            self.hand_back(parts, plan)", "            plan = plan[:cut]",
            ("tests/test_mixture.py::test_resume_with_new_weights_repeats_and_skips_nothing",)),
-    Mutant("new-weights-from-step-0", "mlmprep.train.loop:mixture_plan",  # the new weights rewrite the steps already taken
+    Mutant("new-weights-from-step-0", "mlmprep.train.mixture_run:mixture_plan",  # the new weights rewrite the steps already taken
            "schedule = [*(entry for entry in schedule if entry[0] < step), (step, mix.weights.tolist())]",
            "schedule = [(0, mix.weights.tolist())]",
            ("tests/test_mixture.py::test_resume_with_new_weights_repeats_and_skips_nothing",)),
@@ -924,11 +924,17 @@ MUTANTS = [
     Mutant("unstarted-run-told-to-continue", "mlmprep.train.checkpoint:open_run",  # a run with no checkpoint: "continue it"
            "        if latest(run) is None:\n            raise CacheError(", "        if False:\n            raise CacheError(",
            ("tests/test_train_ux.py::test_a_run_stopped_before_its_first_checkpoint_is_not_told_to_continue",)),
-    Mutant("mixture-no-plots", "mlmprep.train.loop:evaluate_mixture",  # a mixture's evaluation never draws RUN/plots.png
+    Mutant("mixture-no-plots", "mlmprep.train.mixture_run:evaluate_mixture",  # a mixture's evaluation never draws RUN/plots.png
            "        plots.update(run.out)  # RUN/plots.png (validation: the weighted mean, when the sources have sets)\n",
            "", ("tests/test_mixture.py::test_a_config_file_lists_sources_and_validation_name_dir_adds_a_set",)),
-    Mutant("mixture-says-epoch", "mlmprep.train.loop:position",  # a mixture's logs and metrics speak of epochs
+    Mutant("mixture-says-epoch", "mlmprep.train.logs:position",  # a mixture's logs and metrics speak of epochs
            '    return {"epoch" if run.mix is None else "chunk": epoch}', '    return {"epoch": epoch}', ("tests/test_mixture.py::test_a_config_file_lists_sources_and_validation_name_dir_adds_a_set",)),
+    Mutant("source-loss-over-rows", "mlmprep.train.mixture_run:add_source_losses",  # a source's loss divided by its rows
+           "weights=epoch.targets[mine], ", "",
+           ("tests/test_mixture.py::test_a_sources_training_loss_is_its_rows_summed_loss_over_its_label_tokens",)),
+    Mutant("cut-chunk-resumed-past-its-end", "mlmprep.train.prepare:start",  # new weights: a resume reads past a cut chunk
+           "    if mix is not None and state.cursor and state.cursor == len(mix.chunk(state.epoch).plan):",
+           "    if False:", ("tests/test_mixture.py::test_resume_with_new_weights_repeats_and_skips_nothing",)),
     Mutant("report-names-the-first-source", "mlmprep.format.html:run_section",  # a mixture run's report shows one source
            "        if len(sources) > 1 else", "        if False else", ("tests/test_mixture.py::test_a_config_file_lists_sources_and_validation_name_dir_adds_a_set",)),
     Mutant("mixture-report-shows-first-build", "mlmprep.format.html:report_sources",  # a mixture's report: the first source's build

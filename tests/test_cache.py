@@ -30,7 +30,9 @@ from mlmprep.config import TrainConfig, parse_size, size_text
 from mlmprep.errors import CacheError, ConfigError
 from mlmprep.format import cache as remote
 from mlmprep.format.load import open_split, read_manifest
-from mlmprep.train.loop import World, epoch_plan, fit
+from mlmprep.train.epochs import epoch_plan
+from mlmprep.train.loop import fit
+from mlmprep.train.world import World
 
 pytest.importorskip("s3fs")
 pytest.importorskip("moto")

@@ -20,8 +20,10 @@ from mlmprep.config import TrainConfig
 from mlmprep.format.load import open_epoch, read_manifest
 from mlmprep.train.batch import Budget, split_microbatches
 from mlmprep.train.collate import Collator
-from mlmprep.train.loop import World, accumulate, fit, make_forward
+from mlmprep.train.loop import fit
 from mlmprep.train.model import build_model
+from mlmprep.train.step import accumulate, make_forward
+from mlmprep.train.world import World
 
 CUDA = torch.cuda.is_available()
 pytestmark = pytest.mark.skipif(not (CUDA or os.environ.get("MLMPREP_COMPILE_TESTS")),
@@ -87,7 +89,7 @@ def test_compiled_run_resumes_exactly_and_says_when_it_compiles(tmp_path, span_d
 def test_compiled_out_of_memory_retry_matches_a_run_without(tmp_path, span_data, monkeypatch):
     tries = []
     monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)  # the retry regroups the sums: TF32's
-    monkeypatch.setattr("mlmprep.train.loop.setup_device", lambda device: None)  # 1e-3 would show through AdamW
+    monkeypatch.setattr("mlmprep.train.prepare.setup_device", lambda device: None)  # 1e-3 would show through AdamW
 
     def hook(step, k, rows, padding):
         tries.append((step, k))

@@ -252,3 +252,26 @@ def test_storage_options_may_be_a_mapping_in_a_config_file(tmp_path):
     config.write_text("storage_options:\n  key: AKIA\n  secret: TOPSECRET\n")
     cfg = make_config(BuildConfig, read_config_file(config), source=str(config))
     assert json.loads(cfg.storage_options) == {"key": "AKIA", "secret": "TOPSECRET"}
+
+
+def test_each_train_section_declares_one_help_panel_and_a_file_sets_its_options_by_flat_keys(tmp_path):
+    """TrainConfig is declared in sections, one per `--help` panel, which together hold every field once; a
+    config file names an option of any section by its own key, as before the sections."""
+    import dataclasses
+
+    from mlmprep.config import TrainConfig
+
+    sections = [base for base in TrainConfig.__mro__[1:] if dataclasses.is_dataclass(base)]
+    names = [f.name for section in sections for f in dataclasses.fields(section)]
+    assert sorted(names) == sorted(f.name for f in dataclasses.fields(TrainConfig)) and len(set(names)) == len(names)
+    panels = [{f.metadata["panel"] for f in dataclasses.fields(section) if "panel" in f.metadata}
+              for section in sections]
+    assert all(len(p) == 1 for p in panels) and len({p.pop() for p in panels}) == len(sections)
+    path = tmp_path / "train.yaml"
+    path.write_text("sources: [a, b]\nmax_steps: 5\nmax-encoder-len: 64\nmix: temperature:2\nmodel: t5-small\n"
+                    "alpha: 1.5\nlr: 3e-4\nwarmup_steps: 7\nlog_every: 3\nbf16: false\nfetch_threads: 2\n",
+                    encoding="utf-8")
+    cfg = make_config(TrainConfig, read_config_file(path))
+    assert cfg.sources == ("a", "b") and cfg.max_steps == 5
+    assert (cfg.max_encoder_len, cfg.mix, cfg.model, cfg.alpha, cfg.lr, cfg.warmup_steps, cfg.log_every, cfg.bf16,
+            cfg.fetch_threads) == (64, "temperature:2", "t5-small", 1.5, 3e-4, 7, 3, False, 2)

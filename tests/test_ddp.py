@@ -22,7 +22,9 @@ from safetensors.torch import load_file
 
 from mlmprep.config import TrainConfig, to_dict
 from mlmprep.errors import ConfigError
-from mlmprep.train.loop import World, epoch_plan, fit
+from mlmprep.train.epochs import epoch_plan
+from mlmprep.train.loop import fit
+from mlmprep.train.world import World
 
 WORKER = """
 import json, os, sys
@@ -132,8 +134,8 @@ def full_batch_grad_norm(cfg: TrainConfig) -> float:
     what the ranks' scaled, all-reduced microbatch gradients must add up to."""
     from mlmprep.format.load import read_manifest
     from mlmprep.train.collate import Collator
-    from mlmprep.train.loop import seed_everything
     from mlmprep.train.model import build_model
+    from mlmprep.train.world import seed_everything
 
     manifest = read_manifest(cfg.data)
     tok = manifest.tokenizer

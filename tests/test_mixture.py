@@ -221,6 +221,25 @@ def test_resume_continues_a_mixture_bit_for_bit(tmp_path, builds, small_chunks):
     assert "big/fraction" in strip[0][-1] and "small/seed" in strip[0][-1] and "ragged/loss" in strip[0][-1]
 
 
+def test_a_sources_training_loss_is_its_rows_summed_loss_over_its_label_tokens(tmp_path, builds):
+    """Each step's line (--log-every 1): the sources' losses weighted by their rows' label tokens, counted here from
+    the rows the step trained, add up to the step's loss times all its label tokens; a source with no row is None."""
+    big, _, ragged = builds
+    cfg = TrainConfig(sources=(str(big), str(ragged)), weights="0.6,0.4", max_steps=4, out=str(tmp_path / "r"),
+                      log_every=1, **{k: v for k, v in SMALL.items() if k != "log_every"})
+    _, seen, plan = trained_rows(cfg)
+    chunk = plan.chunk(0)
+    assert len(chunk.plan) >= 4
+    lines = [json.loads(x) for x in (tmp_path / "r" / "metrics.jsonl").read_text().splitlines()]
+    for line in (x for x in lines if "lr" in x):
+        rows = np.concatenate([rows for step, rows in seen if step == line["step"] - 1])
+        targets = np.bincount(chunk.source[rows], weights=chunk.split.n_targets[rows], minlength=2)
+        losses = [line["big/loss"], line["ragged/loss"]]
+        assert [loss is None for loss in losses] == [t == 0 for t in targets]
+        summed = sum(loss * t for loss, t in zip(losses, targets) if loss is not None)
+        assert summed == pytest.approx(line["loss"] * targets.sum(), rel=1e-6)
+
+
 def test_resume_with_new_weights_repeats_and_skips_nothing(tmp_path, builds, small_chunks, capsys):
     """Stopped mid-chunk at 0.5/0.5 and resumed at 0.9/0.1 up to the end of a chunk: no row (source, seed split,
     row) is trained twice, and each source has trained every row of its passes before its last and a prefix of

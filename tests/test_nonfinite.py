@@ -14,10 +14,13 @@ from safetensors.torch import load_file
 from typer.testing import CliRunner
 
 import mlmprep.train.loop as train
+import mlmprep.train.step as step
 from mlmprep.cli import app
 from mlmprep.config import TrainConfig
 from mlmprep.format.write import strict
 from mlmprep.train.checkpoint import checkpoints
+from mlmprep.train.epochs import epoch_plan
+from mlmprep.train.world import World
 
 SMALL = dict(max_tokens_per_batch=512, max_tokens_per_microbatch=256, max_examples_per_microbatch=8,
              warmup_steps=2, eval_every=0, log_every=1)
@@ -42,14 +45,14 @@ def strict_lines(path):
 
 def poison_logits(monkeypatch, calls: set[int]):
     """Make the forward calls numbered in `calls` (0-based, over the whole run) return NaN logits."""
-    real, count = train.logits_of, [0]
+    real, count = step.logits_of, [0]
 
     def logits_of(model, mb):
         logits = real(model, mb)
         count[0] += 1
         return logits * math.nan if count[0] - 1 in calls else logits
 
-    monkeypatch.setattr(train, "logits_of", logits_of)
+    monkeypatch.setattr(step, "logits_of", logits_of)
 
 
 def test_one_nan_step_is_skipped_and_the_run_ends_finite(tmp_path, data, monkeypatch):
@@ -86,14 +89,14 @@ class NanGradient(torch.autograd.Function):
 
 
 def test_a_finite_loss_with_a_nan_gradient_is_skipped_too(tmp_path, data, monkeypatch):
-    real, count = train.logits_of, [0]
+    real, count = step.logits_of, [0]
 
     def logits_of(model, mb):
         count[0] += 1
         logits = real(model, mb)
         return NanGradient.apply(logits) if count[0] == 3 else logits  # step 1, first microbatch
 
-    monkeypatch.setattr(train, "logits_of", logits_of)
+    monkeypatch.setattr(step, "logits_of", logits_of)
     run = tmp_path / "run"
     final = train.fit(TrainConfig(data=str(data), out=str(run), max_steps=3, save_every=3, grad_clip=0.0, **SMALL))
     events = [line for line in strict_lines(run / "metrics.jsonl") if line.get("event") == "nonfinite"]
@@ -177,7 +180,7 @@ def test_plan_shapes_count_the_shapes_the_collator_makes_and_decide_the_default_
     for multiple in (1, 16):
         cfg = TrainConfig(data=str(data), pad_to_multiple_of=multiple, **SMALL)
         collator = Collator("span", tok.pad_id, tok.decoder_start_id, pad_to_multiple_of=multiple)
-        plan = train.epoch_plan(cfg, train.World(0, 1, torch.device("cpu")), 0)[1]
+        plan = epoch_plan(cfg, World(0, 1, torch.device("cpu")), 0)[1]
         made = {tuple(t.shape for t in collator.from_split(split, mb.rows).values()) for b in plan for mb in b.ranks[0]}
         assert plan_shapes(plan, split.enc_lengths, split.dec_lengths, 0, collator) == len(made)
     assert len(made) < plan_shapes(plan, split.enc_lengths, split.dec_lengths, 0,

@@ -24,8 +24,12 @@ from mlmprep.format.manifest import TokenizerRecord
 from mlmprep.train.batch import Budget, split_microbatches
 from mlmprep.train.checkpoint import checkpoints
 from mlmprep.train.collate import Collator
-from mlmprep.train.loop import World, accumulate, epoch_plan, fit, lr_at
+from mlmprep.train.epochs import epoch_plan
+from mlmprep.train.loop import fit
 from mlmprep.train.model import build_model
+from mlmprep.train.optim import lr_at
+from mlmprep.train.step import accumulate
+from mlmprep.train.world import World
 
 CPU = World(rank=0, size=1, device=torch.device("cpu"))
 SMALL = dict(max_tokens_per_batch=512, max_tokens_per_microbatch=256, max_examples_per_microbatch=8,
@@ -281,7 +285,8 @@ def test_after_an_out_of_memory_no_retried_microbatch_is_larger_than_a_planned_o
 
     from mlmprep.train.adapt import Limits
     from mlmprep.train.batch import Batch, Microbatch, padded_cost
-    from mlmprep.train.loop import make_budget, rank_microbatches
+    from mlmprep.train.epochs import make_budget
+    from mlmprep.train.step import rank_microbatches
 
     enc, dec = np.array([10, 10, 10, 10, 100, 100]), np.array([2, 2, 2, 2, 20, 20])
     split = SimpleNamespace(enc_lengths=enc, dec_lengths=dec)

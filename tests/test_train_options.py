@@ -23,8 +23,10 @@ from mlmprep.config import TrainConfig, to_dict
 from mlmprep.errors import ConfigError
 from mlmprep.format.load import read_manifest
 from mlmprep.train.checkpoint import checkpoints
-from mlmprep.train.loop import World, autocast, epoch_plan, fit
+from mlmprep.train.epochs import epoch_plan
+from mlmprep.train.loop import fit
 from mlmprep.train.model import PRESETS, round_up
+from mlmprep.train.world import World, autocast
 
 CPU = World(rank=0, size=1, device=torch.device("cpu"))
 BASE = dict(max_tokens_per_batch=512, max_tokens_per_microbatch=256, max_examples_per_microbatch=8, warmup_steps=1,

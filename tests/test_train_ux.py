@@ -16,8 +16,9 @@ from fakes import write_fake_build
 from mlmprep.config import TrainConfig
 from mlmprep.format.load import read_manifest
 from mlmprep.format.manifest import TokenizerRecord
-from mlmprep.train.loop import fit, lr_at
+from mlmprep.train.loop import fit
 from mlmprep.train.model import PRESETS, build_model
+from mlmprep.train.optim import lr_at
 
 SMALL = dict(max_tokens_per_batch=512, max_tokens_per_microbatch=256, max_examples_per_microbatch=8,
              warmup_steps=2, eval_every=0, log_every=2, save_every=0)
@@ -424,7 +425,8 @@ def test_a_run_saved_with_an_option_now_refused_still_resumes(tmp_path, span_dat
 
 
 def test_each_step_logs_its_own_epoch(tmp_path, span_data):
-    from mlmprep.train.loop import World, epoch_plan
+    from mlmprep.train.epochs import epoch_plan
+    from mlmprep.train.world import World
 
     cfg = TrainConfig(data=str(span_data), out=str(tmp_path / "run"), **{**SMALL, "log_every": 1}, epochs=3)
     per_epoch = [len(epoch_plan(cfg, World(0, 1, torch.device("cpu")), e)[1]) for e in range(3)]

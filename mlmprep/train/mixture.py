@@ -296,6 +296,12 @@ class MixturePlan:
     def weights_at(self, step: int) -> np.ndarray:
         return [w for s, w in self.schedule if s <= step][-1]
 
+    def saved(self) -> dict:
+        """What a checkpoint records for a resume to plan the same mixture: its names, each source's seed count
+        and the weights' history."""
+        return {"names": self.mixture.names, "seeds": [s.seeds for s in self.mixture.sources],
+                "schedule": [[step, w.tolist()] for step, w in self.schedule]}
+
     def pass_data(self, i: int, pass_: int) -> tuple[Split, np.ndarray]:
         """(split, window tokens per row) pass `pass_` of source i reads; opened once per seed split."""
         source = self.mixture.sources[i]
