@@ -69,7 +69,7 @@ def build(
     options: dict,
 ) -> None:
     """Build N differently seeded, masked Arrow datasets plus a validation split from a corpus."""
-    from mlmprep.config import make_config, read_config_file
+    from mlmprep.config_files import make_config, read_config_file
     from mlmprep.errors import ConfigError
 
     if corpus:
@@ -103,7 +103,7 @@ def input_given(file_values, options: dict):
     """The --config file's options less the other input where the command line names one: corpus paths and
     --dataset are alternatives, so either on the command line replaces the file's other one (a dataset so
     replaced takes its --dataset-split along), as the command line overrides the file."""
-    from mlmprep.config import Options
+    from mlmprep.config_files import Options
 
     given = options.keys() & {"corpus", "dataset"}
     other = {"corpus", "dataset"} - given if given else set()
@@ -290,7 +290,7 @@ def tokenizer_train(
     """Train a tokenizer: T5's Unigram (<pad>=0, </s>=1, <unk>=2, <mask>=3, <extra_id_0> highest), or BERT's
     WordPiece or a byte-level BPE (--tokenizer-type)."""
     from mlmprep.build.tokenizer_file import train_tokenizer_file
-    from mlmprep.config import make_config
+    from mlmprep.config_files import make_config
     from mlmprep.errors import ConfigError
     from mlmprep.format.report import vocabulary_reached
     from mlmprep.storage import parse_options

@@ -66,7 +66,7 @@ def compare_methods(
     """Text segmentation vs token splitting: build both from the same documents, train the same T5 on each,
     evaluate both on one held-out validation set, and write results.json, results.md and plots."""
     from mlmprep.compare import check_compare, compare, compare_config, results_markdown
-    from mlmprep.config import read_config_file
+    from mlmprep.config_files import read_config_file
     from mlmprep.errors import ConfigError
 
     if full and quick:

@@ -40,7 +40,7 @@ def train(
     options: dict,
 ) -> None:
     """Pretrain T5 (span data) or a BERT-style model (mlm data) on a build, with token-budget batches."""
-    from mlmprep.config import read_config_file
+    from mlmprep.config_files import read_config_file
     from mlmprep.train.loop import fit
     from mlmprep.train.numerics import Diverged
 
@@ -63,7 +63,7 @@ def run_config(file_values: dict, options: dict):
     """The run's TrainConfig: defaults, the --config file, the command line; on --resume the run's saved
     options come first, and only that whole is checked (a resume may repeat --lr 1e-6 of a run whose
     --min-lr is below it, though the default --min-lr is not)."""
-    from mlmprep.config import Options, config_values, make_config
+    from mlmprep.config_files import Options, config_values, make_config
     from mlmprep.format.publish import check_output_path
     from mlmprep.train import checkpoint
 

@@ -28,7 +28,8 @@ import numpy as np
 from mlmprep.build.run import build, cleaned_documents
 from mlmprep.build.windows import MIN_ROW, segment_chars, text_segments
 from mlmprep.config import COMPARE_MODES as MODES
-from mlmprep.config import BuildConfig, CompareConfig, TrainConfig, make_config, to_dict
+from mlmprep.config import BuildConfig, CompareConfig, TrainConfig, to_dict
+from mlmprep.config_files import make_config
 from mlmprep.corpus.documents import open_corpus
 from mlmprep.errors import CacheError, ConfigError, CorpusError
 from mlmprep.format.load import build_tokenizer

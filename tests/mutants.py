@@ -145,7 +145,7 @@ MUTANTS = [
     Mutant("detached-in-the-driver-stage", "mlmprep.build.pipeline:run_detached",  # tasks write where no Ray node sees
            "    moved = replace(layout, stage=own)", "    moved = layout",
            ("tests/test_detached.py::test_detached_tasks_build_the_attached_build_s_bytes",)),
-    Mutant("detached-payloads-kept", "mlmprep.build.run:Staging.let_go",  # every shard's tokens held in Ray's store to the end
+    Mutant("detached-payloads-kept", "mlmprep.build.outputs:Staging.let_go",  # every shard's tokens held in Ray's store to the end
            '                self.held.pop(f"{STAGING}/{name}", None)', "                pass",
            ("tests/test_detached.py::test_detached_tasks_build_the_attached_build_s_bytes",)),
     Mutant("ray-payload-dropped", "mlmprep.build.engine.ray:run_ray",  # a Ray task's staged files never reach the driver
@@ -310,7 +310,7 @@ MUTANTS = [
     Mutant("shard-let-go-with-the-token-a-file-needs", "mlmprep.build.outputs:OutputFiles.written",  # the token before a file's first window
            "start = max(0, rows * self.layout.content_length - 1) if", "start = rows * self.layout.content_length if",
            ("tests/test_sharded.py",)),
-    Mutant("shards-kept-to-the-end", "mlmprep.build.run:Staging.let_go",  # staging holds every shard until the build ends
+    Mutant("shards-kept-to-the-end", "mlmprep.build.outputs:Staging.let_go",  # staging holds every shard until the build ends
            "                (self.stage / STAGING / name).unlink(missing_ok=True)",
            "                pass",
            ("tests/test_sharded.py",)),

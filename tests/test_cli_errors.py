@@ -163,7 +163,8 @@ def test_an_input_length_exact_windows_cannot_reach_is_refused_before_training_a
 
 
 def test_options_the_objective_ignores_are_accepted_at_their_defaults():
-    from mlmprep.config import BuildConfig, make_config
+    from mlmprep.config import BuildConfig
+    from mlmprep.config_files import make_config
 
     span = make_config(BuildConfig, {"whole_word": False, "mlm_probability": 0.15, "engine": "local"})
     mlm = make_config(BuildConfig, {"objective": "mlm", "whole_word": True, "mlm_probability": 0.3,

@@ -20,7 +20,8 @@ from typer.testing import CliRunner
 from mlmprep.cli import app
 from mlmprep.cli._util import HelpCommand, OneLineErrors, cli_errors
 from mlmprep.cli.options import config_options, option_fields
-from mlmprep.config import BuildConfig, CompareConfig, TrainConfig, make_config, opt, read_config_file
+from mlmprep.config import BuildConfig, CompareConfig, TrainConfig, opt
+from mlmprep.config_files import make_config, read_config_file
 
 ROOT = Path(__file__).resolve().parents[1]
 

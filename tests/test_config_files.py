@@ -14,7 +14,8 @@ import pytest
 from fakes import write_fake_build
 from test_cli_build import assert_refused, cli, leftovers
 
-from mlmprep.config import BuildConfig, make_config, read_config_file
+from mlmprep.config import BuildConfig
+from mlmprep.config_files import make_config, read_config_file
 
 # case -> (file name, text, words the error line must contain; FILE stands for the file's path)
 BUILD_FILE_REFUSALS = {

@@ -170,7 +170,8 @@ def test_inspect_marks_masked_replaced_and_kept_mlm_targets(mlm_build, tiny_toke
 @pytest.mark.parametrize("suffix, text", [(".yaml", "lr: 1e-3\nmin_lr: 1e-5\nmax_steps: 1e2\n"),
                                           (".json", '{"lr": "1e-3", "min_lr": "1e-5", "max_steps": "100"}')])
 def test_config_files_accept_numbers_written_as_strings(tmp_path, suffix, text):
-    from mlmprep.config import TrainConfig, config_from
+    from mlmprep.config import TrainConfig
+    from mlmprep.config_files import config_from
     from mlmprep.errors import ConfigError
 
     path = tmp_path / f"c{suffix}"

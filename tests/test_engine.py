@@ -322,10 +322,10 @@ def test_the_cli_starts_the_workers_server_before_parsing_and_its_heavy_imports(
                                                             "shard_bytes": 3000}))
         options = ["--config", str(tmp_path / "options.json")]
     proc = run_script(f"""
-        from mlmprep import config
+        from mlmprep import config_files
         from mlmprep.build.engine import local
         calls, parsed = [], []
-        start, make_config = local.start_forkserver, config.make_config
+        start, make_config = local.start_forkserver, config_files.make_config
 
         def spy(module, tokenizer=None):
             calls.append((module, bool(parsed), "numpy" in sys.modules, tokenizer))
@@ -336,7 +336,7 @@ def test_the_cli_starts_the_workers_server_before_parsing_and_its_heavy_imports(
             return make_config(*args, **kwargs)
 
         if __name__ == "__main__":
-            local.start_forkserver, config.make_config = spy, parse_spy
+            local.start_forkserver, config_files.make_config = spy, parse_spy
             from mlmprep.cli import main
             sys.argv = ["mlmprep", "build", {str(tiny_corpus)!r}, "--out", {str(tmp_path / "out")!r}, "--force",
                         *{options!r}]

@@ -1,32 +1,37 @@
 """The output files' write tasks: planned as the shards they read finish (OutputFiles), the rest at the barrier
-once every shard is read, and the splits finished from what the tasks wrote."""
+once every shard is read, and the splits finished from what the tasks wrote; Staging, the phase-1 files the
+tasks read and when they are let go."""
 
 from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from mlmprep.build.engine.base import TaskRun
+from mlmprep.build.engine.base import Engine, TaskRun, fetched
 from mlmprep.build.inputs import corpus_name
 from mlmprep.build.masker import Masker
-from mlmprep.build.pipeline import SEGMENT_TASK_CHARS, SegmentTask, WriteTask, segment_text, split_names
+from mlmprep.build.pipeline import (
+    SEGMENT_TASK_CHARS,
+    Detached,
+    SegmentTask,
+    WriteTask,
+    run_detached,
+    segment_text,
+    split_names,
+)
 from mlmprep.build.record import corpus_counts
 from mlmprep.build.selection import SIDES, Selection
 from mlmprep.build.side_rows import Plan
-from mlmprep.build.staged import Layout
+from mlmprep.build.staged import STAGING, Layout
 from mlmprep.build.windows import WindowStats, doc_rows_per_document, segment_chars
 from mlmprep.corpus.documents import Corpus
 from mlmprep.corpus.jsonl import missing_field_error, no_text_error
 from mlmprep.errors import CorpusError
 from mlmprep.format.write import finish_split, part_path
-
-if TYPE_CHECKING:
-    from mlmprep.build.run import Staging
 
 
 class OutputFiles:
@@ -203,3 +208,56 @@ def finish_splits(stage: Path, layout: Layout, ids, written: dict[str, list[dict
                                         [(part_path(stage / name, i), result["parts"][name])
                                          for i, result in enumerate(written[side])])
     return splits, masker
+
+
+class Staging:
+    """How the tasks reach the staging directory: directly (one machine, or a disk every Ray node sees), or, when
+    `detached` (Ray nodes that share no disk with the driver), through Ray's object store: each task runs as a
+    pipeline.Detached, the files it stages stay in the object store as its payload until no task still to come
+    reads them, and the output files it writes come back into the driver's stage."""
+
+    def __init__(self, stage: Path, engine: Engine, detached: bool):
+        self.stage, self.engine, self.detached = stage, engine, detached
+        self.held: dict[str, object] = {}  # staged name -> the payload holding it (detached)
+        self.released = 0  # shards before this one are let go
+        if detached:
+            self.held["tokenizer.json"] = engine.put((stage / "tokenizer.json").read_bytes())
+
+    def calls(self, fn: Callable, tasks: Iterable) -> tuple[Callable, list]:
+        """(function, tasks) that run fn(task) for each task where the engine runs them."""
+        if not self.detached:
+            return fn, list(tasks)
+        return run_detached, [Detached(fn, task, dict(self.held)) for task in tasks]
+
+    def take(self, run: TaskRun, index: int) -> None:
+        """Keep what the finished task `index` staged; write the output files it made into the stage."""
+        if index not in run.payloads:
+            return
+        names, payload = run.payloads.pop(index)
+        outputs = [name for name in names if not name.startswith(f"{STAGING}/")]
+        self.held.update((name, payload) for name in names if name not in outputs)
+        if outputs:
+            data = fetched(payload)
+            for name in outputs:
+                (self.stage / name).parent.mkdir(parents=True, exist_ok=True)
+                (self.stage / name).write_bytes(data[name])
+
+    def stage_picks(self, shard: int, selection: Selection) -> None:
+        """Stage `shard`'s document numbers on each side (`shard-N.train`, `shard-N.validation`), which phase 2
+        reads; detached, they travel as a payload of their own."""
+        for side in SIDES:
+            name = f"{STAGING}/shard-{shard:06d}.{side}"
+            data = selection.picked(shard, side).tobytes()
+            if self.detached:
+                self.held[name] = self.engine.put({name: data})
+            else:
+                (self.stage / name).write_bytes(data)
+
+    def let_go(self, shards: Iterable[int]) -> None:
+        """Drop the staged token files of `shards`, which no output file still to write reads."""
+        for shard in shards:
+            for suffix in ("ids", "lens", *SIDES):
+                name = f"shard-{shard:06d}.{suffix}"
+                (self.stage / STAGING / name).unlink(missing_ok=True)
+                self.held.pop(f"{STAGING}/{name}", None)
+            self.released = max(self.released, shard + 1)

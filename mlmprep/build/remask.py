@@ -16,7 +16,8 @@ from mlmprep.build.engine.local import LocalEngine
 from mlmprep.build.masker import Masker
 from mlmprep.build.pipeline import RemaskTask, remask_file
 from mlmprep.build.staged import Layout
-from mlmprep.config import MAX_SEEDS, BuildConfig, check_range, make_config
+from mlmprep.config import MAX_SEEDS, BuildConfig, check_range
+from mlmprep.config_files import make_config
 from mlmprep.format.load import build_tokenizer, check_split_files, file_problem, read_manifest
 from mlmprep.format.manifest import Manifest
 from mlmprep.format.publish import publish, staging_dir

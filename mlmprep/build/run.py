@@ -14,7 +14,7 @@ import itertools
 import os
 import shutil
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,17 +24,15 @@ from mlmprep import storage
 from mlmprep.build import mask
 from mlmprep.build.destination import build_destination
 from mlmprep.build.engine import make_engine
-from mlmprep.build.engine.base import Engine, TaskRun, fetched
+from mlmprep.build.engine.base import Engine, TaskRun
 from mlmprep.build.inputs import fetch_sources, fetch_tokenizer, named_as
 from mlmprep.build.lengths import Lengths
-from mlmprep.build.outputs import OutputFiles, counted_tasks, finish_splits, plan_rest, side_size
+from mlmprep.build.outputs import OutputFiles, Staging, counted_tasks, finish_splits, plan_rest, side_size
 from mlmprep.build.pipeline import (
     VALIDATION_SLOT,
-    Detached,
     TokenizeTask,
     WriteTask,
     cleaned_batches,
-    run_detached,
     tokenize_shard,
     tokenize_shard_in_driver,
     write_file,
@@ -288,57 +286,3 @@ class Reading:
     @property
     def done(self) -> bool:
         return self.count == len(self.results)
-
-
-class Staging:
-    """How the tasks reach the staging directory: directly (one machine, or a disk every Ray node sees), or, when
-    `detached` (Ray nodes that share no disk with the driver), through Ray's object store: each task runs as a
-    pipeline.Detached, the files it stages stay in the object store as its payload until no task still to come
-    reads them, and the output files it writes come back into the driver's stage."""
-
-    def __init__(self, stage: Path, engine: Engine, detached: bool):
-        self.stage, self.engine, self.detached = stage, engine, detached
-        self.held: dict[str, object] = {}  # staged name -> the payload holding it (detached)
-        self.released = 0  # shards before this one are let go
-        if detached:
-            self.held["tokenizer.json"] = engine.put((stage / "tokenizer.json").read_bytes())
-
-    def calls(self, fn: Callable, tasks: Iterable) -> tuple[Callable, list]:
-        """(function, tasks) that run fn(task) for each task where the engine runs them."""
-        if not self.detached:
-            return fn, list(tasks)
-        return run_detached, [Detached(fn, task, dict(self.held)) for task in tasks]
-
-    def take(self, run: TaskRun, index: int) -> None:
-        """Keep what the finished task `index` staged; write the output files it made into the stage."""
-        if index not in run.payloads:
-            return
-        names, payload = run.payloads.pop(index)
-        outputs = [name for name in names if not name.startswith(f"{STAGING}/")]
-        self.held.update((name, payload) for name in names if name not in outputs)
-        if outputs:
-            data = fetched(payload)
-            for name in outputs:
-                (self.stage / name).parent.mkdir(parents=True, exist_ok=True)
-                (self.stage / name).write_bytes(data[name])
-
-    def stage_picks(self, shard: int, selection: Selection) -> None:
-        """Stage `shard`'s document numbers on each side (`shard-N.train`, `shard-N.validation`), which phase 2
-        reads; detached, they travel as a payload of their own."""
-        for side in SIDES:
-            name = f"{STAGING}/shard-{shard:06d}.{side}"
-            data = selection.picked(shard, side).tobytes()
-            if self.detached:
-                self.held[name] = self.engine.put({name: data})
-            else:
-                (self.stage / name).write_bytes(data)
-
-    def let_go(self, shards: Iterable[int]) -> None:
-        """Drop the staged token files of `shards`, which no output file still to write reads."""
-        for shard in shards:
-            for suffix in ("ids", "lens", *SIDES):
-                name = f"shard-{shard:06d}.{suffix}"
-                (self.stage / STAGING / name).unlink(missing_ok=True)
-                self.held.pop(f"{STAGING}/{name}", None)
-            self.released = max(self.released, shard + 1)
-
