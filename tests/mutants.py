@@ -233,12 +233,21 @@ MUTANTS = [
            ("tests/test_dedup_kernels.py",)),
     Mutant("dedup-short-text-no-shingle", "mlmprep.build._dedup_kernels:_signature",  # fewer words than ngram: empty signature
            "    if 0 < count < ngram:\n", "    if False:\n", ("tests/test_dedup_kernels.py",)),
-    Mutant("dedup-band-skips-row", "mlmprep.build.dedup:near_duplicate_clusters",  # a band's key leaves out its last row
-           "band_keys = kernels.row_keys(sig, docs, lo, lo + rows,", "band_keys = kernels.row_keys(sig, docs, lo, lo + rows - 1,",
+    Mutant("dedup-band-skips-row", "mlmprep.build._dedup_kernels:lsh_keys",  # a band's key leaves out its last row
+           "_row_key(sig, i, j * rows, (j + 1) * rows,", "_row_key(sig, i, j * rows, (j + 1) * rows - 1,",
            ("tests/test_dedup_kernels.py",)),
     Mutant("dedup-band-neighbours-only", "mlmprep.build._dedup_kernels:link_band",  # a bucket links only sorted neighbours
            "                y = docs[order[v]]\n", "                y = docs[order[v]]\n                if v > u + 1:\n                    break\n",
            ("tests/test_dedup_kernels.py",)),
+    Mutant("dedup-first-band-skipped", "mlmprep.build._dedup_kernels:link_bands",  # band 0's candidates never linked
+           "    for band in range(1, keys.shape[0]):", "    for band in range(2, keys.shape[0]):",
+           ("tests/test_dedup_kernels.py",)),
+    Mutant("dedup-stale-bucket-counts", "mlmprep.build._dedup_kernels:link_bands",  # a band's counts start from the last's
+           "        starts[:] = 0\n", "", ("tests/test_dedup_kernels.py",)),
+    Mutant("dedup-shard-keys-misaligned", "mlmprep.build.selection:Selection.cluster",  # shards' keys joined out of order
+           'lsh = np.concatenate([r.pop("lsh_keys") for r in self.results], axis=1)',
+           'lsh = np.concatenate([r.pop("lsh_keys") for r in self.results[::-1]], axis=1)',
+           ("tests/test_dedup_build.py::test_near_dedup_keeps_the_first_of_each_cluster_brute_force_jaccard_confirms",)),
     Mutant("dedup-threshold-ignored", "mlmprep.build._dedup_kernels:_close",  # every candidate pair an edge
            "    return same / sig.shape[1] >= threshold", "    return True", ("tests/test_dedup_kernels.py",)),
     Mutant("dedup-threshold-strict", "mlmprep.build._dedup_kernels:_close",  # an estimate equal to the threshold is dropped

@@ -219,6 +219,23 @@ def test_clusters_are_the_components_of_the_kept_candidate_pairs(bands, rows, th
     assert 5 < len(np.unique(want)) < 240  # neither everything one cluster nor nothing joined
 
 
+def test_lsh_keys_of_shards_joined_give_the_clusters_of_the_whole():
+    """The build computes each shard's keys as it comes in: keys of slices, joined, are the whole's, and
+    clustering with them finds what clustering from the signatures alone does (the reference's components)."""
+    sig = clustered_signatures(7, n=300, k=12)
+    whole = dedup.lsh_keys(sig, bands=4, rows=3)
+    assert whole.shape == (5, 300) and whole.dtype == np.uint64
+    joined = np.concatenate([dedup.lsh_keys(sig[a:b], bands=4, rows=3) for a, b in ((0, 37), (37, 200), (200, 300))],
+                            axis=1)
+    assert (joined == whole).all()
+    equal_band = sig[:, None, 3:6] == sig[None, :, 3:6]  # band 1: equal keys exactly where the entries are equal
+    assert ((whole[2][:, None] == whole[2][None, :]) == equal_band.all(axis=2)).all()
+    got = dedup.near_duplicate_clusters(sig, bands=4, rows=3, threshold=0.7, keys=joined)
+    assert (got == reference_clusters(sig, 4, 3, 0.7)).all()
+    with pytest.raises(ConfigError, match="LSH keys must have shape"):
+        dedup.near_duplicate_clusters(sig, bands=4, rows=3, threshold=0.7, keys=joined[:, 1:])
+
+
 def test_a_cluster_is_represented_by_its_first_document():
     sig = np.array([[1, 2, 3, 4], [9, 9, 9, 9], [1, 2, 3, 5], [9, 9, 9, 9], [1, 2, 3, 4]], dtype=np.uint32)
     assert dedup.near_duplicate_clusters(sig, bands=2, rows=2, threshold=0.75).tolist() == [0, 1, 0, 1, 0]
