@@ -836,7 +836,7 @@ MUTANTS = [
            "fates[first != np.arange(len(first))] = DROPPED", "fates[first == np.arange(len(first))] = DROPPED",
            ("tests/test_dedup_build.py::test_near_dedup_keeps_the_first_of_each_cluster_brute_force_jaccard_confirms",)),
     Mutant("dedup-near-ignored", "mlmprep.build.selection:Selection.add",  # --dedup near decided as off
-           "        if self.cfg.dedup == \"near\":\n            if any(", "        if False:\n            if any(",
+           "        if self.cfg.dedup == \"near\":\n            # the shard's", "        if False:\n            # the shard's",
            ("tests/test_dedup_build.py::test_near_dedup_keeps_the_first_of_each_cluster_brute_force_jaccard_confirms",)),
     Mutant("holdout-by-document-number", "mlmprep.build.selection:Selection.decide",  # copies land on both sides
            "fates = np.where(held_documents(keys, self.cfg.validation_fraction, self.cfg.seed), VALIDATION, TRAIN)",
@@ -964,6 +964,12 @@ MUTANTS = [
     Mutant("bench-dedup-reads-a-dict", "benchmarks.dedup:run",  # the benchmark reads the typed manifest as JSON
            'near = manifests["planted", "near"].corpus.stats["dedup"]', 'near = manifests["planted", "near"]["corpus"]["stats"]["dedup"]',
            ("tests/test_benchmark_summary.py::test_the_dedup_benchmark_quick_run_finds_the_planted_copies_and_no_leak",)),
+    Mutant("bench-dedup-scale-copies-of-replaced", "benchmarks.dedup:scale_corpus",  # a copy's source replaced after
+           "                pool[len(previous) + d] = docs[d]  # what a later copy copies is what the file holds\n", "",
+           ("tests/test_benchmark_summary.py::test_the_dedup_scale_corpus_has_its_size_its_documents_and_its_planted_copies",)),
+    Mutant("dedup-signature-threads-kept", "mlmprep.build.dedup:minhash_signatures",  # the caller's thread count is lost
+           "        numba.set_num_threads(before)\n", "        pass\n",
+           ("tests/test_dedup_kernels.py::test_signatures_do_not_depend_on_the_batch_or_the_thread_count",)),
 ]
 
 

@@ -168,6 +168,11 @@ def test_signatures_do_not_depend_on_the_batch_or_the_thread_count():
     parts = [dedup.minhash_signatures([texts[i] for i in chunk], ngram=3, num_hashes=24, seed=5)
              for chunk in np.array_split(order, 7)]
     assert (np.concatenate(parts) == whole[order]).all()
+    import numba
+
+    before = numba.get_num_threads()
+    assert (dedup.minhash_signatures(texts, ngram=3, num_hashes=24, seed=5, threads=1) == whole).all()
+    assert numba.get_num_threads() == before  # the caller's thread count is given back
 
 
 def test_a_fresh_process_with_another_hash_seed_and_one_thread_gives_the_same_bytes():

@@ -75,11 +75,14 @@ def permutations(num_hashes: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     return draws[0::2] | np.uint64(1), draws[1::2]
 
 
-def minhash_signatures(texts: list[str], *, ngram: int, num_hashes: int, seed: int) -> np.ndarray:
+def minhash_signatures(texts: list[str], *, ngram: int, num_hashes: int, seed: int, threads: int = 0) -> np.ndarray:
     """uint32 [n, num_hashes]: the MinHash signature of each text over the word n-gram shingles of normalise(text)
-    (see the module docstring); the words are split and hashed in one Numba pass over all texts' UTF-8 bytes."""
+    (see the module docstring); the words are split and hashed in one Numba pass over all texts' UTF-8 bytes, on
+    `threads` of Numba's threads (0: all of them); the signatures do not depend on it."""
     if ngram < 1 or num_hashes < 1:
         raise ConfigError(f"MinHash needs ngram >= 1 and num_hashes >= 1, got ngram={ngram}, num_hashes={num_hashes}")
+    import numba
+
     from mlmprep.build import _dedup_kernels
 
     # NFC only: the kernel splits words at every whitespace code point itself, as normalise() does
@@ -89,7 +92,12 @@ def minhash_signatures(texts: list[str], *, ngram: int, num_hashes: int, seed: i
     buf = np.frombuffer(b"".join(parts), dtype=np.uint8)
     a, b = permutations(num_hashes, seed)
     out = np.empty((len(parts), num_hashes), dtype=np.uint32)
-    _dedup_kernels.signatures(buf, offsets, ngram, a, b, out)
+    before = numba.get_num_threads()  # of this thread only
+    numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS) if threads > 0 else before)
+    try:
+        _dedup_kernels.signatures(buf, offsets, ngram, a, b, out)
+    finally:
+        numba.set_num_threads(before)
     return out
 
 

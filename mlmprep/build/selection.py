@@ -34,11 +34,12 @@ EXCERPT_CHARS = 200
 
 
 def document_keys(texts: list[str], cfg: BuildConfig) -> dict[str, np.ndarray]:
-    """What a reading task returns about its documents for the driver's choice: content keys, signatures."""
+    """What a reading task returns about its documents for the driver's choice: content keys, signatures (on the
+    reading thread alone: the worker's other cores tokenize, and every other worker has cores of its own)."""
     out = {"keys": exact_keys(texts)}
     if cfg.dedup == "near":
         out["signatures"] = minhash_signatures(texts, ngram=cfg.dedup_ngram, num_hashes=cfg.dedup_bands *
-                                               cfg.dedup_rows, seed=MINHASH_SEED)
+                                               cfg.dedup_rows, seed=MINHASH_SEED, threads=1)
     return out
 
 
