@@ -245,8 +245,8 @@ MUTANTS = [
     Mutant("dedup-stale-bucket-counts", "mlmprep.build._dedup_kernels:link_bands",  # a band's counts start from the last's
            "        starts[:] = 0\n", "", ("tests/test_dedup_kernels.py",)),
     Mutant("dedup-shard-keys-misaligned", "mlmprep.build.selection:Selection.cluster",  # shards' keys joined out of order
-           'lsh = np.concatenate([r.pop("lsh_keys") for r in self.results], axis=1)',
-           'lsh = np.concatenate([r.pop("lsh_keys") for r in self.results[::-1]], axis=1)',
+           'lsh = popped_whole(self.results, "lsh_keys", axis=1)',
+           'lsh = popped_whole(self.results[::-1], "lsh_keys", axis=1)',
            ("tests/test_dedup_build.py::test_near_dedup_keeps_the_first_of_each_cluster_brute_force_jaccard_confirms",)),
     Mutant("dedup-threshold-ignored", "mlmprep.build._dedup_kernels:_close",  # every candidate pair an edge
            "    return same / sig.shape[1] >= threshold", "    return True", ("tests/test_dedup_kernels.py",)),
@@ -967,6 +967,8 @@ MUTANTS = [
     Mutant("bench-dedup-scale-copies-of-replaced", "benchmarks.dedup:scale_corpus",  # a copy's source replaced after
            "                pool[len(previous) + d] = docs[d]  # what a later copy copies is what the file holds\n", "",
            ("tests/test_benchmark_summary.py::test_the_dedup_scale_corpus_has_its_size_its_documents_and_its_planted_copies",)),
+    Mutant("dedup-popped-whole-overwrites", "mlmprep.build.selection:popped_whole",  # each piece copied to the start
+           "        at += piece.shape[axis]\n", "", ("tests/test_dedup_kernels.py::test_shards_arrays_popped_whole_are_their_concatenation",)),
     Mutant("dedup-signature-threads-kept", "mlmprep.build.dedup:minhash_signatures",  # the caller's thread count is lost
            "        numba.set_num_threads(before)\n", "        pass\n",
            ("tests/test_dedup_kernels.py::test_signatures_do_not_depend_on_the_batch_or_the_thread_count",)),

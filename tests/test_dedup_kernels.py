@@ -241,6 +241,19 @@ def test_lsh_keys_of_shards_joined_give_the_clusters_of_the_whole():
         dedup.near_duplicate_clusters(sig, bands=4, rows=3, threshold=0.7, keys=joined[:, 1:])
 
 
+def test_shards_arrays_popped_whole_are_their_concatenation():
+    from mlmprep.build.selection import popped_whole
+
+    rng = np.random.default_rng(3)
+    sig = [rng.integers(0, 9, (n, 6), dtype=np.uint32) for n in (4, 0, 7)]
+    keys = [rng.integers(0, 9, (3, n), dtype=np.uint64) for n in (4, 0, 7)]
+    results = [{"s": a, "k": b, "other": 1} for a, b in zip(sig, keys)]
+    got = popped_whole(results, "s", axis=0)
+    assert got.dtype == np.uint32 and (got == np.concatenate(sig)).all()
+    assert (popped_whole(results, "k", axis=1) == np.concatenate(keys, axis=1)).all()
+    assert results == [{"other": 1}] * 3  # each shard's copy let go
+
+
 def test_a_cluster_is_represented_by_its_first_document():
     sig = np.array([[1, 2, 3, 4], [9, 9, 9, 9], [1, 2, 3, 5], [9, 9, 9, 9], [1, 2, 3, 4]], dtype=np.uint32)
     assert dedup.near_duplicate_clusters(sig, bands=2, rows=2, threshold=0.75).tolist() == [0, 1, 0, 1, 0]

@@ -53,6 +53,21 @@ def held_documents(keys: np.ndarray, fraction: float, seed: int) -> np.ndarray:
     return (x >> np.uint64(11)).astype(np.float64) * 2.0**-53 < fraction
 
 
+def popped_whole(results: list[dict], name: str, axis: int) -> np.ndarray:
+    """Every result's array `name`, popped and joined along `axis` in order; each one let go as soon as it is
+    copied, so the peak is the whole and one shard's array (np.concatenate of the list would hold both wholes)."""
+    first = results[0][name]
+    shape = list(first.shape)
+    shape[axis] = sum(r[name].shape[axis] for r in results)
+    whole = np.empty(shape, first.dtype)
+    at = 0
+    for r in results:
+        piece = r.pop(name)
+        whole[(slice(None),) * axis + (slice(at, at + piece.shape[axis]),)] = piece
+        at += piece.shape[axis]
+    return whole
+
+
 class Selection:
     """The fates of the corpus's documents, shard by shard as the reading tasks' results come in (`add`)."""
 
@@ -101,8 +116,8 @@ class Selection:
         """Fates of every document (--dedup near): MinHash clusters of the whole corpus, the first kept."""
         cfg, counts = self.cfg, [len(r["keys"]) for r in self.results]
         keys = np.concatenate([r["keys"] for r in self.results]) if counts else np.zeros(0, np.uint64)
-        signatures = np.concatenate([r.pop("signatures") for r in self.results]) if counts else None
-        lsh = np.concatenate([r.pop("lsh_keys") for r in self.results], axis=1) if counts else None
+        signatures = popped_whole(self.results, "signatures", axis=0) if counts else None
+        lsh = popped_whole(self.results, "lsh_keys", axis=1) if counts else None
         first = (near_duplicate_clusters(signatures, bands=cfg.dedup_bands, rows=cfg.dedup_rows,
                                          threshold=cfg.dedup_threshold, keys=lsh)
                  if len(keys) else np.zeros(0, np.int64))
