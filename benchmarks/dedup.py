@@ -3,6 +3,7 @@ validation split still overlaps training.
 
     python -m benchmarks.dedup            # pydocs.txt, and a generated corpus with planted duplicates
     python -m benchmarks.dedup --quick    # small corpora, for CI (seconds)
+    python -m benchmarks.dedup --scale-mb 1000 [--tokenizer tokenizer.json]   # memory at 1000 MB and 100 MB
 
 Side by side in one run (builds in turn, off/exact/near, the best of a few each, one tokenizer given with
 --tokenizer so its training is not timed): the build time of each on the shared corpus and on the planted one.
@@ -12,6 +13,11 @@ them dropped and a drop beyond them is a false positive. Leakage: the share of t
 32-token shingles that also occur in the training windows, on the planted corpus with dedup off and near, and on
 the same corpus without its copies (the level a duplicate-free corpus has).
 The MinHash kernels against datatrove's are measured apart, by the kernels' own benchmark.
+--scale-mb N: a generated corpus of N MB and one of N/10 MB (numpy, seconds; a tenth of the documents exact copies
+and a twentieth near copies of earlier ones), each built with --dedup exact and near in a child process; the wall
+time, and the peak memory (VmHWM) of the driver and of the largest worker: the figure "peak at N / at N/10" says
+whether memory grows with the corpus, and the driver's growth per million documents is what near's clustering
+holds (the rest of a build streams).
 --write-docs writes the figures into the `dedup` section of docs/benchmarks.md.
 """
 
@@ -19,8 +25,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
+import subprocess
+import sys
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -149,12 +159,157 @@ def figures(r: dict) -> list[Figure]:
     return rows
 
 
+SCALE_VOCAB = 30000  # distinct words of a generated corpus, drawn with a skew toward the common ones
+SCALE_CHUNK = 8 << 20  # bytes generated at a time
+
+
+def scale_corpus(path: Path, megabytes: float, seed: int = 0) -> dict:
+    """Write about `megabytes` MB of generated documents, one per line, to `path` with numpy (no Python loop per
+    word): 40 to 700 words each from a skewed vocabulary of SCALE_VOCAB made-up words, a tenth of them exact copies
+    and a twentieth near copies (a word changed, three added) of a document of the same or the previous chunk."""
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(2, 11, SCALE_VOCAB)
+    # word id k spelt in row k (followed by a space) and row k + SCALE_VOCAB (by a newline), 0-padded to 11 bytes
+    table = np.where(np.arange(11) < lengths[:, None], rng.integers(97, 123, (SCALE_VOCAB, 11)), 0).astype(np.uint8)
+    table = np.concatenate([table, table])
+    table[np.arange(2 * SCALE_VOCAB), np.concatenate([lengths, lengths])] = [32] * SCALE_VOCAB + [10] * SCALE_VOCAB
+    total, documents, copies, near = 0, 0, 0, 0
+    previous: list[np.ndarray] = []
+    with open(path, "wb") as out:
+        while total < megabytes * 1e6:
+            count = max(1, int(min(SCALE_CHUNK, megabytes * 1e6 - total) / 2600))  # about 2.6 KB a document
+            cuts = np.cumsum(rng.integers(40, 701, count))
+            ids = (SCALE_VOCAB * rng.random(cuts[-1]) ** 3).astype(np.int64)
+            docs = np.split(ids, cuts[:-1])
+            pool = previous + docs
+            kinds = rng.random(count)
+            for d in np.flatnonzero(kinds < 0.15):  # a copy of a document before it
+                source = pool[rng.integers(0, len(previous) + d)] if len(previous) + d else None
+                if source is None:
+                    continue
+                if kinds[d] < 0.10:
+                    docs[d], copies = source, copies + 1
+                else:
+                    changed = source.copy()
+                    changed[rng.integers(0, len(changed))] = rng.integers(0, SCALE_VOCAB)
+                    docs[d], near = np.concatenate([changed, rng.integers(0, SCALE_VOCAB, 3)]), near + 1
+                pool[len(previous) + d] = docs[d]  # what a later copy copies is what the file holds
+            ids = np.concatenate(docs)
+            ids[np.cumsum([len(d) for d in docs]) - 1] += SCALE_VOCAB  # each document's last word ends its line
+            data = table[ids]
+            data = data[data != 0]
+            out.write(data.tobytes())
+            total, documents, previous = total + len(data), documents + count, docs
+            print(f"  generated {total / 1e6:,.0f} of {megabytes:,.0f} MB, {documents:,} documents", file=sys.stderr,
+                  flush=True)
+    return {"bytes": total, "documents": documents, "exact_copies": copies, "near_copies": near}
+
+
+BUILD_CHILD = """
+import json, resource, sys
+from mlmprep.build.run import build
+from mlmprep.config import BuildConfig
+cfg = BuildConfig(**json.loads(sys.argv[1]))
+manifest = build(cfg, log=lambda line: print(line, file=sys.stderr, flush=True)).manifest
+hwm = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+print(json.dumps({"driver_kb": hwm, "children_kb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss,
+                  "dedup": manifest.corpus.stats["dedup"]}))
+"""
+
+
+def measured_build(options: dict) -> dict:
+    """Build in a child process: its wall time, the driver's peak memory (VmHWM), the largest worker's (VmHWM,
+    sampled every 0.5 s from /proc, and the reaped children's ru_maxrss), and what dedup dropped."""
+    import psutil
+
+    start = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-c", BUILD_CHILD, json.dumps(options)], stdout=subprocess.PIPE)
+    workers_kb = 0
+    while proc.poll() is None:
+        try:
+            children = psutil.Process(proc.pid).children(recursive=True)
+        except psutil.Error:
+            children = []
+        for child in children:
+            try:
+                with open(f"/proc/{child.pid}/status") as status:
+                    workers_kb = max(workers_kb, next(int(line.split()[1]) for line in status
+                                                     if line.startswith("VmHWM:")))
+            except (OSError, StopIteration):  # ended while being read
+                pass
+        time.sleep(0.5)
+    out, _ = proc.communicate()
+    if proc.returncode:
+        raise RuntimeError(f"the build failed (exit {proc.returncode}): {options}")
+    child = json.loads(out.decode().strip().splitlines()[-1])
+    dedup = child["dedup"]
+    return {"seconds": time.perf_counter() - start, "driver_mb": child["driver_kb"] / 1024,
+            "workers_mb": max(workers_kb, child["children_kb"]) / 1024, "documents": dedup["documents"],
+            "dropped": dedup["documents_dropped"]}
+
+
+def run_scale(megabytes: float, tokenizer: str | None, workers: int) -> dict:
+    """The scale mode (see the module docstring): corpora of `megabytes` and a tenth of it, exact and near."""
+    from mlmprep.tokenize import train_tokenizer
+
+    result = {"scale_mb": megabytes, "runs": {}}
+    with tempfile.TemporaryDirectory(prefix="mlmprep-bench-dedup-scale-") as tmp:
+        work = Path(tmp)
+        for size in (megabytes / 10, megabytes):
+            corpus = work / f"corpus-{size:g}mb.txt"
+            started = time.perf_counter()
+            made = scale_corpus(corpus, size)
+            print(f"{corpus.name}: {made['bytes'] / 1e6:,.0f} MB, {made['documents']:,} documents in "
+                  f"{time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)
+            if tokenizer is None:
+                with open(corpus, encoding="utf-8") as lines:
+                    sample = [line for line, _ in zip(lines, range(3000))]
+                tokenizer = str(work / "tokenizer.json")
+                train_tokenizer(sample, vocab_size=8000).save(tokenizer)
+            for dedup in ("exact", "near"):
+                options = {"corpus": [str(corpus)], "tokenizer": tokenizer, "out": str(work / f"out-{dedup}"),
+                           "dedup": dedup, "force": True, "input_length": 128, "seeds": 1, "workers": workers}
+                print(f"building {corpus.name} with --dedup {dedup} ...", file=sys.stderr, flush=True)
+                run = {**measured_build(options), **made}
+                result["runs"][f"{size:g} MB, {dedup}"] = run
+                print(json.dumps(run), file=sys.stderr, flush=True)
+            corpus.unlink()
+    result["load"] = os.getloadavg()[0]
+    print(json.dumps(result, indent=1))
+    return result
+
+
+def scale_figures(r: dict) -> list[Figure]:
+    big, small = r["scale_mb"], r["scale_mb"] / 10
+    rows = []
+    peak = lambda a, b, key: f"{a[key]:,.0f} / {b[key]:,.0f} MB ({a[key] / b[key]:.2f}x)"  # noqa: E731
+    for dedup in ("exact", "near"):
+        a, b = r["runs"][f"{big:g} MB, {dedup}"], r["runs"][f"{small:g} MB, {dedup}"]
+        rows += [Figure(f"{dedup}: build time at {big:g} / {small:g} MB", f"{a['seconds']:.1f} / {b['seconds']:.1f} s"),
+                 Figure(f"{dedup}: documents / dropped at {big:g} MB", f"{a['documents']:,} / {a['dropped']:,}"),
+                 Figure(f"{dedup}: driver peak at {big:g} / {small:g} MB", peak(a, b, "driver_mb")),
+                 Figure(f"{dedup}: largest worker's peak at {big:g} / {small:g} MB", peak(a, b, "workers_mb")),
+                 Figure(f"{dedup}: driver's growth per million documents",
+                        f"{(a['driver_mb'] - b['driver_mb']) / (a['documents'] - b['documents']) * 1e6:,.0f} MB")]
+    return rows + [Figure("load average at the end", f"{r['load']:.1f}")]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true",
                         help="512 KB of pydocs and 600 generated documents, one timed build each (CI)")
+    parser.add_argument("--scale-mb", type=float, metavar="N",
+                        help="instead: build generated corpora of N MB and N/10 MB (exact, near) and report wall time "
+                             "and peak memory of driver and workers")
+    parser.add_argument("--tokenizer", help="with --scale-mb: the tokenizer to build with (else one trained on the "
+                                            "first 3,000 documents)")
+    parser.add_argument("--workers", type=int, default=0, help="with --scale-mb: build processes (0: all cores)")
     docs.add_arguments(parser, "dedup")
     args = parser.parse_args()
+    if args.scale_mb:
+        for figure in scale_figures(run_scale(args.scale_mb, args.tokenizer, args.workers)):
+            print(f"{figure.name:<60}{figure.value:>34}")
+        return
     result = run(args.quick)
     for figure in figures(result):
         print(f"{figure.name:<70}{figure.value:>24}  {figure.target}")

@@ -238,12 +238,21 @@ MUTANTS = [
            ("tests/test_dedup_kernels.py",)),
     Mutant("dedup-short-text-no-shingle", "mlmprep.build._dedup_kernels:_signature",  # fewer words than ngram: empty signature
            "    if 0 < count < ngram:\n", "    if False:\n", ("tests/test_dedup_kernels.py",)),
-    Mutant("dedup-band-skips-row", "mlmprep.build.dedup:near_duplicate_clusters",  # a band's key leaves out its last row
-           "band_keys = kernels.row_keys(sig, docs, lo, lo + rows,", "band_keys = kernels.row_keys(sig, docs, lo, lo + rows - 1,",
+    Mutant("dedup-band-skips-row", "mlmprep.build._dedup_kernels:lsh_keys",  # a band's key leaves out its last row
+           "_row_key(sig, i, j * rows, (j + 1) * rows,", "_row_key(sig, i, j * rows, (j + 1) * rows - 1,",
            ("tests/test_dedup_kernels.py",)),
     Mutant("dedup-band-neighbours-only", "mlmprep.build._dedup_kernels:link_band",  # a bucket links only sorted neighbours
            "                y = docs[order[v]]\n", "                y = docs[order[v]]\n                if v > u + 1:\n                    break\n",
            ("tests/test_dedup_kernels.py",)),
+    Mutant("dedup-first-band-skipped", "mlmprep.build._dedup_kernels:link_bands",  # band 0's candidates never linked
+           "    for band in range(1, keys.shape[0]):", "    for band in range(2, keys.shape[0]):",
+           ("tests/test_dedup_kernels.py",)),
+    Mutant("dedup-stale-bucket-counts", "mlmprep.build._dedup_kernels:link_bands",  # a band's counts start from the last's
+           "        starts[:] = 0\n", "", ("tests/test_dedup_kernels.py",)),
+    Mutant("dedup-shard-keys-misaligned", "mlmprep.build.selection:Selection.cluster",  # shards' keys joined out of order
+           'lsh = popped_whole(self.results, "lsh_keys", axis=1)',
+           'lsh = popped_whole(self.results[::-1], "lsh_keys", axis=1)',
+           ("tests/test_dedup_build.py::test_near_dedup_keeps_the_first_of_each_cluster_brute_force_jaccard_confirms",)),
     Mutant("dedup-threshold-ignored", "mlmprep.build._dedup_kernels:_close",  # every candidate pair an edge
            "    return same / sig.shape[1] >= threshold", "    return True", ("tests/test_dedup_kernels.py",)),
     Mutant("dedup-threshold-strict", "mlmprep.build._dedup_kernels:_close",  # an estimate equal to the threshold is dropped
@@ -855,7 +864,7 @@ MUTANTS = [
            "fates[first != np.arange(len(first))] = DROPPED", "fates[first == np.arange(len(first))] = DROPPED",
            ("tests/test_dedup_build.py::test_near_dedup_keeps_the_first_of_each_cluster_brute_force_jaccard_confirms",)),
     Mutant("dedup-near-ignored", "mlmprep.build.selection:Selection.add",  # --dedup near decided as off
-           "        if self.cfg.dedup == \"near\":\n            if any(", "        if False:\n            if any(",
+           "        if self.cfg.dedup == \"near\":\n            # the shard's", "        if False:\n            # the shard's",
            ("tests/test_dedup_build.py::test_near_dedup_keeps_the_first_of_each_cluster_brute_force_jaccard_confirms",)),
     Mutant("holdout-by-document-number", "mlmprep.build.selection:Selection.decide",  # copies land on both sides
            "fates = np.where(held_documents(keys, self.cfg.validation_fraction, self.cfg.seed), VALIDATION, TRAIN)",
@@ -989,6 +998,14 @@ MUTANTS = [
     Mutant("bench-dedup-reads-a-dict", "benchmarks.dedup:run",  # the benchmark reads the typed manifest as JSON
            'near = manifests["planted", "near"].corpus.stats["dedup"]', 'near = manifests["planted", "near"]["corpus"]["stats"]["dedup"]',
            ("tests/test_benchmark_summary.py::test_the_dedup_benchmark_quick_run_finds_the_planted_copies_and_no_leak",)),
+    Mutant("bench-dedup-scale-copies-of-replaced", "benchmarks.dedup:scale_corpus",  # a copy's source replaced after
+           "                pool[len(previous) + d] = docs[d]  # what a later copy copies is what the file holds\n", "",
+           ("tests/test_benchmark_summary.py::test_the_dedup_scale_corpus_has_its_size_its_documents_and_its_planted_copies",)),
+    Mutant("dedup-popped-whole-overwrites", "mlmprep.build.selection:popped_whole",  # each piece copied to the start
+           "        at += piece.shape[axis]\n", "", ("tests/test_dedup_kernels.py::test_shards_arrays_popped_whole_are_their_concatenation",)),
+    Mutant("dedup-signature-threads-kept", "mlmprep.build.dedup:minhash_signatures",  # the caller's thread count is lost
+           "        numba.set_num_threads(before)\n", "        pass\n",
+           ("tests/test_dedup_kernels.py::test_signatures_do_not_depend_on_the_batch_or_the_thread_count",)),
 ]
 
 

@@ -83,3 +83,23 @@ def test_the_dedup_benchmark_quick_run_finds_the_planted_copies_and_no_leak(caps
     assert leak["planted, dedup near"] <= leak["without the copies, dedup off"] + 0.01
     met = {f.name: f.met for f in dedup.figures(result)}
     assert met["near: recall of the planted copies"] and met["near: drops beyond the planted copies"]
+
+
+def test_the_dedup_scale_corpus_has_its_size_its_documents_and_its_planted_copies(tmp_path):
+    """The scale mode's generated corpus: about the size asked, one document a line of plain words, the same bytes
+    from the same seed, and every exact copy it plants a line that occurred before (checked with a plain set)."""
+    from benchmarks import dedup
+
+    made = dedup.scale_corpus(tmp_path / "a.txt", 3)
+    assert 3e6 <= made["bytes"] == (tmp_path / "a.txt").stat().st_size < 3e6 + 20_000
+    lines = (tmp_path / "a.txt").read_text(encoding="ascii").split("\n")
+    assert lines[-1] == "" and len(lines) - 1 == made["documents"] > 1000
+    assert all(line and line == " ".join(line.split()) and line.replace(" ", "").isalpha() for line in lines[:-1])
+    seen, repeated = set(), 0
+    for line in lines[:-1]:
+        repeated += line in seen
+        seen.add(line)
+    assert repeated == made["exact_copies"] > 0.08 * made["documents"]
+    assert made["near_copies"] > 0.03 * made["documents"]
+    dedup.scale_corpus(tmp_path / "b.txt", 3)
+    assert (tmp_path / "a.txt").read_bytes() == (tmp_path / "b.txt").read_bytes()

@@ -168,6 +168,11 @@ def test_signatures_do_not_depend_on_the_batch_or_the_thread_count():
     parts = [dedup.minhash_signatures([texts[i] for i in chunk], ngram=3, num_hashes=24, seed=5)
              for chunk in np.array_split(order, 7)]
     assert (np.concatenate(parts) == whole[order]).all()
+    import numba
+
+    before = numba.get_num_threads()
+    assert (dedup.minhash_signatures(texts, ngram=3, num_hashes=24, seed=5, threads=1) == whole).all()
+    assert numba.get_num_threads() == before  # the caller's thread count is given back
 
 
 def test_a_fresh_process_with_another_hash_seed_and_one_thread_gives_the_same_bytes():
@@ -217,6 +222,36 @@ def test_clusters_are_the_components_of_the_kept_candidate_pairs(bands, rows, th
     assert got.dtype == np.int64
     assert (got == want).all()
     assert 5 < len(np.unique(want)) < 240  # neither everything one cluster nor nothing joined
+
+
+def test_lsh_keys_of_shards_joined_give_the_clusters_of_the_whole():
+    """The build computes each shard's keys as it comes in: keys of slices, joined, are the whole's, and
+    clustering with them finds what clustering from the signatures alone does (the reference's components)."""
+    sig = clustered_signatures(7, n=300, k=12)
+    whole = dedup.lsh_keys(sig, bands=4, rows=3)
+    assert whole.shape == (5, 300) and whole.dtype == np.uint64
+    joined = np.concatenate([dedup.lsh_keys(sig[a:b], bands=4, rows=3) for a, b in ((0, 37), (37, 200), (200, 300))],
+                            axis=1)
+    assert (joined == whole).all()
+    equal_band = sig[:, None, 3:6] == sig[None, :, 3:6]  # band 1: equal keys exactly where the entries are equal
+    assert ((whole[2][:, None] == whole[2][None, :]) == equal_band.all(axis=2)).all()
+    got = dedup.near_duplicate_clusters(sig, bands=4, rows=3, threshold=0.7, keys=joined)
+    assert (got == reference_clusters(sig, 4, 3, 0.7)).all()
+    with pytest.raises(ConfigError, match="LSH keys must have shape"):
+        dedup.near_duplicate_clusters(sig, bands=4, rows=3, threshold=0.7, keys=joined[:, 1:])
+
+
+def test_shards_arrays_popped_whole_are_their_concatenation():
+    from mlmprep.build.selection import popped_whole
+
+    rng = np.random.default_rng(3)
+    sig = [rng.integers(0, 9, (n, 6), dtype=np.uint32) for n in (4, 0, 7)]
+    keys = [rng.integers(0, 9, (3, n), dtype=np.uint64) for n in (4, 0, 7)]
+    results = [{"s": a, "k": b, "other": 1} for a, b in zip(sig, keys)]
+    got = popped_whole(results, "s", axis=0)
+    assert got.dtype == np.uint32 and (got == np.concatenate(sig)).all()
+    assert (popped_whole(results, "k", axis=1) == np.concatenate(keys, axis=1)).all()
+    assert results == [{"other": 1}] * 3  # each shard's copy let go
 
 
 def test_a_cluster_is_represented_by_its_first_document():

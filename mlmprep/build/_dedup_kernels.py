@@ -98,39 +98,53 @@ def signatures(buf, offsets, ngram, a, b, out):
             _signature(buf, offsets[i], offsets[i + 1], ngram, a, b, ring, out[i])
 
 
-@njit(cache=True, nogil=True, parallel=True)
-def row_keys(sig, docs, lo, hi, tag):
-    """A uint64 hash of sig[d, lo:hi] for every d of docs (band keys; with the whole row, signature keys):
-    FNV-1a over the 32-bit entries, then SplitMix64's finaliser, so that the top bits spread evenly."""
-    keys = np.empty(docs.size, np.uint64)
-    for i in prange(docs.size):
-        h = FNV_OFFSET ^ tag
-        for k in range(lo, hi):
-            h = (h ^ np.uint64(sig[docs[i], k])) * FNV_PRIME
-        keys[i] = mix64(h)
+@njit(cache=True, nogil=True, inline="always")
+def _row_key(sig, i, lo, hi, tag):
+    """A uint64 hash of sig[i, lo:hi]: FNV-1a over the 32-bit entries, then SplitMix64's finaliser, so that the
+    top bits spread evenly."""
+    h = FNV_OFFSET ^ tag
+    for k in range(lo, hi):
+        h = (h ^ np.uint64(sig[i, k])) * FNV_PRIME
+    return mix64(h)
+
+
+@njit(cache=True, nogil=True)
+def lsh_keys(sig, bands, rows):
+    """uint64 [bands + 1, n]: row 0 the key of each whole signature, row 1 + j that of its band j (entries
+    j * rows to (j + 1) * rows); one pass over each signature, on one thread (the driver runs it as each shard
+    comes in, beside the workers still reading)."""
+    n, k = sig.shape
+    keys = np.empty((bands + 1, n), np.uint64)
+    for i in range(n):
+        keys[0, i] = _row_key(sig, i, 0, k, np.uint64(k))
+        for j in range(bands):
+            keys[1 + j, i] = _row_key(sig, i, j * rows, (j + 1) * rows, BAND_TAG + np.uint64(j))
     return keys
 
 
 @njit(cache=True, nogil=True)
-def _buckets(keys):
-    """(starts, order): a counting sort of the indices of keys by their top bits, about one key per bucket;
-    bucket j holds order[starts[j]:starts[j + 1]], in increasing index. Equal keys share a bucket."""
+def _bucket_bits(size):
+    """Bits of the key that pick a bucket: about four keys per bucket, so the counts stay in cache."""
     bits = 1
-    while (1 << bits) < keys.size:
+    while (4 << bits) < size:
         bits += 1
+    return bits
+
+
+@njit(cache=True, nogil=True)
+def _bucket_into(keys, docs, bits, starts, order):
+    """A counting sort of docs by the top `bits` of keys[docs]: bucket j holds the positions (in docs)
+    order[starts[j]:starts[j + 1]], increasing. Equal keys share a bucket. starts must come zeroed."""
     shift = np.uint64(64 - bits)
-    starts = np.zeros((1 << bits) + 1, np.int64)
-    for i in range(keys.size):
-        starts[np.int64(keys[i] >> shift) + 1] += 1
-    for j in range(1 << bits):
+    for i in range(docs.size):
+        starts[np.int64(keys[docs[i]] >> shift) + 1] += 1
+    for j in range(starts.size - 1):
         starts[j + 1] += starts[j]
     fill = starts[:-1].copy()
-    order = np.empty(keys.size, np.int64)
-    for i in range(keys.size):
-        j = np.int64(keys[i] >> shift)
+    for i in range(docs.size):
+        j = np.int64(keys[docs[i]] >> shift)
         order[fill[j]] = i
         fill[j] += 1
-    return starts, order
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -173,7 +187,11 @@ def _close(sig, x, y, threshold):
 def link_identical(sig, keys, parent):
     """Union the rows of equal signature (keys: their whole-row hashes); a row found equal to an earlier one is
     not compared again, so a bucket of m copies costs m comparisons, not m**2 / 2."""
-    starts, order = _buckets(keys)
+    everyone = np.arange(keys.size)
+    bits = _bucket_bits(keys.size)
+    starts = np.zeros((1 << bits) + 1, np.int32)
+    order = np.empty(keys.size, np.int32)
+    _bucket_into(keys, everyone, bits, starts, order)
     joined = np.zeros(keys.size, np.bool_)
     for j in range(starts.size - 1):
         for u in range(starts[j], starts[j + 1]):
@@ -188,20 +206,32 @@ def link_identical(sig, keys, parent):
 
 
 @njit(cache=True, nogil=True)
-def link_band(sig, docs, keys, threshold, parent):
-    """Union every pair of docs whose band keys are equal and whose estimate reaches threshold.
+def link_band(sig, docs, keys, starts, order, threshold, parent):
+    """Union every pair of docs whose band keys (keys, indexed by document) are equal and whose estimate reaches
+    threshold; starts and order bucket docs by key (_bucket_into).
 
     Pairs already in one set are skipped before their signatures are compared. Two different bands share a 64-bit
     key with probability 2**-64, and such a pair still has to pass the threshold."""
-    starts, order = _buckets(keys)
     for j in range(starts.size - 1):
         for u in range(starts[j], starts[j + 1]):
             x = docs[order[u]]
             for v in range(u + 1, starts[j + 1]):
                 y = docs[order[v]]
-                if keys[order[u]] == keys[order[v]] and _find(parent, x) != _find(parent, y) \
-                        and _close(sig, x, y, threshold):
+                if keys[x] == keys[y] and _find(parent, x) != _find(parent, y) and _close(sig, x, y, threshold):
                     _union(parent, x, y)
+
+
+@njit(cache=True, nogil=True)
+def link_bands(sig, docs, keys, threshold, parent):
+    """link_band for every band (key rows 1 onwards), one band bucketed at a time. One thread: the driver's
+    clustering runs beside the build's workers, and parallel regions' spinning threads only slow it there."""
+    bits = _bucket_bits(docs.size)
+    starts = np.empty((1 << bits) + 1, np.int32)
+    order = np.empty(docs.size, np.int32)
+    for band in range(1, keys.shape[0]):
+        starts[:] = 0
+        _bucket_into(keys[band], docs, bits, starts, order)
+        link_band(sig, docs, keys[band], starts, order, threshold, parent)
 
 
 @njit(cache=True, nogil=True)

@@ -21,10 +21,11 @@ THRESHOLD; the cheap, wide bands give the recall, the estimate the precision. Cl
 components of the edges (union-find); each document's representative is its cluster's smallest index.
 
 Memory of near_duplicate_clusters per million documents: the signatures it is given (NUM_HASHES x 4 bytes:
-480 MB), plus about 65 MB of int64/uint64 arrays (union-find parents, the representatives, signature and band
-keys, a counting sort of the keys into buckets), whatever the number of bands; no Python object per document.
-Time: a pass over the signatures per band, plus every pair within a bucket of equal band keys (a bucket of
-m different signatures costs up to m**2 / 2 root look-ups; m identical ones are joined in m steps first).
+480 MB) and their LSH keys (lsh_keys: (BANDS + 1) x 8 bytes, 200 MB; the build computes them shard by shard as
+the shards come in), plus about 40 MB of int64/int32 arrays (union-find parents, the representatives, one
+band's counting sort into buckets at a time); no Python object per document.
+Time: a pass over the keys per band, plus every pair within a bucket of equal band keys (a bucket of m different
+signatures costs up to m**2 / 2 root look-ups; m identical ones are joined in m steps first); one thread.
 """
 
 from __future__ import annotations
@@ -74,11 +75,14 @@ def permutations(num_hashes: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     return draws[0::2] | np.uint64(1), draws[1::2]
 
 
-def minhash_signatures(texts: list[str], *, ngram: int, num_hashes: int, seed: int) -> np.ndarray:
+def minhash_signatures(texts: list[str], *, ngram: int, num_hashes: int, seed: int, threads: int = 0) -> np.ndarray:
     """uint32 [n, num_hashes]: the MinHash signature of each text over the word n-gram shingles of normalise(text)
-    (see the module docstring); the words are split and hashed in one Numba pass over all texts' UTF-8 bytes."""
+    (see the module docstring); the words are split and hashed in one Numba pass over all texts' UTF-8 bytes, on
+    `threads` of Numba's threads (0: all of them); the signatures do not depend on it."""
     if ngram < 1 or num_hashes < 1:
         raise ConfigError(f"MinHash needs ngram >= 1 and num_hashes >= 1, got ngram={ngram}, num_hashes={num_hashes}")
+    import numba
+
     from mlmprep.build import _dedup_kernels
 
     # NFC only: the kernel splits words at every whitespace code point itself, as normalise() does
@@ -88,37 +92,58 @@ def minhash_signatures(texts: list[str], *, ngram: int, num_hashes: int, seed: i
     buf = np.frombuffer(b"".join(parts), dtype=np.uint8)
     a, b = permutations(num_hashes, seed)
     out = np.empty((len(parts), num_hashes), dtype=np.uint32)
-    _dedup_kernels.signatures(buf, offsets, ngram, a, b, out)
+    before = numba.get_num_threads()  # of this thread only
+    numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS) if threads > 0 else before)
+    try:
+        _dedup_kernels.signatures(buf, offsets, ngram, a, b, out)
+    finally:
+        numba.set_num_threads(before)
     return out
 
 
-def near_duplicate_clusters(signatures: np.ndarray, *, bands: int, rows: int, threshold: float) -> np.ndarray:
+def lsh_keys(signatures: np.ndarray, *, bands: int, rows: int) -> np.ndarray:
+    """uint64 [bands + 1, n]: the key of each whole signature (row 0) and of each of its bands (row 1 + j: entries
+    j*rows to (j + 1)*rows), which near_duplicate_clusters buckets; a pure function of each signature alone, so a
+    shard's keys can be computed as soon as it is read."""
+    sig = _signatures_array(signatures)
+    if bands < 1 or rows < 1 or bands * rows > sig.shape[1]:
+        raise ConfigError(f"LSH needs bands >= 1, rows >= 1 and bands x rows <= {sig.shape[1]} signature entries, "
+                          f"got {bands} x {rows}")
+    from mlmprep.build import _dedup_kernels as kernels
+
+    return kernels.lsh_keys(sig, bands, rows)
+
+
+def _signatures_array(signatures: np.ndarray) -> np.ndarray:
+    sig = np.ascontiguousarray(signatures, dtype=np.uint32)
+    if sig.ndim != 2:
+        raise ConfigError(f"signatures must be a 2-d array [documents, hashes], got shape {sig.shape}")
+    return sig
+
+
+def near_duplicate_clusters(signatures: np.ndarray, *, bands: int, rows: int, threshold: float,
+                            keys: np.ndarray | None = None) -> np.ndarray:
     """int64 [n]: for each document the index of its cluster's first document (corpus order).
 
     Candidates are the pairs with an equal band (band j: columns j*rows to (j+1)*rows); a candidate is an edge
     when its estimated Jaccard, the share of equal entries of the whole signatures, is >= threshold; clusters
     are the connected components of the edges. Documents of identical signature are joined first, and only
-    one of each such group takes part in the bands (its comparisons are theirs)."""
-    sig = np.ascontiguousarray(signatures, dtype=np.uint32)
-    if sig.ndim != 2:
-        raise ConfigError(f"signatures must be a 2-d array [documents, hashes], got shape {sig.shape}")
-    n, k = sig.shape
-    if bands < 1 or rows < 1 or bands * rows > k:
-        raise ConfigError(f"LSH needs bands >= 1, rows >= 1 and bands x rows <= {k} signature entries, "
-                          f"got {bands} x {rows}")
+    one of each such group takes part in the bands (its comparisons are theirs). `keys`: lsh_keys of the
+    signatures, if computed already."""
+    sig = _signatures_array(signatures)
+    if keys is None:
+        keys = lsh_keys(sig, bands=bands, rows=rows)
+    elif keys.shape != (bands + 1, len(sig)):
+        raise ConfigError(f"LSH keys must have shape {(bands + 1, len(sig))}, got {keys.shape}")
     if not 0.0 < threshold <= 1.0:
         raise ConfigError(f"the near-duplicate threshold is a Jaccard similarity in (0, 1], got {threshold}")
     from mlmprep.build import _dedup_kernels as kernels
 
+    n = len(sig)
     parent = np.arange(n, dtype=np.int64)
     if n < 2:
         return parent
-    everyone = np.arange(n, dtype=np.int64)
-    keys = kernels.row_keys(sig, everyone, 0, k, np.uint64(k))
-    kernels.link_identical(sig, keys, parent)
-    docs = np.flatnonzero(kernels.roots(parent) == everyone)  # one per identical signature, in corpus order
-    for band in range(bands):
-        lo = band * rows
-        band_keys = kernels.row_keys(sig, docs, lo, lo + rows, kernels.BAND_TAG + np.uint64(band))
-        kernels.link_band(sig, docs, band_keys, threshold, parent)
+    kernels.link_identical(sig, keys[0], parent)
+    docs = np.flatnonzero(kernels.roots(parent) == np.arange(n))  # one per identical signature, in corpus order
+    kernels.link_bands(sig, docs, keys, threshold, parent)
     return kernels.roots(parent)

@@ -8,9 +8,11 @@ document), so a cluster (with --dedup off or exact, the copies of one text) is w
 choice depends on the corpus and the options only, never on shards, workers or Ray.
 
 Exact dedup decides a shard as soon as every shard before it is in (its earlier copies are all known); near
-dedup clusters the whole corpus's signatures once the last shard is in. Driver memory: an exact key and a
-Python dict entry (about 100 bytes) per distinct document; with --dedup near, bands x rows x 4 bytes of
-signature per document (480 MB per million documents at the default 24 x 5) until the clustering is done.
+dedup hashes each shard's LSH bands as it comes in and clusters the whole corpus once the last shard is in (a
+document kept so far may still be joined to an earlier one through a later document). Driver memory: an exact
+key and a Python dict entry (about 100 bytes) per distinct document; with --dedup near, bands x rows x 4 bytes of
+signature and (bands + 1) x 8 bytes of LSH keys per document (680 MB per million documents at the default
+24 x 5) until the clustering is done.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import heapq
 import numpy as np
 
 from mlmprep.build import randomness
-from mlmprep.build.dedup import exact_keys, minhash_signatures, near_duplicate_clusters
+from mlmprep.build.dedup import exact_keys, lsh_keys, minhash_signatures, near_duplicate_clusters
 from mlmprep.config import BuildConfig
 
 SIDES = ("train", "validation")
@@ -32,11 +34,12 @@ EXCERPT_CHARS = 200
 
 
 def document_keys(texts: list[str], cfg: BuildConfig) -> dict[str, np.ndarray]:
-    """What a reading task returns about its documents for the driver's choice: content keys, signatures."""
+    """What a reading task returns about its documents for the driver's choice: content keys, signatures (on the
+    reading thread alone: the worker's other cores tokenize, and every other worker has cores of its own)."""
     out = {"keys": exact_keys(texts)}
     if cfg.dedup == "near":
         out["signatures"] = minhash_signatures(texts, ngram=cfg.dedup_ngram, num_hashes=cfg.dedup_bands *
-                                               cfg.dedup_rows, seed=MINHASH_SEED)
+                                               cfg.dedup_rows, seed=MINHASH_SEED, threads=1)
     return out
 
 
@@ -48,6 +51,21 @@ def held_documents(keys: np.ndarray, fraction: float, seed: int) -> np.ndarray:
     with np.errstate(over="ignore"):  # SplitMix64 finaliser: wrapping uint64 arithmetic is the point
         x = randomness.mix64((keys.astype(np.uint64) + np.uint64(HOLDOUT_SALT)) ^ np.uint64(seed & (2**64 - 1)))
     return (x >> np.uint64(11)).astype(np.float64) * 2.0**-53 < fraction
+
+
+def popped_whole(results: list[dict], name: str, axis: int) -> np.ndarray:
+    """Every result's array `name`, popped and joined along `axis` in order; each one let go as soon as it is
+    copied, so the peak is the whole and one shard's array (np.concatenate of the list would hold both wholes)."""
+    first = results[0][name]
+    shape = list(first.shape)
+    shape[axis] = sum(r[name].shape[axis] for r in results)
+    whole = np.empty(shape, first.dtype)
+    at = 0
+    for r in results:
+        piece = r.pop(name)
+        whole[(slice(None),) * axis + (slice(at, at + piece.shape[axis]),)] = piece
+        at += piece.shape[axis]
+    return whole
 
 
 class Selection:
@@ -67,6 +85,8 @@ class Selection:
         fates that decides, in order."""
         self.results[index] = result
         if self.cfg.dedup == "near":
+            # the shard's LSH keys now, while the other shards are still read: the clustering at the end only links
+            result["lsh_keys"] = lsh_keys(result["signatures"], bands=self.cfg.dedup_bands, rows=self.cfg.dedup_rows)
             if any(r is None for r in self.results):
                 return []
             self.cluster()
@@ -96,11 +116,12 @@ class Selection:
         """Fates of every document (--dedup near): MinHash clusters of the whole corpus, the first kept."""
         cfg, counts = self.cfg, [len(r["keys"]) for r in self.results]
         keys = np.concatenate([r["keys"] for r in self.results]) if counts else np.zeros(0, np.uint64)
-        signatures = np.concatenate([r["signatures"] for r in self.results]) if counts else None
+        signatures = popped_whole(self.results, "signatures", axis=0) if counts else None
+        lsh = popped_whole(self.results, "lsh_keys", axis=1) if counts else None
         first = (near_duplicate_clusters(signatures, bands=cfg.dedup_bands, rows=cfg.dedup_rows,
-                                         threshold=cfg.dedup_threshold) if len(keys) else np.zeros(0, np.int64))
-        for r in self.results:  # the signatures are done with
-            r.pop("signatures", None)
+                                         threshold=cfg.dedup_threshold, keys=lsh)
+                 if len(keys) else np.zeros(0, np.int64))
+        del signatures, lsh
         fates = np.where(held_documents(keys[first], cfg.validation_fraction, cfg.seed), VALIDATION, TRAIN)
         fates = fates.astype(np.uint8)
         fates[first != np.arange(len(first))] = DROPPED
