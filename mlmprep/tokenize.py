@@ -142,8 +142,9 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int, *, kind: str = "unigr
 
 def train_bpe(texts: Iterable[str], n_pieces: int):
     """A byte-level BPE tokenizer (GPT-2's pre-tokenizer with a space before the text, T5's <pad> </s> <unk> <mask>
-    first). The `tokenizers` trainer runs in a thread that Ctrl-C abandons (interruptible); it numbers its alphabet
-    in code point order and breaks ties by those numbers, so the same text gives the same bytes."""
+    first). The `tokenizers` trainer runs in a thread that Ctrl-C abandons (interruptible); it numbers its byte
+    alphabet in code point order and breaks ties between merges by those numbers, so the same text gives the same
+    bytes in every process (no "##" forms numbered in hash-map order, as its WordPiece trainer has)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     tok = Tokenizer(models.BPE(unk_token=UNK))
