@@ -1,9 +1,10 @@
 """WordPiece training for BERT-style builds: SentencePiece's BPE trainer learns pieces from the sample's words (split
 by BERT's normaliser and pre-tokenizer, counted here), and its model becomes a WordPiece vocabulary in BERT's layout.
 
-SentencePiece picks each merge by frequency, then length, then text, so the same sample gives the same vocabulary
-on any machine; the `tokenizers` WordPieceTrainer numbers its `##` characters, which break its ties, in hash-map
-order, so its vocabulary changes from run to run.
+SentencePiece's merges depend on no process's hash seed or thread count, so the same sample gives the same
+vocabulary in every run (tests/test_tokenizer_training.py trains in separate processes); the `tokenizers`
+WordPieceTrainer numbers its `##` characters, which break its ties, in hash-map order, so its vocabulary changes
+from run to run.
 """
 
 from __future__ import annotations
