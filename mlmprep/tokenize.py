@@ -167,13 +167,14 @@ def train_wordpiece(texts: Iterable[str], vocab_size: int, n_sentinels: int, bar
         bar.stage("train tokenizer: count words", 1, "step")
     counts = wp.word_counts(texts)
     chars = wp.alphabet(counts)
+    joining = wp.continuations(chars)
     if bar is not None:
         bar.update(1)
-    n_pieces, needed = vocab_size - n_sentinels, len(wp.BERT_SPECIALS) + 2 * len(chars)
+    n_pieces, needed = vocab_size - n_sentinels, len(wp.BERT_SPECIALS) + len(chars) + len(joining)
     if n_pieces < needed:
         raise TokenizerError(f"--vocab-size {vocab_size} cannot hold the training text's {len(chars)} distinct "
-                             f"characters, each alone and as a ## continuation, and {n_sentinels} sentinels; "
-                             f"raise --vocab-size to at least {needed + n_sentinels}")
+                             f"characters, {len(joining)} of them also as ## continuations, and {n_sentinels} "
+                             f"sentinels; raise --vocab-size to at least {needed + n_sentinels}")
     stage, rounds_done = progress_callbacks(bar)
     try:  # SentencePiece's "▁x" and "x" are one WordPiece piece "x": it learns a few more than are kept
         model = train_model(wp.trainer_lines(counts), n_pieces + len(chars) + 1, kind="wordpiece", on_stage=stage,
@@ -182,7 +183,7 @@ def train_wordpiece(texts: Iterable[str], vocab_size: int, n_sentinels: int, bar
         model = None
     except ValueError as exc:
         raise TokenizerError(f"training the tokenizer failed: {exc}") from None
-    return wp.wordpiece_tokenizer(wp.wordpiece_vocab(model, chars, n_pieces))
+    return wp.wordpiece_tokenizer(wp.wordpiece_vocab(model, chars, joining, n_pieces))
 
 
 def progress_callbacks(bar) -> tuple[Callable[[str, int], None], Callable[[int, int], None]]:

@@ -608,8 +608,11 @@ MUTANTS = [
            "special_tokens=list(wp.BERT_SPECIALS), show_progress=False))\n",
            ("tests/test_tokenizer_training.py::test_each_tokenizer_type_gives_the_same_bytes_in_separate_processes_and_thread_counts",)),
     Mutant("wordpiece-continuations-not-in-both-forms", "mlmprep.build.wordpiece:wordpiece_vocab",  # [UNK] for a rare ##x
-           "    for form in chars + [PREFIX + char for char in chars]:", "    for form in chars:",
+           "    for form in chars + [PREFIX + char for char in joining]:", "    for form in chars:",
            ("tests/test_tokenizer_training.py::test_the_wordpiece_vocabulary_is_as_good_as_the_tokenizers_trainers_and_laid_out_like_berts",)),
+    Mutant("wordpiece-continuations-of-split-characters", "mlmprep.build.wordpiece:continuations",  # CJK: twice the ids
+           "    return [char for char in chars if len(", "    return chars or [char for char in chars if len(",
+           ("tests/test_tokenizer_training.py::test_cjk_characters_which_bert_always_splits_off_take_one_wordpiece_id_each",)),
     Mutant("wordpiece-word-starts-kept", "mlmprep.build.wordpiece:wordpiece_vocab",  # "▁the": a piece WordPiece never uses
            'piece[1:] if piece.startswith("▁") else PREFIX + piece', 'piece if piece.startswith("▁") else PREFIX + piece',
            ("tests/test_tokenizer_training.py::test_the_wordpiece_vocabulary_is_as_good_as_the_tokenizers_trainers_and_laid_out_like_berts",)),

@@ -52,11 +52,19 @@ def alphabet(counts: Counter) -> list[str]:
     return sorted({char for word, _ in counts.items() if len(word) <= MAX_WORD for char in word})
 
 
-def wordpiece_vocab(model: bytes | None, chars: list[str], n_pieces: int) -> dict[str, int]:
-    """BERT's specials at 0 .. 4, every character in both forms ("x" and "##x"), then the merged pieces of the
-    SentencePiece BPE `model` in the order learnt ("▁xy" -> "xy", "xy" -> "##xy") up to `n_pieces` in all."""
+def continuations(chars: list[str]) -> list[str]:
+    """Those of `chars` that can continue a word: all but the ones BERT's normaliser and pre-tokenizer always cut
+    off as words of their own (punctuation, CJK ideographs), whose "##" form no text could use."""
+    normalizer, pre_tokenizer = bert_parts()
+    return [char for char in chars if len(pre_tokenizer.pre_tokenize_str(normalizer.normalize_str(f"a{char}a"))) == 1]
+
+
+def wordpiece_vocab(model: bytes | None, chars: list[str], joining: list[str], n_pieces: int) -> dict[str, int]:
+    """BERT's specials at 0 .. 4, every character alone ("x") and each of `joining` as a continuation ("##x"), so
+    that only a character the sample lacks encodes as [UNK]; then the merged pieces of the SentencePiece BPE
+    `model` in the order learnt ("▁xy" -> "xy", "xy" -> "##xy") up to `n_pieces` in all."""
     vocab = {name: i for i, name in enumerate(BERT_SPECIALS)}
-    for form in chars + [PREFIX + char for char in chars]:
+    for form in chars + [PREFIX + char for char in joining]:
         vocab.setdefault(form, len(vocab))
     if model is None:
         return vocab
@@ -67,7 +75,7 @@ def wordpiece_vocab(model: bytes | None, chars: list[str], n_pieces: int) -> dic
         if len(vocab) >= n_pieces:
             break
         piece = sp.id_to_piece(i)
-        if sp.is_unknown(i) or sp.is_control(i) or piece == "▁":
+        if sp.is_unknown(i) or sp.is_control(i) or len(piece) == 1:  # "▁", and the characters placed above
             continue
         vocab.setdefault(piece[1:] if piece.startswith("▁") else PREFIX + piece, len(vocab))
     return vocab
