@@ -1,4 +1,4 @@
-"""Tokenizer training: mlmprep's trainer, `tokenizers`' UnigramTrainer and SentencePiece, side by side.
+"""Tokenizer training: mlmprep's trainers beside `tokenizers`' (Unigram, WordPiece) and SentencePiece's, side by side.
 
     python -m benchmarks.tokenizer              # 2 MB of each corpus, vocabulary 8,000; a 3 MB build (minutes)
     python -m benchmarks.tokenizer --quick      # 0.4 MB of each, vocabulary 4,000; a 1 MB build (CI)
@@ -6,8 +6,12 @@
 Per corpus (the shared kjv.txt and pydocs.txt, and a CJK text made from kjv.txt: each English word a word of
 one or two Han characters, none spaced, from glibc's pinyin collation list, so Zipf's law and the verse
 structure are real and the script is CJK), each trainer learns from the same first nine tenths of the lines
-(up to the sample size), with 2 threads, in a process of its own: its wall and CPU time (the process and its
-children), the vocabulary it reached, and tokens per character on the held-out last tenth. Then a default
+(up to the sample size), in a process of its own on 2 cores: its wall and CPU time (the process and its
+children), the vocabulary it reached, and tokens per character on the held-out last tenth. The Unigram trainers:
+mlmprep's, `tokenizers`' UnigramTrainer (2 threads) and SentencePiece called directly with mlmprep's options, its
+fixed 8 threads included, so that their ratio is mlmprep's own cost (the child process, the feeding, the
+conversion). The WordPiece trainers: mlmprep's (SentencePiece's BPE on BERT's words) and `tokenizers`'
+WordPieceTrainer (2 threads), which mlmprep used before. Then a default
 `mlmprep build` of a 3 MB corpus (pydocs), run twice, and the share of the second's time spent training the
 tokenizer.
 """
@@ -30,7 +34,7 @@ from benchmarks import docs
 from benchmarks.common import CORPORA, Figure, compile_bytecode, ratio
 
 THREADS = 2
-TRAINERS = ("mlmprep", "tokenizers", "sentencepiece")
+TRAINERS = ("mlmprep", "tokenizers", "sentencepiece", "mlmprep-wordpiece", "tokenizers-wordpiece")
 HANZI_LIST = Path("/usr/share/i18n/locales/iso14651_t1_pinyin")  # glibc: 20,448 Han characters in pinyin order
 HANZI_WORDS = 2500  # the commonest words get a character each; the rest two of those characters
 
@@ -72,12 +76,23 @@ def split(corpus: Path, sample_chars: int) -> tuple[list[str], list[str]]:
 
 def train_one(trainer: str, train: list[str], vocab: int):
     """Train with `trainer`; returns an encode(list of text) -> token count function and the vocabulary reached."""
-    if trainer == "mlmprep":
+    if trainer in ("mlmprep", "mlmprep-wordpiece"):
         from mlmprep.tokenize import N_SENTINELS, train_tokenizer
 
-        tok = train_tokenizer(train, vocab + N_SENTINELS)
+        kind = "wordpiece" if trainer == "mlmprep-wordpiece" else "unigram"
+        tok = train_tokenizer(train, vocab + N_SENTINELS, kind=kind)
         reached = tok.get_vocab_size() - N_SENTINELS
         return lambda texts: sum(len(e.ids) for e in tok.encode_batch(texts, add_special_tokens=False)), reached
+    if trainer == "tokenizers-wordpiece":  # mlmprep's WordPiece trainer until SentencePiece's BPE replaced it
+        from tokenizers import trainers
+
+        from mlmprep.build import wordpiece as wp
+
+        tok = wp.wordpiece_tokenizer({name: i for i, name in enumerate(wp.BERT_SPECIALS)})
+        tok.train_from_iterator(train, trainers.WordPieceTrainer(
+            vocab_size=vocab, special_tokens=list(wp.BERT_SPECIALS), show_progress=False))
+        return lambda texts: sum(len(e.ids) for e in tok.encode_batch(texts, add_special_tokens=False)), \
+            tok.get_vocab_size()
     if trainer == "tokenizers":  # mlmprep's trainer until SentencePiece replaced it
         from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
@@ -95,7 +110,7 @@ def train_one(trainer: str, train: list[str], vocab: int):
 
     model = io.BytesIO()
     spm.SentencePieceTrainer.train(sentence_iterator=iter(train), model_writer=model, vocab_size=vocab,
-                                   **{**SPM_OPTIONS, "num_threads": THREADS, "minloglevel": 2})
+                                   **{**SPM_OPTIONS, "minloglevel": 2})
     sp = spm.SentencePieceProcessor(model_proto=model.getvalue())
     return lambda texts: sum(map(len, sp.encode(texts))), sp.get_piece_size()
 
@@ -179,6 +194,13 @@ def figures(r: dict) -> list[Figure]:
                    "mlmprep <= tokenizers + 1%", ours["tokens_per_char"] <= 1.01 * hf["tokens_per_char"]),
             Figure(f"{name}: vocabulary reached mlmprep / tokenizers (of {r['vocab']:,})",
                    f"{ours['vocab']:,} / {hf['vocab']:,}"),
+        ]
+        ours, hf = by["mlmprep-wordpiece"], by["tokenizers-wordpiece"]
+        rows += [
+            Figure(f"{name}: WordPiece CPU s mlmprep / tokenizers", f"{ours['cpu_s']:.1f} / {hf['cpu_s']:.1f}"),
+            Figure(f"{name}: WordPiece tokens/char mlmprep / tokenizers",
+                   f"{ours['tokens_per_char']:.4f} / {hf['tokens_per_char']:.4f}", "mlmprep <= tokenizers + 1%",
+                   ours["tokens_per_char"] <= 1.01 * hf["tokens_per_char"]),
         ]
     b = r["build"]
     share = b["train_tokenizer_s"] / b["total_s"]

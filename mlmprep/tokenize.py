@@ -118,7 +118,7 @@ def tokenizer_sha256(tok) -> str:
 
 def train_tokenizer(texts: Iterable[str], vocab_size: int, *, kind: str = "unigram", n_sentinels: int = N_SENTINELS,
                     bar=None):
-    """Train a tokenizer of `kind` (unigram, wordpiece or bpe: see train_unigram and train_subwords) whose
+    """Train a tokenizer of `kind` (unigram, wordpiece or bpe: see train_unigram, train_wordpiece, train_bpe) whose
     sentinels follow its pieces, <extra_id_0> at the highest id; `vocab_size` counts everything. Text that spells
     a special token is blanked for training: the trainer would learn it as a second, ordinary piece. `bar` (a
     progress.Stages) shows how the training advances."""
@@ -126,49 +126,77 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int, *, kind: str = "unigr
     texts = (SPELLED_SPECIAL.sub(" ", t) for t in texts)
     if kind == "unigram":
         tok = train_unigram(texts, vocab_size, n_sentinels, bar)
-    else:
+    elif kind == "wordpiece":
+        tok = train_wordpiece(texts, vocab_size, n_sentinels, bar)
+    elif kind == "bpe":
         if bar is not None:
             bar.stage(f"train tokenizer: fit the {kind} model", 1, "step")
-        tok = train_subwords(texts, vocab_size - n_sentinels, kind)
+        tok = train_bpe(texts, vocab_size - n_sentinels)
         if bar is not None:
             bar.update(1)
+    else:
+        raise TokenizerError(f"--tokenizer-type {kind}: not one of unigram, wordpiece, bpe")
     tok.add_special_tokens([sentinel_name(k) for k in reversed(range(n_sentinels))])
     return tok
 
 
-BERT_SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")  # ids 0 .. 4 of a WordPiece tokenizer mlmprep trains
+def train_bpe(texts: Iterable[str], n_pieces: int):
+    """A byte-level BPE tokenizer (GPT-2's pre-tokenizer with a space before the text, T5's <pad> </s> <unk> <mask>
+    first). The `tokenizers` trainer runs in a thread that Ctrl-C abandons (interruptible); it numbers its byte
+    alphabet in code point order and breaks ties between merges by those numbers, so the same text gives the same
+    bytes in every process (no "##" forms numbered in hash-map order, as its WordPiece trainer has)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-
-def train_subwords(texts: Iterable[str], n_pieces: int, kind: str):
-    """A WordPiece tokenizer laid out like BERT's (cased: [PAD]=0 [UNK]=1 [CLS]=2 [SEP]=3 [MASK]=4, ## continuations,
-    BERT's normaliser without lowercasing or accent stripping, its pre-tokenizer, one sequence framed [CLS] $A [SEP]),
-    or a byte-level BPE one (GPT-2's pre-tokenizer with a space before the text, T5's <pad> </s> <unk> <mask> first).
-    The `tokenizers` trainers run in a thread that Ctrl-C abandons (interruptible)."""
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
-
-    if kind == "wordpiece":
-        tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-        tok.normalizer = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True, strip_accents=False,
-                                                    lowercase=False)
-        tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-        tok.decoder = decoders.WordPiece()
-        trainer = trainers.WordPieceTrainer(vocab_size=n_pieces, special_tokens=list(BERT_SPECIALS),
-                                            show_progress=False)
-    elif kind == "bpe":
-        tok = Tokenizer(models.BPE(unk_token=UNK))
-        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=True)
-        tok.decoder = decoders.ByteLevel()
-        trainer = trainers.BpeTrainer(vocab_size=n_pieces, special_tokens=list(SPECIAL_TOKENS), show_progress=False,
-                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    else:
-        raise TokenizerError(f"--tokenizer-type {kind}: not one of unigram, wordpiece, bpe")
+    tok = Tokenizer(models.BPE(unk_token=UNK))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=True)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=n_pieces, special_tokens=list(SPECIAL_TOKENS), show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
     interruptible(tok.train_from_iterator, texts, trainer)
-    if kind == "wordpiece":
-        cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
-        tok.post_processor = processors.TemplateProcessing(
-            single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
-            special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
     return tok
+
+
+def train_wordpiece(texts: Iterable[str], vocab_size: int, n_sentinels: int, bar):
+    """A WordPiece tokenizer laid out like BERT's (mlmprep.build.wordpiece): SentencePiece's BPE trainer learns the
+    pieces from the sample's words, in a child process with a fixed thread count, so the same text gives the same
+    bytes on any machine; `bar` shows the counting and the merges."""
+    from mlmprep.build import wordpiece as wp
+    from mlmprep.build.unigram import EmptySample, train_model
+
+    if bar is not None:
+        bar.stage("train tokenizer: count words", 1, "step")
+    counts = wp.word_counts(texts)
+    chars = wp.alphabet(counts)
+    joining = wp.continuations(chars)
+    if bar is not None:
+        bar.update(1)
+    n_pieces, needed = vocab_size - n_sentinels, len(wp.BERT_SPECIALS) + len(chars) + len(joining)
+    if n_pieces < needed:
+        raise TokenizerError(f"--vocab-size {vocab_size} cannot hold the training text's {len(chars)} distinct "
+                             f"characters, {len(joining)} of them also as ## continuations, and {n_sentinels} "
+                             f"sentinels; raise --vocab-size to at least {needed + n_sentinels}")
+    stage, rounds_done = progress_callbacks(bar)
+    try:  # SentencePiece's "▁x" and "x" are one WordPiece piece "x": it learns a few more than are kept
+        model = train_model(wp.trainer_lines(counts), n_pieces + len(chars) + 1, kind="wordpiece", on_stage=stage,
+                            on_round=rounds_done)
+    except EmptySample:
+        model = None
+    except ValueError as exc:
+        raise TokenizerError(f"training the tokenizer failed: {exc}") from None
+    return wp.wordpiece_tokenizer(wp.wordpiece_vocab(model, chars, joining, n_pieces))
+
+
+def progress_callbacks(bar) -> tuple[Callable[[str, int], None], Callable[[int, int], None]]:
+    """The on_stage and on_round callbacks of mlmprep.build.unigram.train_model that move `bar` (none: no-ops)."""
+    if bar is None:
+        return (lambda name, total: None), (lambda rounds, size: None)
+
+    def stage(name: str, total: int) -> None:
+        bar.stage(f"train tokenizer: {name}", total or 1, "round" if total else "step")
+
+    def rounds_done(rounds: int, size: int) -> None:
+        bar.update(max(0, min(rounds, bar.total) - bar.done), note=f"{size:,} pieces")
+    return stage, rounds_done
 
 
 def train_unigram(texts: Iterable[str], vocab_size: int, n_sentinels: int, bar):
@@ -177,13 +205,7 @@ def train_unigram(texts: Iterable[str], vocab_size: int, n_sentinels: int, bar):
     any machine; `bar` shows its stages and EM rounds."""
     from mlmprep.build.unigram import EmptySample, train_model, unigram_tokenizer
 
-    stage, rounds_done = (lambda name, total: None), (lambda rounds, size: None)
-    if bar is not None:
-        def stage(name: str, total: int) -> None:
-            bar.stage(f"train tokenizer: {name}", total or 1, "round" if total else "step")
-
-        def rounds_done(rounds: int, size: int) -> None:
-            bar.update(max(0, min(rounds, bar.total) - bar.done), note=f"{size:,} pieces")
+    stage, rounds_done = progress_callbacks(bar)
     try:
         model = train_model(texts, vocab_size - n_sentinels, on_stage=stage, on_round=rounds_done)
     except EmptySample:

@@ -616,9 +616,38 @@ MUTANTS = [
     Mutant("wordpiece-loads-as-a-generic-tokenizer", "mlmprep.format.write:hf_tokenizer_files",  # AutoTokenizer: no BERT class
            '"tokenizer_class": "BertTokenizerFast"', '"tokenizer_class": "PreTrainedTokenizerFast"',
            ("tests/test_tokenizer_training.py",)),
-    Mutant("wordpiece-rows-unframed", "mlmprep.tokenize:train_subwords",  # BERT rows without [CLS] ... [SEP]
-           '    if kind == "wordpiece":\n        cls, sep', '    if False:\n        cls, sep',
-           ("tests/test_tokenizer_training.py",)),
+    Mutant("wordpiece-rows-unframed", "mlmprep.build.wordpiece:wordpiece_tokenizer",  # BERT rows without [CLS] ... [SEP]
+           "    tok.post_processor = processors.TemplateProcessing(", "    tok.processor = processors.TemplateProcessing(",
+           ("tests/test_tokenizer_training.py::test_an_mlm_build_trains_berts_wordpiece_that_transformers_loads_and_masks_whole_words",)),
+    Mutant("wordpiece-ties-in-hash-order", "mlmprep.tokenize:train_tokenizer",  # the tokenizers trainer: other bytes each run
+           "        tok = train_wordpiece(texts, vocab_size, n_sentinels, bar)\n",
+           "        from tokenizers import trainers\n        from mlmprep.build import wordpiece as wp\n"
+           "        tok = wp.wordpiece_tokenizer({name: i for i, name in enumerate(wp.BERT_SPECIALS)})\n"
+           "        tok.train_from_iterator(texts, trainers.WordPieceTrainer(vocab_size=vocab_size - n_sentinels, "
+           "special_tokens=list(wp.BERT_SPECIALS), show_progress=False))\n",
+           ("tests/test_tokenizer_training.py::test_each_tokenizer_type_gives_the_same_bytes_in_separate_processes_and_thread_counts",)),
+    Mutant("wordpiece-continuations-not-in-both-forms", "mlmprep.build.wordpiece:wordpiece_vocab",  # [UNK] for a rare ##x
+           "    for form in chars + [PREFIX + char for char in joining]:", "    for form in chars:",
+           ("tests/test_tokenizer_training.py::test_the_wordpiece_vocabulary_is_as_good_as_the_tokenizers_trainers_and_laid_out_like_berts",)),
+    Mutant("wordpiece-continuations-of-split-characters", "mlmprep.build.wordpiece:continuations",  # CJK: twice the ids
+           "    return [char for char in chars if len(", "    return chars or [char for char in chars if len(",
+           ("tests/test_tokenizer_training.py::test_cjk_characters_which_bert_always_splits_off_take_one_wordpiece_id_each",)),
+    Mutant("wordpiece-word-starts-kept", "mlmprep.build.wordpiece:wordpiece_vocab",  # "▁the": a piece WordPiece never uses
+           'piece[1:] if piece.startswith("▁") else PREFIX + piece', 'piece if piece.startswith("▁") else PREFIX + piece',
+           ("tests/test_tokenizer_training.py::test_the_wordpiece_vocabulary_is_as_good_as_the_tokenizers_trainers_and_laid_out_like_berts",)),
+    Mutant("wordpiece-vocab-past-vocab-size", "mlmprep.build.wordpiece:wordpiece_vocab",  # every merge SentencePiece made
+           "        if len(vocab) >= n_pieces:\n            break\n", "",
+           ("tests/test_tokenizer_training.py::test_the_wordpiece_vocabulary_is_as_good_as_the_tokenizers_trainers_and_laid_out_like_berts",)),
+    Mutant("wordpiece-small-vocab-unrefused", "mlmprep.tokenize:train_wordpiece",  # a vocabulary larger than asked
+           "    if n_pieces < needed:", "    if False:",
+           ("tests/test_tokenizer_training.py::test_a_wordpiece_vocab_size_below_both_forms_of_the_characters_is_refused_in_words",)),
+    Mutant("wordpiece-progress-stuck", "mlmprep.build.unigram:follow_log",  # the merges never move the bar
+           "            on_round(merges, merges + alphabet + 1)", "            on_round(0, merges + alphabet + 1)",
+           ("tests/test_tokenizer_training.py::test_the_wordpiece_training_shows_its_counting_and_merges",)),
+    Mutant("wordpiece-long-words-learnt", "mlmprep.build.wordpiece:trainer_lines",  # a 5,000-character word: the trainer fails
+           "for word, n in sorted(counts.items()) if len(word) <= MAX_WORD]",
+           "for word, n in sorted(counts.items())]",
+           ("tests/test_tokenizer_training.py::test_a_word_longer_than_wordpiece_encodes_is_not_learnt_from",)),
     Mutant("unigram-trainer-outlives-ctrl-c", "mlmprep.build.unigram:train_model",  # the child trains on after the build ends
            "                proc.kill()\n", "", ("tests/test_interrupt.py",)),
     Mutant("compare-arms-deduplicated", "mlmprep.compare:arm_config",  # the text arm's replay reads documents dedup dropped

@@ -1,5 +1,6 @@
-"""Training a Unigram tokenizer with SentencePiece: the converted tokenizer against SentencePiece's own model,
-the T5 layout of special ids, determinism whatever the cores, progress from the trainer's log, old files."""
+"""Training tokenizers: the Unigram one converted from SentencePiece's own model, the WordPiece one against the
+`tokenizers` trainer's vocabulary, the special ids' layouts, the same bytes in every process and on any cores,
+progress from the trainer's log, old files."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ import pytest
 from mlmprep.build.unigram import follow_log, train_model, unigram_tokenizer
 from mlmprep.errors import TokenizerError
 from mlmprep.tokenize import N_SENTINELS, load_tokenizer, special_ids, train_tokenizer
+
+KINDS = ("unigram", "wordpiece", "bpe")
 
 spm = pytest.importorskip("sentencepiece")
 
@@ -142,21 +145,24 @@ def test_the_log_of_the_trainer_moves_the_progress():
     assert last.strip().endswith("something went wrong")
 
 
+class Bar:
+    """A progress.Stages that records its stages (name, total) and updates (done, note)."""
+
+    total = done = 0
+
+    def __init__(self):
+        self.lines = []
+
+    def stage(self, desc, total, unit, done=0):
+        self.total, self.done = total, done
+        self.lines.append((desc, total))
+
+    def update(self, n=1, note=None, tokens=None):
+        self.done += n
+        self.lines.append((self.done, note))
+
+
 def test_the_build_shows_the_training_stages_and_rounds(tmp_path, corpora):
-    class Bar:
-        total = done = 0
-
-        def __init__(self):
-            self.lines = []
-
-        def stage(self, desc, total, unit, done=0):
-            self.total, self.done = total, done
-            self.lines.append((desc, total))
-
-        def update(self, n=1, note=None, tokens=None):
-            self.done += n
-            self.lines.append((self.done, note))
-
     bar = Bar()
     train, _ = held_out(corpora / "kjv.txt", 300_000, 0)
     train_tokenizer(train, 2000, bar=bar)
@@ -296,3 +302,96 @@ def test_a_span_build_trains_unigram_by_default_and_tokenizer_type_with_a_tokeni
     assert result.exit_code == 0, result.output
     manifest = json.loads((tmp_path / "b" / "manifest.json").read_text(encoding="utf-8"))
     assert manifest["tokenizer"]["type"] == "unigram" and "Unigram trained on the corpus" in result.output
+
+
+TRAIN_IN_A_PROCESS = """
+import hashlib, sys
+from mlmprep.tokenize import train_tokenizer
+lines = open(sys.argv[1], encoding="utf-8").read().split("\\n")[:20_000]
+print(hashlib.sha256(train_tokenizer(lines, 4000, kind=sys.argv[2]).to_str().encode()).hexdigest())
+"""
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_each_tokenizer_type_gives_the_same_bytes_in_separate_processes_and_thread_counts(corpora, kind):
+    import subprocess
+    import sys
+
+    digests = set()
+    for threads in ("1", "2"):  # the tokenizers trainers' threads; a process of its own: other hash seeds
+        env = {**os.environ, "RAYON_NUM_THREADS": threads, "OMP_NUM_THREADS": threads}
+        done = subprocess.run([sys.executable, "-c", TRAIN_IN_A_PROCESS, str(corpora / "kjv.txt"), kind], env=env,
+                              capture_output=True, text=True, check=True)
+        digests.add(done.stdout.strip())
+    assert len(digests) == 1, f"{kind}: {digests}"
+
+
+def tokens_per_char(tok, texts: list[str]) -> float:
+    return sum(len(e.ids) for e in tok.encode_batch(texts, add_special_tokens=False)) / sum(map(len, texts))
+
+
+def test_the_wordpiece_vocabulary_is_as_good_as_the_tokenizers_trainers_and_laid_out_like_berts(corpora):
+    from tokenizers import trainers
+
+    from mlmprep.build import wordpiece as wp
+
+    train, held = held_out(corpora / "kjv.txt", 400_000, 60_000)
+    ours = train_tokenizer(train, 3000, kind="wordpiece")
+    reference = wp.wordpiece_tokenizer({name: i for i, name in enumerate(wp.BERT_SPECIALS)})
+    reference.train_from_iterator(train, trainers.WordPieceTrainer(
+        vocab_size=3000 - N_SENTINELS, special_tokens=list(wp.BERT_SPECIALS), show_progress=False))
+    assert tokens_per_char(ours, held) <= 1.01 * tokens_per_char(reference, held)
+    assert ours.get_vocab_size() == 3000
+    assert [ours.id_to_token(i) for i in range(5)] == list(wp.BERT_SPECIALS)
+    vocab = ours.get_vocab(with_added_tokens=False)
+    chars = {c for line in train for c in line if not c.isspace()}
+    unk = ours.token_to_id("[UNK]")
+    unknown = [c for c in chars if unk in ours.encode(f"{c} xq{c}zq", add_special_tokens=False).ids]
+    assert not unknown, "a character of the sample is unknown alone or inside a word"
+    assert "##," not in vocab and "##." not in vocab, "punctuation, always a word of its own, as a continuation"
+    assert not [p for p in vocab if "▁" in p], "a SentencePiece word start was kept"
+    unknown = sum(e.ids.count(1) for e in ours.encode_batch(held, add_special_tokens=False))
+    assert unknown == sum(1 for line in held for c in line if not c.isspace() and c not in chars)
+
+
+def test_a_wordpiece_vocab_size_below_both_forms_of_the_characters_is_refused_in_words():
+    texts = ["".join(chr(0x100 + (k * 31 + j) % 300) for j in range(20)) for k in range(200)]
+    with pytest.raises(TokenizerError, match=r"text.s 300 distinct characters, 300 of them also as ##") as refused:
+        train_tokenizer(texts, 600, kind="wordpiece")
+    needed = int(str(refused.value).rsplit("at least ", 1)[1])
+    assert needed == 5 + 2 * 300 + N_SENTINELS
+    assert train_tokenizer(texts, needed, kind="wordpiece").get_vocab_size() == needed  # the figure named is enough
+
+
+def test_the_wordpiece_training_shows_its_counting_and_merges(corpora):
+    bar = Bar()
+    train, _ = held_out(corpora / "kjv.txt", 300_000, 0)
+    train_tokenizer(train, 2000, kind="wordpiece", bar=bar)
+    names = [line[0] for line in bar.lines if isinstance(line[0], str)]
+    assert names == ["train tokenizer: count words", "train tokenizer: merging pieces"]
+    start = bar.lines.index(("train tokenizer: merging pieces", bar.total))
+    done = [line[0] for line in bar.lines[start + 1:]]
+    assert len(done) > 5 and done == sorted(done) and bar.total - 100 <= done[-1] <= bar.total
+
+
+def test_a_blank_sample_gives_a_wordpiece_tokenizer_of_the_special_tokens_alone():
+    tok = train_tokenizer(["", "  \n ", "\t"], 300, kind="wordpiece")
+    assert tok.get_vocab_size() == 5 + N_SENTINELS
+    assert tok.encode("text", add_special_tokens=False).tokens == ["[UNK]"]
+
+
+def test_a_word_longer_than_wordpiece_encodes_is_not_learnt_from():
+    from mlmprep.build.wordpiece import MAX_WORD
+
+    blob = "".join(chr(ord("a") + (k * 7) % 26) for k in range(5000))  # one 5,000-character word, as in base64
+    tok = train_tokenizer([blob] + [f"walking talking {k % 17} singing" for k in range(300)], 400, kind="wordpiece")
+    assert tok.encode("walking", add_special_tokens=False).tokens == ["walking"]
+    assert tok.encode(blob[:MAX_WORD + 1], add_special_tokens=False).tokens == ["[UNK]"]
+
+
+def test_cjk_characters_which_bert_always_splits_off_take_one_wordpiece_id_each():
+    texts = ["".join(chr(0x4E00 + (k * 31 + j) % 600) for j in range(20)) + " abc" for k in range(300)]
+    tok = train_tokenizer(texts, 5 + 600 + 3 * 2 + 30 + N_SENTINELS, kind="wordpiece")  # 600 ideographs, a b c twice
+    vocab = tok.get_vocab(with_added_tokens=False)
+    assert chr(0x4E00) in vocab and "##" + chr(0x4E00) not in vocab and "##b" in vocab
+    assert "[UNK]" not in tok.encode(texts[0], add_special_tokens=False).tokens

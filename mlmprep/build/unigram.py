@@ -1,8 +1,9 @@
 """Unigram training with SentencePiece, T5's own trainer, in a child process (its log shows the EM rounds as they
-pass, and Ctrl-C ends it at once), and the model converted exactly into the `tokenizers` Unigram layout.
+pass, and Ctrl-C ends it at once), and the model converted exactly into the `tokenizers` Unigram layout. The same
+child runs SentencePiece's BPE trainer for WordPiece vocabularies (mlmprep.build.wordpiece).
 
-Run as `python -m mlmprep.build.unigram MODEL PIECES`: train on the sentences of stdin (one JSON string a line) and
-write the SentencePiece model to MODEL.
+Run as `python -m mlmprep.build.unigram MODEL PIECES KIND`: train a KIND (unigram or wordpiece) model on the
+sentences of stdin (one JSON string a line) and write the SentencePiece model to MODEL.
 """
 
 from __future__ import annotations
@@ -35,21 +36,25 @@ SPM_OPTIONS = dict(
 )
 SEEDS = re.compile(r"Initialized (\d+) seed (?:sentence)?pieces")
 EM_ROUND = re.compile(r"EM sub_iter=(\d+) size=(\d+)")
+ALPHABET = re.compile(r"Alphabet size=(\d+)")
+MERGED = re.compile(r"Merged: freq=\d+ merges=(\d+)")  # BPE's log line every 100 merges
 INFO = re.compile(r"I\d{4} ")  # an information line of the trainer's log (absl format)
 STAGE_WORDS = (("Extracting seed", "find seed pieces"), ("Extracting frequent sub strings", "find seed pieces"))
 
 
-def train_model(texts: Iterable[str], n_pieces: int, *, on_stage: Callable[[str, int], None] | None = None,
+def train_model(texts: Iterable[str], n_pieces: int, *, kind: str = "unigram",
+                on_stage: Callable[[str, int], None] | None = None,
                 on_round: Callable[[int, int], None] | None = None) -> bytes:
     """The SentencePiece model (bytes) of a Unigram vocabulary of `n_pieces`, <pad> </s> <unk> <mask> first,
-    learnt from `texts`. `on_stage(name, rounds)` hears each stage begin (rounds: the pruning rounds to go, once
-    the seed pieces are known), `on_round(rounds, size)` each EM round (the rounds done, the pieces left).
+    learnt from `texts` (kind "wordpiece": a BPE one learnt from mlmprep.build.wordpiece's word counts).
+    `on_stage(name, rounds)` hears each stage begin (rounds: the pruning rounds or merges to go, once known),
+    `on_round(rounds, size)` each EM round or hundred merges (the rounds done, the pieces reached).
     Raises ValueError with the trainer's last words where it fails, EmptySample where `texts` hold no text."""
     with tempfile.TemporaryDirectory(prefix="mlmprep-spm-") as scratch:
         model = Path(scratch, "model")
         # the child starts and loads the sentences while this process still reads the corpus for them; it logs
         # nothing that could fill its stderr pipe before its stdin ends
-        args = [sys.executable, "-m", "mlmprep.build.unigram", str(model), str(n_pieces)]
+        args = [sys.executable, "-m", "mlmprep.build.unigram", str(model), str(n_pieces), kind]
         proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                 encoding="utf-8", errors="replace")
         try:
@@ -95,11 +100,18 @@ def follow_log(stream, n_pieces: int, on_stage: Callable[[str, int], None],
     """Read the trainer's log to its end, calling on_stage and on_round as it goes; returns its last lines that
     are not information (an error's words)."""
     tail: list[str] = []
-    seeds = 0
+    seeds = alphabet = merges = 0
     for line in stream:
         if not INFO.match(line):
             tail = (tail + [line])[-6:]
-        if (found := EM_ROUND.search(line)) is not None and seeds:
+        if (found := MERGED.search(line)) is not None:
+            if not merges:
+                on_stage("merging pieces", max(1, n_pieces - alphabet - 1))  # the chars and <unk> are no merges
+            merges = int(found.group(1))
+            on_round(merges, merges + alphabet + 1)
+        elif (found := ALPHABET.search(line)) is not None:
+            alphabet = int(found.group(1))
+        elif (found := EM_ROUND.search(line)) is not None and seeds:
             on_round(pruned(seeds, int(found.group(2))), int(found.group(2)))
         elif (found := SEEDS.search(line)) is not None:
             seeds = int(found.group(1))
@@ -137,11 +149,15 @@ def unigram_tokenizer(model: bytes):
 def main(argv: list[str]) -> None:
     import sentencepiece as spm
 
-    model, n_pieces = argv
+    model, n_pieces, kind = argv
+    if kind == "wordpiece":
+        from mlmprep.build.wordpiece import BPE_OPTIONS as options
+    else:
+        options = SPM_OPTIONS
     stdin = open(sys.stdin.fileno(), encoding="utf-8", closefd=False)
     with open(model, "wb") as out:
         spm.SentencePieceTrainer.train(sentence_iterator=(json.loads(line) for line in stdin), model_writer=out,
-                                       vocab_size=int(n_pieces), **SPM_OPTIONS)
+                                       vocab_size=int(n_pieces), **options)
 
 
 if __name__ == "__main__":
