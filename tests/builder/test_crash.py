@@ -21,8 +21,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import tiny_documents
-from test_cli_build import build_args, cli, cli_command, cli_env, comparable, data_files, leftovers, manifest
+
+from tests.cli.test_build import build_args, cli, cli_command, cli_env, comparable, data_files, leftovers, manifest
+from tests.conftest import tiny_documents
 
 CORPUS_BYTES = 3_000_000  # a build of a few seconds: about a second of tokenizing, then masking and writing
 OLD_FILES = 6000  # padding the old build: ~0.2 s of removal right after the swap

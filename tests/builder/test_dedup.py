@@ -14,15 +14,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import CORPORA, build_tiny, tiny_documents
-from test_cli_build import data_files, run_cli
-from test_sharded import reference_rows
 
 from mlmprep.build.dedup import exact_keys
 from mlmprep.build.selection import held_documents
 from mlmprep.config import BuildConfig
 from mlmprep.format.write import iter_rows
 from mlmprep.tokenize import load_tokenizer
+from tests.builder.test_sharded import reference_rows
+from tests.cli.test_build import data_files, run_cli
+from tests.conftest import CORPORA, build_tiny, tiny_documents
 
 NEAR = {"dedup": "near"}  # the default threshold, shingles, bands and rows
 

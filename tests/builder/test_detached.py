@@ -7,10 +7,10 @@ let go. The Ray cluster itself is in test_ray.py."""
 from __future__ import annotations
 
 import pytest
-from test_cli_build import build_args, cli, data_files
 
 from mlmprep.build import run as build_run
 from mlmprep.build.pipeline import STAGING
+from tests.cli.test_build import build_args, cli, data_files
 
 
 @pytest.fixture

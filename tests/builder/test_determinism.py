@@ -2,7 +2,8 @@
 
 import numpy as np
 import pytest
-from conftest import build_tiny
+
+from tests.conftest import build_tiny
 
 
 def data_files(build):
@@ -31,8 +32,9 @@ def test_different_seeds_give_different_masks_of_the_same_windows(tmp_path, tiny
 
 def byte_level_bpe():
     """A GPT-2-style tokenizer: byte-level BPE, whose pre-tokenizer keeps a space with the word after it."""
-    from conftest import tiny_documents
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    from tests.conftest import tiny_documents
 
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -50,10 +52,10 @@ def test_how_documents_are_grouped_into_tokenizer_calls_does_not_change_their_id
     whitespace: the ids must be each document's own, as one plain call gives them, for documents whose lines,
     runs of spaces and tabs fall where a piece could be cut."""
     import numpy as np
-    from conftest import tiny_documents
     from tokenizers import Tokenizer
 
     from mlmprep import tokenize
+    from tests.conftest import tiny_documents
 
     sentences = tiny_documents(60)
     docs = sentences[:40] + [" ".join(sentences[:30]), "\n".join(sentences[:30]), "  ".join(sentences[:20]),
@@ -73,10 +75,10 @@ def test_text_that_spells_a_special_token_never_gives_its_id(tmp_path):
     """An mlmprep-trained Unigram vocabulary, like T5's, holds </s>, <pad> and <mask> as pieces too: text spelling
     them is still text (it decodes back, its characters being in the vocabulary), and each document's ids are
     those it gets alone."""
-    from conftest import tiny_documents
     from tokenizers import Tokenizer
 
     from mlmprep.tokenize import encode, special_ids, train_tokenizer
+    from tests.conftest import tiny_documents
 
     tiny_tokenizer = train_tokenizer(tiny_documents() + ["if a < b / c > d then", "x<y>z / w_0"] * 20, vocab_size=400)
     tiny_tokenizer.save(str(tmp_path / "tok.json"))
@@ -118,9 +120,8 @@ def test_a_trained_tokenizer_learns_no_second_piece_for_special_text():
     tokenizer)."""
     import json
 
-    from conftest import tiny_documents
-
     from mlmprep.tokenize import special_ids, train_tokenizer
+    from tests.conftest import tiny_documents
 
     glued = [f"{doc}</s> <extra_id_0>{doc} <pad>{doc}<mask> <extra_id_7>" for doc in tiny_documents(300)]
     tok = train_tokenizer(glued, vocab_size=500)

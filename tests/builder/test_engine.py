@@ -25,7 +25,7 @@ from mlmprep.cli._util import cli_errors
 from mlmprep.config import BuildConfig
 from mlmprep.errors import ConfigError, CorpusError, MlmprepError
 
-TESTS = Path(__file__).resolve().parent
+ROOT = Path(__file__).resolve().parents[2]  # the repository: scripts import tests.builder.test_engine from it
 
 
 @dataclass(frozen=True)
@@ -253,7 +253,7 @@ def numba_in_worker(_: int) -> tuple[bool, bool, bool, bool, bool]:
 def test_build_workers_start_with_numba_loaded_once_in_the_forkserver():
     proc = run_script("""
         from mlmprep.build.engine import Engine, prestart, run_tasks
-        from test_engine import numba_in_worker
+        from tests.builder.test_engine import numba_in_worker
         if __name__ == "__main__":
             engine = Engine(workers=2)
             # as a build does: the server preloads its tasks
@@ -288,7 +288,7 @@ def test_the_forkserver_loads_a_given_tokenizer_once_for_every_worker(tmp_path, 
         from mlmprep.build.engine import PRELOAD_TOKENIZER, Engine, prestart, run_tasks
         from mlmprep.format.write import hf_tokenizer
         from mlmprep.tokenize import load_tokenizer
-        from test_engine import tokenizer_in_worker
+        from tests.builder.test_engine import tokenizer_in_worker
         if __name__ == "__main__":
             for stage in ({str(same)!r}, {str(other)!r}):
                 os.makedirs(stage)
@@ -356,7 +356,7 @@ def test_build_workers_do_not_run_the_mlmprep_script_again(tmp_path, tiny_corpus
     script = tmp_path / "mlmprep"  # what pip writes, plus a mark left by any process that runs it not as main
     script.write_text(textwrap.dedent(f"""
         import os, sys
-        sys.path.insert(0, {str(TESTS)!r})
+        sys.path.insert(0, {str(ROOT)!r})
         if __name__ != "__main__":
             open(os.path.join({str(tmp_path)!r}, f"ran-again-{{os.getpid()}}"), "w").close()
         from mlmprep.cli import main
@@ -409,7 +409,7 @@ def test_a_build_that_may_be_up_to_date_starts_no_workers_before_its_check(tmp_p
 def test_the_driver_of_a_build_on_workers_never_loads_numba(tmp_path, tiny_corpus, tiny_tokenizer_path):
     """Numba costs the driver most of a second of one core between the phases, where the workers wait on it."""
     proc = run_script(f"""
-        from conftest import build_tiny
+        from tests.conftest import build_tiny
         if __name__ == "__main__":
             build_tiny({str(tmp_path / "out")!r}, {str(tiny_corpus)!r}, {str(tiny_tokenizer_path)!r}, workers=2,
                        shard_bytes=3000, rows_per_file=40)
@@ -442,7 +442,7 @@ def test_a_bug_in_a_task_is_one_line_naming_the_task_and_the_line(workers):
 
 def run_script(body: str, **kwargs) -> subprocess.Popen:
     """A Python script running tasks from this module, in its own process group."""
-    script = f"import sys; sys.path.insert(0, {str(TESTS)!r})\n" + textwrap.dedent(body)
+    script = f"import sys; sys.path.insert(0, {str(ROOT)!r})\n" + textwrap.dedent(body)
     return subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True, **kwargs)
 
@@ -509,7 +509,7 @@ def test_a_worker_killed_mid_task_fails_the_run_with_one_line_and_no_hang(execut
                "submit-fails": textwrap.dedent(EXECUTOR_SUBMIT_FAILS)}[executor]
     proc = run_script(prelude + textwrap.dedent("""
         from mlmprep.build.engine import Engine, TaskFailed, run_tasks
-        from test_engine import Shard, suicide_on_two
+        from tests.builder.test_engine import Shard, suicide_on_two
         if __name__ == "__main__":
             try:
                 run_tasks(suicide_on_two, [Shard(i, wait=0.3) for i in range(8)], engine=Engine(workers=2))
@@ -540,7 +540,7 @@ def test_a_worker_killed_after_masking_leaves_the_resource_tracker_nothing_to_wa
     must not be a named semaphore, which the resource tracker would report at exit below the one error line."""
     proc = run_script("""
         from mlmprep.build.engine import Engine, TaskFailed, run_tasks
-        from test_engine import Shard, suicide_after_masking
+        from tests.builder.test_engine import Shard, suicide_after_masking
         if __name__ == "__main__":
             try:
                 run_tasks(suicide_after_masking, [Shard(i) for i in range(4)], engine=Engine(workers=2))
@@ -561,7 +561,7 @@ def sleep_long(shard: Shard) -> int:
 def test_ctrl_c_stops_the_workers_promptly(tmp_path):
     proc = run_script(f"""
         from mlmprep.build.engine import Engine, run_tasks
-        from test_engine import Shard, sleep_long
+        from tests.builder.test_engine import Shard, sleep_long
         if __name__ == "__main__":
             try:
                 run_tasks(sleep_long, [Shard(i, marker={str(tmp_path)!r}) for i in range(4)], engine=Engine(workers=2))
@@ -591,7 +591,7 @@ def test_ctrl_c_stops_the_driver_running_tasks_while_its_workers_start():
     proc = run_script("""
         import mlmprep.build.engine
         from mlmprep.build.engine import Engine, run_tasks
-        from test_engine import SlowToStart, interrupted_at_57, where_and_when
+        from tests.builder.test_engine import SlowToStart, interrupted_at_57, where_and_when
         if __name__ == "__main__":
             mlmprep.build.engine.ProcessPoolExecutor = SlowToStart
             ran = []
@@ -608,7 +608,7 @@ def test_ctrl_c_stops_the_driver_running_tasks_while_its_workers_start():
 def test_workers_end_with_a_driver_killed_by_sigkill(tmp_path):
     proc = run_script(f"""
         from mlmprep.build.engine import Engine, run_tasks
-        from test_engine import Shard, sleep_long
+        from tests.builder.test_engine import Shard, sleep_long
         if __name__ == "__main__":
             run_tasks(sleep_long, [Shard(i, marker={str(tmp_path)!r}) for i in range(4)], engine=Engine(workers=2))
     """)

@@ -20,8 +20,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from test_cli_build import build_args, cli_command, cli_env, leftovers
-from test_crash import POLL_S, big_corpus, stage_of, tokenizing, writing  # noqa: F401 (big_corpus: a fixture)
+
+from tests.builder.test_crash import POLL_S, big_corpus, stage_of, tokenizing, writing  # noqa: F401 (big_corpus: a fixture)
+from tests.cli.test_build import build_args, cli_command, cli_env, leftovers
 
 EXIT_BOUND_S = 30  # the process must end within this after SIGINT (the fix ends it within a second)
 INTERRUPTED_LINE = "interrupted; nothing was left under the output name"

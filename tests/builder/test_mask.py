@@ -611,7 +611,7 @@ def test_span_warning_fires_exactly_where_the_options_are_not_honoured(density, 
 
 
 def test_a_degenerate_input_length_builds_with_a_warning_naming_what_it_got(tmp_path, tiny_corpus, tok):
-    from test_cli_build import cli
+    from tests.cli.test_build import cli
 
     result = cli("build", tiny_corpus, "--out", tmp_path / "b", "--tokenizer", tok, "--input-length", "3",
                  "--seeds", "1")
@@ -625,3 +625,24 @@ def test_a_degenerate_input_length_builds_with_a_warning_naming_what_it_got(tmp_
     quiet = cli("build", tiny_corpus, "--out", tmp_path / "c", "--tokenizer", tok, "--input-length", "11",
                 "--seeds", "1")
     assert quiet.exit_code == 0 and "warning: --input-length" not in quiet.stdout
+
+
+def test_whole_word_needs_a_tokenizer_that_marks_word_starts(tmp_path, tiny_corpus):
+    """A WordLevel tokenizer marks no word starts: every run between specials would be one "word"
+    masked whole, so --whole-word is refused before any reading, in one line."""
+    from mlmprep.build.mask import mlm_mask
+    from mlmprep.errors import ConfigError
+    from tests.cli.test_build import cli
+    from tests.fakes import fake_tokenizer
+
+    path = tmp_path / "wordlevel.json"
+    fake_tokenizer(400).save(str(path))
+    out = tmp_path / "b"
+    result = cli("build", tiny_corpus, "--out", out, "--tokenizer", path, "--objective", "mlm", "--whole-word",
+                 "--input-length", "32")
+    assert result.exit_code == 2 and not out.exists()
+    (line,) = result.stderr.splitlines()
+    assert "--whole-word" in line and "word starts" in line
+    with pytest.raises(ConfigError, match="marks no word starts"):
+        mlm_mask(np.arange(4, 20, dtype=np.int32), np.array([0, 16]), seed=0, first_row=0, probability=0.15,
+                 mask_id=3, special_ids=np.arange(4), vocab_size=20, word_starts=np.zeros(20, bool))

@@ -20,12 +20,12 @@ from pathlib import Path
 
 import psutil
 import pytest
-from conftest import tiny_documents
-from s3server import CREDENTIALS
-from test_cli_build import cli_command, cli_env, comparable, data_files, manifest
 
 from mlmprep.build.engine import Engine, run_tasks
 from mlmprep.errors import ConfigError
+from tests.cli.test_build import cli_command, cli_env, comparable, data_files, manifest
+from tests.conftest import tiny_documents
+from tests.s3server import CREDENTIALS
 
 pytest.importorskip("ray", reason='Ray is not installed (pip install "mlmprep[ray]")')
 
@@ -291,7 +291,7 @@ def cluster_work(root: Path) -> tuple[Path, dict] | str:
         "build_killed": cli_command(*args, "--out", root / "ray-killed"),  # one long reading task: sure to be hit
         "build_interrupted": cli_command(*args, "--out", root / "ray-interrupted"),
         "build_bad": cli_command(*bad_args, "--out", root / "ray-bad"),
-        "cli": cli_command(), "tests": str(Path(__file__).parent), "corpus": str(corpus), "tokenizer": str(tok),
+        "cli": cli_command(), "tests": str(Path(__file__).parents[1]), "corpus": str(corpus), "tokenizer": str(tok),
         "s3_args": args[4:] + ["--shard-bytes", "40000"], "s3_copy": str(root / "ray-s3"),
         "credentials": CREDENTIALS,
     }

@@ -10,7 +10,8 @@ import subprocess
 import time
 
 import pytest
-from test_cli_build import build_args, cli_command, cli_env
+
+from tests.cli.test_build import build_args, cli_command, cli_env
 
 pytest.importorskip("ray")
 psutil = pytest.importorskip("psutil")

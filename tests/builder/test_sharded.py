@@ -10,8 +10,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import build_tiny, format_1_copy, tiny_documents
-from reference_windows import token_windows
 
 from mlmprep.build.pipeline import tokenize_shard_in_driver
 from mlmprep.build.windows import WindowStats, frame_rows, segment_chars, segment_rows, text_segments
@@ -21,6 +19,8 @@ from mlmprep.errors import CorpusError
 from mlmprep.format.rows import Rows, concat_rows
 from mlmprep.format.write import iter_rows
 from mlmprep.tokenize import encode, load_tokenizer, special_ids, word_tables
+from tests.conftest import build_tiny, format_1_copy, tiny_documents
+from tests.reference_windows import token_windows
 
 SMALL = {"shard_bytes": 3000, "rows_per_file": 40}  # the tiny corpus in ~15 shards and several output files
 
@@ -79,10 +79,9 @@ def test_any_number_of_workers_writes_the_same_bytes(tmp_path, corpus_with_blank
 @pytest.mark.parametrize("case", ["tokens-stream-span", "text-span", "tokens-doc-mlm"])
 def test_shards_the_driver_reads_while_its_workers_start_give_the_same_bytes(tmp_path, corpus_with_blanks,
                                                                               tiny_tokenizer_path, case, monkeypatch):
-    from test_engine import SlowToStart
-
     import mlmprep.build.engine
     import mlmprep.build.run
+    from tests.builder.test_engine import SlowToStart
 
     options = {**CASES[case], **SMALL}
     one = build_tiny(tmp_path / "w1", corpus_with_blanks, tiny_tokenizer_path, workers=1, **options)
@@ -116,11 +115,10 @@ def test_the_bar_never_goes_back_and_every_stage_ends_full(tmp_path, corpus_with
     percentage of a stage never falls."""
     import re
 
-    from test_train_ux import FakeTerminal
-
     import mlmprep.build.run
     from mlmprep.config import BuildConfig
     from mlmprep.progress import Stages
+    from tests.fakes import FakeTerminal
 
     stages = []
 
@@ -385,7 +383,7 @@ def test_jsonl_records_are_never_split(tmp_path):
 
 
 def test_a_bad_record_in_one_shard_is_one_line_naming_file_line_and_byte(tmp_path, tok):
-    from test_cli_build import assert_refused, build_args, leftovers, run_cli
+    from tests.cli.test_build import assert_refused, build_args, leftovers, run_cli
 
     lines = [json.dumps({"text": doc}) for doc in tiny_documents(200)]
     lines[150] = '{"text": "cut off'

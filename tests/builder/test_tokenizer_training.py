@@ -18,7 +18,7 @@ from mlmprep.tokenize import N_SENTINELS, load_tokenizer, special_ids, train_tok
 
 spm = pytest.importorskip("sentencepiece")
 
-OLD_TOKENIZER = Path(__file__).parent / "data" / "unigram-tokenizers-0.23.json"  # made by mlmprep's earlier trainer
+OLD_TOKENIZER = Path(__file__).parents[1] / "data" / "unigram-tokenizers-0.23.json"  # made by mlmprep's earlier trainer
 EDGE_CASES = [
     "In the beginning God created the heaven and the earth.",
     "  leading spaces and  double   spaces and a trailing one ",

@@ -7,12 +7,12 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import build_tiny
 
 from mlmprep.build.verify import verify
 from mlmprep.format.report import merge_spans
 from mlmprep.format.rows import Rows
 from mlmprep.format.write import column_dtypes, finish_split, iter_rows, part_path, write_json, write_part
+from tests.conftest import build_tiny
 
 
 @pytest.fixture

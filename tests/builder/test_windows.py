@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from reference_windows import token_windows
 
 from mlmprep.build.windows import WindowStats, segment_chars, segment_rows, text_segments
 from mlmprep.format.rows import Rows
 from mlmprep.tokenize import WordTables, spaced_alnum, train_tokenizer, word_tables
+from tests.reference_windows import token_windows
 
 EOS = 1
 
@@ -179,12 +179,12 @@ def test_text_method_build_equals_plain_segmentation_of_the_joined_text(tmp_path
     character cut, or at the truncation) as counted here, and compare's replay of the row edges too."""
     import json
 
-    from conftest import build_tiny, tiny_documents
     from tokenizers import Tokenizer
 
     from mlmprep.compare import text_row_cuts
     from mlmprep.config import BuildConfig
     from mlmprep.format.write import iter_rows
+    from tests.conftest import build_tiny, tiny_documents
 
     docs = tiny_documents(60) + ["café naïve 日本語のテキスト 😀😀 end", "x", "wörds " * 9 + "tail",
                                  "a" + " " * 40 + "b"]
@@ -230,7 +230,7 @@ def test_text_method_build_equals_plain_segmentation_of_the_joined_text(tmp_path
 def test_text_method_refuses_an_input_length_that_leaves_no_characters(tmp_path, tiny_corpus, tiny_tokenizer_path):
     """--input-length 2 is a valid MLM length for a tokenizer without a frame, but (2 - 2) * 4 = 0 characters a
     segment: one error line naming the option, not a ZeroDivisionError, and no build left."""
-    from test_cli_build import assert_refused, cli, leftovers
+    from tests.cli.test_build import assert_refused, cli, leftovers
 
     out = tmp_path / "out"
     result = cli("build", tiny_corpus, "--out", out, "--tokenizer", tiny_tokenizer_path, "--objective", "mlm",
@@ -247,10 +247,10 @@ def test_token_splitting_build_equals_plain_windows_of_the_tokenizer_output(tmp_
     </s> of its own) cuts each document alone and drops only tails under two tokens. Counts as counted here."""
     import json
 
-    from conftest import build_tiny
     from tokenizers import Tokenizer
 
     from mlmprep.format.write import iter_rows
+    from tests.conftest import build_tiny
 
     out = build_tiny(tmp_path / "b", tiny_corpus, tiny_tokenizer_path, input_length=16, seeds=1,
                      validation_fraction=0.0, pack=pack, shard_bytes=4096)

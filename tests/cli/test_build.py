@@ -3,7 +3,8 @@ good builds are incremental, never replace what is not theirs, and are byte-for-
 
 Refusals run as real processes (exit code, stderr, no traceback); builds that succeed run in-process
 through Typer's CliRunner, which is faster, except where threads or a fresh process are the point.
-The helpers here (run_cli, run_many, leftovers, data_files) are shared by test_hostile and test_crash.
+The helpers here (cli, run_cli, run_many, leftovers, assert_refused, data_files, ...) are shared by the tests of
+every folder that drive the CLI.
 """
 
 from __future__ import annotations
@@ -16,10 +17,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from conftest import tiny_documents
 from typer.testing import CliRunner
 
 import mlmprep
+from tests.conftest import tiny_documents
 
 # ----------------------------------------------------------------------------------------------- helpers
 
@@ -385,6 +386,25 @@ def test_remask_adds_seeds_identical_to_a_direct_build(tmp_path, tok, tiny_corpu
     assert cli("remask", grown, "--seeds", "3").stdout.strip() == f"{grown}: already has 4 seeds (>= 3); nothing to add"
 
 
+def test_a_build_with_more_seeds_satisfies_a_request_for_fewer(tmp_path, tiny_corpus, tok):
+    out = tmp_path / "b"
+    build = ["build", tiny_corpus, "--out", out, "--tokenizer", tok, "--input-length", "32", "--seeds", "2"]
+    assert cli(*build).exit_code == 0
+    assert cli("remask", out, "--seeds", "5").exit_code == 0
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    again = cli(*build)  # the original command: the 5-seed build holds its 2 seeds
+    assert again.exit_code == 0 and "up to date" in again.stdout
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    said = cli("remask", out, "--seeds", "2")
+    assert said.exit_code == 0 and "already has 5 seeds" in said.stdout
+    more = cli(*build[:-1], "7")  # more seeds than the build has: remask says how
+    assert more.exit_code == 2 and f"mlmprep remask {out} --seeds 7" in more.stderr
+    for bad in ("0", "-1"):
+        refused = cli("remask", out, "--seeds", bad)
+        assert refused.exit_code == 2 and "--seeds must be at least 1" in refused.stderr
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+
+
 # ----------------------------------------------------------------------------------------------- variants
 
 
@@ -459,10 +479,9 @@ def test_a_trained_tokenizer_is_identical_across_processes(tmp_path, tiny_corpus
 
 
 def test_the_summary_calls_an_empty_validation_split_masked_not_windows(tmp_path, tiny_corpus, tok):
-    from conftest import build_tiny
-
     from mlmprep.format.load import read_manifest
     from mlmprep.format.report import build_summary
+    from tests.conftest import build_tiny
 
     out = build_tiny(tmp_path / "data", tiny_corpus, tok, validation_fraction=0.0)
     summary = build_summary(out, read_manifest(out))

@@ -9,7 +9,8 @@ import os
 from pathlib import Path
 
 import pytest
-from test_cli_build import assert_refused, cli, leftovers, run_many
+
+from tests.cli.test_build import assert_refused, cli, leftovers, run_many
 
 CAN_PROBE = os.path.isdir("/proc") and os.path.isdir("/sys")
 
@@ -271,7 +272,7 @@ def test_mlmprep_alone_still_shows_its_help():
 
 def test_a_line_break_in_a_file_name_keeps_the_error_on_one_line(tmp_path, tok):
     """The error quotes the name; its line break is shown escaped, so stderr stays one `error:` line."""
-    from test_cli_build import assert_refused, cli
+    from tests.cli.test_build import assert_refused, cli
 
     result = cli("build", tmp_path / "no\nsuch.txt", "--out", tmp_path / "out", "--tokenizer", tok)
     assert_refused(result.exit_code, result.stderr, "no\\nsuch.txt: no such file")
@@ -282,9 +283,8 @@ def test_workers_far_beyond_the_cores_are_refused_on_the_local_engine_only(tmp_p
     """--workers 100000 would start that many tokenizer processes; Ray's --workers counts tasks in flight."""
     import os
 
-    from test_cli_build import assert_refused, cli
-
     from mlmprep.config import BuildConfig
+    from tests.cli.test_build import assert_refused, cli
 
     limit = max(64, 8 * len(os.sched_getaffinity(0)))
     result = cli("build", tiny_corpus, "--out", tmp_path / "out", "--tokenizer", tok, "--workers", str(limit + 1))
@@ -299,7 +299,7 @@ def test_workers_far_beyond_the_cores_are_refused_on_the_local_engine_only(tmp_p
 def test_a_missing_build_directory_is_named_as_such(tmp_path, monkeypatch, command, target):
     """Every command that reads a build says plainly that its directory does not exist (or is a file), rather
     than that a build lacks its manifest; nothing is written (train's --out included)."""
-    from test_cli_build import assert_refused, cli
+    from tests.cli.test_build import assert_refused, cli
 
     monkeypatch.chdir(tmp_path)
     Path("afile").write_text("not a build")

@@ -1,7 +1,7 @@
 """`--help` reads well: options under titled groups, choices as choices, no Python placeholders, examples under
 every command printed as written, `mlmprep --version`; and help stays fast (no rich, numba, torch imports).
 The options of build and train are made from the config dataclasses' fields (the docs site's CLI reference is
-checked in tests/test_docs.py)."""
+checked in tests/repo/test_docs.py)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from mlmprep.cli._util import HelpCommand, OneLineErrors, cli_errors
 from mlmprep.cli.options import config_options, option_fields
 from mlmprep.config import BuildConfig, CompareConfig, TrainConfig, make_config, opt, read_config_file
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 COMMANDS = {  # command words -> the option groups its help shows, in order (the lone --help goes under "Options")
     ("build",): ["Input", "Dedup", "Tokenizer", "Windows", "Masking", "Output", "Speed"],

@@ -21,15 +21,15 @@ from pathlib import Path
 
 import pytest
 import zstandard
-from conftest import build_tiny, tiny_documents
-from test_cli_build import assert_refused, build_args, cli, leftovers
-from test_sharded import comparable, hashes
 
 from mlmprep.corpus import readers, shards
 from mlmprep.corpus.documents import open_corpus
 from mlmprep.corpus.readers import CorpusStats, ReadOptions
 from mlmprep.corpus.sources import resolve
 from mlmprep.errors import CorpusError
+from tests.builder.test_sharded import comparable, hashes
+from tests.cli.test_build import assert_refused, build_args, cli, leftovers
+from tests.conftest import build_tiny, tiny_documents
 
 CODECS = {
     "gz": lambda data: gzip.compress(data, mtime=0),

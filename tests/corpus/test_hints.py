@@ -8,10 +8,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import tiny_documents
-from test_cli_build import assert_refused, cli, leftovers, manifest, run_cli
 
 from mlmprep.corpus.readers import looks_wrapped, wrapped_count
+from tests.cli.test_build import assert_refused, cli, leftovers, manifest, run_cli
+from tests.conftest import tiny_documents
 
 
 def wrapped_prose(path: Path, paragraphs: int = 60) -> Path:
@@ -149,3 +149,26 @@ def test_half_the_records_without_the_field_is_built_with_a_warning(tmp_path, to
     result = cli("build", corpus, "--out", tmp_path / "b", "--tokenizer", tok, *BUILD)
     assert result.exit_code == 0, result.stderr
     assert "warning: 50.0% of the JSON records (200 of 400)" in result.stdout
+
+
+def test_records_without_the_text_field_are_counted_and_skipped(tmp_path, tok):
+    docs = tiny_documents(120)
+    records = [{"text": d} if i % 10 else {"body": d} for i, d in enumerate(docs)]  # 12 without "text"
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    out = tmp_path / "b"
+    result = cli("build", corpus, "--out", out, "--tokenizer", tok, "--input-length", "32", "--seeds", "1")
+    assert result.exit_code == 0, result.stderr
+    stats = json.loads((out / "manifest.json").read_text())["corpus"]["stats"]
+    assert stats["missing_field_skipped"] == 12 and stats["documents"] == 108
+    assert "12 records without the 'text' field skipped" in result.stdout
+
+
+def test_a_corpus_where_no_record_has_the_field_is_refused_naming_the_option(tmp_path, tok):
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text("".join(json.dumps({"body": d}) + "\n" for d in tiny_documents(30)), encoding="utf-8")
+    out = tmp_path / "b"
+    result = cli("build", corpus, "--out", out, "--tokenizer", tok, "--input-length", "32", "--seeds", "1")
+    assert result.exit_code == 2 and not out.exists()
+    (line,) = result.stderr.splitlines()
+    assert "none of its 30 records has a 'text' field" in line and "--text-column" in line

@@ -38,8 +38,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import WORDS, tiny_documents
-from test_cli_build import (
+
+from tests.cli.test_build import (
     assert_refused,
     build_args,
     cli,
@@ -47,6 +47,7 @@ from test_cli_build import (
     manifest,
     run_many,
 )
+from tests.conftest import WORDS, tiny_documents
 
 PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"
 

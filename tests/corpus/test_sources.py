@@ -21,6 +21,7 @@ import pytest
 from mlmprep.corpus.documents import open_corpus
 from mlmprep.corpus.sources import resolve_sources
 from mlmprep.errors import ConfigError, CorpusError
+from tests.cli.test_build import cli
 
 
 def docs(*paths, **options) -> list[str]:
@@ -255,6 +256,14 @@ def test_json_file_holding_one_object_over_several_lines(tmp_path):
         docs(write(tmp_path / "bad.json", '{\n  "text": "hello",\n  oops\n}\n'))
     with pytest.raises(CorpusError, match=r"lines\.json line 1 \(byte 0\): not valid JSON"):  # a bad JSON line
         docs(write(tmp_path / "lines.json", '{"text": oops}\n{"text": "b"}\n'))
+
+
+def test_json_errors_name_the_column_once(tmp_path, tok):
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text('{"text": "fine"}\n{"text": "unterminated\n', encoding="utf-8")
+    result = cli("build", corpus, "--out", tmp_path / "b", "--tokenizer", tok, "--input-length", "32")
+    assert result.exit_code == 2
+    assert "starting at column" in result.stderr and "at at" not in result.stderr
 
 
 # ---------------------------------------------------------------------------------------------------- columnar

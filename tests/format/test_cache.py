@@ -20,8 +20,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from fakes import list_metadata_files, write_fake_build
-from s3server import Fault
 from safetensors.torch import load_file
 from typer.testing import CliRunner
 
@@ -31,6 +29,8 @@ from mlmprep.errors import CacheError, ConfigError
 from mlmprep.format import cache as remote
 from mlmprep.format.load import open_split, read_manifest
 from mlmprep.train.loop import World, epoch_plan, fit
+from tests.fakes import list_metadata_files, write_fake_build
+from tests.s3server import Fault
 
 pytest.importorskip("s3fs")
 pytest.importorskip("moto")

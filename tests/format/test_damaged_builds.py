@@ -9,8 +9,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import build_tiny, format_1_copy, int32_copy
-from test_cli_build import assert_refused, cli, data_files, leftovers, manifest
+
+from tests.cli.test_build import assert_refused, cli, data_files, leftovers, manifest
+from tests.conftest import build_tiny, format_1_copy, int32_copy
 
 
 @pytest.fixture(scope="module")

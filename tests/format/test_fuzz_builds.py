@@ -22,7 +22,6 @@ from unittest import mock
 
 import pyarrow as pa
 import pytest
-from conftest import build_tiny
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
@@ -31,6 +30,7 @@ from mlmprep.cli import app
 from mlmprep.config import TrainConfig
 from mlmprep.errors import MlmprepError
 from mlmprep.train.loop import fit
+from tests.conftest import build_tiny
 
 CASES = int(os.environ.get("MLMPREP_FUZZ_CASES", "300"))
 SEED = int(os.environ.get("MLMPREP_FUZZ_SEED", "0"))

@@ -9,11 +9,11 @@ import random
 
 import numpy as np
 import pytest
-from conftest import WORDS, build_tiny
 
 from benchmarks.hf_trainer import windows_of
 from mlmprep.format.load import open_split
 from mlmprep.format.rows import IGNORE
+from tests.conftest import WORDS, build_tiny
 
 pytest.importorskip("transformers")
 from transformers import AutoTokenizer  # noqa: E402

@@ -11,10 +11,10 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import build_tiny, tiny_documents
-from test_html_report import browser, fake_run, open_page  # noqa: F401 (browser: a fixture)
 
 from mlmprep.format.html import report_page, write_report
+from tests.conftest import build_tiny, tiny_documents
+from tests.format.test_html_report import browser, fake_run, open_page  # noqa: F401 (browser: a fixture)
 
 # each one sets window.__pwned if the page ever treats it as markup or code
 PAYLOADS = ('{{DATA}}', '</script><script>window.__pwned=1</script>', '<img src=x onerror=window.__pwned=2>',

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import build_tiny
 
 from mlmprep.format.charts import (
     reference_span_lengths,
@@ -24,6 +23,7 @@ from mlmprep.format.charts import (
     t5_span_length_distribution,
 )
 from mlmprep.format.html import report_page, report_sources, write_report
+from tests.conftest import build_tiny
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -48,7 +48,7 @@ def test_the_reference_is_t5_random_segmentation(noise, spans):
 
 
 def test_t5_span_counts_follow_the_design_arithmetic():
-    assert t5_span_counts(568, 0.15, 3.0) == (85, 28)  # DESIGN.md: input length 512 -> windows of 568
+    assert t5_span_counts(568, 0.15, 3.0) == (85, 28)  # docs/masking.md: input length 512 -> windows of 568
     assert t5_span_counts(10, 0.5, 1.0) == (5, 5)
     assert t5_span_counts(3, 0.01, 3.0) == (1, 1)  # at least one noise token, one span
 
@@ -106,10 +106,9 @@ def test_span_statistics_count_the_stored_spans_and_follow_the_t5_reference(span
 @pytest.mark.parametrize("pack", ["stream", "doc"])
 def test_document_lengths_and_windows_per_document(tmp_path, tiny_corpus, tiny_tokenizer_path, tiny_tokenizer, pack):
     """Reference: every document of the corpus tokenized alone (its </s> added in a stream), laid end to end."""
-    from conftest import tiny_documents
-
     from mlmprep.format.charts import documents
     from mlmprep.format.load import read_manifest
+    from tests.conftest import tiny_documents
 
     build = build_tiny(tmp_path / "data", tiny_corpus, tiny_tokenizer_path, seeds=1, input_length=40,
                        validation_fraction=0.0, pack=pack)

@@ -9,10 +9,10 @@ import datasets
 import numpy as np
 import pyarrow as pa
 import pytest
-from fakes import write_fake_build
 
 from mlmprep.errors import CacheError
 from mlmprep.format.load import epoch_split, open_epoch, open_split, pick_rows, read_manifest
+from tests.fakes import write_fake_build
 
 
 @pytest.fixture(scope="module")

@@ -9,8 +9,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from test_cli_build import build_args, cli
-from test_sharded import hashes
+
+from tests.builder.test_sharded import hashes
+from tests.cli.test_build import build_args, cli
 
 
 @pytest.fixture

@@ -10,12 +10,12 @@ import json
 import numpy as np
 import pyarrow as pa
 import pytest
-from conftest import build_tiny, int32_copy
 
 from mlmprep.build import run
 from mlmprep.format.load import open_split, read_manifest
 from mlmprep.format.rows import IGNORE, Rows
 from mlmprep.format.write import column_dtypes, format_version, iter_rows, write_part
+from tests.conftest import build_tiny, int32_copy
 
 MASKED = ("input_ids", "labels")
 

@@ -158,7 +158,7 @@ def test_paths_whose_names_are_not_utf8_build_read_back_and_are_refused_where_a_
     import os
     import shutil
 
-    from test_cli_build import assert_refused, cli
+    from tests.cli.test_build import assert_refused, cli
 
     corpus, tok = os.fsdecode(bytes(tmp_path) + b"/c\xff.txt"), os.fsdecode(bytes(tmp_path) + b"/t\xff.json")
     shutil.copy(tiny_corpus, corpus)

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from mlmprep.cli import app
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 
 

@@ -1,6 +1,7 @@
 """The mutant list stays current: every site resolves to its snippet exactly once, and a site survives the
 code being moved or re-indented (tests/mutants.py finds functions by name, snippets indentation-free)."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,18 @@ def test_every_mutant_finds_its_snippet_once_where_its_site_says(copy):
             problems.append(f"{m.name}: {found if isinstance(found, str) else found[2]}")
     assert not problems
     assert len({m.name for m in mutants.MUTANTS}) == len(mutants.MUTANTS)
+
+
+def test_every_mutant_names_test_files_and_tests_that_exist():
+    """A test file moved or a test renamed would leave a mutant running nothing, or pytest refusing its path."""
+    missing = []
+    for m in mutants.MUTANTS:
+        for arg in m.tests:
+            path, _, name = arg.partition("::")
+            file = mutants.ROOT / path
+            if not file.is_file() or (name and not re.search(rf"^\s*def {name}\(", file.read_text(), re.M)):
+                missing.append(f"{m.name}: {arg}")
+    assert not missing
 
 
 def write(root: Path, rel: str, text: str) -> Path:

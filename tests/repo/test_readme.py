@@ -1,10 +1,10 @@
 """The README is a map: it opens with the two commands CI runs, stays short, and every link in it leads to a
-file of the repository (its pages are the docs site's, whose own checks are in tests/test_docs.py)."""
+file of the repository (its pages are the docs site's, whose own checks are in tests/repo/test_docs.py)."""
 
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 
 

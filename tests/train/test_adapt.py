@@ -1,5 +1,5 @@
 """adapt: length regimes, which limit an OOM halves, growth back to the user's limits, per-regime state.
-(The trainer's retry of the same batch is tested in test_train.py.)"""
+(The trainer's retry of the same batch is tested in test_training.py.)"""
 
 from __future__ import annotations
 

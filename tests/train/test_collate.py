@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from fakes import write_fake_build
 
 from mlmprep.errors import ConfigError
 from mlmprep.format.load import open_epoch
 from mlmprep.train.collate import Collator
+from tests.fakes import write_fake_build
 
 S0, S1 = 99, 98  # sentinels <extra_id_0>, <extra_id_1> in these hand-written rows; 1 is </s>, 0 <pad>
 SPAN_ROWS = [

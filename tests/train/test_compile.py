@@ -12,7 +12,6 @@ from dataclasses import replace
 import numpy as np
 import pytest
 import torch
-from fakes import write_fake_build
 from safetensors.torch import load_file
 
 import mlmprep.train.speed as speed
@@ -22,6 +21,7 @@ from mlmprep.train.batch import Budget, split_microbatches
 from mlmprep.train.collate import Collator
 from mlmprep.train.loop import World, accumulate, fit, make_forward
 from mlmprep.train.model import build_model
+from tests.fakes import write_fake_build
 
 CUDA = torch.cuda.is_available()
 pytestmark = pytest.mark.skipif(not (CUDA or os.environ.get("MLMPREP_COMPILE_TESTS")),
@@ -109,9 +109,8 @@ def test_two_compiled_ranks_end_equal_with_the_full_batch_gradient(tmp_path):
     import subprocess
     import sys
 
-    from test_ddp import WORKER, free_port, full_batch_grad_norm
-
     from mlmprep.config import to_dict
+    from tests.train.test_ddp import WORKER, free_port, full_batch_grad_norm
 
     data = write_fake_build(tmp_path / "data", n_rows=48)
     cfg = TrainConfig(data=str(data), out=str(tmp_path / "run"), max_tokens_per_batch=1024,

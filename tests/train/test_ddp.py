@@ -17,12 +17,12 @@ from dataclasses import replace
 import numpy as np
 import pytest
 import torch
-from fakes import write_fake_build
 from safetensors.torch import load_file
 
 from mlmprep.config import TrainConfig, to_dict
 from mlmprep.errors import ConfigError
 from mlmprep.train.loop import World, epoch_plan, fit
+from tests.fakes import write_fake_build
 
 WORKER = """
 import json, os, sys
@@ -65,7 +65,7 @@ def free_port() -> int:
 def launch(tmp_path_factory):
     """One torchrun launch of two gloo ranks: the plan run, then the dropout runs (uninterrupted; stopped after
     step 1; resumed). Returns (directory, the plan run's config)."""
-    from test_train_options import BASE, dropout_config
+    from tests.train.test_options import BASE, dropout_config
 
     tmp_path = tmp_path_factory.mktemp("ddp")
     data = write_fake_build(tmp_path / "data", n_rows=48)
@@ -148,7 +148,7 @@ def full_batch_grad_norm(cfg: TrainConfig) -> float:
 
 def test_ddp_resume_with_dropout_is_exact(launch):
     """Two gloo ranks, dropout on: stopped mid-epoch and resumed == uninterrupted, bit for bit."""
-    from test_train_options import final_weights, same
+    from tests.train.test_options import final_weights, same
 
     tmp_path, _ = launch
     state = json.loads((tmp_path / "b" / "checkpoint-1" / "state.json").read_text())

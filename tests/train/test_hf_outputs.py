@@ -7,10 +7,10 @@ import json
 
 import pytest
 import torch
-from conftest import build_tiny
 
 from mlmprep.config import TrainConfig
 from mlmprep.train.loop import fit
+from tests.conftest import build_tiny
 
 pytest.importorskip("transformers")
 from transformers import AutoModelForMaskedLM, AutoModelForSeq2SeqLM, AutoTokenizer  # noqa: E402

@@ -14,7 +14,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from fakes import write_fake_build
 from safetensors.torch import load_file
 from typer.testing import CliRunner
 
@@ -27,6 +26,7 @@ from mlmprep.train.batch import Budget
 from mlmprep.train.checkpoint import checkpoints
 from mlmprep.train.loop import fit
 from mlmprep.train.mixture import mix_weights, open_mixture
+from tests.fakes import write_fake_build
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -399,7 +399,7 @@ def test_ddp_resume_of_a_mixture_is_exact(tmp_path, builds):
     import subprocess
     import sys
 
-    from test_ddp import free_port
+    from tests.train.test_ddp import free_port
 
     big, small, ragged = builds
     base = dict(sources=[str(big), str(small), str(ragged)], weights="0.5,0.3,0.2", max_steps=8, decay_steps=8,
@@ -430,7 +430,7 @@ def test_the_worked_example_of_the_mixtures_page_is_exact():
     weights window tokens."""
     from mlmprep.build.mask import compute_input_and_target_lengths
 
-    page = " ".join((Path(__file__).resolve().parents[1] / "docs" / "mixtures.md").read_text().split())
+    page = " ".join((Path(__file__).resolve().parents[2] / "docs" / "mixtures.md").read_text().split())
     window, target = compute_input_and_target_lengths(512, 0.15, 3)
     windows = 2e9 * window / (512 + target)
     web, wiki = 0.8 * windows, 0.2 * windows

@@ -9,7 +9,6 @@ import math
 import numpy as np
 import pytest
 import torch
-from fakes import write_fake_build
 from safetensors.torch import load_file
 from typer.testing import CliRunner
 
@@ -18,6 +17,7 @@ from mlmprep.cli import app
 from mlmprep.config import TrainConfig
 from mlmprep.format.write import strict
 from mlmprep.train.checkpoint import checkpoints
+from tests.fakes import write_fake_build
 
 SMALL = dict(max_tokens_per_batch=512, max_tokens_per_microbatch=256, max_examples_per_microbatch=8,
              warmup_steps=2, eval_every=0, log_every=1)

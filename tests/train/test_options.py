@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from fakes import write_fake_build
 from safetensors.torch import load_file
 from typer.testing import CliRunner
 
@@ -25,6 +24,7 @@ from mlmprep.format.load import read_manifest
 from mlmprep.train.checkpoint import checkpoints
 from mlmprep.train.loop import World, autocast, epoch_plan, fit
 from mlmprep.train.model import PRESETS, round_up
+from tests.fakes import write_fake_build
 
 CPU = World(rank=0, size=1, device=torch.device("cpu"))
 BASE = dict(max_tokens_per_batch=512, max_tokens_per_microbatch=256, max_examples_per_microbatch=8, warmup_steps=1,

@@ -9,11 +9,11 @@ import warnings
 
 import numpy as np
 import pytest
-from fakes import write_fake_build
 
 from mlmprep.config import TrainConfig
 from mlmprep.train import plots
 from mlmprep.train.loop import fit
+from tests.fakes import write_fake_build
 
 SMALL = dict(model="tiny", max_tokens_per_batch=512, max_tokens_per_microbatch=512, max_examples_per_microbatch=16,
              warmup_steps=1, log_every=1, save_every=0, eval_every=2, max_steps=4)

@@ -8,13 +8,13 @@ import json
 import shutil
 
 import pytest
-from fakes import write_fake_build
 
 from mlmprep.config import TrainConfig
 from mlmprep.errors import CacheError
 from mlmprep.format.load import open_epoch, read_manifest
 from mlmprep.train import mixture
 from mlmprep.train.loop import fit
+from tests.fakes import write_fake_build
 
 SMALL = dict(max_tokens_per_batch=512, max_tokens_per_microbatch=256, max_examples_per_microbatch=8, warmup_steps=2,
              eval_every=0, log_every=1, save_every=1, deterministic=True)

@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from fakes import write_fake_build
 from safetensors.torch import load_file
 from typer.testing import CliRunner
 
@@ -26,6 +25,8 @@ from mlmprep.train.checkpoint import checkpoints
 from mlmprep.train.collate import Collator
 from mlmprep.train.loop import World, accumulate, epoch_plan, fit, lr_at
 from mlmprep.train.model import build_model
+from tests.conftest import build_tiny
+from tests.fakes import write_fake_build
 
 CPU = World(rank=0, size=1, device=torch.device("cpu"))
 SMALL = dict(max_tokens_per_batch=512, max_tokens_per_microbatch=256, max_examples_per_microbatch=8,
@@ -318,7 +319,6 @@ def test_evaluates_on_a_split_of_another_build_with_the_same_tokenizer(tmp_path,
 
 
 def test_an_empty_validation_split_is_skipped_as_a_builds_own(tmp_path, real_build, tiny_corpus, tiny_tokenizer_path):
-    from conftest import build_tiny
 
     empty = build_tiny(tmp_path / "v0", tiny_corpus, tiny_tokenizer_path, input_length=64, validation_fraction=0)
     run = tmp_path / "run"
@@ -357,3 +357,22 @@ def test_a_batch_without_label_tokens_is_skipped_not_a_crash(tmp_path):
     skipped = [line for line in lines if line.get("event") == "no_targets"]
     assert sorted(r for line in skipped for r in line["rows"]) == empty
     assert sum(line["examples"] for line in lines if "examples" in line) == len(split) - len(empty)
+
+
+def test_training_without_validation_rows_says_evaluation_is_skipped(tmp_path, tiny_corpus, tiny_tokenizer_path,
+                                                                     capsys):
+    import torch
+
+    from mlmprep.config import TrainConfig
+    from mlmprep.train.loop import fit
+
+    data = build_tiny(tmp_path / "b", tiny_corpus, tiny_tokenizer_path, validation_fraction=0.0, seeds=1)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        fit(TrainConfig(data=str(data), out=str(tmp_path / "run"), model="tiny", max_steps=1, warmup_steps=0,
+                        max_tokens_per_batch=256, max_tokens_per_microbatch=256, eval_every=0, save_every=0))
+    finally:
+        torch.set_num_threads(threads)
+    said = [line for line in capsys.readouterr().err.splitlines() if "evaluation is skipped" in line]
+    assert len(said) == 1 and "no validation rows" in said[0]
