@@ -179,7 +179,7 @@ def test_a_fresh_process_with_another_hash_seed_and_one_thread_gives_the_same_by
         "import hashlib, sys\n"
         "from mlmprep.build import dedup\n"
         "from tests.near_duplicates import planted_corpus\n"
-        "from tests.test_dedup_kernels import random_texts\n"
+        "from tests.builder.test_dedup_kernels import random_texts\n"
         "texts = planted_corpus(seed=5, bases=30, copies=30)[0] + random_texts(5, 50)\n"
         "s = dedup.minhash_signatures(texts, ngram=5, num_hashes=dedup.NUM_HASHES, seed=9)\n"
         "c = dedup.near_duplicate_clusters(s, bands=dedup.BANDS, rows=dedup.ROWS, threshold=dedup.THRESHOLD)\n"
