@@ -3,8 +3,8 @@
     python -m benchmarks.hostile            # 50 MB
     python -m benchmarks.hostile --quick    # 10 MB
 
-The unit tests (tests/test_corpus.py, tests/test_hostile.py) check that such a line is read and built
-exactly; the limits on time and memory live here, where a loaded machine cannot make a test flake.
+The unit tests (tests/corpus/test_sources.py, tests/corpus/test_hostile_corpora.py) check that such a line is
+read and built exactly; the limits on time and memory live here, where a loaded machine cannot make a test flake.
 Limits: the build within 120 s (about 10 M characters/s of reading and cleaning, tokenizing on 2 loaded
 cores) and 1000 MB peak RSS (20x the line: a few copies of the text plus int32 tokens, no per-token
 Python objects); reading the line alone within 10 s (about 0.3 s; a quadratic reader takes hours).

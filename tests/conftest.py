@@ -27,7 +27,7 @@ def pytest_collection_finish(session):
         return
     if importlib.util.find_spec("ray") and any("cluster_run" in getattr(item, "fixturenames", ())
                                                for item in session.items):
-        import test_ray
+        from tests.builder import test_ray
 
         session.config.ray_cluster_run = test_ray.start_early(session.config._tmp_path_factory.mktemp("ray"))
 
@@ -189,7 +189,7 @@ def one_thread():
 @pytest.fixture(scope="module")
 def s3_endpoint():
     """A real S3 server (moto's server mode) on a free loopback port, for the tests of one module."""
-    from s3server import s3_server
+    from tests.s3server import s3_server
 
     with s3_server() as server:
         yield server
@@ -208,7 +208,7 @@ def s3_proxy(s3, monkeypatch):
     """A FaultProxy in front of the S3 server, with the environment pointed at the proxy: add faults to it."""
     from urllib.parse import urlsplit
 
-    from s3server import FaultProxy
+    from tests.s3server import FaultProxy
 
     url = urlsplit(s3.endpoint)
     proxy = FaultProxy((url.hostname, url.port))

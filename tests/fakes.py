@@ -20,7 +20,7 @@ IGNORE = -100
 
 
 def span_lengths(window: np.ndarray, density: float = 0.15, mean_span: float = 3.0) -> tuple[np.ndarray, np.ndarray]:
-    """(noise tokens, spans) per window length, T5's arithmetic (DESIGN.md); int64 arrays."""
+    """(noise tokens, spans) per window length, T5's arithmetic (docs/masking.md); int64 arrays."""
     window = np.asarray(window, dtype=np.int64)
     noise = np.clip(np.round(window * density), 1, window - 1).astype(np.int64)
     spans = np.maximum(1, np.round(np.minimum(noise, window - noise) / mean_span)).astype(np.int64)
@@ -166,3 +166,22 @@ def list_metadata_files(build: Path) -> Path:
                            for p in sorted((build / name).glob("*.json")) if p.name not in listed]
     (build / "manifest.json").write_text(json.dumps(manifest))
     return build
+
+
+class FakeTerminal:
+    """stderr as a terminal: the progress bar draws into it."""
+
+    def __init__(self):
+        self.parts = []
+
+    def isatty(self):
+        return True
+
+    def write(self, text):
+        self.parts.append(text)
+
+    def flush(self):
+        pass
+
+    def getvalue(self):
+        return "".join(self.parts)

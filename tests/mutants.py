@@ -15,7 +15,7 @@ reshaping the code does not stale the list. The working tree is never touched: i
 untracked, not ignored) are copied once to a temporary directory, where `mlmprep` and `mlmprep.cli` are
 imported from (PYTHONPATH), and each mutant is applied there, tested, and undone. A snippet that no longer
 occurs exactly once in its function is reported STALE, so the list does not rot silently when the code
-changes (tests/test_mutants.py checks every site on each test run). Tests run as `pytest -x -q -m ""` (slow
+changes (tests/repo/test_mutants.py checks every site on each test run). Tests run as `pytest -x -q -m ""` (slow
 ones too) on the mutant's likely test files first; only if those pass does the whole suite run. Exit status 1
 if any mutant survives or is stale. Not part of the default test run (this file is not collected by pytest).
 """
@@ -45,7 +45,7 @@ class Mutant(NamedTuple):
     tests: tuple[str, ...]  # pytest arguments that should catch it
 
 
-RAY_S3 = ("tests/test_ray.py::"
+RAY_S3 = ("tests/builder/test_ray.py::"
           "test_a_build_from_and_to_s3_on_nodes_that_share_no_disk_with_the_driver_equals_the_local_build")
 
 MUTANTS = [
@@ -92,9 +92,9 @@ MUTANTS = [
     # ------------------------------------------------------------ Ray on loopback
     Mutant("ray-local-cluster-listens-wide", "mlmprep.build.engine.ray:RayEngine.session",  # GCS, raylet, agents on every interface
            "    with loopback_only(ray) if local else nullcontext():", "    with nullcontext():",
-           ("tests/test_ray_loopback.py",)),
+           ("tests/builder/test_ray_loopback.py",)),
     Mutant("ray-loopback-sticks", "mlmprep.build.engine.ray:loopback_only",  # a later join of a real cluster says 127.0.0.1
-           "        constants.ENABLE_RAY_CLUSTER = before[1]\n", "        pass\n", ("tests/test_ray_loopback.py",)),
+           "        constants.ENABLE_RAY_CLUSTER = before[1]\n", "        pass\n", ("tests/builder/test_ray_loopback.py",)),
     # ------------------------------------------------------------ object storage: the commit protocol
     Mutant("remote-manifest-with-files", "mlmprep.format.publish:commit_remote",  # the commit point uploaded among the files
            "        storage.put(pairs, options)\n        storage.put([(stage / MANIFEST, manifest)], options)",
@@ -119,35 +119,35 @@ MUTANTS = [
     Mutant("compressed-parts-unraised", "mlmprep.corpus.shards:file_shards",  # one .gz holds its output files back to the end
            "wanted = max(streams, MIN_STREAMS) if streams > 1 and codec in QUICK_CODECS else streams",
            "wanted = streams",
-           ("tests/test_compressed.py::test_gzip_and_zstd_files_are_read_in_many_parts_bzip2_and_xz_in_what_the_"
+           ("tests/corpus/test_compressed.py::test_gzip_and_zstd_files_are_read_in_many_parts_bzip2_and_xz_in_what_the_"
             "workers_ask",)),
     Mutant("stream-resumed-past-the-start", "mlmprep.corpus.streams:_resumed",  # a part goes on from one after it
            "if kept == key and stream.end <= start]", "if kept == key]",
-           ("tests/test_compressed.py::test_parts_of_a_compressed_file_read_the_documents_of_the_plain_file",)),
+           ("tests/corpus/test_compressed.py::test_parts_of_a_compressed_file_read_the_documents_of_the_plain_file",)),
     Mutant("stream-resumed-from-other-content", "mlmprep.corpus.streams:_resumed",  # a rewritten file's old stream
            "if kept == key and stream.end", "if kept[0] == key[0] and stream.end",
-           ("tests/test_compressed.py::test_parts_go_on_only_from_a_stream_of_the_same_content",)),
+           ("tests/corpus/test_compressed.py::test_parts_go_on_only_from_a_stream_of_the_same_content",)),
     Mutant("stream-block-lost", "mlmprep.corpus.streams:_Stream.blocks",  # the block the last part stopped in is skipped
            "        if self.block is not None:\n            yield self.block\n", "",
-           ("tests/test_compressed.py::test_parts_of_a_compressed_file_read_the_documents_of_the_plain_file",)),
+           ("tests/corpus/test_compressed.py::test_parts_of_a_compressed_file_read_the_documents_of_the_plain_file",)),
     Mutant("stream-never-kept", "mlmprep.corpus.streams:stream_blocks",  # every part decompresses from the file's start
            "                    _keep((str(path), resume), stream, end)\n                    stream = None\n", "",
-           ("tests/test_compressed.py::test_a_process_reading_a_files_parts_in_order_decompresses_it_once",)),
+           ("tests/corpus/test_compressed.py::test_a_process_reading_a_files_parts_in_order_decompresses_it_once",)),
     Mutant("heap-threshold-left-dynamic", "mlmprep.build.engine.base:steady_heap",  # a worker's heap creeps up with the text
            "    mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)", "    pass",
-           ("tests/test_compressed.py::test_peak_memory_does_not_creep_up_over_real_text",)),
+           ("tests/corpus/test_compressed.py::test_peak_memory_does_not_creep_up_over_real_text",)),
     Mutant("stream-kept-after-the-build", "mlmprep.build.run:build",  # a build's driver holds corpus files open
            "        stack.callback(let_go_streams)", "        pass",
-           ("tests/test_compressed.py::test_a_build_closes_the_streams_its_process_kept",)),
+           ("tests/corpus/test_compressed.py::test_a_build_closes_the_streams_its_process_kept",)),
     Mutant("stream-digest-not-passed", "mlmprep.corpus.documents:_file_corpus",  # builds never resume a stream
            "shard_bytes, streams, [d for _, d in digests])", "shard_bytes, streams)",
-           ("tests/test_compressed.py::test_a_process_reading_a_files_parts_in_order_decompresses_it_once",)),
+           ("tests/corpus/test_compressed.py::test_a_process_reading_a_files_parts_in_order_decompresses_it_once",)),
     Mutant("detached-in-the-driver-stage", "mlmprep.build.pipeline:run_detached",  # tasks write where no Ray node sees
            "    moved = replace(layout, stage=own)", "    moved = layout",
-           ("tests/test_detached.py::test_detached_tasks_build_the_attached_build_s_bytes",)),
+           ("tests/builder/test_detached.py::test_detached_tasks_build_the_attached_build_s_bytes",)),
     Mutant("detached-payloads-kept", "mlmprep.build.outputs:Staging.let_go",  # every shard's tokens held in Ray's store to the end
            '                self.held.pop(f"{STAGING}/{name}", None)', "                pass",
-           ("tests/test_detached.py::test_detached_tasks_build_the_attached_build_s_bytes",)),
+           ("tests/builder/test_detached.py::test_detached_tasks_build_the_attached_build_s_bytes",)),
     Mutant("ray-payload-dropped", "mlmprep.build.engine.ray:run_ray",  # a Ray task's staged files never reach the driver
            "yield index[ref], Shipped(result, payload, names) if names else result", "yield index[ref], result",
            (RAY_S3,)),
@@ -171,188 +171,188 @@ MUTANTS = [
            '        storage.preflight(out, options, "--out")\n', "        pass\n",
            ("tests/test_storage.py::test_store_problems_are_one_line_naming_the_url_before_any_work",)),
     Mutant("local-build-never-there", "mlmprep.build.destination:LocalDirectory.has_build",  # workers prestarted for an up-to-date build
-           "return manifest_path(self.out).exists()", "return False", ("tests/test_destination.py",)),
+           "return manifest_path(self.out).exists()", "return False", ("tests/builder/test_destination.py",)),
     Mutant("stored-build-always-there", "mlmprep.build.destination:ObjectPrefix.has_build",  # workers never prestarted
            "return storage.exists(storage.join(self.out, MANIFEST), self.options)", "return True",
-           ("tests/test_destination.py",)),
+           ("tests/builder/test_destination.py",)),
     # ------------------------------------------------------------ span corruption kernel
     Mutant("floyd-range", "mlmprep.build._kernels:_floyd_step",  # Floyd draws from [0, j): the collision branch alone can take j
            "state, t = _bounded(state, j + 1)", "state, t = _bounded(state, j)",
-           ("tests/test_mask_reference.py",)),
+           ("tests/builder/test_mask_reference.py",)),
     Mutant("floyd-collision-takes-neighbour", "mlmprep.build._kernels:_floyd_step",  # a collision takes t's free neighbour instead of j
            "t = j if taken else t  #",
            "t = (t + 1 if t + 1 <= j and not (bits[(t + 1) >> 6] >> np.uint64((t + 1) & 63)) & ONE else j) if taken else t  #",
-           ("tests/test_mask_reference.py",)),
+           ("tests/builder/test_mask_reference.py",)),
     Mutant("noise-first", "mlmprep.build._kernels:_interleave",  # interleave noise first, as if the spans were swapped
            "spans[2 * k] = end_keep - prev_keep\n        spans[2 * k + 1] = end_noise - prev_noise",
            "spans[2 * k] = end_noise - prev_noise\n        spans[2 * k + 1] = end_keep - prev_keep",
-           ("tests/test_mask.py",)),
+           ("tests/builder/test_mask.py",)),
     Mutant("roll-half-row", "mlmprep.build._kernels:span_corrupt_rows",  # the roll offset drawn from half the row
            "state, offset = _bounded(state, length)", "state, offset = _bounded(state, (length + 1) // 2)",
-           ("tests/test_mask_reference.py",)),
+           ("tests/builder/test_mask_reference.py",)),
     Mutant("roll-from-span-start", "mlmprep.build._kernels:_roll",  # a roll inside a kept span starts at its beginning too
            "head = offset - start if j % 2 == 0 else 0", "head = 0",
-           ("tests/test_mask_reference.py",)),
+           ("tests/builder/test_mask_reference.py",)),
     Mutant("row-stream-ignores-first-row", "mlmprep.build._kernels:span_corrupt_rows",  # chunks restart the row streams
            "state = stream_key(seed, first_row + i)\n            state = _sorted_sample_pair",
            "state = stream_key(seed, i)\n            state = _sorted_sample_pair",
-           ("tests/test_mask.py",)),
+           ("tests/builder/test_mask.py",)),
     # ------------------------------------------------------------ span and MLM arithmetic
     Mutant("noise-count-floor", "mlmprep.build.mask:span_counts",  # floor instead of T5's round
            "noise = np.clip(np.rint(lengths * noise_density)", "noise = np.clip(np.floor(lengths * noise_density)",
-           ("tests/test_mask_reference.py",)),
+           ("tests/builder/test_mask_reference.py",)),
     Mutant("spans-from-noise-only", "mlmprep.build.mask:span_counts",  # spans = round(noise / mean), T5's original, not seed 000's
            "np.rint(np.minimum(noise, lengths - noise) / mean_span_length)", "np.rint(noise / mean_span_length)",
-           ("tests/test_mask_reference.py",)),
+           ("tests/builder/test_mask_reference.py",)),
     Mutant("mlm-70-mask", "mlmprep.build._kernels:_mask_position",  # 70/20/10 instead of 80/10/10
            "    if r < 8:\n        inputs_out[p] = mask_id", "    if r < 7:\n        inputs_out[p] = mask_id",
-           ("tests/test_mask_reference.py",)),
+           ("tests/builder/test_mask_reference.py",)),
     Mutant("mlm-random-may-be-special", "mlmprep.build.mask:mlm_mask",  # random replacements drawn from the whole vocabulary
            "normal_ids = np.flatnonzero(~is_special).astype(np.int32)",
            "normal_ids = np.arange(vocab_size).astype(np.int32)",
-           ("tests/test_mask.py",)),
+           ("tests/builder/test_mask.py",)),
     Mutant("mlm-first-positions", "mlmprep.build._kernels:mlm_rows",  # the first m maskable tokens instead of a random m
            "state = _sorted_sample(state, n_groups, counts[i], bits, chosen)",
            "chosen[: counts[i]] = np.arange(counts[i])",
-           ("tests/test_mask_reference.py",)),
+           ("tests/builder/test_mask_reference.py",)),
     # ------------------------------------------------------------ dedup: keys, MinHash, LSH clusters
     Mutant("dedup-exact-python-hash", "mlmprep.build.dedup:exact_keys",  # Python's salted hash(): keys differ per process
            'hashlib.blake2b(normalise(t).encode("utf-8", "surrogatepass"), digest_size=8).digest()',
-           'hash(normalise(t)).to_bytes(8, "little", signed=True)', ("tests/test_dedup_kernels.py",)),
+           'hash(normalise(t)).to_bytes(8, "little", signed=True)', ("tests/builder/test_dedup_kernels.py",)),
     Mutant("dedup-no-nfc", "mlmprep.build.dedup:normalise",  # composed and decomposed accents are different texts
            '_SPACE_RUN.sub(" ", unicodedata.normalize("NFC", text))', '_SPACE_RUN.sub(" ", text)',
-           ("tests/test_dedup_kernels.py",)),
+           ("tests/builder/test_dedup_kernels.py",)),
     Mutant("dedup-signature-no-nfc", "mlmprep.build.dedup:minhash_signatures",  # the kernel hashes the words as they came
-           'parts = [unicodedata.normalize("NFC", t).encode(', 'parts = [t.encode(', ("tests/test_dedup_kernels.py",)),
+           'parts = [unicodedata.normalize("NFC", t).encode(', 'parts = [t.encode(', ("tests/builder/test_dedup_kernels.py",)),
     Mutant("dedup-seed-ignored", "mlmprep.build.dedup:permutations",  # every seed the same permutations
            "key = np.uint64((seed ^ _SIGNATURE_TAG) & randomness.MASK64)", "key = np.uint64(_SIGNATURE_TAG)",
-           ("tests/test_dedup_kernels.py",)),
+           ("tests/builder/test_dedup_kernels.py",)),
     Mutant("dedup-one-permutation", "mlmprep.build._dedup_kernels:_take_min",  # every entry the same multiplier: correlated
            "np.uint32((a[k] * h + b[k]) >> U32)", "np.uint32((a[0] * h + b[k]) >> U32)",
-           ("tests/test_dedup_kernels.py",)),
+           ("tests/builder/test_dedup_kernels.py",)),
     Mutant("dedup-biased-permutation", "mlmprep.build._dedup_kernels:_take_min",  # the low 32 bits: not a good permutation
            "np.uint32((a[k] * h + b[k]) >> U32)", "np.uint32((a[k] * h + b[k]) & np.uint64(0xFFFFFFFF))",
-           ("tests/test_dedup_kernels.py",)),
+           ("tests/builder/test_dedup_kernels.py",)),
     Mutant("dedup-ascii-spaces-only", "mlmprep.build._dedup_kernels:_space_at",  # no-break and ideographic spaces join words
            "    if c == 0xC2 and i + 1 < end:", "    if True:\n        return 0\n    if c == 0xC2 and i + 1 < end:",
-           ("tests/test_dedup_kernels.py",)),
+           ("tests/builder/test_dedup_kernels.py",)),
     Mutant("dedup-short-text-no-shingle", "mlmprep.build._dedup_kernels:_signature",  # fewer words than ngram: empty signature
-           "    if 0 < count < ngram:\n", "    if False:\n", ("tests/test_dedup_kernels.py",)),
+           "    if 0 < count < ngram:\n", "    if False:\n", ("tests/builder/test_dedup_kernels.py",)),
     Mutant("dedup-band-skips-row", "mlmprep.build._dedup_kernels:lsh_keys",  # a band's key leaves out its last row
            "_row_key(sig, i, j * rows, (j + 1) * rows,", "_row_key(sig, i, j * rows, (j + 1) * rows - 1,",
-           ("tests/test_dedup_kernels.py",)),
+           ("tests/builder/test_dedup_kernels.py",)),
     Mutant("dedup-band-neighbours-only", "mlmprep.build._dedup_kernels:link_band",  # a bucket links only sorted neighbours
            "                y = docs[order[v]]\n", "                y = docs[order[v]]\n                if v > u + 1:\n                    break\n",
-           ("tests/test_dedup_kernels.py",)),
+           ("tests/builder/test_dedup_kernels.py",)),
     Mutant("dedup-first-band-skipped", "mlmprep.build._dedup_kernels:link_bands",  # band 0's candidates never linked
            "    for band in range(1, keys.shape[0]):", "    for band in range(2, keys.shape[0]):",
-           ("tests/test_dedup_kernels.py",)),
+           ("tests/builder/test_dedup_kernels.py",)),
     Mutant("dedup-stale-bucket-counts", "mlmprep.build._dedup_kernels:link_bands",  # a band's counts start from the last's
-           "        starts[:] = 0\n", "", ("tests/test_dedup_kernels.py",)),
+           "        starts[:] = 0\n", "", ("tests/builder/test_dedup_kernels.py",)),
     Mutant("dedup-shard-keys-misaligned", "mlmprep.build.selection:Selection.cluster",  # shards' keys joined out of order
            'lsh = popped_whole(self.results, "lsh_keys", axis=1)',
            'lsh = popped_whole(self.results[::-1], "lsh_keys", axis=1)',
-           ("tests/test_dedup_build.py::test_near_dedup_keeps_the_first_of_each_cluster_brute_force_jaccard_confirms",)),
+           ("tests/builder/test_dedup.py::test_near_dedup_keeps_the_first_of_each_cluster_brute_force_jaccard_confirms",)),
     Mutant("dedup-threshold-ignored", "mlmprep.build._dedup_kernels:_close",  # every candidate pair an edge
-           "    return same / sig.shape[1] >= threshold", "    return True", ("tests/test_dedup_kernels.py",)),
+           "    return same / sig.shape[1] >= threshold", "    return True", ("tests/builder/test_dedup_kernels.py",)),
     Mutant("dedup-threshold-strict", "mlmprep.build._dedup_kernels:_close",  # an estimate equal to the threshold is dropped
            "    return same / sig.shape[1] >= threshold", "    return same / sig.shape[1] > threshold",
-           ("tests/test_dedup_kernels.py",)),
+           ("tests/builder/test_dedup_kernels.py",)),
     Mutant("dedup-union-not-at-root", "mlmprep.build._dedup_kernels:_union",  # links the element, not its root
            "        parent[ry] = rx\n    elif ry < rx:\n        parent[rx] = ry",
-           "        parent[y] = rx\n    elif ry < rx:\n        parent[x] = ry", ("tests/test_dedup_kernels.py",)),
+           "        parent[y] = rx\n    elif ry < rx:\n        parent[x] = ry", ("tests/builder/test_dedup_kernels.py",)),
     Mutant("dedup-representative-largest", "mlmprep.build._dedup_kernels:_union",  # the larger root wins
            "    if rx < ry:\n        parent[ry] = rx\n    elif ry < rx:",
-           "    if rx > ry:\n        parent[ry] = rx\n    elif ry > rx:", ("tests/test_dedup_kernels.py",)),
+           "    if rx > ry:\n        parent[ry] = rx\n    elif ry > rx:", ("tests/builder/test_dedup_kernels.py",)),
     # ------------------------------------------------------------ build engine
     Mutant("pool-per-call", "mlmprep.build.engine.local:LocalEngine.results",  # a session's calls each start a pool (phase 2 re-forks, reloads)
            "if self in POOLS:  # inside a session", "if False:  # inside a session",
-           ("tests/test_engine.py",)),
+           ("tests/builder/test_engine.py",)),
     Mutant("no-watch-on-workers", "mlmprep.build.engine.local:run_local",  # the driver trusts the executor to see every death
            "            if not done and pool.lost_a_worker():", "            if False:",
-           ("tests/test_engine.py",)),
+           ("tests/builder/test_engine.py",)),
     Mutant("forkserver-skips-numba", "mlmprep.build.pipeline",  # every worker loads Numba itself in phase 2
            "if in_forkserver():  # load", "if False:  # load",
-           ("tests/test_engine.py",)),
+           ("tests/builder/test_engine.py",)),
     Mutant("driver-loads-numba", "mlmprep.build.mask:row_seed",  # slot seeds through a kernel: Numba in the driver at the barrier
            '    with np.errstate(over="ignore"):\n        return int(stream_key(',
            '    from mlmprep import _kernels\n\n    _kernels.warm_up()\n    with np.errstate(over="ignore"):\n        return int(stream_key(',
-           ("tests/test_engine.py",)),
+           ("tests/builder/test_engine.py",)),
     Mutant("cli-starts-workers-late", "mlmprep.cli.build:build",  # the forkserver starts after the pipeline's imports
            "    if not STARTED_EARLY:  # else start_workers_before_parsing has done it, from the same options\n"
            "        start_workers_early(cfg)\n    from mlmprep.build.mask import span_warning\n"
            "    from mlmprep.build.run import build as run_build\n",
            "    from mlmprep.build.mask import span_warning\n    from mlmprep.build.run import build as run_build\n"
            "    if not STARTED_EARLY:\n        start_workers_early(cfg)\n",
-           ("tests/test_engine.py",)),
+           ("tests/builder/test_engine.py",)),
     Mutant("cli-starts-workers-after-parsing", "mlmprep.cli:main",  # no early start: the server waits for typer
            '    if sys.argv[1:2] == ["build"]:', '    if False:',
-           ("tests/test_engine.py",)),
+           ("tests/builder/test_engine.py",)),
     Mutant("early-reading-takes-a-value-for-corpus", "mlmprep.cli.build:scan_build_args",  # an option's value read as a corpus path
            '            value = value if eq else next(it, None)', '            value = value if eq else ""',
-           ("tests/test_cli_build.py",)),
+           ("tests/cli/test_build.py",)),
     Mutant("early-start-ignores-config-file", "mlmprep.cli.build:start_workers_before_parsing",  # a config file's workers/engine not waited for
            '    if options.keys() & {"--help", "--config", "--dataset"}:', '    if options.keys() & {"--help", "--dataset"}:',
-           ("tests/test_cli_build.py",)),
+           ("tests/cli/test_build.py",)),
     Mutant("generated-flag-without-its-off-form", "mlmprep.cli.options:flag_names",  # a file's `force: true` cannot be undone
            '(f"{name}/--no-{name[2:]}" if is_flag(cls, field) else name)', "name",
-           ("tests/test_cli_help.py",)),
+           ("tests/cli/test_help.py",)),
     Mutant("generated-option-defaults-to-the-field", "mlmprep.cli.options:option_parameter",  # the command line overrides a config file
            "    return inspect.Parameter(field.name, inspect.Parameter.KEYWORD_ONLY, default=None,",
            "    return inspect.Parameter(field.name, inspect.Parameter.KEYWORD_ONLY, default=field.default,",
-           ("tests/test_config_files.py", "tests/test_cli_help.py")),
+           ("tests/test_config_files.py", "tests/cli/test_help.py")),
     Mutant("engine-option-ignored", "mlmprep.build.engine:make_engine",  # --engine ray builds on local processes
            "        return RayEngine(workers, ray_address)", "        return LocalEngine(workers)",
-           ("tests/test_engine.py::test_the_engine_option_picks_the_engine_class", "tests/test_ray_loopback.py")),
+           ("tests/builder/test_engine.py::test_the_engine_option_picks_the_engine_class", "tests/builder/test_ray_loopback.py")),
     Mutant("ray-nodes-read-driver-copies", "mlmprep.build.engine.ray:RayEngine",  # nodes sent paths only the driver has
            "    shares_disk: ClassVar[bool] = False", "    shares_disk: ClassVar[bool] = True",
            (RAY_S3,)),
     Mutant("added-behind-the-queued-tasks", "mlmprep.build.engine.local:run_local",  # tasks added wait behind the first phase
            "                queue.extendleft(reversed(run.added()))", "                queue.extend(run.added())",
-           ("tests/test_engine.py",)),
+           ("tests/builder/test_engine.py",)),
     Mutant("added-last-in-process", "mlmprep.build.engine.local:LocalEngine.results",  # in-process too
            "            waiting.extendleft(reversed(run.added()))", "            waiting.extend(run.added())",
-           ("tests/test_engine.py",)),
+           ("tests/builder/test_engine.py",)),
     Mutant("run-left-early-keeps-its-tasks", "mlmprep.build.engine.base:TaskRun.__exit__",  # a driver that fails keeps the workers busy
            "        self.finished.close()", "        pass",
-           ("tests/test_engine.py",)),
+           ("tests/builder/test_engine.py",)),
     Mutant("shard-let-go-with-the-token-a-file-needs", "mlmprep.build.outputs:OutputFiles.written",  # the token before a file's first window
            "start = max(0, rows * self.layout.content_length - 1) if", "start = rows * self.layout.content_length if",
-           ("tests/test_sharded.py",)),
+           ("tests/builder/test_sharded.py",)),
     Mutant("shards-kept-to-the-end", "mlmprep.build.outputs:Staging.let_go",  # staging holds every shard until the build ends
            "                (self.stage / STAGING / name).unlink(missing_ok=True)",
            "                pass",
-           ("tests/test_sharded.py",)),
+           ("tests/builder/test_sharded.py",)),
     Mutant("driver-takes-what-the-workers-leave", "mlmprep.build.engine.local:submit_first",  # the driver keeps reading once they are up
            "            while in_driver is not None and not pressed and submitter.is_alive():",
            "            while in_driver is not None and not pressed:",
-           ("tests/test_engine.py",)),
+           ("tests/builder/test_engine.py",)),
     Mutant("ray-gets-every-task-at-once", "mlmprep.build.engine.ray:run_ray",  # --workers 0 on Ray: no cap, writes behind reads
            "limit = RAY_AHEAD_PER_CPU * max(1, int(ray.cluster_resources().get(\"CPU\", 1)))",
            "limit = len(calls) + 1",
-           ("tests/test_ray.py",)),
+           ("tests/builder/test_ray.py",)),
     Mutant("driver-helps-from-the-front", "mlmprep.build.engine.local:submit_first",  # the driver takes the tasks the workers take first
            "                    bounds[1] -= 1\n                    index = bounds[1]\n",
            "                    index = bounds[0]\n                    bounds[0] += 1\n",
-           ("tests/test_engine.py",)),
+           ("tests/builder/test_engine.py",)),
     Mutant("driver-threads-per-worker", "mlmprep.build.engine.local:LocalEngine.driver_threads",  # the driver tokenizes on one worker's --threads
            "min(threads * self.processes(1 << 30), len(", "min(threads, len(",
-           ("tests/test_engine.py",)),
+           ("tests/builder/test_engine.py",)),
     Mutant("driver-ignores-ctrl-c", "mlmprep.build.engine.local:submit_first",  # the driver goes on reading shards after a Ctrl-C
            "            while in_driver is not None and not pressed and submitter.is_alive():\n",
            "            while in_driver is not None and submitter.is_alive():\n",
-           ("tests/test_engine.py",)),
+           ("tests/builder/test_engine.py",)),
     Mutant("workers-rerun-the-script", "mlmprep.cli:main",  # each worker imports the whole CLI again at its start
-           "    as_package_main()\n    if sys.argv", "    if sys.argv", ("tests/test_engine.py",)),
+           "    as_package_main()\n    if sys.argv", "    if sys.argv", ("tests/builder/test_engine.py",)),
     Mutant("files-wait-for-every-shard", "mlmprep.build.outputs:OutputFiles.shard_done",  # phase 2 starts only once phase 1 is over
            "        while self.needs(len(self.tasks) + 1) <= self.offsets[-1]:\n",
-           "        while False:\n", ("tests/test_sharded.py",)),
+           "        while False:\n", ("tests/builder/test_sharded.py",)),
     Mutant("file-without-the-token-after-it", "mlmprep.build.outputs:OutputFiles.needs",  # a file made before its last cut is known
            "return rows * self.layout.content_length + 1 if", "return rows * self.layout.content_length if",
-           ("tests/test_sharded.py",)),
+           ("tests/builder/test_sharded.py",)),
     Mutant("shards-counted-past-a-gap", "mlmprep.build.outputs:OutputFiles.shard_done",  # a shard still running counts as empty
            "self.sizes[len(self.offsets) - 1] is not None:", "True:\n            self.sizes = [x or 0 for x in self.sizes]\n            if False:",
-           ("tests/test_sharded.py",)),
+           ("tests/builder/test_sharded.py",)),
     Mutant("added-after-the-whole-phase", "mlmprep.build.engine.local:run_local",  # tasks added wait for every first-phase result
            "        top_up()\n        while pending:\n"
            "            done, pending = wait(pending, timeout=WATCH_S, return_when=FIRST_COMPLETED)\n"
@@ -368,288 +368,288 @@ MUTANTS = [
            "            for future in sorted(done, key=futures.get):\n"
            "                yield futures[future], future.result()\n"
            "                held += run.added()\n",
-           ("tests/test_engine.py",)),
+           ("tests/builder/test_engine.py",)),
     Mutant("driver-tokenizer-reloaded", "mlmprep.build.run:stage_tokenizer",  # the driver loads the staged tokenizer again
            '        adopt_tokenizer(stage / "tokenizer.json", tok)', "        pass",
-           ("tests/test_sharded.py",)),
+           ("tests/builder/test_sharded.py",)),
     Mutant("workers-load-the-given-tokenizer", "mlmprep.build.pipeline",  # the forkserver does not preload it
            "        preload_tokenizer(os.environ[PRELOAD_TOKENIZER])", "        pass",
-           ("tests/test_engine.py",)),
+           ("tests/builder/test_engine.py",)),
     Mutant("preloaded-tokenizer-for-any-build", "mlmprep.build.staged:worker_tokenizer",  # a worker takes it whatever was staged
            "PRELOADED.get(hashlib.sha256(path.read_bytes()).hexdigest())", "next(iter(PRELOADED.values()))",
-           ("tests/test_engine.py",)),
+           ("tests/builder/test_engine.py",)),
     Mutant("tokenizer-file-truncates", "mlmprep.tokenize:plain_encoder",  # the tokenizer file's truncation reaches the data
            "    tok.no_truncation()\n    tok.encode_special_tokens", "    tok.encode_special_tokens",
-           ("tests/test_data_fixes.py",)),
+           ("tests/builder/test_special_tokens.py",)),
     # ------------------------------------------------------------ reading text files
     Mutant("block-keeps-crlf-cr", "mlmprep.corpus.text:_decode_lines",  # a CRLF line keeps its "\r" when its block decodes whole
            '            lines = [line.removesuffix("\\r") for line in lines]', "            pass",
-           ("tests/test_corpus.py",)),
+           ("tests/corpus/test_sources.py",)),
     Mutant("range-reads-past-its-end", "mlmprep.corpus.text:line_blocks",  # a byte range reads on to the end of the file
            "        while end is None or offset < end:", "        while True:",
-           ("tests/test_corpus.py",)),
+           ("tests/corpus/test_sources.py",)),
     Mutant("block-cuts-its-last-line", "mlmprep.corpus.text:line_blocks",  # a line crossing a block's end is cut in two
            "                block += f.readline()", "                pass",
-           ("tests/test_corpus.py",)),
+           ("tests/corpus/test_sources.py",)),
     Mutant("block-drops-unended-last-line", "mlmprep.corpus.text:_decode_lines",  # a file's last line without a line end is lost
            "        if last:\n            lines.append(last)", "        pass",
-           ("tests/test_corpus.py",)),
+           ("tests/corpus/test_sources.py",)),
     Mutant("bad-block-offsets-off-by-one", "mlmprep.corpus.text:_decode_lines",  # line offsets in a bad block skip the line ends
            "ends.append(ends[-1] + len(raw) + 1)", "ends.append(ends[-1] + len(raw))",
-           ("tests/test_corpus.py",)),
+           ("tests/corpus/test_sources.py",)),
     # ------------------------------------------------------------ compressed files
     Mutant("stream-part-skips-its-first-line", "mlmprep.corpus.streams:stream_blocks",  # a part starting on a line start loses it
            "blank_from = _line_start(data, offset, start)", "blank_from = _line_start(data, offset, start + 1)",
-           ("tests/test_compressed.py::test_parts_of_a_compressed_file_read_the_documents_of_the_plain_file",)),
+           ("tests/corpus/test_compressed.py::test_parts_of_a_compressed_file_read_the_documents_of_the_plain_file",)),
     Mutant("stream-paragraph-part-ends-on-a-line", "mlmprep.corpus.streams:stream_blocks",  # --doc-sep blank parts end at a line
            "if tail_from is not None and not paragraphs:", "if tail_from is not None:",  # and cut a paragraph
-           ("tests/test_compressed.py::test_parts_of_a_compressed_file_read_the_documents_of_the_plain_file",)),
+           ("tests/corpus/test_compressed.py::test_parts_of_a_compressed_file_read_the_documents_of_the_plain_file",)),
     Mutant("stream-part-ends-on-next-line", "mlmprep.corpus.streams:stream_blocks",  # a part reads the line starting at its end
            "tail_from = _line_start(data, offset, end)", "tail_from = _line_start(data, offset, end + 1)",
-           ("tests/test_compressed.py::test_parts_of_a_compressed_file_read_the_documents_of_the_plain_file",)),
+           ("tests/corpus/test_compressed.py::test_parts_of_a_compressed_file_read_the_documents_of_the_plain_file",)),
     Mutant("damage-counted-by-every-part", "mlmprep.corpus.streams:stream_blocks",  # a part after the damage counts it again
            "        if first is not None:  # the damage is in this part", "        if True:",
-           ("tests/test_compressed.py",)),
+           ("tests/corpus/test_compressed.py",)),
     Mutant("damage-drops-the-lines-before-it", "mlmprep.corpus.streams:_whole_lines",  # skip loses the last block's whole lines
            "            damage, block = exc, None", "            raise _Damage(offset, lines, exc) from None",
-           ("tests/test_compressed.py",)),
+           ("tests/corpus/test_compressed.py",)),
     Mutant("zstd-truncation-silent", "mlmprep.corpus.streams:_zstd_frames",  # a cut .zst reads as a shorter corpus
            "    if started:\n        raise EOFError", "    if False:\n        raise EOFError",
-           ("tests/test_compressed.py",)),
+           ("tests/corpus/test_compressed.py",)),
     Mutant("magic-of-compressed-name-unchecked", "mlmprep.corpus.files:check_magic",  # a .gz of plain text: a codec's error
            "    if compression and not head.startswith(MAGIC[compression]):", "    if False:",
-           ("tests/test_compressed.py",)),
+           ("tests/corpus/test_compressed.py",)),
     Mutant("compressed-data-in-plain-name-read", "mlmprep.corpus.files:check_magic",  # a gzipped .jsonl: "binary data"
            "    if not compression and found and fmt in TEXT_FORMATS:", "    if False:",
-           ("tests/test_compressed.py",)),
+           ("tests/corpus/test_compressed.py",)),
     Mutant("compressed-file-decompressed-whole", "mlmprep.corpus.streams:_whole_lines",  # a worker holds the whole text
            "            block = f.read(STREAM_BYTES)", "            block = f.read()",
-           ("tests/test_compressed.py::test_peak_memory_does_not_grow_with_the_compressed_file",)),
+           ("tests/corpus/test_compressed.py::test_peak_memory_does_not_grow_with_the_compressed_file",)),
     Mutant("compressed-file-one-shard", "mlmprep.corpus.shards:_stream_parts",  # one large .gz keeps one worker busy
            "parts = max(1, min(streams, -(-text // max(shard_bytes, 1))))", "parts = 1",
-           ("tests/test_compressed.py",)),
+           ("tests/corpus/test_compressed.py",)),
     Mutant("astral-scan-skipped", "mlmprep.build.clean:_has_astral",  # texts with astral characters scanned as if they had none
            'return not text.isascii() and len(text.encode("utf-16-le", "surrogatepass")) != 2 * len(text)',
-           "return False", ("tests/test_clean.py",)),
+           "return False", ("tests/builder/test_clean.py",)),
     Mutant("one-astral-character-missed", "mlmprep.build.clean:_has_astral",  # a text with a single astral character looks BMP-only
            'return not text.isascii() and len(text.encode("utf-16-le", "surrogatepass")) != 2 * len(text)',
            'return not text.isascii() and len(text.encode("utf-16-le", "surrogatepass")) > 2 * len(text) + 2',
-           ("tests/test_clean.py",)),
+           ("tests/builder/test_clean.py",)),
     # ------------------------------------------------------------ windows, segments, read-ahead
     Mutant("windows-stop-at-shard-end", "mlmprep.build.side_rows:stream_slice",  # a window crossing shards loses the next one's head
            "parts.append(piece[a - base : b - base])", "parts.append(piece[a - base : b - base])\n        break",
-           ("tests/test_sharded.py",)),
+           ("tests/builder/test_sharded.py",)),
     Mutant("segments-quadratic", "mlmprep.build.windows:text_segments",  # re-slice the rest of the text after every segment
            "segment, pos = buffer[pos : pos + chars], pos + chars",
            "segment, buffer = buffer[:chars], buffer[chars:]",
-           ("tests/test_windows.py",)),
+           ("tests/builder/test_windows.py",)),
     Mutant("han-cut-counts-as-word-cut", "mlmprep.tokenize:word_tables",  # any letter counts, so Han text is 98% cut
            "first[idx] = bool(text) and spaced_alnum(text[0])\nlast[idx] = bool(text) and spaced_alnum(text[-1])",
            "first[idx] = bool(text) and text[0].isalnum()\nlast[idx] = bool(text) and text[-1].isalnum()",
-           ("tests/test_windows.py",)),
+           ("tests/builder/test_windows.py",)),
     Mutant("unspaced-scripts-miss-thai", "mlmprep.tokenize:spaced_alnum",  # only Han is told apart
            "not unicodedata.name(char, \"\").startswith(UNSPACED_SCRIPTS)",
            "not unicodedata.name(char, \"\").startswith(\"CJK \")",
-           ("tests/test_windows.py",)),
+           ("tests/builder/test_windows.py",)),
     Mutant("prefetch-unbounded", "mlmprep.progress:prefetch",  # read-ahead without a bound
            "q: queue.Queue = queue.Queue(maxsize=depth)", "q: queue.Queue = queue.Queue()",
            ("tests/test_progress.py",)),
     # ------------------------------------------------------------ batching and collation
     Mutant("cost-ignores-alpha", "mlmprep.train.batch:padded_cost",  # decoder tokens cost as much as encoder ones
            "return float(len(rows) * enc + budget.alpha * len(rows) * dec)", "return float(len(rows) * (enc + dec))",
-           ("tests/test_batch.py", "tests/test_train_options.py")),
+           ("tests/train/test_batch.py", "tests/train/test_options.py")),
     Mutant("collate-no-pad-multiple", "mlmprep.train.collate:Collator._pad",  # widths not rounded up to the multiple
            "width = -(-width // self.pad_to_multiple_of) * self.pad_to_multiple_of", "width = width",
-           ("tests/test_collate.py", "tests/test_train_options.py")),
+           ("tests/train/test_collate.py", "tests/train/test_options.py")),
     # ------------------------------------------------------------ trainer options
     Mutant("adafactor-is-adamw", "mlmprep.train.optim:make_optimizer",  # --optimizer adafactor silently trains with AdamW
            'if cfg.optimizer == "adafactor":', 'if cfg.optimizer == "adafactor-never":',
-           ("tests/test_train_options.py::test_adafactor_is_adafactor",)),
+           ("tests/train/test_options.py::test_adafactor_is_adafactor",)),
     Mutant("max-encoder-len-ignored", "mlmprep.train.prepare:make_collator",
            "max_encoder_len=cfg.max_encoder_len,", "max_encoder_len=None,",
-           ("tests/test_train_options.py",)),
+           ("tests/train/test_options.py",)),
     Mutant("lr-schedule-not-applied", "mlmprep.train.step:train_step",  # the optimizer keeps the peak lr
            'group["lr"] = lr\n', 'group["lr"] = cfg.lr\n',
-           ("tests/test_train_options.py",)),
+           ("tests/train/test_options.py",)),
     Mutant("weight-decay-ignored", "mlmprep.train.optim:make_optimizer",
            '"weight_decay": cfg.weight_decay}', '"weight_decay": 0.0}',
-           ("tests/test_train_options.py",)),
+           ("tests/train/test_options.py",)),
     Mutant("betas-ignored", "mlmprep.train.optim:make_optimizer",
            "betas=(cfg.beta1, cfg.beta2)", "betas=(0.9, 0.999)",
-           ("tests/test_train_options.py",)),
+           ("tests/train/test_options.py",)),
     Mutant("grad-clip-ignored", "mlmprep.train.step:train_step",
            "grad_norm(run.params, run.cfg.grad_clip)", "grad_norm(run.params, 0.0)",
-           ("tests/test_train_options.py",)),
+           ("tests/train/test_options.py",)),
     Mutant("budget-ignores-alpha", "mlmprep.train.epochs:make_budget",  # the plan's budget keeps the default alpha
            "Budget(cfg.max_tokens_per_batch, limits.tokens, limits.examples, alpha=cfg.alpha,",
            "Budget(cfg.max_tokens_per_batch, limits.tokens, limits.examples, alpha=2.0,",
-           ("tests/test_train_options.py",)),
+           ("tests/train/test_options.py",)),
     Mutant("resume-in-eval-mode", "mlmprep.train.prepare:make_model_and_optimizer",  # dropout off after a resume
            "    model.train()  # from_pretrained", "    pass  # from_pretrained",
-           ("tests/test_train_options.py::test_resume_with_dropout_is_exact",)),
+           ("tests/train/test_options.py::test_resume_with_dropout_is_exact",)),
     # ------------------------------------------------------------ checkpoints and resume
     Mutant("rng-not-restored", "mlmprep.train.checkpoint:load",  # resume reseeds instead of restoring the RNG
            "set_rng_state(torch.load(path / \"rng.pt\", weights_only=True)[rank])",
            "torch.manual_seed(0)",
-           ("tests/test_train_options.py::test_resume_with_dropout_is_exact",)),
+           ("tests/train/test_options.py::test_resume_with_dropout_is_exact",)),
     Mutant("rng-of-rank-0", "mlmprep.train.checkpoint:load",  # every rank restores rank 0's RNG
            "set_rng_state(torch.load(path / \"rng.pt\", weights_only=True)[rank])",
            "set_rng_state(torch.load(path / \"rng.pt\", weights_only=True)[0])",
-           ("tests/test_ddp.py::test_ddp_resume_with_dropout_is_exact",)),
+           ("tests/train/test_ddp.py::test_ddp_resume_with_dropout_is_exact",)),
     Mutant("checkpoint-in-place", "mlmprep.train.checkpoint:save",  # written under its real name, no rename
            'tmp = run / f".{PREFIX}{step}.tmp"', "tmp = final",
-           ("tests/test_train_options.py::test_sigkill_while_writing_a_checkpoint_resumes_from_the_last_whole_one",)),
+           ("tests/train/test_options.py::test_sigkill_while_writing_a_checkpoint_resumes_from_the_last_whole_one",)),
     Mutant("keep-one-more-checkpoint", "mlmprep.train.checkpoint:save",
            "for old in checkpoints(run)[: -cfg.keep_checkpoints]:", "for old in checkpoints(run)[: -cfg.keep_checkpoints - 1]:",
-           ("tests/test_train.py",)),
+           ("tests/train/test_training.py",)),
     # ------------------------------------------------------------ build output directory
     Mutant("out-link-replaced", "mlmprep.format.publish:build_directory",  # a link --out is not resolved: the build replaces the link
            "return Path(os.path.realpath(given or \".\"))", "return Path(os.path.abspath(given or \".\"))",
-           ("tests/test_cli_build.py::test_an_out_that_is_a_symbolic_link_is_written_through",)),
+           ("tests/cli/test_build.py::test_an_out_that_is_a_symbolic_link_is_written_through",)),
     Mutant("foreign-manifest-replaced", "mlmprep.format.publish:judge_existing",  # any manifest.json counts as a build, so --force deletes it
            'if not isinstance(data, dict) or not {"format_version", "mlmprep_version"} <= data.keys():',
            "if data is None:",
-           ("tests/test_cli_build.py::test_a_directory_whose_manifest_is_not_mlmprep_s_is_never_replaced",)),
+           ("tests/cli/test_build.py::test_a_directory_whose_manifest_is_not_mlmprep_s_is_never_replaced",)),
     Mutant("verify-trusts-manifest-types", "mlmprep.build.verify:verify",  # an edited manifest field gives a traceback
            "    except ManifestError as exc:", "    except ZeroDivisionError as exc:",
-           ("tests/test_verify.py::test_a_manifest_that_contradicts_its_tokenizer_options_or_json_is_reported",)),
+           ("tests/builder/test_verify.py::test_a_manifest_that_contradicts_its_tokenizer_options_or_json_is_reported",)),
     Mutant("format-version-ignored", "mlmprep.format.publish:judge_existing",  # a newer format with the same options is "up to date"
            "        if manifest.format_version != version:", "        if False:",
-           ("tests/test_cli_build.py::test_a_build_in_another_format_version_is_never_taken_as_up_to_date",)),
+           ("tests/cli/test_build.py::test_a_build_in_another_format_version_is_never_taken_as_up_to_date",)),
     Mutant("out-parents-left", "mlmprep.format.publish:build_lock",  # a failed build leaves the directories it made for --out
            "made = [p for p in Path(out).parents if not os.path.lexists(p)]", "made = []",
-           ("tests/test_cli_build.py::test_a_failed_build_leaves_no_directory_it_made_for_out",)),
+           ("tests/cli/test_build.py::test_a_failed_build_leaves_no_directory_it_made_for_out",)),
     Mutant("out-inside-corpus", "mlmprep.build.run:build",  # an --out inside a corpus directory is accepted
            "    destination.check_outside(cfg.corpus)\n", "    pass\n",
-           ("tests/test_cli_build.py::test_an_out_inside_a_corpus_directory_is_refused",)),
+           ("tests/cli/test_build.py::test_an_out_inside_a_corpus_directory_is_refused",)),
     Mutant("worker-named-semaphores", "mlmprep.build.engine.local:init_pool_worker",  # Numba's lock in a killed worker: the tracker warns
            '    multiprocessing.set_start_method("fork", force=True)\n', "",
-           ("tests/test_engine.py::test_a_worker_killed_after_masking_leaves_the_resource_tracker_nothing_to_warn_about",)),
+           ("tests/builder/test_engine.py::test_a_worker_killed_after_masking_leaves_the_resource_tracker_nothing_to_warn_about",)),
     # ------------------------------------------------------------ corpus and options
     Mutant("string-column-undecoded", "mlmprep.corpus.columnar:_python_values",  # invalid UTF-8 in a string column fails the build
            "return array.cast(pa.large_binary()).to_pylist()", "raise",
-           ("tests/test_corpus.py::test_invalid_utf8_in_a_string_column_follows_the_decode_policy",)),
+           ("tests/corpus/test_sources.py::test_invalid_utf8_in_a_string_column_follows_the_decode_policy",)),
     Mutant("ignored-option-accepted", "mlmprep.config:BuildConfig.__post_init__",  # --whole-word with span: a build different in name only
            "        self.check_applies()\n", "",
-           ("tests/test_cli_errors.py::test_an_option_the_objective_or_engine_ignores_is_refused",)),
+           ("tests/cli/test_errors.py::test_an_option_the_objective_or_engine_ignores_is_refused",)),
     Mutant("fifo-read", "mlmprep.corpus.sources:resolve",  # a named pipe as corpus blocks the build
            "        elif not path.is_file():", "        elif False:",
-           ("tests/test_corpus.py::test_bad_sources_name_the_path_and_the_fix",)),
+           ("tests/corpus/test_sources.py::test_bad_sources_name_the_path_and_the_fix",)),
     # ------------------------------------------------------------ remask and inspect of damaged builds
     Mutant("remask-unchecked-windows", "mlmprep.build.pipeline:remask_file",  # masks of changed windows would look sound
            "if problem := file_problem(path, task.record):", "if problem := None:",
-           ("tests/test_damaged_builds.py",)),
+           ("tests/format/test_damaged_builds.py",)),
     Mutant("inspect-unchecked-split", "mlmprep.cli.build:inspect_build",  # a split with a missing file: a traceback
            "            check_split_files(local, manifest, split)\n", "            pass\n",
-           ("tests/test_damaged_builds.py",)),
+           ("tests/format/test_damaged_builds.py",)),
     Mutant("remask-keeps-ignored-options", "mlmprep.build.remask:add_seeds",  # an older build's stored whole_word under span
            'BuildConfig.used(manifest.config)', 'manifest.config',
-           ("tests/test_sharded.py::test_a_build_that_stored_an_option_its_objective_ignores_still_remasks",)),
+           ("tests/builder/test_sharded.py::test_a_build_that_stored_an_option_its_objective_ignores_still_remasks",)),
     Mutant("arrow-damage-traceback", "mlmprep.format.write:read_batches",  # a damaged data file header: a traceback, not one line
            "    except (pa.ArrowInvalid, OSError) as exc:\n        raise damaged(", "    except ZeroDivisionError as exc:\n        raise damaged(",
-           ("tests/test_damaged_builds.py",)),
+           ("tests/format/test_damaged_builds.py",)),
     Mutant("run-written-before-the-data-opens", "mlmprep.train.prepare:start",  # a damaged build leaves a RUN behind
            "    split, plan = epoch_plan(cfg, world, state.epoch, state.seeds, mix, identity=state.data)\n"
            "    write_run(cfg, world, state.step)\n",
            "    write_run(cfg, world, state.step)\n"
            "    split, plan = epoch_plan(cfg, world, state.epoch, state.seeds, mix, identity=state.data)\n",
-           ("tests/test_damaged_builds.py::test_training_refuses_a_data_file_with_a_damaged_header_in_one_line",)),
+           ("tests/format/test_damaged_builds.py::test_training_refuses_a_data_file_with_a_damaged_header_in_one_line",)),
     Mutant("resume-reads-the-new-seed-count", "mlmprep.train.prepare:seeds_and_digest",  # a remask changes a stopped run's later epochs
            'else resumed_seeds(cfg, len(manifest.seeds), saved)', 'else len(manifest.seeds)',
-           ("tests/test_train.py::test_a_remask_between_stop_and_resume_leaves_the_run_on_the_seeds_it_started_with",)),
+           ("tests/train/test_training.py::test_a_remask_between_stop_and_resume_leaves_the_run_on_the_seeds_it_started_with",)),
     Mutant("resume-on-other-data", "mlmprep.train.prepare:seeds_and_digest",  # a resume trains on whatever build DATA names
            "        check_same_data(cfg, saved, digest)\n", "        pass\n",
-           ("tests/test_train_ux.py::test_resume_on_other_data_is_refused_and_a_moved_copy_of_the_same_data_resumes",)),
+           ("tests/train/test_resume.py::test_resume_on_other_data_is_refused_and_a_moved_copy_of_the_same_data_resumes",)),
     Mutant("train-collates-any-token-id", "mlmprep.train.prepare:make_collator",  # a damaged id reaches the embedding
            "                    vocab_size=tok.vocab_size)", "                    )",
-           ("tests/test_damaged_builds.py",)),
+           ("tests/format/test_damaged_builds.py",)),
     Mutant("remask-leaves-published-splits", "mlmprep.build.remask:publish_seeds",  # an interrupted remask leaves unlisted seed-k
            "                    shutil.rmtree(path, ignore_errors=True)", "                    pass",
-           ("tests/test_damaged_builds.py::test_a_remask_stopped_while_publishing_takes_back_the_splits_it_published",)),
+           ("tests/format/test_damaged_builds.py::test_a_remask_stopped_while_publishing_takes_back_the_splits_it_published",)),
     Mutant("optimizer-state-not-restored", "mlmprep.train.checkpoint:load",
            "optimizer.load_state_dict(torch.load(path / \"optimizer.pt\"", "(torch.load(path / \"optimizer.pt\"",
-           ("tests/test_train.py", "tests/test_train_options.py")),
+           ("tests/train/test_training.py", "tests/train/test_options.py")),
     Mutant("unreachable-input-length-accepted", "mlmprep.build.mask:check_input_length_reached",  # exact windows silently one token short
            "    if enc[0] != input_length:\n", "    if enc[0] > input_length:\n",
-           ("tests/test_mask.py", "tests/test_cli_errors.py")),
+           ("tests/builder/test_mask.py", "tests/cli/test_errors.py")),
     Mutant("long-document-cut-before-any-whitespace", "mlmprep.tokenize:whitespace_pieces",  # a T5 tokenizer's extra '▁' at a cut
-           "        cut = clean_cut(text, start + 1, start + size)\n", "        cut = -1\n", ("tests/test_build.py",)),
+           "        cut = clean_cut(text, start + 1, start + size)\n", "        cut = -1\n", ("tests/builder/test_determinism.py",)),
     Mutant("verify-trusts-the-manifest-tokenizer-ids", "mlmprep.build.verify:check_tokenizer",  # pad_id 7 in the manifest: train crashes
-           "        if getattr(record, key) != value:\n", "        if False:\n", ("tests/test_verify.py",)),
+           "        if getattr(record, key) != value:\n", "        if False:\n", ("tests/builder/test_verify.py",)),
     Mutant("verify-trusts-window-lengths", "mlmprep.build.verify:verify",
-           "        check_window_lengths(windows_name, manifest, windows[\"tokens\"], report)\n", "", ("tests/test_verify.py",)),
+           "        check_window_lengths(windows_name, manifest, windows[\"tokens\"], report)\n", "", ("tests/builder/test_verify.py",)),
     Mutant("text-spelling-eos-gets-its-id", "mlmprep.tokenize:encode",  # "</s>" in a corpus: an EOS masked as noise
-           "    if spelled_specials(tok)[flat].any():", "    if False:", ("tests/test_build.py",)),
+           "    if spelled_specials(tok)[flat].any():", "    if False:", ("tests/builder/test_determinism.py",)),
     Mutant("tokenizer-trained-on-special-text", "mlmprep.tokenize:train_tokenizer",  # a second "</s>" piece; the build refuses
            "    texts = (SPELLED_SPECIAL.sub(\" \", t) for t in texts)\n", "",
-           ("tests/test_tokenizer_training.py", "tests/test_build.py")),
+           ("tests/builder/test_tokenizer_training.py", "tests/builder/test_determinism.py")),
     Mutant("unigram-scores-not-converted", "mlmprep.build.unigram:unigram_tokenizer",  # every piece as likely: other segmentations
-           "else round(sp.get_score(i), SCORE_DECIMALS))", "else -1.0)", ("tests/test_tokenizer_training.py",)),
+           "else round(sp.get_score(i), SCORE_DECIMALS))", "else -1.0)", ("tests/builder/test_tokenizer_training.py",)),
     Mutant("unigram-scores-unrounded", "mlmprep.build.unigram:unigram_tokenizer",  # the build's tokenizer.json (reparsed) differs
            "round(sp.get_score(i), SCORE_DECIMALS)", "float(sp.get_score(i))",
-           ("tests/test_sharded.py::test_tokenizer_train_learns_from_the_sample_build_takes",)),
+           ("tests/builder/test_sharded.py::test_tokenizer_train_learns_from_the_sample_build_takes",)),
     Mutant("unigram-no-dummy-prefix", "mlmprep.build.unigram",  # trained without the "▁" the Metaspace adds
-           "add_dummy_prefix=True", "add_dummy_prefix=False", ("tests/test_tokenizer_training.py",)),
+           "add_dummy_prefix=True", "add_dummy_prefix=False", ("tests/builder/test_tokenizer_training.py",)),
     Mutant("unigram-threads-from-the-machine", "mlmprep.build.unigram",  # other pieces on another machine
            "num_threads=SPM_THREADS,", "num_threads=len(__import__('os').sched_getaffinity(0)),",
-           ("tests/test_tokenizer_training.py",)),
+           ("tests/builder/test_tokenizer_training.py",)),
     Mutant("unigram-long-documents-uncut", "mlmprep.build.unigram:feed",  # the trainer skips sentences over its limit
            "for sentence in whitespace_pieces(text, SENTENCE_CHARS):", "for sentence in [text]:",
-           ("tests/test_tokenizer_training.py",)),
+           ("tests/builder/test_tokenizer_training.py",)),
     Mutant("unigram-pieces-of-any-length", "mlmprep.build.unigram",  # SentencePiece's 16: slower training
-           "max_sentencepiece_length=MAX_PIECE, ", "", ("tests/test_tokenizer_training.py",)),
+           "max_sentencepiece_length=MAX_PIECE, ", "", ("tests/builder/test_tokenizer_training.py",)),
     Mutant("unigram-blank-sample-sent-to-the-trainer", "mlmprep.build.unigram:train_model",  # SentencePiece's error
            "            if lines == 0:\n                raise EmptySample(", "            if False:\n                raise EmptySample(",
-           ("tests/test_tokenizer_training.py",)),
+           ("tests/builder/test_tokenizer_training.py",)),
     Mutant("unigram-progress-stuck-at-the-start", "mlmprep.build.unigram:follow_log",  # the EM rounds never move the bar
            "on_round(pruned(seeds, int(found.group(2))), int(found.group(2)))",
-           "on_round(0, int(found.group(2)))", ("tests/test_tokenizer_training.py",)),
+           "on_round(0, int(found.group(2)))", ("tests/builder/test_tokenizer_training.py",)),
     Mutant("vocab-too-small-names-the-pieces", "mlmprep.tokenize:train_unigram",  # "at least 106": still too small
            'r"required_chars\\. \\d+ vs (\\d+)"', 'r"required_chars\\. (\\d+) vs \\d+"',
-           ("tests/test_tokenizer_training.py", "tests/test_cli_errors.py")),
+           ("tests/builder/test_tokenizer_training.py", "tests/cli/test_errors.py")),
     Mutant("wordpiece-not-the-mlm-default", "mlmprep.config:BuildConfig.trained_tokenizer_type",  # BERT builds get T5's Unigram
            'return self.tokenizer_type or ("wordpiece" if self.objective == "mlm" else "unigram")',
-           'return self.tokenizer_type or "unigram"', ("tests/test_tokenizer_training.py",)),
+           'return self.tokenizer_type or "unigram"', ("tests/builder/test_tokenizer_training.py",)),
     Mutant("tokenizer-type-ignored", "mlmprep.build.tokenizer_file:train_on_sample",  # --tokenizer-type bpe trains a Unigram tokenizer
            "kind=cfg.trained_tokenizer_type()", 'kind="unigram"',
-           ("tests/test_tokenizer_training.py",)),
+           ("tests/builder/test_tokenizer_training.py",)),
     Mutant("wordpiece-loads-as-a-generic-tokenizer", "mlmprep.format.write:hf_tokenizer_files",  # AutoTokenizer: no BERT class
            '"tokenizer_class": "BertTokenizerFast"', '"tokenizer_class": "PreTrainedTokenizerFast"',
-           ("tests/test_tokenizer_training.py",)),
+           ("tests/builder/test_tokenizer_training.py",)),
     Mutant("wordpiece-rows-unframed", "mlmprep.build.wordpiece:wordpiece_tokenizer",  # BERT rows without [CLS] ... [SEP]
            "    tok.post_processor = processors.TemplateProcessing(", "    tok.processor = processors.TemplateProcessing(",
-           ("tests/test_tokenizer_training.py::test_an_mlm_build_trains_berts_wordpiece_that_transformers_loads_and_masks_whole_words",)),
+           ("tests/builder/test_tokenizer_training.py::test_an_mlm_build_trains_berts_wordpiece_that_transformers_loads_and_masks_whole_words",)),
     Mutant("wordpiece-ties-in-hash-order", "mlmprep.tokenize:train_tokenizer",  # the tokenizers trainer: other bytes each run
            "        tok = train_wordpiece(texts, vocab_size, n_sentinels, bar)\n",
            "        from tokenizers import trainers\n        from mlmprep.build import wordpiece as wp\n"
            "        tok = wp.wordpiece_tokenizer({name: i for i, name in enumerate(wp.BERT_SPECIALS)})\n"
            "        tok.train_from_iterator(texts, trainers.WordPieceTrainer(vocab_size=vocab_size - n_sentinels, "
            "special_tokens=list(wp.BERT_SPECIALS), show_progress=False))\n",
-           ("tests/test_tokenizer_training.py::test_each_tokenizer_type_gives_the_same_bytes_in_separate_processes_and_thread_counts",)),
+           ("tests/builder/test_tokenizer_training.py::test_each_tokenizer_type_gives_the_same_bytes_in_separate_processes_and_thread_counts",)),
     Mutant("wordpiece-continuations-not-in-both-forms", "mlmprep.build.wordpiece:wordpiece_vocab",  # [UNK] for a rare ##x
            "    for form in chars + [PREFIX + char for char in joining]:", "    for form in chars:",
-           ("tests/test_tokenizer_training.py::test_the_wordpiece_vocabulary_is_as_good_as_the_tokenizers_trainers_and_laid_out_like_berts",)),
+           ("tests/builder/test_tokenizer_training.py::test_the_wordpiece_vocabulary_is_as_good_as_the_tokenizers_trainers_and_laid_out_like_berts",)),
     Mutant("wordpiece-continuations-of-split-characters", "mlmprep.build.wordpiece:continuations",  # CJK: twice the ids
            "    return [char for char in chars if len(", "    return chars or [char for char in chars if len(",
-           ("tests/test_tokenizer_training.py::test_cjk_characters_which_bert_always_splits_off_take_one_wordpiece_id_each",)),
+           ("tests/builder/test_tokenizer_training.py::test_cjk_characters_which_bert_always_splits_off_take_one_wordpiece_id_each",)),
     Mutant("wordpiece-word-starts-kept", "mlmprep.build.wordpiece:wordpiece_vocab",  # "▁the": a piece WordPiece never uses
            'piece[1:] if piece.startswith("▁") else PREFIX + piece', 'piece if piece.startswith("▁") else PREFIX + piece',
-           ("tests/test_tokenizer_training.py::test_the_wordpiece_vocabulary_is_as_good_as_the_tokenizers_trainers_and_laid_out_like_berts",)),
+           ("tests/builder/test_tokenizer_training.py::test_the_wordpiece_vocabulary_is_as_good_as_the_tokenizers_trainers_and_laid_out_like_berts",)),
     Mutant("wordpiece-vocab-past-vocab-size", "mlmprep.build.wordpiece:wordpiece_vocab",  # every merge SentencePiece made
            "        if len(vocab) >= n_pieces:\n            break\n", "",
-           ("tests/test_tokenizer_training.py::test_the_wordpiece_vocabulary_is_as_good_as_the_tokenizers_trainers_and_laid_out_like_berts",)),
+           ("tests/builder/test_tokenizer_training.py::test_the_wordpiece_vocabulary_is_as_good_as_the_tokenizers_trainers_and_laid_out_like_berts",)),
     Mutant("wordpiece-small-vocab-unrefused", "mlmprep.tokenize:train_wordpiece",  # a vocabulary larger than asked
            "    if n_pieces < needed:", "    if False:",
-           ("tests/test_tokenizer_training.py::test_a_wordpiece_vocab_size_below_both_forms_of_the_characters_is_refused_in_words",)),
+           ("tests/builder/test_tokenizer_training.py::test_a_wordpiece_vocab_size_below_both_forms_of_the_characters_is_refused_in_words",)),
     Mutant("wordpiece-progress-stuck", "mlmprep.build.unigram:follow_log",  # the merges never move the bar
            "            on_round(merges, merges + alphabet + 1)", "            on_round(0, merges + alphabet + 1)",
-           ("tests/test_tokenizer_training.py::test_the_wordpiece_training_shows_its_counting_and_merges",)),
+           ("tests/builder/test_tokenizer_training.py::test_the_wordpiece_training_shows_its_counting_and_merges",)),
     Mutant("wordpiece-long-words-learnt", "mlmprep.build.wordpiece:trainer_lines",  # a 5,000-character word: the trainer fails
            "for word, n in sorted(counts.items()) if len(word) <= MAX_WORD]",
            "for word, n in sorted(counts.items())]",
-           ("tests/test_tokenizer_training.py::test_a_word_longer_than_wordpiece_encodes_is_not_learnt_from",)),
+           ("tests/builder/test_tokenizer_training.py::test_a_word_longer_than_wordpiece_encodes_is_not_learnt_from",)),
     Mutant("unigram-trainer-outlives-ctrl-c", "mlmprep.build.unigram:train_model",  # the child trains on after the build ends
-           "                proc.kill()\n", "", ("tests/test_interrupt.py",)),
+           "                proc.kill()\n", "", ("tests/builder/test_interrupt.py",)),
     Mutant("compare-arms-deduplicated", "mlmprep.compare:arm_config",  # the text arm's replay reads documents dedup dropped
            'dedup="off", ', "",
            ("tests/test_compare.py::test_a_corpus_with_copies_of_documents_compares_both_arms_on_every_training_document",)),
@@ -661,40 +661,40 @@ MUTANTS = [
            "        set_aside(out, previous)\n", "", ("tests/test_compare.py",)),
     Mutant("segment-chars-off-by-four", "mlmprep.build.windows:segment_chars",  # segments of (input_length - 1) * 4 characters
            "    return (input_length - 2) * 4", "    return (input_length - 1) * 4",
-           ("tests/test_windows.py", "tests/test_sharded.py")),
+           ("tests/builder/test_windows.py", "tests/builder/test_sharded.py")),
     Mutant("compare-methods-replaces-a-foreign-out", "mlmprep.compare:check_compare",  # a user's notes.txt deleted
            "    if names - OUTPUTS or not (out / \"results.json\").is_file():", "    if False:", ("tests/test_compare.py",)),
     Mutant("train-takes-non-finite-numbers", "mlmprep.config:TrainConfig.check_finite",  # --grad-clip nan wrote NaN weights
            "            if isinstance(value, float) and not math.isfinite(value):", "            if False:",
-           ("tests/test_train_ux.py",)),
+           ("tests/train/test_refused_options.py",)),
     Mutant("hf-tokenizer-without-eos-frame", "mlmprep.format.write:hf_tokenizer",  # AutoTokenizer gave no final </s>
            "    if framed.post_processor is None:\n        framed.post_processor = eos_frame(tok)",
-           "    pass", ("tests/test_hf_frame.py",)),
+           "    pass", ("tests/format/test_hf_frame.py",)),
     Mutant("eos-frame-kept-on-load", "mlmprep.tokenize:load_tokenizer",  # the framed file changed the build's identity
            "    if is_eos_frame(tok.post_processor, tok):", "    if False:",
-           ("tests/test_hf_frame.py", "tests/test_verify.py")),
+           ("tests/format/test_hf_frame.py", "tests/builder/test_verify.py")),
     Mutant("budget-trainer-ignores-the-epoch", "mlmprep.train.hf:EpochMicrobatches.set_epoch",  # every epoch on seed-0
            "        split = open_epoch(self.data, epoch)", "        split = open_epoch(self.data, 0)",
-           ("tests/test_hf_trainer.py",)),
+           ("tests/train/test_hf.py",)),
     Mutant("budget-trainer-flattens-microbatches", "mlmprep.train.hf:EpochMicrobatches.set_epoch",  # batches over the microbatch caps
            "        self.microbatches = [mb.rows for batch in plan for mb in batch.ranks[0]]",
            "        self.microbatches = [np.concatenate([mb.rows for mb in batch.ranks[0]]) for batch in plan]",
-           ("tests/test_hf_trainer.py",)),
+           ("tests/train/test_hf.py",)),
     Mutant("wrapped-lines-not-counted", "mlmprep.corpus.text:_counted",  # wrapped prose built with no hint
-           "        stats.wrapped_lines += wrapped_count(lines)\n", "", ("tests/test_corpus_hints.py",)),
+           "        stats.wrapped_lines += wrapped_count(lines)\n", "", ("tests/corpus/test_hints.py",)),
     Mutant("wrapped-prose-judged-per-shard", "mlmprep.build.record:wrapped_prose",  # a file's figures depend on its shards
            "            counts = per_file.setdefault(shard.source, [0, 0, 0, 0])",
-           "            counts = per_file.setdefault(str(shard.index), [0, 0, 0, 0])", ("tests/test_corpus_hints.py",)),
+           "            counts = per_file.setdefault(str(shard.index), [0, 0, 0, 0])", ("tests/corpus/test_hints.py",)),
     Mutant("missing-text-column-built-anyway", "mlmprep.build.outputs:plan_rest",  # --text-column most records lack: 211 rows
            "    if error := missing_field_error(corpus_name(corpus), corpus_stats, layout.cfg.text_column):\n"
-           "        raise error\n", "", ("tests/test_corpus_hints.py",)),
+           "        raise error\n", "", ("tests/corpus/test_hints.py",)),
     Mutant("missing-field-count-names-text", "mlmprep.format.report",  # --text-column body counted as "text"
            "    (\"missing_field_skipped\", \"records without the {column!r} field skipped\"),",
            "    (\"missing_field_skipped\", \"records without the 'text' field skipped\"),",
-           ("tests/test_corpus_hints.py", "tests/test_data_fixes.py")),
+           ("tests/corpus/test_hints.py", "tests/builder/test_special_tokens.py")),
     Mutant("write-stage-forgets-files-written", "mlmprep.build.outputs:plan_rest",  # the bar's last stage never ends full
            'bar.stage("window, mask, write", tasks, "output file", done=sum(len(f.done) for f in files.values()))',
-           'bar.stage("window, mask, write", tasks, "output file")', ("tests/test_sharded.py",)),
+           'bar.stage("window, mask, write", tasks, "output file")', ("tests/builder/test_sharded.py",)),
     Mutant("progress-logs-every-update", "mlmprep.progress:Stages.update",  # a log line per task, not every 10 s
            "                if self.clock() - self.logged >= self.every:", "                if True:",
            ("tests/test_progress.py",)),
@@ -703,21 +703,21 @@ MUTANTS = [
            "            pass\n", ("tests/test_progress.py",)),
     Mutant("missing-build-dir-says-no-manifest", "mlmprep.format.load:read_manifest",  # `inspect out/nothere`: "no manifest.json"
            "    if not Path(build_dir).is_dir():", "    if False:",
-           ("tests/test_cli_errors.py::test_a_missing_build_directory_is_named_as_such",)),
+           ("tests/cli/test_errors.py::test_a_missing_build_directory_is_named_as_such",)),
     Mutant("finished-resume-notes-new-seeds", "mlmprep.train.prepare:open_data",  # a note before "already trained"
            "    if saved is not None and (done := checkpoint.finished(",
            "    say_seeds_added(cfg, world, len(manifest[\"seeds\"]), n_seeds)\n"
            "    if saved is not None and (done := checkpoint.finished(",
-           ("tests/test_train_ux.py::test_resuming_a_finished_run_after_a_remask_says_only_that_it_is_finished",)),
+           ("tests/train/test_resume.py::test_resuming_a_finished_run_after_a_remask_says_only_that_it_is_finished",)),
     Mutant("compare-help-drops-fixed-settings", "mlmprep.cli.compare:preset_settings",  # --full's lr and seeds not in its help
            '            fixed.append(f"{field} {value}")', "            pass",
            ("tests/test_compare.py::test_compare_methods_help_lists_every_setting_of_each_preset",)),
     Mutant("import-circle-hidden-in-a-function", "mlmprep.corpus.shards:_dataset",  # documents imports shards
            "    return load_dataset(spec, split)",
            "    from mlmprep.corpus.documents import open_corpus  # noqa: F401\n\n    return load_dataset(spec, split)",
-           ("tests/test_rooms.py::test_no_module_imports_itself_through_others",)),
+           ("tests/repo/test_rooms.py::test_no_module_imports_itself_through_others",)),
     Mutant("import-circle-at-module-level", "mlmprep.build.randomness",  # mask imports randomness
-           "import numpy as np\n", "import numpy as np\n\nfrom mlmprep.build import mask  # noqa: F401\n", ("tests/test_rooms.py::test_no_module_imports_itself_through_others",)),
+           "import numpy as np\n", "import numpy as np\n\nfrom mlmprep.build import mask  # noqa: F401\n", ("tests/repo/test_rooms.py::test_no_module_imports_itself_through_others",)),
     Mutant("compare-config-file-ignored", "mlmprep.cli.compare:compare_methods",  # --config reads, then acts not
            "    cfg = compare_config(mode, file_values, options)", "    cfg = compare_config(mode, options)",
            ("tests/test_compare.py::test_a_config_file_gives_compare_methods_options_over_its_preset_and_under_the_command_line",)),
@@ -732,309 +732,309 @@ MUTANTS = [
            ("tests/test_compare.py::test_max_mb_counts_million_characters_and_a_tiny_positive_limit_is_not_the_whole_corpus",)),
     Mutant("mlm-line-without-why", "mlmprep.format.report:build_summary",  # "masked 0.142" with no word on special tokens
            'of all tokens, special ones never" + (', '" + (',
-           ("tests/test_report_mlm.py",)),
+           ("tests/format/test_report.py",)),
     Mutant("max-tokens-one-step-late", "mlmprep.train.epochs:planned_steps",  # --max-tokens N trains a step past N
            "            if tokens >= cfg.max_tokens:", "            if tokens > cfg.max_tokens:",
-           ("tests/test_train_options.py",)),
+           ("tests/train/test_options.py",)),
     Mutant("mlm-labels-uint16", "mlmprep.format.write:column_dtypes",  # -100 stored as 65436: datasets users see it
            "    labels = np.int16 if vocab_size <= INT16_LABELS else np.int32",
-           "    labels = np.uint16 if vocab_size <= INT16_LABELS else np.int32", ("tests/test_narrow_ids.py",)),
+           "    labels = np.uint16 if vocab_size <= INT16_LABELS else np.int32", ("tests/format/test_narrow_ids.py",)),
     Mutant("uint16-for-any-vocabulary", "mlmprep.format.write:format_version",  # ids above 65,535 wrap around
            "    return FORMAT_VERSION if vocab_size <= UINT16_IDS else 2", "    return FORMAT_VERSION",
-           ("tests/test_narrow_ids.py",)),
+           ("tests/format/test_narrow_ids.py",)),
     Mutant("loader-views-every-column-as-int32", "mlmprep.format.load:_column",  # two uint16 ids read as one int32
            "    files = tuple(np.frombuffer(m, dtype=dtype, count=m.size // dtype.itemsize) for m in maps)",
            "    files = tuple(np.frombuffer(m, dtype=np.int32, count=m.size // 4) for m in maps)",
-           ("tests/test_narrow_ids.py", "tests/test_load.py")),
+           ("tests/format/test_narrow_ids.py", "tests/format/test_load.py")),
     Mutant("verify-ignores-column-types", "mlmprep.build.verify:read_split",
            "        report.problems += type_problems(out, name, columns, manifest)\n", "",
-           ("tests/test_narrow_ids.py", "tests/test_verify.py")),
+           ("tests/format/test_narrow_ids.py", "tests/builder/test_verify.py")),
     Mutant("remask-in-the-newest-format", "mlmprep.build.remask:add_seeds",  # an int32 build gets uint16 seeds
            "        version = manifest.format_version\n", "        version = 3\n",
-           ("tests/test_narrow_ids.py",)),
+           ("tests/format/test_narrow_ids.py",)),
     Mutant("reference-help-line-as-html", "mlmprep.cli.reference:reference",  # `<pad>=0, </s>=1` in a command's help eaten as tags
            '        about = markdown(" ".join((command.help or "").strip().split("\\n\\n")[0].split()))',
            '        about = " ".join((command.help or "").strip().split("\\n\\n")[0].split())',
-           ("tests/test_docs.py",)),
+           ("tests/repo/test_docs.py",)),
     Mutant("reference-options-as-html", "mlmprep.cli.reference:markdown",  # an option's `</s>` in its help eaten as a tag
            'p.replace("<", "&lt;").replace("*", "\\\\*") if i % 2 == 0', 'p.replace("*", "\\\\*") if i % 2 == 0',
-           ("tests/test_docs.py",)),
+           ("tests/repo/test_docs.py",)),
     Mutant("reference-drops-the-off-flag", "mlmprep.cli.reference:option_lines",  # --no-force missing from the reference
            "append(entry(*record))", "append(entry(param.opts[0], record[1]))",
-           ("tests/test_docs.py",)),
+           ("tests/repo/test_docs.py",)),
     Mutant("reference-page-stale", "docs/options.md",  # the committed CLI reference misses an option --help shows
            "- `--version`: Print the version and exit.\n", "",
-           ("tests/test_docs.py::test_the_reference_in_the_tree_is_the_one_the_code_generates",)),
+           ("tests/repo/test_docs.py::test_the_reference_in_the_tree_is_the_one_the_code_generates",)),
     Mutant("docs-broken-anchors-pass", "mkdocs.yml",  # a link to a heading that is not there builds
            "  anchors: warn\n", "  anchors: info\n",
-           ("tests/test_docs.py",)),
+           ("tests/repo/test_docs.py",)),
     Mutant("docs-web-fonts", "mkdocs.yml",  # the site fetches Google's fonts: no offline page, a request per reader
            "  font: false\n", "  font: {text: Roboto}\n",
-           ("tests/test_docs.py",)),
+           ("tests/repo/test_docs.py",)),
     # ------------------------------------------------------------ the HTML report and RUN plots
     Mutant("report-sources-drop-extra-sets", "mlmprep.format.html:source_table",  # --validation NAME=DIR has no row
            'names += [k[5:-5] for k in final', 'names += [] and [k[5:-5] for k in final',
-           ("tests/test_mixture.py::test_a_config_file_lists_sources_and_validation_name_dir_adds_a_set",)),
+           ("tests/train/test_mixture.py::test_a_config_file_lists_sources_and_validation_name_dir_adds_a_set",)),
     Mutant("report-sources-wrong-column", "mlmprep.format.html:source_table",  # the share reached shown as the weight
            "<td>{cell(final.get(f'{n}/target'), '.3f')}</td>", "<td>{cell(final.get(f'{n}/fraction'), '.3f')}</td>",
-           ("tests/test_mixture.py::test_a_config_file_lists_sources_and_validation_name_dir_adds_a_set",)),
+           ("tests/train/test_mixture.py::test_a_config_file_lists_sources_and_validation_name_dir_adds_a_set",)),
     Mutant("t5-reference-off-by-one", "mlmprep.format.charts:t5_span_length_distribution",  # C(noise - j, ...): the composition count is wrong
            "p[j] = math.comb(noise - j - 1, spans - 2) / total", "p[j] = math.comb(noise - j, spans - 2) / total",
-           ("tests/test_html_report.py",)),
+           ("tests/format/test_html_report.py",)),
     Mutant("span-lengths-count-the-sentinel", "mlmprep.format.charts:span_statistics",  # each span one token longer
            "spans = np.diff(np.append(starts, len(labels) - 1)) - 1", "spans = np.diff(np.append(starts, len(labels) - 1))",
-           ("tests/test_html_report.py",)),
+           ("tests/format/test_html_report.py",)),
     Mutant("report-span-numbers-shifted", "mlmprep.format.report:unmask_spans",  # the text's spans lit by the next sentinel
            "span.extend([number[t]] * len(spans[t]))", "span.extend([number[t] + 1] * len(spans[t]))",
-           ("tests/test_html_report.py", "tests/test_verify.py")),
+           ("tests/format/test_html_report.py", "tests/builder/test_verify.py")),
     Mutant("documents-keep-their-eos-apart", "mlmprep.format.charts:documents",  # a document ends before its </s>
            "ends = np.flatnonzero(values == manifest.tokenizer.eos_id) + 1",
            "ends = np.flatnonzero(values == manifest.tokenizer.eos_id)",
-           ("tests/test_html_report.py",)),
+           ("tests/format/test_html_report.py",)),
     Mutant("seed-switch-stuck", "mlmprep/format/report.html",  # every seed button shows seed-0's masks
-           "const v = ex.seeds[seed];", "const v = ex.seeds[0];", ("tests/test_html_report.py",)),
+           "const v = ex.seeds[seed];", "const v = ex.seeds[0];", ("tests/format/test_html_report.py",)),
     Mutant("mlm-kept-and-random-swapped", "mlmprep/format/report.html",
            "return v.input[i] === target ? \"m-kept\" : \"m-rand\";", "return v.input[i] === target ? \"m-rand\" : \"m-kept\";",
-           ("tests/test_html_report.py",)),
+           ("tests/format/test_html_report.py",)),
     Mutant("hover-lights-every-span", "mlmprep/format/report.html",  # hovering lights every marked token
            "card.querySelectorAll(\"[data-\" + key + '=\"' + target.dataset[key] + '\"]')",
-           "card.querySelectorAll(\"[data-\" + key + \"]\")", ("tests/test_html_report.py",)),
+           "card.querySelectorAll(\"[data-\" + key + \"]\")", ("tests/format/test_html_report.py",)),
     Mutant("report-overwrites-any-file", "mlmprep.format.html:check_report_path",
-           "            if f.read(len(MARK)) != MARK.encode():", "            if False:", ("tests/test_html_report.py",)),
+           "            if f.read(len(MARK)) != MARK.encode():", "            if False:", ("tests/format/test_html_report.py",)),
     Mutant("report-data-filled-last", "mlmprep.format.html:fill",  # a {{DATA}} in an escaped value gets the JSON
            'return SLOT.sub(lambda m: policy if m[1] == "CSP" else values[m[1]], template)',
            'return template.replace("{{CSP}}", policy).replace("{{TITLE}}", values["TITLE"]).replace('
            '"{{BODY}}", values["BODY"]).replace("{{DATA}}", values["DATA"])',
-           ("tests/test_html_payloads.py",)),
+           ("tests/format/test_html_payloads.py",)),
     Mutant("report-data-ends-its-script", "mlmprep.format.html:json_in_html",  # only </ escaped: <!--<script> eats the end
            '.replace("<", "\\\\u003c").replace(">", "\\\\u003e")', '.replace("</", "<\\\\/")',
-           ("tests/test_html_payloads.py",)),
+           ("tests/format/test_html_payloads.py",)),
     Mutant("report-value-unescaped", "mlmprep.format.html:table",  # a table's values as markup
            'body = "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>"',
-           'body = "".join(f"<tr><th>{escape(k)}</th><td>{v}</td></tr>"', ("tests/test_html_payloads.py",)),
+           'body = "".join(f"<tr><th>{escape(k)}</th><td>{v}</td></tr>"', ("tests/format/test_html_payloads.py",)),
     Mutant("report-policy-inline", "mlmprep.format.html:fill",  # any inline script runs
            'policy = (f"default-src \'none\'; script-src {\' \'.join(allowed[\'script\'])}; "',
-           'policy = (f"default-src \'none\'; script-src \'unsafe-inline\'; "', ("tests/test_html_payloads.py",)),
+           'policy = (f"default-src \'none\'; script-src \'unsafe-inline\'; "', ("tests/format/test_html_payloads.py",)),
     Mutant("report-no-policy", "mlmprep/format/report.html",  # no Content-Security-Policy at all
-           '<meta http-equiv="Content-Security-Policy" content="{{CSP}}">\n', "", ("tests/test_html_payloads.py",)),
+           '<meta http-equiv="Content-Security-Policy" content="{{CSP}}">\n', "", ("tests/format/test_html_payloads.py",)),
     Mutant("report-policy-misses-the-charts", "mlmprep.format.html:fill",  # the legends' colours blocked
            '        allowed["style"] += ["\'unsafe-hashes\'", *map(digest, attributes)]', "        pass",
-           ("tests/test_html_payloads.py", "tests/test_html_report.py")),
+           ("tests/format/test_html_payloads.py", "tests/format/test_html_report.py")),
     Mutant("plots-warn-every-time", "mlmprep.train.plots:update",
-           "            _warned = True\n", "            pass\n", ("tests/test_plots.py",)),
+           "            _warned = True\n", "            pass\n", ("tests/train/test_plots.py",)),
     Mutant("plots-never-drawn", "mlmprep.train.evaluation:evaluate_build",
-           "        plots.update(run.out)  # RUN/plots.png\n", "        pass\n", ("tests/test_plots.py",)),
+           "        plots.update(run.out)  # RUN/plots.png\n", "        pass\n", ("tests/train/test_plots.py",)),
     # ------------------------------------------------------------ mixtures
     Mutant("temperature-as-power", "mlmprep.train.mixture:mix_weights",  # n ** T rather than n ** (1 / T)
            '"temperature": lambda: n ** (1.0 / value)', '"temperature": lambda: n ** value',
-           ("tests/test_mixture.py::test_strategies_follow_the_t5_papers_formulas",)),
+           ("tests/train/test_mixture.py::test_strategies_follow_the_t5_papers_formulas",)),
     Mutant("cap-ignored", "mlmprep.train.mixture:mix_weights",  # examples-proportional without its limit K
            '"cap": lambda: np.minimum(n, value)', '"cap": lambda: n',
-           ("tests/test_mixture.py::test_strategies_follow_the_t5_papers_formulas",)),
+           ("tests/train/test_mixture.py::test_strategies_follow_the_t5_papers_formulas",)),
     Mutant("mixture-drops-carry", "mlmprep.train.mixture:MixturePlan.next_chunk",  # what a source is owed is forgotten at each chunk
            "for p, rows in self.take(i, w * tokens + self.queues[i].carry)]", "for p, rows in self.take(i, w * tokens)]",
-           ("tests/test_mixture.py::test_achieved_token_fractions_match_the_weights",)),
+           ("tests/train/test_mixture.py::test_achieved_token_fractions_match_the_weights",)),
     Mutant("every-pass-reads-seed-0", "mlmprep.train.mixture:Source.split",  # a repeated source, the same puzzle each pass
            "        return open_epoch(self.path, pass_, self.seeds,", "        return open_epoch(self.path, 0, self.seeds,",
-           ("tests/test_mixture.py::test_a_repeated_source_reads_a_new_seed_on_each_pass",)),
+           ("tests/train/test_mixture.py::test_a_repeated_source_reads_a_new_seed_on_each_pass",)),
     Mutant("cut-chunk-rows-dropped", "mlmprep.train.mixture:MixturePlan.next_chunk",  # new weights skip the rows a cut chunk had taken
            "            plan = plan[:cut]\n            self.hand_back(parts, plan)", "            plan = plan[:cut]",
-           ("tests/test_mixture.py::test_resume_with_new_weights_repeats_and_skips_nothing",)),
+           ("tests/train/test_mixture.py::test_resume_with_new_weights_repeats_and_skips_nothing",)),
     Mutant("new-weights-from-step-0", "mlmprep.train.mixture_run:mixture_plan",  # the new weights rewrite the steps already taken
            "schedule = [*(entry for entry in schedule if entry[0] < step), (step, mix.weights.tolist())]",
            "schedule = [(0, mix.weights.tolist())]",
-           ("tests/test_mixture.py::test_resume_with_new_weights_repeats_and_skips_nothing",)),
+           ("tests/train/test_mixture.py::test_resume_with_new_weights_repeats_and_skips_nothing",)),
     Mutant("picked-rows-shifted", "mlmprep.format.load:_gather",  # each picked row starts one token late
            "source = buf[starts[i] : starts[i] + lengths[i]]", "source = buf[starts[i] + 1 : starts[i] + 1 + lengths[i]]",
-           ("tests/test_load.py::test_picked_rows_are_those_rows_of_their_splits_in_order",
-            "tests/test_mixture.py::test_a_repeated_source_reads_a_new_seed_on_each_pass")),
+           ("tests/format/test_load.py::test_picked_rows_are_those_rows_of_their_splits_in_order",
+            "tests/train/test_mixture.py::test_a_repeated_source_reads_a_new_seed_on_each_pass")),
     Mutant("picked-rows-of-the-wrong-part", "mlmprep.format.load:pick_rows",  # every part's rows gathered to the first's slots
            "located = [(buf, first + which, start, length)", "located = [(buf, which, start, length)",
-           ("tests/test_load.py::test_picked_rows_are_those_rows_of_their_splits_in_order",
-            "tests/test_mixture.py::test_a_repeated_source_reads_a_new_seed_on_each_pass")),
+           ("tests/format/test_load.py::test_picked_rows_are_those_rows_of_their_splits_in_order",
+            "tests/train/test_mixture.py::test_a_repeated_source_reads_a_new_seed_on_each_pass")),
     Mutant("take-stops-at-the-first-head", "mlmprep.train.mixture:rows_within",  # a take never gives more than 1024 rows
            "        if head >= len(rows) or cum[-1] > quota:", "        if True:",
-           ("tests/test_mixture.py::test_rows_a_source_gives_for_a_quota_follow_a_running_sum",)),
+           ("tests/train/test_mixture.py::test_rows_a_source_gives_for_a_quota_follow_a_running_sum",)),
     # ------------------------------------------------------------ the seed cache of a DATA URL
     Mutant("cache-trusts-any-bytes", "mlmprep.format.cache:SeedCache.fetch_file",  # a download is renamed in unchecked
            "record.bytes) == record.sha256:", "record.bytes) != \"\":",
-           ("tests/test_cache.py::test_a_damaged_file_is_fetched_twice_then_stops_the_run_in_one_line",)),
+           ("tests/format/test_cache.py::test_a_damaged_file_is_fetched_twice_then_stops_the_run_in_one_line",)),
     Mutant("cache-never-evicts", "mlmprep.format.cache:SeedCache.make_room",  # every seed stays: the disk grows to N seeds
            "                if free:\n                    self.log(f\"{self.url}: evicting",
            "                if False:\n                    self.log(f\"{self.url}: evicting",
-           ("tests/test_cache.py::test_the_disk_holds_at_most_two_seeds_and_validation_whatever_n",)),
+           ("tests/format/test_cache.py::test_the_disk_holds_at_most_two_seeds_and_validation_whatever_n",)),
     Mutant("cache-no-prefetch", "mlmprep.format.cache:SeedCache.ensure",  # the next seed is fetched at its boundary only
            "            if later != name and later not in self.jobs", "            if False and later not in self.jobs",
-           ("tests/test_cache.py::test_the_prefetch_hides_a_slow_stores_fetch_behind_the_epoch",)),
+           ("tests/format/test_cache.py::test_the_prefetch_hides_a_slow_stores_fetch_behind_the_epoch",)),
     Mutant("cache-no-file-lock", "mlmprep.format.cache:SeedCache.fetch_file",  # runs sharing the cache each download the file
            "        with locked(self.locks / f\"{split}--{record.name}.lock\"):",
            "        with contextlib.nullcontext():",
-           ("tests/test_cache.py::test_runs_sharing_the_cache_download_each_file_once_and_never_read_half_of_one",)),
+           ("tests/format/test_cache.py::test_runs_sharing_the_cache_download_each_file_once_and_never_read_half_of_one",)),
     Mutant("cache-limit-unchecked", "mlmprep.format.cache:SeedCache.check_limit",  # a limit below one seed fails mid-run, or is ignored
            "        if self.limit is not None and self.limit < need:", "        if False:",
-           ("tests/test_cache.py::test_a_cache_limit_too_small_for_one_seed_is_refused_before_any_download",)),
+           ("tests/format/test_cache.py::test_a_cache_limit_too_small_for_one_seed_is_refused_before_any_download",)),
     Mutant("cache-limit-evicts-anyway", "mlmprep.format.cache:SeedCache.make_room",  # a limit with room still re-downloads each epoch
            "            if self.limit is not None and self.used() + need <= self.limit:",
            "            if self.limit is None:",
-           ("tests/test_cache.py::test_a_cache_limit_with_room_keeps_seeds_so_each_downloads_once",)),
+           ("tests/format/test_cache.py::test_a_cache_limit_with_room_keeps_seeds_so_each_downloads_once",)),
     Mutant("cache-plan-decoder-lengths", "mlmprep.format.cache:SeedCache.lengths",  # the planned rows get the encoder's length twice
            "np.full(rows, dec if objective", "np.full(rows, enc if objective",
-           ("tests/test_cache.py::test_the_plan_of_a_fixed_length_build_needs_no_download_and_equals_the_splits_lengths",)),
+           ("tests/format/test_cache.py::test_the_plan_of_a_fixed_length_build_needs_no_download_and_equals_the_splits_lengths",)),
     Mutant("cache-no-retry", "mlmprep.format.cache",  # one failed read stops the run
-           "ATTEMPTS = 5  #", "ATTEMPTS = 1  #", ("tests/test_cache.py::test_store_faults_are_retried_and_the_bytes_are_the_builds",)),
+           "ATTEMPTS = 5  #", "ATTEMPTS = 1  #", ("tests/format/test_cache.py::test_store_faults_are_retried_and_the_bytes_are_the_builds",)),
     # ------------------------------------------------------------ dedup and the document hold-out
     Mutant("dedup-exact-drops-nothing", "mlmprep.build.selection:Selection.decide",  # copies counted, never dropped
            "                    fates[i] = DROPPED\n", "                    pass\n",
-           ("tests/test_dedup_build.py::test_exact_dedup_keeps_what_a_set_of_normalised_texts_keeps",)),
+           ("tests/builder/test_dedup.py::test_exact_dedup_keeps_what_a_set_of_normalised_texts_keeps",)),
     Mutant("dedup-exact-within-shards", "mlmprep.build.selection:Selection.decide",  # copies in other shards not seen
            "            first = self.first\n", "            first = {}\n",
-           ("tests/test_dedup_build.py::test_exact_dedup_keeps_what_a_set_of_normalised_texts_keeps",)),
+           ("tests/builder/test_dedup.py::test_exact_dedup_keeps_what_a_set_of_normalised_texts_keeps",)),
     Mutant("dedup-near-drops-the-first", "mlmprep.build.selection:Selection.cluster",  # each cluster keeps all but its first
            "fates[first != np.arange(len(first))] = DROPPED", "fates[first == np.arange(len(first))] = DROPPED",
-           ("tests/test_dedup_build.py::test_near_dedup_keeps_the_first_of_each_cluster_brute_force_jaccard_confirms",)),
+           ("tests/builder/test_dedup.py::test_near_dedup_keeps_the_first_of_each_cluster_brute_force_jaccard_confirms",)),
     Mutant("dedup-near-ignored", "mlmprep.build.selection:Selection.add",  # --dedup near decided as off
            "        if self.cfg.dedup == \"near\":\n            # the shard's", "        if False:\n            # the shard's",
-           ("tests/test_dedup_build.py::test_near_dedup_keeps_the_first_of_each_cluster_brute_force_jaccard_confirms",)),
+           ("tests/builder/test_dedup.py::test_near_dedup_keeps_the_first_of_each_cluster_brute_force_jaccard_confirms",)),
     Mutant("holdout-by-document-number", "mlmprep.build.selection:Selection.decide",  # copies land on both sides
            "fates = np.where(held_documents(keys, self.cfg.validation_fraction, self.cfg.seed), VALIDATION, TRAIN)",
            "fates = np.where(held_documents(np.arange(self.documents, self.documents + len(keys), dtype=np.uint64),"
            " self.cfg.validation_fraction, self.cfg.seed), VALIDATION, TRAIN)",
-           ("tests/test_dedup_build.py::test_no_validation_window_shares_a_document_with_a_training_window", "tests/test_sharded.py::test_windows_equal_a_one_pass_reference")),
+           ("tests/builder/test_dedup.py::test_no_validation_window_shares_a_document_with_a_training_window", "tests/builder/test_sharded.py::test_windows_equal_a_one_pass_reference")),
     Mutant("side-picks-every-kept-document", "mlmprep.build.selection:Selection.picked",  # validation documents trained on
            "return np.flatnonzero(self.fates[s] == SIDES.index(side)).astype(np.int64)",
            "return np.flatnonzero(self.fates[s] != DROPPED).astype(np.int64)",
-           ("tests/test_dedup_build.py::test_no_validation_window_shares_a_document_with_a_training_window", "tests/test_sharded.py::test_windows_equal_a_one_pass_reference")),
+           ("tests/builder/test_dedup.py::test_no_validation_window_shares_a_document_with_a_training_window", "tests/builder/test_sharded.py::test_windows_equal_a_one_pass_reference")),
     Mutant("side-reads-the-span-of-its-documents", "mlmprep.build.staged:gather",  # dropped documents between read
            "    if int(sizes.sum()) == hi - lo:", "    if True:",
-           ("tests/test_sharded.py::test_windows_equal_a_one_pass_reference", "tests/test_dedup_build.py::test_exact_dedup_keeps_what_a_set_of_normalised_texts_keeps")),
+           ("tests/builder/test_sharded.py::test_windows_equal_a_one_pass_reference", "tests/builder/test_dedup.py::test_exact_dedup_keeps_what_a_set_of_normalised_texts_keeps")),
     Mutant("shards-let-go-for-one-side", "mlmprep.build.run:BuildTasks.file_written",  # validation still reads them
            "self.staging.let_go(range(self.staging.released, min(f.kept for f in self.files.values())))",
            "self.staging.let_go(range(self.staging.released, self.files[\"train\"].kept))",
-           ("tests/test_sharded.py::test_staged_shards_are_let_go_as_the_files_that_read_them_are_written", "tests/test_sharded.py::test_windows_equal_a_one_pass_reference")),
+           ("tests/builder/test_sharded.py::test_staged_shards_are_let_go_as_the_files_that_read_them_are_written", "tests/builder/test_sharded.py::test_windows_equal_a_one_pass_reference")),
     Mutant("sample-keeps-copies", "mlmprep.build.tokenizer_file:training_sample",  # the copies of boilerplate crowd the tokenizer's sample
            "if key in keys or (total >= budget and key > -chosen[0][0]):",
            "if total >= budget and key > -chosen[0][0]:",
-           ("tests/test_sharded.py::test_the_tokenizer_sample_is_the_smallest_keys_of_the_distinct_documents_whatever_the_files",)),
+           ("tests/builder/test_sharded.py::test_the_tokenizer_sample_is_the_smallest_keys_of_the_distinct_documents_whatever_the_files",)),
     Mutant("sample-in-heap-order", "mlmprep.build.tokenizer_file:training_sample",  # the sample's order is the heap's, not the keys'
            "    for _, text in sorted(chosen, reverse=True):", "    for _, text in chosen:",
-           ("tests/test_sharded.py::test_the_tokenizer_sample_is_the_smallest_keys_of_the_distinct_documents_whatever_the_files",)),
+           ("tests/builder/test_sharded.py::test_the_tokenizer_sample_is_the_smallest_keys_of_the_distinct_documents_whatever_the_files",)),
     Mutant("dedup-summary-silent", "mlmprep.format.report:build_summary",  # the summary and inspect hide what dedup removed
            "        *dedup_lines(manifest.corpus.stats),\n", "",
-           ("tests/test_dedup_build.py::test_the_summary_inspect_and_the_page_say_what_dedup_removed",)),
+           ("tests/builder/test_dedup.py::test_the_summary_inspect_and_the_page_say_what_dedup_removed",)),
     Mutant("dedup-excerpt-of-the-shard-s-first", "mlmprep.build.record:dedup_stats",  # the excerpt of another document
            "text = next(itertools.islice(docs, d, None), \"\")", "text = next(docs, \"\")",
-           ("tests/test_dedup_build.py::test_exact_dedup_keeps_what_a_set_of_normalised_texts_keeps",)),
+           ("tests/builder/test_dedup.py::test_exact_dedup_keeps_what_a_set_of_normalised_texts_keeps",)),
     # ------------------------------------------------------------ what a newcomer trips on
     Mutant("utf8-offset-line-start", "mlmprep.corpus.text:_decode_lines",  # the error names the line's start, not the bad byte
            "where = functools.partial(line_where, path, at, at + exc.start)", "where = functools.partial(line_where, path, at)",
-           ("tests/test_corpus.py::test_decode_error_fail_names_file_line_and_fix",
-            "tests/test_corpus.py::test_decode_error_names_the_bad_byte_far_into_the_file")),
+           ("tests/corpus/test_sources.py::test_decode_error_fail_names_file_line_and_fix",
+            "tests/corpus/test_sources.py::test_decode_error_names_the_bad_byte_far_into_the_file")),
     Mutant("wrapped-hint-on-code", "mlmprep.corpus.text:wrapped_count",  # indented, symbol-laden code lines count as wrapped prose
            "if line and len(line) <= WRAP_COLUMNS and not line[0].isspace() and not CODE.search(line)",
            "if line and len(line) <= WRAP_COLUMNS",
-           ("tests/test_corpus_hints.py::test_no_hint_for_source_code",)),
+           ("tests/corpus/test_hints.py::test_no_hint_for_source_code",)),
     Mutant("gz-unknown-inner-refused", "mlmprep.corpus.files:file_format",  # changelog.gz refused again
            '    return ("" if inner in NOT_TEXT else ".txt"), compression', '    return "", compression',
-           ("tests/test_compressed.py::test_a_compressed_file_with_no_known_format_inside_is_read_as_text_with_a_note",)),
+           ("tests/corpus/test_compressed.py::test_a_compressed_file_with_no_known_format_inside_is_read_as_text_with_a_note",)),
     Mutant("gz-archive-read-as-text", "mlmprep.corpus.files:file_format",  # a .tar.gz read as text
            '    return ("" if inner in NOT_TEXT else ".txt"), compression', '    return ".txt", compression',
-           ("tests/test_compressed.py::test_a_compressed_file_with_no_known_format_inside_is_read_as_text_with_a_note",
-            "tests/test_compressed.py::test_directories_and_globs_pick_compressed_files_up_and_skip_hidden_ones")),
+           ("tests/corpus/test_compressed.py::test_a_compressed_file_with_no_known_format_inside_is_read_as_text_with_a_note",
+            "tests/corpus/test_compressed.py::test_directories_and_globs_pick_compressed_files_up_and_skip_hidden_ones")),
     Mutant("mount-point-staged-beside", "mlmprep.format.publish:staging_dir",  # --out on a mount point: the final rename fails
            "    stage = out / INSIDE[1] if mount_point(out) else out.parent / f\".{out.name}.partial\"",
            "    stage = out.parent / f\".{out.name}.partial\"",
-           ("tests/test_mount_point.py",)),
+           ("tests/format/test_mount_point.py",)),
     Mutant("mount-point-old-files-kept", "mlmprep.format.publish:publish_inside",  # --force into a mount point keeps old files
            "        if old.name not in INSIDE + FOREIGN_KEPT:\n            if old.is_dir()",
            "        if False:\n            if old.is_dir()",
-           ("tests/test_mount_point.py",)),
+           ("tests/format/test_mount_point.py",)),
     Mutant("degenerate-length-silent", "mlmprep.build.mask:span_warning",  # --input-length 3 builds noise 0.5, span 1 silently
            "    if not off[window - 2]:\n        return None", "    if True:\n        return None",
-           ("tests/test_mask.py::test_span_warning_fires_exactly_where_the_options_are_not_honoured",
-            "tests/test_mask.py::test_a_degenerate_input_length_builds_with_a_warning_naming_what_it_got")),
+           ("tests/builder/test_mask.py::test_span_warning_fires_exactly_where_the_options_are_not_honoured",
+            "tests/builder/test_mask.py::test_a_degenerate_input_length_builds_with_a_warning_naming_what_it_got")),
     Mutant("degenerate-length-smallest-off", "mlmprep.build.mask:span_warning",  # the length named is one that still falls short
            "corrupted_lengths([lengths[off].max() + 1]", "corrupted_lengths([lengths[off].max()]",
-           ("tests/test_mask.py::test_span_warning_fires_exactly_where_the_options_are_not_honoured",)),
+           ("tests/builder/test_mask.py::test_span_warning_fires_exactly_where_the_options_are_not_honoured",)),
     Mutant("hf-pins-memory-on-cpu", "mlmprep.train.hf:BudgetTrainer.loader",  # the Trainer snippet warns about pin_memory on a CPU
            "pin_memory=self.args.dataloader_pin_memory and torch.cuda.is_available()",
            "pin_memory=self.args.dataloader_pin_memory",
-           ("tests/test_docs.py::test_the_training_page_python_example_runs",)),
+           ("tests/repo/test_docs.py::test_the_training_page_python_example_runs",)),
     Mutant("unstarted-run-told-to-continue", "mlmprep.train.checkpoint:open_run",  # a run with no checkpoint: "continue it"
            "        if latest(run) is None:\n            raise CacheError(", "        if False:\n            raise CacheError(",
-           ("tests/test_train_ux.py::test_a_run_stopped_before_its_first_checkpoint_is_not_told_to_continue",)),
+           ("tests/train/test_resume.py::test_a_run_stopped_before_its_first_checkpoint_is_not_told_to_continue",)),
     Mutant("mixture-no-plots", "mlmprep.train.mixture_run:evaluate_mixture",  # a mixture's evaluation never draws RUN/plots.png
            "        plots.update(run.out)  # RUN/plots.png (validation: the weighted mean, when the sources have sets)\n",
-           "", ("tests/test_mixture.py::test_a_config_file_lists_sources_and_validation_name_dir_adds_a_set",)),
+           "", ("tests/train/test_mixture.py::test_a_config_file_lists_sources_and_validation_name_dir_adds_a_set",)),
     Mutant("mixture-says-epoch", "mlmprep.train.logs:position",  # a mixture's logs and metrics speak of epochs
-           '    return {"epoch" if run.mix is None else "chunk": epoch}', '    return {"epoch": epoch}', ("tests/test_mixture.py::test_a_config_file_lists_sources_and_validation_name_dir_adds_a_set",)),
+           '    return {"epoch" if run.mix is None else "chunk": epoch}', '    return {"epoch": epoch}', ("tests/train/test_mixture.py::test_a_config_file_lists_sources_and_validation_name_dir_adds_a_set",)),
     Mutant("source-loss-over-rows", "mlmprep.train.mixture_run:add_source_losses",  # a source's loss divided by its rows
            "weights=epoch.targets[mine], ", "",
-           ("tests/test_mixture.py::test_a_sources_training_loss_is_its_rows_summed_loss_over_its_label_tokens",)),
+           ("tests/train/test_mixture.py::test_a_sources_training_loss_is_its_rows_summed_loss_over_its_label_tokens",)),
     Mutant("cut-chunk-resumed-past-its-end", "mlmprep.train.prepare:start",  # new weights: a resume reads past a cut chunk
            "    if mix is not None and state.cursor and state.cursor == len(mix.chunk(state.epoch).plan):",
-           "    if False:", ("tests/test_mixture.py::test_resume_with_new_weights_repeats_and_skips_nothing",)),
+           "    if False:", ("tests/train/test_mixture.py::test_resume_with_new_weights_repeats_and_skips_nothing",)),
     Mutant("report-names-the-first-source", "mlmprep.format.html:run_section",  # a mixture run's report shows one source
-           "        if len(sources) > 1 else", "        if False else", ("tests/test_mixture.py::test_a_config_file_lists_sources_and_validation_name_dir_adds_a_set",)),
+           "        if len(sources) > 1 else", "        if False else", ("tests/train/test_mixture.py::test_a_config_file_lists_sources_and_validation_name_dir_adds_a_set",)),
     Mutant("mixture-report-shows-first-build", "mlmprep.format.html:report_sources",  # a mixture's report: the first source's build
            'data = config.get("data") if len(config.get("sources") or []) < 2 else None', 'data = config.get("data")',
-           ("tests/test_mixture.py::test_a_config_file_lists_sources_and_validation_name_dir_adds_a_set",)),
+           ("tests/train/test_mixture.py::test_a_config_file_lists_sources_and_validation_name_dir_adds_a_set",)),
     # ------------------------------------------------------------ the typed manifest, containment, the fuzzer
     Mutant("manifest-fields-unchecked", "mlmprep.format.manifest:_Reader.take",  # any value of any type is taken
            "        if not check(value):", "        if False:",
-           ("tests/test_manifest.py",)),
+           ("tests/format/test_manifest.py",)),
     Mutant("manifest-round-trip-drops-a-field", "mlmprep.format.manifest:Manifest.to_json",  # to_json loses the corpus record
            '        for key in ("tokenizer", "corpus"):\n', '        out.pop("corpus", None)\n        for key in ("tokenizer",):\n',
-           ("tests/test_manifest.py::test_a_fresh_build_manifest_round_trips_byte_for_byte",)),
+           ("tests/format/test_manifest.py::test_a_fresh_build_manifest_round_trips_byte_for_byte",)),
     Mutant("containment-off", "mlmprep.format.manifest:member",  # a link or `..` out of the build is followed
            "    if os.path.isabs(relative) or os.path.commonpath([root, resolved]) != root:",
            "    if False:",
-           ("tests/test_manifest.py::test_member_keeps_paths_inside_the_build_links_resolved",)),
+           ("tests/format/test_manifest.py::test_member_keeps_paths_inside_the_build_links_resolved",)),
     Mutant("fuzz-finds-containment-off", "mlmprep.format.manifest:member",  # the same, for the fuzzer alone
            "    if os.path.isabs(relative) or os.path.commonpath([root, resolved]) != root:",
            "    if False:",
-           ("tests/test_fuzz_builds.py::test_fuzzed_damage_is_refused_or_caught_never_a_traceback_or_a_read_outside",)),
+           ("tests/format/test_fuzz_builds.py::test_fuzzed_damage_is_refused_or_caught_never_a_traceback_or_a_read_outside",)),
     Mutant("fuzz-finds-fields-unchecked", "mlmprep.format.manifest:_Reader.take",  # the same as above, for the fuzzer alone
            "        if not check(value):", "        if False:",
-           ("tests/test_fuzz_builds.py::test_fuzzed_damage_is_refused_or_caught_never_a_traceback_or_a_read_outside",)),
+           ("tests/format/test_fuzz_builds.py::test_fuzzed_damage_is_refused_or_caught_never_a_traceback_or_a_read_outside",)),
     Mutant("fuzz-finds-unlisted-files", "mlmprep.build.verify:check_files",  # a file dropped from the manifest goes unseen
            "            report.problems += [f\"{name}/{p.name}: not listed in the manifest\"",
            "            report.problems += [f\"{name}/{p.name}: not listed in the manifest\" for p in () if p",
-           ("tests/test_fuzz_builds.py::test_fuzzed_damage_is_refused_or_caught_never_a_traceback_or_a_read_outside",)),
+           ("tests/format/test_fuzz_builds.py::test_fuzzed_damage_is_refused_or_caught_never_a_traceback_or_a_read_outside",)),
     Mutant("fuzz-watch-blind-to-arrow", "tests.test_fuzz_builds:audited.wrapper",  # the watch misses pyarrow's memory maps
            '            sys.audit("open", path, "r", 0)\n', "            pass\n",
-           ("tests/test_fuzz_builds.py::test_the_watch_sees_python_and_arrow_reads",)),
+           ("tests/format/test_fuzz_builds.py::test_the_watch_sees_python_and_arrow_reads",)),
     Mutant("state-json-names-followed", "mlmprep.format.manifest:data_file_names",  # a state.json's data file outside is read
            "    if not names or not all(file_name(n) for n in names):", "    if not names:",
-           ("tests/test_manifest.py::test_a_state_json_naming_a_file_outside_is_refused_before_it_is_read",)),
+           ("tests/format/test_manifest.py::test_a_state_json_naming_a_file_outside_is_refused_before_it_is_read",)),
     Mutant("replaced-build-trained-on", "mlmprep.format.load:open_epoch",  # a build replaced under a run goes unnoticed
            "    if identity is not None and (now := manifest.identity(seeds)) != identity:",
            "    if identity is None and (now := manifest.identity(seeds)) != identity:",
-           ("tests/test_replaced_build.py",)),
+           ("tests/train/test_replaced_build.py",)),
     Mutant("mixture-source-unchecked", "mlmprep.train.mixture:Source.split",  # a mixture's source replaced goes unnoticed
            "        return open_epoch(self.path, pass_, self.seeds, identity=self.manifest.identity(self.seeds))",
            "        return open_epoch(self.path, pass_, self.seeds)",
-           ("tests/test_replaced_build.py::test_a_mixture_source_replaced_under_the_run_stops_it_at_its_next_pass",)),
+           ("tests/train/test_replaced_build.py::test_a_mixture_source_replaced_under_the_run_stops_it_at_its_next_pass",)),
     Mutant("rehash-data-ignored", "mlmprep.format.load:open_epoch",  # --rehash-data does nothing
            "    if rehash:", "    if False:",
-           ("tests/test_replaced_build.py::test_an_edit_that_keeps_the_sizes_is_found_with_rehash_data_only",)),
+           ("tests/train/test_replaced_build.py::test_an_edit_that_keeps_the_sizes_is_found_with_rehash_data_only",)),
     # ------------------------------------------------------------ the benchmarks page's sections
     Mutant("bench-docs-crossed-sections", "benchmarks.docs:write_section",  # a section holding another's marker is rewritten
            '    if "<!-- begin: " in content[start + len(begin):stop] or', '    if False and "<!-- begin: " in content[start + len(begin):stop] or',
-           ("tests/test_benchmark_docs.py::test_markers_that_do_not_pair_up_are_refused_and_the_page_left_alone",)),
+           ("tests/repo/test_benchmark_docs.py::test_markers_that_do_not_pair_up_are_refused_and_the_page_left_alone",)),
     Mutant("dedup-bands-of-datatrove", "mlmprep.config",  # 14 x 8 bands: a pair at Jaccard 0.8 compared 92% of the time
            '    dedup_bands: int = opt(24,', '    dedup_bands: int = opt(14,',
-           ("tests/test_dedup_build.py::test_the_default_bands_make_a_candidate_of_nearly_every_pair_at_the_threshold",)),
+           ("tests/builder/test_dedup.py::test_the_default_bands_make_a_candidate_of_nearly_every_pair_at_the_threshold",)),
     Mutant("bench-dedup-reads-a-dict", "benchmarks.dedup:run",  # the benchmark reads the typed manifest as JSON
            'near = manifests["planted", "near"].corpus.stats["dedup"]', 'near = manifests["planted", "near"]["corpus"]["stats"]["dedup"]',
-           ("tests/test_benchmark_summary.py::test_the_dedup_benchmark_quick_run_finds_the_planted_copies_and_no_leak",)),
+           ("tests/repo/test_benchmark_summary.py::test_the_dedup_benchmark_quick_run_finds_the_planted_copies_and_no_leak",)),
     Mutant("bench-dedup-scale-copies-of-replaced", "benchmarks.dedup:scale_corpus",  # a copy's source replaced after
            "                pool[len(previous) + d] = docs[d]  # what a later copy copies is what the file holds\n", "",
-           ("tests/test_benchmark_summary.py::test_the_dedup_scale_corpus_has_its_size_its_documents_and_its_planted_copies",)),
+           ("tests/repo/test_benchmark_summary.py::test_the_dedup_scale_corpus_has_its_size_its_documents_and_its_planted_copies",)),
     Mutant("dedup-popped-whole-overwrites", "mlmprep.build.selection:popped_whole",  # each piece copied to the start
-           "        at += piece.shape[axis]\n", "", ("tests/test_dedup_kernels.py::test_shards_arrays_popped_whole_are_their_concatenation",)),
+           "        at += piece.shape[axis]\n", "", ("tests/builder/test_dedup_kernels.py::test_shards_arrays_popped_whole_are_their_concatenation",)),
     Mutant("dedup-signature-threads-kept", "mlmprep.build.dedup:minhash_signatures",  # the caller's thread count is lost
            "        numba.set_num_threads(before)\n", "        pass\n",
-           ("tests/test_dedup_kernels.py::test_signatures_do_not_depend_on_the_batch_or_the_thread_count",)),
+           ("tests/builder/test_dedup_kernels.py::test_signatures_do_not_depend_on_the_batch_or_the_thread_count",)),
 ]
 
 
@@ -1181,8 +1181,8 @@ def main() -> None:
     bad = 0
     with tempfile.TemporaryDirectory(prefix="mlmprep-mutants-") as tmp:
         repo = copy_repository(Path(tmp))
-        if pytest(repo, ("tests/test_mask.py", "-k", "golden")):  # the copy itself must pass (and warm Numba)
-            sys.exit("error: the unmutated copy fails tests/test_mask.py; fix the tree first")
+        if pytest(repo, ("tests/builder/test_mask.py", "-k", "golden")):  # the copy itself must pass (and warm Numba)
+            sys.exit("error: the unmutated copy fails tests/builder/test_mask.py; fix the tree first")
         for m in chosen:
             started = time.perf_counter()
             outcome = check(repo, m, args.quick)

@@ -1,4 +1,4 @@
-"""Independent references for near-duplicate detection, shared by tests/test_dedup_kernels.py and
+"""Independent references for near-duplicate detection, shared by tests/builder/test_dedup_kernels.py and
 benchmarks/minhash.py: corpora with planted near duplicates, true Jaccard similarity of word n-gram sets by
 brute force (every pair), and the duplicates a threshold makes of them, in plain Python.
 

@@ -8,8 +8,6 @@ import shutil
 
 import numpy as np
 import pytest
-from conftest import WORDS, tiny_documents
-from test_cli_build import assert_refused, cli
 from typer.testing import CliRunner
 
 from mlmprep.cli import app
@@ -17,6 +15,8 @@ from mlmprep.compare import OUTPUTS, compare_config, fragment_spans, split_docum
 from mlmprep.errors import CacheError, CorpusError
 from mlmprep.format.rows import Rows
 from mlmprep.tokenize import WordTables
+from tests.cli.test_build import assert_refused, cli
+from tests.conftest import WORDS, tiny_documents
 
 # A hand-made vocabulary: id, piece, starts a word, first and last characters alphanumeric.
 #   0 <pad>  1 </s>  2 ▁The  3 ▁fun  4 ction  5 ▁is  6 ▁here  7 s  8 ,   and sentinels E0 = 99, E1 = 98

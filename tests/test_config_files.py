@@ -11,11 +11,11 @@ import threading
 from pathlib import Path
 
 import pytest
-from fakes import write_fake_build
-from test_cli_build import assert_refused, cli, leftovers
 
 from mlmprep.config import BuildConfig
 from mlmprep.config_files import make_config, read_config_file
+from tests.cli.test_build import assert_refused, cli, leftovers
+from tests.fakes import write_fake_build
 
 # case -> (file name, text, words the error line must contain; FILE stands for the file's path)
 BUILD_FILE_REFUSALS = {
@@ -276,3 +276,22 @@ def test_each_train_section_declares_one_help_panel_and_a_file_sets_its_options_
     assert cfg.sources == ("a", "b") and cfg.max_steps == 5
     assert (cfg.max_encoder_len, cfg.mix, cfg.model, cfg.alpha, cfg.lr, cfg.warmup_steps, cfg.log_every, cfg.bf16,
             cfg.fetch_threads) == (64, "temperature:2", "t5-small", 1.5, 3e-4, 7, 3, False, 2)
+
+
+@pytest.mark.parametrize("suffix, text", [(".yaml", "lr: 1e-3\nmin_lr: 1e-5\nmax_steps: 1e2\n"),
+                                          (".json", '{"lr": "1e-3", "min_lr": "1e-5", "max_steps": "100"}')])
+def test_config_files_accept_numbers_written_as_strings(tmp_path, suffix, text):
+    from mlmprep.config import TrainConfig
+    from mlmprep.config_files import config_from
+    from mlmprep.errors import ConfigError
+
+    path = tmp_path / f"c{suffix}"
+    path.write_text(text, encoding="utf-8")
+    cfg = config_from(TrainConfig, str(path), {})
+    assert (cfg.lr, cfg.min_lr, cfg.max_steps) == (1e-3, 1e-5, 100)
+    for bad, words in (("max_steps: 2.5\n", "whole number"), ("lr: fast\n", "expects a number"),
+                       ("lr: .nan\n", "--lr")):
+        path = tmp_path / "bad.yaml"
+        path.write_text(bad, encoding="utf-8")
+        with pytest.raises(ConfigError, match=words):
+            config_from(TrainConfig, str(path), {})

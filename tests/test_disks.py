@@ -13,8 +13,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from test_cli_build import run_cli
 from typer.testing import CliRunner
+
+from tests.cli.test_build import run_cli
 
 
 @contextlib.contextmanager

@@ -5,7 +5,8 @@ from __future__ import annotations
 import time
 
 import pytest
-from s3server import Fault
+
+from tests.s3server import Fault
 
 pytest.importorskip("s3fs")
 pytest.importorskip("moto")

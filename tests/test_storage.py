@@ -9,8 +9,9 @@ import json
 import subprocess
 
 import pytest
-from s3server import Fault
-from test_cli_build import assert_refused, build_args, cli, cli_command, cli_env, data_files
+
+from tests.cli.test_build import assert_refused, build_args, cli, cli_command, cli_env, data_files
+from tests.s3server import Fault
 
 pytest.importorskip("s3fs")
 pytest.importorskip("moto")
@@ -271,7 +272,8 @@ def every_format(folder) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
     import zstandard
-    from conftest import tiny_documents
+
+    from tests.conftest import tiny_documents
 
     docs = tiny_documents(240, seed=5)
     folder.mkdir()

@@ -13,9 +13,10 @@ import subprocess
 import time
 
 import pytest
-from s3server import Fault
-from test_cli_build import assert_refused, build_args, cli_command, cli_env, data_files
-from test_storage import listing, local_reference, remote_files, run  # noqa: F401 (local_reference: a fixture)
+
+from tests.cli.test_build import assert_refused, build_args, cli_command, cli_env, data_files
+from tests.s3server import Fault
+from tests.test_storage import listing, local_reference, remote_files, run  # noqa: F401 (local_reference: a fixture)
 
 pytest.importorskip("s3fs")
 pytest.importorskip("moto")

@@ -1,0 +1,51 @@
+"""Build tasks detached from the staging directory, as on Ray nodes that share no disk with the driver (a build to
+object storage), run here on the local engine (in the driver, and in worker processes): each task works in a
+directory of its own, given the staged files it reads as the payloads of the tasks that made them. The bytes are
+the attached build's; the driver's staging subfolder stays empty; the payloads of shards no file still reads are
+let go. The Ray cluster itself is in test_ray.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from mlmprep.build import run as build_run
+from mlmprep.build.staged import STAGING
+from tests.cli.test_build import build_args, cli, data_files
+
+
+@pytest.fixture
+def detached(monkeypatch) -> list[tuple[list[str], int]]:
+    """Every build's tasks detached; for each finished task, what the driver's staging subfolder held and how
+    many shards' token files the driver kept payloads of, just before it took the task's payload."""
+    seen: list[tuple[list[str], int]] = []
+
+    class Detached(build_run.Staging):
+        def __init__(self, stage, engine, detached):
+            super().__init__(stage, engine, detached=True)
+
+        def take(self, run, index):
+            seen.append((sorted(p.name for p in (self.stage / STAGING).iterdir()),
+                         sum(name.endswith(".ids") for name in self.held)))
+            super().take(run, index)
+
+    monkeypatch.setattr(build_run, "Staging", Detached)
+    return seen
+
+
+@pytest.mark.parametrize("more", [("--workers", "1"), ("--workers", "2"), ("--workers", "1", "--pack", "doc"),
+                                  ("--workers", "1", "--method", "text")], ids=["stream", "processes", "doc", "text"])
+def test_detached_tasks_build_the_attached_build_s_bytes(tmp_path, tiny_corpus, tok, detached, monkeypatch, more):
+    # half the documents held out: a validation file fills (and lets its shards go) as often as a training one
+    args = ("--shard-bytes", "3000", "--rows-per-file", "50", "--validation-fraction", "0.5", *more)
+    with monkeypatch.context() as attached:
+        attached.setattr(build_run, "Staging", build_run.Staging.__mro__[1])  # the real one
+        assert cli(*build_args(tiny_corpus, tmp_path / "attached", tok, *args)).exit_code == 0
+    assert not detached
+    result = cli(*build_args(tiny_corpus, tmp_path / "detached", tok, *args))
+    assert result.exit_code == 0, result.stderr
+    assert data_files(tmp_path / "detached") == data_files(tmp_path / "attached")
+    assert len(detached) > 10
+    assert all(staged == [] for staged, _ in detached), detached  # no task wrote into the driver's stage
+    shards = tiny_corpus.stat().st_size // 3000  # about
+    if "text" not in more and "2" not in more:  # in one process, in order: token files go as files are written
+        assert max(held for _, held in detached) <= shards // 2, (shards, str([held for _, held in detached]))

@@ -1,0 +1,129 @@
+"""Ctrl-C stops `mlmprep build` promptly in every stage, exit code 130, with nothing left under the output name.
+
+Each build runs as a real process in its own process group, and the group gets SIGINT (what Ctrl-C at a terminal
+sends: the build and its worker processes) once its staging directory `.DIR.partial` shows the stage:
+  training     the stage exists and holds no tokenizer.json yet, a couple of seconds in (the tokenizers trainer
+               is then in its Rust EM loop, which holds the thread that called it for a minute on this corpus);
+  tokenizing   `seed-0/` exists and no data file yet (as in test_crash);
+  writing      `windows/` holds data.
+The only bound on time is a generous one on the wait for the process to end after the signal.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.builder.test_crash import POLL_S, big_corpus, stage_of, tokenizing, writing  # noqa: F401 (big_corpus: a fixture)
+from tests.cli.test_build import build_args, cli_command, cli_env, leftovers
+
+EXIT_BOUND_S = 30  # the process must end within this after SIGINT (the fix ends it within a second)
+INTERRUPTED_LINE = "interrupted; nothing was left under the output name"
+TRAINING_WAIT_S = 2.0  # into training before the signal: the corpus is read, the EM loop runs
+
+
+@pytest.fixture(scope="module")
+def slow_to_train(tmp_path_factory) -> Path:
+    """3 MB of random letter-words: far more distinct pieces than the tiny corpus, about a minute of
+    Unigram training on 2 cores (most of it in one native call)."""
+    rng = random.Random(0)
+    words = ["".join(rng.choices("abcdefghijklmnopqrstuvwxyz", k=rng.randint(3, 10))) for _ in range(200_000)]
+    path = tmp_path_factory.mktemp("interrupt") / "random.txt"
+    path.write_text("\n".join(" ".join(rng.choices(words, k=20)) for _ in range(20_000)) + "\n", encoding="utf-8")
+    return path
+
+
+def training(stage: Path) -> bool:
+    return stage.is_dir() and not (stage / "tokenizer.json").exists()
+
+
+def start(args: list) -> subprocess.Popen:
+    """The CLI as a real process in a new process group, as a shell runs a foreground job."""
+    return subprocess.Popen(cli_command(*args), env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+
+
+def ctrl_c(proc: subprocess.Popen) -> None:
+    os.killpg(proc.pid, signal.SIGINT)
+
+
+def interrupt_when(args: list, out: Path, point: Callable[[Path], bool],
+                   settle_s: float = 0.0) -> subprocess.CompletedProcess:
+    """Run a build, press Ctrl-C once `point(stage)` holds (and still holds `settle_s` later); return its result."""
+    proc = start(args)
+    stage = stage_of(out)
+    try:
+        while not point(stage):
+            assert proc.poll() is None, f"the build ended before {point.__name__}: {proc.stderr.read()}"
+            time.sleep(POLL_S)
+        time.sleep(settle_s)
+        assert point(stage), f"past {point.__name__} before the signal"
+        ctrl_c(proc)
+        stdout, stderr = proc.communicate(timeout=EXIT_BOUND_S)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    result = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+    result.pid = proc.pid  # the process group's id
+    return result
+
+
+def group_gone(pgid: int) -> bool:
+    """No process of the group is left (the build's workers included), waiting up to EXIT_BOUND_S."""
+    deadline = time.monotonic() + EXIT_BOUND_S
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def assert_interrupted(result: subprocess.CompletedProcess, out: Path, *, one_line: bool = True) -> None:
+    assert result.returncode == 130, result.stderr
+    if one_line:  # no traceback, no abort from a thread left running
+        assert result.stderr.splitlines() == [INTERRUPTED_LINE]
+    else:
+        assert result.stderr.splitlines()[0] == INTERRUPTED_LINE and "Traceback" not in result.stderr
+    assert leftovers(out) == []  # no DIR, no .DIR.partial, no .DIR.lock
+    assert group_gone(result.pid), "processes of the build are still running"
+
+
+def test_ctrl_c_while_the_tokenizer_trains_stops_the_build(tmp_path, slow_to_train):
+    out = tmp_path / "out"
+    args = ["build", slow_to_train, "--out", out, "--vocab-size", "8000", "--input-length", "32", "--seeds", "1"]
+    assert_interrupted(interrupt_when(args, out, training, settle_s=TRAINING_WAIT_S), out)
+
+
+@pytest.mark.parametrize("point", [tokenizing, writing], ids=lambda p: p.__name__)
+def test_ctrl_c_while_tokenizing_or_writing_stops_the_build(tmp_path, big_corpus, tok, point):  # noqa: F811 (a fixture)
+    out = tmp_path / "out"
+    # Not one line yet: stopping the worker pool mid-task can leave multiprocessing's resource_tracker warning
+    # about leaked semaphores (it removes them itself); that belongs to mlmprep.build.engine.local.
+    assert_interrupted(interrupt_when(build_args(big_corpus, out, tok), out, point), out, one_line=False)
+
+
+def test_ctrl_c_while_tokenizer_train_runs_leaves_no_file(tmp_path, slow_to_train):
+    out = tmp_path / "tok.json"
+    proc = start(["tokenizer", "train", slow_to_train, "--out", out, "--vocab-size", "8000"])
+    try:
+        time.sleep(TRAINING_WAIT_S + 3)  # start-up, reading, then the EM loop
+        assert proc.poll() is None, proc.stderr.read()
+        ctrl_c(proc)
+        stdout, stderr = proc.communicate(timeout=EXIT_BOUND_S)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, stderr
+    assert stderr.splitlines() == [INTERRUPTED_LINE] and group_gone(proc.pid)
+    assert sorted(p.name for p in tmp_path.iterdir()) == []

@@ -1,0 +1,103 @@
+"""Training reads what it planned: a build replaced (`build --force` into the same directory) or edited under a
+running training stops the run in one line when the next epoch (or mixture pass) opens its split; the sizes are
+checked each time, the file hashes with --rehash-data."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from mlmprep.config import TrainConfig
+from mlmprep.errors import CacheError
+from mlmprep.format.load import open_epoch, read_manifest
+from mlmprep.train import mixture
+from mlmprep.train.loop import fit
+from tests.fakes import write_fake_build
+
+SMALL = dict(max_tokens_per_batch=512, max_tokens_per_microbatch=256, max_examples_per_microbatch=8, warmup_steps=2,
+             eval_every=0, log_every=1, save_every=1, deterministic=True)
+
+
+def replace_at_first_step(path, **other):
+    """A training hook that, once, puts another build (other data, the same layout and sizes) where `path` was."""
+    done = []
+
+    def hook(step, k, rows, padding):
+        if not done:
+            shutil.rmtree(path)
+            write_fake_build(path, **other)
+            done.append(step)
+
+    return hook
+
+
+def assert_nothing_half_written(run) -> None:
+    assert not [p for p in run.rglob("*") if p.name.endswith(".tmp")]
+    if (run / "metrics.jsonl").exists():
+        for line in (run / "metrics.jsonl").read_text().splitlines():
+            json.loads(line)
+
+
+def test_a_build_replaced_under_a_run_stops_it_when_the_next_epoch_opens(tmp_path):
+    data = write_fake_build(tmp_path / "data", n_rows=24)
+    cfg = TrainConfig(data=str(data), out=str(tmp_path / "run"), epochs=3, **SMALL)
+    with pytest.raises(CacheError, match=r"not the build this run started on .*rebuilt or edited") as caught:
+        fit(cfg, hook=replace_at_first_step(data, n_rows=24, seed=9))
+    assert "\n" not in str(caught.value)
+    assert not (tmp_path / "run" / "final_metrics.json").exists()
+    assert_nothing_half_written(tmp_path / "run")
+
+
+def test_the_same_build_rewritten_in_place_trains_on(tmp_path):
+    """A rebuild that gives the same bytes (same corpus, options and seed) is the same data: the run goes on."""
+    data = write_fake_build(tmp_path / "data", n_rows=24)
+    cfg = TrainConfig(data=str(data), out=str(tmp_path / "run"), epochs=3, **SMALL)
+    fit(cfg, hook=replace_at_first_step(data, n_rows=24))
+    assert (tmp_path / "run" / "final_metrics.json").is_file()
+
+
+def flip_a_token(split_dir) -> None:
+    """Change one byte of a split's data file, keeping its size (an edit only a hash finds)."""
+    path = split_dir / "data-00000-of-00001.arrow"
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 1
+    path.write_bytes(bytes(data))
+
+
+def test_an_edit_that_keeps_the_sizes_is_found_with_rehash_data_only(tmp_path):
+    data = write_fake_build(tmp_path / "data", n_rows=24)
+    identity = read_manifest(data).identity()
+    flip_a_token(data / "seed-1")
+    assert len(open_epoch(data, 1, identity=identity)) == 24  # sizes only: the default, fast on every epoch
+    with pytest.raises(CacheError, match=r"seed-1/data-00000-of-00001.arrow: sha256 differs"):
+        open_epoch(data, 1, identity=identity, rehash=True)
+    # and through train: the option acts whenever epoch 1's split opens (here when the run plans its steps)
+    cfg = TrainConfig(data=str(data), out=str(tmp_path / "run"), epochs=2, rehash_data=True, **SMALL)
+    with pytest.raises(CacheError, match=r"seed-1/data-00000-of-00001.arrow: sha256 differs"):
+        fit(cfg)
+    assert_nothing_half_written(tmp_path / "run")
+
+
+def test_an_edited_manifest_is_another_build(tmp_path):
+    """A manifest whose recorded hashes changed (the files it names are others) is not the build planned on."""
+    data = write_fake_build(tmp_path / "data", n_rows=24)
+    identity = read_manifest(data).identity()
+    manifest = json.loads((data / "manifest.json").read_text())
+    manifest["splits"]["seed-1"]["files"][0]["sha256"] = "0" * 64
+    (data / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(CacheError, match="not the build this run started on"):
+        open_epoch(data, 1, identity=identity)
+    assert len(open_epoch(data, 1)) == 24  # a new run on it plans on it as it is
+
+
+def test_a_mixture_source_replaced_under_the_run_stops_it_at_its_next_pass(tmp_path, monkeypatch):
+    monkeypatch.setattr(mixture, "CHUNK_BATCHES", 4)
+    big = write_fake_build(tmp_path / "big", n_rows=80)
+    small = write_fake_build(tmp_path / "small", n_rows=24, window_length=96, n_seeds=6, seed=1)
+    cfg = TrainConfig(sources=(str(big), str(small)), weights="0.2,0.8", max_steps=36, out=str(tmp_path / "run"),
+                      **SMALL)
+    with pytest.raises(CacheError, match=f"{small}: not the build this run started on"):
+        fit(cfg, hook=replace_at_first_step(small, n_rows=24, window_length=96, n_seeds=6, seed=2))
+    assert_nothing_half_written(tmp_path / "run")
