@@ -177,8 +177,8 @@ def train_wordpiece(texts: Iterable[str], vocab_size: int, n_sentinels: int, bar
                              f"sentinels; raise --vocab-size to at least {needed + n_sentinels}")
     stage, rounds_done = progress_callbacks(bar)
     try:  # SentencePiece's "▁x" and "x" are one WordPiece piece "x": it learns a few more than are kept
-        model = train_model(wp.trainer_lines(counts), n_pieces + len(chars) + 1, kind="wordpiece", on_stage=stage,
-                            on_round=rounds_done)
+        model = train_model(wp.trainer_lines(counts), n_pieces + len(chars) + 1, options=wp.BPE_OPTIONS,
+                            on_stage=stage, on_round=rounds_done)
     except EmptySample:
         model = None
     except ValueError as exc:

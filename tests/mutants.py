@@ -1000,7 +1000,7 @@ MUTANTS = [
            "            report.problems += [f\"{name}/{p.name}: not listed in the manifest\"",
            "            report.problems += [f\"{name}/{p.name}: not listed in the manifest\" for p in () if p",
            ("tests/format/test_fuzz_builds.py::test_fuzzed_damage_is_refused_or_caught_never_a_traceback_or_a_read_outside",)),
-    Mutant("fuzz-watch-blind-to-arrow", "tests.test_fuzz_builds:audited.wrapper",  # the watch misses pyarrow's memory maps
+    Mutant("fuzz-watch-blind-to-arrow", "tests.format.test_fuzz_builds:audited.wrapper",  # the watch misses pyarrow's memory maps
            '            sys.audit("open", path, "r", 0)\n', "            pass\n",
            ("tests/format/test_fuzz_builds.py::test_the_watch_sees_python_and_arrow_reads",)),
     Mutant("state-json-names-followed", "mlmprep.format.manifest:data_file_names",  # a state.json's data file outside is read

@@ -42,11 +42,11 @@ INFO = re.compile(r"I\d{4} ")  # an information line of the trainer's log (absl 
 STAGE_WORDS = (("Extracting seed", "find seed pieces"), ("Extracting frequent sub strings", "find seed pieces"))
 
 
-def train_model(texts: Iterable[str], n_pieces: int, *, kind: str = "unigram",
+def train_model(texts: Iterable[str], n_pieces: int, *, options: dict | None = None,
                 on_stage: Callable[[str, int], None] | None = None,
                 on_round: Callable[[int, int], None] | None = None) -> bytes:
     """The SentencePiece model (bytes) of a Unigram vocabulary of `n_pieces`, <pad> </s> <unk> <mask> first,
-    learnt from `texts` (kind "wordpiece": a BPE one learnt from mlmprep.build.wordpiece's word counts).
+    learnt from `texts` (with mlmprep.build.wordpiece's BPE_OPTIONS: a BPE one learnt from its word counts).
     `on_stage(name, rounds)` hears each stage begin (rounds: the pruning rounds or merges to go, once known),
     `on_round(rounds, size)` each EM round or hundred merges (the rounds done, the pieces reached).
     Raises ValueError with the trainer's last words where it fails, EmptySample where `texts` hold no text."""
@@ -54,7 +54,8 @@ def train_model(texts: Iterable[str], n_pieces: int, *, kind: str = "unigram",
         model = Path(scratch, "model")
         # the child starts and loads the sentences while this process still reads the corpus for them; it logs
         # nothing that could fill its stderr pipe before its stdin ends
-        args = [sys.executable, "-m", "mlmprep.build.unigram", str(model), str(n_pieces), kind]
+        args = [sys.executable, "-m", "mlmprep.build.unigram", str(model), str(n_pieces),
+                json.dumps(SPM_OPTIONS if options is None else options)]
         proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                 encoding="utf-8", errors="replace")
         try:
@@ -149,15 +150,11 @@ def unigram_tokenizer(model: bytes):
 def main(argv: list[str]) -> None:
     import sentencepiece as spm
 
-    model, n_pieces, kind = argv
-    if kind == "wordpiece":
-        from mlmprep.build.wordpiece import BPE_OPTIONS as options
-    else:
-        options = SPM_OPTIONS
+    model, n_pieces, options = argv
     stdin = open(sys.stdin.fileno(), encoding="utf-8", closefd=False)
     with open(model, "wb") as out:
         spm.SentencePieceTrainer.train(sentence_iterator=(json.loads(line) for line in stdin), model_writer=out,
-                                       vocab_size=int(n_pieces), **options)
+                                       vocab_size=int(n_pieces), **json.loads(options))
 
 
 if __name__ == "__main__":
