@@ -93,7 +93,7 @@ def leakage(build: Path) -> float:
 
 
 def run(quick: bool = False) -> dict:
-    from mlmprep.build.run import build
+    from mlmprep.builder.run import build
     from mlmprep.tokenize import train_tokenizer
 
     pydocs = CORPORA / "pydocs.txt"
@@ -207,7 +207,7 @@ def scale_corpus(path: Path, megabytes: float, seed: int = 0) -> dict:
 
 BUILD_CHILD = """
 import json, resource, sys
-from mlmprep.build.run import build
+from mlmprep.builder.run import build
 from mlmprep.config import BuildConfig
 cfg = BuildConfig(**json.loads(sys.argv[1]))
 manifest = build(cfg, log=lambda line: print(line, file=sys.stderr, flush=True)).manifest

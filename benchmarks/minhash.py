@@ -34,7 +34,7 @@ import numpy as np
 
 from benchmarks import docs
 from benchmarks.common import CORPORA, Figure, best_of_each
-from mlmprep.build import dedup
+from mlmprep.builder import dedup
 from tests.near_duplicates import brute_force_duplicates, planted_corpus, planted_duplicates, recall_precision
 
 TARGET_SPEEDUP = 2.0
@@ -171,7 +171,7 @@ def brute_force(texts: list[str]) -> np.ndarray:
 MAKE_SIGNATURES = """
 import sys
 import numpy as np
-from mlmprep.build import dedup
+from mlmprep.builder import dedup
 n = int(sys.argv[1])
 rng = np.random.default_rng(0)
 sig = rng.integers(0, 2**32, size=(n, dedup.NUM_HASHES), dtype=np.uint32)
@@ -183,7 +183,7 @@ np.save(sys.argv[2], sig)
 CLUSTER = """
 import json, sys, time
 import numpy as np
-from mlmprep.build import dedup
+from mlmprep.builder import dedup
 
 
 def status(field):

@@ -21,7 +21,7 @@ import numpy as np
 
 from benchmarks import docs
 from benchmarks.common import CORPORA, Figure, best_of_each
-from mlmprep.build.mask import mlm_mask
+from mlmprep.builder.mask import mlm_mask
 
 LENGTH, PROBABILITY = 512, 0.15
 CHUNK_TOKENS = 1 << 20

@@ -22,7 +22,7 @@ import numpy as np
 
 from benchmarks import docs
 from benchmarks.common import CORPORA, Figure, best_of_each
-from mlmprep.build.mask import compute_input_and_target_lengths, span_corrupt
+from mlmprep.builder.mask import compute_input_and_target_lengths, span_corrupt
 
 INPUT_LENGTH, DENSITY, MEAN_SPAN = 512, 0.15, 3.0
 CHUNK_TOKENS = 1 << 20  # tokens per span_corrupt call: its Python set-up (~0.1 ms) stays small beside the kernel

@@ -86,7 +86,7 @@ def train_one(trainer: str, train: list[str], vocab: int):
     if trainer == "tokenizers-wordpiece":  # mlmprep's WordPiece trainer until SentencePiece's BPE replaced it
         from tokenizers import trainers
 
-        from mlmprep.build import wordpiece as wp
+        from mlmprep.builder import wordpiece as wp
 
         tok = wp.wordpiece_tokenizer({name: i for i, name in enumerate(wp.BERT_SPECIALS)})
         tok.train_from_iterator(train, trainers.WordPieceTrainer(
@@ -106,7 +106,7 @@ def train_one(trainer: str, train: list[str], vocab: int):
 
     import sentencepiece as spm
 
-    from mlmprep.build.unigram import SPM_OPTIONS
+    from mlmprep.builder.unigram import SPM_OPTIONS
 
     model = io.BytesIO()
     spm.SentencePieceTrainer.train(sentence_iterator=iter(train), model_writer=model, vocab_size=vocab,

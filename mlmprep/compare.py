@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from mlmprep.build.run import build, cleaned_documents
-from mlmprep.build.windows import MIN_ROW, segment_chars, text_segments
+from mlmprep.builder.run import build, cleaned_documents
+from mlmprep.builder.windows import MIN_ROW, segment_chars, text_segments
 from mlmprep.config import COMPARE_MODES as MODES
 from mlmprep.config import BuildConfig, CompareConfig, TrainConfig, to_dict
 from mlmprep.config_files import make_config

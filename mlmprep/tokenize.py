@@ -157,11 +157,11 @@ def train_bpe(texts: Iterable[str], n_pieces: int):
 
 
 def train_wordpiece(texts: Iterable[str], vocab_size: int, n_sentinels: int, bar):
-    """A WordPiece tokenizer laid out like BERT's (mlmprep.build.wordpiece): SentencePiece's BPE trainer learns the
+    """A WordPiece tokenizer laid out like BERT's (mlmprep.builder.wordpiece): SentencePiece's BPE trainer learns the
     pieces from the sample's words, in a child process with a fixed thread count, so the same text gives the same
     bytes on any machine; `bar` shows the counting and the merges."""
-    from mlmprep.build import wordpiece as wp
-    from mlmprep.build.unigram import EmptySample, train_model
+    from mlmprep.builder import wordpiece as wp
+    from mlmprep.builder.unigram import EmptySample, train_model
 
     if bar is not None:
         bar.stage("train tokenizer: count words", 1, "step")
@@ -187,7 +187,7 @@ def train_wordpiece(texts: Iterable[str], vocab_size: int, n_sentinels: int, bar
 
 
 def progress_callbacks(bar) -> tuple[Callable[[str, int], None], Callable[[int, int], None]]:
-    """The on_stage and on_round callbacks of mlmprep.build.unigram.train_model that move `bar` (none: no-ops)."""
+    """The on_stage and on_round callbacks of mlmprep.builder.unigram.train_model that move `bar` (none: no-ops)."""
     if bar is None:
         return (lambda name, total: None), (lambda rounds, size: None)
 
@@ -201,9 +201,9 @@ def progress_callbacks(bar) -> tuple[Callable[[str, int], None], Callable[[int, 
 
 def train_unigram(texts: Iterable[str], vocab_size: int, n_sentinels: int, bar):
     """A Unigram tokenizer laid out like T5's: <pad>=0, </s>=1, <unk>=2, <mask>=3, then pieces. SentencePiece
-    learns the pieces (mlmprep.build.unigram), with a fixed thread count, so the same text gives the same bytes on
+    learns the pieces (mlmprep.builder.unigram), with a fixed thread count, so the same text gives the same bytes on
     any machine; `bar` shows its stages and EM rounds."""
-    from mlmprep.build.unigram import EmptySample, train_model, unigram_tokenizer
+    from mlmprep.builder.unigram import EmptySample, train_model, unigram_tokenizer
 
     stage, rounds_done = progress_callbacks(bar)
     try:

@@ -159,7 +159,7 @@ def format_1_copy(build: Path, dest: Path) -> dict:
 
 def build_tiny(out: Path, corpus: Path, tokenizer: Path, **options) -> Path:
     """A quick real build of a tiny corpus (input length 32, 2 seeds unless overridden)."""
-    from mlmprep.build.run import build
+    from mlmprep.builder.run import build
     from mlmprep.config import BuildConfig
 
     settings = {"input_length": 32, "seeds": 2, "validation_fraction": 0.1, **options}

@@ -80,7 +80,7 @@ MUTANTS = [
            "    except OSError:\n        return None", ("tests/test_disks.py",)),
     Mutant("html-partial-left", "mlmprep.format.html:write_report",  # a page cut off by a full disk stays as .NAME.partial
            "        if tmp.exists():\n            tmp.unlink()\n", "", ("tests/test_disks.py",)),
-    Mutant("task-disk-full-is-a-bug", "mlmprep.build.engine.base:attempt",  # a full disk is exit 1, "a bug"
+    Mutant("task-disk-full-is-a-bug", "mlmprep.builder.engine.base:attempt",  # a full disk is exit 1, "a bug"
            "        if isinstance(exc, OSError) and exc.errno in DISK_REASONS:", "        if False:",
            ("tests/test_disks.py",)),
     Mutant("read-only-lock-traceback", "mlmprep.format.publish:build_lock",  # remask in a read-only place: a traceback
@@ -90,10 +90,10 @@ MUTANTS = [
     Mutant("secret-option-echoed", "mlmprep.config:shown",  # --config's storage_options printed in its error
            "    if key in SECRET and value is not None:", "    if False:", ("tests/test_config_files.py",)),
     # ------------------------------------------------------------ Ray on loopback
-    Mutant("ray-local-cluster-listens-wide", "mlmprep.build.engine.ray:RayEngine.session",  # GCS, raylet, agents on every interface
+    Mutant("ray-local-cluster-listens-wide", "mlmprep.builder.engine.ray:RayEngine.session",  # GCS, raylet, agents on every interface
            "    with loopback_only(ray) if local else nullcontext():", "    with nullcontext():",
            ("tests/builder/test_ray_loopback.py",)),
-    Mutant("ray-loopback-sticks", "mlmprep.build.engine.ray:loopback_only",  # a later join of a real cluster says 127.0.0.1
+    Mutant("ray-loopback-sticks", "mlmprep.builder.engine.ray:loopback_only",  # a later join of a real cluster says 127.0.0.1
            "        constants.ENABLE_RAY_CLUSTER = before[1]\n", "        pass\n", ("tests/builder/test_ray_loopback.py",)),
     # ------------------------------------------------------------ object storage: the commit protocol
     Mutant("remote-manifest-with-files", "mlmprep.format.publish:commit_remote",  # the commit point uploaded among the files
@@ -113,7 +113,7 @@ MUTANTS = [
     Mutant("remote-corpus-options-ignored", "mlmprep.storage:open_corpus_url",  # corpus URLs read without --storage-options
            "fs, path = filesystem(url, CORPUS_OPTIONS, block)", "fs, path = filesystem(url, {}, block)",
            (RAY_S3,)),
-    Mutant("remote-task-options-unset", "mlmprep.build.pipeline:tokenize_shard",  # a worker reads URLs without the build's options
+    Mutant("remote-task-options-unset", "mlmprep.builder.pipeline:tokenize_shard",  # a worker reads URLs without the build's options
            "    storage.use_corpus_options(storage.parse_options(cfg.storage_options))", "",
            (RAY_S3,)),
     Mutant("compressed-parts-unraised", "mlmprep.corpus.shards:file_shards",  # one .gz holds its output files back to the end
@@ -133,22 +133,22 @@ MUTANTS = [
     Mutant("stream-never-kept", "mlmprep.corpus.streams:stream_blocks",  # every part decompresses from the file's start
            "                    _keep((str(path), resume), stream, end)\n                    stream = None\n", "",
            ("tests/corpus/test_compressed.py::test_a_process_reading_a_files_parts_in_order_decompresses_it_once",)),
-    Mutant("heap-threshold-left-dynamic", "mlmprep.build.engine.base:steady_heap",  # a worker's heap creeps up with the text
+    Mutant("heap-threshold-left-dynamic", "mlmprep.builder.engine.base:steady_heap",  # a worker's heap creeps up with the text
            "    mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)", "    pass",
            ("tests/corpus/test_compressed.py::test_peak_memory_does_not_creep_up_over_real_text",)),
-    Mutant("stream-kept-after-the-build", "mlmprep.build.run:build",  # a build's driver holds corpus files open
+    Mutant("stream-kept-after-the-build", "mlmprep.builder.run:build",  # a build's driver holds corpus files open
            "        stack.callback(let_go_streams)", "        pass",
            ("tests/corpus/test_compressed.py::test_a_build_closes_the_streams_its_process_kept",)),
     Mutant("stream-digest-not-passed", "mlmprep.corpus.documents:_file_corpus",  # builds never resume a stream
            "shard_bytes, streams, [d for _, d in digests])", "shard_bytes, streams)",
            ("tests/corpus/test_compressed.py::test_a_process_reading_a_files_parts_in_order_decompresses_it_once",)),
-    Mutant("detached-in-the-driver-stage", "mlmprep.build.pipeline:run_detached",  # tasks write where no Ray node sees
+    Mutant("detached-in-the-driver-stage", "mlmprep.builder.pipeline:run_detached",  # tasks write where no Ray node sees
            "    moved = replace(layout, stage=own)", "    moved = layout",
            ("tests/builder/test_detached.py::test_detached_tasks_build_the_attached_build_s_bytes",)),
-    Mutant("detached-payloads-kept", "mlmprep.build.outputs:Staging.let_go",  # every shard's tokens held in Ray's store to the end
+    Mutant("detached-payloads-kept", "mlmprep.builder.outputs:Staging.let_go",  # every shard's tokens held in Ray's store to the end
            '                self.held.pop(f"{STAGING}/{name}", None)', "                pass",
            ("tests/builder/test_detached.py::test_detached_tasks_build_the_attached_build_s_bytes",)),
-    Mutant("ray-payload-dropped", "mlmprep.build.engine.ray:run_ray",  # a Ray task's staged files never reach the driver
+    Mutant("ray-payload-dropped", "mlmprep.builder.engine.ray:run_ray",  # a Ray task's staged files never reach the driver
            "yield index[ref], Shipped(result, payload, names) if names else result", "yield index[ref], result",
            (RAY_S3,)),
     Mutant("remote-shard-as-path", "mlmprep.corpus.shards:read_shard",  # a URL shard mangled into a local path
@@ -167,122 +167,122 @@ MUTANTS = [
            "return all(present.get(name) == size for name, size in listed.items()) and",
            "return all(name in present or True for name in listed) and",
            ("tests/test_storage.py::test_a_remote_build_missing_a_file_is_not_up_to_date",)),
-    Mutant("remote-no-preflight", "mlmprep.build.destination:build_destination",  # --out on the store checked only when the build ends
+    Mutant("remote-no-preflight", "mlmprep.builder.destination:build_destination",  # --out on the store checked only when the build ends
            '        storage.preflight(out, options, "--out")\n', "        pass\n",
            ("tests/test_storage.py::test_store_problems_are_one_line_naming_the_url_before_any_work",)),
-    Mutant("local-build-never-there", "mlmprep.build.destination:LocalDirectory.has_build",  # workers prestarted for an up-to-date build
+    Mutant("local-build-never-there", "mlmprep.builder.destination:LocalDirectory.has_build",  # workers prestarted for an up-to-date build
            "return manifest_path(self.out).exists()", "return False", ("tests/builder/test_destination.py",)),
-    Mutant("stored-build-always-there", "mlmprep.build.destination:ObjectPrefix.has_build",  # workers never prestarted
+    Mutant("stored-build-always-there", "mlmprep.builder.destination:ObjectPrefix.has_build",  # workers never prestarted
            "return storage.exists(storage.join(self.out, MANIFEST), self.options)", "return True",
            ("tests/builder/test_destination.py",)),
     # ------------------------------------------------------------ span corruption kernel
-    Mutant("floyd-range", "mlmprep.build._kernels:_floyd_step",  # Floyd draws from [0, j): the collision branch alone can take j
+    Mutant("floyd-range", "mlmprep.builder._kernels:_floyd_step",  # Floyd draws from [0, j): the collision branch alone can take j
            "state, t = _bounded(state, j + 1)", "state, t = _bounded(state, j)",
            ("tests/builder/test_mask_reference.py",)),
-    Mutant("floyd-collision-takes-neighbour", "mlmprep.build._kernels:_floyd_step",  # a collision takes t's free neighbour instead of j
+    Mutant("floyd-collision-takes-neighbour", "mlmprep.builder._kernels:_floyd_step",  # a collision takes t's free neighbour instead of j
            "t = j if taken else t  #",
            "t = (t + 1 if t + 1 <= j and not (bits[(t + 1) >> 6] >> np.uint64((t + 1) & 63)) & ONE else j) if taken else t  #",
            ("tests/builder/test_mask_reference.py",)),
-    Mutant("noise-first", "mlmprep.build._kernels:_interleave",  # interleave noise first, as if the spans were swapped
+    Mutant("noise-first", "mlmprep.builder._kernels:_interleave",  # interleave noise first, as if the spans were swapped
            "spans[2 * k] = end_keep - prev_keep\n        spans[2 * k + 1] = end_noise - prev_noise",
            "spans[2 * k] = end_noise - prev_noise\n        spans[2 * k + 1] = end_keep - prev_keep",
            ("tests/builder/test_mask.py",)),
-    Mutant("roll-half-row", "mlmprep.build._kernels:span_corrupt_rows",  # the roll offset drawn from half the row
+    Mutant("roll-half-row", "mlmprep.builder._kernels:span_corrupt_rows",  # the roll offset drawn from half the row
            "state, offset = _bounded(state, length)", "state, offset = _bounded(state, (length + 1) // 2)",
            ("tests/builder/test_mask_reference.py",)),
-    Mutant("roll-from-span-start", "mlmprep.build._kernels:_roll",  # a roll inside a kept span starts at its beginning too
+    Mutant("roll-from-span-start", "mlmprep.builder._kernels:_roll",  # a roll inside a kept span starts at its beginning too
            "head = offset - start if j % 2 == 0 else 0", "head = 0",
            ("tests/builder/test_mask_reference.py",)),
-    Mutant("row-stream-ignores-first-row", "mlmprep.build._kernels:span_corrupt_rows",  # chunks restart the row streams
+    Mutant("row-stream-ignores-first-row", "mlmprep.builder._kernels:span_corrupt_rows",  # chunks restart the row streams
            "state = stream_key(seed, first_row + i)\n            state = _sorted_sample_pair",
            "state = stream_key(seed, i)\n            state = _sorted_sample_pair",
            ("tests/builder/test_mask.py",)),
     # ------------------------------------------------------------ span and MLM arithmetic
-    Mutant("noise-count-floor", "mlmprep.build.mask:span_counts",  # floor instead of T5's round
+    Mutant("noise-count-floor", "mlmprep.builder.mask:span_counts",  # floor instead of T5's round
            "noise = np.clip(np.rint(lengths * noise_density)", "noise = np.clip(np.floor(lengths * noise_density)",
            ("tests/builder/test_mask_reference.py",)),
-    Mutant("spans-from-noise-only", "mlmprep.build.mask:span_counts",  # spans = round(noise / mean), T5's original, not seed 000's
+    Mutant("spans-from-noise-only", "mlmprep.builder.mask:span_counts",  # spans = round(noise / mean), T5's original, not seed 000's
            "np.rint(np.minimum(noise, lengths - noise) / mean_span_length)", "np.rint(noise / mean_span_length)",
            ("tests/builder/test_mask_reference.py",)),
-    Mutant("mlm-70-mask", "mlmprep.build._kernels:_mask_position",  # 70/20/10 instead of 80/10/10
+    Mutant("mlm-70-mask", "mlmprep.builder._kernels:_mask_position",  # 70/20/10 instead of 80/10/10
            "    if r < 8:\n        inputs_out[p] = mask_id", "    if r < 7:\n        inputs_out[p] = mask_id",
            ("tests/builder/test_mask_reference.py",)),
-    Mutant("mlm-random-may-be-special", "mlmprep.build.mask:mlm_mask",  # random replacements drawn from the whole vocabulary
+    Mutant("mlm-random-may-be-special", "mlmprep.builder.mask:mlm_mask",  # random replacements drawn from the whole vocabulary
            "normal_ids = np.flatnonzero(~is_special).astype(np.int32)",
            "normal_ids = np.arange(vocab_size).astype(np.int32)",
            ("tests/builder/test_mask.py",)),
-    Mutant("mlm-first-positions", "mlmprep.build._kernels:mlm_rows",  # the first m maskable tokens instead of a random m
+    Mutant("mlm-first-positions", "mlmprep.builder._kernels:mlm_rows",  # the first m maskable tokens instead of a random m
            "state = _sorted_sample(state, n_groups, counts[i], bits, chosen)",
            "chosen[: counts[i]] = np.arange(counts[i])",
            ("tests/builder/test_mask_reference.py",)),
     # ------------------------------------------------------------ dedup: keys, MinHash, LSH clusters
-    Mutant("dedup-exact-python-hash", "mlmprep.build.dedup:exact_keys",  # Python's salted hash(): keys differ per process
+    Mutant("dedup-exact-python-hash", "mlmprep.builder.dedup:exact_keys",  # Python's salted hash(): keys differ per process
            'hashlib.blake2b(normalise(t).encode("utf-8", "surrogatepass"), digest_size=8).digest()',
            'hash(normalise(t)).to_bytes(8, "little", signed=True)', ("tests/builder/test_dedup_kernels.py",)),
-    Mutant("dedup-no-nfc", "mlmprep.build.dedup:normalise",  # composed and decomposed accents are different texts
+    Mutant("dedup-no-nfc", "mlmprep.builder.dedup:normalise",  # composed and decomposed accents are different texts
            '_SPACE_RUN.sub(" ", unicodedata.normalize("NFC", text))', '_SPACE_RUN.sub(" ", text)',
            ("tests/builder/test_dedup_kernels.py",)),
-    Mutant("dedup-signature-no-nfc", "mlmprep.build.dedup:minhash_signatures",  # the kernel hashes the words as they came
+    Mutant("dedup-signature-no-nfc", "mlmprep.builder.dedup:minhash_signatures",  # the kernel hashes the words as they came
            'parts = [unicodedata.normalize("NFC", t).encode(', 'parts = [t.encode(', ("tests/builder/test_dedup_kernels.py",)),
-    Mutant("dedup-seed-ignored", "mlmprep.build.dedup:permutations",  # every seed the same permutations
+    Mutant("dedup-seed-ignored", "mlmprep.builder.dedup:permutations",  # every seed the same permutations
            "key = np.uint64((seed ^ _SIGNATURE_TAG) & randomness.MASK64)", "key = np.uint64(_SIGNATURE_TAG)",
            ("tests/builder/test_dedup_kernels.py",)),
-    Mutant("dedup-one-permutation", "mlmprep.build._dedup_kernels:_take_min",  # every entry the same multiplier: correlated
+    Mutant("dedup-one-permutation", "mlmprep.builder._dedup_kernels:_take_min",  # every entry the same multiplier: correlated
            "np.uint32((a[k] * h + b[k]) >> U32)", "np.uint32((a[0] * h + b[k]) >> U32)",
            ("tests/builder/test_dedup_kernels.py",)),
-    Mutant("dedup-biased-permutation", "mlmprep.build._dedup_kernels:_take_min",  # the low 32 bits: not a good permutation
+    Mutant("dedup-biased-permutation", "mlmprep.builder._dedup_kernels:_take_min",  # the low 32 bits: not a good permutation
            "np.uint32((a[k] * h + b[k]) >> U32)", "np.uint32((a[k] * h + b[k]) & np.uint64(0xFFFFFFFF))",
            ("tests/builder/test_dedup_kernels.py",)),
-    Mutant("dedup-ascii-spaces-only", "mlmprep.build._dedup_kernels:_space_at",  # no-break and ideographic spaces join words
+    Mutant("dedup-ascii-spaces-only", "mlmprep.builder._dedup_kernels:_space_at",  # no-break and ideographic spaces join words
            "    if c == 0xC2 and i + 1 < end:", "    if True:\n        return 0\n    if c == 0xC2 and i + 1 < end:",
            ("tests/builder/test_dedup_kernels.py",)),
-    Mutant("dedup-short-text-no-shingle", "mlmprep.build._dedup_kernels:_signature",  # fewer words than ngram: empty signature
+    Mutant("dedup-short-text-no-shingle", "mlmprep.builder._dedup_kernels:_signature",  # fewer words than ngram: empty signature
            "    if 0 < count < ngram:\n", "    if False:\n", ("tests/builder/test_dedup_kernels.py",)),
-    Mutant("dedup-band-skips-row", "mlmprep.build._dedup_kernels:lsh_keys",  # a band's key leaves out its last row
+    Mutant("dedup-band-skips-row", "mlmprep.builder._dedup_kernels:lsh_keys",  # a band's key leaves out its last row
            "_row_key(sig, i, j * rows, (j + 1) * rows,", "_row_key(sig, i, j * rows, (j + 1) * rows - 1,",
            ("tests/builder/test_dedup_kernels.py",)),
-    Mutant("dedup-band-neighbours-only", "mlmprep.build._dedup_kernels:link_band",  # a bucket links only sorted neighbours
+    Mutant("dedup-band-neighbours-only", "mlmprep.builder._dedup_kernels:link_band",  # a bucket links only sorted neighbours
            "                y = docs[order[v]]\n", "                y = docs[order[v]]\n                if v > u + 1:\n                    break\n",
            ("tests/builder/test_dedup_kernels.py",)),
-    Mutant("dedup-first-band-skipped", "mlmprep.build._dedup_kernels:link_bands",  # band 0's candidates never linked
+    Mutant("dedup-first-band-skipped", "mlmprep.builder._dedup_kernels:link_bands",  # band 0's candidates never linked
            "    for band in range(1, keys.shape[0]):", "    for band in range(2, keys.shape[0]):",
            ("tests/builder/test_dedup_kernels.py",)),
-    Mutant("dedup-stale-bucket-counts", "mlmprep.build._dedup_kernels:link_bands",  # a band's counts start from the last's
+    Mutant("dedup-stale-bucket-counts", "mlmprep.builder._dedup_kernels:link_bands",  # a band's counts start from the last's
            "        starts[:] = 0\n", "", ("tests/builder/test_dedup_kernels.py",)),
-    Mutant("dedup-shard-keys-misaligned", "mlmprep.build.selection:Selection.cluster",  # shards' keys joined out of order
+    Mutant("dedup-shard-keys-misaligned", "mlmprep.builder.selection:Selection.cluster",  # shards' keys joined out of order
            'lsh = popped_whole(self.results, "lsh_keys", axis=1)',
            'lsh = popped_whole(self.results[::-1], "lsh_keys", axis=1)',
            ("tests/builder/test_dedup.py::test_near_dedup_keeps_the_first_of_each_cluster_brute_force_jaccard_confirms",)),
-    Mutant("dedup-threshold-ignored", "mlmprep.build._dedup_kernels:_close",  # every candidate pair an edge
+    Mutant("dedup-threshold-ignored", "mlmprep.builder._dedup_kernels:_close",  # every candidate pair an edge
            "    return same / sig.shape[1] >= threshold", "    return True", ("tests/builder/test_dedup_kernels.py",)),
-    Mutant("dedup-threshold-strict", "mlmprep.build._dedup_kernels:_close",  # an estimate equal to the threshold is dropped
+    Mutant("dedup-threshold-strict", "mlmprep.builder._dedup_kernels:_close",  # an estimate equal to the threshold is dropped
            "    return same / sig.shape[1] >= threshold", "    return same / sig.shape[1] > threshold",
            ("tests/builder/test_dedup_kernels.py",)),
-    Mutant("dedup-union-not-at-root", "mlmprep.build._dedup_kernels:_union",  # links the element, not its root
+    Mutant("dedup-union-not-at-root", "mlmprep.builder._dedup_kernels:_union",  # links the element, not its root
            "        parent[ry] = rx\n    elif ry < rx:\n        parent[rx] = ry",
            "        parent[y] = rx\n    elif ry < rx:\n        parent[x] = ry", ("tests/builder/test_dedup_kernels.py",)),
-    Mutant("dedup-representative-largest", "mlmprep.build._dedup_kernels:_union",  # the larger root wins
+    Mutant("dedup-representative-largest", "mlmprep.builder._dedup_kernels:_union",  # the larger root wins
            "    if rx < ry:\n        parent[ry] = rx\n    elif ry < rx:",
            "    if rx > ry:\n        parent[ry] = rx\n    elif ry > rx:", ("tests/builder/test_dedup_kernels.py",)),
     # ------------------------------------------------------------ build engine
-    Mutant("pool-per-call", "mlmprep.build.engine.local:LocalEngine.results",  # a session's calls each start a pool (phase 2 re-forks, reloads)
+    Mutant("pool-per-call", "mlmprep.builder.engine.local:LocalEngine.results",  # a session's calls each start a pool (phase 2 re-forks, reloads)
            "if self in POOLS:  # inside a session", "if False:  # inside a session",
            ("tests/builder/test_engine.py",)),
-    Mutant("no-watch-on-workers", "mlmprep.build.engine.local:run_local",  # the driver trusts the executor to see every death
+    Mutant("no-watch-on-workers", "mlmprep.builder.engine.local:run_local",  # the driver trusts the executor to see every death
            "            if not done and pool.lost_a_worker():", "            if False:",
            ("tests/builder/test_engine.py",)),
-    Mutant("forkserver-skips-numba", "mlmprep.build.pipeline",  # every worker loads Numba itself in phase 2
+    Mutant("forkserver-skips-numba", "mlmprep.builder.pipeline",  # every worker loads Numba itself in phase 2
            "if in_forkserver():  # load", "if False:  # load",
            ("tests/builder/test_engine.py",)),
-    Mutant("driver-loads-numba", "mlmprep.build.mask:row_seed",  # slot seeds through a kernel: Numba in the driver at the barrier
+    Mutant("driver-loads-numba", "mlmprep.builder.mask:row_seed",  # slot seeds through a kernel: Numba in the driver at the barrier
            '    with np.errstate(over="ignore"):\n        return int(stream_key(',
            '    from mlmprep import _kernels\n\n    _kernels.warm_up()\n    with np.errstate(over="ignore"):\n        return int(stream_key(',
            ("tests/builder/test_engine.py",)),
     Mutant("cli-starts-workers-late", "mlmprep.cli.build:build",  # the forkserver starts after the pipeline's imports
            "    if not STARTED_EARLY:  # else start_workers_before_parsing has done it, from the same options\n"
-           "        start_workers_early(cfg)\n    from mlmprep.build.mask import span_warning\n"
-           "    from mlmprep.build.run import build as run_build\n",
-           "    from mlmprep.build.mask import span_warning\n    from mlmprep.build.run import build as run_build\n"
+           "        start_workers_early(cfg)\n    from mlmprep.builder.mask import span_warning\n"
+           "    from mlmprep.builder.run import build as run_build\n",
+           "    from mlmprep.builder.mask import span_warning\n    from mlmprep.builder.run import build as run_build\n"
            "    if not STARTED_EARLY:\n        start_workers_early(cfg)\n",
            ("tests/builder/test_engine.py",)),
     Mutant("cli-starts-workers-after-parsing", "mlmprep.cli:main",  # no early start: the server waits for typer
@@ -301,59 +301,59 @@ MUTANTS = [
            "    return inspect.Parameter(field.name, inspect.Parameter.KEYWORD_ONLY, default=None,",
            "    return inspect.Parameter(field.name, inspect.Parameter.KEYWORD_ONLY, default=field.default,",
            ("tests/test_config_files.py", "tests/cli/test_help.py")),
-    Mutant("engine-option-ignored", "mlmprep.build.engine:make_engine",  # --engine ray builds on local processes
+    Mutant("engine-option-ignored", "mlmprep.builder.engine:make_engine",  # --engine ray builds on local processes
            "        return RayEngine(workers, ray_address)", "        return LocalEngine(workers)",
            ("tests/builder/test_engine.py::test_the_engine_option_picks_the_engine_class", "tests/builder/test_ray_loopback.py")),
-    Mutant("ray-nodes-read-driver-copies", "mlmprep.build.engine.ray:RayEngine",  # nodes sent paths only the driver has
+    Mutant("ray-nodes-read-driver-copies", "mlmprep.builder.engine.ray:RayEngine",  # nodes sent paths only the driver has
            "    shares_disk: ClassVar[bool] = False", "    shares_disk: ClassVar[bool] = True",
            (RAY_S3,)),
-    Mutant("added-behind-the-queued-tasks", "mlmprep.build.engine.local:run_local",  # tasks added wait behind the first phase
+    Mutant("added-behind-the-queued-tasks", "mlmprep.builder.engine.local:run_local",  # tasks added wait behind the first phase
            "                queue.extendleft(reversed(run.added()))", "                queue.extend(run.added())",
            ("tests/builder/test_engine.py",)),
-    Mutant("added-last-in-process", "mlmprep.build.engine.local:LocalEngine.results",  # in-process too
+    Mutant("added-last-in-process", "mlmprep.builder.engine.local:LocalEngine.results",  # in-process too
            "            waiting.extendleft(reversed(run.added()))", "            waiting.extend(run.added())",
            ("tests/builder/test_engine.py",)),
-    Mutant("run-left-early-keeps-its-tasks", "mlmprep.build.engine.base:TaskRun.__exit__",  # a driver that fails keeps the workers busy
+    Mutant("run-left-early-keeps-its-tasks", "mlmprep.builder.engine.base:TaskRun.__exit__",  # a driver that fails keeps the workers busy
            "        self.finished.close()", "        pass",
            ("tests/builder/test_engine.py",)),
-    Mutant("shard-let-go-with-the-token-a-file-needs", "mlmprep.build.outputs:OutputFiles.written",  # the token before a file's first window
+    Mutant("shard-let-go-with-the-token-a-file-needs", "mlmprep.builder.outputs:OutputFiles.written",  # the token before a file's first window
            "start = max(0, rows * self.layout.content_length - 1) if", "start = rows * self.layout.content_length if",
            ("tests/builder/test_sharded.py",)),
-    Mutant("shards-kept-to-the-end", "mlmprep.build.outputs:Staging.let_go",  # staging holds every shard until the build ends
+    Mutant("shards-kept-to-the-end", "mlmprep.builder.outputs:Staging.let_go",  # staging holds every shard until the build ends
            "                (self.stage / STAGING / name).unlink(missing_ok=True)",
            "                pass",
            ("tests/builder/test_sharded.py",)),
-    Mutant("driver-takes-what-the-workers-leave", "mlmprep.build.engine.local:submit_first",  # the driver keeps reading once they are up
+    Mutant("driver-takes-what-the-workers-leave", "mlmprep.builder.engine.local:submit_first",  # the driver keeps reading once they are up
            "            while in_driver is not None and not pressed and submitter.is_alive():",
            "            while in_driver is not None and not pressed:",
            ("tests/builder/test_engine.py",)),
-    Mutant("ray-gets-every-task-at-once", "mlmprep.build.engine.ray:run_ray",  # --workers 0 on Ray: no cap, writes behind reads
+    Mutant("ray-gets-every-task-at-once", "mlmprep.builder.engine.ray:run_ray",  # --workers 0 on Ray: no cap, writes behind reads
            "limit = RAY_AHEAD_PER_CPU * max(1, int(ray.cluster_resources().get(\"CPU\", 1)))",
            "limit = len(calls) + 1",
            ("tests/builder/test_ray.py",)),
-    Mutant("driver-helps-from-the-front", "mlmprep.build.engine.local:submit_first",  # the driver takes the tasks the workers take first
+    Mutant("driver-helps-from-the-front", "mlmprep.builder.engine.local:submit_first",  # the driver takes the tasks the workers take first
            "                    bounds[1] -= 1\n                    index = bounds[1]\n",
            "                    index = bounds[0]\n                    bounds[0] += 1\n",
            ("tests/builder/test_engine.py",)),
-    Mutant("driver-threads-per-worker", "mlmprep.build.engine.local:LocalEngine.driver_threads",  # the driver tokenizes on one worker's --threads
+    Mutant("driver-threads-per-worker", "mlmprep.builder.engine.local:LocalEngine.driver_threads",  # the driver tokenizes on one worker's --threads
            "min(threads * self.processes(1 << 30), len(", "min(threads, len(",
            ("tests/builder/test_engine.py",)),
-    Mutant("driver-ignores-ctrl-c", "mlmprep.build.engine.local:submit_first",  # the driver goes on reading shards after a Ctrl-C
+    Mutant("driver-ignores-ctrl-c", "mlmprep.builder.engine.local:submit_first",  # the driver goes on reading shards after a Ctrl-C
            "            while in_driver is not None and not pressed and submitter.is_alive():\n",
            "            while in_driver is not None and submitter.is_alive():\n",
            ("tests/builder/test_engine.py",)),
     Mutant("workers-rerun-the-script", "mlmprep.cli:main",  # each worker imports the whole CLI again at its start
            "    as_package_main()\n    if sys.argv", "    if sys.argv", ("tests/builder/test_engine.py",)),
-    Mutant("files-wait-for-every-shard", "mlmprep.build.outputs:OutputFiles.shard_done",  # phase 2 starts only once phase 1 is over
+    Mutant("files-wait-for-every-shard", "mlmprep.builder.outputs:OutputFiles.shard_done",  # phase 2 starts only once phase 1 is over
            "        while self.needs(len(self.tasks) + 1) <= self.offsets[-1]:\n",
            "        while False:\n", ("tests/builder/test_sharded.py",)),
-    Mutant("file-without-the-token-after-it", "mlmprep.build.outputs:OutputFiles.needs",  # a file made before its last cut is known
+    Mutant("file-without-the-token-after-it", "mlmprep.builder.outputs:OutputFiles.needs",  # a file made before its last cut is known
            "return rows * self.layout.content_length + 1 if", "return rows * self.layout.content_length if",
            ("tests/builder/test_sharded.py",)),
-    Mutant("shards-counted-past-a-gap", "mlmprep.build.outputs:OutputFiles.shard_done",  # a shard still running counts as empty
+    Mutant("shards-counted-past-a-gap", "mlmprep.builder.outputs:OutputFiles.shard_done",  # a shard still running counts as empty
            "self.sizes[len(self.offsets) - 1] is not None:", "True:\n            self.sizes = [x or 0 for x in self.sizes]\n            if False:",
            ("tests/builder/test_sharded.py",)),
-    Mutant("added-after-the-whole-phase", "mlmprep.build.engine.local:run_local",  # tasks added wait for every first-phase result
+    Mutant("added-after-the-whole-phase", "mlmprep.builder.engine.local:run_local",  # tasks added wait for every first-phase result
            "        top_up()\n        while pending:\n"
            "            done, pending = wait(pending, timeout=WATCH_S, return_when=FIRST_COMPLETED)\n"
            "            drain(pool.started, running)\n"
@@ -369,13 +369,13 @@ MUTANTS = [
            "                yield futures[future], future.result()\n"
            "                held += run.added()\n",
            ("tests/builder/test_engine.py",)),
-    Mutant("driver-tokenizer-reloaded", "mlmprep.build.run:stage_tokenizer",  # the driver loads the staged tokenizer again
+    Mutant("driver-tokenizer-reloaded", "mlmprep.builder.run:stage_tokenizer",  # the driver loads the staged tokenizer again
            '        adopt_tokenizer(stage / "tokenizer.json", tok)', "        pass",
            ("tests/builder/test_sharded.py",)),
-    Mutant("workers-load-the-given-tokenizer", "mlmprep.build.pipeline",  # the forkserver does not preload it
+    Mutant("workers-load-the-given-tokenizer", "mlmprep.builder.pipeline",  # the forkserver does not preload it
            "        preload_tokenizer(os.environ[PRELOAD_TOKENIZER])", "        pass",
            ("tests/builder/test_engine.py",)),
-    Mutant("preloaded-tokenizer-for-any-build", "mlmprep.build.staged:worker_tokenizer",  # a worker takes it whatever was staged
+    Mutant("preloaded-tokenizer-for-any-build", "mlmprep.builder.staged:worker_tokenizer",  # a worker takes it whatever was staged
            "PRELOADED.get(hashlib.sha256(path.read_bytes()).hexdigest())", "next(iter(PRELOADED.values()))",
            ("tests/builder/test_engine.py",)),
     Mutant("tokenizer-file-truncates", "mlmprep.tokenize:plain_encoder",  # the tokenizer file's truncation reaches the data
@@ -428,18 +428,18 @@ MUTANTS = [
     Mutant("compressed-file-one-shard", "mlmprep.corpus.shards:_stream_parts",  # one large .gz keeps one worker busy
            "parts = max(1, min(streams, -(-text // max(shard_bytes, 1))))", "parts = 1",
            ("tests/corpus/test_compressed.py",)),
-    Mutant("astral-scan-skipped", "mlmprep.build.clean:_has_astral",  # texts with astral characters scanned as if they had none
+    Mutant("astral-scan-skipped", "mlmprep.builder.clean:_has_astral",  # texts with astral characters scanned as if they had none
            'return not text.isascii() and len(text.encode("utf-16-le", "surrogatepass")) != 2 * len(text)',
            "return False", ("tests/builder/test_clean.py",)),
-    Mutant("one-astral-character-missed", "mlmprep.build.clean:_has_astral",  # a text with a single astral character looks BMP-only
+    Mutant("one-astral-character-missed", "mlmprep.builder.clean:_has_astral",  # a text with a single astral character looks BMP-only
            'return not text.isascii() and len(text.encode("utf-16-le", "surrogatepass")) != 2 * len(text)',
            'return not text.isascii() and len(text.encode("utf-16-le", "surrogatepass")) > 2 * len(text) + 2',
            ("tests/builder/test_clean.py",)),
     # ------------------------------------------------------------ windows, segments, read-ahead
-    Mutant("windows-stop-at-shard-end", "mlmprep.build.side_rows:stream_slice",  # a window crossing shards loses the next one's head
+    Mutant("windows-stop-at-shard-end", "mlmprep.builder.side_rows:stream_slice",  # a window crossing shards loses the next one's head
            "parts.append(piece[a - base : b - base])", "parts.append(piece[a - base : b - base])\n        break",
            ("tests/builder/test_sharded.py",)),
-    Mutant("segments-quadratic", "mlmprep.build.windows:text_segments",  # re-slice the rest of the text after every segment
+    Mutant("segments-quadratic", "mlmprep.builder.windows:text_segments",  # re-slice the rest of the text after every segment
            "segment, pos = buffer[pos : pos + chars], pos + chars",
            "segment, buffer = buffer[:chars], buffer[chars:]",
            ("tests/builder/test_windows.py",)),
@@ -510,7 +510,7 @@ MUTANTS = [
            'if not isinstance(data, dict) or not {"format_version", "mlmprep_version"} <= data.keys():',
            "if data is None:",
            ("tests/cli/test_build.py::test_a_directory_whose_manifest_is_not_mlmprep_s_is_never_replaced",)),
-    Mutant("verify-trusts-manifest-types", "mlmprep.build.verify:verify",  # an edited manifest field gives a traceback
+    Mutant("verify-trusts-manifest-types", "mlmprep.builder.verify:verify",  # an edited manifest field gives a traceback
            "    except ManifestError as exc:", "    except ZeroDivisionError as exc:",
            ("tests/builder/test_verify.py::test_a_manifest_that_contradicts_its_tokenizer_options_or_json_is_reported",)),
     Mutant("format-version-ignored", "mlmprep.format.publish:judge_existing",  # a newer format with the same options is "up to date"
@@ -519,10 +519,10 @@ MUTANTS = [
     Mutant("out-parents-left", "mlmprep.format.publish:build_lock",  # a failed build leaves the directories it made for --out
            "made = [p for p in Path(out).parents if not os.path.lexists(p)]", "made = []",
            ("tests/cli/test_build.py::test_a_failed_build_leaves_no_directory_it_made_for_out",)),
-    Mutant("out-inside-corpus", "mlmprep.build.run:build",  # an --out inside a corpus directory is accepted
+    Mutant("out-inside-corpus", "mlmprep.builder.run:build",  # an --out inside a corpus directory is accepted
            "    destination.check_outside(cfg.corpus)\n", "    pass\n",
            ("tests/cli/test_build.py::test_an_out_inside_a_corpus_directory_is_refused",)),
-    Mutant("worker-named-semaphores", "mlmprep.build.engine.local:init_pool_worker",  # Numba's lock in a killed worker: the tracker warns
+    Mutant("worker-named-semaphores", "mlmprep.builder.engine.local:init_pool_worker",  # Numba's lock in a killed worker: the tracker warns
            '    multiprocessing.set_start_method("fork", force=True)\n', "",
            ("tests/builder/test_engine.py::test_a_worker_killed_after_masking_leaves_the_resource_tracker_nothing_to_warn_about",)),
     # ------------------------------------------------------------ corpus and options
@@ -536,13 +536,13 @@ MUTANTS = [
            "        elif not path.is_file():", "        elif False:",
            ("tests/corpus/test_sources.py::test_bad_sources_name_the_path_and_the_fix",)),
     # ------------------------------------------------------------ remask and inspect of damaged builds
-    Mutant("remask-unchecked-windows", "mlmprep.build.pipeline:remask_file",  # masks of changed windows would look sound
+    Mutant("remask-unchecked-windows", "mlmprep.builder.pipeline:remask_file",  # masks of changed windows would look sound
            "if problem := file_problem(path, task.record):", "if problem := None:",
            ("tests/format/test_damaged_builds.py",)),
     Mutant("inspect-unchecked-split", "mlmprep.cli.build:inspect_build",  # a split with a missing file: a traceback
            "            check_split_files(local, manifest, split)\n", "            pass\n",
            ("tests/format/test_damaged_builds.py",)),
-    Mutant("remask-keeps-ignored-options", "mlmprep.build.remask:add_seeds",  # an older build's stored whole_word under span
+    Mutant("remask-keeps-ignored-options", "mlmprep.builder.remask:add_seeds",  # an older build's stored whole_word under span
            'BuildConfig.used(manifest.config)', 'manifest.config',
            ("tests/builder/test_sharded.py::test_a_build_that_stored_an_option_its_objective_ignores_still_remasks",)),
     Mutant("arrow-damage-traceback", "mlmprep.format.write:read_batches",  # a damaged data file header: a traceback, not one line
@@ -563,45 +563,45 @@ MUTANTS = [
     Mutant("train-collates-any-token-id", "mlmprep.train.prepare:make_collator",  # a damaged id reaches the embedding
            "                    vocab_size=tok.vocab_size)", "                    )",
            ("tests/format/test_damaged_builds.py",)),
-    Mutant("remask-leaves-published-splits", "mlmprep.build.remask:publish_seeds",  # an interrupted remask leaves unlisted seed-k
+    Mutant("remask-leaves-published-splits", "mlmprep.builder.remask:publish_seeds",  # an interrupted remask leaves unlisted seed-k
            "                    shutil.rmtree(path, ignore_errors=True)", "                    pass",
            ("tests/format/test_damaged_builds.py::test_a_remask_stopped_while_publishing_takes_back_the_splits_it_published",)),
     Mutant("optimizer-state-not-restored", "mlmprep.train.checkpoint:load",
            "optimizer.load_state_dict(torch.load(path / \"optimizer.pt\"", "(torch.load(path / \"optimizer.pt\"",
            ("tests/train/test_training.py", "tests/train/test_options.py")),
-    Mutant("unreachable-input-length-accepted", "mlmprep.build.mask:check_input_length_reached",  # exact windows silently one token short
+    Mutant("unreachable-input-length-accepted", "mlmprep.builder.mask:check_input_length_reached",  # exact windows silently one token short
            "    if enc[0] != input_length:\n", "    if enc[0] > input_length:\n",
            ("tests/builder/test_mask.py", "tests/cli/test_errors.py")),
     Mutant("long-document-cut-before-any-whitespace", "mlmprep.tokenize:whitespace_pieces",  # a T5 tokenizer's extra '▁' at a cut
            "        cut = clean_cut(text, start + 1, start + size)\n", "        cut = -1\n", ("tests/builder/test_determinism.py",)),
-    Mutant("verify-trusts-the-manifest-tokenizer-ids", "mlmprep.build.verify:check_tokenizer",  # pad_id 7 in the manifest: train crashes
+    Mutant("verify-trusts-the-manifest-tokenizer-ids", "mlmprep.builder.verify:check_tokenizer",  # pad_id 7 in the manifest: train crashes
            "        if getattr(record, key) != value:\n", "        if False:\n", ("tests/builder/test_verify.py",)),
-    Mutant("verify-trusts-window-lengths", "mlmprep.build.verify:verify",
+    Mutant("verify-trusts-window-lengths", "mlmprep.builder.verify:verify",
            "        check_window_lengths(windows_name, manifest, windows[\"tokens\"], report)\n", "", ("tests/builder/test_verify.py",)),
     Mutant("text-spelling-eos-gets-its-id", "mlmprep.tokenize:encode",  # "</s>" in a corpus: an EOS masked as noise
            "    if spelled_specials(tok)[flat].any():", "    if False:", ("tests/builder/test_determinism.py",)),
     Mutant("tokenizer-trained-on-special-text", "mlmprep.tokenize:train_tokenizer",  # a second "</s>" piece; the build refuses
            "    texts = (SPELLED_SPECIAL.sub(\" \", t) for t in texts)\n", "",
            ("tests/builder/test_tokenizer_training.py", "tests/builder/test_determinism.py")),
-    Mutant("unigram-scores-not-converted", "mlmprep.build.unigram:unigram_tokenizer",  # every piece as likely: other segmentations
+    Mutant("unigram-scores-not-converted", "mlmprep.builder.unigram:unigram_tokenizer",  # every piece as likely: other segmentations
            "else round(sp.get_score(i), SCORE_DECIMALS))", "else -1.0)", ("tests/builder/test_tokenizer_training.py",)),
-    Mutant("unigram-scores-unrounded", "mlmprep.build.unigram:unigram_tokenizer",  # the build's tokenizer.json (reparsed) differs
+    Mutant("unigram-scores-unrounded", "mlmprep.builder.unigram:unigram_tokenizer",  # the build's tokenizer.json (reparsed) differs
            "round(sp.get_score(i), SCORE_DECIMALS)", "float(sp.get_score(i))",
            ("tests/builder/test_sharded.py::test_tokenizer_train_learns_from_the_sample_build_takes",)),
-    Mutant("unigram-no-dummy-prefix", "mlmprep.build.unigram",  # trained without the "▁" the Metaspace adds
+    Mutant("unigram-no-dummy-prefix", "mlmprep.builder.unigram",  # trained without the "▁" the Metaspace adds
            "add_dummy_prefix=True", "add_dummy_prefix=False", ("tests/builder/test_tokenizer_training.py",)),
-    Mutant("unigram-threads-from-the-machine", "mlmprep.build.unigram",  # other pieces on another machine
+    Mutant("unigram-threads-from-the-machine", "mlmprep.builder.unigram",  # other pieces on another machine
            "num_threads=SPM_THREADS,", "num_threads=len(__import__('os').sched_getaffinity(0)),",
            ("tests/builder/test_tokenizer_training.py",)),
-    Mutant("unigram-long-documents-uncut", "mlmprep.build.unigram:feed",  # the trainer skips sentences over its limit
+    Mutant("unigram-long-documents-uncut", "mlmprep.builder.unigram:feed",  # the trainer skips sentences over its limit
            "for sentence in whitespace_pieces(text, SENTENCE_CHARS):", "for sentence in [text]:",
            ("tests/builder/test_tokenizer_training.py",)),
-    Mutant("unigram-pieces-of-any-length", "mlmprep.build.unigram",  # SentencePiece's 16: slower training
+    Mutant("unigram-pieces-of-any-length", "mlmprep.builder.unigram",  # SentencePiece's 16: slower training
            "max_sentencepiece_length=MAX_PIECE, ", "", ("tests/builder/test_tokenizer_training.py",)),
-    Mutant("unigram-blank-sample-sent-to-the-trainer", "mlmprep.build.unigram:train_model",  # SentencePiece's error
+    Mutant("unigram-blank-sample-sent-to-the-trainer", "mlmprep.builder.unigram:train_model",  # SentencePiece's error
            "            if lines == 0:\n                raise EmptySample(", "            if False:\n                raise EmptySample(",
            ("tests/builder/test_tokenizer_training.py",)),
-    Mutant("unigram-progress-stuck-at-the-start", "mlmprep.build.unigram:follow_log",  # the EM rounds never move the bar
+    Mutant("unigram-progress-stuck-at-the-start", "mlmprep.builder.unigram:follow_log",  # the EM rounds never move the bar
            "on_round(pruned(seeds, int(found.group(2))), int(found.group(2)))",
            "on_round(0, int(found.group(2)))", ("tests/builder/test_tokenizer_training.py",)),
     Mutant("vocab-too-small-names-the-pieces", "mlmprep.tokenize:train_unigram",  # "at least 106": still too small
@@ -610,45 +610,45 @@ MUTANTS = [
     Mutant("wordpiece-not-the-mlm-default", "mlmprep.config:BuildConfig.trained_tokenizer_type",  # BERT builds get T5's Unigram
            'return self.tokenizer_type or ("wordpiece" if self.objective == "mlm" else "unigram")',
            'return self.tokenizer_type or "unigram"', ("tests/builder/test_tokenizer_training.py",)),
-    Mutant("tokenizer-type-ignored", "mlmprep.build.tokenizer_file:train_on_sample",  # --tokenizer-type bpe trains a Unigram tokenizer
+    Mutant("tokenizer-type-ignored", "mlmprep.builder.tokenizer_file:train_on_sample",  # --tokenizer-type bpe trains a Unigram tokenizer
            "kind=cfg.trained_tokenizer_type()", 'kind="unigram"',
            ("tests/builder/test_tokenizer_training.py",)),
     Mutant("wordpiece-loads-as-a-generic-tokenizer", "mlmprep.format.write:hf_tokenizer_files",  # AutoTokenizer: no BERT class
            '"tokenizer_class": "BertTokenizerFast"', '"tokenizer_class": "PreTrainedTokenizerFast"',
            ("tests/builder/test_tokenizer_training.py",)),
-    Mutant("wordpiece-rows-unframed", "mlmprep.build.wordpiece:wordpiece_tokenizer",  # BERT rows without [CLS] ... [SEP]
+    Mutant("wordpiece-rows-unframed", "mlmprep.builder.wordpiece:wordpiece_tokenizer",  # BERT rows without [CLS] ... [SEP]
            "    tok.post_processor = processors.TemplateProcessing(", "    tok.processor = processors.TemplateProcessing(",
            ("tests/builder/test_tokenizer_training.py::test_an_mlm_build_trains_berts_wordpiece_that_transformers_loads_and_masks_whole_words",)),
     Mutant("wordpiece-ties-in-hash-order", "mlmprep.tokenize:train_tokenizer",  # the tokenizers trainer: other bytes each run
            "        tok = train_wordpiece(texts, vocab_size, n_sentinels, bar)\n",
-           "        from tokenizers import trainers\n        from mlmprep.build import wordpiece as wp\n"
+           "        from tokenizers import trainers\n        from mlmprep.builder import wordpiece as wp\n"
            "        tok = wp.wordpiece_tokenizer({name: i for i, name in enumerate(wp.BERT_SPECIALS)})\n"
            "        tok.train_from_iterator(texts, trainers.WordPieceTrainer(vocab_size=vocab_size - n_sentinels, "
            "special_tokens=list(wp.BERT_SPECIALS), show_progress=False))\n",
            ("tests/builder/test_tokenizer_training.py::test_each_tokenizer_type_gives_the_same_bytes_in_separate_processes_and_thread_counts",)),
-    Mutant("wordpiece-continuations-not-in-both-forms", "mlmprep.build.wordpiece:wordpiece_vocab",  # [UNK] for a rare ##x
+    Mutant("wordpiece-continuations-not-in-both-forms", "mlmprep.builder.wordpiece:wordpiece_vocab",  # [UNK] for a rare ##x
            "    for form in chars + [PREFIX + char for char in joining]:", "    for form in chars:",
            ("tests/builder/test_tokenizer_training.py::test_the_wordpiece_vocabulary_is_as_good_as_the_tokenizers_trainers_and_laid_out_like_berts",)),
-    Mutant("wordpiece-continuations-of-split-characters", "mlmprep.build.wordpiece:continuations",  # CJK: twice the ids
+    Mutant("wordpiece-continuations-of-split-characters", "mlmprep.builder.wordpiece:continuations",  # CJK: twice the ids
            "    return [char for char in chars if len(", "    return chars or [char for char in chars if len(",
            ("tests/builder/test_tokenizer_training.py::test_cjk_characters_which_bert_always_splits_off_take_one_wordpiece_id_each",)),
-    Mutant("wordpiece-word-starts-kept", "mlmprep.build.wordpiece:wordpiece_vocab",  # "▁the": a piece WordPiece never uses
+    Mutant("wordpiece-word-starts-kept", "mlmprep.builder.wordpiece:wordpiece_vocab",  # "▁the": a piece WordPiece never uses
            'piece[1:] if piece.startswith("▁") else PREFIX + piece', 'piece if piece.startswith("▁") else PREFIX + piece',
            ("tests/builder/test_tokenizer_training.py::test_the_wordpiece_vocabulary_is_as_good_as_the_tokenizers_trainers_and_laid_out_like_berts",)),
-    Mutant("wordpiece-vocab-past-vocab-size", "mlmprep.build.wordpiece:wordpiece_vocab",  # every merge SentencePiece made
+    Mutant("wordpiece-vocab-past-vocab-size", "mlmprep.builder.wordpiece:wordpiece_vocab",  # every merge SentencePiece made
            "        if len(vocab) >= n_pieces:\n            break\n", "",
            ("tests/builder/test_tokenizer_training.py::test_the_wordpiece_vocabulary_is_as_good_as_the_tokenizers_trainers_and_laid_out_like_berts",)),
     Mutant("wordpiece-small-vocab-unrefused", "mlmprep.tokenize:train_wordpiece",  # a vocabulary larger than asked
            "    if n_pieces < needed:", "    if False:",
            ("tests/builder/test_tokenizer_training.py::test_a_wordpiece_vocab_size_below_both_forms_of_the_characters_is_refused_in_words",)),
-    Mutant("wordpiece-progress-stuck", "mlmprep.build.unigram:follow_log",  # the merges never move the bar
+    Mutant("wordpiece-progress-stuck", "mlmprep.builder.unigram:follow_log",  # the merges never move the bar
            "            on_round(merges, merges + alphabet + 1)", "            on_round(0, merges + alphabet + 1)",
            ("tests/builder/test_tokenizer_training.py::test_the_wordpiece_training_shows_its_counting_and_merges",)),
-    Mutant("wordpiece-long-words-learnt", "mlmprep.build.wordpiece:trainer_lines",  # a 5,000-character word: the trainer fails
+    Mutant("wordpiece-long-words-learnt", "mlmprep.builder.wordpiece:trainer_lines",  # a 5,000-character word: the trainer fails
            "for word, n in sorted(counts.items()) if len(word) <= MAX_WORD]",
            "for word, n in sorted(counts.items())]",
            ("tests/builder/test_tokenizer_training.py::test_a_word_longer_than_wordpiece_encodes_is_not_learnt_from",)),
-    Mutant("unigram-trainer-outlives-ctrl-c", "mlmprep.build.unigram:train_model",  # the child trains on after the build ends
+    Mutant("unigram-trainer-outlives-ctrl-c", "mlmprep.builder.unigram:train_model",  # the child trains on after the build ends
            "                proc.kill()\n", "", ("tests/builder/test_interrupt.py",)),
     Mutant("compare-arms-deduplicated", "mlmprep.compare:arm_config",  # the text arm's replay reads documents dedup dropped
            'dedup="off", ', "",
@@ -659,7 +659,7 @@ MUTANTS = [
            ("tests/test_compare.py",)),
     Mutant("compare-force-without-set-aside", "mlmprep.compare:compare",  # a failed --force run loses the old result
            "        set_aside(out, previous)\n", "", ("tests/test_compare.py",)),
-    Mutant("segment-chars-off-by-four", "mlmprep.build.windows:segment_chars",  # segments of (input_length - 1) * 4 characters
+    Mutant("segment-chars-off-by-four", "mlmprep.builder.windows:segment_chars",  # segments of (input_length - 1) * 4 characters
            "    return (input_length - 2) * 4", "    return (input_length - 1) * 4",
            ("tests/builder/test_windows.py", "tests/builder/test_sharded.py")),
     Mutant("compare-methods-replaces-a-foreign-out", "mlmprep.compare:check_compare",  # a user's notes.txt deleted
@@ -682,17 +682,17 @@ MUTANTS = [
            ("tests/train/test_hf.py",)),
     Mutant("wrapped-lines-not-counted", "mlmprep.corpus.text:_counted",  # wrapped prose built with no hint
            "        stats.wrapped_lines += wrapped_count(lines)\n", "", ("tests/corpus/test_hints.py",)),
-    Mutant("wrapped-prose-judged-per-shard", "mlmprep.build.record:wrapped_prose",  # a file's figures depend on its shards
+    Mutant("wrapped-prose-judged-per-shard", "mlmprep.builder.record:wrapped_prose",  # a file's figures depend on its shards
            "            counts = per_file.setdefault(shard.source, [0, 0, 0, 0])",
            "            counts = per_file.setdefault(str(shard.index), [0, 0, 0, 0])", ("tests/corpus/test_hints.py",)),
-    Mutant("missing-text-column-built-anyway", "mlmprep.build.outputs:plan_rest",  # --text-column most records lack: 211 rows
+    Mutant("missing-text-column-built-anyway", "mlmprep.builder.outputs:plan_rest",  # --text-column most records lack: 211 rows
            "    if error := missing_field_error(corpus_name(corpus), corpus_stats, layout.cfg.text_column):\n"
            "        raise error\n", "", ("tests/corpus/test_hints.py",)),
     Mutant("missing-field-count-names-text", "mlmprep.format.report",  # --text-column body counted as "text"
            "    (\"missing_field_skipped\", \"records without the {column!r} field skipped\"),",
            "    (\"missing_field_skipped\", \"records without the 'text' field skipped\"),",
            ("tests/corpus/test_hints.py", "tests/builder/test_special_tokens.py")),
-    Mutant("write-stage-forgets-files-written", "mlmprep.build.outputs:plan_rest",  # the bar's last stage never ends full
+    Mutant("write-stage-forgets-files-written", "mlmprep.builder.outputs:plan_rest",  # the bar's last stage never ends full
            'bar.stage("window, mask, write", tasks, "output file", done=sum(len(f.done) for f in files.values()))',
            'bar.stage("window, mask, write", tasks, "output file")', ("tests/builder/test_sharded.py",)),
     Mutant("progress-logs-every-update", "mlmprep.progress:Stages.update",  # a log line per task, not every 10 s
@@ -716,8 +716,8 @@ MUTANTS = [
            "    return load_dataset(spec, split)",
            "    from mlmprep.corpus.documents import open_corpus  # noqa: F401\n\n    return load_dataset(spec, split)",
            ("tests/repo/test_rooms.py::test_no_module_imports_itself_through_others",)),
-    Mutant("import-circle-at-module-level", "mlmprep.build.randomness",  # mask imports randomness
-           "import numpy as np\n", "import numpy as np\n\nfrom mlmprep.build import mask  # noqa: F401\n", ("tests/repo/test_rooms.py::test_no_module_imports_itself_through_others",)),
+    Mutant("import-circle-at-module-level", "mlmprep.builder.randomness",  # mask imports randomness
+           "import numpy as np\n", "import numpy as np\n\nfrom mlmprep.builder import mask  # noqa: F401\n", ("tests/repo/test_rooms.py::test_no_module_imports_itself_through_others",)),
     Mutant("compare-config-file-ignored", "mlmprep.cli.compare:compare_methods",  # --config reads, then acts not
            "    cfg = compare_config(mode, file_values, options)", "    cfg = compare_config(mode, options)",
            ("tests/test_compare.py::test_a_config_file_gives_compare_methods_options_over_its_preset_and_under_the_command_line",)),
@@ -746,10 +746,10 @@ MUTANTS = [
            "    files = tuple(np.frombuffer(m, dtype=dtype, count=m.size // dtype.itemsize) for m in maps)",
            "    files = tuple(np.frombuffer(m, dtype=np.int32, count=m.size // 4) for m in maps)",
            ("tests/format/test_narrow_ids.py", "tests/format/test_load.py")),
-    Mutant("verify-ignores-column-types", "mlmprep.build.verify:read_split",
+    Mutant("verify-ignores-column-types", "mlmprep.builder.verify:read_split",
            "        report.problems += type_problems(out, name, columns, manifest)\n", "",
            ("tests/format/test_narrow_ids.py", "tests/builder/test_verify.py")),
-    Mutant("remask-in-the-newest-format", "mlmprep.build.remask:add_seeds",  # an int32 build gets uint16 seeds
+    Mutant("remask-in-the-newest-format", "mlmprep.builder.remask:add_seeds",  # an int32 build gets uint16 seeds
            "        version = manifest.format_version\n", "        version = 3\n",
            ("tests/format/test_narrow_ids.py",)),
     Mutant("reference-help-line-as-html", "mlmprep.cli.reference:reference",  # `<pad>=0, </s>=1` in a command's help eaten as tags
@@ -883,45 +883,45 @@ MUTANTS = [
     Mutant("cache-no-retry", "mlmprep.format.cache",  # one failed read stops the run
            "ATTEMPTS = 5  #", "ATTEMPTS = 1  #", ("tests/format/test_cache.py::test_store_faults_are_retried_and_the_bytes_are_the_builds",)),
     # ------------------------------------------------------------ dedup and the document hold-out
-    Mutant("dedup-exact-drops-nothing", "mlmprep.build.selection:Selection.decide",  # copies counted, never dropped
+    Mutant("dedup-exact-drops-nothing", "mlmprep.builder.selection:Selection.decide",  # copies counted, never dropped
            "                    fates[i] = DROPPED\n", "                    pass\n",
            ("tests/builder/test_dedup.py::test_exact_dedup_keeps_what_a_set_of_normalised_texts_keeps",)),
-    Mutant("dedup-exact-within-shards", "mlmprep.build.selection:Selection.decide",  # copies in other shards not seen
+    Mutant("dedup-exact-within-shards", "mlmprep.builder.selection:Selection.decide",  # copies in other shards not seen
            "            first = self.first\n", "            first = {}\n",
            ("tests/builder/test_dedup.py::test_exact_dedup_keeps_what_a_set_of_normalised_texts_keeps",)),
-    Mutant("dedup-near-drops-the-first", "mlmprep.build.selection:Selection.cluster",  # each cluster keeps all but its first
+    Mutant("dedup-near-drops-the-first", "mlmprep.builder.selection:Selection.cluster",  # each cluster keeps all but its first
            "fates[first != np.arange(len(first))] = DROPPED", "fates[first == np.arange(len(first))] = DROPPED",
            ("tests/builder/test_dedup.py::test_near_dedup_keeps_the_first_of_each_cluster_brute_force_jaccard_confirms",)),
-    Mutant("dedup-near-ignored", "mlmprep.build.selection:Selection.add",  # --dedup near decided as off
+    Mutant("dedup-near-ignored", "mlmprep.builder.selection:Selection.add",  # --dedup near decided as off
            "        if self.cfg.dedup == \"near\":\n            # the shard's", "        if False:\n            # the shard's",
            ("tests/builder/test_dedup.py::test_near_dedup_keeps_the_first_of_each_cluster_brute_force_jaccard_confirms",)),
-    Mutant("holdout-by-document-number", "mlmprep.build.selection:Selection.decide",  # copies land on both sides
+    Mutant("holdout-by-document-number", "mlmprep.builder.selection:Selection.decide",  # copies land on both sides
            "fates = np.where(held_documents(keys, self.cfg.validation_fraction, self.cfg.seed), VALIDATION, TRAIN)",
            "fates = np.where(held_documents(np.arange(self.documents, self.documents + len(keys), dtype=np.uint64),"
            " self.cfg.validation_fraction, self.cfg.seed), VALIDATION, TRAIN)",
            ("tests/builder/test_dedup.py::test_no_validation_window_shares_a_document_with_a_training_window", "tests/builder/test_sharded.py::test_windows_equal_a_one_pass_reference")),
-    Mutant("side-picks-every-kept-document", "mlmprep.build.selection:Selection.picked",  # validation documents trained on
+    Mutant("side-picks-every-kept-document", "mlmprep.builder.selection:Selection.picked",  # validation documents trained on
            "return np.flatnonzero(self.fates[s] == SIDES.index(side)).astype(np.int64)",
            "return np.flatnonzero(self.fates[s] != DROPPED).astype(np.int64)",
            ("tests/builder/test_dedup.py::test_no_validation_window_shares_a_document_with_a_training_window", "tests/builder/test_sharded.py::test_windows_equal_a_one_pass_reference")),
-    Mutant("side-reads-the-span-of-its-documents", "mlmprep.build.staged:gather",  # dropped documents between read
+    Mutant("side-reads-the-span-of-its-documents", "mlmprep.builder.staged:gather",  # dropped documents between read
            "    if int(sizes.sum()) == hi - lo:", "    if True:",
            ("tests/builder/test_sharded.py::test_windows_equal_a_one_pass_reference", "tests/builder/test_dedup.py::test_exact_dedup_keeps_what_a_set_of_normalised_texts_keeps")),
-    Mutant("shards-let-go-for-one-side", "mlmprep.build.run:BuildTasks.file_written",  # validation still reads them
+    Mutant("shards-let-go-for-one-side", "mlmprep.builder.run:BuildTasks.file_written",  # validation still reads them
            "self.staging.let_go(range(self.staging.released, min(f.kept for f in self.files.values())))",
            "self.staging.let_go(range(self.staging.released, self.files[\"train\"].kept))",
            ("tests/builder/test_sharded.py::test_staged_shards_are_let_go_as_the_files_that_read_them_are_written", "tests/builder/test_sharded.py::test_windows_equal_a_one_pass_reference")),
-    Mutant("sample-keeps-copies", "mlmprep.build.tokenizer_file:training_sample",  # the copies of boilerplate crowd the tokenizer's sample
+    Mutant("sample-keeps-copies", "mlmprep.builder.tokenizer_file:training_sample",  # the copies of boilerplate crowd the tokenizer's sample
            "if key in keys or (total >= budget and key > -chosen[0][0]):",
            "if total >= budget and key > -chosen[0][0]:",
            ("tests/builder/test_sharded.py::test_the_tokenizer_sample_is_the_smallest_keys_of_the_distinct_documents_whatever_the_files",)),
-    Mutant("sample-in-heap-order", "mlmprep.build.tokenizer_file:training_sample",  # the sample's order is the heap's, not the keys'
+    Mutant("sample-in-heap-order", "mlmprep.builder.tokenizer_file:training_sample",  # the sample's order is the heap's, not the keys'
            "    for _, text in sorted(chosen, reverse=True):", "    for _, text in chosen:",
            ("tests/builder/test_sharded.py::test_the_tokenizer_sample_is_the_smallest_keys_of_the_distinct_documents_whatever_the_files",)),
     Mutant("dedup-summary-silent", "mlmprep.format.report:build_summary",  # the summary and inspect hide what dedup removed
            "        *dedup_lines(manifest.corpus.stats),\n", "",
            ("tests/builder/test_dedup.py::test_the_summary_inspect_and_the_page_say_what_dedup_removed",)),
-    Mutant("dedup-excerpt-of-the-shard-s-first", "mlmprep.build.record:dedup_stats",  # the excerpt of another document
+    Mutant("dedup-excerpt-of-the-shard-s-first", "mlmprep.builder.record:dedup_stats",  # the excerpt of another document
            "text = next(itertools.islice(docs, d, None), \"\")", "text = next(docs, \"\")",
            ("tests/builder/test_dedup.py::test_exact_dedup_keeps_what_a_set_of_normalised_texts_keeps",)),
     # ------------------------------------------------------------ what a newcomer trips on
@@ -948,11 +948,11 @@ MUTANTS = [
            "        if old.name not in INSIDE + FOREIGN_KEPT:\n            if old.is_dir()",
            "        if False:\n            if old.is_dir()",
            ("tests/format/test_mount_point.py",)),
-    Mutant("degenerate-length-silent", "mlmprep.build.mask:span_warning",  # --input-length 3 builds noise 0.5, span 1 silently
+    Mutant("degenerate-length-silent", "mlmprep.builder.mask:span_warning",  # --input-length 3 builds noise 0.5, span 1 silently
            "    if not off[window - 2]:\n        return None", "    if True:\n        return None",
            ("tests/builder/test_mask.py::test_span_warning_fires_exactly_where_the_options_are_not_honoured",
             "tests/builder/test_mask.py::test_a_degenerate_input_length_builds_with_a_warning_naming_what_it_got")),
-    Mutant("degenerate-length-smallest-off", "mlmprep.build.mask:span_warning",  # the length named is one that still falls short
+    Mutant("degenerate-length-smallest-off", "mlmprep.builder.mask:span_warning",  # the length named is one that still falls short
            "corrupted_lengths([lengths[off].max() + 1]", "corrupted_lengths([lengths[off].max()]",
            ("tests/builder/test_mask.py::test_span_warning_fires_exactly_where_the_options_are_not_honoured",)),
     Mutant("hf-pins-memory-on-cpu", "mlmprep.train.hf:BudgetTrainer.loader",  # the Trainer snippet warns about pin_memory on a CPU
@@ -996,7 +996,7 @@ MUTANTS = [
     Mutant("fuzz-finds-fields-unchecked", "mlmprep.format.manifest:_Reader.take",  # the same as above, for the fuzzer alone
            "        if not check(value):", "        if False:",
            ("tests/format/test_fuzz_builds.py::test_fuzzed_damage_is_refused_or_caught_never_a_traceback_or_a_read_outside",)),
-    Mutant("fuzz-finds-unlisted-files", "mlmprep.build.verify:check_files",  # a file dropped from the manifest goes unseen
+    Mutant("fuzz-finds-unlisted-files", "mlmprep.builder.verify:check_files",  # a file dropped from the manifest goes unseen
            "            report.problems += [f\"{name}/{p.name}: not listed in the manifest\"",
            "            report.problems += [f\"{name}/{p.name}: not listed in the manifest\" for p in () if p",
            ("tests/format/test_fuzz_builds.py::test_fuzzed_damage_is_refused_or_caught_never_a_traceback_or_a_read_outside",)),
@@ -1030,9 +1030,9 @@ MUTANTS = [
     Mutant("bench-dedup-scale-copies-of-replaced", "benchmarks.dedup:scale_corpus",  # a copy's source replaced after
            "                pool[len(previous) + d] = docs[d]  # what a later copy copies is what the file holds\n", "",
            ("tests/repo/test_benchmark_summary.py::test_the_dedup_scale_corpus_has_its_size_its_documents_and_its_planted_copies",)),
-    Mutant("dedup-popped-whole-overwrites", "mlmprep.build.selection:popped_whole",  # each piece copied to the start
+    Mutant("dedup-popped-whole-overwrites", "mlmprep.builder.selection:popped_whole",  # each piece copied to the start
            "        at += piece.shape[axis]\n", "", ("tests/builder/test_dedup_kernels.py::test_shards_arrays_popped_whole_are_their_concatenation",)),
-    Mutant("dedup-signature-threads-kept", "mlmprep.build.dedup:minhash_signatures",  # the caller's thread count is lost
+    Mutant("dedup-signature-threads-kept", "mlmprep.builder.dedup:minhash_signatures",  # the caller's thread count is lost
            "        numba.set_num_threads(before)\n", "        pass\n",
            ("tests/builder/test_dedup_kernels.py::test_signatures_do_not_depend_on_the_batch_or_the_thread_count",)),
 ]
@@ -1040,7 +1040,7 @@ MUTANTS = [
 
 def copy_repository(dest: Path) -> Path:
     """The working tree's files (tracked and untracked, not ignored) under dest/main; ../shared beside it
-    (the corpora the tests look for); mlmprep/cli -> cli, as the editable install maps it."""
+    (the corpora the tests look for)."""
     files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, check=True,
                            capture_output=True).stdout.decode().split("\0")
     repo = dest / "main"
@@ -1051,7 +1051,6 @@ def copy_repository(dest: Path) -> Path:
             shutil.copy2(source, repo / rel)
     if (ROOT.parent / "shared").is_dir():
         (dest / "shared").symlink_to(ROOT.parent / "shared")
-    (repo / "mlmprep" / "cli").symlink_to(repo / "cli")
     return repo
 
 

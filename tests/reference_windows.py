@@ -1,5 +1,5 @@
 """Token splitting in one pass over (flat tokens, document lengths) chunks: the plain reference the tests hold
-the sharded pipeline's windows (mlmprep.build.side_rows.stream_windows / doc_windows) against.
+the sharded pipeline's windows (mlmprep.builder.side_rows.stream_windows / doc_windows) against.
 
 The stream form carries each chunk's tail into the next; it never looks at shards, output files or global row
 numbers, which is what makes it a check on the pipeline's arithmetic rather than a copy of it."""
@@ -10,7 +10,7 @@ from collections.abc import Iterable, Iterator
 
 import numpy as np
 
-from mlmprep.build.windows import WindowStats, count_cut_rows, doc_rows, fixed_rows, with_eos
+from mlmprep.builder.windows import WindowStats, count_cut_rows, doc_rows, fixed_rows, with_eos
 from mlmprep.format.rows import Rows
 from mlmprep.tokenize import WordTables
 

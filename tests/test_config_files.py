@@ -208,7 +208,7 @@ def test_an_input_on_the_command_line_replaces_the_config_files(monkeypatch, tmp
                                                                  command_line, expected):
     """Corpus paths and --dataset are alternatives: either on the command line overrides the file's (both
     together are not refused as given twice)."""
-    import mlmprep.build.run
+    import mlmprep.builder.run
     from mlmprep.errors import ConfigError
 
     got = {}
@@ -217,7 +217,7 @@ def test_an_input_on_the_command_line_replaces_the_config_files(monkeypatch, tmp
         got["cfg"] = cfg
         raise ConfigError("stopped here")
 
-    monkeypatch.setattr(mlmprep.build.run, "build", build)
+    monkeypatch.setattr(mlmprep.builder.run, "build", build)
     monkeypatch.setattr("mlmprep.cli.build.start_workers_early", lambda cfg: None)
     (tmp_path / "c.yaml").write_text(text, encoding="utf-8")
     args = [str(tiny_corpus) if a == "CORPUS" else a for a in command_line]

@@ -163,7 +163,7 @@ def test_tokenizer_training_reports_the_sample_read(monkeypatch):
     takes them (every text passed on unchanged); the trainer's own stages follow (test_tokenizer_training)."""
     import io
 
-    from mlmprep.build.tokenizer_file import logged_sample
+    from mlmprep.builder.tokenizer_file import logged_sample
     from mlmprep.progress import Stages
 
     log = io.StringIO()

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mlmprep.build.clean import clean_text, clean_texts
+from mlmprep.builder.clean import clean_text, clean_texts
 
 FAMILY = "\U0001f468\u200d\U0001f469\u200d\U0001f467\u200d\U0001f466"  # man ZWJ woman ZWJ girl ZWJ boy
 ENGLAND = "\U0001f3f4\U000e0067\U000e0062\U000e0065\U000e006e\U000e0067\U000e007f"  # black flag + tag letters
@@ -76,7 +76,7 @@ def test_nfkc(text, expected):
     assert clean_text(text, nfkc=True)[0] == expected
 
 
-# A per-character reference of the rule in mlmprep/build/clean.py, written with unicodedata categories.
+# A per-character reference of the rule in mlmprep/builder/clean.py, written with unicodedata categories.
 BREAKS = {"\r", "\x0b", "\x0c", "\x85", "\u2028", "\u2029"}
 
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mlmprep.build.dedup import exact_keys
-from mlmprep.build.selection import held_documents
+from mlmprep.builder.dedup import exact_keys
+from mlmprep.builder.selection import held_documents
 from mlmprep.config import BuildConfig
 from mlmprep.format.write import iter_rows
 from mlmprep.tokenize import load_tokenizer
@@ -127,8 +127,8 @@ def test_exact_dedup_keeps_what_a_set_of_normalised_texts_keeps(tmp_path, plante
 
 def minhash_kept(docs: list[str], threshold: float) -> list[int]:
     """The first document of each cluster the dedup kernels find over the whole corpus in one call (no shards)."""
-    from mlmprep.build.dedup import minhash_signatures, near_duplicate_clusters
-    from mlmprep.build.selection import MINHASH_SEED
+    from mlmprep.builder.dedup import minhash_signatures, near_duplicate_clusters
+    from mlmprep.builder.selection import MINHASH_SEED
 
     cfg = BuildConfig(corpus=("c.txt",))
     signatures = minhash_signatures(docs, ngram=cfg.dedup_ngram, num_hashes=cfg.dedup_bands * cfg.dedup_rows,

@@ -1,4 +1,4 @@
-"""mlmprep.build.dedup against independent references: a Python set of normalised texts for exact keys, a plain
+"""mlmprep.builder.dedup against independent references: a Python set of normalised texts for exact keys, a plain
 Python MinHash for the signatures, true Jaccard of every pair for near duplicates, and connected components
 found by breadth-first search for the clusters."""
 
@@ -13,7 +13,7 @@ import unicodedata
 import numpy as np
 import pytest
 
-from mlmprep.build import dedup
+from mlmprep.builder import dedup
 from mlmprep.errors import ConfigError
 from tests.near_duplicates import (
     brute_force_duplicates,
@@ -182,7 +182,7 @@ def test_a_fresh_process_with_another_hash_seed_and_one_thread_gives_the_same_by
     clusters = dedup.near_duplicate_clusters(here, bands=dedup.BANDS, rows=dedup.ROWS, threshold=dedup.THRESHOLD)
     script = (
         "import hashlib, sys\n"
-        "from mlmprep.build import dedup\n"
+        "from mlmprep.builder import dedup\n"
         "from tests.near_duplicates import planted_corpus\n"
         "from tests.builder.test_dedup_kernels import random_texts\n"
         "texts = planted_corpus(seed=5, bases=30, copies=30)[0] + random_texts(5, 50)\n"
@@ -242,7 +242,7 @@ def test_lsh_keys_of_shards_joined_give_the_clusters_of_the_whole():
 
 
 def test_shards_arrays_popped_whole_are_their_concatenation():
-    from mlmprep.build.selection import popped_whole
+    from mlmprep.builder.selection import popped_whole
 
     rng = np.random.default_rng(3)
     sig = [rng.integers(0, 9, (n, 6), dtype=np.uint32) for n in (4, 0, 7)]

@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from mlmprep.build.destination import destination
+from mlmprep.builder.destination import destination
 from mlmprep.errors import CacheError
 
 

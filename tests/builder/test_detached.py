@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from mlmprep.build import run as build_run
-from mlmprep.build.staged import STAGING
+from mlmprep.builder import run as build_run
+from mlmprep.builder.staged import STAGING
 from tests.cli.test_build import build_args, cli, data_files
 
 

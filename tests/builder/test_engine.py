@@ -19,11 +19,11 @@ import psutil
 import pytest
 import typer
 
-import mlmprep.build.engine.local
-from mlmprep.build.engine import make_engine
-from mlmprep.build.engine.base import TaskFailed, TaskRun, run_tasks
-from mlmprep.build.engine.local import LocalEngine
-from mlmprep.build.engine.ray import RayEngine
+import mlmprep.builder.engine.local
+from mlmprep.builder.engine import make_engine
+from mlmprep.builder.engine.base import TaskFailed, TaskRun, run_tasks
+from mlmprep.builder.engine.local import LocalEngine
+from mlmprep.builder.engine.ray import RayEngine
 from mlmprep.cli._util import cli_errors
 from mlmprep.config import BuildConfig
 from mlmprep.errors import ConfigError, CorpusError, MlmprepError
@@ -116,7 +116,7 @@ def where_and_when(index: int) -> tuple[int, int, float]:
 
 
 def test_while_its_workers_start_the_driver_runs_tasks_from_the_end_of_the_list(monkeypatch):
-    monkeypatch.setattr(mlmprep.build.engine.local, "ProcessPoolExecutor", SlowToStart)
+    monkeypatch.setattr(mlmprep.builder.engine.local, "ProcessPoolExecutor", SlowToStart)
     with TaskRun(where_and_when, range(60), engine=LocalEngine(workers=2), in_driver=where_and_when) as run:
         seen = [index for index, _ in run]
     results = run.results
@@ -185,7 +185,7 @@ def test_an_error_in_an_added_task_arrives_as_itself():
 
 
 def test_an_error_in_a_task_the_driver_runs_stops_the_workers_tasks_too(tmp_path, monkeypatch):
-    monkeypatch.setattr(mlmprep.build.engine.local, "ProcessPoolExecutor", SlowToStart)
+    monkeypatch.setattr(mlmprep.builder.engine.local, "ProcessPoolExecutor", SlowToStart)
     shards = [Shard(i, wait=0.3, marker=str(tmp_path)) for i in [0, 1, 2, *range(4, 20)]] + [Shard(3)]  # 3 is last
     started = time.time()
     with pytest.raises(CorpusError, match="^corpus.txt at byte 300: not UTF-8"):
@@ -216,7 +216,7 @@ def test_an_error_in_the_loop_over_a_run_stops_its_workers():
 def test_the_driver_tokenizes_on_as_many_cores_as_its_workers_share(monkeypatch, threads, engine, driver_threads):
     """--threads counts in each worker (0: all cores); the driver, which tokenizes while they start, gets
     their sum, at most the machine's cores (16 here); Ray workers are on other machines."""
-    from mlmprep.build.run import set_tokenizer_threads
+    from mlmprep.builder.run import set_tokenizer_threads
 
     monkeypatch.setenv("RAYON_NUM_THREADS", "unset")  # restored (to absent, say) at the end
     monkeypatch.delenv("RAYON_NUM_THREADS")
@@ -246,7 +246,7 @@ def numba_in_worker(_: int) -> tuple[bool, bool, bool, bool, bool]:
 
     numba_loaded, progress_loaded = "numba" in sys.modules, "mlmprep.progress" in sys.modules
     no_tqdm = "tqdm" not in sys.modules and gc.get_freeze_count() > 0
-    from mlmprep.build import _kernels
+    from mlmprep.builder import _kernels
 
     importable = all(sys.modules.get(name, "absent") is not None for name in ("scipy.linalg", "cffi"))
     return numba_loaded, bool(_kernels.warm_up.signatures), importable, progress_loaded, no_tqdm
@@ -254,13 +254,13 @@ def numba_in_worker(_: int) -> tuple[bool, bool, bool, bool, bool]:
 
 def test_build_workers_start_with_numba_loaded_once_in_the_forkserver():
     proc = run_script("""
-        from mlmprep.build.engine.base import run_tasks
-        from mlmprep.build.engine.local import LocalEngine
+        from mlmprep.builder.engine.base import run_tasks
+        from mlmprep.builder.engine.local import LocalEngine
         from tests.builder.test_engine import numba_in_worker
         if __name__ == "__main__":
             engine = LocalEngine(workers=2)
             # as a build does: the server preloads its tasks
-            engine.prestart(2 << 20, 1 << 20, "mlmprep.build.pipeline")
+            engine.prestart(2 << 20, 1 << 20, "mlmprep.builder.pipeline")
             print(run_tasks(numba_in_worker, [0, 1], engine=engine), "numba" in sys.modules)
     """)
     out, err = communicate(proc, timeout=120)
@@ -271,7 +271,7 @@ def test_build_workers_start_with_numba_loaded_once_in_the_forkserver():
 
 def tokenizer_in_worker(stage: str) -> bool:
     """Whether a worker had the tokenizer staged in `stage` without loading it."""
-    from mlmprep.build import staged
+    from mlmprep.builder import staged
     from mlmprep.config import BuildConfig
 
     loads, load = [], staged.load_tokenizer
@@ -288,8 +288,8 @@ def test_the_forkserver_loads_a_given_tokenizer_once_for_every_worker(tmp_path, 
     same, other = tmp_path / "same", tmp_path / "other"
     proc = run_script(f"""
         import os
-        from mlmprep.build.engine.base import run_tasks
-        from mlmprep.build.engine.local import PRELOAD_TOKENIZER, LocalEngine
+        from mlmprep.builder.engine.base import run_tasks
+        from mlmprep.builder.engine.local import PRELOAD_TOKENIZER, LocalEngine
         from mlmprep.format.write import hf_tokenizer
         from mlmprep.tokenize import load_tokenizer
         from tests.builder.test_engine import tokenizer_in_worker
@@ -301,7 +301,7 @@ def test_the_forkserver_loads_a_given_tokenizer_once_for_every_worker(tmp_path, 
             changed.add_tokens(["zebra"])
             changed.save({str(other / "tokenizer.json")!r})
             engine = LocalEngine(workers=2)
-            engine.prestart(2 << 20, 1 << 20, "mlmprep.build.pipeline", {str(tiny_tokenizer_path)!r})
+            engine.prestart(2 << 20, 1 << 20, "mlmprep.builder.pipeline", {str(tiny_tokenizer_path)!r})
             print(run_tasks(tokenizer_in_worker, [{str(same)!r}, {str(other)!r}], engine=engine),
                   PRELOAD_TOKENIZER in os.environ)
     """)
@@ -323,7 +323,7 @@ def test_the_cli_starts_the_workers_server_before_parsing_and_its_heavy_imports(
         options = ["--config", str(tmp_path / "options.json")]
     proc = run_script(f"""
         from mlmprep import config_files
-        from mlmprep.build.engine import local
+        from mlmprep.builder.engine import local
         calls, parsed = [], []
         start, make_config = local.start_forkserver, config_files.make_config
 
@@ -349,8 +349,8 @@ def test_the_cli_starts_the_workers_server_before_parsing_and_its_heavy_imports(
     assert out, err
     code, calls = out.splitlines()[-1].split(" ", 1)
     calls = ast.literal_eval(calls)
-    assert code == "0" and calls[0] == ("mlmprep.build.pipeline", from_file, False, str(tiny_tokenizer_path)), err
-    assert {module for module, *_ in calls} == {"mlmprep.build.pipeline"}, calls  # the server's preload is the pool's
+    assert code == "0" and calls[0] == ("mlmprep.builder.pipeline", from_file, False, str(tiny_tokenizer_path)), err
+    assert {module for module, *_ in calls} == {"mlmprep.builder.pipeline"}, calls  # the server's preload is the pool's
 
 
 @pytest.mark.parametrize("as_package_main", [True, False])
@@ -381,7 +381,7 @@ def test_build_workers_do_not_run_the_mlmprep_script_again(tmp_path, tiny_corpus
 def test_a_build_that_may_be_up_to_date_starts_no_workers_before_its_check(tmp_path, tiny_corpus, tiny_tokenizer_path):
     """A server started for nothing costs a core-second and holds the command's stdout open that long."""
     proc = run_script(f"""
-        from mlmprep.build.engine import local
+        from mlmprep.builder.engine import local
         calls = []
         start = local.start_forkserver
 
@@ -512,8 +512,8 @@ def test_a_worker_killed_mid_task_fails_the_run_with_one_line_and_no_hang(execut
     prelude = {"as-is": "", "missing-its-futures": textwrap.dedent(EXECUTOR_MISSES_THE_FUTURES),
                "submit-fails": textwrap.dedent(EXECUTOR_SUBMIT_FAILS)}[executor]
     proc = run_script(prelude + textwrap.dedent("""
-        from mlmprep.build.engine.base import TaskFailed, run_tasks
-        from mlmprep.build.engine.local import LocalEngine
+        from mlmprep.builder.engine.base import TaskFailed, run_tasks
+        from mlmprep.builder.engine.local import LocalEngine
         from tests.builder.test_engine import Shard, suicide_on_two
         if __name__ == "__main__":
             try:
@@ -532,7 +532,7 @@ def suicide_after_masking(shard: Shard) -> int:
     if shard.index == 2:
         import numpy as np
 
-        from mlmprep.build import mask
+        from mlmprep.builder import mask
 
         mask.span_corrupt(np.arange(10, 74, dtype=np.int32), np.array([0, 64]), seed=0, first_row=0, noise_density=0.15,
                           mean_span_length=3.0, sentinels=np.arange(200, 190, -1, dtype=np.int32), eos_id=1)
@@ -544,8 +544,8 @@ def test_a_worker_killed_after_masking_leaves_the_resource_tracker_nothing_to_wa
     """Numba's threading layer takes a multiprocessing lock as it starts; one from a worker killed afterwards
     must not be a named semaphore, which the resource tracker would report at exit below the one error line."""
     proc = run_script("""
-        from mlmprep.build.engine.base import TaskFailed, run_tasks
-        from mlmprep.build.engine.local import LocalEngine
+        from mlmprep.builder.engine.base import TaskFailed, run_tasks
+        from mlmprep.builder.engine.local import LocalEngine
         from tests.builder.test_engine import Shard, suicide_after_masking
         if __name__ == "__main__":
             try:
@@ -566,8 +566,8 @@ def sleep_long(shard: Shard) -> int:
 
 def test_ctrl_c_stops_the_workers_promptly(tmp_path):
     proc = run_script(f"""
-        from mlmprep.build.engine.base import run_tasks
-        from mlmprep.build.engine.local import LocalEngine
+        from mlmprep.builder.engine.base import run_tasks
+        from mlmprep.builder.engine.local import LocalEngine
         from tests.builder.test_engine import Shard, sleep_long
         if __name__ == "__main__":
             try:
@@ -597,12 +597,12 @@ def interrupted_at_57(index: int) -> tuple[int, int, float]:
 
 def test_ctrl_c_stops_the_driver_running_tasks_while_its_workers_start():
     proc = run_script("""
-        import mlmprep.build.engine.local
-        from mlmprep.build.engine.base import run_tasks
-        from mlmprep.build.engine.local import LocalEngine
+        import mlmprep.builder.engine.local
+        from mlmprep.builder.engine.base import run_tasks
+        from mlmprep.builder.engine.local import LocalEngine
         from tests.builder.test_engine import SlowToStart, interrupted_at_57, where_and_when
         if __name__ == "__main__":
-            mlmprep.build.engine.local.ProcessPoolExecutor = SlowToStart
+            mlmprep.builder.engine.local.ProcessPoolExecutor = SlowToStart
             ran = []
             try:
                 run_tasks(where_and_when, range(60), engine=LocalEngine(workers=2),
@@ -616,8 +616,8 @@ def test_ctrl_c_stops_the_driver_running_tasks_while_its_workers_start():
 
 def test_workers_end_with_a_driver_killed_by_sigkill(tmp_path):
     proc = run_script(f"""
-        from mlmprep.build.engine.base import run_tasks
-        from mlmprep.build.engine.local import LocalEngine
+        from mlmprep.builder.engine.base import run_tasks
+        from mlmprep.builder.engine.local import LocalEngine
         from tests.builder.test_engine import Shard, sleep_long
         if __name__ == "__main__":
             run_tasks(sleep_long, [Shard(i, marker={str(tmp_path)!r}) for i in range(4)], engine=LocalEngine(workers=2))

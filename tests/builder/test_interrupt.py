@@ -108,7 +108,7 @@ def test_ctrl_c_while_the_tokenizer_trains_stops_the_build(tmp_path, slow_to_tra
 def test_ctrl_c_while_tokenizing_or_writing_stops_the_build(tmp_path, big_corpus, tok, point):  # noqa: F811 (a fixture)
     out = tmp_path / "out"
     # Not one line yet: stopping the worker pool mid-task can leave multiprocessing's resource_tracker warning
-    # about leaked semaphores (it removes them itself); that belongs to mlmprep.build.engine.local.
+    # about leaked semaphores (it removes them itself); that belongs to mlmprep.builder.engine.local.
     assert_interrupted(interrupt_when(build_args(big_corpus, out, tok), out, point), out, one_line=False)
 
 

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mlmprep.build import _kernels
-from mlmprep.build.mask import (
+from mlmprep.builder import _kernels
+from mlmprep.builder.mask import (
     check_input_length_reached,
     check_span_settings,
     compute_input_and_target_lengths,
@@ -373,7 +373,7 @@ def test_row_seed_is_pure_and_distinct():
 def test_the_kernels_hash_rows_as_the_numpy_definition_does():
     from numba import njit
 
-    from mlmprep.build import _kernels, randomness
+    from mlmprep.builder import _kernels, randomness
 
     @njit
     def keys(key, index):
@@ -602,7 +602,7 @@ def honoured(input_length: int, density: float, mean: float) -> bool:
 
 @pytest.mark.parametrize(("density", "mean"), [(0.15, 3.0), (0.3, 8.0), (0.5, 3.0), (0.15, 1.0)])
 def test_span_warning_fires_exactly_where_the_options_are_not_honoured(density, mean):
-    from mlmprep.build.mask import span_warning
+    from mlmprep.builder.mask import span_warning
 
     warned = [n for n in range(3, 300) if span_warning(n, density, mean)]
     assert warned == [n for n in range(3, 300) if not honoured(n, density, mean)]
@@ -630,7 +630,7 @@ def test_a_degenerate_input_length_builds_with_a_warning_naming_what_it_got(tmp_
 def test_whole_word_needs_a_tokenizer_that_marks_word_starts(tmp_path, tiny_corpus):
     """A WordLevel tokenizer marks no word starts: every run between specials would be one "word"
     masked whole, so --whole-word is refused before any reading, in one line."""
-    from mlmprep.build.mask import mlm_mask
+    from mlmprep.builder.mask import mlm_mask
     from mlmprep.errors import ConfigError
     from tests.cli.test_build import cli
     from tests.fakes import fake_tokenizer

@@ -21,7 +21,7 @@ import math
 import numpy as np
 import pytest
 
-from mlmprep.build.mask import mlm_mask, span_corrupt
+from mlmprep.builder.mask import mlm_mask, span_corrupt
 
 EOS = 1
 BASE = 2  # token of position p is BASE + p, below every sentinel

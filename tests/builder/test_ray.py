@@ -21,8 +21,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from mlmprep.build.engine.base import run_tasks
-from mlmprep.build.engine.ray import RayEngine
+from mlmprep.builder.engine.base import run_tasks
+from mlmprep.builder.engine.ray import RayEngine
 from mlmprep.errors import ConfigError
 from tests.cli.test_build import cli_command, cli_env, comparable, data_files, manifest
 from tests.conftest import tiny_documents
@@ -40,8 +40,8 @@ import hashlib, json, os, signal, subprocess, sys, threading, time
 import psutil
 from ray.cluster_utils import Cluster
 
-from mlmprep.build.engine.base import TaskRun, run_tasks
-from mlmprep.build.engine.ray import RayEngine
+from mlmprep.builder.engine.base import TaskRun, run_tasks
+from mlmprep.builder.engine.ray import RayEngine
 from mlmprep.errors import CorpusError
 
 

@@ -72,7 +72,7 @@ def test_joining_a_cluster_after_a_local_instance_is_not_held_to_loopback(monkey
     later --ray-address join advertises the machine's real address."""
     import ray
 
-    from mlmprep.build.engine.ray import NOT_A_CLUSTER, loopback_only
+    from mlmprep.builder.engine.ray import NOT_A_CLUSTER, loopback_only
 
     constants = ray._private.ray_constants
     monkeypatch.setattr(constants, "ENABLE_RAY_CLUSTER", True)

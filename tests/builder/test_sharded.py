@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mlmprep.build.pipeline import tokenize_shard_in_driver
-from mlmprep.build.windows import WindowStats, frame_rows, segment_chars, segment_rows, text_segments
+from mlmprep.builder.pipeline import tokenize_shard_in_driver
+from mlmprep.builder.windows import WindowStats, frame_rows, segment_chars, segment_rows, text_segments
 from mlmprep.corpus.files import CorpusStats, ReadOptions
 from mlmprep.corpus.shards import file_shards, read_shard
 from mlmprep.errors import CorpusError
@@ -79,15 +79,15 @@ def test_any_number_of_workers_writes_the_same_bytes(tmp_path, corpus_with_blank
 @pytest.mark.parametrize("case", ["tokens-stream-span", "text-span", "tokens-doc-mlm"])
 def test_shards_the_driver_reads_while_its_workers_start_give_the_same_bytes(tmp_path, corpus_with_blanks,
                                                                               tiny_tokenizer_path, case, monkeypatch):
-    import mlmprep.build.engine.local
-    import mlmprep.build.run
+    import mlmprep.builder.engine.local
+    import mlmprep.builder.run
     from tests.builder.test_engine import SlowToStart
 
     options = {**CASES[case], **SMALL}
     one = build_tiny(tmp_path / "w1", corpus_with_blanks, tiny_tokenizer_path, workers=1, **options)
     in_driver = []
-    monkeypatch.setattr(mlmprep.build.engine.local, "ProcessPoolExecutor", SlowToStart)
-    monkeypatch.setattr(mlmprep.build.run, "tokenize_shard_in_driver",
+    monkeypatch.setattr(mlmprep.builder.engine.local, "ProcessPoolExecutor", SlowToStart)
+    monkeypatch.setattr(mlmprep.builder.run, "tokenize_shard_in_driver",
                         lambda task: in_driver.append(task.shard.index) or tokenize_shard_in_driver(task))
     two = build_tiny(tmp_path / "w2", corpus_with_blanks, tiny_tokenizer_path, workers=2, **options)
     assert len(in_driver) >= 2 and 0 not in in_driver  # the driver read some shards, the workers the first
@@ -98,10 +98,10 @@ def test_the_driver_tokenizes_with_the_tokenizer_it_has_loaded(tmp_path, tiny_co
                                                                    monkeypatch):
     """Shards read in the driver (all of them with one worker) use the tokenizer it loaded for the build, not a
     second copy loaded from the staging directory (0.1 s for a 32k vocabulary)."""
-    import mlmprep.build.staged
+    import mlmprep.builder.staged
 
     loads = []
-    monkeypatch.setattr(mlmprep.build.staged, "load_tokenizer",
+    monkeypatch.setattr(mlmprep.builder.staged, "load_tokenizer",
                         lambda path: loads.append(path) or load_tokenizer(path))
     build_tiny(tmp_path / "one", tiny_corpus, tiny_tokenizer_path, workers=1)
     assert loads == []
@@ -115,7 +115,7 @@ def test_the_bar_never_goes_back_and_every_stage_ends_full(tmp_path, corpus_with
     percentage of a stage never falls."""
     import re
 
-    import mlmprep.build.run
+    import mlmprep.builder.run
     from mlmprep.config import BuildConfig
     from mlmprep.progress import Stages
     from tests.fakes import FakeTerminal
@@ -133,9 +133,9 @@ def test_the_bar_never_goes_back_and_every_stage_ends_full(tmp_path, corpus_with
 
     terminal = FakeTerminal()
     monkeypatch.setattr("sys.stderr", terminal)
-    monkeypatch.setattr(mlmprep.build.run, "Stages", Recorded)
+    monkeypatch.setattr(mlmprep.builder.run, "Stages", Recorded)
     options = {"input_length": 32, "seeds": 2, "validation_fraction": 0.1, "workers": 2, **CASES[case], **SMALL}
-    mlmprep.build.run.build(BuildConfig(corpus=(str(corpus_with_blanks),), tokenizer=str(tiny_tokenizer_path),
+    mlmprep.builder.run.build(BuildConfig(corpus=(str(corpus_with_blanks),), tokenizer=str(tiny_tokenizer_path),
                                         out=str(tmp_path / "b"), **options), log=lambda line: None)
     files = len(list((tmp_path / "b" / "windows").glob("data-*.arrow")))
     validation_files = len(list((tmp_path / "b" / "validation-windows").glob("data-*.arrow")))
@@ -183,14 +183,14 @@ def test_a_build_logged_to_a_file_says_its_progress_in_lines(tmp_path, corpus_wi
 
 def reference_rows(docs: list[str], tokenizer: Path, options: dict,
                    stats: WindowStats | None = None) -> tuple[Rows, WindowStats]:
-    """Every window of a build of `docs`, in order, by the one-pass functions of mlmprep.build.windows (no shards,
+    """Every window of a build of `docs`, in order, by the one-pass functions of mlmprep.builder.windows (no shards,
     no output files), and their statistics (added to `stats` when given)."""
     tok = load_tokenizer(tokenizer)
     ids, tables = special_ids(tok), word_tables(tok)
     length = options.get("input_length", 32)
     framed = options.get("objective") == "mlm"
     if not framed:
-        from mlmprep.build.mask import compute_input_and_target_lengths
+        from mlmprep.builder.mask import compute_input_and_target_lengths
 
         length = compute_input_and_target_lengths(length, 0.15, 3.0)[0]
     stats = stats or WindowStats(method=options.get("method", "tokens"), row_length=length, unk_id=ids.unk)
@@ -212,8 +212,8 @@ def reference_sides(docs: list[str], fraction: float, seed: int) -> dict[str, li
     seen before is dropped; the others go to validation when their key's hash falls below `fraction`."""
     import unicodedata
 
-    from mlmprep.build.dedup import exact_keys
-    from mlmprep.build.selection import held_documents
+    from mlmprep.builder.dedup import exact_keys
+    from mlmprep.builder.selection import held_documents
 
     seen, sides = set(), {"train": [], "validation": []}
     for doc, held in zip(docs, held_documents(exact_keys(docs), fraction, seed)):
@@ -252,8 +252,8 @@ def test_windows_equal_a_one_pass_reference(tmp_path, corpus_with_blanks, tiny_t
 def test_an_output_file_is_written_as_soon_as_the_shards_before_its_end_are_read():
     """Phase 2 overlaps phase 1: a file of 3 windows of 4 tokens needs stream tokens through 3 * 4 * (its number
     + 1) and one more (does its last window end inside a word?), from shards whose predecessors are all done."""
-    from mlmprep.build.outputs import OutputFiles
-    from mlmprep.build.staged import Layout
+    from mlmprep.builder.outputs import OutputFiles
+    from mlmprep.builder.staged import Layout
     from mlmprep.config import BuildConfig
 
     cfg = BuildConfig(validation_fraction=0.3, seed=5)
@@ -282,8 +282,8 @@ def test_staged_shards_are_let_go_as_the_files_that_read_them_are_written(tmp_pa
     """Each file is written as soon as its shards are read, and the shards no file of either side still needs are
     deleted, so the staging directory never holds the whole corpus's tokens (a side's file waits for its
     rows_per_file windows: at --validation-fraction f, about rows_per_file / f windows' worth of shards)."""
-    import mlmprep.build.run
-    from mlmprep.build.pipeline import write_file
+    import mlmprep.builder.run
+    from mlmprep.builder.pipeline import write_file
 
     staged = []
 
@@ -291,7 +291,7 @@ def test_staged_shards_are_let_go_as_the_files_that_read_them_are_written(tmp_pa
         staged.append(len(list((Path(task.plan.layout.stage) / "shards").glob("shard-*.ids"))))
         return write_file(task)
 
-    monkeypatch.setattr(mlmprep.build.run, "write_file", counting)
+    monkeypatch.setattr(mlmprep.builder.run, "write_file", counting)
     build_tiny(tmp_path / "one", corpus_with_blanks, tiny_tokenizer_path, workers=1, validation_fraction=0.5,
                **{**CASES[case], **SMALL})
     shards = len(file_shards([(corpus_with_blanks, corpus_with_blanks.stat().st_size)], SMALL["shard_bytes"]))
@@ -401,8 +401,8 @@ def test_the_tokenizer_sample_is_the_smallest_keys_of_the_distinct_documents_wha
     spread over the whole corpus, holds each text once, and is the same for the corpus gzipped or split in files."""
     import gzip
 
-    from mlmprep.build.dedup import exact_keys
-    from mlmprep.build.tokenizer_file import training_sample
+    from mlmprep.builder.dedup import exact_keys
+    from mlmprep.builder.tokenizer_file import training_sample
     from mlmprep.config import BuildConfig
     from mlmprep.corpus.documents import open_corpus
 
@@ -439,8 +439,8 @@ def test_the_tokenizer_sample_is_the_smallest_keys_of_the_distinct_documents_wha
 def test_tokenizer_train_learns_from_the_sample_build_takes(tmp_path):
     """`mlmprep tokenizer train --train-chars N` and `build --tokenizer-train-chars N` learn the same tokenizer
     (the same sample), and N acts: the whole corpus gives another one."""
-    from mlmprep.build.run import build
-    from mlmprep.build.tokenizer_file import train_tokenizer_file
+    from mlmprep.builder.run import build
+    from mlmprep.builder.tokenizer_file import train_tokenizer_file
     from mlmprep.config import BuildConfig
 
     path = tmp_path / "c.txt"
@@ -458,9 +458,9 @@ def test_tokenizer_train_learns_from_the_sample_build_takes(tmp_path):
 @pytest.mark.slow  # rewrites a build in format 1, then builds, verifies and remasks it
 def test_a_format_1_build_still_loads_verifies_and_remasks(tmp_path, tiny_build):
     """Builds written before the sharded layout (format 1: files cut every 512 MiB, no rows_per_file)."""
-    from mlmprep.build.engine.local import LocalEngine
-    from mlmprep.build.remask import remask
-    from mlmprep.build.verify import verify
+    from mlmprep.builder.engine.local import LocalEngine
+    from mlmprep.builder.remask import remask
+    from mlmprep.builder.verify import verify
     from mlmprep.format.load import open_epoch
 
     old = tmp_path / "old"
@@ -474,8 +474,8 @@ def test_a_build_that_stored_an_option_its_objective_ignores_still_remasks(tmp_p
     """Before such options were refused a span build could record whole_word: true; its bytes never used it."""
     import shutil
 
-    from mlmprep.build.engine.local import LocalEngine
-    from mlmprep.build.remask import remask
+    from mlmprep.builder.engine.local import LocalEngine
+    from mlmprep.builder.remask import remask
 
     plain, old = tmp_path / "plain", tmp_path / "old"
     shutil.copytree(tiny_build, plain)
@@ -525,7 +525,7 @@ def test_a_dataset_corpus_in_row_range_shards_builds_the_same_windows_as_its_tex
     docs = tiny_documents(300, seed=3)
     datasets.Dataset.from_dict({"text": docs}).save_to_disk(str(tmp_path / "ds"))
     (tmp_path / "c.txt").write_text("\n".join(docs) + "\n", encoding="utf-8")
-    from mlmprep.build.run import build
+    from mlmprep.builder.run import build
     from mlmprep.config import BuildConfig
 
     def run(out, **options):

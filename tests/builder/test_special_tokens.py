@@ -33,7 +33,7 @@ def test_span_rows_hold_eos_only_at_their_end(tmp_path, tiny_corpus, tiny_tokeni
             assert rows
             for row in rows:
                 assert row[-1] == eos and np.count_nonzero(row == eos) == 1, (split, column, row)
-    from mlmprep.build.verify import verify
+    from mlmprep.builder.verify import verify
 
     assert verify(out).ok
 
@@ -83,7 +83,7 @@ def test_mlm_rows_are_framed_cls_sep_inside_the_input_length(tmp_path, tiny_corp
             assert np.count_nonzero(w == sep) == 1  # the frame's [SEP] is the document's end, not [SEP][SEP]
     if pack == "stream":
         assert {len(w) for w in windows} == {24}
-    from mlmprep.build.verify import verify
+    from mlmprep.builder.verify import verify
 
     assert verify(out).ok
 
@@ -127,7 +127,7 @@ def test_padding_and_truncation_saved_in_a_tokenizer_file_do_not_reach_the_data(
     the build keeps (and hashes) the file as given."""
     from tokenizers import Tokenizer
 
-    from mlmprep.build.verify import verify
+    from mlmprep.builder.verify import verify
     from mlmprep.tokenize import tokenizer_sha256
 
     padded = Tokenizer.from_file(str(tiny_tokenizer_path))

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mlmprep.build.unigram import follow_log, train_model, unigram_tokenizer
+from mlmprep.builder.unigram import follow_log, train_model, unigram_tokenizer
 from mlmprep.errors import TokenizerError
 from mlmprep.tokenize import N_SENTINELS, load_tokenizer, special_ids, train_tokenizer
 
@@ -204,7 +204,7 @@ def test_a_sample_of_blank_text_gives_the_special_tokens_alone_and_the_trainer_i
 def test_no_piece_is_longer_than_the_limit_though_long_words_are_common():
     import random
 
-    from mlmprep.build.unigram import MAX_PIECE
+    from mlmprep.builder.unigram import MAX_PIECE
 
     rng = random.Random(0)
     long = ["internationalisation", "counterrevolutionary", "characteristically", "incomprehensibility"]
@@ -239,7 +239,7 @@ def rows_of(split: Path) -> tuple[np.ndarray, np.ndarray]:
 
 def test_an_mlm_build_trains_berts_wordpiece_that_transformers_loads_and_masks_whole_words(tmp_path, corpora):
     AutoTokenizer = pytest.importorskip("transformers").AutoTokenizer  # noqa: N806 (a class)
-    from mlmprep.build.run import build
+    from mlmprep.builder.run import build
     from mlmprep.config import BuildConfig
     from mlmprep.tokenize import word_tables
 
@@ -272,7 +272,7 @@ def test_an_mlm_build_trains_berts_wordpiece_that_transformers_loads_and_masks_w
 
 @pytest.mark.parametrize("kind", ["bpe", "wordpiece"])
 def test_tokenizer_type_acts_on_a_span_build(tmp_path, tiny_corpus, kind):
-    from mlmprep.build.run import build
+    from mlmprep.builder.run import build
     from mlmprep.config import BuildConfig
 
     out = tmp_path / "out"
@@ -333,7 +333,7 @@ def tokens_per_char(tok, texts: list[str]) -> float:
 def test_the_wordpiece_vocabulary_is_as_good_as_the_tokenizers_trainers_and_laid_out_like_berts(corpora):
     from tokenizers import trainers
 
-    from mlmprep.build import wordpiece as wp
+    from mlmprep.builder import wordpiece as wp
 
     train, held = held_out(corpora / "kjv.txt", 400_000, 60_000)
     ours = train_tokenizer(train, 3000, kind="wordpiece")
@@ -381,7 +381,7 @@ def test_a_blank_sample_gives_a_wordpiece_tokenizer_of_the_special_tokens_alone(
 
 
 def test_a_word_longer_than_wordpiece_encodes_is_not_learnt_from():
-    from mlmprep.build.wordpiece import MAX_WORD
+    from mlmprep.builder.wordpiece import MAX_WORD
 
     blob = "".join(chr(ord("a") + (k * 7) % 26) for k in range(5000))  # one 5,000-character word, as in base64
     tok = train_tokenizer([blob] + [f"walking talking {k % 17} singing" for k in range(300)], 400, kind="wordpiece")

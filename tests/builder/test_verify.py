@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-from mlmprep.build.verify import verify
+from mlmprep.builder.verify import verify
 from mlmprep.format.report import merge_spans
 from mlmprep.format.rows import Rows
 from mlmprep.format.write import column_dtypes, finish_split, iter_rows, part_path, write_json, write_part

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mlmprep.build.windows import WindowStats, segment_chars, segment_rows, text_segments
+from mlmprep.builder.windows import WindowStats, segment_chars, segment_rows, text_segments
 from mlmprep.format.rows import Rows
 from mlmprep.tokenize import WordTables, spaced_alnum, train_tokenizer, word_tables
 from tests.reference_windows import token_windows

@@ -208,7 +208,7 @@ def test_the_early_start_acts_only_on_a_command_line_it_is_sure_of(tmp_path, mon
     from mlmprep.cli.build import start_workers_before_parsing
 
     calls: list = []
-    monkeypatch.setattr("mlmprep.build.engine.local.LocalEngine.prestart", lambda *args: calls.append(args))
+    monkeypatch.setattr("mlmprep.builder.engine.local.LocalEngine.prestart", lambda *args: calls.append(args))
     monkeypatch.setattr("mlmprep.cli.build.STARTED_EARLY", False)
 
     def started(*args) -> list:
@@ -224,7 +224,7 @@ def test_the_early_start_acts_only_on_a_command_line_it_is_sure_of(tmp_path, mon
     [(engine, size, shard_bytes, module, tok)] = started(tiny_corpus, "--tokenizer", "t.json", "--workers", "3",
                                                           "--shard-bytes", "5000", "--out", out)
     assert (engine.workers, size, shard_bytes, module, tok) == (
-        3, tiny_corpus.stat().st_size, 5000, "mlmprep.build.pipeline", "t.json")
+        3, tiny_corpus.stat().st_size, 5000, "mlmprep.builder.pipeline", "t.json")
     assert build.STARTED_EARLY  # the build command need not read the corpus's sizes again
     assert started("--seeds", "4") == []  # the built-in sample
     assert started(tiny_corpus, "--workers", "two") == [] and started(tiny_corpus, "--workers", "-1") == []

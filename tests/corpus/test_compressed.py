@@ -422,7 +422,7 @@ def test_shards_of_compressed_files_cover_their_text_in_even_ranges_shared_among
 
 PEAK = textwrap.dedent("""
     import os, sys
-    from mlmprep.build.engine.base import attempt
+    from mlmprep.builder.engine.base import attempt
     from mlmprep.corpus.files import CorpusStats, ReadOptions
     from mlmprep.corpus.shards import Shard, read_shard
     path = sys.argv[1]

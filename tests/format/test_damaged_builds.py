@@ -83,8 +83,8 @@ def test_remask_refuses_a_damaged_build_in_one_line_and_changes_nothing(tmp_path
 def test_remask_of_several_checked_files_equals_a_build_with_more_seeds(tmp_path, several_files, tiny_corpus,
                                                                         tiny_tokenizer_path):
     """The checks refuse no sound build and change no byte: two workers remask several files, each checked."""
-    from mlmprep.build.engine.local import LocalEngine
-    from mlmprep.build.remask import remask
+    from mlmprep.builder.engine.local import LocalEngine
+    from mlmprep.builder.remask import remask
 
     d = tmp_path / "data"
     shutil.copytree(several_files, d)
@@ -96,8 +96,8 @@ def test_remask_of_several_checked_files_equals_a_build_with_more_seeds(tmp_path
 
 def test_a_format_1_build_with_changed_windows_is_not_remasked(tmp_path, tiny_build):
     """Format 1 manifests record each file's bytes and sha256 as format 2 does: remask checks them the same way."""
-    from mlmprep.build.engine.local import LocalEngine
-    from mlmprep.build.remask import remask
+    from mlmprep.builder.engine.local import LocalEngine
+    from mlmprep.builder.remask import remask
     from mlmprep.errors import CacheError
 
     old = tmp_path / "old"
@@ -186,13 +186,13 @@ def test_training_refuses_token_ids_outside_the_vocabulary_in_one_line(tmp_path,
 def test_a_remask_stopped_while_publishing_takes_back_the_splits_it_published(tmp_path, several_files, monkeypatch):
     """The new splits count once the manifest lists them: a failure after the first is published (here a Ctrl-C
     at the second) leaves the build as it was, with no unlisted seed-k directory."""
-    import mlmprep.build.remask
-    from mlmprep.build.engine.local import LocalEngine
-    from mlmprep.build.remask import remask
+    import mlmprep.builder.remask
+    from mlmprep.builder.engine.local import LocalEngine
+    from mlmprep.builder.remask import remask
 
     d = tmp_path / "data"
     shutil.copytree(several_files, d)
-    before, publish, calls = snapshot(d), mlmprep.build.remask.publish, []
+    before, publish, calls = snapshot(d), mlmprep.builder.remask.publish, []
 
     def publish_then_stop(stage, dest):
         calls.append(dest.name)
@@ -200,7 +200,7 @@ def test_a_remask_stopped_while_publishing_takes_back_the_splits_it_published(tm
             raise KeyboardInterrupt
         publish(stage, dest)
 
-    monkeypatch.setattr(mlmprep.build.remask, "publish", publish_then_stop)
+    monkeypatch.setattr(mlmprep.builder.remask, "publish", publish_then_stop)
     with pytest.raises(KeyboardInterrupt):
         remask(d, 4, engine=LocalEngine(workers=1))
     assert calls == ["seed-2", "seed-3"]

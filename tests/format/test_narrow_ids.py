@@ -11,8 +11,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from mlmprep.build import run
-from mlmprep.build.remask import remask
+from mlmprep.builder import run
+from mlmprep.builder.remask import remask
 from mlmprep.format.load import open_split, read_manifest
 from mlmprep.format.rows import IGNORE, Rows
 from mlmprep.format.write import column_dtypes, format_version, iter_rows, write_part
@@ -116,7 +116,7 @@ def columns(name):
 
 def test_a_span_build_stores_uint16_with_the_int32_builds_values(tmp_path, monkeypatch, tiny_build, tiny_corpus,
                                                                  tiny_tokenizer_path):
-    from mlmprep.build.verify import verify
+    from mlmprep.builder.verify import verify
 
     wide = int32_build(monkeypatch, tmp_path / "wide", tiny_corpus, tiny_tokenizer_path)
     compare_builds(tiny_build, wide, columns)
@@ -124,7 +124,7 @@ def test_a_span_build_stores_uint16_with_the_int32_builds_values(tmp_path, monke
 
 
 def test_an_mlm_build_stores_ignore_as_minus_100_in_int16(tmp_path, monkeypatch, tiny_corpus, wordpiece_path):
-    from mlmprep.build.verify import verify
+    from mlmprep.builder.verify import verify
 
     options = {"objective": "mlm", "seeds": 1}
     narrow = build_tiny(tmp_path / "narrow", tiny_corpus, wordpiece_path, **options)
@@ -139,8 +139,8 @@ def test_an_mlm_build_stores_ignore_as_minus_100_in_int16(tmp_path, monkeypatch,
 def test_an_int32_build_still_loads_verifies_inspects_and_remasks_in_int32(tmp_path, tiny_build):
     import shutil
 
-    from mlmprep.build.engine.local import LocalEngine
-    from mlmprep.build.verify import verify
+    from mlmprep.builder.engine.local import LocalEngine
+    from mlmprep.builder.verify import verify
     from mlmprep.format.load import open_epoch
     from mlmprep.format.report import build_summary, show_examples
 
@@ -164,7 +164,7 @@ def test_an_int32_build_still_loads_verifies_inspects_and_remasks_in_int32(tmp_p
 
 
 def test_verify_reports_columns_stored_in_another_type_than_the_format_says(tmp_path, tiny_build):
-    from mlmprep.build.verify import verify
+    from mlmprep.builder.verify import verify
 
     out = tmp_path / "data"
     recorded = int32_copy(tiny_build, out)

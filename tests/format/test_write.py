@@ -7,7 +7,7 @@ import multiprocessing as mp
 import numpy as np
 import pytest
 
-from mlmprep.build.windows import fixed_rows
+from mlmprep.builder.windows import fixed_rows
 from mlmprep.errors import CacheError
 from mlmprep.format.publish import build_lock, publish, read_existing, staging_dir
 from mlmprep.format.rows import Rows

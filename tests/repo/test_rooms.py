@@ -30,15 +30,15 @@ def loaded_after_importing(modules: list[str]) -> set[str]:
 
 
 def test_every_module_belongs_to_a_room():
-    top = {m.name for m in pkgutil.iter_modules(mlmprep.__path__)} - {"cli"}  # cli/, installed as mlmprep.cli
+    top = {m.name for m in pkgutil.iter_modules(mlmprep.__path__)}
     # storage: every room's paths may be URLs, and all of them go through its one fsspec module
     # config_files: every command reads its options from a --config file and the command line through it
-    assert top == {"__main__", "build", "compare", "config", "config_files", "corpus", "errors", "format", "progress",
-                   "storage", "tokenize", "train"}, \
+    assert top == {"__main__", "builder", "cli", "compare", "config", "config_files", "corpus", "errors", "format",
+                   "progress", "storage", "tokenize", "train"}, \
         "a new top-level module: put it in the room of its stage, or say here why it is shared"
 
 
-@pytest.mark.parametrize("room", ["corpus", "build", "format"])
+@pytest.mark.parametrize("room", ["corpus", "builder", "format"])
 def test_build_side_never_imports_torch(room):
     loaded = loaded_after_importing(room_modules(room))
     assert not {m for m in loaded if m == "torch" or m.startswith("torch.")}, f"mlmprep.{room} imported torch"
@@ -46,29 +46,25 @@ def test_build_side_never_imports_torch(room):
 
 def test_format_imports_neither_build_nor_train():
     loaded = loaded_after_importing(room_modules("format"))
-    assert not {m for m in loaded if m.startswith(("mlmprep.build", "mlmprep.train", "mlmprep.corpus"))}
+    assert not {m for m in loaded if m.startswith(("mlmprep.builder", "mlmprep.train", "mlmprep.corpus"))}
 
 
 def test_train_side_never_imports_the_build_pipeline():
     loaded = loaded_after_importing(room_modules("train"))
     assert "torch" in loaded  # the walk did reach the trainer
-    assert not {m for m in loaded if m.startswith(("mlmprep.build", "mlmprep.corpus"))}
+    assert not {m for m in loaded if m.startswith(("mlmprep.builder", "mlmprep.corpus"))}
 
 
 # ----------------------------------------------------------------------------- import circles
 
 
 def module_files() -> dict[str, Path]:
-    """Every module of mlmprep by its dotted name (cli/ is installed as mlmprep.cli), and its source file."""
-    import mlmprep.cli
-
+    """Every module of mlmprep by its dotted name, and its source file."""
     files = {}
-    roots = (("mlmprep", Path(mlmprep.__file__).parent), ("mlmprep.cli", Path(mlmprep.cli.__file__).parent))
-    for package, root in roots:
-        for path in root.rglob("*.py"):
-            parts = [package, *path.relative_to(root).with_suffix("").parts]
-            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-            files.setdefault(name, path)
+    root = Path(mlmprep.__file__).parent
+    for path in root.rglob("*.py"):
+        parts = ["mlmprep", *path.relative_to(root).with_suffix("").parts]
+        files[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
     return files
 
 
@@ -119,7 +115,7 @@ def test_no_module_imports_itself_through_others():
     caller's: that circle is only hidden, and breaks when someone moves the import up. Lazy imports are for
     start-up time and optional heavy dependencies, never to dodge a circle: move the shared piece instead."""
     top, inner = import_graph()
-    assert {"mlmprep.corpus.shards", "mlmprep.build.mask", "mlmprep.cli.build"} <= top.keys()  # the walk found them
+    assert {"mlmprep.corpus.shards", "mlmprep.builder.mask", "mlmprep.cli.build"} <= top.keys()  # the walk found them
     circles = sorted(name for name in top if name in reached(top, name))
     assert circles == [], f"module-level import circles through {circles}"
     hidden = sorted(f"{name} imports {other} inside a function, and {other} imports {name}"

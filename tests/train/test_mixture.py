@@ -447,7 +447,7 @@ def test_ddp_resume_of_a_mixture_is_exact(tmp_path, builds):
 def test_the_worked_example_of_the_mixtures_page_is_exact():
     """docs/mixtures.md's figures, from the span arithmetic: --max-tokens counts encoder + decoder tokens, the
     weights window tokens."""
-    from mlmprep.build.mask import compute_input_and_target_lengths
+    from mlmprep.builder.mask import compute_input_and_target_lengths
 
     page = " ".join((Path(__file__).resolve().parents[2] / "docs" / "mixtures.md").read_text().split())
     window, target = compute_input_and_target_lengths(512, 0.15, 3)

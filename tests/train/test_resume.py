@@ -38,7 +38,7 @@ def test_resuming_a_finished_run_after_a_remask_says_only_that_it_is_finished(
         tmp_path, tiny_corpus, tiny_tokenizer_path, capsys):
     """A real build of 4 seeds, trained to the end, remasked to 6: the resume trains nothing, so the note that
     it goes on reading its 4 seeds does not apply; stderr is the one line that the run is finished."""
-    from mlmprep.build.remask import remask
+    from mlmprep.builder.remask import remask
     from tests.conftest import build_tiny
 
     data = build_tiny(tmp_path / "data", tiny_corpus, tiny_tokenizer_path, seeds=4)

@@ -190,7 +190,7 @@ def test_a_remask_between_stop_and_resume_leaves_the_run_on_the_seeds_it_started
 @pytest.fixture(scope="module")
 def real_build(tmp_path_factory, tiny_corpus, tiny_tokenizer_path):
     """`mlmprep build` of the tests' tiny corpus: 64-token inputs, two seeds, 10% validation."""
-    from mlmprep.build.run import build
+    from mlmprep.builder.run import build
     from mlmprep.config import BuildConfig
 
     out = tmp_path_factory.mktemp("build") / "data"
@@ -224,7 +224,7 @@ def test_cli_smoke_run_learns(tmp_path, real_build):
 @pytest.mark.slow  # trains on the whole built-in sample until it learns
 def test_cli_smoke_run_on_the_builtin_sample_learns(tmp_path):
     """The README's main job, scaled down: build the built-in sample, train `tiny` on it, loss drops."""
-    from mlmprep.build.run import build
+    from mlmprep.builder.run import build
     from mlmprep.config import BuildConfig
 
     data = tmp_path / "sample"

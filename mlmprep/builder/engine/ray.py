@@ -11,7 +11,7 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from mlmprep.build.engine.base import Engine, Shipped, TaskFailed, TaskRun, attempt, name
+from mlmprep.builder.engine.base import Engine, Shipped, TaskFailed, TaskRun, attempt, name
 from mlmprep.errors import ConfigError, MlmprepError
 
 RAY_RETRIES = 3  # attempts after the first when a Ray worker dies mid-task

@@ -6,10 +6,10 @@ from __future__ import annotations
 import itertools
 
 import mlmprep
-from mlmprep.build import mask
-from mlmprep.build.lengths import Lengths
-from mlmprep.build.pipeline import VALIDATION_SLOT, cleaned_batches
-from mlmprep.build.selection import EXCERPT_CHARS, Selection
+from mlmprep.builder import mask
+from mlmprep.builder.lengths import Lengths
+from mlmprep.builder.pipeline import VALIDATION_SLOT, cleaned_batches
+from mlmprep.builder.selection import EXCERPT_CHARS, Selection
 from mlmprep.config import BuildConfig, to_dict
 from mlmprep.corpus.documents import Corpus
 from mlmprep.corpus.files import CorpusStats, ReadOptions, file_format

@@ -2,7 +2,7 @@
 
 Pure functions of their inputs: the same texts and parameters give the same arrays on any process, machine,
 thread count or batch split (no Python hash(); every document is hashed on its own). The loops are the Numba
-kernels of mlmprep.build._dedup_kernels, imported where first called, so exact dedup never loads Numba.
+kernels of mlmprep.builder._dedup_kernels, imported where first called, so exact dedup never loads Numba.
 
 Near duplicates: each document's words (`normalise(text).split(" ")`) give its shingles, every run of NGRAM
 consecutive words (a document of fewer words is one shingle of all of them; an empty one has no shingle and
@@ -37,7 +37,7 @@ import unicodedata
 
 import numpy as np
 
-from mlmprep.build import randomness
+from mlmprep.builder import randomness
 from mlmprep.config import BuildConfig
 from mlmprep.errors import ConfigError
 
@@ -83,7 +83,7 @@ def minhash_signatures(texts: list[str], *, ngram: int, num_hashes: int, seed: i
         raise ConfigError(f"MinHash needs ngram >= 1 and num_hashes >= 1, got ngram={ngram}, num_hashes={num_hashes}")
     import numba
 
-    from mlmprep.build import _dedup_kernels
+    from mlmprep.builder import _dedup_kernels
 
     # NFC only: the kernel splits words at every whitespace code point itself, as normalise() does
     parts = [unicodedata.normalize("NFC", t).encode("utf-8", "surrogatepass") for t in texts]
@@ -109,7 +109,7 @@ def lsh_keys(signatures: np.ndarray, *, bands: int, rows: int) -> np.ndarray:
     if bands < 1 or rows < 1 or bands * rows > sig.shape[1]:
         raise ConfigError(f"LSH needs bands >= 1, rows >= 1 and bands x rows <= {sig.shape[1]} signature entries, "
                           f"got {bands} x {rows}")
-    from mlmprep.build import _dedup_kernels as kernels
+    from mlmprep.builder import _dedup_kernels as kernels
 
     return kernels.lsh_keys(sig, bands, rows)
 
@@ -137,7 +137,7 @@ def near_duplicate_clusters(signatures: np.ndarray, *, bands: int, rows: int, th
         raise ConfigError(f"LSH keys must have shape {(bands + 1, len(sig))}, got {keys.shape}")
     if not 0.0 < threshold <= 1.0:
         raise ConfigError(f"the near-duplicate threshold is a Jaccard similarity in (0, 1], got {threshold}")
-    from mlmprep.build import _dedup_kernels as kernels
+    from mlmprep.builder import _dedup_kernels as kernels
 
     n = len(sig)
     parent = np.arange(n, dtype=np.int64)

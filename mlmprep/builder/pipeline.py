@@ -3,7 +3,7 @@
 Phase 1, one task per input shard (`tokenize_shard`): read, clean and tokenize the shard; write its token ids
 (int32) and document lengths (int64) to the staging directory; return its counts and each document's content
 key (and MinHash signature with --dedup near). For `--method text` it writes the cleaned text instead (UTF-32,
-so any character range is one seek). The driver then decides each document's fate (mlmprep.build.selection:
+so any character range is one seek). The driver then decides each document's fate (mlmprep.builder.selection:
 dropped, training or validation) and stages each side's document numbers per shard. Each side's documents make
 a stream of their own: the driver's prefix sums give every shard its place in each side's stream and every
 window its row in its side's splits; with --method text a second set of tasks (`segment_text`) cuts each
@@ -14,8 +14,8 @@ the head of the next), mask (every seed, or the validation seed), write one data
 splits. Fates and masks are pure functions of the corpus, the options and (seed, row), so the bytes depend on
 the data and the options only, never on how many tasks ran where.
 
-What the tasks share (the Layout, the staged files, the tokenizer) is in mlmprep.build.staged; phase 2 reads its
-rows through mlmprep.build.side_rows and masks them with mlmprep.build.masker.
+What the tasks share (the Layout, the staged files, the tokenizer) is in mlmprep.builder.staged; phase 2 reads its
+rows through mlmprep.builder.side_rows and masks them with mlmprep.builder.masker.
 """
 
 from __future__ import annotations
@@ -35,13 +35,13 @@ from typing import Any
 import numpy as np
 
 from mlmprep import storage
-from mlmprep.build import mask
-from mlmprep.build.clean import clean_texts
-from mlmprep.build.engine.base import Shipped, fetched
-from mlmprep.build.masker import Masker, mask_part
-from mlmprep.build.selection import SIDES, document_keys
-from mlmprep.build.side_rows import Plan, doc_windows, stored_rows, stream_windows
-from mlmprep.build.staged import (
+from mlmprep.builder import mask
+from mlmprep.builder.clean import clean_texts
+from mlmprep.builder.engine.base import Shipped, fetched
+from mlmprep.builder.masker import Masker, mask_part
+from mlmprep.builder.selection import SIDES, document_keys
+from mlmprep.builder.side_rows import Plan, doc_windows, stored_rows, stream_windows
+from mlmprep.builder.staged import (
     FETCHED,
     INPUTS,
     STAGING,
@@ -52,7 +52,7 @@ from mlmprep.build.staged import (
     worker_tokenizer,
     write_atomic,
 )
-from mlmprep.build.windows import WindowStats, frame_rows, segment_rows
+from mlmprep.builder.windows import WindowStats, frame_rows, segment_rows
 from mlmprep.config import BuildConfig
 from mlmprep.corpus.files import CorpusStats, ReadOptions
 from mlmprep.corpus.shards import Shard, read_shard
@@ -413,8 +413,8 @@ def in_forkserver() -> bool:
 if in_forkserver():  # load tokenizers, Numba and its compiler once, for every worker
     import tokenizers  # noqa: F401
 
-    from mlmprep.build import _kernels
-    from mlmprep.build.engine.local import PRELOAD_TOKENIZER  # the local engine: what runs each worker's tasks
+    from mlmprep.builder import _kernels
+    from mlmprep.builder.engine.local import PRELOAD_TOKENIZER  # the local engine: what runs each worker's tasks
 
     # Numba's start-up probes for a BLAS by importing scipy.linalg (slow where SciPy is installed) and imports
     # cffi to type cffi functions; the kernels use neither, so here, in the processes that only run the

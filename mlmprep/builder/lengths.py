@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mlmprep.build import mask
-from mlmprep.build.windows import MIN_ROW
+from mlmprep.builder import mask
+from mlmprep.builder.windows import MIN_ROW
 from mlmprep.config import BuildConfig
 from mlmprep.errors import ConfigError, TokenizerError
 from mlmprep.tokenize import frame_ids

@@ -7,10 +7,10 @@ import heapq
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
-from mlmprep.build.dedup import exact_keys
-from mlmprep.build.destination import output_file
-from mlmprep.build.inputs import corpus_name, fetch_sources, named_as
-from mlmprep.build.pipeline import cleaned_batches
+from mlmprep.builder.dedup import exact_keys
+from mlmprep.builder.destination import output_file
+from mlmprep.builder.inputs import corpus_name, fetch_sources, named_as
+from mlmprep.builder.pipeline import cleaned_batches
 from mlmprep.config import TOKENIZER_TYPES, BuildConfig, check_range
 from mlmprep.corpus.documents import Corpus, open_corpus
 from mlmprep.corpus.jsonl import no_text_error

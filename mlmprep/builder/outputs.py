@@ -11,10 +11,10 @@ from pathlib import Path
 
 import numpy as np
 
-from mlmprep.build.engine.base import Engine, TaskRun, fetched
-from mlmprep.build.inputs import corpus_name
-from mlmprep.build.masker import Masker
-from mlmprep.build.pipeline import (
+from mlmprep.builder.engine.base import Engine, TaskRun, fetched
+from mlmprep.builder.inputs import corpus_name
+from mlmprep.builder.masker import Masker
+from mlmprep.builder.pipeline import (
     SEGMENT_TASK_CHARS,
     Detached,
     SegmentTask,
@@ -23,11 +23,11 @@ from mlmprep.build.pipeline import (
     segment_text,
     split_names,
 )
-from mlmprep.build.record import corpus_counts
-from mlmprep.build.selection import SIDES, Selection
-from mlmprep.build.side_rows import Plan
-from mlmprep.build.staged import STAGING, Layout
-from mlmprep.build.windows import WindowStats, doc_rows_per_document, segment_chars
+from mlmprep.builder.record import corpus_counts
+from mlmprep.builder.selection import SIDES, Selection
+from mlmprep.builder.side_rows import Plan
+from mlmprep.builder.staged import STAGING, Layout
+from mlmprep.builder.windows import WindowStats, doc_rows_per_document, segment_chars
 from mlmprep.corpus.documents import Corpus
 from mlmprep.corpus.jsonl import missing_field_error, no_text_error
 from mlmprep.errors import CorpusError

@@ -1,7 +1,7 @@
 """`build`: corpus -> clean -> tokenize -> windows -> mask (N seeds) -> write, into a staging directory that
 its Destination (destination.py) commits at the end. The same inputs, options and seed give byte-identical output.
 
-The work runs as the tasks of mlmprep.build.pipeline on mlmprep.build.engine (local processes or Ray); this
+The work runs as the tasks of mlmprep.builder.pipeline on mlmprep.builder.engine (local processes or Ray); this
 module is the driver: it opens the inputs, trains or stages the tokenizer, runs the tasks (BuildTasks: an output
 file's as soon as the shards it reads are done), and hands the sums to outputs.py and record.py, which finish the
 splits and write the manifest last.
@@ -21,14 +21,14 @@ from pathlib import Path
 import numpy as np
 
 from mlmprep import storage
-from mlmprep.build import mask
-from mlmprep.build.destination import build_destination
-from mlmprep.build.engine import make_engine
-from mlmprep.build.engine.base import Engine, TaskRun
-from mlmprep.build.inputs import fetch_sources, fetch_tokenizer, named_as
-from mlmprep.build.lengths import Lengths
-from mlmprep.build.outputs import OutputFiles, Staging, counted_tasks, finish_splits, plan_rest, side_size
-from mlmprep.build.pipeline import (
+from mlmprep.builder import mask
+from mlmprep.builder.destination import build_destination
+from mlmprep.builder.engine import make_engine
+from mlmprep.builder.engine.base import Engine, TaskRun
+from mlmprep.builder.inputs import fetch_sources, fetch_tokenizer, named_as
+from mlmprep.builder.lengths import Lengths
+from mlmprep.builder.outputs import OutputFiles, Staging, counted_tasks, finish_splits, plan_rest, side_size
+from mlmprep.builder.pipeline import (
     VALIDATION_SLOT,
     TokenizeTask,
     WriteTask,
@@ -37,11 +37,11 @@ from mlmprep.build.pipeline import (
     tokenize_shard_in_driver,
     write_file,
 )
-from mlmprep.build.record import corpus_counts, dedup_stats, finish_manifest, wrapped_prose
-from mlmprep.build.selection import SIDES, Selection
-from mlmprep.build.staged import STAGING, Layout, adopt_tokenizer
-from mlmprep.build.tokenizer_file import train_for_build
-from mlmprep.build.windows import WindowStats
+from mlmprep.builder.record import corpus_counts, dedup_stats, finish_manifest, wrapped_prose
+from mlmprep.builder.selection import SIDES, Selection
+from mlmprep.builder.staged import STAGING, Layout, adopt_tokenizer
+from mlmprep.builder.tokenizer_file import train_for_build
+from mlmprep.builder.windows import WindowStats
 from mlmprep.config import BuildConfig
 from mlmprep.corpus.documents import Corpus, open_corpus
 from mlmprep.corpus.streams import let_go_streams

@@ -19,9 +19,9 @@ import numpy as np
 import pyarrow as pa
 
 from mlmprep import storage
-from mlmprep.build import _kernels, mask
-from mlmprep.build.lengths import window_and_target
-from mlmprep.build.pipeline import VALIDATION_SLOT
+from mlmprep.builder import _kernels, mask
+from mlmprep.builder.lengths import window_and_target
+from mlmprep.builder.pipeline import VALIDATION_SLOT
 from mlmprep.errors import CacheError, ConfigError, TokenizerError
 from mlmprep.format.load import file_problem, read_manifest
 from mlmprep.format.manifest import Manifest, ManifestError, member, read_json

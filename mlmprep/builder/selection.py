@@ -21,8 +21,8 @@ import heapq
 
 import numpy as np
 
-from mlmprep.build import randomness
-from mlmprep.build.dedup import exact_keys, lsh_keys, minhash_signatures, near_duplicate_clusters
+from mlmprep.builder import randomness
+from mlmprep.builder.dedup import exact_keys, lsh_keys, minhash_signatures, near_duplicate_clusters
 from mlmprep.config import BuildConfig
 
 SIDES = ("train", "validation")

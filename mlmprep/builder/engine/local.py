@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 
 import psutil
 
-from mlmprep.build.engine.base import Engine, TaskFailed, TaskRun, attempt, name
+from mlmprep.builder.engine.base import Engine, TaskFailed, TaskRun, attempt, name
 
 AHEAD_PER_WORKER = 2  # local tasks submitted per worker, running or queued: the rest wait in the driver, added first
 WATCH_S = 1.0  # how often the driver looks for a dead local worker itself, while no task finishes

@@ -37,7 +37,7 @@ def cli_errors(command: Callable[..., Any]) -> Callable[..., Any]:
             raise typer.Exit(code=2) from None
         except Exception as exc:
             # Only a build's engine raises TaskFailed, so it is looked up once loaded: `--help` need not load it.
-            engine = sys.modules.get("mlmprep.build.engine.base")
+            engine = sys.modules.get("mlmprep.builder.engine.base")
             if engine is None or not isinstance(exc, engine.TaskFailed):
                 raise
             typer.echo(error_line(exc), err=True)  # not the input's fault: a worker died or a task hit a bug

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mlmprep.build.staged import Layout, document_index, gather, read_array, side_documents
-from mlmprep.build.windows import count_cut_rows, doc_rows, doc_rows_per_document, fixed_rows, with_eos
+from mlmprep.builder.staged import Layout, document_index, gather, read_array, side_documents
+from mlmprep.builder.windows import count_cut_rows, doc_rows, doc_rows_per_document, fixed_rows, with_eos
 from mlmprep.format.rows import Rows, concat_rows
 
 

@@ -1,4 +1,4 @@
-"""Numba kernels for the masking stage: arrays in, arrays out, no validation (mlmprep.build.mask does that).
+"""Numba kernels for the masking stage: arrays in, arrays out, no validation (mlmprep.builder.mask does that).
 
 Randomness: every row gets its own SplitMix64 stream whose start is `stream_key(seed, global row)`,
 a bijective hash of the seed and the row index. Nothing is shared between rows, so the bytes do not
@@ -14,8 +14,8 @@ from numba.core import cgutils
 from numba.cpython.unsafe.numbers import trailing_zeros  # LLVM cttz
 from numba.extending import intrinsic, register_jitable
 
-from mlmprep.build import randomness
-from mlmprep.build.randomness import GOLDEN
+from mlmprep.builder import randomness
+from mlmprep.builder.randomness import GOLDEN
 from mlmprep.format.rows import IGNORE
 
 BLOCK_ROWS = 32  # rows per parallel work item: amortises scratch allocation, keeps 2+ threads balanced
@@ -335,7 +335,7 @@ def mlm_rows(values, offsets, counts, seed, first_row, mask_id, is_special, norm
                     state = _mask_position(state, p, tokens, mask_id, normal_ids, inputs, labels)
 
 
-# ---------------------------------------------------------------------------- checks (mlmprep.build.verify)
+# ---------------------------------------------------------------------------- checks (mlmprep.builder.verify)
 
 
 @njit(cache=True, nogil=True, inline="always")

@@ -1,4 +1,4 @@
-"""Numba kernels for deduplication: arrays in, arrays out, no validation (mlmprep.build.dedup does that).
+"""Numba kernels for deduplication: arrays in, arrays out, no validation (mlmprep.builder.dedup does that).
 
 Texts arrive as one UTF-8 buffer with int64 offsets. Words are the runs between the code points Python's
 str.isspace() accepts, so the words a kernel sees are exactly `normalise(text).split(" ")` of an NFC text.
@@ -12,7 +12,7 @@ import numpy as np
 from numba import njit, prange
 from numba.extending import register_jitable
 
-from mlmprep.build import randomness
+from mlmprep.builder import randomness
 
 BLOCK_DOCS = 64  # documents per parallel work item: amortises the shingle ring's allocation
 

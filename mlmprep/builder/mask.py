@@ -3,7 +3,7 @@
 Rows are `values` (flat int32) plus `offsets` (int64, n_rows + 1, offsets[0] = 0); fixed windows are
 offsets = arange(n + 1) * L. A row's mask is a pure function of (seed, first_row + i), so the output
 bytes do not depend on chunking or thread count. Validation, length arithmetic and allocation live
-here; the loops live in mlmprep.build._kernels.
+here; the loops live in mlmprep.builder._kernels.
 
 Span corruption (T5): a row of L tokens gets `noise = round(L * density)` noise tokens,
 clamped to [1, L - 1], in `spans = max(1, round(min(noise, L - noise) / mean_span))` spans. The noise
@@ -23,11 +23,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mlmprep.build.randomness import MASK64, stream_key
+from mlmprep.builder.randomness import MASK64, stream_key
 from mlmprep.errors import ConfigError
 from mlmprep.format.rows import IGNORE
 
-# The kernels (mlmprep.build._kernels) are imported where they are first called: importing Numba and loading
+# The kernels (mlmprep.builder._kernels) are imported where they are first called: importing Numba and loading
 # its cache takes about a second of one core, which a build spends while its tokenizer already runs.
 
 SLOT_TAG = 0x5EED_5107_D0E5_C0DE  # keeps slot seeds apart from the row streams of the base seed itself
@@ -186,7 +186,7 @@ def span_corrupt(values, offsets, *, seed: int, first_row: int, noise_density: f
     start of a noise span it falls inside, so spans are never split and lengths never change): the
     last token is then not always noise, and a row may begin with a noise span.
     """
-    from mlmprep.build import _kernels
+    from mlmprep.builder import _kernels
 
     values, offsets = _check_rows(values, offsets)
     _check_seed(seed, first_row)
@@ -227,7 +227,7 @@ def mlm_mask(values, offsets, *, seed: int, first_row: int, probability: float, 
     elsewhere. With `word_starts` (bool per id: the token begins a word) whole words are chosen in
     random order while the count stays <= m, and at least one word.
     """
-    from mlmprep.build import _kernels
+    from mlmprep.builder import _kernels
 
     values, offsets = _check_rows(values, offsets)
     _check_seed(seed, first_row)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mlmprep.build import mask
+from mlmprep.builder import mask
 from mlmprep.config import BuildConfig
 from mlmprep.format.rows import Rows
 from mlmprep.format.write import column_dtypes, part_path, write_part

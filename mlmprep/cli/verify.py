@@ -27,7 +27,7 @@ def verify(
     storage_options: Annotated[str | None, StorageOptions] = None,
 ) -> None:
     """Check every file's sha256, every split's rows and every row's invariants; exit 1 listing what is wrong."""
-    from mlmprep.build.verify import verify as run_verify
+    from mlmprep.builder.verify import verify as run_verify
     from mlmprep.config import check_range
     from mlmprep.storage import parse_options
 

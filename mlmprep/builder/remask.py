@@ -9,13 +9,13 @@ from pathlib import Path
 
 import numpy as np
 
-from mlmprep.build import mask
-from mlmprep.build.destination import destination
-from mlmprep.build.engine.base import Engine, run_tasks
-from mlmprep.build.engine.local import LocalEngine
-from mlmprep.build.masker import Masker
-from mlmprep.build.pipeline import RemaskTask, remask_file
-from mlmprep.build.staged import Layout
+from mlmprep.builder import mask
+from mlmprep.builder.destination import destination
+from mlmprep.builder.engine.base import Engine, run_tasks
+from mlmprep.builder.engine.local import LocalEngine
+from mlmprep.builder.masker import Masker
+from mlmprep.builder.pipeline import RemaskTask, remask_file
+from mlmprep.builder.staged import Layout
 from mlmprep.config import MAX_SEEDS, BuildConfig, check_range
 from mlmprep.config_files import make_config
 from mlmprep.format.load import build_tokenizer, check_split_files, file_problem, read_manifest

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from mlmprep.build.engine.base import fetched
+from mlmprep.builder.engine.base import fetched
 from mlmprep.config import BuildConfig
 from mlmprep.format.write import hf_tokenizer
 from mlmprep.tokenize import load_tokenizer, plain_encoder, special_ids, word_tables

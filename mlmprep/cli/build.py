@@ -1,4 +1,4 @@
-"""`mlmprep build`, `mlmprep remask` and `mlmprep tokenizer train`: thin wrappers over mlmprep.build.run."""
+"""`mlmprep build`, `mlmprep remask` and `mlmprep tokenizer train`: thin wrappers over mlmprep.builder.run."""
 
 from __future__ import annotations
 
@@ -83,8 +83,8 @@ def build(
                                   f"--tokenizer {cfg.tokenizer} brings its own vocabulary: give one of the two")
     if not STARTED_EARLY:  # else start_workers_before_parsing has done it, from the same options
         start_workers_early(cfg)
-    from mlmprep.build.mask import span_warning
-    from mlmprep.build.run import build as run_build
+    from mlmprep.builder.mask import span_warning
+    from mlmprep.builder.run import build as run_build
     from mlmprep.format.report import build_summary
 
     if cfg.objective == "span" and (warning := span_warning(cfg.input_length, cfg.noise_density,
@@ -170,14 +170,14 @@ def start_workers_early(cfg) -> None:
     tokenizer: about a second of one core) before this process imports the pipeline itself, so that the two
     overlap and the first task starts sooner. Corpus files only (on object storage, taken to need the workers,
     since only the store can say their size): a build starts it itself in any case."""
-    from mlmprep.build.engine import make_engine
+    from mlmprep.builder.engine import make_engine
     from mlmprep.corpus.sources import resolve_sources
     from mlmprep.errors import MlmprepError
 
     if not cfg.corpus or cfg.dataset:
         return
     if not cfg.force and Path(cfg.out, "manifest.json").exists():  # mlmprep.format.write.MANIFEST
-        return  # a build there may be up to date: mlmprep.build.run.build checks that before it starts workers
+        return  # a build there may be up to date: mlmprep.builder.run.build checks that before it starts workers
     try:
         engine = make_engine(cfg.engine, cfg.workers, cfg.ray_address)
         if any("://" in pattern for pattern in cfg.corpus):  # sized only by listing the store: assume it is large
@@ -186,7 +186,7 @@ def start_workers_early(cfg) -> None:
             input_bytes = sum(path.stat().st_size for path in resolve_sources(cfg.corpus))
     except (MlmprepError, OSError):
         return  # the build reports it, in its own order
-    engine.prestart(input_bytes, cfg.shard_bytes, "mlmprep.build.pipeline", cfg.tokenizer)  # no-op for 1 worker, Ray
+    engine.prestart(input_bytes, cfg.shard_bytes, "mlmprep.builder.pipeline", cfg.tokenizer)  # no-op for 1 worker, Ray
 
 
 @app.command(epilog=REMASK_EXAMPLES, cls=HelpCommand)
@@ -203,7 +203,7 @@ def remask(
     import json
 
     from mlmprep import storage
-    from mlmprep.build.remask import remask as run_remask
+    from mlmprep.builder.remask import remask as run_remask
     from mlmprep.format.load import parse_manifest, read_manifest
 
     options = storage.parse_options(storage_options)
@@ -289,7 +289,7 @@ def tokenizer_train(
 ) -> None:
     """Train a tokenizer: T5's Unigram (<pad>=0, </s>=1, <unk>=2, <mask>=3, <extra_id_0> highest), or BERT's
     WordPiece or a byte-level BPE (--tokenizer-type)."""
-    from mlmprep.build.tokenizer_file import train_tokenizer_file
+    from mlmprep.builder.tokenizer_file import train_tokenizer_file
     from mlmprep.config_files import make_config
     from mlmprep.errors import ConfigError
     from mlmprep.format.report import vocabulary_reached

@@ -3,9 +3,9 @@ cluster), chosen here from --engine."""
 
 from __future__ import annotations
 
-from mlmprep.build.engine.base import Engine
-from mlmprep.build.engine.local import LocalEngine
-from mlmprep.build.engine.ray import RayEngine
+from mlmprep.builder.engine.base import Engine
+from mlmprep.builder.engine.local import LocalEngine
+from mlmprep.builder.engine.ray import RayEngine
 from mlmprep.errors import ConfigError
 
 
