@@ -884,10 +884,10 @@ MUTANTS = [
            "ATTEMPTS = 5  #", "ATTEMPTS = 1  #", ("tests/format/test_cache.py::test_store_faults_are_retried_and_the_bytes_are_the_builds",)),
     # ------------------------------------------------------------ dedup and the document hold-out
     Mutant("dedup-exact-drops-nothing", "mlmprep.builder.selection:Selection.decide",  # copies counted, never dropped
-           "                    fates[i] = DROPPED\n", "                    pass\n",
+           "            fates[copy_of >= 0] = DROPPED\n", "            pass\n",
            ("tests/builder/test_dedup.py::test_exact_dedup_keeps_what_a_set_of_normalised_texts_keeps",)),
-    Mutant("dedup-exact-within-shards", "mlmprep.builder.selection:Selection.decide",  # copies in other shards not seen
-           "            first = self.first\n", "            first = {}\n",
+    Mutant("dedup-exact-within-shards", "mlmprep.builder.selection:Selection.copies_of",  # copies in other shards not seen
+           "        for key in here.keys() & self.first.keys():", "        for key in ():",
            ("tests/builder/test_dedup.py::test_exact_dedup_keeps_what_a_set_of_normalised_texts_keeps",)),
     Mutant("dedup-near-drops-the-first", "mlmprep.builder.selection:Selection.cluster",  # each cluster keeps all but its first
            "fates[first != np.arange(len(first))] = DROPPED", "fates[first == np.arange(len(first))] = DROPPED",

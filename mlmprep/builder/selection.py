@@ -77,6 +77,7 @@ class Selection:
         self.fates: list[np.ndarray | None] = [None] * shards  # per shard: uint8 per document
         self.decided = 0  # shards before this one have their fates
         self.first: dict[int, int] = {}  # --dedup exact: key -> global index of its first document
+        self.copies: list[np.ndarray] = []  # --dedup exact: per decided shard, the first document of each copy
         self.sizes: dict[int, int] = {}  # global index of a first document -> copies (only those with copies)
         self.documents = 0  # documents of the decided shards
 
@@ -95,6 +96,9 @@ class Selection:
         while self.decided < len(self.results) and self.results[self.decided] is not None:
             self.decide(self.decided)
             self.decided += 1
+        if self.decided == len(self.results) and self.copies:
+            firsts, counts = np.unique(np.concatenate(self.copies), return_counts=True)
+            self.sizes = dict(zip(firsts.tolist(), (counts + 1).tolist()))
         return list(range(start, self.decided))
 
     def decide(self, s: int) -> None:
@@ -103,14 +107,25 @@ class Selection:
         fates = np.where(held_documents(keys, self.cfg.validation_fraction, self.cfg.seed), VALIDATION, TRAIN)
         fates = fates.astype(np.uint8)
         if self.cfg.dedup == "exact":
-            first = self.first
-            for i, key in enumerate(keys.tolist()):
-                at = first.setdefault(key, self.documents + i)
-                if at != self.documents + i:
-                    fates[i] = DROPPED
-                    self.sizes[at] = self.sizes.get(at, 1) + 1
+            copy_of = self.copies_of(keys)
+            fates[copy_of >= 0] = DROPPED
+            self.copies.append(copy_of[copy_of >= 0])
         self.fates[s] = fates
         self.documents += len(keys)
+
+    def copies_of(self, keys: np.ndarray) -> np.ndarray:
+        """--dedup exact, the next shard's keys in corpus order: for each document the global index of the first
+        document with its key, -1 where that is the document itself; self.first gains the shard's new keys. Array
+        and dict operations that loop in C, not a Python loop per document."""
+        base = self.documents
+        unique, at, inverse = np.unique(keys, return_index=True, return_inverse=True)
+        here = dict(zip(unique.tolist(), (at.astype(np.int64) + base).tolist()))  # each key's first in this shard
+        for key in here.keys() & self.first.keys():  # the keys of earlier shards: a Python loop over these alone
+            here[key] = self.first[key]
+        self.first.update(here)
+        copy_of = np.fromiter(here.values(), np.int64, len(here))[inverse.reshape(-1)]  # dicts keep their order
+        copy_of[copy_of == np.arange(base, base + len(keys))] = -1
+        return copy_of
 
     def cluster(self) -> None:
         """Fates of every document (--dedup near): MinHash clusters of the whole corpus, the first kept."""
