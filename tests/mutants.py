@@ -539,8 +539,8 @@ MUTANTS = [
     Mutant("remask-unchecked-windows", "mlmprep.builder.pipeline:remask_file",  # masks of changed windows would look sound
            "if problem := file_problem(path, task.record):", "if problem := None:",
            ("tests/format/test_damaged_builds.py",)),
-    Mutant("inspect-unchecked-split", "mlmprep.cli.build:inspect_build",  # a split with a missing file: a traceback
-           "            check_split_files(local, manifest, split)\n", "            pass\n",
+    Mutant("inspect-unchecked-split", "mlmprep.format.report:show_examples",  # a split with a missing file: a traceback
+           "    check_split_files(out, manifest, split)\n", "",
            ("tests/format/test_damaged_builds.py",)),
     Mutant("remask-keeps-ignored-options", "mlmprep.builder.remask:add_seeds",  # an older build's stored whole_word under span
            'BuildConfig.used(manifest.config)', 'manifest.config',
@@ -625,7 +625,7 @@ MUTANTS = [
            "        tok = wp.wordpiece_tokenizer({name: i for i, name in enumerate(wp.BERT_SPECIALS)})\n"
            "        tok.train_from_iterator(texts, trainers.WordPieceTrainer(vocab_size=vocab_size - n_sentinels, "
            "special_tokens=list(wp.BERT_SPECIALS), show_progress=False))\n",
-           ("tests/builder/test_tokenizer_training.py::test_each_tokenizer_type_gives_the_same_bytes_in_separate_processes_and_thread_counts",)),
+           ("tests/builder/test_tokenizer_training.py::test_each_tokenizer_type_gives_the_same_bytes_in_separate_processes_thread_counts_and_cores",)),
     Mutant("wordpiece-continuations-not-in-both-forms", "mlmprep.builder.wordpiece:wordpiece_vocab",  # [UNK] for a rare ##x
            "    for form in chars + [PREFIX + char for char in joining]:", "    for form in chars:",
            ("tests/builder/test_tokenizer_training.py::test_the_wordpiece_vocabulary_is_as_good_as_the_tokenizers_trainers_and_laid_out_like_berts",)),

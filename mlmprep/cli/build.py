@@ -238,7 +238,7 @@ def inspect_build(
     import contextlib
 
     from mlmprep.errors import ConfigError
-    from mlmprep.format.load import check_split_files, read_manifest, tokenizer_path
+    from mlmprep.format.load import read_manifest, tokenizer_path
     from mlmprep.format.publish import fetched_build
     from mlmprep.format.report import build_summary, show_examples
     from mlmprep.storage import is_url, parse_options
@@ -263,10 +263,9 @@ def inspect_build(
         split = split or "seed-0"
         manifest = read_manifest(local)
         tokenizer_path(local, manifest)  # a damaged build is refused in one line, before anything is shown
-        if split in manifest.splits:  # else show_examples names the splits there are
-            check_split_files(local, manifest, split)
         summary = build_summary(local, manifest)
-        text = f"{summary}\n{show_examples(local, manifest, split=split, n=examples)}"  # nothing, if damaged
+        # show_examples checks the split's files (or names the splits there are): nothing is shown if damaged
+        text = f"{summary}\n{show_examples(local, manifest, split=split, n=examples)}"
     typer.echo(text.replace(str(local), directory.rstrip("/")) if remote else text)
 
 
