@@ -271,6 +271,9 @@ MUTANTS = [
     Mutant("no-watch-on-workers", "mlmprep.builder.engine.local:run_local",  # the driver trusts the executor to see every death
            "            if not done and pool.lost_a_worker():", "            if False:",
            ("tests/builder/test_engine.py",)),
+    Mutant("forkserver-last-words", "mlmprep.builder.engine.local:quiet_when_hung_up",  # a driver hanging up mid-request adds a traceback
+           "    if not issubclass(kind, EOFError):", "    if True:",
+           ("tests/builder/test_engine.py",)),
     Mutant("forkserver-skips-numba", "mlmprep.builder.pipeline",  # every worker loads Numba itself in phase 2
            "if in_forkserver():  # load", "if False:  # load",
            ("tests/builder/test_engine.py",)),

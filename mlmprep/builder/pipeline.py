@@ -38,6 +38,7 @@ from mlmprep import storage
 from mlmprep.builder import mask
 from mlmprep.builder.clean import clean_texts
 from mlmprep.builder.engine.base import Shipped, fetched
+from mlmprep.builder.engine.local import PRELOAD_TOKENIZER, in_forkserver
 from mlmprep.builder.masker import Masker, mask_part
 from mlmprep.builder.selection import SIDES, document_keys
 from mlmprep.builder.side_rows import Plan, doc_windows, stored_rows, stream_windows
@@ -399,22 +400,10 @@ def remask_file(task: RemaskTask) -> dict:
     return {"parts": parts, "masking": masker.totals}
 
 
-def in_forkserver() -> bool:
-    """Whether this module is being imported by the local engine's forkserver, which preloads it once and
-    forks every worker from itself (multiprocessing.forkserver.main is on the stack)."""
-    frame = sys._getframe()
-    while frame is not None:
-        if frame.f_code.co_name == "main" and frame.f_globals.get("__name__") == "multiprocessing.forkserver":
-            return True
-        frame = frame.f_back
-    return False
-
-
 if in_forkserver():  # load tokenizers, Numba and its compiler once, for every worker
     import tokenizers  # noqa: F401
 
     from mlmprep.builder import _kernels
-    from mlmprep.builder.engine.local import PRELOAD_TOKENIZER  # the local engine: what runs each worker's tasks
 
     # Numba's start-up probes for a BLAS by importing scipy.linalg (slow where SciPy is installed) and imports
     # cffi to type cffi functions; the kernels use neither, so here, in the processes that only run the

@@ -269,6 +269,26 @@ def test_build_workers_start_with_numba_loaded_once_in_the_forkserver():
                            "(True,", "True,", "True,", "True,", "True)]", "False"], err
 
 
+def test_a_driver_hanging_up_while_asking_for_a_worker_leaves_no_traceback():
+    """A worker dying (or Ctrl-C) while the next is being started makes the driver hang up on the forkserver in
+    the middle of its request; the driver reports the failure in one line, and the server must add nothing."""
+    proc = run_script("""
+        import os, socket
+        from multiprocessing import forkserver
+        from mlmprep.builder.engine.local import start_forkserver
+        if __name__ == "__main__":
+            start_forkserver("mlmprep.builder.pipeline")
+            server = forkserver._forkserver
+            with socket.socket(socket.AF_UNIX) as client:  # a request that never sends its file descriptors
+                client.connect(server._forkserver_address)
+            print(os.waitpid(server._forkserver_pid, 0)[0] == server._forkserver_pid)  # the server ends
+    """)
+    out, err = communicate(proc, timeout=120)
+    assert proc.returncode == 0, err
+    assert out.split() == ["True"], err
+    assert err == ""
+
+
 def tokenizer_in_worker(stage: str) -> bool:
     """Whether a worker had the tokenizer staged in `stage` without loading it."""
     from mlmprep.builder import staged

@@ -8,6 +8,7 @@ import multiprocessing.connection
 import os
 import select
 import signal
+import sys
 import threading
 import time
 from collections import deque
@@ -105,7 +106,7 @@ def start_forkserver(module: str, tokenizer: str | None = None) -> Any:
     module finds `tokenizer` (a file to load once for every worker) in the PRELOAD_TOKENIZER variable.
     Forkserver, not fork: never fork a driver whose tokenizer and Numba threads are running."""
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload([module])  # no effect on a server already running
+    context.set_forkserver_preload([__name__, module])  # no effect on a server already running
     # Ctrl-C is the driver's to handle: the server starts with SIGINT blocked (a child keeps its parent's
     # mask), so a Ctrl-C during its imports cannot kill it with a traceback, nor reach the workers it forks.
     # The resource tracker goes first: starting it unblocks SIGINT in this thread.
@@ -284,6 +285,7 @@ def init_pool_worker(driver: int, started: Any) -> None:
     is killed (a pool's workers would wait for work forever), keep the task-start queue."""
     global STARTED
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    sys.excepthook = sys.__excepthook__  # not the server's
     # Numba's threading layer takes a lock from the default context as it starts. A "fork" one is anonymous;
     # a forkserver one is a named semaphore, which a worker killed afterwards leaves to the resource tracker,
     # and the tracker warns of it at exit, below the build's one error line.
@@ -334,3 +336,25 @@ def dead_worker(workers: dict, started: Any, running: dict[int, int], tasks: lis
     how = f"signal {-process.exitcode}" if process.exitcode < 0 else f"exit code {process.exitcode}"
     task = f" while running {name(tasks[running[process.pid]])}" if process.pid in running else ""
     return f"a build worker died ({how}){task}; nothing was published"
+
+
+def in_forkserver() -> bool:
+    """Whether this process is the local engine's forkserver, which preloads the tasks' modules once and forks
+    every worker from itself (multiprocessing.forkserver.main is on the stack)."""
+    frame = sys._getframe()
+    while frame is not None:
+        if frame.f_code.co_name == "main" and frame.f_globals.get("__name__") == "multiprocessing.forkserver":
+            return True
+        frame = frame.f_back
+    return False
+
+
+def quiet_when_hung_up(kind: type[BaseException], value: BaseException, tb: Any) -> None:
+    """The forkserver's last words: none when a driver hung up in the middle of asking for a worker (a worker
+    died, or Ctrl-C came, while the next was being started), since that driver reports the failure itself."""
+    if not issubclass(kind, EOFError):
+        sys.__excepthook__(kind, value, tb)
+
+
+if in_forkserver():
+    sys.excepthook = quiet_when_hung_up
