@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import re
 import unicodedata
 
 import numpy as np
@@ -49,13 +48,12 @@ NGRAM, BANDS, ROWS = _DEFAULTS["dedup_ngram"], _DEFAULTS["dedup_bands"], _DEFAUL
 NUM_HASHES = BANDS * ROWS
 THRESHOLD = _DEFAULTS["dedup_threshold"]
 
-_SPACE_RUN = re.compile(r"\s+")
 _SIGNATURE_TAG = 0x5167_0000_0000_0001  # keeps the permutation streams apart from masking's row streams
 
 
 def normalise(text: str) -> str:
     """The text in Unicode NFC, each run of whitespace (str.isspace()) one space, stripped at both ends."""
-    return _SPACE_RUN.sub(" ", unicodedata.normalize("NFC", text)).strip()
+    return " ".join(unicodedata.normalize("NFC", text).split())
 
 
 def exact_keys(texts: list[str]) -> np.ndarray:
