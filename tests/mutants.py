@@ -244,14 +244,14 @@ MUTANTS = [
     Mutant("dedup-band-neighbours-only", "mlmprep.builder._dedup_kernels:link_band",  # a bucket links only sorted neighbours
            "                y = docs[order[v]]\n", "                y = docs[order[v]]\n                if v > u + 1:\n                    break\n",
            ("tests/builder/test_dedup_kernels.py",)),
-    Mutant("dedup-first-band-skipped", "mlmprep.builder._dedup_kernels:link_bands",  # band 0's candidates never linked
-           "    for band in range(1, keys.shape[0]):", "    for band in range(2, keys.shape[0]):",
+    Mutant("dedup-first-band-skipped", "mlmprep.builder.dedup:near_duplicate_clusters",  # band 0's candidates never linked
+           "    for band in range(1, bands + 1):", "    for band in range(2, bands + 1):",
            ("tests/builder/test_dedup_kernels.py",)),
-    Mutant("dedup-stale-bucket-counts", "mlmprep.builder._dedup_kernels:link_bands",  # a band's counts start from the last's
+    Mutant("dedup-stale-bucket-counts", "mlmprep.builder.dedup:near_duplicate_clusters",  # a band's counts start from the last's
            "        starts[:] = 0\n", "", ("tests/builder/test_dedup_kernels.py",)),
     Mutant("dedup-shard-keys-misaligned", "mlmprep.builder.selection:Selection.cluster",  # shards' keys joined out of order
-           'lsh = popped_whole(self.results, "lsh_keys", axis=1)',
-           'lsh = popped_whole(self.results[::-1], "lsh_keys", axis=1)',
+           'keys=[r.pop("lsh_keys") for r in self.results])',
+           'keys=[r.pop("lsh_keys") for r in self.results[::-1]])',
            ("tests/builder/test_dedup.py::test_near_dedup_keeps_the_first_of_each_cluster_brute_force_jaccard_confirms",)),
     Mutant("dedup-threshold-ignored", "mlmprep.builder._dedup_kernels:_close",  # every candidate pair an edge
            "    return same / sig.shape[1] >= threshold", "    return True", ("tests/builder/test_dedup_kernels.py",)),
@@ -1033,8 +1033,14 @@ MUTANTS = [
     Mutant("bench-dedup-scale-copies-of-replaced", "benchmarks.dedup:scale_corpus",  # a copy's source replaced after
            "                pool[len(previous) + d] = docs[d]  # what a later copy copies is what the file holds\n", "",
            ("tests/repo/test_benchmark_summary.py::test_the_dedup_scale_corpus_has_its_size_its_documents_and_its_planted_copies",)),
-    Mutant("dedup-popped-whole-overwrites", "mlmprep.builder.selection:popped_whole",  # each piece copied to the start
-           "        at += piece.shape[axis]\n", "", ("tests/builder/test_dedup_kernels.py::test_shards_arrays_popped_whole_are_their_concatenation",)),
+    Mutant("dedup-rows-overwrite", "mlmprep.builder.selection:Rows.place",  # each shard's rows copied to the start
+           "        self.length = end\n", "", ("tests/builder/test_dedup_kernels.py::test_shards_rows_added_in_any_order_are_joined_in_corpus_order",)),
+    Mutant("dedup-rows-grow-empty", "mlmprep.builder.selection:Rows.place",  # growing loses the rows placed so far
+           "                grown[: self.length] = self.whole[: self.length]\n", "                pass\n",
+           ("tests/builder/test_dedup_kernels.py::test_shards_rows_added_in_any_order_are_joined_in_corpus_order",)),
+    Mutant("dedup-rows-arrival-order", "mlmprep.builder.selection:Rows.add",  # shards joined as they arrive
+           "        self.pending[index] = piece\n", "        self.pending[self.placed] = piece\n",
+           ("tests/builder/test_dedup_kernels.py::test_shards_rows_added_in_any_order_are_joined_in_corpus_order",)),
     Mutant("dedup-signature-threads-kept", "mlmprep.builder.dedup:minhash_signatures",  # the caller's thread count is lost
            "        numba.set_num_threads(before)\n", "        pass\n",
            ("tests/builder/test_dedup_kernels.py::test_signatures_do_not_depend_on_the_batch_or_the_thread_count",)),

@@ -123,7 +123,7 @@ def lsh_keys(sig, bands, rows):
 
 
 @njit(cache=True, nogil=True)
-def _bucket_bits(size):
+def bucket_bits(size):
     """Bits of the key that pick a bucket: about four keys per bucket, so the counts stay in cache."""
     bits = 1
     while (4 << bits) < size:
@@ -132,7 +132,7 @@ def _bucket_bits(size):
 
 
 @njit(cache=True, nogil=True)
-def _bucket_into(keys, docs, bits, starts, order):
+def bucket_into(keys, docs, bits, starts, order):
     """A counting sort of docs by the top `bits` of keys[docs]: bucket j holds the positions (in docs)
     order[starts[j]:starts[j + 1]], increasing. Equal keys share a bucket. starts must come zeroed."""
     shift = np.uint64(64 - bits)
@@ -188,10 +188,10 @@ def link_identical(sig, keys, parent):
     """Union the rows of equal signature (keys: their whole-row hashes); a row found equal to an earlier one is
     not compared again, so a bucket of m copies costs m comparisons, not m**2 / 2."""
     everyone = np.arange(keys.size)
-    bits = _bucket_bits(keys.size)
+    bits = bucket_bits(keys.size)
     starts = np.zeros((1 << bits) + 1, np.int32)
     order = np.empty(keys.size, np.int32)
-    _bucket_into(keys, everyone, bits, starts, order)
+    bucket_into(keys, everyone, bits, starts, order)
     joined = np.zeros(keys.size, np.bool_)
     for j in range(starts.size - 1):
         for u in range(starts[j], starts[j + 1]):
@@ -208,7 +208,8 @@ def link_identical(sig, keys, parent):
 @njit(cache=True, nogil=True)
 def link_band(sig, docs, keys, starts, order, threshold, parent):
     """Union every pair of docs whose band keys (keys, indexed by document) are equal and whose estimate reaches
-    threshold; starts and order bucket docs by key (_bucket_into).
+    threshold; starts and order bucket docs by key (bucket_into). One thread: the driver's clustering runs beside
+    the build's workers, and parallel regions' spinning threads only slow it there.
 
     Pairs already in one set are skipped before their signatures are compared. Two different bands share a 64-bit
     key with probability 2**-64, and such a pair still has to pass the threshold."""
@@ -219,19 +220,6 @@ def link_band(sig, docs, keys, starts, order, threshold, parent):
                 y = docs[order[v]]
                 if keys[x] == keys[y] and _find(parent, x) != _find(parent, y) and _close(sig, x, y, threshold):
                     _union(parent, x, y)
-
-
-@njit(cache=True, nogil=True)
-def link_bands(sig, docs, keys, threshold, parent):
-    """link_band for every band (key rows 1 onwards), one band bucketed at a time. One thread: the driver's
-    clustering runs beside the build's workers, and parallel regions' spinning threads only slow it there."""
-    bits = _bucket_bits(docs.size)
-    starts = np.empty((1 << bits) + 1, np.int32)
-    order = np.empty(docs.size, np.int32)
-    for band in range(1, keys.shape[0]):
-        starts[:] = 0
-        _bucket_into(keys[band], docs, bits, starts, order)
-        link_band(sig, docs, keys[band], starts, order, threshold, parent)
 
 
 @njit(cache=True, nogil=True)

@@ -20,10 +20,10 @@ estimated Jaccard (the share of equal entries over all NUM_HASHES, standard erro
 THRESHOLD; the cheap, wide bands give the recall, the estimate the precision. Clusters are the connected
 components of the edges (union-find); each document's representative is its cluster's smallest index.
 
-Memory of near_duplicate_clusters per million documents: the signatures it is given (NUM_HASHES x 4 bytes:
-480 MB) and their LSH keys (lsh_keys: (BANDS + 1) x 8 bytes, 200 MB; the build computes them shard by shard as
-the shards come in), plus about 40 MB of int64/int32 arrays (union-find parents, the representatives, one
-band's counting sort into buckets at a time); no Python object per document.
+Memory of near_duplicate_clusters per million documents: the signatures it is given (NUM_HASHES x 4 bytes: 480 MB)
+and their LSH keys (lsh_keys: (BANDS + 1) x 8 bytes, 200 MB; the build computes them shard by shard as the shards
+come in), plus about 50 MB of int64/int32 arrays (union-find parents, the representatives, one key row, one band's
+counting sort into buckets at a time); no Python object per document.
 Time: a pass over the keys per band, plus every pair within a bucket of equal band keys (a bucket of m different
 signatures costs up to m**2 / 2 root look-ups; m identical ones are joined in m steps first); one thread.
 """
@@ -120,19 +120,20 @@ def _signatures_array(signatures: np.ndarray) -> np.ndarray:
 
 
 def near_duplicate_clusters(signatures: np.ndarray, *, bands: int, rows: int, threshold: float,
-                            keys: np.ndarray | None = None) -> np.ndarray:
+                            keys: np.ndarray | list[np.ndarray] | None = None) -> np.ndarray:
     """int64 [n]: for each document the index of its cluster's first document (corpus order).
 
     Candidates are the pairs with an equal band (band j: columns j*rows to (j+1)*rows); a candidate is an edge
     when its estimated Jaccard, the share of equal entries of the whole signatures, is >= threshold; clusters
     are the connected components of the edges. Documents of identical signature are joined first, and only
     one of each such group takes part in the bands (its comparisons are theirs). `keys`: lsh_keys of the
-    signatures, if computed already."""
+    signatures, if computed already: one array, or the arrays of consecutive runs of documents (a build's
+    shards, never joined: one key row at a time is gathered)."""
     sig = _signatures_array(signatures)
-    if keys is None:
-        keys = lsh_keys(sig, bands=bands, rows=rows)
-    elif keys.shape != (bands + 1, len(sig)):
-        raise ConfigError(f"LSH keys must have shape {(bands + 1, len(sig))}, got {keys.shape}")
+    parts = [lsh_keys(sig, bands=bands, rows=rows)] if keys is None else keys if isinstance(keys, list) else [keys]
+    if any(p.shape[0] != bands + 1 for p in parts) or sum(p.shape[1] for p in parts) != len(sig):
+        shapes = ", ".join(str(p.shape) for p in parts)
+        raise ConfigError(f"LSH keys must have shape {(bands + 1, len(sig))} in all, got {shapes}")
     if not 0.0 < threshold <= 1.0:
         raise ConfigError(f"the near-duplicate threshold is a Jaccard similarity in (0, 1], got {threshold}")
     from mlmprep.builder import _dedup_kernels as kernels
@@ -141,7 +142,14 @@ def near_duplicate_clusters(signatures: np.ndarray, *, bands: int, rows: int, th
     parent = np.arange(n, dtype=np.int64)
     if n < 2:
         return parent
-    kernels.link_identical(sig, keys[0], parent)
+    row = np.empty(n, np.uint64)  # one key row of every document at a time
+    kernels.link_identical(sig, np.concatenate([p[0] for p in parts], out=row), parent)
     docs = np.flatnonzero(kernels.roots(parent) == np.arange(n))  # one per identical signature, in corpus order
-    kernels.link_bands(sig, docs, keys, threshold, parent)
+    bits = kernels.bucket_bits(docs.size)
+    starts, order = np.empty((1 << bits) + 1, np.int32), np.empty(docs.size, np.int32)
+    for band in range(1, bands + 1):  # one band bucketed at a time
+        np.concatenate([p[band] for p in parts], out=row)
+        starts[:] = 0
+        kernels.bucket_into(row, docs, bits, starts, order)
+        kernels.link_band(sig, docs, row, starts, order, threshold, parent)
     return kernels.roots(parent)

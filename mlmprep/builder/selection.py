@@ -53,19 +53,43 @@ def held_documents(keys: np.ndarray, fraction: float, seed: int) -> np.ndarray:
     return (x >> np.uint64(11)).astype(np.float64) * 2.0**-53 < fraction
 
 
-def popped_whole(results: list[dict], name: str, axis: int) -> np.ndarray:
-    """Every result's array `name`, popped and joined along `axis` in order; each one let go as soon as it is
-    copied, so the peak is the whole and one shard's array (np.concatenate of the list would hold both wholes)."""
-    first = results[0][name]
-    shape = list(first.shape)
-    shape[axis] = sum(r[name].shape[axis] for r in results)
-    whole = np.empty(shape, first.dtype)
-    at = 0
-    for r in results:
-        piece = r.pop(name)
-        whole[(slice(None),) * axis + (slice(at, at + piece.shape[axis]),)] = piece
-        at += piece.shape[axis]
-    return whole
+class Rows:
+    """The shards' arrays of one kind (a row per document) joined in corpus order as the shards come in: each is
+    copied into one growing array once every shard before it is in, then let go, so the array's fresh pages are
+    touched while later shards are still read rather than all at the end, and no second whole is ever held."""
+
+    GROWTH = 1.5  # room reserved beyond the first shard's rows times the shards, or beyond a full array; a page
+    # of it is only taken when touched
+
+    def __init__(self, shards: int):
+        self.pending: list[np.ndarray | None] = [None] * shards
+        self.placed = 0  # shards [0, placed) are in `whole`
+        self.whole: np.ndarray | None = None
+        self.length = 0
+
+    def add(self, index: int, piece: np.ndarray) -> None:
+        self.pending[index] = piece
+        while self.placed < len(self.pending) and self.pending[self.placed] is not None:
+            piece, self.pending[self.placed] = self.pending[self.placed], None
+            self.place(piece)
+            self.placed += 1
+
+    def place(self, piece: np.ndarray) -> None:
+        end = self.length + len(piece)
+        if self.whole is None or end > len(self.whole):
+            capacity = max(end, int(self.GROWTH * (len(self.whole) if self.whole is not None else
+                                                    len(piece) * len(self.pending))))
+            grown = np.empty((capacity, *piece.shape[1:]), piece.dtype)
+            if self.whole is not None:
+                grown[: self.length] = self.whole[: self.length]
+            self.whole = grown
+        self.whole[self.length : end] = piece
+        self.length = end
+
+    def joined(self) -> np.ndarray:
+        """Every shard's rows, in order (once all are in)."""
+        assert self.placed == len(self.pending), "a shard is missing"
+        return self.whole[: self.length] if self.whole is not None else np.zeros((0, 0), np.uint32)
 
 
 class Selection:
@@ -80,6 +104,7 @@ class Selection:
         self.copies: list[np.ndarray] = []  # --dedup exact: per decided shard, the first document of each copy
         self.sizes: dict[int, int] = {}  # global index of a first document -> copies (only those with copies)
         self.documents = 0  # documents of the decided shards
+        self.signatures = Rows(shards)  # --dedup near
 
     def add(self, index: int, result: dict) -> list[int]:
         """Note shard `index`'s documents (result: keys, signatures, doc_chars, doc_tokens); the shards whose
@@ -88,6 +113,7 @@ class Selection:
         if self.cfg.dedup == "near":
             # the shard's LSH keys now, while the other shards are still read: the clustering at the end only links
             result["lsh_keys"] = lsh_keys(result["signatures"], bands=self.cfg.dedup_bands, rows=self.cfg.dedup_rows)
+            self.signatures.add(index, result.pop("signatures"))
             if any(r is None for r in self.results):
                 return []
             self.cluster()
@@ -131,12 +157,10 @@ class Selection:
         """Fates of every document (--dedup near): MinHash clusters of the whole corpus, the first kept."""
         cfg, counts = self.cfg, [len(r["keys"]) for r in self.results]
         keys = np.concatenate([r["keys"] for r in self.results]) if counts else np.zeros(0, np.uint64)
-        signatures = popped_whole(self.results, "signatures", axis=0) if counts else None
-        lsh = popped_whole(self.results, "lsh_keys", axis=1) if counts else None
-        first = (near_duplicate_clusters(signatures, bands=cfg.dedup_bands, rows=cfg.dedup_rows,
-                                         threshold=cfg.dedup_threshold, keys=lsh)
+        first = (near_duplicate_clusters(self.signatures.joined(), bands=cfg.dedup_bands, rows=cfg.dedup_rows,
+                                         threshold=cfg.dedup_threshold, keys=[r.pop("lsh_keys") for r in self.results])
                  if len(keys) else np.zeros(0, np.int64))
-        del signatures, lsh
+        self.signatures = Rows(0)
         fates = np.where(held_documents(keys[first], cfg.validation_fraction, cfg.seed), VALIDATION, TRAIN)
         fates = fates.astype(np.uint8)
         fates[first != np.arange(len(first))] = DROPPED

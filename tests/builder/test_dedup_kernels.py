@@ -241,17 +241,20 @@ def test_lsh_keys_of_shards_joined_give_the_clusters_of_the_whole():
         dedup.near_duplicate_clusters(sig, bands=4, rows=3, threshold=0.7, keys=joined[:, 1:])
 
 
-def test_shards_arrays_popped_whole_are_their_concatenation():
-    from mlmprep.builder.selection import popped_whole
+@pytest.mark.parametrize("sizes", [(4, 0, 7, 30, 2), (0, 3, 1), (5,)])
+def test_shards_rows_added_in_any_order_are_joined_in_corpus_order(sizes):
+    """The first shard's size sets the room reserved; later, larger shards make the array grow."""
+    from mlmprep.builder.selection import Rows
 
     rng = np.random.default_rng(3)
-    sig = [rng.integers(0, 9, (n, 6), dtype=np.uint32) for n in (4, 0, 7)]
-    keys = [rng.integers(0, 9, (3, n), dtype=np.uint64) for n in (4, 0, 7)]
-    results = [{"s": a, "k": b, "other": 1} for a, b in zip(sig, keys)]
-    got = popped_whole(results, "s", axis=0)
-    assert got.dtype == np.uint32 and (got == np.concatenate(sig)).all()
-    assert (popped_whole(results, "k", axis=1) == np.concatenate(keys, axis=1)).all()
-    assert results == [{"other": 1}] * 3  # each shard's copy let go
+    pieces = [rng.integers(0, 2**32, (n, 6), dtype=np.uint32) for n in sizes]
+    rows = Rows(len(pieces))
+    for index in rng.permutation(len(pieces)):
+        rows.add(int(index), pieces[index])
+    got = rows.joined()
+    assert got.dtype == np.uint32 and got.shape == (sum(sizes), 6)
+    assert (got == np.concatenate(pieces)).all()
+    assert rows.pending == [None] * len(pieces)  # each shard's own copy let go
 
 
 def test_a_cluster_is_represented_by_its_first_document():
