@@ -21,6 +21,15 @@ class Figure(NamedTuple):
     met: bool | None = None  # None: no target to meet, or not judged in this mode
 
 
+def print_figures(figures: list[Figure]) -> None:
+    """The figures as aligned rows on stdout: name, value, target and whether it is met (yes, NO), as the summary
+    of every benchmark and the page show them."""
+    name, value = max((len(f.name) for f in figures), default=0), max((len(f.value) for f in figures), default=0)
+    for f in figures:
+        met = "" if f.met is None else "yes" if f.met else "NO"
+        print(f"{f.name:<{name}}  {f.value:>{value}}  {f.target}  {met}".rstrip())
+
+
 def ratio(a: float, b: float) -> str:
     return f"{a / b:.2f}x"
 

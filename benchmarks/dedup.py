@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks import docs
-from benchmarks.common import CORPORA, Figure, best_of_each, ratio
+from benchmarks.common import CORPORA, Figure, best_of_each, print_figures, ratio
 
 EXACT_TARGET = 1.05  # build time with --dedup exact / with --dedup off
 NEAR_TARGET = 1.30  # with --dedup near / off
@@ -307,12 +307,10 @@ def main() -> None:
     docs.add_arguments(parser, "dedup")
     args = parser.parse_args()
     if args.scale_mb:
-        for figure in scale_figures(run_scale(args.scale_mb, args.tokenizer, args.workers)):
-            print(f"{figure.name:<60}{figure.value:>34}")
+        print_figures(scale_figures(run_scale(args.scale_mb, args.tokenizer, args.workers)))
         return
     result = run(args.quick)
-    for figure in figures(result):
-        print(f"{figure.name:<70}{figure.value:>24}  {figure.target}")
+    print_figures(figures(result))
     if args.write_docs:
         docs.write(args.write_docs, {args.section: figures(result)}, "benchmarks.dedup")
 

@@ -31,7 +31,7 @@ from pathlib import Path
 import torch
 
 from benchmarks import docs
-from benchmarks.common import Figure, ratio
+from benchmarks.common import Figure, print_figures, ratio
 from mlmprep.config import TrainConfig, size_text
 from mlmprep.format.cache import tree_bytes
 from mlmprep.format.load import read_manifest
@@ -143,8 +143,7 @@ def main() -> None:
     docs.add_arguments(parser)
     args = parser.parse_args()
     found = figures(run(args.quick))
-    for f in found:
-        print(f"{f.name:<64}{f.value:>12}  {f.target}  {'' if f.met is None else 'met' if f.met else 'NOT MET'}")
+    print_figures(found)
     if args.write_docs:
         docs.write(args.write_docs, {"remote": found}, "benchmarks.remote")
 

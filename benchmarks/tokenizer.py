@@ -31,7 +31,7 @@ from collections import Counter
 from pathlib import Path
 
 from benchmarks import docs
-from benchmarks.common import CORPORA, Figure, compile_bytecode, ratio
+from benchmarks.common import CORPORA, Figure, compile_bytecode, print_figures, ratio
 
 THREADS = 2
 TRAINERS = ("mlmprep", "tokenizers", "sentencepiece", "mlmprep-wordpiece", "tokenizers-wordpiece")
@@ -237,8 +237,7 @@ def main() -> None:
     result = run(args.quick)
     if not result:
         parser.exit(0, "skipped: no shared corpora\n")
-    for f in figures(result):
-        print(f"{f.name:<60} {f.value:>28}  {f.target} {'' if f.met is None else 'met' if f.met else 'MISSED'}")
+    print_figures(figures(result))
     if args.write_docs:
         docs.write(args.write_docs, {args.section: figures(result)}, "benchmarks.tokenizer")
 
