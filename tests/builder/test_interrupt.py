@@ -11,6 +11,7 @@ The only bound on time is a generous one on the wait for the process to end afte
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import signal
@@ -20,6 +21,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import psutil
 import pytest
 
 from tests.builder.test_crash import POLL_S, big_corpus, stage_of, tokenizing, writing  # noqa: F401 (big_corpus: a fixture)
@@ -29,6 +31,7 @@ EXIT_BOUND_S = 30  # the process must end within this after SIGINT (the fix ends
 INTERRUPTED_LINE = "interrupted; nothing was left under the output name"
 TRAINING_WAIT_S = 2.0  # into training before the signal: the corpus is read, the EM loop runs
 TRAINER_GONE_S = 2.0  # the tokenizer trainer's child process is gone this soon after the command ends
+TRAINER_CPU_S = 1.0  # the trainer's CPU seconds before Ctrl-C: past loading the sample, in its native training
 
 
 @pytest.fixture(scope="module")
@@ -54,14 +57,15 @@ def start(args: list) -> subprocess.Popen:
 
 @contextmanager
 def running(args: list) -> Iterator[subprocess.Popen]:
-    """The CLI as a real process (see start), killed if it still runs when the block ends (the test failed)."""
+    """The CLI as a real process (see start); what is left of its process group when the block ends (the test
+    failed) is killed."""
     proc = start(args)
     try:
         yield proc
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
 
 
 def ctrl_c(proc: subprocess.Popen) -> subprocess.CompletedProcess:
@@ -119,13 +123,33 @@ def test_ctrl_c_while_tokenizing_or_writing_stops_the_build(tmp_path, big_corpus
     assert_interrupted(interrupt_when(build_args(big_corpus, out, tok), out, point), out)
 
 
+def trainer_process(proc: subprocess.Popen) -> psutil.Process | None:
+    """The tokenizer trainer's child process of `proc`, if it has started."""
+    for child in psutil.Process(proc.pid).children(recursive=True):
+        with contextlib.suppress(psutil.NoSuchProcess):
+            if "mlmprep.builder.unigram" in child.cmdline():
+                return child
+    return None
+
+
+def cpu_s(process: psutil.Process) -> float:
+    with contextlib.suppress(psutil.NoSuchProcess):
+        times = process.cpu_times()
+        return times.user + times.system
+    return 0.0
+
+
 def test_ctrl_c_while_tokenizer_train_runs_leaves_no_file(tmp_path, slow_to_train):
     out = tmp_path / "tok.json"
     with running(["tokenizer", "train", slow_to_train, "--out", out, "--vocab-size", "8000"]) as proc:
-        time.sleep(TRAINING_WAIT_S + 3)  # start-up, reading, then the EM loop
-        assert proc.poll() is None, proc.stderr.read()
+        deadline = time.monotonic() + EXIT_BOUND_S
+        while (trainer := trainer_process(proc)) is None or cpu_s(trainer) < TRAINER_CPU_S:
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
+            time.sleep(0.05)
+        # Frozen, the trainer stands for one deep in a native call that will not look at a signal (nor write
+        # the log line whose broken pipe would end it) for a long while: the command must end it itself.
+        trainer.suspend()
         result = ctrl_c(proc)
-    assert result.returncode == 130, result.stderr
-    # the trainer's child goes with the command, not when its native training would have ended
-    assert result.stderr.splitlines() == [INTERRUPTED_LINE] and group_gone(proc.pid, TRAINER_GONE_S)
+        assert result.returncode == 130, result.stderr
+        assert result.stderr.splitlines() == [INTERRUPTED_LINE] and group_gone(proc.pid, TRAINER_GONE_S)
     assert sorted(p.name for p in tmp_path.iterdir()) == []
