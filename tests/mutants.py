@@ -1033,12 +1033,12 @@ MUTANTS = [
     Mutant("bench-dedup-scale-copies-of-replaced", "benchmarks.dedup:scale_corpus",  # a copy's source replaced after
            "                pool[len(previous) + d] = docs[d]  # what a later copy copies is what the file holds\n", "",
            ("tests/repo/test_benchmark_summary.py::test_the_dedup_scale_corpus_has_its_size_its_documents_and_its_planted_copies",)),
-    Mutant("dedup-rows-overwrite", "mlmprep.builder.selection:Rows.place",  # each shard's rows copied to the start
+    Mutant("dedup-rows-overwrite", "mlmprep.builder.selection:JoinedRows.place",  # each shard's rows copied to the start
            "        self.length = end\n", "", ("tests/builder/test_dedup_kernels.py::test_shards_rows_added_in_any_order_are_joined_in_corpus_order",)),
-    Mutant("dedup-rows-grow-empty", "mlmprep.builder.selection:Rows.place",  # growing loses the rows placed so far
+    Mutant("dedup-rows-grow-empty", "mlmprep.builder.selection:JoinedRows.place",  # growing loses the rows placed so far
            "                grown[: self.length] = self.whole[: self.length]\n", "                pass\n",
            ("tests/builder/test_dedup_kernels.py::test_shards_rows_added_in_any_order_are_joined_in_corpus_order",)),
-    Mutant("dedup-rows-arrival-order", "mlmprep.builder.selection:Rows.add",  # shards joined as they arrive
+    Mutant("dedup-rows-arrival-order", "mlmprep.builder.selection:JoinedRows.add",  # shards joined as they arrive
            "        self.pending[index] = piece\n", "        self.pending[self.placed] = piece\n",
            ("tests/builder/test_dedup_kernels.py::test_shards_rows_added_in_any_order_are_joined_in_corpus_order",)),
     Mutant("dedup-signature-threads-kept", "mlmprep.builder.dedup:minhash_signatures",  # the caller's thread count is lost

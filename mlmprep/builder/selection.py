@@ -53,7 +53,7 @@ def held_documents(keys: np.ndarray, fraction: float, seed: int) -> np.ndarray:
     return (x >> np.uint64(11)).astype(np.float64) * 2.0**-53 < fraction
 
 
-class Rows:
+class JoinedRows:
     """The shards' arrays of one kind (a row per document) joined in corpus order as the shards come in: each is
     copied into one growing array once every shard before it is in, then let go, so the array's fresh pages are
     touched while later shards are still read rather than all at the end, and no second whole is ever held."""
@@ -104,7 +104,7 @@ class Selection:
         self.copies: list[np.ndarray] = []  # --dedup exact: per decided shard, the first document of each copy
         self.sizes: dict[int, int] = {}  # global index of a first document -> copies (only those with copies)
         self.documents = 0  # documents of the decided shards
-        self.signatures = Rows(shards)  # --dedup near
+        self.signatures = JoinedRows(shards)  # --dedup near
 
     def add(self, index: int, result: dict) -> list[int]:
         """Note shard `index`'s documents (result: keys, signatures, doc_chars, doc_tokens); the shards whose
@@ -160,7 +160,7 @@ class Selection:
         first = (near_duplicate_clusters(self.signatures.joined(), bands=cfg.dedup_bands, rows=cfg.dedup_rows,
                                          threshold=cfg.dedup_threshold, keys=[r.pop("lsh_keys") for r in self.results])
                  if len(keys) else np.zeros(0, np.int64))
-        self.signatures = Rows(0)
+        self.signatures = JoinedRows(0)
         fates = np.where(held_documents(keys[first], cfg.validation_fraction, cfg.seed), VALIDATION, TRAIN)
         fates = fates.astype(np.uint8)
         fates[first != np.arange(len(first))] = DROPPED

@@ -244,11 +244,11 @@ def test_lsh_keys_of_shards_joined_give_the_clusters_of_the_whole():
 @pytest.mark.parametrize("sizes", [(4, 0, 7, 30, 2), (0, 3, 1), (5,)])
 def test_shards_rows_added_in_any_order_are_joined_in_corpus_order(sizes):
     """The first shard's size sets the room reserved; later, larger shards make the array grow."""
-    from mlmprep.builder.selection import Rows
+    from mlmprep.builder.selection import JoinedRows
 
     rng = np.random.default_rng(3)
     pieces = [rng.integers(0, 2**32, (n, 6), dtype=np.uint32) for n in sizes]
-    rows = Rows(len(pieces))
+    rows = JoinedRows(len(pieces))
     for index in rng.permutation(len(pieces)):
         rows.add(int(index), pieces[index])
     got = rows.joined()
