@@ -70,7 +70,7 @@ CODECS = {  # what a published corpus uses: gzip -6, zstd -3, bzip2 -9, xz -6
 
 TOKENIZE_ONLY = """
 import sys
-from mlmprep.tokenize import load_tokenizer
+from mlmprep.tokenizer.load import load_tokenizer
 tok = load_tokenizer(sys.argv[1])
 batch, size = [], 0
 with open(sys.argv[2], encoding="utf-8") as f:

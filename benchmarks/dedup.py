@@ -94,7 +94,7 @@ def leakage(build: Path) -> float:
 
 def run(quick: bool = False) -> dict:
     from mlmprep.builder.run import build
-    from mlmprep.tokenize import train_tokenizer
+    from mlmprep.tokenizer.train import train_tokenizer
 
     pydocs = CORPORA / "pydocs.txt"
     with tempfile.TemporaryDirectory(prefix="mlmprep-bench-dedup-") as tmp:
@@ -250,7 +250,7 @@ def measured_build(options: dict) -> dict:
 
 def run_scale(megabytes: float, tokenizer: str | None, workers: int) -> dict:
     """The scale mode (see the module docstring): corpora of `megabytes` and a tenth of it, exact and near."""
-    from mlmprep.tokenize import train_tokenizer
+    from mlmprep.tokenizer.train import train_tokenizer
 
     result = {"scale_mb": megabytes, "runs": {}}
     with tempfile.TemporaryDirectory(prefix="mlmprep-bench-dedup-scale-") as tmp:

@@ -31,7 +31,7 @@ WORDS = "mountain library teacher remembered explained carefully together vocabu
 
 def run(quick: bool = False) -> dict:
     from mlmprep.corpus.documents import open_corpus
-    from mlmprep.tokenize import train_tokenizer
+    from mlmprep.tokenizer.train import train_tokenizer
 
     line_bytes = 10_000_000 if quick else 50_000_000
     with tempfile.TemporaryDirectory(prefix="mlmprep-bench-hostile-") as tmp:

@@ -51,7 +51,8 @@ def segment_lengths(quick: bool) -> tuple[np.ndarray, str]:
         rng = np.random.default_rng(0)  # log-normal fitted to pydocs segments: median ~700, 10-90% ~560-920
         lengths = np.exp(rng.normal(6.56, 0.2, 600 if quick else 5400)).astype(np.int64)
         return lengths, "synthetic log-normal (no pydocs.txt)"
-    from mlmprep.tokenize import encode, train_tokenizer
+    from mlmprep.tokenizer.encode import encode
+    from mlmprep.tokenizer.train import train_tokenizer
 
     text = CORPUS.read_text(encoding="utf-8")[: 1_500_000 if quick else None]
     tok = train_tokenizer(text[: 300_000 if quick else 1_000_000].splitlines(), vocab_size=2000 if quick else 8000)

@@ -29,7 +29,9 @@ CHUNK_TOKENS = 1 << 20
 
 def real_windows(quick: bool):
     """([n, LENGTH] int32 windows, special ids, mask id, vocabulary size, word starts per id, source name)."""
-    from mlmprep.tokenize import encode, special_ids, train_tokenizer, word_tables
+    from mlmprep.tokenizer.encode import encode, word_tables
+    from mlmprep.tokenizer.load import special_ids
+    from mlmprep.tokenizer.train import train_tokenizer
 
     path = CORPORA / "pydocs.txt"
     if not path.is_file():

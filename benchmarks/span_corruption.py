@@ -4,7 +4,7 @@ the way Hugging Face's DataCollatorForFlaxT5MLM does it, on the same real window
     python -m benchmarks.span_corruption           # 4 MB of pydocs.txt
     python -m benchmarks.span_corruption --quick   # 1 MB, fewer repeats
 
-Windows: pydocs.txt tokenized by a tokenizer trained on the slice with mlmprep.tokenize.train_tokenizer
+Windows: pydocs.txt tokenized by a tokenizer trained on the slice with mlmprep.tokenizer.train.train_tokenizer
 (nothing is cached), documents joined by </s>, cut into windows of 568 tokens, the length
 compute_input_and_target_lengths(512, 0.15, 3) gives. Without the corpus: random ids, with a notice.
 Speeds are input tokens per second; compilation is excluded (one warm-up pass each). The three are
@@ -34,7 +34,9 @@ BATCH = 64  # rows per NumPy collator call
 
 def real_windows(quick: bool, length: int) -> tuple[np.ndarray, np.ndarray, int, str]:
     """([n, length] int32 windows, sentinel ids, EOS id, source name)."""
-    from mlmprep.tokenize import encode, special_ids, train_tokenizer
+    from mlmprep.tokenizer.encode import encode
+    from mlmprep.tokenizer.load import special_ids
+    from mlmprep.tokenizer.train import train_tokenizer
 
     path = CORPORA / "pydocs.txt"
     if not path.is_file():

@@ -35,7 +35,7 @@ from benchmarks.common import CORPORA, Figure, compile_bytecode, print_figures, 
 
 THREADS = 2
 TRAINERS = ("mlmprep", "tokenizers", "sentencepiece", "mlmprep-wordpiece", "tokenizers-wordpiece")
-LIBRARIES = ("sentencepiece", "tokenizers", "mlmprep.tokenize", "mlmprep.builder.unigram", "mlmprep.builder.wordpiece")
+LIBRARIES = ("sentencepiece", "tokenizers", "mlmprep.tokenizer.train")  # it imports the unigram and wordpiece trainers
 HANZI_LIST = Path("/usr/share/i18n/locales/iso14651_t1_pinyin")  # glibc: 20,448 Han characters in pinyin order
 HANZI_WORDS = 2500  # the commonest words get a character each; the rest two of those characters
 
@@ -78,7 +78,8 @@ def split(corpus: Path, sample_chars: int) -> tuple[list[str], list[str]]:
 def train_one(trainer: str, train: list[str], vocab: int):
     """Train with `trainer`; returns an encode(list of text) -> token count function and the vocabulary reached."""
     if trainer in ("mlmprep", "mlmprep-wordpiece"):
-        from mlmprep.tokenize import N_SENTINELS, train_tokenizer
+        from mlmprep.tokenizer.load import N_SENTINELS
+        from mlmprep.tokenizer.train import train_tokenizer
 
         kind = "wordpiece" if trainer == "mlmprep-wordpiece" else "unigram"
         tok = train_tokenizer(train, vocab + N_SENTINELS, kind=kind)
@@ -87,7 +88,7 @@ def train_one(trainer: str, train: list[str], vocab: int):
     if trainer == "tokenizers-wordpiece":  # mlmprep's WordPiece trainer until SentencePiece's BPE replaced it
         from tokenizers import trainers
 
-        from mlmprep.builder import wordpiece as wp
+        from mlmprep.tokenizer import wordpiece as wp
 
         tok = wp.wordpiece_tokenizer({name: i for i, name in enumerate(wp.BERT_SPECIALS)})
         tok.train_from_iterator(train, trainers.WordPieceTrainer(
@@ -107,7 +108,7 @@ def train_one(trainer: str, train: list[str], vocab: int):
 
     import sentencepiece as spm
 
-    from mlmprep.builder.unigram import SPM_OPTIONS
+    from mlmprep.tokenizer.unigram import SPM_OPTIONS
 
     model = io.BytesIO()
     spm.SentencePieceTrainer.train(sentence_iterator=iter(train), model_writer=model, vocab_size=vocab,

@@ -46,7 +46,7 @@ from benchmarks import docs
 from benchmarks.common import Figure, ratio
 from mlmprep.config import TrainConfig
 from mlmprep.format.load import open_epoch, read_manifest
-from mlmprep.tokenize import load_tokenizer, special_ids
+from mlmprep.tokenizer.load import load_tokenizer, special_ids
 from mlmprep.train.batch import Budget, plan_epoch, plan_stats
 from mlmprep.train.collate import Collator
 from mlmprep.train.epochs import row_targets

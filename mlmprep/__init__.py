@@ -2,14 +2,15 @@
 
 The package follows the data's way, one room per stage:
 
+- `tokenizer/` loads, trains and converts tokenizers and encodes documents; below every other room;
 - `corpus/`   finds and reads corpus files and datasets into documents;
 - `builder/`  cleans, tokenizes, cuts windows and masks them, on local processes or Ray (`builder.run.build`);
 - `format/`   the on-disk format: writing and publishing splits, reading them back, the text summary;
 - `train/`    token-budget batching, collation, the model and the training loop (`train.loop.fit`);
-- `cli/`      the command line (`mlmprep.cli`), its options made from `config`;
 
 with what every stage shares at the top: `config` (the options; `config_files` reads their values), `errors`,
-`progress`, `storage`, `tokenize`, and `compare`, which builds and trains both segmentation methods.
+`progress`, `storage`, and `compare`, which builds and trains both segmentation methods. The command line,
+`mlmprep.cli`, lives in the repository's top-level `cli/` folder (installed as `mlmprep.cli`).
 """
 
 __version__ = "0.1.0"  # the one place: pyproject.toml reads it from here

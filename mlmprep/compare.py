@@ -37,14 +37,9 @@ from mlmprep.format.manifest import Manifest
 from mlmprep.format.publish import check_output_path
 from mlmprep.format.rows import Rows
 from mlmprep.format.write import iter_rows, write_json
-from mlmprep.tokenize import (
-    WordTables,
-    check_vocab_size,
-    encode,
-    special_ids,
-    train_tokenizer,
-    word_tables,
-)
+from mlmprep.tokenizer.encode import WordTables, encode, word_tables
+from mlmprep.tokenizer.load import special_ids
+from mlmprep.tokenizer.train import check_vocab_size, train_tokenizer
 from mlmprep.train.model import check_model_spec
 from mlmprep.train.numerics import Diverged
 

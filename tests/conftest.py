@@ -64,7 +64,7 @@ def tiny_corpus(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_tokenizer_path(tmp_path_factory) -> Path:
     """A T5-style Unigram tokenizer (<pad>, </s>, <unk>, <mask>, pieces, 100 sentinels) trained on the tiny corpus."""
-    from mlmprep.tokenize import train_tokenizer
+    from mlmprep.tokenizer.train import train_tokenizer
 
     tok = train_tokenizer(tiny_documents(), vocab_size=400)
     path = tmp_path_factory.mktemp("tokenizer") / "tokenizer.json"
@@ -80,7 +80,7 @@ def tok(tiny_tokenizer_path) -> str:
 
 @pytest.fixture(scope="session")
 def tiny_tokenizer(tiny_tokenizer_path):
-    from mlmprep.tokenize import load_tokenizer
+    from mlmprep.tokenizer.load import load_tokenizer
 
     return load_tokenizer(tiny_tokenizer_path)
 

@@ -381,7 +381,7 @@ MUTANTS = [
     Mutant("preloaded-tokenizer-for-any-build", "mlmprep.builder.staged:worker_tokenizer",  # a worker takes it whatever was staged
            "PRELOADED.get(hashlib.sha256(path.read_bytes()).hexdigest())", "next(iter(PRELOADED.values()))",
            ("tests/builder/test_engine.py",)),
-    Mutant("tokenizer-file-truncates", "mlmprep.tokenize:plain_encoder",  # the tokenizer file's truncation reaches the data
+    Mutant("tokenizer-file-truncates", "mlmprep.tokenizer.encode:plain_encoder",  # the tokenizer file's truncation reaches the data
            "    tok.no_truncation()\n    tok.encode_special_tokens", "    tok.encode_special_tokens",
            ("tests/builder/test_special_tokens.py",)),
     # ------------------------------------------------------------ reading text files
@@ -446,11 +446,11 @@ MUTANTS = [
            "segment, pos = buffer[pos : pos + chars], pos + chars",
            "segment, buffer = buffer[:chars], buffer[chars:]",
            ("tests/builder/test_windows.py",)),
-    Mutant("han-cut-counts-as-word-cut", "mlmprep.tokenize:word_tables",  # any letter counts, so Han text is 98% cut
+    Mutant("han-cut-counts-as-word-cut", "mlmprep.tokenizer.encode:word_tables",  # any letter counts, so Han text is 98% cut
            "first[idx] = bool(text) and spaced_alnum(text[0])\nlast[idx] = bool(text) and spaced_alnum(text[-1])",
            "first[idx] = bool(text) and text[0].isalnum()\nlast[idx] = bool(text) and text[-1].isalnum()",
            ("tests/builder/test_windows.py",)),
-    Mutant("unspaced-scripts-miss-thai", "mlmprep.tokenize:spaced_alnum",  # only Han is told apart
+    Mutant("unspaced-scripts-miss-thai", "mlmprep.tokenizer.encode:spaced_alnum",  # only Han is told apart
            "not unicodedata.name(char, \"\").startswith(UNSPACED_SCRIPTS)",
            "not unicodedata.name(char, \"\").startswith(\"CJK \")",
            ("tests/builder/test_windows.py",)),
@@ -575,39 +575,39 @@ MUTANTS = [
     Mutant("unreachable-input-length-accepted", "mlmprep.builder.mask:check_input_length_reached",  # exact windows silently one token short
            "    if enc[0] != input_length:\n", "    if enc[0] > input_length:\n",
            ("tests/builder/test_mask.py", "tests/cli/test_errors.py")),
-    Mutant("long-document-cut-before-any-whitespace", "mlmprep.tokenize:whitespace_pieces",  # a T5 tokenizer's extra '▁' at a cut
+    Mutant("long-document-cut-before-any-whitespace", "mlmprep.tokenizer.encode:whitespace_pieces",  # a T5 tokenizer's extra '▁' at a cut
            "        cut = clean_cut(text, start + 1, start + size)\n", "        cut = -1\n", ("tests/builder/test_determinism.py",)),
     Mutant("verify-trusts-the-manifest-tokenizer-ids", "mlmprep.builder.verify:check_tokenizer",  # pad_id 7 in the manifest: train crashes
            "        if getattr(record, key) != value:\n", "        if False:\n", ("tests/builder/test_verify.py",)),
     Mutant("verify-trusts-window-lengths", "mlmprep.builder.verify:verify",
            "        check_window_lengths(windows_name, manifest, windows[\"tokens\"], report)\n", "", ("tests/builder/test_verify.py",)),
-    Mutant("text-spelling-eos-gets-its-id", "mlmprep.tokenize:encode",  # "</s>" in a corpus: an EOS masked as noise
+    Mutant("text-spelling-eos-gets-its-id", "mlmprep.tokenizer.encode:encode",  # "</s>" in a corpus: an EOS masked as noise
            "    if spelled_specials(tok)[flat].any():", "    if False:", ("tests/builder/test_determinism.py",)),
-    Mutant("tokenizer-trained-on-special-text", "mlmprep.tokenize:train_tokenizer",  # a second "</s>" piece; the build refuses
+    Mutant("tokenizer-trained-on-special-text", "mlmprep.tokenizer.train:train_tokenizer",  # a second "</s>" piece; the build refuses
            "    texts = (SPELLED_SPECIAL.sub(\" \", t) for t in texts)\n", "",
            ("tests/builder/test_tokenizer_training.py", "tests/builder/test_determinism.py")),
-    Mutant("unigram-scores-not-converted", "mlmprep.builder.unigram:unigram_tokenizer",  # every piece as likely: other segmentations
+    Mutant("unigram-scores-not-converted", "mlmprep.tokenizer.unigram:unigram_tokenizer",  # every piece as likely: other segmentations
            "else round(sp.get_score(i), SCORE_DECIMALS))", "else -1.0)", ("tests/builder/test_tokenizer_training.py",)),
-    Mutant("unigram-scores-unrounded", "mlmprep.builder.unigram:unigram_tokenizer",  # the build's tokenizer.json (reparsed) differs
+    Mutant("unigram-scores-unrounded", "mlmprep.tokenizer.unigram:unigram_tokenizer",  # the build's tokenizer.json (reparsed) differs
            "round(sp.get_score(i), SCORE_DECIMALS)", "float(sp.get_score(i))",
            ("tests/builder/test_sharded.py::test_tokenizer_train_learns_from_the_sample_build_takes",)),
-    Mutant("unigram-no-dummy-prefix", "mlmprep.builder.unigram",  # trained without the "▁" the Metaspace adds
+    Mutant("unigram-no-dummy-prefix", "mlmprep.tokenizer.unigram",  # trained without the "▁" the Metaspace adds
            "add_dummy_prefix=True", "add_dummy_prefix=False", ("tests/builder/test_tokenizer_training.py",)),
-    Mutant("unigram-threads-from-the-machine", "mlmprep.builder.unigram",  # other pieces on another machine
+    Mutant("unigram-threads-from-the-machine", "mlmprep.tokenizer.unigram",  # other pieces on another machine
            "num_threads=SPM_THREADS,", "num_threads=len(__import__('os').sched_getaffinity(0)),",
            ("tests/builder/test_tokenizer_training.py",)),
-    Mutant("unigram-long-documents-uncut", "mlmprep.builder.unigram:feed",  # the trainer skips sentences over its limit
+    Mutant("unigram-long-documents-uncut", "mlmprep.tokenizer.unigram:feed",  # the trainer skips sentences over its limit
            "for sentence in whitespace_pieces(text, SENTENCE_CHARS):", "for sentence in [text]:",
            ("tests/builder/test_tokenizer_training.py",)),
-    Mutant("unigram-pieces-of-any-length", "mlmprep.builder.unigram",  # SentencePiece's 16: slower training
+    Mutant("unigram-pieces-of-any-length", "mlmprep.tokenizer.unigram",  # SentencePiece's 16: slower training
            "max_sentencepiece_length=MAX_PIECE, ", "", ("tests/builder/test_tokenizer_training.py",)),
-    Mutant("unigram-blank-sample-sent-to-the-trainer", "mlmprep.builder.unigram:train_model",  # SentencePiece's error
+    Mutant("unigram-blank-sample-sent-to-the-trainer", "mlmprep.tokenizer.unigram:train_model",  # SentencePiece's error
            "            if lines == 0:\n                raise EmptySample(", "            if False:\n                raise EmptySample(",
            ("tests/builder/test_tokenizer_training.py",)),
-    Mutant("unigram-progress-stuck-at-the-start", "mlmprep.builder.unigram:follow_log",  # the EM rounds never move the bar
+    Mutant("unigram-progress-stuck-at-the-start", "mlmprep.tokenizer.unigram:follow_log",  # the EM rounds never move the bar
            "on_round(pruned(seeds, int(found.group(2))), int(found.group(2)))",
            "on_round(0, int(found.group(2)))", ("tests/builder/test_tokenizer_training.py",)),
-    Mutant("vocab-too-small-names-the-pieces", "mlmprep.tokenize:train_unigram",  # "at least 106": still too small
+    Mutant("vocab-too-small-names-the-pieces", "mlmprep.tokenizer.train:train_unigram",  # "at least 106": still too small
            'r"required_chars\\. \\d+ vs (\\d+)"', 'r"required_chars\\. (\\d+) vs \\d+"',
            ("tests/builder/test_tokenizer_training.py", "tests/cli/test_errors.py")),
     Mutant("wordpiece-not-the-mlm-default", "mlmprep.config:BuildConfig.trained_tokenizer_type",  # BERT builds get T5's Unigram
@@ -619,39 +619,39 @@ MUTANTS = [
     Mutant("wordpiece-loads-as-a-generic-tokenizer", "mlmprep.format.write:hf_tokenizer_files",  # AutoTokenizer: no BERT class
            '"tokenizer_class": "BertTokenizerFast"', '"tokenizer_class": "PreTrainedTokenizerFast"',
            ("tests/builder/test_tokenizer_training.py",)),
-    Mutant("wordpiece-rows-unframed", "mlmprep.builder.wordpiece:wordpiece_tokenizer",  # BERT rows without [CLS] ... [SEP]
+    Mutant("wordpiece-rows-unframed", "mlmprep.tokenizer.wordpiece:wordpiece_tokenizer",  # BERT rows without [CLS] ... [SEP]
            "    tok.post_processor = processors.TemplateProcessing(", "    tok.processor = processors.TemplateProcessing(",
            ("tests/builder/test_tokenizer_training.py::test_an_mlm_build_trains_berts_wordpiece_that_transformers_loads_and_masks_whole_words",)),
-    Mutant("wordpiece-ties-in-hash-order", "mlmprep.tokenize:train_tokenizer",  # the tokenizers trainer: other bytes each run
+    Mutant("wordpiece-ties-in-hash-order", "mlmprep.tokenizer.train:train_tokenizer",  # the tokenizers trainer: other bytes each run
            "        tok = train_wordpiece(texts, vocab_size, n_sentinels, bar)\n",
-           "        from tokenizers import trainers\n        from mlmprep.builder import wordpiece as wp\n"
+           "        from tokenizers import trainers\n        from mlmprep.tokenizer import wordpiece as wp\n"
            "        tok = wp.wordpiece_tokenizer({name: i for i, name in enumerate(wp.BERT_SPECIALS)})\n"
            "        tok.train_from_iterator(texts, trainers.WordPieceTrainer(vocab_size=vocab_size - n_sentinels, "
            "special_tokens=list(wp.BERT_SPECIALS), show_progress=False))\n",
            ("tests/builder/test_tokenizer_training.py::test_each_tokenizer_type_gives_the_same_bytes_in_separate_processes_thread_counts_and_cores",)),
-    Mutant("wordpiece-continuations-not-in-both-forms", "mlmprep.builder.wordpiece:wordpiece_vocab",  # [UNK] for a rare ##x
+    Mutant("wordpiece-continuations-not-in-both-forms", "mlmprep.tokenizer.wordpiece:wordpiece_vocab",  # [UNK] for a rare ##x
            "    for form in chars + [PREFIX + char for char in joining]:", "    for form in chars:",
            ("tests/builder/test_tokenizer_training.py::test_the_wordpiece_vocabulary_is_as_good_as_the_tokenizers_trainers_and_laid_out_like_berts",)),
-    Mutant("wordpiece-continuations-of-split-characters", "mlmprep.builder.wordpiece:continuations",  # CJK: twice the ids
+    Mutant("wordpiece-continuations-of-split-characters", "mlmprep.tokenizer.wordpiece:continuations",  # CJK: twice the ids
            "    return [char for char in chars if len(", "    return chars or [char for char in chars if len(",
            ("tests/builder/test_tokenizer_training.py::test_cjk_characters_which_bert_always_splits_off_take_one_wordpiece_id_each",)),
-    Mutant("wordpiece-word-starts-kept", "mlmprep.builder.wordpiece:wordpiece_vocab",  # "▁the": a piece WordPiece never uses
+    Mutant("wordpiece-word-starts-kept", "mlmprep.tokenizer.wordpiece:wordpiece_vocab",  # "▁the": a piece WordPiece never uses
            'piece[1:] if piece.startswith("▁") else PREFIX + piece', 'piece if piece.startswith("▁") else PREFIX + piece',
            ("tests/builder/test_tokenizer_training.py::test_the_wordpiece_vocabulary_is_as_good_as_the_tokenizers_trainers_and_laid_out_like_berts",)),
-    Mutant("wordpiece-vocab-past-vocab-size", "mlmprep.builder.wordpiece:wordpiece_vocab",  # every merge SentencePiece made
+    Mutant("wordpiece-vocab-past-vocab-size", "mlmprep.tokenizer.wordpiece:wordpiece_vocab",  # every merge SentencePiece made
            "        if len(vocab) >= n_pieces:\n            break\n", "",
            ("tests/builder/test_tokenizer_training.py::test_the_wordpiece_vocabulary_is_as_good_as_the_tokenizers_trainers_and_laid_out_like_berts",)),
-    Mutant("wordpiece-small-vocab-unrefused", "mlmprep.tokenize:train_wordpiece",  # a vocabulary larger than asked
+    Mutant("wordpiece-small-vocab-unrefused", "mlmprep.tokenizer.train:train_wordpiece",  # a vocabulary larger than asked
            "    if n_pieces < needed:", "    if False:",
            ("tests/builder/test_tokenizer_training.py::test_a_wordpiece_vocab_size_below_both_forms_of_the_characters_is_refused_in_words",)),
-    Mutant("wordpiece-progress-stuck", "mlmprep.builder.unigram:follow_log",  # the merges never move the bar
+    Mutant("wordpiece-progress-stuck", "mlmprep.tokenizer.unigram:follow_log",  # the merges never move the bar
            "            on_round(merges, merges + alphabet + 1)", "            on_round(0, merges + alphabet + 1)",
            ("tests/builder/test_tokenizer_training.py::test_the_wordpiece_training_shows_its_counting_and_merges",)),
-    Mutant("wordpiece-long-words-learnt", "mlmprep.builder.wordpiece:trainer_lines",  # a 5,000-character word: the trainer fails
+    Mutant("wordpiece-long-words-learnt", "mlmprep.tokenizer.wordpiece:trainer_lines",  # a 5,000-character word: the trainer fails
            "for word, n in sorted(counts.items()) if len(word) <= MAX_WORD]",
            "for word, n in sorted(counts.items())]",
            ("tests/builder/test_tokenizer_training.py::test_a_word_longer_than_wordpiece_encodes_is_not_learnt_from",)),
-    Mutant("unigram-trainer-outlives-ctrl-c", "mlmprep.builder.unigram:train_model",  # the child trains on after the build ends
+    Mutant("unigram-trainer-outlives-ctrl-c", "mlmprep.tokenizer.unigram:train_model",  # the child trains on after the build ends
            "                proc.kill()\n", "", ("tests/builder/test_interrupt.py",)),
     Mutant("compare-arms-deduplicated", "mlmprep.compare:arm_config",  # the text arm's replay reads documents dedup dropped
            'dedup="off", ', "",
@@ -673,7 +673,7 @@ MUTANTS = [
     Mutant("hf-tokenizer-without-eos-frame", "mlmprep.format.write:hf_tokenizer",  # AutoTokenizer gave no final </s>
            "    if framed.post_processor is None:\n        framed.post_processor = eos_frame(tok)",
            "    pass", ("tests/format/test_hf_frame.py",)),
-    Mutant("eos-frame-kept-on-load", "mlmprep.tokenize:load_tokenizer",  # the framed file changed the build's identity
+    Mutant("eos-frame-kept-on-load", "mlmprep.tokenizer.load:load_tokenizer",  # the framed file changed the build's identity
            "    if is_eos_frame(tok.post_processor, tok):", "    if False:",
            ("tests/format/test_hf_frame.py", "tests/builder/test_verify.py")),
     Mutant("budget-trainer-ignores-the-epoch", "mlmprep.train.hf:EpochMicrobatches.set_epoch",  # every epoch on seed-0
@@ -718,6 +718,10 @@ MUTANTS = [
     Mutant("import-circle-hidden-in-a-function", "mlmprep.corpus.shards:_dataset",  # documents imports shards
            "    return load_dataset(spec, split)",
            "    from mlmprep.corpus.documents import open_corpus  # noqa: F401\n\n    return load_dataset(spec, split)",
+           ("tests/repo/test_rooms.py::test_no_module_imports_itself_through_others",)),
+    Mutant("import-circle-only-in-functions", "mlmprep.tokenizer.encode:whitespace_pieces",  # unigram imports encode too
+           "    if len(text) <= size:\n        return [text]\n",
+           "    from mlmprep.tokenizer.unigram import SENTENCE_CHARS  # noqa: F401\n    if len(text) <= size:\n        return [text]\n",
            ("tests/repo/test_rooms.py::test_no_module_imports_itself_through_others",)),
     Mutant("import-circle-at-module-level", "mlmprep.builder.randomness",  # mask imports randomness
            "import numpy as np\n", "import numpy as np\n\nfrom mlmprep.builder import mask  # noqa: F401\n", ("tests/repo/test_rooms.py::test_no_module_imports_itself_through_others",)),
@@ -1049,7 +1053,7 @@ MUTANTS = [
 
 def copy_repository(dest: Path) -> Path:
     """The working tree's files (tracked and untracked, not ignored) under dest/main; ../shared beside it
-    (the corpora the tests look for)."""
+    (the corpora the tests look for); mlmprep/cli -> cli, as the installs map it (pyproject's package-dir)."""
     files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, check=True,
                            capture_output=True).stdout.decode().split("\0")
     repo = dest / "main"
@@ -1060,6 +1064,7 @@ def copy_repository(dest: Path) -> Path:
             shutil.copy2(source, repo / rel)
     if (ROOT.parent / "shared").is_dir():
         (dest / "shared").symlink_to(ROOT.parent / "shared")
+    (repo / "mlmprep" / "cli").symlink_to(repo / "cli", target_is_directory=True)
     return repo
 
 
@@ -1135,7 +1140,8 @@ def locate(repo: Path, site: str, old: str) -> tuple[Path, re.Match, str] | str:
         module, _, qualname = site.partition(":")
         named = module_file(repo, module)
     candidates = [named] if named else []
-    candidates += [p for p in sorted((repo / "mlmprep").rglob("*.py")) if p != named and qualname]
+    candidates += [p for folder in ("mlmprep", "cli") for p in sorted((repo / folder).rglob("*.py"))
+                   if p != named and qualname]
     pattern = snippet_pattern(old)
     for path in candidates:
         source = path.read_text(encoding="utf-8")

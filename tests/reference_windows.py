@@ -12,7 +12,7 @@ import numpy as np
 
 from mlmprep.builder.windows import WindowStats, count_cut_rows, doc_rows, fixed_rows, with_eos
 from mlmprep.format.rows import Rows
-from mlmprep.tokenize import WordTables
+from mlmprep.tokenizer.encode import WordTables
 
 
 def token_windows(chunks: Iterable[tuple[np.ndarray, np.ndarray]], *, length: int, eos_id: int | None, pack: str,

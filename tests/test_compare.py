@@ -14,7 +14,7 @@ from mlmprep.cli import app
 from mlmprep.compare import OUTPUTS, compare_config, fragment_spans, split_documents, stream_row_cuts
 from mlmprep.errors import CacheError, CorpusError
 from mlmprep.format.rows import Rows
-from mlmprep.tokenize import WordTables
+from mlmprep.tokenizer.encode import WordTables
 from tests.cli.test_build import assert_refused, cli
 from tests.conftest import WORDS, tiny_documents
 

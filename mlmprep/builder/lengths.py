@@ -12,7 +12,7 @@ from mlmprep.builder import mask
 from mlmprep.builder.windows import MIN_ROW
 from mlmprep.config import BuildConfig
 from mlmprep.errors import ConfigError, TokenizerError
-from mlmprep.tokenize import frame_ids
+from mlmprep.tokenizer.load import frame_ids
 
 FILE_TOKENS = 1 << 19  # an output file holds about this many tokens of windows (a whole number of 1000s of rows)
 

@@ -61,7 +61,7 @@ from mlmprep.format.manifest import FileRecord
 from mlmprep.format.rows import Rows, concat_rows
 from mlmprep.format.write import damaged, iter_rows_of_file, part_path, write_part
 from mlmprep.progress import prefetch, prefetch_map
-from mlmprep.tokenize import encode
+from mlmprep.tokenizer.encode import encode
 
 VALIDATION_SLOT = 1 << 20  # the validation split is masked once, with the seed of this (never trained) slot
 SEGMENT_TASK_CHARS = 4 << 20  # characters of text per segmenting task (--method text)

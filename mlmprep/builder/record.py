@@ -18,7 +18,7 @@ from mlmprep.corpus.text import looks_wrapped
 from mlmprep.errors import most_common_fields
 from mlmprep.format.manifest import Manifest
 from mlmprep.format.write import strict, write_json
-from mlmprep.tokenize import tokenizer_sha256
+from mlmprep.tokenizer.load import tokenizer_sha256
 
 
 def corpus_counts(corpus: Corpus, read: list[dict]) -> dict:

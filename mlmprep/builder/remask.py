@@ -31,7 +31,8 @@ from mlmprep.format.write import (
     strict,
     write_json,
 )
-from mlmprep.tokenize import special_ids, word_tables
+from mlmprep.tokenizer.encode import word_tables
+from mlmprep.tokenizer.load import special_ids
 
 
 def remask(out: str | Path, seeds: int, *, threads: int = 0, engine: Engine | None = None,

@@ -49,7 +49,8 @@ from mlmprep.format.manifest import Manifest
 from mlmprep.format.publish import scratch_directory
 from mlmprep.format.write import format_version, strict, write_hf_tokenizer
 from mlmprep.progress import Stages
-from mlmprep.tokenize import SpecialIds, load_tokenizer, special_ids, tokenizer_sha256, word_tables
+from mlmprep.tokenizer.encode import word_tables
+from mlmprep.tokenizer.load import SpecialIds, load_tokenizer, special_ids, tokenizer_sha256
 
 __all__ = ["BuildResult", "build", "cleaned_documents"]
 

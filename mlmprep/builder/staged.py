@@ -17,7 +17,8 @@ import numpy as np
 from mlmprep.builder.engine.base import fetched
 from mlmprep.config import BuildConfig
 from mlmprep.format.write import hf_tokenizer
-from mlmprep.tokenize import load_tokenizer, plain_encoder, special_ids, word_tables
+from mlmprep.tokenizer.encode import plain_encoder, word_tables
+from mlmprep.tokenizer.load import load_tokenizer, special_ids
 
 STAGING = "shards"  # staging-directory subfolder of the phase-1 outputs; removed before publishing
 

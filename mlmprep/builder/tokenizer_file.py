@@ -16,7 +16,7 @@ from mlmprep.corpus.documents import Corpus, open_corpus
 from mlmprep.corpus.jsonl import no_text_error
 from mlmprep.format.publish import scratch_directory
 from mlmprep.progress import Stages
-from mlmprep.tokenize import train_tokenizer
+from mlmprep.tokenizer.train import train_tokenizer
 
 
 def training_sample(corpus: Corpus, cfg: BuildConfig, used: dict) -> Iterator[str]:

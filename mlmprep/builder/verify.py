@@ -28,7 +28,7 @@ from mlmprep.format.manifest import Manifest, ManifestError, member, read_json
 from mlmprep.format.publish import fetched_build
 from mlmprep.format.rows import Rows, concat_rows
 from mlmprep.format.write import UINT16_IDS, column_dtypes, data_files, hf_tokenizer_files, iter_rows
-from mlmprep.tokenize import load_tokenizer, special_ids, tokenizer_sha256
+from mlmprep.tokenizer.load import load_tokenizer, special_ids, tokenizer_sha256
 
 SPAN_PROBLEMS = {
     1: "encoder length differs from the window's corrupted length",

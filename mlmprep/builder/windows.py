@@ -24,7 +24,7 @@ import numpy as np
 
 from mlmprep.errors import ConfigError
 from mlmprep.format.rows import Rows
-from mlmprep.tokenize import WordTables
+from mlmprep.tokenizer.encode import WordTables
 
 MIN_ROW = 2  # the shortest row span corruption can mask (one noise and one kept token)
 

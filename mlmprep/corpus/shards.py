@@ -35,7 +35,7 @@ from mlmprep.corpus.readers import READERS
 from mlmprep.corpus.streams import damage_errors
 from mlmprep.corpus.text import line_boundary, paragraph_boundary
 from mlmprep.errors import CorpusError
-from mlmprep.tokenize import call_groups
+from mlmprep.tokenizer.encode import call_groups
 
 BYTE_RANGED = (".txt", ".jsonl")  # and a .json file of JSON lines
 ESTIMATE_BYTES = 1 << 20  # compressed bytes whose decompressed size estimates a compressed file's text size

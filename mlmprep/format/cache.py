@@ -245,7 +245,7 @@ class SeedCache:
 
     def fetch_tokenizer(self) -> None:
         """The build's tokenizer.json, checked against the manifest's tokenizer sha256 before it is renamed in."""
-        from mlmprep.tokenize import load_tokenizer, tokenizer_sha256
+        from mlmprep.tokenizer.load import load_tokenizer, tokenizer_sha256
 
         record = self.manifest.tokenizer
         path = self.root / record.file

@@ -192,7 +192,7 @@ def source_table(final: dict) -> tuple[str, dict]:
 def report_page(build: Path | None, run: Path | None, *, examples_shown: int = 4, first_seed: str | None = None) -> str:
     """The whole page: the build's summary, examples and charts (when `build`), a run's curves (when `run`)."""
     from mlmprep.format.load import build_tokenizer, check_split_files, read_manifest
-    from mlmprep.tokenize import special_ids
+    from mlmprep.tokenizer.load import special_ids
 
     body, data, title = [], {}, []
     if build is not None:

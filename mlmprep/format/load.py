@@ -22,7 +22,7 @@ from mlmprep.errors import CacheError, TokenizerError
 from mlmprep.format.manifest import OBJECTIVES, FileRecord, Manifest, data_file_names, member, read_json
 from mlmprep.format.rows import IGNORE
 from mlmprep.format.write import damaged, file_sha256, manifest_path, read_batches
-from mlmprep.tokenize import load_tokenizer, tokenizer_sha256
+from mlmprep.tokenizer.load import load_tokenizer, tokenizer_sha256
 
 COLUMNS = ("input_ids", "labels")
 STORED = {pa.int32(): np.int32, pa.uint16(): np.uint16, pa.int16(): np.int16}  # the value types a column may have

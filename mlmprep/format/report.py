@@ -204,7 +204,7 @@ def show_examples(out: Path, manifest: Manifest, *, split: str = "seed-0", n: in
     """Decode the first `n` rows of `split`: model input, targets, and the text with masked spans in [[ ]]."""
     from mlmprep.errors import CacheError, ConfigError
     from mlmprep.format.load import build_tokenizer, check_split_files
-    from mlmprep.tokenize import special_ids
+    from mlmprep.tokenizer.load import special_ids
 
     if n < 0:
         raise ConfigError(f"--examples must be 0 or more, got {n}")

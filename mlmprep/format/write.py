@@ -93,7 +93,7 @@ def write_json(path: Path, data: dict) -> None:
 def hf_tokenizer_files(tok, *, model_max_length: int) -> dict[str, dict]:
     """special_tokens_map.json and tokenizer_config.json for `tok`: what transformers' AutoTokenizer reads
     beside tokenizer.json to set pad/eos/unk/mask and the sentinels."""
-    from mlmprep.tokenize import special_ids
+    from mlmprep.tokenizer.load import special_ids
 
     ids, name = special_ids(tok), tok.id_to_token
     found = {"pad_token": ids.pad, "eos_token": ids.eos, "unk_token": ids.unk, "mask_token": ids.mask,
@@ -124,7 +124,7 @@ def hf_tokenizer(tok):
     those of `tok`, which is left unchanged."""
     from tokenizers import Tokenizer
 
-    from mlmprep.tokenize import eos_frame
+    from mlmprep.tokenizer.load import eos_frame
 
     framed = Tokenizer.from_str(tok.to_str())
     if framed.post_processor is None:

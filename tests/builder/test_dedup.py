@@ -19,7 +19,7 @@ from mlmprep.builder.dedup import exact_keys
 from mlmprep.builder.selection import held_documents
 from mlmprep.config import BuildConfig
 from mlmprep.format.write import iter_rows
-from mlmprep.tokenize import load_tokenizer
+from mlmprep.tokenizer.load import load_tokenizer
 from tests.builder.test_sharded import reference_rows
 from tests.cli.test_build import data_files, run_cli
 from tests.conftest import CORPORA, build_tiny, tiny_documents

@@ -54,7 +54,7 @@ def test_how_documents_are_grouped_into_tokenizer_calls_does_not_change_their_id
     import numpy as np
     from tokenizers import Tokenizer
 
-    from mlmprep import tokenize
+    from mlmprep.tokenizer import encode as tokenize
     from tests.conftest import tiny_documents
 
     sentences = tiny_documents(60)
@@ -77,7 +77,9 @@ def test_text_that_spells_a_special_token_never_gives_its_id(tmp_path):
     those it gets alone."""
     from tokenizers import Tokenizer
 
-    from mlmprep.tokenize import encode, special_ids, train_tokenizer
+    from mlmprep.tokenizer.encode import encode
+    from mlmprep.tokenizer.load import special_ids
+    from mlmprep.tokenizer.train import train_tokenizer
     from tests.conftest import tiny_documents
 
     tiny_tokenizer = train_tokenizer(tiny_documents() + ["if a < b / c > d then", "x<y>z / w_0"] * 20, vocab_size=400)
@@ -101,12 +103,13 @@ def test_special_text_tables_are_kept_for_a_few_tokenizers_only(tiny_tokenizer):
     copies of the last few only, and a tokenizer whose entry went still encodes special text as text."""
     from tokenizers import Tokenizer
 
-    from mlmprep import tokenize
+    from mlmprep.tokenizer import encode as tokenize
+    from mlmprep.tokenizer.load import special_ids
 
     docs = ["he said</s> then <pad>", "<mask> and <extra_id_0></s></s>"]
     first = Tokenizer.from_str(tiny_tokenizer.to_str())
     expected = tokenize.encode(first, docs)[0].tolist()
-    ids = tokenize.special_ids(first)
+    ids = special_ids(first)
     assert not np.isin(expected, [ids.pad, ids.eos, ids.mask, *ids.sentinels.tolist()]).any()
     for _ in range(3 * tokenize.SPELLED_KEPT):
         assert tokenize.encode(Tokenizer.from_str(tiny_tokenizer.to_str()), docs)[0].tolist() == expected
@@ -120,7 +123,8 @@ def test_a_trained_tokenizer_learns_no_second_piece_for_special_text():
     tokenizer)."""
     import json
 
-    from mlmprep.tokenize import special_ids, train_tokenizer
+    from mlmprep.tokenizer.load import special_ids
+    from mlmprep.tokenizer.train import train_tokenizer
     from tests.conftest import tiny_documents
 
     glued = [f"{doc}</s> <extra_id_0>{doc} <pad>{doc}<mask> <extra_id_7>" for doc in tiny_documents(300)]
@@ -134,7 +138,7 @@ def test_a_trained_tokenizer_learns_no_second_piece_for_special_text():
 
 
 def test_a_stretch_without_whitespace_is_cut_hard_at_the_piece_size():
-    from mlmprep.tokenize import whitespace_pieces
+    from mlmprep.tokenizer.encode import whitespace_pieces
 
     text = "ab" * 50 + " c\nd" + "x" * 300  # a clean space at 100, a newline at 102
     pieces = whitespace_pieces(text, 64)

@@ -311,7 +311,7 @@ def test_the_forkserver_loads_a_given_tokenizer_once_for_every_worker(tmp_path, 
         from mlmprep.builder.engine.base import run_tasks
         from mlmprep.builder.engine.local import PRELOAD_TOKENIZER, LocalEngine
         from mlmprep.format.write import hf_tokenizer
-        from mlmprep.tokenize import load_tokenizer
+        from mlmprep.tokenizer.load import load_tokenizer
         from tests.builder.test_engine import tokenizer_in_worker
         if __name__ == "__main__":
             for stage in ({str(same)!r}, {str(other)!r}):

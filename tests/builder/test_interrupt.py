@@ -127,7 +127,7 @@ def trainer_process(proc: subprocess.Popen) -> psutil.Process | None:
     """The tokenizer trainer's child process of `proc`, if it has started."""
     for child in psutil.Process(proc.pid).children(recursive=True):
         with contextlib.suppress(psutil.NoSuchProcess):
-            if "mlmprep.builder.unigram" in child.cmdline():
+            if "mlmprep.tokenizer.unigram" in child.cmdline():
                 return child
     return None
 

@@ -267,7 +267,7 @@ def cluster_work(root: Path) -> tuple[Path, dict] | str:
     unshare, reason = unshare_command()
     if unshare is None:
         return f"Ray tests skipped: {reason}"
-    from mlmprep.tokenize import train_tokenizer
+    from mlmprep.tokenizer.train import train_tokenizer
 
     tok = root / "tokenizer.json"
     train_tokenizer(tiny_documents(), vocab_size=400).save(str(tok))

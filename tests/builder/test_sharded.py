@@ -18,7 +18,8 @@ from mlmprep.corpus.shards import file_shards, read_shard
 from mlmprep.errors import CorpusError
 from mlmprep.format.rows import Rows, concat_rows
 from mlmprep.format.write import iter_rows
-from mlmprep.tokenize import encode, load_tokenizer, special_ids, word_tables
+from mlmprep.tokenizer.encode import encode, word_tables
+from mlmprep.tokenizer.load import load_tokenizer, special_ids
 from tests.conftest import build_tiny, format_1_copy, tiny_documents
 from tests.reference_windows import token_windows
 

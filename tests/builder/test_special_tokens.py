@@ -49,7 +49,7 @@ def test_doc_windows_use_the_full_input_length_for_text(tmp_path, tiny_corpus, t
 
 def test_mlm_never_targets_a_special_token(tmp_path, tiny_corpus, tiny_tokenizer_path):
     out = build_tiny(tmp_path / "b", tiny_corpus, tiny_tokenizer_path, objective="mlm", pack="doc")
-    from mlmprep.tokenize import load_tokenizer, special_ids
+    from mlmprep.tokenizer.load import load_tokenizer, special_ids
 
     special = special_ids(load_tokenizer(out / "tokenizer.json")).all()
     windows, labels = rows_of(out / "windows", "tokens"), rows_of(out / "seed-0", "labels")
@@ -59,7 +59,7 @@ def test_mlm_never_targets_a_special_token(tmp_path, tiny_corpus, tiny_tokenizer
 
 
 def test_frame_ids_follow_the_post_processor(wordpiece_path, tiny_tokenizer):
-    from mlmprep.tokenize import frame_ids, load_tokenizer
+    from mlmprep.tokenizer.load import frame_ids, load_tokenizer
 
     prefix, suffix = frame_ids(load_tokenizer(wordpiece_path))
     assert prefix.tolist() == [2] and suffix.tolist() == [3]
@@ -89,7 +89,7 @@ def test_mlm_rows_are_framed_cls_sep_inside_the_input_length(tmp_path, tiny_corp
 
 
 def test_unknown_tokens_are_counted_and_warned_about(tmp_path, tiny_corpus, tok, tiny_tokenizer):
-    from mlmprep.tokenize import special_ids
+    from mlmprep.tokenizer.load import special_ids
 
     unk = special_ids(tiny_tokenizer).unk
     greek = tmp_path / "mixed.txt"  # the tiny tokenizer never saw these letters
@@ -128,7 +128,7 @@ def test_padding_and_truncation_saved_in_a_tokenizer_file_do_not_reach_the_data(
     from tokenizers import Tokenizer
 
     from mlmprep.builder.verify import verify
-    from mlmprep.tokenize import tokenizer_sha256
+    from mlmprep.tokenizer.load import tokenizer_sha256
 
     padded = Tokenizer.from_file(str(tiny_tokenizer_path))
     padded.enable_truncation(max_length=5)

@@ -13,9 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mlmprep.builder.unigram import follow_log, train_model, unigram_tokenizer
 from mlmprep.errors import TokenizerError
-from mlmprep.tokenize import N_SENTINELS, load_tokenizer, special_ids, train_tokenizer
+from mlmprep.tokenizer.load import N_SENTINELS, load_tokenizer, special_ids
+from mlmprep.tokenizer.train import train_tokenizer
+from mlmprep.tokenizer.unigram import follow_log, train_model, unigram_tokenizer
 
 KINDS = ("unigram", "wordpiece", "bpe")
 
@@ -204,7 +205,7 @@ def test_a_sample_of_blank_text_gives_the_special_tokens_alone_and_the_trainer_i
 def test_no_piece_is_longer_than_the_limit_though_long_words_are_common():
     import random
 
-    from mlmprep.builder.unigram import MAX_PIECE
+    from mlmprep.tokenizer.unigram import MAX_PIECE
 
     rng = random.Random(0)
     long = ["internationalisation", "counterrevolutionary", "characteristically", "incomprehensibility"]
@@ -241,7 +242,7 @@ def test_an_mlm_build_trains_berts_wordpiece_that_transformers_loads_and_masks_w
     AutoTokenizer = pytest.importorskip("transformers").AutoTokenizer  # noqa: N806 (a class)
     from mlmprep.builder.run import build
     from mlmprep.config import BuildConfig
-    from mlmprep.tokenize import word_tables
+    from mlmprep.tokenizer.encode import word_tables
 
     corpus = tmp_path / "kjv.txt"
     corpus.write_text((corpora / "kjv.txt").read_text(encoding="utf-8")[:300_000], encoding="utf-8")
@@ -306,7 +307,7 @@ def test_a_span_build_trains_unigram_by_default_and_tokenizer_type_with_a_tokeni
 
 TRAIN_IN_A_PROCESS = """
 import hashlib, sys
-from mlmprep.tokenize import train_tokenizer
+from mlmprep.tokenizer.train import train_tokenizer
 lines = open(sys.argv[1], encoding="utf-8").read().split("\\n")[:20_000]
 print(hashlib.sha256(train_tokenizer(lines, 4000, kind=sys.argv[2]).to_str().encode()).hexdigest())
 """
@@ -336,7 +337,7 @@ def tokens_per_char(tok, texts: list[str]) -> float:
 def test_the_wordpiece_vocabulary_is_as_good_as_the_tokenizers_trainers_and_laid_out_like_berts(corpora):
     from tokenizers import trainers
 
-    from mlmprep.builder import wordpiece as wp
+    from mlmprep.tokenizer import wordpiece as wp
 
     train, held = held_out(corpora / "kjv.txt", 400_000, 60_000)
     ours = train_tokenizer(train, 3000, kind="wordpiece")
@@ -384,7 +385,7 @@ def test_a_blank_sample_gives_a_wordpiece_tokenizer_of_the_special_tokens_alone(
 
 
 def test_a_word_longer_than_wordpiece_encodes_is_not_learnt_from():
-    from mlmprep.builder.wordpiece import MAX_WORD
+    from mlmprep.tokenizer.wordpiece import MAX_WORD
 
     blob = "".join(chr(ord("a") + (k * 7) % 26) for k in range(5000))  # one 5,000-character word, as in base64
     tok = train_tokenizer([blob] + [f"walking talking {k % 17} singing" for k in range(300)], 400, kind="wordpiece")

@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 
 from mlmprep.builder.windows import WindowStats, segment_chars, segment_rows, text_segments
 from mlmprep.format.rows import Rows
-from mlmprep.tokenize import WordTables, spaced_alnum, train_tokenizer, word_tables
+from mlmprep.tokenizer.encode import WordTables, spaced_alnum, word_tables
+from mlmprep.tokenizer.train import train_tokenizer
 from tests.reference_windows import token_windows
 
 EOS = 1

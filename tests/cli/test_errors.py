@@ -90,7 +90,7 @@ def test_tokenizer_train_into_an_existing_directory_needs_force_and_keeps_the_re
 
 
 def test_tokenizer_train_says_the_vocabulary_reached_and_when_it_falls_short(tmp_path, tiny_corpus):
-    from mlmprep.tokenize import load_tokenizer
+    from mlmprep.tokenizer.load import load_tokenizer
 
     full = cli("tokenizer", "train", tiny_corpus, "--out", tmp_path / "a.json", "--vocab-size", "200")
     assert full.exit_code == 0 and "vocabulary 200" in full.stdout and "short" not in full.stdout

@@ -65,7 +65,7 @@ def windows_text(build: Path) -> str:
     """The training windows of a build (made with ALL_WINDOWS: every document's windows, in corpus order)
     decoded as one text; special tokens, such as the EOS between documents, are dropped."""
     from mlmprep.format.write import iter_rows
-    from mlmprep.tokenize import load_tokenizer
+    from mlmprep.tokenizer.load import load_tokenizer
 
     ids = [i for rows in iter_rows(build / "windows", "tokens") for i in rows.values.tolist()]
     return load_tokenizer(build / "tokenizer.json").decode(ids)

@@ -27,7 +27,7 @@ PATH_PARTS = ["{{DATA}} <", "script><script>window.__pwned=1<", "script><img src
 
 def hostile_build(root: Path, objective: str) -> Path:
     """A real build where every field a user or the corpus names carries the payloads."""
-    from mlmprep.tokenize import train_tokenizer
+    from mlmprep.tokenizer.train import train_tokenizer
 
     documents = tiny_documents(120)
     documents = [f"{d} {PAYLOADS[i % len(PAYLOADS)]} {d}" for i, d in enumerate(documents)]

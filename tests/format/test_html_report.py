@@ -73,7 +73,7 @@ def stored(build: Path, split: str, column: str) -> list[np.ndarray]:
 
 def test_span_statistics_count_the_stored_spans_and_follow_the_t5_reference(span_build, tiny_tokenizer):
     from mlmprep.format.load import open_split
-    from mlmprep.tokenize import special_ids
+    from mlmprep.tokenizer.load import special_ids
 
     sentinels = special_ids(tiny_tokenizer).sentinels
     split = open_split(span_build / "seed-0")
@@ -279,7 +279,7 @@ def test_span_report_in_chromium(browser, tmp_path, span_build):
 
 
 def test_mlm_report_in_chromium(browser, tmp_path, mlm_build, tiny_tokenizer):
-    from mlmprep.tokenize import special_ids
+    from mlmprep.tokenizer.load import special_ids
 
     path = write_report(tmp_path / "report.html", build=mlm_build, run=None, examples_shown=2)
     page = open_page(browser, path)

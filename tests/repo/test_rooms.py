@@ -33,12 +33,12 @@ def test_every_module_belongs_to_a_room():
     top = {m.name for m in pkgutil.iter_modules(mlmprep.__path__)}
     # storage: every room's paths may be URLs, and all of them go through its one fsspec module
     # config_files: every command reads its options from a --config file and the command line through it
-    assert top == {"__main__", "builder", "cli", "compare", "config", "config_files", "corpus", "errors", "format",
-                   "progress", "storage", "tokenize", "train"}, \
+    assert top == {"__main__", "builder", "compare", "config", "config_files", "corpus", "errors", "format",
+                   "progress", "storage", "tokenizer", "train"}, \
         "a new top-level module: put it in the room of its stage, or say here why it is shared"
 
 
-@pytest.mark.parametrize("room", ["corpus", "builder", "format"])
+@pytest.mark.parametrize("room", ["corpus", "builder", "format", "tokenizer"])
 def test_build_side_never_imports_torch(room):
     loaded = loaded_after_importing(room_modules(room))
     assert not {m for m in loaded if m == "torch" or m.startswith("torch.")}, f"mlmprep.{room} imported torch"
@@ -47,6 +47,21 @@ def test_build_side_never_imports_torch(room):
 def test_format_imports_neither_build_nor_train():
     loaded = loaded_after_importing(room_modules("format"))
     assert not {m for m in loaded if m.startswith(("mlmprep.builder", "mlmprep.train", "mlmprep.corpus"))}
+
+
+def test_the_tokenizer_room_sits_below_the_others():
+    loaded = loaded_after_importing(room_modules("tokenizer"))
+    assert "mlmprep.tokenizer.unigram" in loaded  # the walk did reach the trainers
+    assert not {m for m in loaded if m.startswith(("mlmprep.builder", "mlmprep.corpus", "mlmprep.format",
+                                                   "mlmprep.train", "mlmprep.cli"))}
+
+
+def test_the_commands_live_in_the_top_level_cli_folder():
+    """The design's layout: cli/ beside mlmprep/, installed as mlmprep.cli (pyproject's package-dir)."""
+    import mlmprep.cli
+
+    assert Path(mlmprep.cli.__file__).parent == Path(mlmprep.__file__).parents[1] / "cli"
+    assert not (Path(mlmprep.__file__).parent / "cli").exists()
 
 
 def test_train_side_never_imports_the_build_pipeline():
@@ -59,12 +74,15 @@ def test_train_side_never_imports_the_build_pipeline():
 
 
 def module_files() -> dict[str, Path]:
-    """Every module of mlmprep by its dotted name, and its source file."""
+    """Every module of mlmprep by its dotted name (cli/ is installed as mlmprep.cli), and its source file."""
+    import mlmprep.cli
+
     files = {}
-    root = Path(mlmprep.__file__).parent
-    for path in root.rglob("*.py"):
-        parts = ["mlmprep", *path.relative_to(root).with_suffix("").parts]
-        files[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    roots = (("mlmprep", Path(mlmprep.__file__).parent), ("mlmprep.cli", Path(mlmprep.cli.__file__).parent))
+    for package, root in roots:
+        for path in root.rglob("*.py"):
+            parts = [package, *path.relative_to(root).with_suffix("").parts]
+            files[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
     return files
 
 
@@ -111,14 +129,16 @@ def reached(graph: dict[str, set[str]], start: str) -> set[str]:
 
 def test_no_module_imports_itself_through_others():
     """Module-level imports form no circle (a partly initialised module's names go missing depending on which
-    module a program imports first); and no function imports a module whose own imports lead back to the
-    caller's: that circle is only hidden, and breaks when someone moves the import up. Lazy imports are for
-    start-up time and optional heavy dependencies, never to dodge a circle: move the shared piece instead."""
+    module a program imports first); and no circle hides in functions either, through any mix of module-level and
+    function-level imports (two modules that import each other only inside functions included): such a circle
+    breaks when someone moves an import up. Lazy imports are for start-up time and optional heavy dependencies,
+    never to dodge a circle: move the shared piece instead."""
     top, inner = import_graph()
-    assert {"mlmprep.corpus.shards", "mlmprep.builder.mask", "mlmprep.cli.build"} <= top.keys()  # the walk found them
+    assert {"mlmprep.corpus.shards", "mlmprep.builder.mask", "mlmprep.cli.build", "mlmprep.tokenizer.unigram"} \
+        <= top.keys()  # the walk found them
     circles = sorted(name for name in top if name in reached(top, name))
     assert circles == [], f"module-level import circles through {circles}"
-    hidden = sorted(f"{name} imports {other} inside a function, and {other} imports {name}"
-                    for name in inner for other in inner[name]  # a package's own modules load after it: no circle
-                    if name in reached(top, other) and not other.startswith(f"{name}."))
-    assert hidden == [], hidden
+    # a package's own modules load after it, so a package importing one of them in a function makes no circle
+    either = {name: top[name] | {other for other in inner[name] if not other.startswith(f"{name}.")} for name in top}
+    hidden = sorted(name for name in top if name in reached(either, name))
+    assert hidden == [], f"import circles through imports inside functions: {hidden}"

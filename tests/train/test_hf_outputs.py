@@ -51,7 +51,7 @@ def test_an_mlm_build_with_a_wordpiece_tokenizer_keeps_its_bert_tokens(tmp_path,
 
 
 def test_every_checkpoint_is_a_complete_hugging_face_model_directory(tmp_path, tiny_build):
-    from mlmprep.tokenize import load_tokenizer
+    from mlmprep.tokenizer.load import load_tokenizer
 
     run = tmp_path / "run"
     fit(TrainConfig(data=str(tiny_build), out=str(run), keep_checkpoints=2, **RUN))

@@ -1,8 +1,8 @@
 """Unigram training with SentencePiece, T5's own trainer, in a child process (its log shows the EM rounds as they
 pass, and Ctrl-C ends it at once), and the model converted exactly into the `tokenizers` Unigram layout. The same
-child runs SentencePiece's BPE trainer for WordPiece vocabularies (mlmprep.builder.wordpiece).
+child runs SentencePiece's BPE trainer for WordPiece vocabularies (mlmprep.tokenizer.wordpiece).
 
-Run as `python -m mlmprep.builder.unigram MODEL PIECES KIND`: train a KIND (unigram or wordpiece) model on the
+Run as `python -m mlmprep.tokenizer.unigram MODEL PIECES KIND`: train a KIND (unigram or wordpiece) model on the
 sentences of stdin (one JSON string a line) and write the SentencePiece model to MODEL.
 """
 
@@ -46,7 +46,7 @@ def train_model(texts: Iterable[str], n_pieces: int, *, options: dict | None = N
                 on_stage: Callable[[str, int], None] | None = None,
                 on_round: Callable[[int, int], None] | None = None) -> bytes:
     """The SentencePiece model (bytes) of a Unigram vocabulary of `n_pieces`, <pad> </s> <unk> <mask> first,
-    learnt from `texts` (with mlmprep.builder.wordpiece's BPE_OPTIONS: a BPE one learnt from its word counts).
+    learnt from `texts` (with mlmprep.tokenizer.wordpiece's BPE_OPTIONS: a BPE one learnt from its word counts).
     `on_stage(name, rounds)` hears each stage begin (rounds: the pruning rounds or merges to go, once known),
     `on_round(rounds, size)` each EM round or hundred merges (the rounds done, the pieces reached).
     Raises ValueError with the trainer's last words where it fails, EmptySample where `texts` hold no text."""
@@ -54,7 +54,7 @@ def train_model(texts: Iterable[str], n_pieces: int, *, options: dict | None = N
         model = Path(scratch, "model")
         # the child starts and loads the sentences while this process still reads the corpus for them; it logs
         # nothing that could fill its stderr pipe before its stdin ends
-        args = [sys.executable, "-m", "mlmprep.builder.unigram", str(model), str(n_pieces),
+        args = [sys.executable, "-m", "mlmprep.tokenizer.unigram", str(model), str(n_pieces),
                 json.dumps(SPM_OPTIONS if options is None else options)]
         proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                 encoding="utf-8", errors="replace")
@@ -77,7 +77,7 @@ def train_model(texts: Iterable[str], n_pieces: int, *, options: dict | None = N
 def feed(stdin, texts: Iterable[str]) -> int:
     """Write the sentences of `texts` to the trainer's `stdin`, one JSON string a line, and close it; returns how
     many. A trainer that ended early (its error follows on its stderr) stops the writing."""
-    from mlmprep.tokenize import whitespace_pieces
+    from mlmprep.tokenizer.encode import whitespace_pieces
 
     lines = 0
     try:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
-from mlmprep.builder.unigram import SPM_THREADS
+from mlmprep.tokenizer.unigram import SPM_THREADS
 
 BERT_SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")  # ids 0 .. 4 of a WordPiece tokenizer mlmprep trains
 PREFIX = "##"  # a piece that continues a word

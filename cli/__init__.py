@@ -50,8 +50,8 @@ def main() -> None:
     try:
         app()
     except SystemExit as exc:
-        tokenize = sys.modules.get("mlmprep.tokenize")  # loaded only by commands that tokenize
-        if exc.code == INTERRUPTED and tokenize is not None and tokenize.abandoned_calls():
+        training = sys.modules.get("mlmprep.tokenizer.train")  # loaded only by commands that train a tokenizer
+        if exc.code == INTERRUPTED and training is not None and training.abandoned_calls():
             # Cleaned up by now, so end at once, without the interpreter's shutdown (see abandoned_calls).
             sys.stdout.flush()
             sys.stderr.flush()
