@@ -947,13 +947,22 @@ MUTANTS = [
            '    return ("" if inner in NOT_TEXT else ".txt"), compression', '    return ".txt", compression',
            ("tests/corpus/test_compressed.py::test_a_compressed_file_with_no_known_format_inside_is_read_as_text_with_a_note",
             "tests/corpus/test_compressed.py::test_directories_and_globs_pick_compressed_files_up_and_skip_hidden_ones")),
-    Mutant("mount-point-staged-beside", "mlmprep.format.publish:staging_dir",  # --out on a mount point: the final rename fails
+    Mutant("mount-point-staged-beside", "mlmprep.format.publish:staging_dir",  # a volume's stage beside it (read-only there)
            "    stage = out / INSIDE[1] if mount_point(out) else out.parent / f\".{out.name}.partial\"",
            "    stage = out.parent / f\".{out.name}.partial\"",
            ("tests/format/test_mount_point.py",)),
     Mutant("mount-point-old-files-kept", "mlmprep.format.publish:publish_inside",  # --force into a mount point keeps old files
            "        if old.name not in INSIDE + FOREIGN_KEPT:\n            if old.is_dir()",
            "        if False:\n            if old.is_dir()",
+           ("tests/format/test_mount_point.py",)),
+    Mutant("bind-mount-unseen", "mlmprep.format.publish:mount_point",  # a bind mount of the same disk taken for a directory
+           "    return os.fsencode(path) in mount_points(table)", "    return os.path.ismount(path)",
+           ("tests/format/test_mount_point.py",)),
+    Mutant("mount-table-escapes-kept", "mlmprep.format.publish:mount_points",  # a mount point named with a space unseen
+           'bytes([int(m[1], 8)]), fields[4])', 'm[0], fields[4])',
+           ("tests/format/test_mount_point.py",)),
+    Mutant("busy-rename-traceback", "mlmprep.format.publish:publish",  # a rename refused with EBUSY: a traceback
+           "        if exc.errno not in (errno.EBUSY, errno.EXDEV):", "        if True:",
            ("tests/format/test_mount_point.py",)),
     Mutant("degenerate-length-silent", "mlmprep.builder.mask:span_warning",  # --input-length 3 builds noise 0.5, span 1 silently
            "    if not off[window - 2]:\n        return None", "    if True:\n        return None",

@@ -7,6 +7,7 @@ has no rename either (see the section below). build/destination.py puts these to
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
@@ -67,10 +68,27 @@ INSIDE = (".mlmprep.lock", ".mlmprep.partial")  # the lock and the staging direc
 FOREIGN_KEPT = ("lost+found",)  # what a fresh file system's mount point holds; never a reason to refuse it
 
 
+MOUNTINFO = "/proc/self/mountinfo"  # Linux: every mount point of this process's namespace
+
+
 def mount_point(out: Path | str) -> bool:
     """Whether `out` is a mount point, which no rename can replace: a build is locked, staged and published
-    inside it."""
-    return os.path.ismount(os.path.realpath(out))
+    inside it. The system's mount table decides where there is one: os.path.ismount compares devices, so it
+    misses a bind mount of the same file system (a container volume can be one)."""
+    path = os.path.realpath(out)
+    try:
+        with open(MOUNTINFO, "rb") as f:
+            table = f.read()
+    except OSError:  # no /proc (not Linux)
+        return os.path.ismount(path)
+    return os.fsencode(path) in mount_points(table)
+
+
+def mount_points(table: bytes) -> set[bytes]:
+    """The mount points a mountinfo table lists: each line's fifth field, where space, tab, newline and
+    backslash are written as octal escapes."""
+    return {re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m[1], 8)]), fields[4])
+            for fields in (line.split(b" ") for line in table.splitlines()) if len(fields) > 4}
 
 
 @contextlib.contextmanager
@@ -127,10 +145,22 @@ def publish(stage: Path, out: Path) -> None:
 
     A replacement is one atomic exchange of the two names where the system has it (Linux renameat2), so
     `out` is never missing; elsewhere two renames, and a kill between them leaves the old build in `.NAME.old`.
+    A rename the system refuses as busy or across devices (a mount point mount_point did not see) publishes
+    inside `out` instead.
     """
     if stage.parent == out:
         publish_inside(stage, out)
         return
+    try:
+        replace(stage, out)
+    except OSError as exc:
+        if exc.errno not in (errno.EBUSY, errno.EXDEV):
+            raise
+        publish_inside(moved_inside(stage, out), out)
+
+
+def replace(stage: Path, out: Path) -> None:
+    """Rename `stage` to `out`, swapping out an old build there (see publish)."""
     if not out.exists():
         stage.rename(out)
         return
@@ -143,6 +173,21 @@ def publish(stage: Path, out: Path) -> None:
     out.rename(old)
     stage.rename(out)
     shutil.rmtree(old)
+
+
+def moved_inside(stage: Path, out: Path) -> Path:
+    """Move `stage` (beside `out`) to `out`'s own staging directory, copying where no rename reaches it (into
+    another mount); nothing of it stays inside if this fails."""
+    inside = out / INSIDE[1]
+    out.mkdir(exist_ok=True)
+    if inside.exists():
+        shutil.rmtree(inside)
+    try:
+        shutil.move(stage, inside)
+    except BaseException as exc:
+        shutil.rmtree(inside, ignore_errors=True)
+        raise (disk_error(inside, exc, f"free some space where --out {out} is") or exc) from None
+    return inside
 
 
 def publish_inside(stage: Path, out: Path) -> None:
