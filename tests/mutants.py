@@ -737,6 +737,21 @@ MUTANTS = [
     Mutant("compare-max-mb-in-megabytes-of-2-20", "mlmprep.config:CompareConfig.max_chars",  # --max-mb 1 reads 1,048,576
            "round(self.max_mb * 1e6)", "round(self.max_mb * 2**20)",
            ("tests/test_compare.py::test_max_mb_counts_million_characters_and_a_tiny_positive_limit_is_not_the_whole_corpus",)),
+    Mutant("missing-statistics-shown-as-0", "mlmprep.format.report:window_figures",  # "tokens kept: 0" when unknown
+           "    w = {key: recorded.get(key) for key in", "    w = {key: recorded.get(key, 0) for key in",
+           ("tests/format/test_inspect.py",)),
+    Mutant("missing-tokens-ignore-frame", "mlmprep.format.report:text_length",  # MLM's [CLS] [SEP] counted as text
+           "    return manifest.window_length - len(prefix) - len(suffix)", "    return manifest.window_length",
+           ("tests/format/test_inspect.py",)),
+    Mutant("missing-tokens-of-ragged-rows", "mlmprep.format.report:window_figures",  # short rows counted as full
+           "    if manifest.fixed and rows is not None:", "    if rows is not None:",
+           ("tests/format/test_inspect.py",)),
+    Mutant("missing-masking-said-no-rows", "mlmprep.format.report:masking_line",  # a split of rows "masked, no rows"
+           "    if manifest.splits[name].rows:", "    if False:",
+           ("tests/format/test_inspect.py",)),
+    Mutant("html-missing-statistics-unsaid", "mlmprep.format.html:summary",  # the page shows no word of them
+           "             *missing_figures_note(w, derived), *unknown_warning(w)]", "             *unknown_warning(w)]",
+           ("tests/format/test_inspect.py",)),
     Mutant("mlm-line-without-why", "mlmprep.format.report:build_summary",  # "masked 0.142" with no word on special tokens
            'of all tokens, special ones never" + (', '" + (',
            ("tests/format/test_report.py",)),

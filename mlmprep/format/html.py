@@ -22,12 +22,16 @@ from mlmprep.format.report import (
     corpus_losses,
     dedup_lines,
     disk_line,
+    figure,
+    masking_line,
     missing_field_warning,
+    missing_figures_note,
     split_order,
     starts_word,
     tokenizer_line,
     unknown_warning,
     unmask_spans,
+    window_figures,
     wrapped_prose_hint,
 )
 
@@ -107,11 +111,11 @@ def table(rows: list[tuple[str, str]], cls: str = "facts") -> str:
 
 def summary(build: Path, manifest: Manifest) -> str:
     """The manifest as the page's first section: facts, warnings, the splits and every option."""
-    w, config, tok = manifest.window_stats, manifest.config, manifest.tokenizer
+    (w, derived), config, tok = window_figures(build, manifest), manifest.config, manifest.tokenizer
     stats = manifest.corpus.stats
     column = manifest.option("text_column")
     notes = [*corpus_losses(stats, column), *missing_field_warning(stats, column), *wrapped_prose_hint(stats),
-             *unknown_warning(w)]
+             *missing_figures_note(w, derived), *unknown_warning(w)]
     seeds = ", ".join(manifest.seed_splits) or "none"
     values = ", ".join(str(s.seed) for s in manifest.seeds[:4]) + (", …" if len(manifest.seeds) > 4 else "")
     facts = [
@@ -122,27 +126,21 @@ def summary(build: Path, manifest: Manifest) -> str:
         ("corpus", manifest.corpus.description),
         *(("dedup" if k == 0 else "", line.strip()) for k, line in enumerate(dedup_lines(stats))),  # clusters beneath
         ("tokenizer", tokenizer_line(manifest).removeprefix("tokenizer: ") + f"; sha256 {tok.sha256[:12]}…"),
-        ("rows", f"{w['rows']:,} windows; rows cut inside a word {w['fragment_rate']:.1%}"),
-        ("tokens", f"kept {w['tokens_kept']:,}, dropped {w['tokens_dropped']:,}, padded {w['tokens_padded']:,} "
-                   f"(utilisation {w['token_utilisation']:.3f})"),
-        ("unknown tokens", f"{w.get('unknown_tokens', 0):,} ({w.get('unknown_fraction', 0.0):.3%} of the tokens kept)"),
+        ("rows", f"{figure(w['rows'], ',')} windows; rows cut inside a word {figure(w['fragment_rate'], '.1%')}"),
+        ("tokens", f"kept {figure(w['tokens_kept'], ',')}, dropped {figure(w['tokens_dropped'], ',')}, padded "
+                   f"{figure(w['tokens_padded'], ',')} (utilisation {figure(w['token_utilisation'], '.3f')})"),
+        ("unknown tokens", figure(w["unknown_tokens"], ",") + ("" if w["unknown_fraction"] is None else
+                                                               f" ({w['unknown_fraction']:.3%} of the tokens kept)")),
         ("seeds", f"{len(manifest.seeds)}: {seeds} (masking seeds {values}; validation "
                   f"{'-' if manifest.validation_seed is None else manifest.validation_seed})"),
         ("disk", disk_line(build, manifest).removeprefix("disk: ")),
     ]
     if total := manifest.timings.get("total_s"):
         facts.append(("built in", f"{total:.1f} s"))
-    masking = manifest.masking_stats
     split_rows = []
     for name, split in sorted(manifest.splits.items(), key=lambda item: split_order(item[0])):
-        m = masking.get(name, {})
-        what = (f"noise {m['noise_fraction']:.3f}, mean span {m['mean_span_length']:.2f}, spans/row "
-                f"{m['spans_per_row']:.1f}" if "noise_fraction" in m else
-                f"masked {m['masked_fraction']:.3f} of all tokens" if "masked_fraction" in m else
-                "unmasked windows" if name.endswith("windows") else "masked, no rows")
-        mb = split.bytes / 1e6
-        split_rows.append(f"<tr><td>{escape(name)}</td><td>{split.rows:,}</td><td>{mb:,.1f}</td>"
-                          f"<td>{escape(what)}</td></tr>")
+        split_rows.append(f"<tr><td>{escape(name)}</td><td>{split.rows:,}</td><td>{split.bytes / 1e6:,.1f}</td>"
+                          f"<td>{escape(masking_line(manifest, name))}</td></tr>")
     options = table([(k, json.dumps(v)) for k, v in sorted(config.items())], "options")
     return (f"{table(facts)}{''.join(f'<p class=warn>{escape(n)}</p>' for n in notes)}"
             '<table class="splits"><tr><th>split</th><th>rows</th><th>MB</th><th>masking</th></tr>'

@@ -270,7 +270,7 @@ CORPUS_STATS = {  # corpus.stats fields the summary and the report read; other k
     "wrapped_prose": (lambda v: isinstance(v, dict) and set(v) == {"characters", "documents", "files", "lines"}
                       and all(COUNT[0](x) for x in v.values()), "an object of characters, documents, files, lines"),
 }
-WINDOW_STATS = {  # statistics.windows: what the summary and the report show (0 where an older build lacks one)
+WINDOW_STATS = {  # statistics.windows: what the summary and the report show (missing in an older build)
     **dict.fromkeys(("rows", "tokens_kept", "tokens_dropped", "tokens_padded", "unknown_tokens", "rows_truncated",
                      "row_length"), COUNT),
     **dict.fromkeys(("token_utilisation", "fragment_rate", "unknown_fraction"), FRACTION),
@@ -403,8 +403,8 @@ class Manifest:
 
     @property
     def window_stats(self) -> dict:
-        """statistics.windows, each field WINDOW_STATS names there (0 where the build recorded none)."""
-        return {**dict.fromkeys(WINDOW_STATS, 0), "method": self.method or "", **self.statistics.get("windows", {})}
+        """statistics.windows: only the fields the build recorded (a missing one is unknown, not 0)."""
+        return {"method": self.method or "", **self.statistics.get("windows", {})}
 
     @property
     def masking_stats(self) -> dict:

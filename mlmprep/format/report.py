@@ -14,7 +14,7 @@ from mlmprep.format.write import FORMAT_VERSION, column_dtypes, format_version, 
 
 def build_summary(out: Path, manifest: Manifest) -> str:
     """A table of splits, windows and masking statistics, and the disk the build takes."""
-    w = manifest.window_stats
+    w, derived = window_figures(out, manifest)
     timings = manifest.timings
     total_s = timings.get("total_s", 0.0)
     lines = [
@@ -28,35 +28,94 @@ def build_summary(out: Path, manifest: Manifest) -> str:
         *dedup_lines(manifest.corpus.stats),
         *as_text_note(manifest.corpus.stats),
         tokenizer_line(manifest),
-        f"rows: {w['rows']:,}  tokens kept: {w['tokens_kept']:,}  dropped: {w['tokens_dropped']:,}  "
-        f"padded: {w['tokens_padded']:,}  utilisation: {w['token_utilisation']:.3f}  "
-        f"rows cut inside a word: {w['fragment_rate']:.1%}  unknown tokens: {w.get('unknown_tokens', 0):,}",
+        "  ".join(f"{label}: {figure(w[key], form)}" for key, (label, form) in WINDOW_FIGURES.items()),
+        *missing_figures_note(w, derived),
         *unknown_warning(w),
         "",
         f"{'split':<20}{'rows':>10}{'MB':>10}  masking",
     ]
-    masking = manifest.masking_stats
     for name, split in sorted(manifest.splits.items(), key=lambda item: split_order(item[0])):
-        mb = split.bytes / 1e6
-        m = masking.get(name, {})
-        if "noise_fraction" in m:
-            what = (f"noise {m['noise_fraction']:.3f}, mean span {m['mean_span_length']:.2f}, "
-                    f"spans/row {m['spans_per_row']:.1f}")
-        elif "masked_fraction" in m:  # of every token: special ones (the frame, </s> between documents) never are
-            what = f"masked {m['masked_fraction']:.3f} of all tokens, special ones never" + (
-                f" (--mlm-probability {p:g} of the rest)" if (p := manifest.option("mlm_probability")) else "")
-        elif name.endswith("windows"):
-            what = "unmasked windows"
-        else:  # a masked split with no rows (validation at --validation-fraction 0): no statistics to give
-            what = "masked, no rows"
-        lines.append(f"{name:<20}{split.rows:>10,}{mb:>10.1f}  {what}")
+        lines.append(f"{name:<20}{split.rows:>10,}{split.bytes / 1e6:>10.1f}  {masking_line(manifest, name)}")
     lines += ["", disk_line(out, manifest)]
     if total_s:
         pipeline_s = timings.get("pipeline_s", total_s)
         trained = f"tokenizer training {timings['train_tokenizer_s']:.1f} s, " if "train_tokenizer_s" in timings else ""
-        lines += ["", f"built in {total_s:.1f} s: {trained}tokenize + mask + write {pipeline_s:.1f} s "
-                      f"({w['tokens_kept'] / max(pipeline_s, 1e-9) / 1e6:.2f} M tokens/s)"]
+        rate = "" if w["tokens_kept"] is None else f" ({w['tokens_kept'] / max(pipeline_s, 1e-9) / 1e6:.2f} M tokens/s)"
+        lines += ["", f"built in {total_s:.1f} s: {trained}tokenize + mask + write {pipeline_s:.1f} s{rate}"]
     return "\n".join(lines)
+
+
+def masking_line(manifest: Manifest, name: str) -> str:
+    """What the masking of split `name` did, as its statistics in the manifest say."""
+    m = manifest.masking_stats.get(name, {})
+    if "noise_fraction" in m:
+        return (f"noise {m['noise_fraction']:.3f}, mean span {m['mean_span_length']:.2f}, "
+                f"spans/row {m['spans_per_row']:.1f}")
+    if "masked_fraction" in m:  # of every token: special ones (the frame, </s> between documents) never are
+        return f"masked {m['masked_fraction']:.3f} of all tokens, special ones never" + (
+            f" (--mlm-probability {p:g} of the rest)" if (p := manifest.option("mlm_probability")) else "")
+    if name.endswith("windows"):
+        return "unmasked windows"
+    if manifest.splits[name].rows:
+        return "masking statistics missing from the manifest"
+    return "masked, no rows"  # validation at --validation-fraction 0: no statistics to give
+
+
+WINDOW_FIGURES = {  # statistics.windows as the summary shows them: (label, format)
+    "rows": ("rows", ","), "tokens_kept": ("tokens kept", ","), "tokens_dropped": ("dropped", ","),
+    "tokens_padded": ("padded", ","), "token_utilisation": ("utilisation", ".3f"),
+    "fragment_rate": ("rows cut inside a word", ".1%"), "unknown_tokens": ("unknown tokens", ","),
+}
+MISSING = "missing"  # how a figure the manifest lacks (and the splits cannot give) is shown: never as 0
+
+
+def window_figures(out: Path, manifest: Manifest) -> tuple[dict, list[str]]:
+    """The window statistics shown (WINDOW_FIGURES and unknown_fraction) and which of them were derived: each as
+    the build recorded it; one the manifest lacks is counted from the splits where that is exact (rows from the
+    windows splits' row counts; in the fixed layout every row holds the window's text in full, so tokens kept are
+    rows x that length, none padded), else None (missing)."""
+    recorded = manifest.window_stats
+    w = {key: recorded.get(key) for key in (*WINDOW_FIGURES, "unknown_fraction")}
+    if all(value is not None for value in w.values()):
+        return w, []
+    exact = {}
+    if {"windows", "validation-windows"} <= manifest.splits.keys():
+        exact["rows"] = manifest.splits["windows"].rows + manifest.splits["validation-windows"].rows
+    rows = exact.get("rows") if w["rows"] is None else w["rows"]
+    if manifest.fixed and rows is not None:
+        exact |= {"tokens_kept": rows * text_length(out, manifest), "tokens_padded": 0,
+                  "token_utilisation": 1.0 if rows else 0.0}
+    derived = [key for key in exact if w[key] is None]
+    return w | {key: exact[key] for key in derived}, derived
+
+
+def text_length(out: Path, manifest: Manifest) -> int:
+    """Tokens of text in a fixed-layout window: its length less the MLM frame of the build's tokenizer (span
+    corruption has none)."""
+    if manifest.objective != "mlm":
+        return manifest.window_length
+    from mlmprep.format.load import build_tokenizer
+    from mlmprep.tokenizer.load import frame_ids
+
+    prefix, suffix = frame_ids(build_tokenizer(out, manifest))
+    return manifest.window_length - len(prefix) - len(suffix)
+
+
+def figure(value: float | None, form: str) -> str:
+    """A recorded or derived figure in its format; MISSING where there is none."""
+    return MISSING if value is None else format(value, form)
+
+
+def missing_figures_note(w: dict, derived: list[str]) -> list[str]:
+    """A note when the manifest lacks window statistics: which figures were counted from the splits, which are
+    missing."""
+    missing = [label for key, (label, _) in WINDOW_FIGURES.items() if w[key] is None]
+    if not missing and not derived:
+        return []
+    said = [f"{', '.join(WINDOW_FIGURES[key][0] for key in derived)} counted from the splits"] if derived else []
+    said += [f"{', '.join(missing)} {MISSING}"] if missing else []
+    return [f"note: the manifest lacks window statistics ({'; '.join(said)}); `mlmprep build ... --force` "
+            "records them all"]
 
 
 def disk_line(out: Path, manifest: Manifest) -> str:
@@ -107,8 +166,8 @@ UNKNOWN_WARN = 0.01  # above this fraction of unknown tokens the tokenizer does 
 
 def unknown_warning(windows: dict) -> list[str]:
     """A warning line when more than UNKNOWN_WARN of the tokens kept are the tokenizer's unknown token."""
-    fraction = windows.get("unknown_fraction", 0.0)
-    if fraction <= UNKNOWN_WARN:
+    fraction = windows.get("unknown_fraction")
+    if fraction is None or fraction <= UNKNOWN_WARN:
         return []
     return [f"warning: {fraction:.1%} of the tokens are unknown (<unk>): the tokenizer does not cover this corpus's "
             "characters; train one on it (leave out --tokenizer) or check --doc-sep and cleaning"]
