@@ -752,7 +752,7 @@ MUTANTS = [
     Mutant("html-missing-statistics-unsaid", "mlmprep.format.html:summary",  # the page shows no word of them
            "             *missing_figures_note(w, derived), *unknown_warning(w)]", "             *unknown_warning(w)]",
            ("tests/format/test_inspect.py",)),
-    Mutant("mlm-line-without-why", "mlmprep.format.report:build_summary",  # "masked 0.142" with no word on special tokens
+    Mutant("mlm-line-without-why", "mlmprep.format.report:masking_line",  # "masked 0.142" with no word on special tokens
            'of all tokens, special ones never" + (', '" + (',
            ("tests/format/test_report.py",)),
     Mutant("max-tokens-one-step-late", "mlmprep.train.epochs:planned_steps",  # --max-tokens N trains a step past N
