@@ -255,10 +255,14 @@ def read_batches(source, path: Path) -> Iterator[pa.RecordBatch]:
 
 
 def iter_rows_of_file(path: Path, column: str) -> Iterator[Rows]:
-    """One data file's column as int32 Rows (whatever its stored type), a record batch at a time."""
+    """One data file's column as int32 Rows (whatever its stored type), a record batch at a time; a column of one
+    value per row (denoiser, rate) as Rows of one value each, in its stored type."""
     with pa.memory_map(str(path)) as source:
         for batch in read_batches(source, path):
             arr = batch.column(column)
+            if not pa.types.is_list(arr.type) and not pa.types.is_fixed_size_list(arr.type):  # a value per row
+                yield Rows(arr.to_numpy(zero_copy_only=False), np.arange(len(arr) + 1, dtype=np.int64))
+                continue
             values = arr.flatten().to_numpy(zero_copy_only=False).astype("int32", copy=False)
             if pa.types.is_fixed_size_list(arr.type):
                 width = arr.type.list_size
