@@ -391,6 +391,9 @@ class RemaskTask:
     index: int
     first_row: int
     seeds: tuple[tuple[str, str, int], ...]  # (split name, its staging directory, seed)
+    cuts: tuple[SeedRows, ...] = ()  # ul2, prefix: each new seed's rows that start in this file's windows
+    start: int = 0  # ... this file's first token in the stream
+    following: tuple[tuple[str, FileRecord | None], ...] = ()  # ... the windows files after it that its rows reach
 
     def describe(self) -> str:
         return f"windows file {Path(self.windows_file).name}"
@@ -404,16 +407,25 @@ def remask_file(task: RemaskTask) -> dict:
     from mlmprep.format.load import file_problem
 
     layout = task.layout
-    path = Path(task.windows_file)
-    if problem := file_problem(path, task.record):
-        raise damaged(layout.stage, path, problem)
+    files = [(task.windows_file, task.record), *task.following]
+    for name, record in files:
+        if problem := file_problem(Path(name), record):
+            raise damaged(layout.stage, Path(name), problem)
     worker = worker_tokenizer(layout)
     ids, tables = worker.ids, worker.tables
     mask.set_threads(layout.threads)
-    rows = concat_rows(list(iter_rows_of_file(path, "tokens")))
+    rows = concat_rows(list(iter_rows_of_file(Path(task.windows_file), "tokens")))
     masker = Masker(layout.cfg, ids, tables, layout.fixed, layout.window_length, layout.format_version, layout.modes)
-    parts = {name: mask_part(masker, Path(stage), task.index, rows, seed, task.first_row, name)
-             for name, stage, seed in task.seeds}
+    if not layout.cut:
+        parts = {name: mask_part(masker, Path(stage), task.index, rows, seed, task.first_row, name)
+                 for name, stage, seed in task.seeds}
+        return {"parts": parts, "masking": masker.totals}
+    stream = concat_rows([rows, *(r for name, _ in task.following for r in iter_rows_of_file(Path(name), "tokens"))])
+    parts = {}
+    for (name, stage, seed), cut in zip(task.seeds, task.cuts):
+        _, offsets = row_offsets(masker.mixture, seed, cut)
+        seed_rows = Rows(stream.values[cut.start - task.start:cut.stop - task.start], offsets)
+        parts[name] = mask_part(masker, Path(stage), task.index, seed_rows, seed, cut.first, name)
     return {"parts": parts, "masking": masker.totals}
 
 
