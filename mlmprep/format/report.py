@@ -122,10 +122,14 @@ def split_order(name: str) -> tuple[int, int, str]:
 def tokenizer_line(manifest: Manifest) -> str:
     """Which tokenizer, and the vocabulary it has: for one trained here, against the --vocab-size asked."""
     reached, given = manifest.tokenizer.vocab_size, manifest.option("tokenizer")
+    modes = {d["mode"]: d["mode_id"] for d in manifest.denoisers if d["mode"]}
+    added = "; mode tokens " + ", ".join(f"{mode} {idx}" for mode, idx in modes.items()) + (
+        " (special tokens: added to it where it had none)" if given else "") if modes else ""
     if given:
-        return f"tokenizer: {given}, vocabulary {reached:,}"
+        return f"tokenizer: {given}, vocabulary {reached:,}{added}"
     name = TOKENIZER_TYPES.get(manifest.tokenizer.type, "Unigram")  # builds before the type was recorded
-    return f"tokenizer: {name} trained on the corpus, {vocabulary_reached(reached, manifest.option('vocab_size'))}"
+    return (f"tokenizer: {name} trained on the corpus, {vocabulary_reached(reached, manifest.option('vocab_size'))}"
+            f"{added}")
 
 
 def vocabulary_reached(reached: int, asked: int) -> str:

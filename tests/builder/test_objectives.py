@@ -255,7 +255,7 @@ def test_a_given_tokenizer_gets_the_mode_tokens_and_a_note(tmp_path, corpus, tok
     result = cli("build", corpus, "--out", tmp_path / "out", "--tokenizer", tok, "--objective", "ul2",
                  "--input-length", str(INPUT), "--seeds", "1", "--denoisers", "R3-0.15,S")
     assert result.exit_code == 0, result.stderr
-    assert "added [NLU], [S2S] to the tokenizer" in result.stdout + result.stderr
+    assert "vocabulary 402; mode tokens [NLU] 400, [S2S] 401 (special tokens: added to it" in result.stdout
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert [d["mode"] for d in manifest["denoisers"]] == ["[NLU]", "[S2S]"]
     assert manifest["tokenizer"]["vocab_size"] == 402
