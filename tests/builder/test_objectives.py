@@ -66,7 +66,7 @@ def vocabulary(build: Path):
     return tok, sentinel, tok.token_to_id("</s>")
 
 
-def test_every_span_denoiser_s_rows_follow_t5_s_arithmetic_and_every_token_is_in_one_row_of_each_seed(ul2):
+def test_every_span_denoiser_s_rows_follow_t5_s_arithmetic_and_every_token_is_in_one_row_of_each_seed(ul2, corpus):
     tok, sentinel, eos = vocabulary(ul2)
     manifest = json.loads((ul2 / "manifest.json").read_text())
     names = [d["name"] for d in manifest["denoisers"]]
@@ -109,6 +109,11 @@ def test_every_span_denoiser_s_rows_follow_t5_s_arithmetic_and_every_token_is_in
         assert rebuilt == whole, split  # every token once, in order: none dropped or repeated
         assert seen == set(names)
     assert manifest["statistics"]["windows"]["tokens_dropped"] == 0
+    # the two sides' streams hold every document of the corpus and its </s>, tokenized here
+    documents = corpus.read_text(encoding="utf-8").splitlines()
+    assert len(set(documents)) == len(documents)  # nothing for dedup to drop
+    expected = sum(len(tok.encode(doc, add_special_tokens=False).ids) + 1 for doc in documents)
+    assert len(whole) + len(stream(ul2, "validation-windows")) == expected
 
 
 def test_each_seed_draws_its_own_mixture_and_the_shares_follow_the_weights(tmp_path, corpus, tiny_tokenizer_path, ul2):
