@@ -68,7 +68,7 @@ TRAIN_APPLIES_WITH = {
     "min_lr": ("schedule", ("cosine", "linear", "inverse_sqrt")), "decay_steps": ("schedule", ("cosine", "linear")),
 }
 # train option -> the objective of the data it applies to (the build's manifest says which the data has)
-TRAIN_OBJECTIVE = {"alpha": "span", "max_decoder_len": "span"}
+TRAIN_OBJECTIVE = {"alpha": SEQ2SEQ, "max_decoder_len": SEQ2SEQ}
 
 
 @dataclass(frozen=True)
@@ -548,9 +548,9 @@ class TrainConfig(TrainRemoteData, TrainSpeed, TrainOutput, TrainSchedule, Train
     def check_objective(self, objective: str) -> None:
         """Refuse an option set that `objective` data (from the build's manifest) ignores."""
         for key, needs in TRAIN_OBJECTIVE.items():
-            if getattr(self, key) != getattr(TrainConfig, key) and objective != needs:
-                raise ConfigError(f"--{key.replace('_', '-')} applies to {needs} data only, and {self.data} is "
-                                  f"{objective} data; leave it out")
+            if getattr(self, key) != getattr(TrainConfig, key) and objective not in needs:
+                raise ConfigError(f"--{key.replace('_', '-')} applies to {', '.join(needs)} data only, and "
+                                  f"{self.data} is {objective} data; leave it out")
 
 
 # `mlmprep compare-methods` (mlmprep.compare), here so that its --help states these defaults without importing it.

@@ -23,7 +23,7 @@ from mlmprep.train.adapt import Adapter, Limits, regime_of
 from mlmprep.train.batch import Batch, padded_cost, split_microbatches
 from mlmprep.train.collate import Collator
 from mlmprep.train.epochs import make_budget, user_limits
-from mlmprep.train.loss import logits_of, row_losses, summed_loss
+from mlmprep.train.loss import batch_loss, logits_of, row_losses, summed_loss
 from mlmprep.train.mixture_run import add_source_losses, source_sums
 from mlmprep.train.numerics import flop_counter, grad_norm
 from mlmprep.train.optim import lr_at
@@ -75,9 +75,11 @@ def accumulate(model, split, collator: Collator, microbatches: list[tuple[np.nda
                 with autocast(world, cfg):
                     logits = logits_of(model, mb)
                     if groups is None:
-                        loss_sum = forward.loss(logits, mb["labels"])
+                        loss_sum = batch_loss(logits, mb, forward.loss)
                     else:
                         per_row = row_losses(logits, mb["labels"])
+                        if "rate" in mb:
+                            per_row = per_row / mb["rate"].to(per_row.dtype)
                         loss_sum = per_row.sum()
                 (loss_sum * (0.0 if padding else scale)).backward()
         except torch.OutOfMemoryError as exc:
