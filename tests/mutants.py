@@ -211,7 +211,7 @@ MUTANTS = [
            "share = 2 * ratio * uniform(", "share = 0.9 * uniform(",
            ("tests/builder/test_objectives.py" + "::test_the_s_denoiser_s_share_is_uniform_over_many_rows",)),
     Mutant("ul2-spans-not-t5", "mlmprep.builder.mask:span_counts",  # spans from the kept tokens too, as the span objective
-           "np.clip(np.rint(noise / mean_span_length)", "np.clip(np.rint(np.minimum(noise, lengths - noise + 2) / mean_span_length)",
+           "np.clip(np.rint(noise / mean_span_length)", "np.clip(np.rint(np.minimum(noise, lengths - noise) / mean_span_length)",
            ("tests/builder/test_objectives.py",)),
     Mutant("ul2-tail-dropped", "mlmprep.builder.outputs:OutputFiles.plan",  # the stream's tail window is left out
            "(-(-offsets[-1] // length) if self.layout.cut", "(offsets[-1] // length if self.layout.cut",
@@ -231,6 +231,19 @@ MUTANTS = [
     Mutant("mdlm-rate-squared", "mlmprep.builder._kernels:mdlm_rows",  # rates not uniform
            "        t = np.float32(floor + (1.0 - floor) * (1.0 - u))", "        t = np.float32(floor + (1.0 - floor) * (1.0 - u * u))",
            ("tests/builder/test_objectives.py" + "::test_mdlm_rates_are_uniform_and_each_row_masks_within_the_binomial_bound",)),
+    Mutant("mdlm-loss-unweighted", "mlmprep.train.loss:batch_loss",  # the 1/t weights left out
+           "return (row_losses(logits, mb[\"labels\"]) / mb[\"rate\"].to(logits.dtype)).sum()",
+           "return row_losses(logits, mb[\"labels\"]).sum()",
+           ("tests/train/test_objectives_training.py" + "::test_mdlm_loss_is_the_1_over_t_weighted_sum_over_the_batch_s_tokens",)),
+    Mutant("mdlm-loss-over-masked-tokens", "mlmprep.format.load:Split.n_targets",  # a mean over masked tokens only
+           "        if self.objective == \"mdlm\":\n            return self.enc_lengths.copy()\n", "",
+           ("tests/train/test_objectives_training.py" + "::test_mdlm_loss_is_the_1_over_t_weighted_sum_over_the_batch_s_tokens",)),
+    Mutant("eval-denoiser-groups-shifted", "mlmprep.train.evaluation:eval_groups",  # losses under the wrong names
+           "        return split.denoiser.astype(np.int64), [", "        return (split.denoiser.astype(np.int64) + 1) % len(split.denoisers), [",
+           ("tests/train/test_objectives_training.py" + "::test_evaluation_reports_each_denoiser_s_and_each_rate_bucket_s_mean_token_loss",)),
+    Mutant("hf-mdlm-unweighted", "mlmprep.train.hf:BudgetTrainer.compute_loss",  # the Trainer's mdlm loss unweighted
+           "/ rate.to(logits.device).float()).sum()", ").sum()",
+           ("tests/train/test_objectives_training.py" + "::test_the_hf_trainer_trains_ul2_and_mdlm_builds",)),
     # ------------------------------------------------------------ span and MLM arithmetic
     Mutant("noise-count-floor", "mlmprep.builder.mask:span_counts",  # floor instead of T5's round
            "noise = np.clip(np.rint(lengths * noise_density)", "noise = np.clip(np.floor(lengths * noise_density)",

@@ -34,6 +34,21 @@ def t5_raw_length(input_length: int, density: float, mean: float) -> int:
     return max(fits)
 
 
+def test_the_denoisers_arithmetic_is_t5_s_at_every_length():
+    """Noise and spans at every row length, and each denoiser's raw length at several input lengths, against
+    T5's formulas as written above (the short last row of a stream can have any length)."""
+    from mlmprep.builder import mask
+    from mlmprep.builder.denoisers import Mixture
+
+    lengths = np.arange(2, 3000)
+    for _, mean, density in SPECS.values():
+        noise, spans = mask.span_counts(lengths, density, mean, exact_t5=True)
+        assert [(int(n), int(k)) for n, k in zip(noise, spans)] == [t5_counts(int(L), density, mean) for L in lengths]
+    for input_length in (64, 100, 128, 333, 512):
+        mixture = Mixture.of("ul2", ",".join(SPECS), None, input_length)
+        assert mixture.raw.tolist() == [t5_raw_length(input_length, d, m) for _, m, d in SPECS.values()]
+
+
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("objectives") / "corpus.txt"
