@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -279,3 +280,24 @@ def test_a_given_tokenizer_gets_the_mode_tokens_and_a_note(tmp_path, corpus, tok
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert [d["mode"] for d in manifest["denoisers"]] == ["[NLU]", "[S2S]"]
     assert manifest["tokenizer"]["vocab_size"] == 402
+
+
+def test_the_summary_and_the_report_show_each_denoiser_and_mdlm_s_rates(ul2, mdlm):
+    from mlmprep.format.html import report_page
+    from mlmprep.format.load import read_manifest
+    from mlmprep.format.report import build_summary, show_examples
+
+    manifest = read_manifest(ul2)
+    shares = manifest.masking_stats["seed-0"]
+    text = build_summary(ul2, manifest)
+    for name in SPECS:
+        assert f"  {name:<20}" in text and f"{shares[f'{name}/share']:>6.3f} (0.143)" in text
+    shown = show_examples(ul2, manifest, n=3)
+    first = columns(ul2 / "seed-0")["denoiser"][0]
+    assert f"denoiser {manifest.denoisers[first]['name']} {manifest.denoisers[first]['mode']}" in shown
+    page = report_page(ul2, None)
+    assert "Denoisers: share of the rows of seed-0" in page
+    assert re.search(r"seed-0: (R|X)\d+-0\.\d+ \[NLU|NLG\]|seed-0: S \[S2S\]", page)  # an example row's denoiser
+    page = report_page(mdlm, None)
+    assert "Masking rates t:" in page
+    assert "rows per tenth of t:" in build_summary(mdlm, read_manifest(mdlm))
