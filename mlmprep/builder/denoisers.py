@@ -108,6 +108,16 @@ def mode_tokens(objective: str, denoisers: str) -> list[str]:
     return [token for token in MODE_TOKENS.values() if token in used]
 
 
+def sentinels_needed(objective: str, denoisers: str, weights: str | None, input_length: int) -> int:
+    """The <extra_id_k> sentinels a ul2 build's longest rows need (0 for the other objectives): at a density of
+    0.5 and mean span 3, a third of the input is sentinels (127 at --input-length 512, more than T5's 100)."""
+    if objective != "ul2":
+        return 0
+    mixture = Mixture.of(objective, denoisers, weights, input_length)
+    return max((int(mask.span_counts([raw], d.noise_density, d.mean_span_length, exact_t5=True)[1][0])
+                for d, raw in zip(mixture.denoisers, mixture.raw) if d.kind == "span"), default=0)
+
+
 def add_mode_tokens(tok, tokens: list[str]) -> list[str]:
     """Add the mode tokens `tok` lacks as special tokens (never split, never learnt as text); the ones added."""
     from tokenizers import AddedToken

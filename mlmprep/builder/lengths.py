@@ -107,7 +107,8 @@ def check_denoiser_sentinels(mixture: Mixture, n_sentinels: int) -> None:
         spans = int(mask.span_counts([raw], denoiser.noise_density, denoiser.mean_span_length, exact_t5=True)[1][0])
         if spans > n_sentinels:
             raise ConfigError(f"denoiser {denoiser.name}: rows of {raw} tokens need {spans} noise spans but the "
-                              f"tokenizer has {n_sentinels} sentinels; lower --input-length or drop {denoiser.name}")
+                              f"tokenizer has {n_sentinels} sentinels; leave out --tokenizer (a ul2 build trains one "
+                              f"with the sentinels it needs), lower --input-length or drop {denoiser.name}")
 
 
 def mode_ids(cfg: BuildConfig, tok) -> tuple[int, ...]:

@@ -150,14 +150,15 @@ RATE_BINS = 10  # mdlm: the rate histogram's buckets over [0, 1] (statistics.mas
 
 
 def denoiser_summary(t: dict[str, float], mixture: Mixture) -> dict[str, float]:
-    """A ul2 or prefix split's statistics from its per-denoiser sums: rows, and per denoiser NAME its share of rows,
-    noise fraction (target tokens over row tokens), mean span length and mean encoder and decoder lengths."""
+    """A ul2 or prefix split's statistics from its per-denoiser sums: rows, and per denoiser NAME its rows, raw
+    tokens, share of rows, noise fraction (target tokens over row tokens), mean span length and mean encoder and decoder lengths."""
     rows = sum(t.get(f"{d.name}/rows", 0) for d in mixture.denoisers)
     out = {"rows": rows}
     for d in mixture.denoisers:
         n, tokens = t.get(f"{d.name}/rows", 0), t.get(f"{d.name}/tokens", 0)
         noise, spans = t.get(f"{d.name}/noise", 0), t.get(f"{d.name}/spans", 0)
         out[f"{d.name}/rows"] = n
+        out[f"{d.name}/tokens"] = tokens
         out[f"{d.name}/share"] = n / rows if rows else 0.0
         out[f"{d.name}/noise_fraction"] = noise / tokens if tokens else 0.0
         out[f"{d.name}/mean_span_length"] = noise / spans if spans else 0.0
