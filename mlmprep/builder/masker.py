@@ -151,7 +151,8 @@ RATE_BINS = 10  # mdlm: the rate histogram's buckets over [0, 1] (statistics.mas
 
 def denoiser_summary(t: dict[str, float], mixture: Mixture) -> dict[str, float]:
     """A ul2 or prefix split's statistics from its per-denoiser sums: rows, and per denoiser NAME its rows, raw
-    tokens, share of rows, noise fraction (target tokens over row tokens), mean span length and mean encoder and decoder lengths."""
+    tokens, share of rows, noise fraction (target tokens over row tokens), mean span length and mean encoder and
+    decoder lengths."""
     rows = sum(t.get(f"{d.name}/rows", 0) for d in mixture.denoisers)
     out = {"rows": rows}
     for d in mixture.denoisers:
