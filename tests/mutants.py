@@ -244,6 +244,9 @@ MUTANTS = [
     Mutant("hf-mdlm-unweighted", "mlmprep.train.hf:BudgetTrainer.compute_loss",  # the Trainer's mdlm loss unweighted
            "/ rate.to(logits.device).float()).sum()", ").sum()",
            ("tests/train/test_objectives_training.py" + "::test_the_hf_trainer_trains_ul2_and_mdlm_builds",)),
+    Mutant("train-denoiser-groups-shifted", "mlmprep.train.step:step_groups",  # training losses under the wrong names
+           "    return split.denoiser.astype(np.int64), torch.zeros(", "    return (split.denoiser.astype(np.int64) + 1) % len(split.denoisers), torch.zeros(",
+           ("tests/train/test_objectives_training.py" + "::test_training_logs_each_denoiser_s_loss_and_they_average_to_the_step_s",)),
     # ------------------------------------------------------------ span and MLM arithmetic
     Mutant("noise-count-floor", "mlmprep.builder.mask:span_counts",  # floor instead of T5's round
            "noise = np.clip(np.rint(lengths * noise_density)", "noise = np.clip(np.floor(lengths * noise_density)",

@@ -176,8 +176,7 @@ def train_step(run: Run, state: TrainState, epoch: Epoch, window: Window) -> tup
     for group in run.optimizer.param_groups:
         group["lr"] = lr
     batch = epoch.plan[state.cursor]
-    groups = None if epoch.chunk is None else epoch.chunk.source
-    sums = source_sums(run) if groups is not None else None
+    groups, sums = step_groups(run, epoch)
     loss, counts = train_batch(run.ddp, batch, epoch.split, epoch.targets, run.collator, run.adapter, cfg=run.cfg,
                                world=run.world, step=state.step, run=run.out, hook=run.hook, forward=run.forward,
                                groups=groups, group_sums=sums)
@@ -190,10 +189,22 @@ def train_step(run: Run, state: TrainState, epoch: Epoch, window: Window) -> tup
         run.guard.good(state.step)
         window.add(loss, counts)
         if sums is not None:
-            add_source_losses(run, batch, epoch, sums, window)
+            add_source_losses(run, batch, groups, epoch.targets, sums, window)
     window.seconds += time.perf_counter() - t0
     state.advance(len(epoch.plan))
     return lr, norm
+
+
+def step_groups(run: Run, epoch: Epoch) -> tuple[np.ndarray | None, torch.Tensor | None]:
+    """(each row's group, the step's summed losses per group, zero on the device) whose training losses are logged:
+    a mixture's sources, a ul2 or prefix build's denoisers; (None, None) otherwise."""
+    if epoch.chunk is not None:
+        return epoch.chunk.source, source_sums(run)
+    split = epoch.split
+    if split.denoiser is None or not split.denoisers:
+        return None, None
+    return split.denoiser.astype(np.int64), torch.zeros(len(split.denoisers), dtype=torch.float64,
+                                                        device=run.world.device)
 
 
 def skip_step(run: Run, step: int, batch: Batch, bad: str, loss: float, norm: float) -> None:

@@ -125,3 +125,27 @@ def test_the_hf_trainer_trains_ul2_and_mdlm_builds(tmp_path, ul2, mdlm, objectiv
             got = float(trainer.compute_loss(model, dict(batch)))
         direct = sum(row_loss(model, split.row(r), False, 0)[0] / float(split.rate[r]) for r in range(6))
         assert got == pytest.approx(direct / int(batch["attention_mask"].sum()), rel=1e-4)
+
+
+def test_training_logs_each_denoiser_s_loss_and_they_average_to_the_step_s(tmp_path, ul2):
+    import json
+
+    from mlmprep.config import TrainConfig
+    from mlmprep.format.load import open_epoch
+    from mlmprep.train.loop import fit
+
+    seen: dict[int, list] = {}
+    cfg = TrainConfig(data=str(ul2), out=str(tmp_path / "run"), max_steps=2, log_every=1, eval_every=0,
+                      save_every=0, max_tokens_per_batch=4096, warmup_steps=1)
+    fit(cfg, hook=lambda step, k, rows, padding: None if padding else seen.setdefault(step, []).append(rows))
+    split = open_epoch(ul2, 0)
+    lines = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    lines = [line for line in lines if "loss" in line and "lr" in line]
+    assert len(lines) == 2
+    for line, step in zip(lines, sorted(seen)):
+        rows = np.concatenate(seen[step])
+        targets = np.bincount(split.denoiser[rows], weights=split.n_targets[rows], minlength=7)
+        losses = [line.get(f"train/denoiser/{name}/loss") for name in split.denoisers]
+        assert [loss is not None for loss in losses] == list(targets > 0)
+        mean = sum(loss * t for loss, t in zip(losses, targets) if loss is not None) / targets.sum()
+        assert mean == pytest.approx(line["loss"], rel=1e-5)
