@@ -1025,7 +1025,7 @@ MUTANTS = [
     Mutant("mixture-says-epoch", "mlmprep.train.logs:position",  # a mixture's logs and metrics speak of epochs
            '    return {"epoch" if run.mix is None else "chunk": epoch}', '    return {"epoch": epoch}', ("tests/train/test_mixture.py::test_a_config_file_lists_sources_and_validation_name_dir_adds_a_set",)),
     Mutant("source-loss-over-rows", "mlmprep.train.mixture_run:add_source_losses",  # a source's loss divided by its rows
-           "weights=epoch.targets[mine], ", "",
+           "weights=targets[mine], ", "",
            ("tests/train/test_mixture.py::test_a_sources_training_loss_is_its_rows_summed_loss_over_its_label_tokens",)),
     Mutant("cut-chunk-resumed-past-its-end", "mlmprep.train.prepare:start",  # new weights: a resume reads past a cut chunk
            "    if mix is not None and state.cursor and state.cursor == len(mix.chunk(state.epoch).plan):",
