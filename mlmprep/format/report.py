@@ -192,13 +192,18 @@ def dedup_lines(stats: dict) -> list[str]:
     """What dedup removed and how many documents were held out, then the largest clusters of duplicates, each
     with the start of its first (kept) document; none for a build made before dedup."""
     dedup = stats.get("dedup")
-    if not dedup:
+    counts = ("documents", "documents_dropped", "characters_dropped", "clusters", "validation_documents")
+    if not (isinstance(dedup, dict) and isinstance(dedup.get("method"), str)
+            and all(type(dedup.get(k)) is int for k in counts)):  # none, or another version's (an open mapping)
         return []
+    clusters = dedup.get("largest_clusters")
+    clusters = [c for c in clusters if isinstance(c, dict) and type(c.get("size")) is int
+                and isinstance(c.get("excerpt"), str)] if isinstance(clusters, list) else []
     share = dedup["documents_dropped"] / dedup["documents"] if dedup["documents"] else 0.0
     lines = [f"dedup {dedup['method']}: {dedup['documents_dropped']:,} of {dedup['documents']:,} documents dropped "
              f"({share:.1%}; {dedup['characters_dropped']:,} characters) in {dedup['clusters']:,} clusters of "
              f"duplicates; {dedup['validation_documents']:,} documents held out whole for validation"]
-    lines += [f"  {c['size']:,} copies: {c['excerpt'][:100]!r}" for c in dedup["largest_clusters"]]
+    lines += [f"  {c['size']:,} copies: {c['excerpt'][:100]!r}" for c in clusters]
     return lines
 
 
