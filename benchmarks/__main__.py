@@ -21,8 +21,8 @@ import traceback
 from benchmarks import docs
 from benchmarks.common import Figure
 
-BENCHMARKS = ("span_corruption", "mlm_masking", "build", "dedup", "loader", "train_step", "remote", "segmentation",
-              "hostile", "minhash", "tokenizer")
+BENCHMARKS = ("span_corruption", "mlm_masking", "objectives", "build", "dedup", "loader", "train_step", "remote",
+              "segmentation", "hostile", "minhash", "tokenizer")
 
 
 def run_one(name: str, quick: bool) -> tuple[list[Figure], float, bool | None]:

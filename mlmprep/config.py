@@ -36,12 +36,16 @@ MIX_WEIGHT = "a source's weight is the fraction of training tokens (window token
 MAX_TOKENS = 2**40  # the largest train token budget: batch planning counts tokens in int64
 MAX_SEEDS = 10_000  # each seed is a whole masked copy of the training data; far more is a typo
 TOKENIZER_TYPES = {"unigram": "Unigram", "wordpiece": "WordPiece", "bpe": "byte-level BPE"}  # --tokenizer-type, named
+DEFAULT_DENOISERS = "R3-0.15,R8-0.15,X3-0.5,X8-0.5,X64-0.15,X64-0.5,S"  # UL2's seven (builder.denoisers)
+SEQ2SEQ = ("span", "ul2", "prefix")  # objectives whose rows have an encoder input and a decoder target
 MAX_VOCAB = 1 << 24  # the largest models use 256 K pieces; the Unigram trainer reserves memory per piece up front
 
 # option -> (what it applies with, whether a build's options have that): set to anything but its default
 # elsewhere, it would be ignored
 APPLIES_WITH = {
     "whole_word": ("--objective mlm", lambda c: c["objective"] == "mlm"),
+    "denoisers": ("--objective ul2", lambda c: c["objective"] == "ul2"),
+    "denoiser_weights": ("--objective ul2", lambda c: c["objective"] == "ul2"),
     "mlm_probability": ("--objective mlm", lambda c: c["objective"] == "mlm"),
     "noise_density": ("--objective span", lambda c: c["objective"] == "span"),
     "mean_span_length": ("--objective span", lambda c: c["objective"] == "span"),
@@ -64,7 +68,7 @@ TRAIN_APPLIES_WITH = {
     "min_lr": ("schedule", ("cosine", "linear", "inverse_sqrt")), "decay_steps": ("schedule", ("cosine", "linear")),
 }
 # train option -> the objective of the data it applies to (the build's manifest says which the data has)
-TRAIN_OBJECTIVE = {"alpha": "span", "max_decoder_len": "span"}
+TRAIN_OBJECTIVE = {"alpha": SEQ2SEQ, "max_decoder_len": SEQ2SEQ}
 
 
 @dataclass(frozen=True)
@@ -113,8 +117,16 @@ class BuildConfig:
     pack: Literal["stream", "doc"] = opt("stream", "'stream': windows cross documents; 'doc': each document starts a "
                                          "window.", panel="Windows")
     input_length: int = opt(512, "Encoder input length after masking.", panel="Windows")
-    objective: Literal["span", "mlm"] = opt("span", "'span': T5 span corruption; 'mlm': BERT 80/10/10 masking.",
-                                            panel="Masking")
+    objective: Literal["span", "mlm", "ul2", "prefix", "mdlm"] = opt(
+        "span", "'span': T5 span corruption; 'mlm': BERT 80/10/10 masking; 'ul2': UL2's mixture of denoisers "
+        "(--denoisers), a mode token first in each input; 'prefix': the prefix LM alone; 'mdlm': masked diffusion, "
+        "each row masked at its own rate t ~ U(0.001, 1].", panel="Masking")
+    denoisers: str = opt(DEFAULT_DENOISERS, "--objective ul2: the denoisers, comma-separated: R<mean>-<density> "
+                         "(mode [NLU]) and X<mean>-<density> (mode [NLG]) span corruption as T5's, S or S-<ratio> "
+                         "the prefix LM (mode [S2S]; target share uniform in (0, 2 * ratio), ratio 0.25 unless given).",
+                         panel="Masking", metavar="SPEC,SPEC,...")
+    denoiser_weights: str | None = opt(None, "--objective ul2: each denoiser's share of rows, e.g. 1,1,1,1,1,1,2 "
+                                       "(renormalised). None: uniform.", panel="Masking", metavar="W,W,...")
     noise_density: float = opt(0.15, "Fraction of tokens masked, in (0, 1).", panel="Masking")
     mean_span_length: float = opt(3.0, "Mean masked span length, >= 1.", panel="Masking")
     random_roll: bool = opt(False, "Rotate each mask so the last token is not always noise.", panel="Masking")
@@ -173,6 +185,10 @@ class BuildConfig:
             raise ConfigError("give either corpus paths or --dataset, not both")
         parse_options(self.storage_options)
         self.check_applies()
+        if self.objective in ("ul2", "prefix"):
+            if self.method != "tokens" or self.pack != "stream":
+                raise ConfigError(f"--objective {self.objective} cuts its rows from the token stream; leave out "
+                                  "--method text and --pack doc")
         if self.engine == "ray":  # every node must find the same files at the same paths: URLs, or shared disk
             paths = [self.out, *self.corpus]
             if self.dataset and Path(self.dataset.partition(":")[0]).exists():  # a save_to_disk directory
@@ -197,13 +213,16 @@ class BuildConfig:
         return {key: value for key, value in stored.items() if key not in APPLIES_WITH or APPLIES_WITH[key][1](values)}
 
     def trained_tokenizer_type(self) -> str:
-        """--tokenizer-type, or its default for the objective: BERT's WordPiece for mlm, T5's Unigram for span."""
-        return self.tokenizer_type or ("wordpiece" if self.objective == "mlm" else "unigram")
+        """--tokenizer-type, or its default for the objective: BERT's WordPiece for mlm and mdlm, T5's Unigram for the
+        seq2seq objectives (span, ul2, prefix)."""
+        return self.tokenizer_type or ("wordpiece" if self.objective in ("mlm", "mdlm") else "unigram")
 
     def identity(self) -> dict[str, Any]:
         """The options that decide the output bytes; two builds with equal identities are the same build."""
         speed_only = {"threads", "chunk_chars", "force", "out", "shard_bytes", "workers", "engine", "ray_address",
                       "storage_options"}
+        if self.objective != "ul2":  # the other objectives' identities stay what they were before ul2
+            speed_only |= {"denoisers", "denoiser_weights"}
         return {k: v for k, v in to_dict(self).items() if k not in speed_only}
 
 
@@ -529,9 +548,9 @@ class TrainConfig(TrainRemoteData, TrainSpeed, TrainOutput, TrainSchedule, Train
     def check_objective(self, objective: str) -> None:
         """Refuse an option set that `objective` data (from the build's manifest) ignores."""
         for key, needs in TRAIN_OBJECTIVE.items():
-            if getattr(self, key) != getattr(TrainConfig, key) and objective != needs:
-                raise ConfigError(f"--{key.replace('_', '-')} applies to {needs} data only, and {self.data} is "
-                                  f"{objective} data; leave it out")
+            if getattr(self, key) != getattr(TrainConfig, key) and objective not in needs:
+                raise ConfigError(f"--{key.replace('_', '-')} applies to {', '.join(needs)} data only, and "
+                                  f"{self.data} is {objective} data; leave it out")
 
 
 # `mlmprep compare-methods` (mlmprep.compare), here so that its --help states these defaults without importing it.

@@ -197,6 +197,56 @@ MUTANTS = [
            "state = stream_key(seed, first_row + i)\n            state = _sorted_sample_pair",
            "state = stream_key(seed, i)\n            state = _sorted_sample_pair",
            ("tests/builder/test_mask.py",)),
+    # ------------------------------------------------------------ ul2, prefix and mdlm
+    Mutant("ul2-no-mode-token", "mlmprep.builder._kernels:ul2_rows",  # the mode token is not written first
+           "            if modes[i] >= 0:\n                enc_values[e0] = modes[i]", "            if modes[i] >= 1 << 30:\n                enc_values[e0] = modes[i]",
+           ("tests/builder/test_objectives.py",)),
+    Mutant("ul2-weights-ignored", "mlmprep.builder.denoisers:Mixture.plan",  # --denoiser-weights does not act
+           "        bounds = np.cumsum(self.weights)", "        bounds = np.cumsum(np.full(len(self.weights), 1 / len(self.weights)))",
+           ("tests/builder/test_objectives.py" + "::test_each_seed_draws_its_own_mixture_and_the_shares_follow_the_weights",)),
+    Mutant("ul2-same-mixture-every-seed", "mlmprep.builder.denoisers:Mixture.plan",  # N seeds, one mixture
+           "uniform(seed, PLAN_TAG, rows)", "uniform(0, PLAN_TAG, rows)",
+           ("tests/builder/test_objectives.py" + "::test_each_seed_draws_its_own_mixture_and_the_shares_follow_the_weights",)),
+    Mutant("prefix-share-whole-row", "mlmprep.builder.denoisers:Mixture.plan",  # T5's density 0.5, not the S-denoiser's
+           "share = 2 * ratio * uniform(", "share = 0.9 * uniform(",
+           ("tests/builder/test_objectives.py" + "::test_the_s_denoiser_s_share_is_uniform_over_many_rows",)),
+    Mutant("ul2-spans-not-t5", "mlmprep.builder.mask:span_counts",  # spans from the kept tokens too, as the span objective
+           "np.clip(np.rint(noise / mean_span_length)", "np.clip(np.rint(np.minimum(noise, lengths - noise) / mean_span_length)",
+           ("tests/builder/test_objectives.py",)),
+    Mutant("ul2-tail-dropped", "mlmprep.builder.outputs:OutputFiles.plan",  # the stream's tail window is left out
+           "(-(-offsets[-1] // length) if self.layout.cut", "(offsets[-1] // length if self.layout.cut",
+           ("tests/builder/test_objectives.py",)),
+    Mutant("ul2-remask-short-rows", "mlmprep.builder.remask:with_cuts",  # rows cut off at the end of their file
+           "        following = tuple((t.windows_file, t.record) for t in tasks[i + 1:last])", "        following = ()",
+           ("tests/builder/test_objectives.py" + "::test_ul2_bytes_do_not_depend_on_workers_shards_or_remask",)),
+    Mutant("ul2-verify-first-columns-only", "mlmprep.builder.verify:check_rederived",  # the denoiser column unchecked
+           "    for column, stored in masked.items():", "    for column, stored in list(masked.items())[:2]:",
+           ("tests/builder/test_objectives.py" + "::test_verify_finds_a_ul2_row_that_is_not_its_seed_s",)),
+    Mutant("mdlm-masks-specials", "mlmprep.builder._kernels:mdlm_rows",  # [CLS] and [SEP] become targets
+           "            if not is_special[token]:", "            if True:",
+           ("tests/builder/test_objectives.py" + "::test_mdlm_rates_are_uniform_and_each_row_masks_within_the_binomial_bound",)),
+    Mutant("mdlm-rate-not-used", "mlmprep.builder._kernels:mdlm_rows",  # every row masked at about 0.5
+           "                if u < t64:", "                if u < 0.5:",
+           ("tests/builder/test_objectives.py" + "::test_mdlm_rates_are_uniform_and_each_row_masks_within_the_binomial_bound",)),
+    Mutant("mdlm-rate-squared", "mlmprep.builder._kernels:mdlm_rows",  # rates not uniform
+           "        t = np.float32(floor + (1.0 - floor) * (1.0 - u))", "        t = np.float32(floor + (1.0 - floor) * (1.0 - u * u))",
+           ("tests/builder/test_objectives.py" + "::test_mdlm_rates_are_uniform_and_each_row_masks_within_the_binomial_bound",)),
+    Mutant("mdlm-loss-unweighted", "mlmprep.train.loss:batch_loss",  # the 1/t weights left out
+           "return (row_losses(logits, mb[\"labels\"]) / mb[\"rate\"].to(logits.dtype)).sum()",
+           "return row_losses(logits, mb[\"labels\"]).sum()",
+           ("tests/train/test_objectives_training.py" + "::test_mdlm_loss_is_the_1_over_t_weighted_sum_over_the_batch_s_tokens",)),
+    Mutant("mdlm-loss-over-masked-tokens", "mlmprep.format.load:Split.n_targets",  # a mean over masked tokens only
+           "        if self.objective == \"mdlm\":\n            return self.enc_lengths.copy()\n", "",
+           ("tests/train/test_objectives_training.py" + "::test_mdlm_loss_is_the_1_over_t_weighted_sum_over_the_batch_s_tokens",)),
+    Mutant("eval-denoiser-groups-shifted", "mlmprep.train.evaluation:eval_groups",  # losses under the wrong names
+           "        return split.denoiser.astype(np.int64), [", "        return (split.denoiser.astype(np.int64) + 1) % len(split.denoisers), [",
+           ("tests/train/test_objectives_training.py" + "::test_evaluation_reports_each_denoiser_s_and_each_rate_bucket_s_mean_token_loss",)),
+    Mutant("hf-mdlm-unweighted", "mlmprep.train.hf:BudgetTrainer.compute_loss",  # the Trainer's mdlm loss unweighted
+           "/ rate.to(logits.device).float()).sum()", ").sum()",
+           ("tests/train/test_objectives_training.py" + "::test_the_hf_trainer_trains_ul2_and_mdlm_builds",)),
+    Mutant("train-denoiser-groups-shifted", "mlmprep.train.step:step_groups",  # training losses under the wrong names
+           "    return split.denoiser.astype(np.int64), torch.zeros(", "    return (split.denoiser.astype(np.int64) + 1) % len(split.denoisers), torch.zeros(",
+           ("tests/train/test_objectives_training.py" + "::test_training_logs_each_denoiser_s_loss_and_they_average_to_the_step_s",)),
     # ------------------------------------------------------------ span and MLM arithmetic
     Mutant("noise-count-floor", "mlmprep.builder.mask:span_counts",  # floor instead of T5's round
            "noise = np.clip(np.rint(lengths * noise_density)", "noise = np.clip(np.floor(lengths * noise_density)",
@@ -540,7 +590,7 @@ MUTANTS = [
            ("tests/corpus/test_sources.py::test_bad_sources_name_the_path_and_the_fix",)),
     # ------------------------------------------------------------ remask and inspect of damaged builds
     Mutant("remask-unchecked-windows", "mlmprep.builder.pipeline:remask_file",  # masks of changed windows would look sound
-           "if problem := file_problem(path, task.record):", "if problem := None:",
+           "if problem := file_problem(Path(name), record):", "if problem := None:",
            ("tests/format/test_damaged_builds.py",)),
     Mutant("inspect-unchecked-split", "mlmprep.format.report:show_examples",  # a split with a missing file: a traceback
            "    check_split_files(out, manifest, split)\n", "",
@@ -611,7 +661,7 @@ MUTANTS = [
            'r"required_chars\\. \\d+ vs (\\d+)"', 'r"required_chars\\. (\\d+) vs \\d+"',
            ("tests/builder/test_tokenizer_training.py", "tests/cli/test_errors.py")),
     Mutant("wordpiece-not-the-mlm-default", "mlmprep.config:BuildConfig.trained_tokenizer_type",  # BERT builds get T5's Unigram
-           'return self.tokenizer_type or ("wordpiece" if self.objective == "mlm" else "unigram")',
+           'return self.tokenizer_type or ("wordpiece" if self.objective in ("mlm", "mdlm") else "unigram")',
            'return self.tokenizer_type or "unigram"', ("tests/builder/test_tokenizer_training.py",)),
     Mutant("tokenizer-type-ignored", "mlmprep.builder.tokenizer_file:train_on_sample",  # --tokenizer-type bpe trains a Unigram tokenizer
            "kind=cfg.trained_tokenizer_type()", 'kind="unigram"',
@@ -999,7 +1049,7 @@ MUTANTS = [
     Mutant("mixture-says-epoch", "mlmprep.train.logs:position",  # a mixture's logs and metrics speak of epochs
            '    return {"epoch" if run.mix is None else "chunk": epoch}', '    return {"epoch": epoch}', ("tests/train/test_mixture.py::test_a_config_file_lists_sources_and_validation_name_dir_adds_a_set",)),
     Mutant("source-loss-over-rows", "mlmprep.train.mixture_run:add_source_losses",  # a source's loss divided by its rows
-           "weights=epoch.targets[mine], ", "",
+           "weights=targets[mine], ", "",
            ("tests/train/test_mixture.py::test_a_sources_training_loss_is_its_rows_summed_loss_over_its_label_tokens",)),
     Mutant("cut-chunk-resumed-past-its-end", "mlmprep.train.prepare:start",  # new weights: a resume reads past a cut chunk
            "    if mix is not None and state.cursor and state.cursor == len(mix.chunk(state.epoch).plan):",

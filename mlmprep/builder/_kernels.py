@@ -243,6 +243,88 @@ def span_corrupt_rows(values, offsets, num_noise, num_spans, seed, first_row, se
             )
 
 
+@njit(cache=True, nogil=True, parallel=True)
+def ul2_rows(values, offsets, kinds, num_noise, num_spans, modes, seed, first_row, sentinels, eos_id, enc_offsets,
+             label_offsets, enc_values, label_values):
+    """Denoise every row of (values, offsets) by its own denoiser into the preallocated enc_/label_ arrays.
+
+    modes[i] (>= 0) is written first in the encoder input. kinds[i] 0, a span denoiser: num_noise[i] noise tokens
+    in num_spans[i] spans, drawn as span_corrupt_rows draws them (no roll); a row of one token (no spans) stays
+    whole, its labels EOS alone. kinds[i] 1, the prefix LM: the last num_noise[i] tokens are the target, the rest
+    the input, each ending with EOS.
+    """
+    n_rows = offsets.size - 1
+    max_spans = max(1, num_spans.max()) if n_rows > 0 else 1
+    n_words = ((offsets[1:] - offsets[:-1]).max() + 63) >> 6 if n_rows > 0 else 0
+    n_blocks = (n_rows + BLOCK_ROWS - 1) // BLOCK_ROWS
+    for b in prange(n_blocks):
+        keep_bits = np.empty(n_words, np.uint64)
+        noise_bits = np.empty(n_words, np.uint64)
+        keep_cuts = np.empty(max_spans, np.int64)
+        noise_cuts = np.empty(max_spans, np.int64)
+        spans = np.empty(2 * max_spans, np.int64)
+        for i in range(b * BLOCK_ROWS, min(n_rows, (b + 1) * BLOCK_ROWS)):
+            length = offsets[i + 1] - offsets[i]
+            tokens = values[offsets[i]:offsets[i + 1]]
+            e0 = enc_offsets[i]
+            if modes[i] >= 0:
+                enc_values[e0] = modes[i]
+                e0 += 1
+            enc = enc_values[e0:enc_offsets[i + 1]]
+            labels = label_values[label_offsets[i]:label_offsets[i + 1]]
+            n_noise, s = num_noise[i], num_spans[i]
+            if kinds[i] == 1:
+                p = length - n_noise
+                enc[:p] = tokens[:p]
+                enc[p] = eos_id
+                labels[:n_noise] = tokens[p:]
+                labels[n_noise] = eos_id
+            elif s == 0:
+                enc[:length] = tokens
+                enc[length] = eos_id
+                labels[0] = eos_id
+            else:
+                state = stream_key(seed, first_row + i)
+                _sorted_sample_pair(state, length - n_noise - 1, n_noise - 1, s - 1, keep_bits, noise_bits,
+                                    keep_cuts, noise_cuts)
+                _interleave(keep_cuts, noise_cuts, length - n_noise, n_noise, s, spans)
+                corrupt_with_spans(tokens, spans[:2 * s], False, sentinels, eos_id, enc, labels)
+
+
+# ---------------------------------------------------------------------------- masked diffusion (MDLM)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _unit(state):
+    """(new state, uniform float64 in [0, 1)): the top 53 bits of the next draw."""
+    state += GOLDEN
+    return state, np.float64(mix64(state) >> np.uint64(11)) * 2.0 ** -53
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def mdlm_rows(values, offsets, seed, first_row, floor, mask_id, is_special, inputs_out, labels_out, rates_out):
+    """MDLM's forward process per row: a rate t = float32(floor + (1 - floor) * (1 - u)) in (floor, 1] from the
+    row's stream, then each non-special token becomes mask_id with probability t (a draw u < t), its label the
+    original; every other label IGNORE."""
+    n_rows = offsets.size - 1
+    for i in prange(n_rows):
+        lo, hi = offsets[i], offsets[i + 1]
+        state = stream_key(seed, first_row + i)
+        state, u = _unit(state)
+        t = np.float32(floor + (1.0 - floor) * (1.0 - u))
+        rates_out[i] = t
+        t64 = np.float64(t)
+        for p in range(lo, hi):
+            token = values[p]
+            inputs_out[p] = token
+            labels_out[p] = IGNORE
+            if not is_special[token]:
+                state, u = _unit(state)
+                if u < t64:
+                    inputs_out[p] = mask_id
+                    labels_out[p] = token
+
+
 # ---------------------------------------------------------------------------- BERT-style MLM
 
 

@@ -53,16 +53,21 @@ def _check_span_options(noise_density: float, mean_span_length: float) -> None:
         raise ConfigError(f"--mean-span-length must be a number >= 1, got {mean_span_length}; T5 uses 3")
 
 
-def span_counts(lengths, noise_density: float, mean_span_length: float) -> tuple[np.ndarray, np.ndarray]:
+def span_counts(lengths, noise_density: float, mean_span_length: float, *,
+                exact_t5: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """(noise tokens, noise spans) per row length L, as int64 arrays; rounding is half-to-even like T5's.
 
-    noise = round(L * density) clamped to [1, L - 1]; spans = max(1, round(min(noise, L - noise) / mean)).
+    noise = round(L * density) clamped to [1, L - 1]; spans = max(1, round(min(noise, L - noise) / mean)), which
+    stays defined above density 0.5. `exact_t5` (UL2's denoisers): T5's random_spans_noise_mask, spans =
+    round(noise / mean) clamped to [1, L - noise] (the upper clamp only where T5's own would leave a kept part empty).
     """
     _check_span_options(noise_density, mean_span_length)
     lengths = np.asarray(lengths, dtype=np.int64)
     if lengths.size and lengths.min() < 2:
         raise ConfigError(f"span corruption needs rows of at least 2 tokens, got one of {lengths.min()}")
     noise = np.clip(np.rint(lengths * noise_density).astype(np.int64), 1, lengths - 1)
+    if exact_t5:
+        return noise, np.clip(np.rint(noise / mean_span_length).astype(np.int64), 1, lengths - noise)
     spans = np.maximum(1, np.rint(np.minimum(noise, lengths - noise) / mean_span_length).astype(np.int64))
     return noise, spans
 
@@ -204,6 +209,76 @@ def span_corrupt(values, offsets, *, seed: int, first_row: int, noise_density: f
         bool(random_roll), enc_offsets, label_offsets, enc_values, label_values,
     )
     return SpanCorrupted(enc_values, enc_offsets, label_values, label_offsets)
+
+
+def denoise_counts(lengths, which: np.ndarray, denoisers, prefix: np.ndarray) -> tuple[np.ndarray, np.ndarray,
+                                                                                          np.ndarray]:
+    """(kind 0 span / 1 prefix, noise tokens or prefix target tokens, noise spans) per row of `lengths` tokens denoised
+    by denoisers[which]; `prefix` the input part of each prefix row. A span row of one token gets no noise (it stays
+    whole: only the stream's last row can be that short)."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    kinds = np.zeros(lengths.size, np.int8)
+    noise = np.zeros(lengths.size, np.int64)
+    spans = np.zeros(lengths.size, np.int64)
+    for d, denoiser in enumerate(denoisers):
+        rows = which == d
+        if denoiser.kind == "prefix":
+            kinds[rows] = 1
+            noise[rows] = lengths[rows] - prefix[rows]
+            continue
+        rows &= lengths >= 2
+        noise[rows], spans[rows] = span_counts(lengths[rows], denoiser.noise_density, denoiser.mean_span_length,
+                                               exact_t5=True)
+    return kinds, noise, spans
+
+
+def denoise(values, offsets, *, seed: int, first_row: int, which: np.ndarray, prefix: np.ndarray, denoisers,
+            mode_ids: np.ndarray, sentinels: np.ndarray, eos_id: int) -> SpanCorrupted:
+    """Each row by its own denoiser (denoisers[which[i]]: span corruption as T5's, or the prefix LM with `prefix[i]`
+    input tokens), its mode token mode_ids[which[i]] (-1: none) first in the encoder input; row i is keyed by
+    (seed, first_row + i) as span_corrupt's rows are."""
+    from mlmprep.builder import _kernels
+
+    values, offsets = _check_rows(values, offsets)
+    _check_seed(seed, first_row)
+    sentinels = np.ascontiguousarray(sentinels, dtype=np.int32)
+    lengths = np.diff(offsets)
+    kinds, noise, spans = denoise_counts(lengths, which, denoisers, prefix)
+    if lengths.size and spans.max() > sentinels.size:
+        raise ConfigError(f"a row needs {spans.max()} noise spans but the tokenizer has {sentinels.size} sentinels; "
+                          "lower --input-length or use denoisers of longer spans")
+    modes = np.asarray(mode_ids, dtype=np.int32)[which]
+    extra = (modes >= 0).astype(np.int64)
+    enc_offsets = _offsets(np.where(kinds == 1, lengths - noise + 1, lengths - noise + spans + 1) + extra)
+    label_offsets = _offsets(np.where(kinds == 1, noise + 1, noise + spans + 1))
+    enc_values = np.empty(enc_offsets[-1], dtype=np.int32)  # [sum L_enc]
+    label_values = np.empty(label_offsets[-1], dtype=np.int32)  # [sum L_label]
+    _kernels.ul2_rows(values, offsets, kinds, noise, spans, modes, np.uint64(seed), np.int64(first_row), sentinels,
+                      np.int32(eos_id), enc_offsets, label_offsets, enc_values, label_values)
+    return SpanCorrupted(enc_values, enc_offsets, label_values, label_offsets)
+
+
+MDLM_FLOOR = 1e-3  # the least masking rate: MDLM's sampling_eps, which bounds the loss weight 1/t by 1000
+
+
+def mdlm_mask(values, offsets, *, seed: int, first_row: int, mask_id: int, special_ids: np.ndarray,
+              vocab_size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Masked diffusion: (input_ids, labels, rates float32 per row). Row i draws t in (MDLM_FLOOR, 1] (uniform,
+    stored as float32) and masks each non-special token with probability t, the label the original there and -100
+    elsewhere."""
+    from mlmprep.builder import _kernels
+
+    values, offsets = _check_rows(values, offsets)
+    _check_seed(seed, first_row)
+    if values.size and (values.min() < 0 or values.max() >= vocab_size):
+        raise ConfigError(f"token ids must be in [0, {vocab_size}); got {values.min()}..{values.max()}")
+    is_special = np.zeros(vocab_size, dtype=np.bool_)  # [V]
+    is_special[np.asarray(special_ids, dtype=np.int64)] = True
+    inputs, labels = np.empty_like(values), np.empty_like(values)
+    rates = np.empty(offsets.size - 1, dtype=np.float32)
+    _kernels.mdlm_rows(values, offsets, np.uint64(seed), np.int64(first_row), np.float64(MDLM_FLOOR),
+                       np.int32(mask_id), is_special, inputs, labels, rates)
+    return inputs, labels, rates
 
 
 def mlm_counts(values, offsets, special_ids, probability: float) -> np.ndarray:

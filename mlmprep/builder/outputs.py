@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mlmprep.builder.denoisers import Cursor, Mixture, seed_rows
 from mlmprep.builder.engine.base import Engine, TaskRun, fetched
 from mlmprep.builder.inputs import corpus_name
 from mlmprep.builder.masker import Masker
@@ -22,6 +23,7 @@ from mlmprep.builder.pipeline import (
     run_detached,
     segment_text,
     split_names,
+    windows_width,
 )
 from mlmprep.builder.record import corpus_counts
 from mlmprep.builder.selection import SIDES, Selection
@@ -49,6 +51,10 @@ class OutputFiles:
                  side: str):
         self.layout, self.rows_per_file, self.side = layout, rows_per_file, side
         self.seeds, self.validation_seed = seeds, validation_seed
+        self.mixture = Mixture.of(layout.cfg.objective, layout.cfg.denoisers, layout.cfg.denoiser_weights,
+                                  layout.cfg.input_length) if layout.cut else None
+        self.cursors = [Cursor(self.mixture, seed) for seed in (seeds if side == SIDES[0] else (validation_seed,))
+                        ] if layout.cut else []
         self.sizes: list[int | None] = [None] * shards
         self.offsets = [0]  # where each shard starts, for every shard whose predecessors are all done
         self.tasks: list[WriteTask] = []
@@ -66,7 +72,7 @@ class OutputFiles:
         ready, plan = [], None
         while self.needs(len(self.tasks) + 1) <= self.offsets[-1]:
             plan = plan or self.plan(self.offsets)  # made only when a file is ready
-            ready.append(self.add(plan, self.rows_per_file))
+            ready.append(self.add(plan, self.rows_per_file, None))
         return ready
 
     def written(self, file: int) -> list[int]:
@@ -88,21 +94,30 @@ class OutputFiles:
         """The files not made yet, once every staged file's size is known."""
         plan, ready = self.plan([int(x) for x in np.cumsum([0] + sizes)]), []
         while (first := len(self.tasks) * self.rows_per_file) < plan.rows:
-            ready.append(self.add(plan, min(self.rows_per_file, plan.rows - first)))
+            ready.append(self.add(plan, min(self.rows_per_file, plan.rows - first), plan.offsets[-1]))
         return ready
 
     def plan(self, offsets: list[int]) -> Plan:
         """Where each staged file starts, as far as known, and the whole windows that holds."""
-        rows = offsets[-1] // self.layout.content_length if self.layout.fixed else offsets[-1]
+        length = self.layout.content_length
+        rows = (-(-offsets[-1] // length) if self.layout.cut else offsets[-1] // length) if self.layout.fixed else (
+            offsets[-1])  # ul2, prefix: the stream's tail is a last, shorter window
         return Plan(self.layout, self.side, tuple(offsets), rows, self.seeds, self.validation_seed)
 
     def needs(self, files: int) -> int:
         """How far the known offsets must reach (in tokens or rows) before the first `files` files are whole."""
         rows = files * self.rows_per_file
+        if self.layout.cut:  # a seed's last row that starts in the file may reach this far beyond it
+            return rows * self.layout.content_length + self.mixture.longest + 1
         return rows * self.layout.content_length + 1 if self.layout.fixed else rows
 
-    def add(self, plan: Plan, count: int) -> WriteTask:
-        self.tasks.append(WriteTask(plan, len(self.tasks), len(self.tasks) * self.rows_per_file, count))
+    def add(self, plan: Plan, count: int, total: int | None) -> WriteTask:
+        """The write task of the next file, of `count` windows; ul2 and prefix: with each seed's rows that start in
+        them (`total`: the side's stream length, once known)."""
+        first = len(self.tasks) * self.rows_per_file
+        length = self.layout.content_length
+        cuts = tuple(seed_rows(cursor, first * length, (first + count) * length, total) for cursor in self.cursors)
+        self.tasks.append(WriteTask(plan, len(self.tasks), first, count, cuts))
         self.rows += count
         return self.tasks[-1]
 
@@ -167,7 +182,7 @@ def barrier(layout: Layout, read: list[dict], selection: Selection, stats: Windo
     for side in SIDES:
         sized = [side_size(layout, r, selection.picked(s, side)) for s, r in enumerate(read)]
         sizes[side] = [size for size, _ in sized]
-        if cfg.pack == "stream":
+        if cfg.pack == "stream" and not layout.cut:  # ul2, prefix: the tail is a row of its own
             stats.tokens_dropped += sum(sizes[side]) % layout.content_length
         else:
             stats.tokens_dropped += sum(dropped for _, dropped in sized)
@@ -193,11 +208,11 @@ def finish_splits(stage: Path, layout: Layout, ids, written: dict[str, list[dict
     """Every split's files named in order and its metadata written, from each side's write results in file
     order; their totals summed into `stats` and a Masker (which masks nothing here). Returns the splits'
     manifest entries and that Masker."""
-    masker = Masker(layout.cfg, ids, None, layout.fixed, layout.window_length, layout.format_version)
+    masker = Masker(layout.cfg, ids, None, layout.fixed, layout.window_length, layout.format_version, layout.modes)
     for result in itertools.chain(*written.values()):
         add_counts(stats, result["windows"])
         masker.merge(result["masking"])
-    token_width, token_dtype = ({"tokens": layout.window_length if layout.fixed else None},
+    token_width, token_dtype = ({"tokens": windows_width(layout)},
                                 {"tokens": masker.dtypes["tokens"]})
     splits = {}
     for side in SIDES:

@@ -37,11 +37,12 @@ import numpy as np
 from mlmprep import storage
 from mlmprep.builder import mask
 from mlmprep.builder.clean import clean_texts
+from mlmprep.builder.denoisers import SeedRows, row_offsets
 from mlmprep.builder.engine.base import Shipped, fetched
 from mlmprep.builder.engine.local import PRELOAD_TOKENIZER, in_forkserver
 from mlmprep.builder.masker import Masker, mask_part
 from mlmprep.builder.selection import SIDES, document_keys
-from mlmprep.builder.side_rows import Plan, doc_windows, stored_rows, stream_windows
+from mlmprep.builder.side_rows import Plan, doc_windows, seed_stream_rows, stored_rows, stream_windows
 from mlmprep.builder.staged import (
     FETCHED,
     INPUTS,
@@ -322,6 +323,7 @@ class WriteTask:
     index: int  # output file number in its side's splits
     first: int  # its first window's row in its side's splits
     count: int
+    cuts: tuple[SeedRows, ...] = ()  # ul2, prefix: each masked split's rows that start in these windows
 
     def describe(self) -> str:
         return f"{self.plan.side} output file {self.index} (windows {self.first}-{self.first + self.count})"
@@ -346,15 +348,30 @@ def write_file(task: WriteTask) -> dict:
         counts["tokens_padded"] = int(layout.content_length * len(rows) - rows.offsets[-1])
         counts["unknown_tokens"] = int(np.count_nonzero(rows.values == ids.unk)) if ids.unk is not None else 0
     rows = frame_rows(rows, np.asarray(layout.prefix, np.int32), np.asarray(layout.suffix, np.int32))
-    masker = Masker(cfg, ids, tables, layout.fixed, layout.window_length, layout.format_version)
-    stage, width = Path(layout.stage), {"tokens": layout.window_length if layout.fixed else None}
+    masker = Masker(cfg, ids, tables, layout.fixed, layout.window_length, layout.format_version, layout.modes)
+    stage, width = Path(layout.stage), {"tokens": windows_width(layout)}
     dtype = {"tokens": masker.dtypes["tokens"]}
     windows, masked = split_names(plan.side, len(plan.seeds))
     parts = {windows: write_part(part_path(stage / windows, task.index), width, dtype, {"tokens": rows})}
-    seeds = plan.seeds if plan.side == "train" else (plan.validation_seed,)
-    for name, seed in zip(masked, seeds):
-        parts[name] = mask_part(masker, stage / name, task.index, rows, seed, task.first, name)
+    for k, (name, seed) in enumerate(zip(masked, side_seeds(plan))):
+        if layout.cut:  # the seed's own rows, cut where its denoisers put them
+            _, offsets = row_offsets(masker.mixture, seed, task.cuts[k])
+            parts[name] = mask_part(masker, stage / name, task.index, seed_stream_rows(plan, task.cuts[k], offsets),
+                                    seed, task.cuts[k].first, name)
+        else:
+            parts[name] = mask_part(masker, stage / name, task.index, rows, seed, task.first, name)
     return {"parts": parts, "windows": counts, "masking": masker.totals}
+
+
+def side_seeds(plan: Plan) -> tuple[int, ...]:
+    """The seeds of a side's masked splits: every slot's for training, the validation seed's for validation."""
+    return plan.seeds if plan.side == SIDES[0] else (plan.validation_seed,)
+
+
+def windows_width(layout: Layout) -> int | None:
+    """The windows split's row width: the window length for fixed windows; None (ragged) otherwise, and for ul2 and
+    prefix, whose last window holds the stream's tail."""
+    return layout.window_length if layout.fixed and not layout.cut else None
 
 
 def split_names(side: str, seeds: int) -> tuple[str, list[str]]:
@@ -374,6 +391,9 @@ class RemaskTask:
     index: int
     first_row: int
     seeds: tuple[tuple[str, str, int], ...]  # (split name, its staging directory, seed)
+    cuts: tuple[SeedRows, ...] = ()  # ul2, prefix: each new seed's rows that start in this file's windows
+    start: int = 0  # ... this file's first token in the stream
+    following: tuple[tuple[str, FileRecord | None], ...] = ()  # ... the windows files after it that its rows reach
 
     def describe(self) -> str:
         return f"windows file {Path(self.windows_file).name}"
@@ -387,16 +407,25 @@ def remask_file(task: RemaskTask) -> dict:
     from mlmprep.format.load import file_problem
 
     layout = task.layout
-    path = Path(task.windows_file)
-    if problem := file_problem(path, task.record):
-        raise damaged(layout.stage, path, problem)
+    files = [(task.windows_file, task.record), *task.following]
+    for name, record in files:
+        if problem := file_problem(Path(name), record):
+            raise damaged(layout.stage, Path(name), problem)
     worker = worker_tokenizer(layout)
     ids, tables = worker.ids, worker.tables
     mask.set_threads(layout.threads)
-    rows = concat_rows(list(iter_rows_of_file(path, "tokens")))
-    masker = Masker(layout.cfg, ids, tables, layout.fixed, layout.window_length, layout.format_version)
-    parts = {name: mask_part(masker, Path(stage), task.index, rows, seed, task.first_row, name)
-             for name, stage, seed in task.seeds}
+    rows = concat_rows(list(iter_rows_of_file(Path(task.windows_file), "tokens")))
+    masker = Masker(layout.cfg, ids, tables, layout.fixed, layout.window_length, layout.format_version, layout.modes)
+    if not layout.cut:
+        parts = {name: mask_part(masker, Path(stage), task.index, rows, seed, task.first_row, name)
+                 for name, stage, seed in task.seeds}
+        return {"parts": parts, "masking": masker.totals}
+    stream = concat_rows([rows, *(r for name, _ in task.following for r in iter_rows_of_file(Path(name), "tokens"))])
+    parts = {}
+    for (name, stage, seed), cut in zip(task.seeds, task.cuts):
+        _, offsets = row_offsets(masker.mixture, seed, cut)
+        seed_rows = Rows(stream.values[cut.start - task.start:cut.stop - task.start], offsets)
+        parts[name] = mask_part(masker, Path(stage), task.index, seed_rows, seed, cut.first, name)
     return {"parts": parts, "masking": masker.totals}
 
 

@@ -108,6 +108,9 @@ def finish_manifest(cfg, corpus, tok, ids, stage, splits, seeds, stats, masker, 
         "statistics": {"windows": stats.as_dict(), "masking": masker.summary()},
         "timings": {k: round(v, 3) for k, v in timings.items()},
     }
+    if masker.mixture is not None:  # the `denoiser` column indexes this list
+        manifest["denoisers"] = [{**d.as_dict(), "mode_id": mode if mode >= 0 else None}
+                                 for d, mode in zip(masker.mixture.denoisers, lengths.modes)]
     typed = Manifest.from_json(strict(manifest), stage)  # as written: what the summary shows is what inspect will
     write_json(stage / "manifest.json", typed.to_json())
     return typed

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import contextlib
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
 from mlmprep.builder import mask
+from mlmprep.builder.denoisers import Cursor, seed_rows
 from mlmprep.builder.destination import destination
 from mlmprep.builder.engine.base import Engine, run_tasks
 from mlmprep.builder.engine.local import LocalEngine
@@ -26,6 +28,7 @@ from mlmprep.format.write import (
     data_files,
     file_rows,
     finish_split,
+    iter_rows_of_file,
     manifest_path,
     part_path,
     strict,
@@ -57,11 +60,12 @@ def add_seeds(out: Path, seeds: int, *, threads: int, engine: Engine) -> list[st
     tok = build_tokenizer(out, manifest)
     # new seeds in the build's own format: an older build keeps its int32 columns
     version = manifest.format_version
-    masker = Masker(cfg, special_ids(tok), word_tables(tok), manifest.fixed, manifest.window_length, version)
+    modes = tuple(-1 if d["mode_id"] is None else d["mode_id"] for d in manifest.denoisers)
+    masker = Masker(cfg, special_ids(tok), word_tables(tok), manifest.fixed, manifest.window_length, version, modes)
     files = windows_files(out, manifest)
     firsts = np.cumsum([0] + [file_rows(path) for path, _ in files])
     layout = Layout(cfg, str(out), engine.worker_threads(threads, len(files)), 0,
-                    manifest.window_length, None, version)
+                    manifest.window_length, None, version, modes=modes)
     names = [f"seed-{k}" for k in range(have, seeds)]
     with contextlib.ExitStack() as stack:
         stages = {name: stack.enter_context(staging_dir(out / name)) for name in names}
@@ -69,6 +73,8 @@ def add_seeds(out: Path, seeds: int, *, threads: int, engine: Engine) -> list[st
                     for k, name in zip(range(have, seeds), names))
         tasks = [RemaskTask(layout, str(path), record, i, int(firsts[i]), new)
                  for i, (path, record) in enumerate(files)]
+        if layout.cut:
+            tasks = with_cuts(tasks, masker.mixture, [file_tokens(path) for path, _ in files], new)
         masked = run_tasks(remask_file, tasks, engine=engine)
         for result in masked:
             masker.merge(result["masking"])
@@ -108,3 +114,24 @@ def windows_files(out: Path, manifest: Manifest) -> list[tuple[Path, dict | None
     if problem := file_problem(state, records.get(state.name)):
         raise damaged(out, state, problem)
     return [(path, records.get(path.name)) for path in data_files(out / "windows")]
+
+
+def file_tokens(path: Path) -> int:
+    """Tokens in one windows data file."""
+    return sum(int(rows.offsets[-1]) for rows in iter_rows_of_file(path, "tokens"))
+
+
+def with_cuts(tasks: list[RemaskTask], mixture, tokens: list[int], new: tuple) -> list[RemaskTask]:
+    """ul2 and prefix: each file's task with each new seed's rows that start in its windows, its first token and the
+    files after it that those rows reach into."""
+    starts = np.cumsum([0] + tokens)
+    total = int(starts[-1])
+    cursors = [Cursor(mixture, seed) for _, _, seed in new]
+    out = []
+    for i, task in enumerate(tasks):
+        cuts = tuple(seed_rows(cursor, int(starts[i]), int(starts[i + 1]), total) for cursor in cursors)
+        reach = max((cut.stop for cut in cuts), default=0)
+        last = int(np.searchsorted(starts, reach, side="left"))  # files i+1 .. last-1 hold tokens before `reach`
+        following = tuple((t.windows_file, t.record) for t in tasks[i + 1:last])
+        out.append(replace(task, cuts=cuts, start=int(starts[i]), following=following))
+    return out

@@ -22,6 +22,7 @@ import numpy as np
 
 from mlmprep import storage
 from mlmprep.builder import mask
+from mlmprep.builder.denoisers import add_mode_tokens, mode_tokens
 from mlmprep.builder.destination import build_destination
 from mlmprep.builder.engine import make_engine
 from mlmprep.builder.engine.base import Engine, TaskRun
@@ -82,6 +83,10 @@ def build(cfg: BuildConfig, *, log: Callable[[str], None] = print) -> BuildResul
         if cfg.force or not destination.has_build():
             engine.prestart(corpus.bytes, cfg.shard_bytes, tokenize_shard.__module__, tokenizer)
         given_tokenizer = load_tokenizer(tokenizer) if tokenizer else None
+        if given_tokenizer is not None and (added := add_mode_tokens(given_tokenizer, mode_tokens(
+                cfg.objective, cfg.denoisers))):
+            log(f"note: added {', '.join(added)} to the tokenizer as special tokens (ids from "
+                f"{given_tokenizer.get_vocab_size() - len(added)}): the mode tokens of --objective ul2")
         log(f"corpus: {corpus.description}")
         with destination.lock(force=cfg.force):
             tokenizer_sha = tokenizer_sha256(given_tokenizer) if given_tokenizer else None
@@ -188,7 +193,7 @@ class BuildTasks:
         self.layout = Layout(cfg, str(stage), engine.worker_threads(cfg.threads, len(self.shards)),
                              content_length=lengths.content, window_length=lengths.window, doc_eos=lengths.doc_eos,
                              format_version=format_version(ids.vocab_size), prefix=lengths.prefix,
-                             suffix=lengths.suffix)
+                             suffix=lengths.suffix, modes=lengths.modes)
         (stage / STAGING).mkdir()
         # tasks on Ray nodes that share no disk with this process (which stages a build to object storage) are detached
         self.staging = Staging(stage, engine, detached=not engine.shares_disk and stages_apart)

@@ -8,8 +8,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mlmprep.builder.denoisers import SeedRows
 from mlmprep.builder.staged import Layout, document_index, gather, read_array, side_documents
-from mlmprep.builder.windows import count_cut_rows, doc_rows, doc_rows_per_document, fixed_rows, with_eos
+from mlmprep.builder.windows import count_cut_rows, doc_rows, doc_rows_per_document, with_eos
 from mlmprep.format.rows import Rows, concat_rows
 
 
@@ -47,16 +48,24 @@ def stream_slice(plan: Plan, start: int, stop: int) -> np.ndarray:
 
 
 def stream_windows(plan: Plan, first: int, count: int, tables) -> tuple[Rows, int]:
-    """Windows first..first+count-1 of the stream, and how many begin or end inside a word."""
+    """Windows first..first+count-1 of the stream, and how many begin or end inside a word; the last window of
+    the stream is shorter when the stream ends inside it (ul2 and prefix keep that tail)."""
     length, total = plan.layout.content_length, int(plan.offsets[-1])
     lo = max(first * length - 1, 0)
     tokens = stream_slice(plan, lo, min((first + count) * length + 1, total))
-    windows = tokens[first * length - lo : first * length - lo + count * length]
+    ends = np.minimum(np.arange(count + 1) * length + first * length, total)  # each window's start in the stream
+    windows = tokens[first * length - lo : int(ends[-1]) - lo]
     cuts = np.zeros(count + 1, dtype=bool)  # cuts[i]: the boundary before window first + i splits a word
-    at = np.arange(count + 1) * length + first * length - lo  # the first token after each boundary
+    at = ends - lo  # the first token after each boundary
     inside = (at >= 1) & (at < len(tokens))
     cuts[inside] = tables.cuts_word(tokens[at[inside] - 1], tokens[at[inside]])
-    return fixed_rows(windows, length), count_cut_rows(cuts[:-1], cuts[1:])
+    return Rows(windows, ends - ends[0]), count_cut_rows(cuts[:-1], cuts[1:])
+
+
+def seed_stream_rows(plan: Plan, rows: SeedRows, offsets: np.ndarray) -> Rows:
+    """One seed's rows of an output file (ul2, prefix): tokens [rows.start, rows.stop) of the stream, cut at
+    `offsets`."""
+    return Rows(stream_slice(plan, rows.start, rows.stop), offsets)
 
 
 def overlapping(offsets, first: int, count: int) -> Iterator[tuple[int, int, int]]:

@@ -36,10 +36,17 @@ class Layout:
     format_version: int  # the build's format, which decides its columns' types (write.column_dtypes)
     prefix: tuple[int, ...] = ()  # the MLM frame around every row ([CLS] ... [SEP])
     suffix: tuple[int, ...] = ()
+    modes: tuple[int, ...] = ()  # ul2: each denoiser's mode token id (-1: none)
 
     @property
     def fixed(self) -> bool:
         return self.cfg.method == "tokens" and self.cfg.pack == "stream"
+
+    @property
+    def cut(self) -> bool:
+        """Each seed cuts rows of its own lengths from the stream (ul2, prefix); the windows split keeps the whole
+        stream in windows of content_length tokens, the last one shorter."""
+        return self.cfg.objective in ("ul2", "prefix")
 
     def staged(self, name: str) -> Path:
         """A file of the staging subfolder; in a detached task, one it reads is fetched when first asked for."""

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from mlmprep.builder.dedup import exact_keys
+from mlmprep.builder.denoisers import add_mode_tokens, mode_tokens, sentinels_needed
 from mlmprep.builder.destination import output_file
 from mlmprep.builder.inputs import corpus_name, fetch_sources, named_as
 from mlmprep.builder.pipeline import cleaned_batches
@@ -16,6 +17,7 @@ from mlmprep.corpus.documents import Corpus, open_corpus
 from mlmprep.corpus.jsonl import no_text_error
 from mlmprep.format.publish import scratch_directory
 from mlmprep.progress import Stages
+from mlmprep.tokenizer.load import N_SENTINELS
 from mlmprep.tokenizer.train import train_tokenizer
 
 
@@ -68,7 +70,12 @@ def train_on_sample(corpus: Corpus, cfg: BuildConfig):
     with Stages() as bar:
         texts = logged_sample(training_sample(corpus, cfg, used), bar,
                               min(cfg.tokenizer_train_chars, corpus.bytes or cfg.tokenizer_train_chars))
-        tok = train_tokenizer(texts, cfg.vocab_size, kind=cfg.trained_tokenizer_type(), bar=bar)
+        modes = mode_tokens(cfg.objective, cfg.denoisers)  # counted in --vocab-size, after the sentinels
+        sentinels = max(N_SENTINELS, sentinels_needed(cfg.objective, cfg.denoisers, cfg.denoiser_weights,
+                                                      cfg.input_length))
+        tok = train_tokenizer(texts, cfg.vocab_size - len(modes), kind=cfg.trained_tokenizer_type(),
+                              n_sentinels=sentinels, bar=bar)
+        add_mode_tokens(tok, modes)
     return tok, used
 
 

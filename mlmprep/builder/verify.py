@@ -20,8 +20,12 @@ import pyarrow as pa
 
 from mlmprep import storage
 from mlmprep.builder import _kernels, mask
+from mlmprep.builder.denoisers import Cursor, Mixture, row_offsets, seed_rows
 from mlmprep.builder.lengths import window_and_target
+from mlmprep.builder.masker import Masker
 from mlmprep.builder.pipeline import VALIDATION_SLOT
+from mlmprep.config import BuildConfig
+from mlmprep.config_files import make_config
 from mlmprep.errors import CacheError, ConfigError, TokenizerError
 from mlmprep.format.load import file_problem, read_manifest
 from mlmprep.format.manifest import Manifest, ManifestError, member, read_json
@@ -101,9 +105,13 @@ def verify(out: str | Path, *, sample: int | None = None, seed: int = 0, storage
         if masked is None or windows is None:
             continue
         check_window_lengths(windows_name, manifest, windows["tokens"], report)
-        rows = np.arange(len(windows["tokens"]))
+        rows = np.arange(len(masked["input_ids"] if manifest.objective in REDERIVED else windows["tokens"]))
         if sample is not None and sample < len(rows):
             rows = np.sort(rng.choice(rows, size=sample, replace=False))
+        if manifest.objective in REDERIVED:
+            check_rederived(name, manifest, ids, windows["tokens"], masked, rows, report, statistics=sample is None)
+            report.rows_checked += len(rows)
+            continue
         check_rows(name, manifest, ids, windows["tokens"], masked, rows, report)
         report.rows_checked += len(rows)
         if sample is None:
@@ -192,8 +200,13 @@ def check_manifest(manifest: Manifest, report: Report) -> None:
 
 def check_lengths_and_seeds(manifest: Manifest, report: Report) -> None:
     option = manifest.option
+    mixture = Mixture.of(manifest.objective, option("denoisers"), option("denoiser_weights"),
+                         option("input_length")) if manifest.objective in ("ul2", "prefix") else None
     lengths = window_and_target(manifest.objective, option("input_length"), option("noise_density"),
-                                option("mean_span_length"))
+                                option("mean_span_length"), mixture)
+    if mixture is not None and [{k: v for k, v in d.items() if k != "mode_id"} for d in manifest.denoisers] != [
+            d.as_dict() for d in mixture.denoisers]:
+        report.problems.append("manifest.json: denoisers are not those its options give")
     for key in ("objective", "method"):
         if key in manifest.config and getattr(manifest, key) != manifest.config[key]:
             report.problems.append(f"manifest.json: {key} is {getattr(manifest, key)!r}, its config says "
@@ -224,7 +237,8 @@ def check_window_lengths(name: str, manifest: Manifest, windows: Rows, report: R
 
 def read_split(out: Path, name: str, manifest: Manifest, report: Report) -> dict[str, Rows] | None:
     """All columns of a split as Rows, or None (with a problem recorded) when it does not load."""
-    columns = ("tokens",) if name.endswith("windows") else ("input_ids", "labels")
+    extra = {"ul2": ("denoiser",), "prefix": ("denoiser",), "mdlm": ("rate",)}.get(manifest.objective, ())
+    columns = ("tokens",) if name.endswith("windows") else ("input_ids", "labels", *extra)
     try:
         split = {c: concat_rows(list(iter_rows(out / name, c))) for c in columns}
         report.problems += type_problems(out, name, columns, manifest)
@@ -247,7 +261,8 @@ def type_problems(out: Path, name: str, columns: tuple[str, ...], manifest: Mani
         with pa.memory_map(str(path)) as source:
             schema = pa.ipc.open_stream(source).schema
         for column in columns:
-            stored = schema.field(column).type.value_type
+            kind = schema.field(column).type
+            stored = kind.value_type if pa.types.is_list(kind) or pa.types.is_fixed_size_list(kind) else kind
             if stored != pa.from_numpy_dtype(expected[column]):
                 problems.append(f"{name}/{path.name}: column {column} holds {stored}, format_version "
                                 f"{manifest.format_version} stores {expected[column]}")
@@ -257,9 +272,6 @@ def type_problems(out: Path, name: str, columns: tuple[str, ...], manifest: Mani
 def check_rows(name, manifest, ids, windows: Rows, masked: dict[str, Rows], rows: np.ndarray, report: Report) -> None:
     option = manifest.option
     inputs, labels = masked["input_ids"], masked["labels"]
-    if len(inputs) != len(windows):
-        report.problems.append(f"{name}: {len(inputs)} rows but its windows have {len(windows)}")
-        return
     if manifest.objective == "span":
         num_noise, num_spans = mask.span_counts(np.maximum(windows.lengths(), 2), option("noise_density"),
                                                 option("mean_span_length"))
@@ -292,8 +304,54 @@ def check_statistics(name: str, manifest: Manifest, ids, masked: dict[str, Rows]
         observed = mask.span_stats(labels.values, labels.offsets, inputs.offsets, ids.sentinels)
     else:
         observed = mask.mlm_stats(labels.values, labels.offsets)
+    compare_statistics(name, recorded, observed, report)
+
+
+def compare_statistics(name: str, recorded: dict | None, observed: dict, report: Report) -> None:
+    """The masking statistics the manifest records for split `name` against those observed."""
+    if recorded is None:
+        if observed.get("rows"):
+            report.problems.append(f"{name}: the manifest has no masking statistics for it")
+        return
     if missing := sorted(observed.keys() - recorded.keys()):
         report.problems.append(f"{name}: the manifest's masking statistics lack {', '.join(missing)}")
     for key, value in recorded.items():
         if key in observed and abs(observed[key] - value) > STAT_TOLERANCE * max(1.0, abs(value)):
             report.problems.append(f"{name}: observed {key} {observed[key]:.6f}, manifest says {value:.6f}")
+
+
+REDERIVED = ("ul2", "prefix", "mdlm")  # objectives whose every row verify masks again and compares
+
+
+def masker_of(manifest: Manifest, ids) -> Masker:
+    """A Masker of the build's options, with its denoisers' mode tokens."""
+    cfg = make_config(BuildConfig, BuildConfig.used(manifest.config), source="manifest.json")
+    modes = tuple(-1 if d["mode_id"] is None else d["mode_id"] for d in manifest.denoisers)
+    return Masker(cfg, ids, None, manifest.fixed, manifest.window_length, manifest.format_version, modes)
+
+
+def check_rederived(name: str, manifest: Manifest, ids, windows: Rows, masked: dict[str, Rows], rows: np.ndarray,
+                    report: Report, *, statistics: bool) -> None:
+    """ul2, prefix, mdlm: split `name` masked again from its windows and seed (ul2 and prefix: each seed's rows cut
+    from the whole stream), compared column by column at `rows`; with `statistics`, its masking statistics too."""
+    cfg = make_config(BuildConfig, BuildConfig.used(manifest.config), source="manifest.json")
+    modes = tuple(-1 if d["mode_id"] is None else d["mode_id"] for d in manifest.denoisers)
+    masker = Masker(cfg, ids, None, manifest.fixed, manifest.window_length, manifest.format_version, modes)
+    seed = manifest.validation_seed if name == "validation" else manifest.seeds[int(name[5:])].seed
+    if masker.mixture is not None:
+        total = int(windows.offsets[-1])
+        _, offsets = row_offsets(masker.mixture, seed, seed_rows(Cursor(masker.mixture, seed), 0, total, total))
+        windows = Rows(windows.values, offsets)
+    again = masker(windows, seed=seed, first_row=0, split=name)
+    for column, stored in masked.items():
+        if len(again[column]) != len(stored):
+            report.problems.append(f"{name}: {len(stored)} rows, its windows and seed give {len(again[column])}")
+            return
+        bad = [int(r) for r in rows if not np.array_equal(
+            stored.values[stored.offsets[r]:stored.offsets[r + 1]],
+            again[column].values[again[column].offsets[r]:again[column].offsets[r + 1]])]
+        report.problems += [f"{name} row {r}: {column} is not what its windows and seed give" for r in bad[:20]]
+        if len(bad) > 20:
+            report.problems.append(f"{name}: {len(bad) - 20} more bad rows")
+    if statistics:
+        compare_statistics(name, manifest.masking_stats.get(name), masker.summary().get(name, {}), report)

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mlmprep.config import parse_size, size_text
+from mlmprep.config import SEQ2SEQ, parse_size, size_text
 from mlmprep.errors import CacheError, ConfigError, MlmprepError
 from mlmprep.format import load
 from mlmprep.format.manifest import FileRecord
@@ -312,7 +312,7 @@ class SeedCache:
         if widths is not None:
             enc, dec = widths
             return RowLengths(f"{self.url}/{name}", np.full(rows, enc, np.int64),
-                              np.full(rows, dec if objective == "span" else 0, np.int64))
+                              np.full(rows, dec if objective in SEQ2SEQ else 0, np.int64))
         with locked(self.locks / f"{name}.use", shared=True):
             self.make_room(name, [name], required=True)
             self.fetch_split(name)

@@ -186,18 +186,29 @@ def build_charts(build: Path, manifest: Manifest, tok, ids) -> list[str]:
     if name and manifest.splits[name].rows:
         split = open_split(build / name, objective=manifest.objective)
         rows = sample_rows(len(split), SAMPLE_ROWS)
-        if manifest.objective == "span":
+        if manifest.denoisers:
+            charts += denoiser_charts(manifest, name)
+            density = None
+        elif manifest.objective == "span":
             lengths, windows, density = span_statistics(split, rows, ids.sentinels)
             reference = reference_span_lengths(windows, option("noise_density"), option("mean_span_length"))
             charts.append(span_chart(lengths, reference, len(rows), name))
             what = f"--noise-density {option('noise_density'):g}"
+        elif manifest.objective == "mdlm":
+            shares = np.bincount(np.minimum((split.rate * 10).astype(np.int64), 9), minlength=10) / len(split)
+            charts.append(svg.bars(f"Masking rates t: {len(split):,} rows of {name} (uniform on (0.001, 1])",
+                                   [f"{k / 10:.1f}" for k in range(10)], shares.tolist(), xlabel="t (a bar: a tenth)",
+                                   ylabel="share of rows", reference=[0.1] * 10, names=("rows", "uniform"),
+                                   percent=True))
+            density, what = mlm_density(split, rows), "each row's own rate t"
         else:
             charts.append(mlm_kind_chart(split, rows, ids.mask))
             density, what = mlm_density(split, rows), f"--mlm-probability {option('mlm_probability'):g}"
-        labels, shares = histogram(density)
-        charts.append(svg.bars(f"Noise density per row: {len(rows):,} rows of {name} ({what})", labels, shares,
-                               xlabel="share of the row's tokens that are targets", ylabel="share of rows",
-                               percent=True))
+        if density is not None:
+            labels, shares = histogram(density)
+            charts.append(svg.bars(f"Noise density per row: {len(rows):,} rows of {name} ({what})", labels, shares,
+                                   xlabel="share of the row's tokens that are targets", ylabel="share of rows",
+                                   percent=True))
     counts, scanned, scanned_rows = window_scan(build, manifest)
     docs = documents(build, manifest, scanned_rows)
     total = getattr(manifest.split("windows"), "rows", 0)
@@ -251,3 +262,19 @@ def run_charts(run: Path) -> tuple[list[str], dict]:
                       ylabel="learning rate")], final
 
 
+
+
+def denoiser_charts(manifest: Manifest, name: str) -> list[str]:
+    """A ul2 or prefix build's denoisers in split `name`: each one's share of rows against its weight, and its
+    rows' target share (noise fraction) against its density."""
+    from mlmprep.format.report import denoiser_weights
+
+    m, names = manifest.masking_stats.get(name, {}), manifest.denoiser_names()
+    shares = [m.get(f"{d}/share", 0.0) for d in names]
+    noise = [m.get(f"{d}/noise_fraction", 0.0) for d in names]
+    return [svg.bars(f"Denoisers: share of the rows of {name}", names, shares, xlabel="denoiser",
+                     ylabel="share of rows", reference=denoiser_weights(manifest), names=("rows", "weight"),
+                     percent=True),
+            svg.bars(f"Target tokens per row token, by denoiser, in {name}", names, noise, xlabel="denoiser",
+                     ylabel="target share", reference=[d["noise_density"] for d in manifest.denoisers],
+                     names=("observed", "asked"), percent=True)]

@@ -21,6 +21,7 @@ from mlmprep.format.manifest import Manifest
 from mlmprep.format.report import (
     corpus_losses,
     dedup_lines,
+    denoiser_lines,
     disk_line,
     figure,
     masking_line,
@@ -82,11 +83,21 @@ def examples(build: Path, manifest: Manifest, tok, ids, rows: np.ndarray) -> dic
                 windows[r] = chunk.values[chunk.offsets[r - start] : chunk.offsets[r - start + 1]]
             if len(windows) == len(wanted):
                 break
+    if manifest.denoisers:  # each seed cuts rows of its own lengths: as many as the fewest has
+        rows = rows[rows < min(len(split) for split in splits.values())] if splits else rows
     for r in rows.tolist():
         views = []
         for name in seeds:
-            x, y = (np.asarray(v, dtype=np.int64) for v in splits[name].row(r).values())
-            if manifest.objective == "span":
+            row = splits[name].row(r)
+            x, y = (np.asarray(row[k], dtype=np.int64) for k in ("input_ids", "labels"))
+            if manifest.denoisers:  # each seed cuts its own row r; its mode token first, an S row's target a span
+                d = manifest.denoisers[int(row["denoiser"])]
+                body = x[1:] if d["mode"] else x
+                tokens, span = unmask_spans(body, y, ids.sentinels) if d["kind"] == "span" else (
+                    np.concatenate([body[:-1], y[:-1]]), np.repeat([-1, 0], [len(body) - 1, len(y) - 1]))
+                views.append({"split": f"{name}: {d['name']} {d['mode']}".strip(), "original": pieces(tokens),
+                              "span": span.tolist(), "input": pieces(x), "labels": pieces(y), "differs": False})
+            elif manifest.objective == "span":
                 tokens, span = unmask_spans(x, y, ids.sentinels)
                 stored = windows.get(r)
                 views.append({"split": name, "original": pieces(tokens), "span": span.tolist(), "input": pieces(x),
@@ -98,8 +109,8 @@ def examples(build: Path, manifest: Manifest, tok, ids, rows: np.ndarray) -> dic
                               "labels": [pieces([t])[0] if c else -1 for t, c in zip(y.tolist(), chosen.tolist())]})
         out.append({"row": r, "seeds": views})
     mask = pieces.index.get(ids.mask, -1) if ids.mask is not None else -1
-    return {"objective": manifest.objective, "texts": pieces.texts, "kinds": pieces.kinds, "mask": mask,
-            "rows": out}
+    return {"objective": "span" if manifest.denoisers else manifest.objective, "texts": pieces.texts,
+            "kinds": pieces.kinds, "mask": mask, "rows": out}
 
 
 # ----------------------------------------------------------------------------- the page
@@ -137,6 +148,7 @@ def summary(build: Path, manifest: Manifest) -> str:
     ]
     if total := manifest.timings.get("total_s"):
         facts.append(("built in", f"{total:.1f} s"))
+    facts += [("denoisers" if k == 0 else "", line.strip()) for k, line in enumerate(denoiser_lines(manifest)[1:])]
     split_rows = []
     for name, split in sorted(manifest.splits.items(), key=lambda item: split_order(item[0])):
         split_rows.append(f"<tr><td>{escape(name)}</td><td>{split.rows:,}</td><td>{split.bytes / 1e6:,.1f}</td>"

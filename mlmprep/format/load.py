@@ -25,6 +25,7 @@ from mlmprep.format.write import damaged, file_sha256, manifest_path, read_batch
 from mlmprep.tokenizer.load import load_tokenizer, tokenizer_sha256
 
 COLUMNS = ("input_ids", "labels")
+ROW_VALUES = {"denoiser": np.uint8, "rate": np.float32}  # a value per row: ul2 and prefix, mdlm
 STORED = {pa.int32(): np.int32, pa.uint16(): np.uint16, pa.int16(): np.int16}  # the value types a column may have
 
 
@@ -160,29 +161,42 @@ class Column:
 class Split:
     """One split directory (seed-k, validation) of a build, memory-mapped.
 
-    Encoder tokens are input_ids; decoder tokens are the labels for the span objective and none for
-    mlm (an encoder-only model runs no decoder), which is what the batch planner budgets.
+    Encoder tokens are input_ids; decoder tokens are the labels for the seq2seq objectives (span, ul2, prefix)
+    and none for mlm and mdlm (an encoder-only model runs no decoder), which is what the batch planner budgets.
+    ul2 and prefix rows carry their denoiser (an index into `denoisers`, the manifest's names), mdlm rows their
+    masking rate.
     """
 
     path: Path
-    objective: str  # "span" | "mlm"
+    objective: str  # one of manifest.OBJECTIVES
     input_ids: Column
     labels: Column
     enc_lengths: np.ndarray  # int64 [n]
-    dec_lengths: np.ndarray  # int64 [n]; zeros for mlm
+    dec_lengths: np.ndarray  # int64 [n]; zeros for mlm and mdlm
+    denoiser: np.ndarray | None = None  # uint8 [n]: ul2, prefix
+    rate: np.ndarray | None = None  # float32 [n]: mdlm
+    denoisers: tuple[str, ...] = ()
 
     def __len__(self) -> int:
         return len(self.enc_lengths)
 
     def row(self, i: int) -> dict[str, np.ndarray]:
-        """Row i as zero-copy views in the stored types: {"input_ids": [L_enc], "labels": [L_dec]}."""
-        return {"input_ids": self.input_ids.row(i), "labels": self.labels.row(i)}
+        """Row i as zero-copy views in the stored types: {"input_ids": [L_enc], "labels": [L_dec]}, and its
+        "denoiser" or "rate" where the split has them."""
+        out = {"input_ids": self.input_ids.row(i), "labels": self.labels.row(i)}
+        for name in ROW_VALUES:
+            if (values := getattr(self, name)) is not None:
+                out[name] = values[i]
+        return out
 
     __getitem__ = row  # a map-style dataset for torch's DataLoader and the HF Trainer
 
     @cached_property
     def n_targets(self) -> np.ndarray:
-        """Positions the loss counts per row (labels != -100), int64 [n]; one pass over the labels, on first use."""
+        """Positions the loss counts per row (labels != -100), int64 [n]; one pass over the labels, on first use.
+        mdlm: every position of the row, as MDLM's bound is a mean over the sequence (loss.weighted_loss)."""
+        if self.objective == "mdlm":
+            return self.enc_lengths.copy()
         out = np.zeros(len(self), dtype=np.int64)
         for buf, which, start, length in self.labels.by_file(np.arange(len(self))):
             out[which] = _count_targets(buf, start, length)
@@ -216,7 +230,7 @@ def open_split(path: str | Path, *, objective: str | None = None) -> Split:
     if objective not in OBJECTIVES:
         raise CacheError(f"{path}: objective {objective!r} is not one of {', '.join(OBJECTIVES)}")
     names = data_file_names(state)
-    maps, chunks, dtypes = [], {name: [] for name in COLUMNS}, {}
+    maps, chunks, dtypes, values = [], {name: [] for name in COLUMNS}, {}, {name: [] for name in ROW_VALUES}
     for f, name in enumerate(names):
         if not (path / name).is_file():
             raise CacheError(f"{path / name}: listed in state.json but missing; the build is incomplete, rebuild it")
@@ -232,16 +246,43 @@ def open_split(path: str | Path, *, objective: str | None = None) -> Split:
                     raise CacheError(f"{where}: {dtype} values where earlier batches hold {dtypes[column]}; "
                                      "rebuild the split")
                 chunks[column].append(chunk)
+            for column, dtype in ROW_VALUES.items():
+                if column in batch.schema.names:
+                    values[column].append(row_values(batch.column(column), dtype, f"{path / name}:{column}"))
     input_ids, labels = (_column(chunks[name], maps, dtypes.get(name, np.dtype(np.int32))) for name in COLUMNS)
     if len(input_ids) != len(labels):
         raise CacheError(f"{path}: {len(input_ids)} input_ids rows but {len(labels)} labels rows; rebuild the split")
     enc, dec = input_ids.lengths(), labels.lengths()
-    if objective == "mlm":
+    if objective in ("mlm", "mdlm"):
         if not np.array_equal(enc, dec):
             bad = int(np.flatnonzero(enc != dec)[0])
-            raise CacheError(f"{path}: mlm row {bad} has {enc[bad]} input_ids but {dec[bad]} labels; rebuild the split")
+            raise CacheError(f"{path}: {objective} row {bad} has {enc[bad]} input_ids but {dec[bad]} labels; "
+                             "rebuild the split")
         dec = np.zeros_like(enc)
-    return Split(path=path, objective=objective, input_ids=input_ids, labels=labels, enc_lengths=enc, dec_lengths=dec)
+    extra = {}
+    needed = {"ul2": "denoiser", "prefix": "denoiser", "mdlm": "rate"}.get(objective)
+    if needed is not None:
+        if sum(map(len, values[needed])) != len(enc):
+            raise CacheError(f"{path}: {objective} data without a {needed} per row; rebuild the split")
+        extra[needed] = np.concatenate(values[needed]) if values[needed] else np.zeros(0, ROW_VALUES[needed])
+    if needed == "denoiser":
+        names = tuple(read_manifest(path.parent).denoiser_names())
+        if len(extra["denoiser"]) and int(extra["denoiser"].max()) >= len(names):
+            raise CacheError(f"{path}: a row's denoiser is {int(extra['denoiser'].max())}, the manifest lists "
+                             f"{len(names)}; rebuild the split")
+        extra["denoisers"] = names
+    return Split(path=path, objective=objective, input_ids=input_ids, labels=labels, enc_lengths=enc, dec_lengths=dec,
+                 **extra)
+
+
+def row_values(arr: pa.Array, dtype, where: str) -> np.ndarray:
+    """A column of one value per row (denoiser, rate) as `dtype`, checked: that type, no nulls, rates in (0, 1]."""
+    if arr.type != pa.from_numpy_dtype(np.dtype(dtype)) or arr.null_count:
+        raise CacheError(f"{where}: type {arr.type} with {arr.null_count} nulls, expected {np.dtype(dtype)}; rebuild")
+    out = arr.to_numpy(zero_copy_only=False)
+    if dtype == np.float32 and len(out) and not (np.all(out > 0) and np.all(out <= 1)):
+        raise CacheError(f"{where}: a rate outside (0, 1] (a damaged file); rebuild the split")
+    return out
 
 
 def _chunk(arr: pa.Array, mapped: pa.Buffer, file: int, where: str) -> tuple[tuple[np.ndarray, int, int], np.dtype]:
@@ -326,8 +367,15 @@ def pick_rows(parts: list[tuple[Split, np.ndarray]], path: str | Path) -> Split:
         columns[name] = Column(offsets=offsets, files=(values,), chunks=np.zeros((1, 4), np.int64), dtype=dtype)
     enc = np.concatenate([split.enc_lengths[rows] for split, rows in parts])
     dec = np.concatenate([split.dec_lengths[rows] for split, rows in parts])
+    extra = {name: np.concatenate([getattr(split, name)[rows] for split, rows in parts]) for name in ROW_VALUES
+             if all(getattr(split, name) is not None for split, _ in parts)}
+    if "denoiser" in extra:  # the builds mixed name their denoisers alike (mixture.check_sources), or not at all
+        names = {split.denoisers for split, _ in parts}
+        extra["denoisers"] = names.pop() if len(names) == 1 else ()
+        if not extra["denoisers"]:
+            del extra["denoiser"]
     return Split(path=Path(path), objective=objectives.pop(), input_ids=columns["input_ids"],
-                 labels=columns["labels"], enc_lengths=enc, dec_lengths=dec)
+                 labels=columns["labels"], enc_lengths=enc, dec_lengths=dec, **extra)
 
 
 def epoch_split(manifest: Manifest, epoch: int, seeds: int | None = None) -> str:

@@ -23,7 +23,15 @@ from mlmprep.errors import CacheError
 MANIFEST = "manifest.json"
 READ_VERSIONS = (1, 2, 3)  # 1: int32, a new file every 512 MiB; all are datasets save_to_disk directories
 
-OBJECTIVES = ("span", "mlm")
+OBJECTIVES = ("span", "mlm", "ul2", "prefix", "mdlm")
+DENOISER_FIELDS = {  # a ul2 or prefix build's denoisers[k]
+    "name": (lambda v: isinstance(v, str) and 0 < len(v) <= 64, "a name"),
+    "kind": (lambda v: v in ("span", "prefix"), "'span' or 'prefix'"),
+    "mean_span_length": (lambda v: number(v) and 0 <= v < MAX_LENGTH, "a number"),
+    "noise_density": (lambda v: number(v) and 0 < v < 1, "a number in (0, 1)"),
+    "mode": (lambda v: isinstance(v, str) and len(v) <= 64, "a token or ''"),
+    "mode_id": (lambda v: v is None or integer(v, 0, MAX_LENGTH), "a token id or null"),
+}
 MAX_LENGTH = 1 << 31  # lengths and counts index int32 offsets
 MAX_SEED = 1 << 64  # seeds are uint64
 MAX_TEXT = 4096  # characters of one string in an open mapping
@@ -279,6 +287,17 @@ WINDOW_STATS = {  # statistics.windows: what the summary and the report show (mi
 SPAN_STATS = {"noise_fraction", "mean_span_length", "spans_per_row"}  # statistics.masking.SPLIT of a span build
 
 
+def denoiser_records(data: list, fail) -> tuple[dict, ...]:
+    """denoisers: each entry exactly DENOISER_FIELDS, each of its type."""
+    out = []
+    for k, entry in enumerate(data):
+        if not isinstance(entry, dict) or set(entry) != set(DENOISER_FIELDS):
+            fail(f"denoisers[{k}] is {_show(entry)}, not an object of {', '.join(DENOISER_FIELDS)}")
+        check_fields(entry, DENOISER_FIELDS, f"denoisers[{k}]", fail)
+        out.append(dict(entry))
+    return tuple(out)
+
+
 def check_fields(data: dict, types: dict, where: str, fail) -> None:
     """Each of `types`' keys present in `data` has its type."""
     for key, (check, what) in types.items():
@@ -308,6 +327,7 @@ class Manifest:
     statistics: dict = field(default_factory=dict)
     timings: dict = field(default_factory=dict)
     build_options: dict = field(default_factory=dict)
+    denoisers: tuple[dict, ...] = ()  # ul2 and prefix: the `denoiser` column's values index this list
     keys: tuple[str, ...] = field(default=(), repr=False, compare=False)
 
     @classmethod
@@ -354,7 +374,7 @@ class Manifest:
                 fail(f"statistics.masking.{name} is {_show(stats)}, not an object of finite numbers")
         return cls(
             format_version=version,
-            objective=r.take("objective", lambda v: v in OBJECTIVES, "'span' or 'mlm'"),
+            objective=r.take("objective", lambda v: v in OBJECTIVES, " or ".join(map(repr, OBJECTIVES))),
             input_length=r.take("input_length", *length),
             window_length=r.take("window_length", *length),
             target_length=r.take("target_length", *length),
@@ -372,8 +392,14 @@ class Manifest:
             timings=r.take("timings", lambda v: isinstance(v, dict) and all(map(number, v.values())),
                            "an object of numbers", optional=True) or {},
             build_options=r.take("build_options", open_mapping, "an object of small values", optional=True) or {},
+            denoisers=denoiser_records(r.take("denoisers", lambda v: isinstance(v, list) and 0 < len(v) < 256,
+                                              "a list of denoisers", optional=True) or [], fail),
             keys=_present(data, names),
         )
+
+    def denoiser_names(self) -> list[str]:
+        """The names of a ul2 or prefix build's denoisers, as its `denoiser` column indexes them."""
+        return [d["name"] for d in self.denoisers]
 
     def to_json(self) -> dict:
         """The mapping manifest.json holds (written with sorted keys: write.write_json)."""
@@ -383,6 +409,8 @@ class Manifest:
                 out[key] = out[key].to_json()
         if "seeds" in out:
             out["seeds"] = [{"split": s.split, "seed": s.seed} for s in self.seeds]
+        if "denoisers" in out:
+            out["denoisers"] = [dict(d) for d in self.denoisers]
         if "splits" in out:
             out["splits"] = {name: split.to_json() for name, split in self.splits.items()}
         return out

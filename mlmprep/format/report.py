@@ -36,7 +36,7 @@ def build_summary(out: Path, manifest: Manifest) -> str:
     ]
     for name, split in sorted(manifest.splits.items(), key=lambda item: split_order(item[0])):
         lines.append(f"{name:<20}{split.rows:>10,}{split.bytes / 1e6:>10.1f}  {masking_line(manifest, name)}")
-    lines += ["", disk_line(out, manifest)]
+    lines += [*denoiser_lines(manifest), "", disk_line(out, manifest)]
     if total_s:
         pipeline_s = timings.get("pipeline_s", total_s)
         trained = f"tokenizer training {timings['train_tokenizer_s']:.1f} s, " if "train_tokenizer_s" in timings else ""
@@ -51,9 +51,15 @@ def masking_line(manifest: Manifest, name: str) -> str:
     if "noise_fraction" in m:
         return (f"noise {m['noise_fraction']:.3f}, mean span {m['mean_span_length']:.2f}, "
                 f"spans/row {m['spans_per_row']:.1f}")
+    if "masked_fraction" in m and manifest.objective == "mdlm":
+        rates = [m.get(f"rate_{k}", 0) for k in range(10)]
+        return (f"masked {m['masked_fraction']:.3f} of all tokens at rates t ~ U(0.001, 1]; rows per tenth of t: "
+                + " ".join(f"{int(n):,}" for n in rates))
     if "masked_fraction" in m:  # of every token: special ones (the frame, </s> between documents) never are
         return f"masked {m['masked_fraction']:.3f} of all tokens, special ones never" + (
             f" (--mlm-probability {p:g} of the rest)" if (p := manifest.option("mlm_probability")) else "")
+    if manifest.denoisers and m:
+        return f"{len(manifest.denoisers)} denoisers: see the table by denoiser"
     if name.endswith("windows"):
         return "unmasked windows"
     if manifest.splits[name].rows:
@@ -118,6 +124,34 @@ def missing_figures_note(w: dict, derived: list[str]) -> list[str]:
             "records them all"]
 
 
+def denoiser_lines(manifest: Manifest) -> list[str]:
+    """A ul2 or prefix build's denoisers in seed-0: each one's share of rows against its weight, its noise (target)
+    fraction and mean span against its spec, and its mean encoder and decoder lengths."""
+    seeds = manifest.seed_splits
+    m = manifest.masking_stats.get(seeds[0], {}) if seeds else {}
+    if not manifest.denoisers or not m:
+        return []
+    weights = denoiser_weights(manifest)
+    lines = ["", f"{seeds[0]} by denoiser     mode    share (asked)   noise (asked)   mean span (asked)   "
+                 "encoder  decoder"]
+    for d, weight in zip(manifest.denoisers, weights):
+        name = d["name"]
+        span = (f"{m.get(f'{name}/mean_span_length', 0):>9.2f} ({d['mean_span_length']:g})" if d["kind"] == "span"
+                else f"{'prefix':>9} {'':<5}")
+        lines.append(f"  {name:<20}{d['mode'] or '-':<8}{m.get(f'{name}/share', 0):>6.3f} ({weight:.3f})   "
+                     f"{m.get(f'{name}/noise_fraction', 0):>6.3f} ({d['noise_density']:g})  {span:<19}"
+                     f"{m.get(f'{name}/encoder_length', 0):>8.1f}{m.get(f'{name}/decoder_length', 0):>9.1f}")
+    return lines
+
+
+def denoiser_weights(manifest: Manifest) -> list[float]:
+    """Each denoiser's asked share of rows (--denoiser-weights renormalised; uniform when none were given)."""
+    given = manifest.option("denoiser_weights") if manifest.objective == "ul2" else None
+    raw = [float(w) for w in str(given).split(",")] if given else [1.0] * len(manifest.denoisers)
+    total = sum(raw) or 1.0
+    return [w / total for w in raw]
+
+
 def disk_line(out: Path, manifest: Manifest) -> str:
     """The bytes the build takes (its splits' files as the manifest lists them, and the files beside them), the
     types its columns are stored as, and what one more seed (`remask`) adds: the bytes of one seed split. An
@@ -147,10 +181,14 @@ def split_order(name: str) -> tuple[int, int, str]:
 def tokenizer_line(manifest: Manifest) -> str:
     """Which tokenizer, and the vocabulary it has: for one trained here, against the --vocab-size asked."""
     reached, given = manifest.tokenizer.vocab_size, manifest.option("tokenizer")
+    modes = {d["mode"]: d["mode_id"] for d in manifest.denoisers if d["mode"]}
+    added = "; mode tokens " + ", ".join(f"{mode} {idx}" for mode, idx in modes.items()) + (
+        " (special tokens: added to it where it had none)" if given else "") if modes else ""
     if given:
-        return f"tokenizer: {given}, vocabulary {reached:,}"
+        return f"tokenizer: {given}, vocabulary {reached:,}{added}"
     name = TOKENIZER_TYPES.get(manifest.tokenizer.type, "Unigram")  # builds before the type was recorded
-    return f"tokenizer: {name} trained on the corpus, {vocabulary_reached(reached, manifest.option('vocab_size'))}"
+    return (f"tokenizer: {name} trained on the corpus, {vocabulary_reached(reached, manifest.option('vocab_size'))}"
+            f"{added}")
 
 
 def vocabulary_reached(reached: int, asked: int) -> str:
@@ -213,13 +251,18 @@ def dedup_lines(stats: dict) -> list[str]:
     """What dedup removed and how many documents were held out, then the largest clusters of duplicates, each
     with the start of its first (kept) document; none for a build made before dedup."""
     dedup = stats.get("dedup")
-    if not dedup:
+    counts = ("documents", "documents_dropped", "characters_dropped", "clusters", "validation_documents")
+    if not (isinstance(dedup, dict) and isinstance(dedup.get("method"), str)
+            and all(type(dedup.get(k)) is int for k in counts)):  # none, or another version's (an open mapping)
         return []
+    clusters = dedup.get("largest_clusters")
+    clusters = [c for c in clusters if isinstance(c, dict) and type(c.get("size")) is int
+                and isinstance(c.get("excerpt"), str)] if isinstance(clusters, list) else []
     share = dedup["documents_dropped"] / dedup["documents"] if dedup["documents"] else 0.0
     lines = [f"dedup {dedup['method']}: {dedup['documents_dropped']:,} of {dedup['documents']:,} documents dropped "
              f"({share:.1%}; {dedup['characters_dropped']:,} characters) in {dedup['clusters']:,} clusters of "
              f"duplicates; {dedup['validation_documents']:,} documents held out whole for validation"]
-    lines += [f"  {c['size']:,} copies: {c['excerpt'][:100]!r}" for c in dedup["largest_clusters"]]
+    lines += [f"  {c['size']:,} copies: {c['excerpt'][:100]!r}" for c in clusters]
     return lines
 
 
@@ -278,19 +321,29 @@ def show_examples(out: Path, manifest: Manifest, *, split: str = "seed-0", n: in
                          for i, x in enumerate(first_rows(out / split, "tokens", n)))
     ids = special_ids(tok)
     inputs, labels = first_rows(out / split, "input_ids", n), first_rows(out / split, "labels", n)
+    denoisers = [int(d[0]) for d in first_rows(out / split, "denoiser", n)] if manifest.denoisers else []
+    rates = [float(r[0]) for r in first_rows(out / split, "rate", n)] if manifest.objective == "mdlm" else []
     blocks = []
     for i, (x, y) in enumerate(zip(inputs, labels)):
-        if manifest.objective == "span":
+        about = ""
+        if denoisers:
+            d = manifest.denoisers[denoisers[i]]
+            about = f", denoiser {d['name']}" + (f" {d['mode']}" if d["mode"] else "")
+            content = x[1:] if d["mode"] else x
+            shown = merge_spans_text(tok, content, y, ids.sentinels) if d["kind"] == "span" else (
+                f"{tok.decode(content[:-1].tolist(), skip_special_tokens=False)} [[{tok.decode(y[:-1].tolist())}]]")
+        elif manifest.objective == "span":
             shown = merge_spans_text(tok, x, y, ids.sentinels)
         else:
             shown = mlm_text(tok, x, y, ids.mask)
+            about = f", rate {rates[i]:.3f}" if rates else ""
         blocks.append(
-            f"--- {split} row {i} ({len(x)} input, {len(y)} label tokens)\n"
+            f"--- {split} row {i} ({len(x)} input, {len(y)} label tokens{about})\n"
             f"input:   {tok.decode(x.tolist(), skip_special_tokens=False)}\n"
             f"targets: {tok.decode(y[y != -100].tolist(), skip_special_tokens=False)}\n"
             f"text:    {shown}"
         )
-    if blocks and manifest.objective == "mlm":
+    if blocks and manifest.objective in ("mlm", "mdlm"):
         blocks.append("(text: [[w]] masked, [[w->r]] replaced by a random token r, [[w=]] chosen but kept)")
     return "\n".join(blocks)
 

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from mlmprep.config import SEQ2SEQ
 from mlmprep.errors import CacheError, printable
 from mlmprep.format.manifest import MANIFEST, data_file_names, member
 from mlmprep.format.rows import Rows
@@ -38,13 +39,16 @@ def format_version(vocab_size: int) -> int:
 
 def column_dtypes(version: int, objective: str, vocab_size: int) -> dict[str, np.dtype]:
     """The value type of each column of a build in format `version`: int32 before format 3; in format 3 uint16
-    token ids (`tokens`, `input_ids`, span `labels`), and mlm `labels` int16 when the vocabulary has at most
-    32,768 ids (ids and IGNORE = -100 stored as they are, so every reader sees today's values), else int32."""
+    token ids (`tokens`, `input_ids`, the labels of span, ul2 and prefix), and mlm and mdlm `labels` int16 when the
+    vocabulary has at most 32,768 ids (ids and IGNORE = -100 stored as they are, so every reader sees today's
+    values), else int32. A ul2 or prefix build has a `denoiser` column (uint8), an mdlm build a `rate` (float32)."""
+    extra = ({"denoiser": np.dtype(np.uint8)} if objective in ("ul2", "prefix") else
+             {"rate": np.dtype(np.float32)} if objective == "mdlm" else {})
     if version < 3:
-        return dict.fromkeys(("tokens", "input_ids", "labels"), np.dtype(np.int32))
+        return {**dict.fromkeys(("tokens", "input_ids", "labels"), np.dtype(np.int32)), **extra}
     labels = np.int16 if vocab_size <= INT16_LABELS else np.int32
     return {"tokens": np.dtype(np.uint16), "input_ids": np.dtype(np.uint16),
-            "labels": np.dtype(np.uint16 if objective == "span" else labels)}
+            "labels": np.dtype(np.uint16 if objective in SEQ2SEQ else labels), **extra}
 
 
 def manifest_path(build_dir: str | Path) -> Path:
@@ -141,9 +145,11 @@ def write_hf_tokenizer(tok, directory: Path, *, model_max_length: int) -> None:
 
 def arrow_column(rows: Rows, width: int | None, dtype: np.dtype) -> pa.Array:
     """A list column of `dtype` values over the rows (no copy when they are `dtype` already): fixed-size when
-    `width` is given (every row has that length). Built from buffers because `pa.array` imports pandas, a
-    second of start-up."""
+    `width` is given (every row has that length), a column of one value per row when it is 0. Built from buffers
+    because `pa.array` imports pandas, a second of start-up."""
     values = flat_array(rows.values, dtype)
+    if width == 0:
+        return values
     if width is not None:
         return pa.FixedSizeListArray.from_arrays(values, width)
     return pa.ListArray.from_arrays(flat_array(rows.offsets, np.dtype(np.int32)), values)
@@ -199,8 +205,8 @@ def write_part(path: Path, widths: dict[str, int | None], dtypes: dict[str, np.d
 
 
 def split_schema(widths: dict[str, int | None], dtypes: dict[str, np.dtype]) -> pa.Schema:
-    return pa.schema([(n, pa.list_(pa.from_numpy_dtype(dtypes[n]), -1 if w is None else w))
-                      for n, w in widths.items()])
+    return pa.schema([(n, pa.from_numpy_dtype(dtypes[n]) if w == 0 else
+                       pa.list_(pa.from_numpy_dtype(dtypes[n]), -1 if w is None else w)) for n, w in widths.items()])
 
 
 def finish_split(directory: Path, widths: dict[str, int | None], dtypes: dict[str, np.dtype],
@@ -249,10 +255,14 @@ def read_batches(source, path: Path) -> Iterator[pa.RecordBatch]:
 
 
 def iter_rows_of_file(path: Path, column: str) -> Iterator[Rows]:
-    """One data file's column as int32 Rows (whatever its stored type), a record batch at a time."""
+    """One data file's column as int32 Rows (whatever its stored type), a record batch at a time; a column of one
+    value per row (denoiser, rate) as Rows of one value each, in its stored type."""
     with pa.memory_map(str(path)) as source:
         for batch in read_batches(source, path):
             arr = batch.column(column)
+            if not pa.types.is_list(arr.type) and not pa.types.is_fixed_size_list(arr.type):  # a value per row
+                yield Rows(arr.to_numpy(zero_copy_only=False), np.arange(len(arr) + 1, dtype=np.int64))
+                continue
             values = arr.flatten().to_numpy(zero_copy_only=False).astype("int32", copy=False)
             if pa.types.is_fixed_size_list(arr.type):
                 width = arr.type.list_size

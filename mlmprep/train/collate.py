@@ -19,8 +19,9 @@ import numpy as np
 import torch
 from numba import njit
 
+from mlmprep.config import SEQ2SEQ
 from mlmprep.errors import CacheError, ConfigError
-from mlmprep.format.load import OBJECTIVES, Split
+from mlmprep.format.load import OBJECTIVES, ROW_VALUES, Split
 from mlmprep.format.rows import IGNORE
 
 
@@ -51,7 +52,7 @@ class Collator:
     (an IndexError on the CPU, a device-side assert that ends the process on CUDA).
     """
 
-    objective: str  # "span" | "mlm"
+    objective: str  # one of OBJECTIVES
     pad_id: int
     decoder_start_id: int
     max_encoder_len: int | None = None
@@ -73,7 +74,8 @@ class Collator:
                 )
 
     def __call__(self, examples: list[dict]) -> dict[str, torch.Tensor]:
-        """Collate example dicts with `input_ids` and `labels` (lists or arrays of ints)."""
+        """Collate example dicts with `input_ids` and `labels` (lists or arrays of ints), and an mdlm row's `rate` and a
+        ul2 row's `denoiser`."""
         columns = []
         for name in ("input_ids", "labels"):
             rows = [np.asarray(ex[name], dtype=np.int32) for ex in examples]
@@ -82,6 +84,9 @@ class Collator:
             starts = np.cumsum(lengths) - lengths
             columns.append([(buf, np.arange(len(rows)), starts, lengths)])
         batch = self._collate(len(examples), *columns)
+        for name, dtype in ROW_VALUES.items():
+            if examples and name in examples[0]:
+                batch[name] = torch.from_numpy(np.array([ex[name] for ex in examples], dtype=dtype))
         if (bad := self._out_of_vocab(batch)) is not None:
             raise ValueError(f"example {bad[0]}: token id {bad[1]} is outside the vocabulary of {self.vocab_size}")
         return batch
@@ -90,6 +95,9 @@ class Collator:
         """Collate `rows` of a memory-mapped split, gathering tokens straight from the mapped files."""
         rows = np.asarray(rows, dtype=np.int64)
         batch = self._collate(len(rows), list(split.input_ids.by_file(rows)), list(split.labels.by_file(rows)))
+        for name in ROW_VALUES:
+            if (values := getattr(split, name)) is not None:
+                batch[name] = torch.from_numpy(values[rows])
         if (bad := self._out_of_vocab(batch)) is not None:
             raise CacheError(
                 f"{split.path}: row {rows[bad[0]]} holds token id {bad[1]}, outside the tokenizer's "
@@ -111,16 +119,16 @@ class Collator:
 
     def _collate(self, n: int, enc_parts: list, dec_parts: list) -> dict[str, torch.Tensor]:
         """Pad both columns; each part is (buffer in the stored type, output rows [k], starts [k], lengths [k])."""
-        if self.objective == "mlm":
+        if self.objective not in SEQ2SEQ:
             enc_len, dec_len = _lengths(n, enc_parts), _lengths(n, dec_parts)
             if not np.array_equal(enc_len, dec_len):
                 bad = int(np.flatnonzero(enc_len != dec_len)[0])
                 raise ValueError(f"mlm row {bad}: {enc_len[bad]} input_ids but {dec_len[bad]} labels; they must match")
         input_ids, attention_mask = self._pad(n, enc_parts, self.pad_id, self.max_encoder_len)
-        dec_cap = self.max_encoder_len if self.objective == "mlm" else self.max_decoder_len
+        dec_cap = self.max_decoder_len if self.objective in SEQ2SEQ else self.max_encoder_len
         labels, _ = self._pad(n, dec_parts, IGNORE, dec_cap)
         batch = {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
-        if self.objective == "span":
+        if self.objective in SEQ2SEQ:
             decoder_input_ids = np.full_like(labels, self.decoder_start_id)  # [B, L_dec]
             decoder_input_ids[:, 1:] = labels[:, :-1]
             decoder_input_ids[decoder_input_ids == IGNORE] = self.pad_id

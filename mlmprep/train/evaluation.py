@@ -18,28 +18,53 @@ from mlmprep.format.write import manifest_path
 from mlmprep.train import plots, reporters
 from mlmprep.train.batch import Budget, split_microbatches
 from mlmprep.train.collate import Collator
-from mlmprep.train.loss import logits_of, summed_loss
+from mlmprep.train.loss import batch_loss, logits_of, row_losses
 from mlmprep.train.state import Run
 from mlmprep.train.world import World, all_sum, autocast, record, say
+
+RATE_BUCKETS = 5  # mdlm is evaluated by masking rate in this many equal buckets of (0, 1]
 
 
 @torch.no_grad()
 def evaluate(model, split, microbatches: list[np.ndarray], collator: Collator, world: World, cfg: TrainConfig) -> dict:
-    """Mean token loss and token accuracy on labels != -100 of the validation split; ranks share the work."""
+    """Mean token loss and token accuracy on labels != -100 of the validation split; ranks share the work. mdlm:
+    the loss is MDLM's bound per token (loss.batch_loss), and the mean token loss per rate bucket is logged too
+    (eval/rate/LO-HI/loss); ul2 and prefix: per denoiser (eval/denoiser/NAME/loss)."""
     model.eval()
-    sums = torch.zeros(3, dtype=torch.float64, device=world.device)  # loss, correct, counted
+    groups, names = eval_groups(split)
+    sums = torch.zeros(4, dtype=torch.float64, device=world.device)  # loss, correct, counted, loss denominator
+    by_group = torch.zeros((2, len(names)), dtype=torch.float64, device=world.device)  # loss, counted per group
     for rows in microbatches[world.rank :: world.size]:
         mb = {name: t.to(world.device) for name, t in collator.from_split(split, rows).items()}
         with autocast(world, cfg):
             logits = logits_of(model, mb)
             counted = mb["labels"] != IGNORE
             correct = (logits.argmax(-1) == mb["labels"]) & counted
-            sums += torch.stack([summed_loss(logits, mb["labels"]).double(), correct.sum().double(),
-                                 counted.sum().double()])
+            tokens = mb["attention_mask"].sum() if "rate" in mb else counted.sum()
+            sums += torch.stack([batch_loss(logits, mb).double(), correct.sum().double(), counted.sum().double(),
+                                 tokens.double()])
+            if names:
+                at = torch.from_numpy(groups[rows]).to(world.device)
+                by_group[0].index_add_(0, at, row_losses(logits, mb["labels"]).double())
+                by_group[1].index_add_(0, at, counted.sum(1).double())
     model.train()
-    loss, correct, counted = all_sum(world, sums).tolist()
-    return {"eval_loss": loss / max(counted, 1), "eval_accuracy": correct / max(counted, 1),
-            "eval_tokens": int(counted)}
+    loss, correct, counted, denominator = all_sum(world, sums).tolist()
+    group_loss, group_counted = all_sum(world, by_group).tolist()
+    return {"eval_loss": loss / max(denominator, 1), "eval_accuracy": correct / max(counted, 1),
+            "eval_tokens": int(counted),
+            **{name: g / c for name, g, c in zip(names, group_loss, group_counted) if c}}
+
+
+def eval_groups(split) -> tuple[np.ndarray | None, list[str]]:
+    """Each row's group and the groups' metric names: a ul2 or prefix split's denoisers, an mdlm split's rate
+    buckets; (None, []) for the others."""
+    if split.denoiser is not None and split.denoisers:
+        return split.denoiser.astype(np.int64), [f"eval/denoiser/{name}/loss" for name in split.denoisers]
+    if split.rate is not None:
+        bucket = np.minimum((split.rate.astype(np.float64) * RATE_BUCKETS).astype(np.int64), RATE_BUCKETS - 1)
+        return bucket, [f"eval/rate/{k / RATE_BUCKETS:.1f}-{(k + 1) / RATE_BUCKETS:.1f}/loss"
+                        for k in range(RATE_BUCKETS)]
+    return None, []
 
 
 def evaluate_build(run: Run, step: int) -> dict:

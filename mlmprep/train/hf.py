@@ -6,7 +6,8 @@ most max_examples_per_microbatch rows. An optimizer step is `gradient_accumulati
 not max_tokens_per_batch (the Trainer counts batches, not tokens); max_tokens_per_batch only groups the
 plan's microbatches, whose order it sets. The loss is the sum over the step's label tokens divided by their
 count (the Trainer's num_items_in_batch), the exact per-token gradient `mlmprep train` takes, for the step
-the Trainer makes. Epoch e trains on seed-{e % N} (the Trainer calls the sampler's set_epoch). One process
+the Trainer makes; for mdlm, MDLM's 1/t-weighted sum over the step's tokens, as `mlmprep train` takes it. Epoch e
+trains on seed-{e % N} (the Trainer calls the sampler's set_epoch). One process
 only: under several, use `mlmprep train`. The Trainer sizes every epoch by epoch 0's plan, which differs
 from later epochs' only for ragged builds (then a longer epoch is cut short by the Trainer).
 """
@@ -26,6 +27,7 @@ from mlmprep.format.load import epoch_split, open_epoch, open_split, read_manife
 from mlmprep.format.rows import IGNORE
 from mlmprep.train.batch import Budget, plan_epoch, split_microbatches
 from mlmprep.train.collate import Collator
+from mlmprep.train.loss import row_losses
 
 
 @dataclass(frozen=True, eq=False)
@@ -110,6 +112,28 @@ class BudgetTrainer(Trainer):
             raise ConfigError(f"BudgetTrainer runs one process, not {self.args.world_size}; "
                               "use mlmprep train for several")
         self.plan_seed = self.args.seed if seed is None else seed
+
+    def get_batch_samples(self, epoch_iterator, num_batches: int, device: torch.device):
+        """The Trainer's step of `num_batches` microbatches and its loss denominator: its label tokens, or for mdlm
+        every token of its rows (MDLM's bound is a mean over the sequence, as in `mlmprep train`)."""
+        batches, items = super().get_batch_samples(epoch_iterator, num_batches, device)
+        if batches and "rate" in batches[0]:
+            items = torch.tensor(sum(int(b["attention_mask"].sum()) for b in batches), device=device)
+        return batches, items
+
+    def compute_loss(self, model, inputs, return_outputs: bool = False, num_items_in_batch=None):
+        """The Trainer's loss without the columns the model does not take (a ul2 row's denoiser); an mdlm
+        batch's is MDLM's, each row's masked tokens' cross-entropy times 1/t over the step's tokens."""
+        inputs = {k: v for k, v in inputs.items() if k != "denoiser"}
+        if "rate" not in inputs:
+            return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+        rate, labels = inputs.pop("rate"), inputs.pop("labels")
+        outputs = model(**inputs)
+        logits = outputs["logits"] if isinstance(outputs, dict) else outputs[0]
+        summed = (row_losses(logits.float(), labels.to(logits.device)) / rate.to(logits.device).float()).sum()
+        count = num_items_in_batch if num_items_in_batch is not None else inputs["attention_mask"].sum()
+        loss = summed / max(int(count), 1)
+        return (loss, outputs) if return_outputs else loss
 
     def loader(self, dataset: BuildRows, batches) -> torch.utils.data.DataLoader:
         """A DataLoader of `batches`; memory is pinned only where a GPU takes the batches (torch warns on a CPU)."""

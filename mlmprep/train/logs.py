@@ -11,7 +11,7 @@ import torch
 from mlmprep.format import cache as remote
 from mlmprep.format.write import write_json
 from mlmprep.train import reporters
-from mlmprep.train.mixture_run import source_fields
+from mlmprep.train.mixture_run import denoiser_fields, source_fields
 from mlmprep.train.speed import peak_memory_gb
 from mlmprep.train.state import Run, TrainState, Window
 from mlmprep.train.world import World, all_sum, record, say
@@ -59,7 +59,7 @@ def log_line(step: int, total: int, where: dict, lr: float, line: dict) -> str:
 def log_window(run: Run, state: TrainState, window: Window, lr: float, norm: float, bar) -> float | None:
     """Log the steps since the last metrics line (metrics.jsonl, TensorBoard, the bar or a console line) and
     add them to the run's totals; returns their mean loss (None if none was applied)."""
-    line = window_metrics(run.world, window) | source_fields(run, state, window)
+    line = window_metrics(run.world, window) | source_fields(run, state, window) | denoiser_fields(run, window)
     state.logged_step, state.train_s = state.step, state.train_s + window.seconds
     state.tokens, state.examples = state.tokens + line["tokens"], state.examples + line["examples"]
     where = position(run, epoch_of_last(state.epoch, state.cursor, state.step))

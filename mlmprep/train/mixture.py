@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import torch.utils.data
 
-from mlmprep.config import source_spec
+from mlmprep.config import SEQ2SEQ, source_spec
 from mlmprep.errors import CacheError, ConfigError
 from mlmprep.format.load import Split, epoch_split, open_epoch, pick_rows, read_manifest
 from mlmprep.format.manifest import Manifest
@@ -110,7 +110,7 @@ def row_window_tokens(split: Split, manifest: Manifest) -> np.ndarray:
     variable-length rows the row's tokens scaled by the window's share of the longest row's."""
     if manifest.fixed:
         return np.full(len(split), manifest.window_length, dtype=np.int64)
-    corrupted = manifest.input_length + (manifest.target_length if manifest.objective == "span" else 0)
+    corrupted = manifest.input_length + (manifest.target_length if manifest.objective in SEQ2SEQ else 0)
     real = split.enc_lengths + split.dec_lengths
     return np.maximum(1, np.rint(real * (manifest.window_length / corrupted))).astype(np.int64)
 

@@ -17,7 +17,7 @@ from mlmprep.train.batch import Batch
 from mlmprep.train.epochs import make_budget
 from mlmprep.train.evaluation import eval_batches, evaluate, other_validation
 from mlmprep.train.mixture import MixturePlan, open_mixture
-from mlmprep.train.state import Epoch, Run, TrainState, Window
+from mlmprep.train.state import Run, TrainState, Window
 from mlmprep.train.world import World, all_sum, record, say
 
 
@@ -129,12 +129,25 @@ def source_sums(run: Run) -> torch.Tensor:
     return torch.zeros(len(run.mix.mixture.sources), dtype=torch.float64, device=run.world.device)
 
 
-def add_source_losses(run: Run, batch: Batch, epoch: Epoch, sums: torch.Tensor, window: Window) -> None:
-    """Add an applied step's per-source losses (`sums`) and this rank's label tokens per source to `window`."""
+def add_source_losses(run: Run, batch: Batch, groups: np.ndarray, targets: np.ndarray, sums: torch.Tensor,
+                      window: Window) -> None:
+    """Add an applied step's per-group losses (`sums`: a mixture's sources, a ul2 build's denoisers) and this rank's
+    label tokens per group to `window`."""
     mine = [mb.rows for mb in batch.ranks[run.world.rank] if not mb.padding]
     mine = np.concatenate(mine) if mine else np.zeros(0, np.int64)
-    groups = epoch.chunk.source
-    window.add_sources(sums, np.bincount(groups[mine], weights=epoch.targets[mine], minlength=len(sums)))
+    window.add_sources(sums, np.bincount(groups[mine], weights=targets[mine], minlength=len(sums)))
+
+
+def denoiser_fields(run: Run, window: Window) -> dict:
+    """A ul2 or prefix run's training loss per denoiser over the window (train/denoiser/NAME/loss, summed over
+    ranks; None for a denoiser none of whose rows trained in it); {} for the others."""
+    names = run.manifest.denoiser_names()
+    if run.mix is not None or not names or window.source_loss is None:
+        return {}
+    targets = torch.tensor(window.source_targets, dtype=torch.float64, device=run.world.device)
+    sums = all_sum(run.world, torch.cat([window.source_loss.double(), targets])).tolist()
+    return {f"train/denoiser/{name}/loss": a / b if b else None
+            for name, a, b in zip(names, sums[: len(names)], sums[len(names):])}
 
 
 def describe_mixture(cfg: TrainConfig, world: World, mix: MixturePlan, stats: dict, total: int,

@@ -12,6 +12,7 @@ import json
 import logging
 from pathlib import Path
 
+from mlmprep.config import SEQ2SEQ
 from mlmprep.errors import ConfigError
 from mlmprep.format.manifest import TokenizerRecord
 
@@ -40,7 +41,7 @@ def preset_config(name: str, objective: str, tokenizer: TokenizerRecord, max_len
 
     shape, v1_1 = PRESETS[name], name.startswith("t5-v1_1")
     vocab = round_up(tokenizer.vocab_size, VOCAB_MULTIPLE)
-    if objective == "span":
+    if objective in SEQ2SEQ:
         return T5Config(
             vocab_size=vocab, **shape, **(V1_1 if v1_1 else {}), dropout_rate=0.0, pad_token_id=tokenizer.pad_id,
             eos_token_id=tokenizer.eos_id, decoder_start_token_id=tokenizer.decoder_start_id,
@@ -69,7 +70,7 @@ def file_config(path: Path):
 def auto_class(objective: str):
     from transformers import AutoModelForMaskedLM, AutoModelForSeq2SeqLM
 
-    return AutoModelForSeq2SeqLM if objective == "span" else AutoModelForMaskedLM
+    return AutoModelForSeq2SeqLM if objective in SEQ2SEQ else AutoModelForMaskedLM
 
 
 def check_model_spec(spec: str) -> None:
@@ -84,7 +85,7 @@ def check_model_spec(spec: str) -> None:
 
 
 def build_model(spec: str, objective: str, tokenizer: TokenizerRecord, *, max_length: int = 512):
-    """A float32 model for `objective` ("span": seq2seq LM, "mlm": masked LM) from a preset name, a
+    """A float32 model for `objective` (span, ul2, prefix: a seq2seq LM; mlm, mdlm: a masked LM) from a preset name, a
     config.json or a local checkpoint directory; `tokenizer` is the manifest's tokenizer entry."""
     import torch
 
@@ -108,9 +109,9 @@ def build_model(spec: str, objective: str, tokenizer: TokenizerRecord, *, max_le
         else:
             model = cls.from_config(source)
     except ValueError as exc:  # e.g. a BERT config for span data
-        kind = "a seq2seq model (e.g. T5)" if objective == "span" else "a masked-LM model (e.g. BERT)"
+        kind = "a seq2seq model (e.g. T5)" if objective in SEQ2SEQ else "a masked-LM model (e.g. BERT)"
         raise ConfigError(f"--model {spec}: {objective} data needs {kind} ({str(exc).splitlines()[0]})") from None
-    if objective == "span" and not getattr(model.config, "scale_decoder_outputs", model.config.tie_word_embeddings):
+    if objective in SEQ2SEQ and not getattr(model.config, "scale_decoder_outputs", model.config.tie_word_embeddings):
         untie_output_embedding(model)
     rows = model.get_input_embeddings().weight.shape[0]
     if rows < tokenizer.vocab_size:
@@ -118,7 +119,7 @@ def build_model(spec: str, objective: str, tokenizer: TokenizerRecord, *, max_le
             f"--model {spec}: {rows} embedding rows, fewer than the build's tokenizer vocabulary "
             f"({tokenizer.vocab_size}); use a model built for this tokenizer"
         )
-    if objective == "span":
+    if objective in SEQ2SEQ:
         model.config.decoder_start_token_id = tokenizer.decoder_start_id
     return model.float()
 

@@ -8,6 +8,8 @@ last good step.
 
 from __future__ import annotations
 
+from mlmprep.config import SEQ2SEQ
+
 
 class Diverged(RuntimeError):
     """Too many consecutive non-finite steps, the first at `step`: the CLI prints the message and exits 1."""
@@ -60,7 +62,7 @@ def flop_counter(model, objective: str):
     def linear(module) -> int:
         return sum(m.weight.numel() for m in module.modules() if isinstance(m, torch.nn.Linear))
 
-    if objective == "span":
+    if objective in SEQ2SEQ:
         enc = linear(model.get_encoder())
         dec = linear(model) - enc  # decoder blocks and the LM head
         d_attn, layers, dec_layers = cfg.num_heads * cfg.d_kv, cfg.num_layers, cfg.num_decoder_layers or cfg.num_layers

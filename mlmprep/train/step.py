@@ -23,7 +23,7 @@ from mlmprep.train.adapt import Adapter, Limits, regime_of
 from mlmprep.train.batch import Batch, padded_cost, split_microbatches
 from mlmprep.train.collate import Collator
 from mlmprep.train.epochs import make_budget, user_limits
-from mlmprep.train.loss import logits_of, row_losses, summed_loss
+from mlmprep.train.loss import batch_loss, logits_of, row_losses, summed_loss
 from mlmprep.train.mixture_run import add_source_losses, source_sums
 from mlmprep.train.numerics import flop_counter, grad_norm
 from mlmprep.train.optim import lr_at
@@ -75,9 +75,11 @@ def accumulate(model, split, collator: Collator, microbatches: list[tuple[np.nda
                 with autocast(world, cfg):
                     logits = logits_of(model, mb)
                     if groups is None:
-                        loss_sum = forward.loss(logits, mb["labels"])
+                        loss_sum = batch_loss(logits, mb, forward.loss)
                     else:
                         per_row = row_losses(logits, mb["labels"])
+                        if "rate" in mb:
+                            per_row = per_row / mb["rate"].to(per_row.dtype)
                         loss_sum = per_row.sum()
                 (loss_sum * (0.0 if padding else scale)).backward()
         except torch.OutOfMemoryError as exc:
@@ -174,8 +176,7 @@ def train_step(run: Run, state: TrainState, epoch: Epoch, window: Window) -> tup
     for group in run.optimizer.param_groups:
         group["lr"] = lr
     batch = epoch.plan[state.cursor]
-    groups = None if epoch.chunk is None else epoch.chunk.source
-    sums = source_sums(run) if groups is not None else None
+    groups, sums = step_groups(run, epoch)
     loss, counts = train_batch(run.ddp, batch, epoch.split, epoch.targets, run.collator, run.adapter, cfg=run.cfg,
                                world=run.world, step=state.step, run=run.out, hook=run.hook, forward=run.forward,
                                groups=groups, group_sums=sums)
@@ -188,10 +189,22 @@ def train_step(run: Run, state: TrainState, epoch: Epoch, window: Window) -> tup
         run.guard.good(state.step)
         window.add(loss, counts)
         if sums is not None:
-            add_source_losses(run, batch, epoch, sums, window)
+            add_source_losses(run, batch, groups, epoch.targets, sums, window)
     window.seconds += time.perf_counter() - t0
     state.advance(len(epoch.plan))
     return lr, norm
+
+
+def step_groups(run: Run, epoch: Epoch) -> tuple[np.ndarray | None, torch.Tensor | None]:
+    """(each row's group, the step's summed losses per group, zero on the device) whose training losses are logged:
+    a mixture's sources, a ul2 or prefix build's denoisers; (None, None) otherwise."""
+    if epoch.chunk is not None:
+        return epoch.chunk.source, source_sums(run)
+    split = epoch.split
+    if split.denoiser is None or not split.denoisers:
+        return None, None
+    return split.denoiser.astype(np.int64), torch.zeros(len(split.denoisers), dtype=torch.float64,
+                                                        device=run.world.device)
 
 
 def skip_step(run: Run, step: int, batch: Batch, bad: str, loss: float, norm: float) -> None:

@@ -47,8 +47,8 @@ def test_a_non_finite_lr_in_a_config_file_is_refused(tmp_path, span_data):
     ("span", ["--schedule", "inverse_sqrt", "--decay-steps", "2"],
      "--decay-steps applies to --schedule cosine or linear"),
     ("span", ["--schedule", "constant", "--min-lr", "0.0005"], "--min-lr applies to --schedule cosine or linear or"),
-    ("mlm", ["--max-decoder-len", "8"], "--max-decoder-len applies to span data only"),
-    ("mlm", ["--alpha", "7"], "--alpha applies to span data only"),
+    ("mlm", ["--max-decoder-len", "8"], "--max-decoder-len applies to span, ul2, prefix data only"),
+    ("mlm", ["--alpha", "7"], "--alpha applies to span, ul2, prefix data only"),
 ])
 def test_an_option_that_would_be_ignored_is_refused(tmp_path, span_data, objective, args, refused):
     from typer.testing import CliRunner
