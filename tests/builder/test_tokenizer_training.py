@@ -167,7 +167,7 @@ class Bar:
 def test_the_build_shows_the_training_stages_and_rounds(tmp_path, corpora):
     bar = Bar()
     train, _ = held_out(corpora / "kjv.txt", 300_000, 0)
-    train_tokenizer(train, 2000, bar=bar)
+    train_tokenizer(train, 600, bar=bar)
     names = [line[0] for line in bar.lines if isinstance(line[0], str)]
     assert names == ["train tokenizer: find seed pieces", "train tokenizer: EM rounds, pruning pieces"]
     total = bar.lines[1][1]
