@@ -1,7 +1,9 @@
 """Tokenizer training: mlmprep's trainers beside `tokenizers`' (Unigram, WordPiece) and SentencePiece's, side by side.
 
-    python -m benchmarks.tokenizer              # 2 MB of each corpus, vocabulary 8,000; a 3 MB build (minutes)
-    python -m benchmarks.tokenizer --quick      # 0.4 MB of each, vocabulary 4,000; a 1 MB build (CI)
+    python -m benchmarks.tokenizer              # 2 MB of each corpus, vocabulary 8,000; a 3 MB build; the scale
+                                                # table at 1 and 10 MB (about a quarter of an hour)
+    python -m benchmarks.tokenizer --quick      # 0.4 MB of each, vocabulary 4,000; a 1 MB build; one cell (CI)
+    python -m benchmarks.tokenizer --full       # the scale table's 100 MB row too (hours on 2 cores)
 
 Per corpus (the shared kjv.txt and pydocs.txt, and a CJK text made from kjv.txt: each English word a word of one
 or two Han characters, none spaced, from glibc's pinyin collation list, so Zipf's law and the verse structure are
@@ -14,6 +16,13 @@ process, the feeding, the conversion). The WordPiece trainers: mlmprep's (Senten
 `tokenizers`' WordPieceTrainer (2 threads), which mlmprep used before. Then a default `mlmprep build` of a 3 MB
 corpus (pydocs) as a fresh installation's first build (an empty Numba cache: its kernels are compiled then) and
 again, and the share of each one's time spent training the tokenizer.
+
+Then the scale table: `mlmprep tokenizer train` on a sample of 1, 10 or 100 MB (the whole file as its sample) at
+vocabularies 4k to 32k, against SentencePiece's own trainer with its defaults and 2 threads on the same file (CPU
+time, the process and its children) and against the `tokenizers` UnigramTrainer on its lines (tokens per character
+on held-out text). The samples are pydocs' first nine tenths of lines, then the same lines with their words
+swapped within blocks of equally common words (a new variant for each repetition: the same words and word
+frequencies, new lines), distinct lines only; held out: pydocs' last tenth.
 """
 
 from __future__ import annotations
@@ -23,17 +32,37 @@ import json
 import os
 import re
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 from benchmarks import docs
 from benchmarks.common import CORPORA, Figure, compile_bytecode, print_figures, ratio
 
 THREADS = 2
+SCALE_VOCABS = (4000, 8000, 16000, 32000)
+SCALE_MB = (1, 10, 100)  # 100: --full only
+SWAP_BLOCK = 16  # a varied repetition swaps each word with another among 16 of about its frequency
+WORD = re.compile(r"[A-Za-z]+")
+SPM_DEFAULTS = """import sys, sentencepiece as spm
+spm.SentencePieceTrainer.train(input=sys.argv[1], model_prefix=sys.argv[2], vocab_size=int(sys.argv[3]),
+                               num_threads=2, hard_vocab_limit=False, minloglevel=2)
+"""  # SentencePiece's defaults and 2 threads; hard_vocab_limit off only so that a small sample ends, as mlmprep's
+TOKENIZERS_UNIGRAM = """import sys
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+tok = Tokenizer(models.Unigram())
+tok.pre_tokenizer, tok.decoder = pre_tokenizers.Metaspace(), decoders.Metaspace()
+trainer = trainers.UnigramTrainer(vocab_size=int(sys.argv[3]), special_tokens=["<pad>", "</s>", "<unk>", "<mask>"],
+                                  unk_token="<unk>", show_progress=False)
+with open(sys.argv[1], encoding="utf-8") as f:
+    tok.train_from_iterator((line.rstrip("\\n") for line in f), trainer)
+tok.save(sys.argv[2])
+"""
 TRAINERS = ("mlmprep", "tokenizers", "sentencepiece", "mlmprep-wordpiece", "tokenizers-wordpiece")
 LIBRARIES = ("sentencepiece", "tokenizers", "mlmprep.tokenizer.train")  # it imports the unigram and wordpiece trainers
 HANZI_LIST = Path("/usr/share/i18n/locales/iso14651_t1_pinyin")  # glibc: 20,448 Han characters in pinyin order
@@ -108,11 +137,11 @@ def train_one(trainer: str, train: list[str], vocab: int):
 
     import sentencepiece as spm
 
-    from mlmprep.tokenizer.unigram import SPM_OPTIONS
+    from mlmprep.tokenizer.unigram import unigram_options
 
     model = io.BytesIO()
     spm.SentencePieceTrainer.train(sentence_iterator=iter(train), model_writer=model, vocab_size=vocab,
-                                   **{**SPM_OPTIONS, "minloglevel": 2})
+                                   **{**unigram_options(vocab), "minloglevel": 2})
     sp = spm.SentencePieceProcessor(model_proto=model.getvalue())
     return lambda texts: sum(map(len, sp.encode(texts))), sp.get_piece_size()
 
@@ -166,7 +195,89 @@ def build_share(corpus: Path, chars: int, work: Path) -> dict:
             "load": (load + os.getloadavg()[0]) / 2}
 
 
-def run(quick: bool = False) -> dict:
+def repetitions(lines: list[str]) -> Iterator[str]:
+    """`lines`, then SWAP_BLOCK - 1 varied repetitions of them: in the k-th each word (ASCII letters) is swapped
+    for the one k places further in its block of SWAP_BLOCK words of neighbouring frequency rank, so new lines of
+    the same words at about the same frequencies."""
+    counts = Counter(w for line in lines for w in WORD.findall(line))
+    ranked = [w for w, _ in counts.most_common()]
+    ranked = ranked[: len(ranked) - len(ranked) % SWAP_BLOCK]
+    yield from lines
+    for k in range(1, SWAP_BLOCK):
+        swap = {w: ranked[r - r % SWAP_BLOCK + (r + k) % SWAP_BLOCK] for r, w in enumerate(ranked)}
+        for line in lines:
+            yield WORD.sub(lambda m, swap=swap: swap.get(m.group(0), m.group(0)), line)
+
+
+def scale_samples(work: Path, sizes: list[int]) -> tuple[dict[int, Path], list[str]]:
+    """({MB: a file of that many MB of distinct lines}, the held-out lines): pydocs' first nine tenths, then its
+    varied repetitions, the first lines of them that make each size; held out: pydocs' last tenth."""
+    train, held = split(CORPORA / "pydocs.txt", 1 << 62)
+    lines, seen, size, files = repetitions(train), set(), 0, {}
+    with open(work / "pydocs-scale.txt", "w", encoding="utf-8") as out:
+        for mb in sorted(sizes):
+            while size < mb * 1_000_000:
+                line = next(lines, None)
+                if line is None:
+                    raise RuntimeError(f"{mb} MB is more than {SWAP_BLOCK} varied repetitions of pydocs hold")
+                if line not in seen:
+                    seen.add(line)
+                    out.write(line + "\n")
+                    size += len(line.encode()) + 1
+            out.flush()
+            files[mb] = work / f"pydocs-{mb}mb.txt"
+            shutil.copyfile(out.name, files[mb])
+    return files, held
+
+
+def child_cpu(cmd: list[str]) -> tuple[float, float]:
+    """(CPU seconds of the child process and its descendants, wall seconds) of a command run on THREADS threads."""
+    env = {**os.environ, "RAYON_NUM_THREADS": str(THREADS), "OMP_NUM_THREADS": str(THREADS)}
+    before, wall = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    after, wall = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter() - wall
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd[:4])} failed: {done.stderr[-2000:]}")
+    return after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, wall
+
+
+def scale_cell(sample: Path, held: list[str], vocab: int, work: Path) -> dict:
+    """One cell of the scale table: CPU and wall seconds of `mlmprep tokenizer train` and of SentencePiece's
+    defaults on `sample`, and tokens per character on `held` of mlmprep's and of the tokenizers trainer's."""
+    from tokenizers import Tokenizer
+
+    from mlmprep.tokenizer.load import N_SENTINELS
+
+    ours, theirs = work / "mlmprep.json", work / "tokenizers.json"
+    cpu, wall = child_cpu([sys.executable, "-m", "mlmprep", "tokenizer", "train", str(sample), "--out", str(ours),
+                           "--force", "--vocab-size", str(vocab + N_SENTINELS), "--tokenizer-train-chars",
+                           str(1 << 40)])
+    spm_cpu, spm_wall = child_cpu([sys.executable, "-c", SPM_DEFAULTS, str(sample), str(work / "spm"), str(vocab)])
+    hf_cpu, _ = child_cpu([sys.executable, "-c", TOKENIZERS_UNIGRAM, str(sample), str(theirs), str(vocab)])
+    chars = sum(map(len, held))
+
+    def per_char(path: Path) -> float:
+        tok = Tokenizer.from_file(str(path))
+        return sum(len(e.ids) for e in tok.encode_batch(held, add_special_tokens=False)) / chars
+
+    return {"cpu_s": cpu, "wall_s": wall, "spm_cpu_s": spm_cpu, "spm_wall_s": spm_wall, "tokenizers_cpu_s": hf_cpu,
+            "tokens_per_char": per_char(ours), "tokenizers_tokens_per_char": per_char(theirs)}
+
+
+def scale_table(work: Path, quick: bool, full: bool) -> dict:
+    """The scale table's cells ({"MB/vocab": scale_cell}), with the load average around them."""
+    sizes = [1] if quick else [mb for mb in SCALE_MB if full or mb < 100]
+    vocabs = SCALE_VOCABS[:1] if quick else SCALE_VOCABS
+    files, held = scale_samples(work, sizes)
+    cells, load = {}, os.getloadavg()[0]
+    for mb in sizes:
+        for vocab in vocabs:
+            cells[f"{mb}/{vocab}"] = scale_cell(files[mb], held, vocab, work)
+            print(f"scale {mb} MB vocab {vocab}", json.dumps(cells[f"{mb}/{vocab}"]), file=sys.stderr)
+    return {"cells": cells, "load": (load + os.getloadavg()[0]) / 2}
+
+
+def run(quick: bool = False, full: bool = False) -> dict:
     if not (CORPORA / "kjv.txt").is_file():
         return {}
     compile_bytecode()
@@ -180,6 +291,7 @@ def run(quick: bool = False) -> dict:
             results["corpora"][name] = {t: measure(t, path, sample, vocab) for t in TRAINERS}
             print(name, json.dumps(results["corpora"][name]), file=sys.stderr)
         results["build"] = build_share(CORPORA / "pydocs.txt", 1_000_000 if quick else 3_000_000, Path(tmp))
+        results["scale"] = scale_table(Path(tmp), quick, full)
     return results
 
 
@@ -223,6 +335,19 @@ def figures(r: dict) -> list[Figure]:
                f"({again['train_tokenizer_s'] / again['total_s']:.0%})"),
         Figure("load average during the builds", f"{b['load']:.1f} on {os.cpu_count()} cores"),
     ]
+    for cell, c in r["scale"]["cells"].items():
+        mb, vocab = cell.split("/")
+        name = f"{mb} MB, vocab {int(vocab) // 1000}k:"
+        rows += [
+            Figure(f"{name} CPU mlmprep tokenizer train / sentencepiece defaults",
+                   f"{ratio(c['cpu_s'], c['spm_cpu_s'])} ({c['cpu_s']:.1f} / {c['spm_cpu_s']:.1f} s)", "<= 1.3x",
+                   c["cpu_s"] <= 1.3 * c["spm_cpu_s"]),
+            Figure(f"{name} tokens/char mlmprep / tokenizers",
+                   f"{c['tokens_per_char'] / c['tokenizers_tokens_per_char']:.3f}x "
+                   f"({c['tokens_per_char']:.4f} / {c['tokenizers_tokens_per_char']:.4f})", "<= 1.01x",
+                   c["tokens_per_char"] <= 1.01 * c["tokenizers_tokens_per_char"]),
+        ]
+    rows.append(Figure("load average during the scale table", f"{r['scale']['load']:.1f} on {os.cpu_count()} cores"))
     return rows
 
 
@@ -233,9 +358,10 @@ def main() -> None:
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="0.4 MB of each corpus, vocabulary 4,000 (CI)")
+    parser.add_argument("--full", action="store_true", help="the scale table's 100 MB row too (hours)")
     docs.add_arguments(parser, "tokenizer")
     args = parser.parse_args()
-    result = run(args.quick)
+    result = run(args.quick, args.full)
     if not result:
         parser.exit(0, "skipped: no shared corpora\n")
     print_figures(figures(result))

@@ -649,8 +649,20 @@ MUTANTS = [
     Mutant("unigram-long-documents-uncut", "mlmprep.tokenizer.unigram:feed",  # the trainer skips sentences over its limit
            "for sentence in whitespace_pieces(text, SENTENCE_CHARS):", "for sentence in [text]:",
            ("tests/builder/test_tokenizer_training.py",)),
-    Mutant("unigram-pieces-of-any-length", "mlmprep.tokenizer.unigram",  # SentencePiece's 16: slower training
-           "max_sentencepiece_length=MAX_PIECE, ", "", ("tests/builder/test_tokenizer_training.py",)),
+    Mutant("unigram-pieces-of-12-characters", "mlmprep.tokenizer.unigram",  # more tokens per character
+           "num_sub_iterations=1,", "num_sub_iterations=1, max_sentencepiece_length=12,",
+           ("tests/builder/test_tokenizer_training.py",)),
+    Mutant("unigram-pruning-as-sentencepiece-prunes", "mlmprep.tokenizer.unigram",  # 0.75 a round: more EM rounds
+           "shrinking_factor=SHRINK, ", "", ("tests/builder/test_tokenizer_training.py",)),
+    Mutant("unigram-shrink-reverted", "mlmprep.tokenizer.unigram",  # the progress counts 0.75's rounds, trained so
+           "SHRINK = 0.6 ", "SHRINK = 0.75 ", ("tests/builder/test_tokenizer_training.py",)),
+    Mutant("unigram-seeds-as-sentencepiece-seeds", "mlmprep.tokenizer.unigram:unigram_options",  # 1,000,000: slower
+           '"seed_sentencepiece_size": max(SEED_PIECES, SEEDS_PER_PIECE * n_pieces)', '"minloglevel": 0',
+           ("tests/builder/test_tokenizer_training.py",)),
+    Mutant("unigram-seeds-whatever-the-vocabulary", "mlmprep.tokenizer.unigram:unigram_options",  # too few for 64k
+           "max(SEED_PIECES, SEEDS_PER_PIECE * n_pieces)", "SEED_PIECES", ("tests/builder/test_tokenizer_training.py",)),
+    Mutant("unigram-two-em-rounds-a-pruning", "mlmprep.tokenizer.unigram",  # SentencePiece's 2: a third more CPU
+           "num_sub_iterations=1,", "num_sub_iterations=2,", ("tests/builder/test_tokenizer_training.py",)),
     Mutant("unigram-blank-sample-sent-to-the-trainer", "mlmprep.tokenizer.unigram:train_model",  # SentencePiece's error
            "            if lines == 0:\n                raise EmptySample(", "            if False:\n                raise EmptySample(",
            ("tests/builder/test_tokenizer_training.py",)),

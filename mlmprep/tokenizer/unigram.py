@@ -20,19 +20,21 @@ from pathlib import Path
 SENTENCE_CHARS = 4096  # a document is given to the trainer in whitespace-aligned sentences of at most this many
 SPM_THREADS = 8  # fixed, never the cores: SentencePiece's EM sums per-thread counts, so its pieces depend on it
 SCORE_DECIMALS = 6  # scores are rounded: a float's full digits do not survive tokenizers' JSON round trip
-MAX_PIECE = 12  # characters in a piece at most
-SHRINK = 0.75  # SentencePiece's shrinking_factor: each pruning round keeps this share of the pieces
+SHRINK = 0.6  # SentencePiece's shrinking_factor: each pruning round keeps this share of the pieces
+SEED_PIECES, SEEDS_PER_PIECE = 200_000, 6  # the EM starts from max(these, 6 per piece wanted) of the commonest pieces
 # T5's layout and the Metaspace pre-tokenizer of mlmprep's tokenizer.json: no normalisation, every character kept.
 # Pieces may cross scripts and digits (split_by_*: off), as the tokenizers trainer's could: splitting them costs
-# tokens per character. One EM round per pruning round (num_sub_iterations) gives as good a vocabulary as two
-# (benchmarks.tokenizer and the measurements in docs/building.md). Pieces of at most MAX_PIECE characters, not
-# SentencePiece's 16: fewer seed pieces and smaller EM lattices, so less training, for as good a vocabulary.
+# tokens per character. The cost is the EM rounds, each about one pass over the sample's words whatever the pieces
+# left, the first (over every seed piece) the dearest: one EM round per pruning round (num_sub_iterations),
+# pruning to 0.6 of the pieces (SentencePiece's 0.75) and fewer seed pieces (seed_pieces; SentencePiece's
+# 1,000,000) take less time for as good a vocabulary, which pieces of up to SentencePiece's 16 characters make
+# better (docs/building.md and benchmarks.tokenizer give the measurements).
 SPM_OPTIONS = dict(
     model_type="unigram", pad_id=0, eos_id=1, unk_id=2, bos_id=-1, control_symbols=["<mask>"],
     normalization_rule_name="identity", add_dummy_prefix=True, remove_extra_whitespaces=False,
     character_coverage=1.0, hard_vocab_limit=False, split_by_unicode_script=False, split_by_number=False,
     max_sentence_length=4 * SENTENCE_CHARS, num_threads=SPM_THREADS, shrinking_factor=SHRINK, num_sub_iterations=1,
-    max_sentencepiece_length=MAX_PIECE, minloglevel=0,
+    minloglevel=0,
 )
 SEEDS = re.compile(r"Initialized (\d+) seed (?:sentence)?pieces")
 EM_ROUND = re.compile(r"EM sub_iter=(\d+) size=(\d+)")
@@ -40,6 +42,11 @@ ALPHABET = re.compile(r"Alphabet size=(\d+)")
 MERGED = re.compile(r"Merged: freq=\d+ merges=(\d+)")  # BPE's log line every 100 merges
 INFO = re.compile(r"I\d{4} ")  # an information line of the trainer's log (absl format)
 STAGE_WORDS = (("Extracting seed", "find seed pieces"), ("Extracting frequent sub strings", "find seed pieces"))
+
+
+def unigram_options(n_pieces: int) -> dict:
+    """SPM_OPTIONS for a vocabulary of `n_pieces`: with its number of seed pieces."""
+    return {**SPM_OPTIONS, "seed_sentencepiece_size": max(SEED_PIECES, SEEDS_PER_PIECE * n_pieces)}
 
 
 def train_model(texts: Iterable[str], n_pieces: int, *, options: dict | None = None,
@@ -55,7 +62,7 @@ def train_model(texts: Iterable[str], n_pieces: int, *, options: dict | None = N
         # the child starts and loads the sentences while this process still reads the corpus for them; it logs
         # nothing that could fill its stderr pipe before its stdin ends
         args = [sys.executable, "-m", "mlmprep.tokenizer.unigram", str(model), str(n_pieces),
-                json.dumps(SPM_OPTIONS if options is None else options)]
+                json.dumps(unigram_options(n_pieces) if options is None else options)]
         proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                 encoding="utf-8", errors="replace")
         try:

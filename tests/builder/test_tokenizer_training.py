@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import os
 import re
 from pathlib import Path
@@ -141,8 +142,8 @@ def test_the_log_of_the_trainer_moves_the_progress():
     stages, rounds = [], []
     last = follow_log(log, 1000, lambda name, total: stages.append((name, total)),
                       lambda done, size: rounds.append((done, size)))
-    assert stages == [("find seed pieces", 0), ("EM rounds, pruning pieces", 16)]  # 0.75 ** 16 * 100000 ~ 1100
-    assert rounds == [(2, 60000), (2, 60000), (3, 45000), (16, 1100)]
+    assert stages == [("find seed pieces", 0), ("EM rounds, pruning pieces", 9)]  # 0.6 ** 9 * 100000 ~ 1000
+    assert rounds == [(1, 60000), (1, 60000), (2, 45000), (9, 1100)]
     assert last.strip().endswith("something went wrong")
 
 
@@ -166,7 +167,7 @@ class Bar:
 def test_the_build_shows_the_training_stages_and_rounds(tmp_path, corpora):
     bar = Bar()
     train, _ = held_out(corpora / "kjv.txt", 300_000, 0)
-    train_tokenizer(train, 2000, bar=bar)
+    train_tokenizer(train, 600, bar=bar)
     names = [line[0] for line in bar.lines if isinstance(line[0], str)]
     assert names == ["train tokenizer: find seed pieces", "train tokenizer: EM rounds, pruning pieces"]
     total = bar.lines[1][1]
@@ -202,17 +203,36 @@ def test_a_sample_of_blank_text_gives_the_special_tokens_alone_and_the_trainer_i
     assert {p.pid for p in psutil.Process().children()} == before
 
 
-def test_no_piece_is_longer_than_the_limit_though_long_words_are_common():
+def test_pieces_reach_sentencepieces_16_characters_where_long_words_are_common():
     import random
-
-    from mlmprep.tokenizer.unigram import MAX_PIECE
 
     rng = random.Random(0)
     long = ["internationalisation", "counterrevolutionary", "characteristically", "incomprehensibility"]
     short = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(2, 6))) for _ in range(300)]
     text = " ".join(rng.choice(long) if rng.random() < 0.2 else rng.choice(short) for _ in range(30_000))
     pieces = [p for p in train_tokenizer([text], 600).get_vocab() if not p.startswith("<")]
-    assert max(map(len, pieces)) == MAX_PIECE  # with SentencePiece's own 16, "▁internationalis" and the like
+    assert max(map(len, pieces)) == 16  # "▁internationalis" and the like; a shorter limit costs tokens per character
+
+
+def test_each_pruning_round_keeps_six_tenths_of_the_pieces(corpora):
+    train, _ = held_out(corpora / "kjv.txt", 300_000, 0)
+    sizes = []
+    train_model(train, 300, on_round=lambda rounds, size: sizes.append(size))
+    shares = [after / before for before, after in zip(sizes, sizes[1:-1])]  # the last prunes to the vocabulary
+    assert len(shares) >= 3 and all(abs(share - 0.6) < 0.01 for share in shares), sizes
+
+
+@pytest.mark.parametrize(("floor", "n_pieces", "seeds"), [(2000, 100, 2000), (100, 300, 1800)])
+def test_the_em_starts_from_the_seed_floor_or_six_seeds_a_piece_whichever_is_more(corpora, monkeypatch, floor,
+                                                                                  n_pieces, seeds):
+    from mlmprep.tokenizer import unigram
+
+    monkeypatch.setattr(unigram, "SEED_PIECES", floor)  # below the text's candidates, so that the limit acts
+    train, _ = held_out(corpora / "kjv.txt", 300_000, 0)
+    stages = []
+    train_model(train, n_pieces, on_stage=lambda name, rounds: stages.append((name, rounds)))
+    rounds = round(math.log(seeds / (n_pieces * 1.1)) / math.log(1 / 0.6))  # each round keeps 0.6 of the pieces
+    assert ("EM rounds, pruning pieces", rounds) in stages
 
 
 @pytest.mark.parametrize("spelling", ["--tokenizer-train-chars", "--train-chars"])
