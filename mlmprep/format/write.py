@@ -117,24 +117,26 @@ def lowercases(tok) -> bool:
     return bool(normalizer.get("lowercase", False))
 
 
-def hf_tokenizer(tok):
-    """`tok` as tokenizer.json is written for transformers: one without a post-processor gets eos_frame, so
-    AutoTokenizer ends an input with </s> as every row ends (a post-processor of its own frames the rows and
-    is kept). load_tokenizer takes the frame off again, so the build's tokenizer, its sha256 and its data stay
-    those of `tok`, which is left unchanged."""
-    from tokenizers import Tokenizer
-
+def hf_tokenizer_json(tok) -> str:
+    """tokenizer.json's text as written for transformers: a tokenizer without a post-processor gets eos_frame, so
+    AutoTokenizer ends an input with </s> as every row ends (a post-processor of its own frames the rows and is
+    kept). load_tokenizer takes the frame off again, so the build's tokenizer, its sha256 and its data stay those of
+    `tok`. The frame is put on `tok` for the one serialisation and taken off again (a copy through from_str costs as
+    much as loading the tokenizer); nothing else may use `tok` meanwhile."""
     from mlmprep.tokenizer.load import eos_frame
 
-    framed = Tokenizer.from_str(tok.to_str())
-    if framed.post_processor is None:
-        framed.post_processor = eos_frame(tok)
-    return framed
+    own = tok.post_processor
+    if own is None:
+        tok.post_processor = eos_frame(tok)
+    try:
+        return tok.to_str(pretty=True)
+    finally:
+        tok.post_processor = own
 
 
 def write_hf_tokenizer(tok, directory: Path, *, model_max_length: int) -> None:
-    """tokenizer.json (hf_tokenizer), with the transformers files beside it (hf_tokenizer_files)."""
-    hf_tokenizer(tok).save(str(directory / "tokenizer.json"))
+    """tokenizer.json (hf_tokenizer_json), with the transformers files beside it (hf_tokenizer_files)."""
+    (directory / "tokenizer.json").write_bytes(hf_tokenizer_json(tok).encode("utf-8"))
     for name, content in hf_tokenizer_files(tok, model_max_length=model_max_length).items():
         write_json(directory / name, content)
 

@@ -310,13 +310,15 @@ def test_the_forkserver_loads_a_given_tokenizer_once_for_every_worker(tmp_path, 
         import os
         from mlmprep.builder.engine.base import run_tasks
         from mlmprep.builder.engine.local import PRELOAD_TOKENIZER, LocalEngine
-        from mlmprep.format.write import hf_tokenizer
+        from mlmprep.format.write import hf_tokenizer_json
         from mlmprep.tokenizer.load import load_tokenizer
         from tests.builder.test_engine import tokenizer_in_worker
         if __name__ == "__main__":
             for stage in ({str(same)!r}, {str(other)!r}):
                 os.makedirs(stage)
-            hf_tokenizer(load_tokenizer({str(tiny_tokenizer_path)!r})).save({str(same / "tokenizer.json")!r})  # staged
+            staged = hf_tokenizer_json(load_tokenizer({str(tiny_tokenizer_path)!r}))
+            with open({str(same / "tokenizer.json")!r}, "w", encoding="utf-8") as f:
+                f.write(staged)  # as the build stages it
             changed = load_tokenizer({str(tiny_tokenizer_path)!r})
             changed.add_tokens(["zebra"])
             changed.save({str(other / "tokenizer.json")!r})
