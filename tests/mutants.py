@@ -673,6 +673,9 @@ MUTANTS = [
     Mutant("hf-tokenizer-without-eos-frame", "mlmprep.format.write:hf_tokenizer_json",  # AutoTokenizer gave no final </s>
            "    if own is None:\n        tok.post_processor = eos_frame(tok)",
            "    pass", ("tests/format/test_hf_frame.py",)),
+    Mutant("workers-import-fsspec-each", "mlmprep.builder.pipeline",  # 0.06 s of a core per worker, again
+           "    import fsspec.implementations.local  # noqa: F401", "    pass",
+           ("tests/builder/test_engine.py::test_build_workers_start_with_numba_loaded_once_in_the_forkserver",)),
     Mutant("hf-tokenizer-leaves-the-frame-on", "mlmprep.format.write:hf_tokenizer_json",  # the build's tokenizer changed
            "    finally:\n        tok.post_processor = own", "    finally:\n        pass",
            ("tests/format/test_hf_frame.py",)),

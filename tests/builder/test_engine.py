@@ -239,12 +239,14 @@ def test_each_worker_gets_the_threads_asked_for_at_most_the_cores(monkeypatch, t
 
 def numba_in_worker(_: int) -> tuple[bool, bool, bool, bool, bool]:
     """(whether Numba's compiler was started before this task, whether a kernel was loaded, whether
-    scipy.linalg and cffi are importable as usual, whether what a reading task imports first was there,
+    scipy.linalg and cffi are importable as usual, whether what the first tasks would import was there,
     whether the server spared itself tqdm, which only the driver's bar uses, and froze what it loaded out of
     the worker's garbage collections) in a worker."""
     import gc
 
-    numba_loaded, progress_loaded = "numba" in sys.modules, "mlmprep.progress" in sys.modules
+    numba_loaded = "numba" in sys.modules
+    first_imports = ("mlmprep.progress", "fsspec.implementations.local", "numpy.ma")  # a reading task's, a kernel call's
+    progress_loaded = all(name in sys.modules for name in first_imports)
     no_tqdm = "tqdm" not in sys.modules and gc.get_freeze_count() > 0
     from mlmprep.builder import _kernels
 
