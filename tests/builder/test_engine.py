@@ -245,7 +245,7 @@ def numba_in_worker(_: int) -> tuple[bool, bool, bool, bool, bool]:
     import gc
 
     numba_loaded = "numba" in sys.modules
-    first_imports = ("mlmprep.progress", "fsspec.implementations.local", "numpy.ma")  # a reading task's, a kernel call's
+    first_imports = ("mlmprep.progress", "fsspec.implementations.local", "numpy.ma")  # first tasks import them
     progress_loaded = all(name in sys.modules for name in first_imports)
     no_tqdm = "tqdm" not in sys.modules and gc.get_freeze_count() > 0
     from mlmprep.builder import _kernels
