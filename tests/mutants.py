@@ -676,6 +676,12 @@ MUTANTS = [
     Mutant("workers-import-fsspec-each", "mlmprep.builder.pipeline",  # 0.06 s of a core per worker, again
            "    import fsspec.implementations.local  # noqa: F401", "    pass",
            ("tests/builder/test_engine.py::test_build_workers_start_with_numba_loaded_once_in_the_forkserver",)),
+    Mutant("workers-import-pyarrow-each", "mlmprep.builder.pipeline",  # every worker's first write imports it again
+           "    import pyarrow  # noqa: F401", "    pass",
+           ("tests/builder/test_engine.py::test_build_workers_start_with_numba_loaded_once_in_the_forkserver",)),
+    Mutant("driver-imports-pyarrow", "mlmprep.format.write",  # 0.14 s of the driver's start, for nothing
+           "if TYPE_CHECKING:", "if True:",
+           ("tests/builder/test_engine.py::test_the_driver_of_a_build_on_workers_never_loads_numba_or_pyarrow",)),
     Mutant("hf-tokenizer-leaves-the-frame-on", "mlmprep.format.write:hf_tokenizer_json",  # the build's tokenizer changed
            "    finally:\n        tok.post_processor = own", "    finally:\n        pass",
            ("tests/format/test_hf_frame.py",)),
