@@ -64,15 +64,25 @@ def best_of_each(fns: dict[str, Callable[[], object]], repeats: int) -> dict[str
     return {name: min(t) for name, t in times.items()}
 
 
-def timed(cmd: list[str], env: dict | None = None) -> tuple[float, float]:
-    """(wall seconds, peak RSS in MB of the child and all its descendants together) of a child process;
-    raises if it fails. RSS is sampled every 20 ms; the tree is looked up again every 0.2 s (a scan of /proc,
-    1 ms of CPU: at every sample it would take 6% of a core from the process measured)."""
+class Run(NamedTuple):
+    """What `timed` measured of a child process."""
+
+    wall_s: float
+    rss_mb: float  # peak RSS of the child and all its descendants together
+    cpu_s: float  # CPU time (user + system) of the child and all its descendants together
+
+
+def timed(cmd: list[str], env: dict | None = None) -> Run:
+    """Wall seconds, peak RSS in MB and CPU seconds of a child process and all its descendants; raises if it fails.
+    RSS and each process's CPU time are sampled every 20 ms (a process's last 20 ms of CPU are missed, as on every
+    side of a ratio); the tree is looked up again every 0.2 s (a scan of /proc, 1 ms of CPU: at every sample it
+    would take 6% of a core from the process measured). CPU time is the figure a loaded machine changes least:
+    the rusage of a child leaves out its grandchildren that another process reaps (a build's workers)."""
     import psutil
 
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
-    peak, root, tree, samples = 0, psutil.Process(proc.pid), [], 0
+    peak, root, tree, samples, cpu = 0, psutil.Process(proc.pid), [], 0, {}
     while proc.poll() is None:
         if samples % 10 == 0:
             try:
@@ -83,7 +93,10 @@ def timed(cmd: list[str], env: dict | None = None) -> tuple[float, float]:
         rss = 0
         for process in tree:
             try:
-                rss += process.memory_info().rss
+                with process.oneshot():
+                    rss += process.memory_info().rss
+                    times = process.cpu_times()
+                cpu[process.pid] = times.user + times.system
             except psutil.Error:  # a process ended while being measured
                 pass
         peak = max(peak, rss)
@@ -91,4 +104,4 @@ def timed(cmd: list[str], env: dict | None = None) -> tuple[float, float]:
     wall = time.perf_counter() - start
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed: {proc.stderr.read().decode()[-2000:]}")
-    return wall, peak / 2**20
+    return Run(wall, peak / 2**20, sum(cpu.values()))

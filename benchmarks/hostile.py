@@ -48,9 +48,9 @@ def run(quick: bool = False) -> dict:
 
         # --workers 1: the whole build in one process. Its RSS is sampled (the rusage of a child counts the
         # parent's size at fork: a benchmark runner that trained a model first would be measured instead)
-        build_s, rss_mb = timed([sys.executable, "-m", "mlmprep", "build", str(corpus), "--out", str(tmp / "out"),
-                                 "--tokenizer", str(tmp / "tokenizer.json"), "--input-length", "32", "--seeds", "1",
-                                 "--workers", "1"])
+        build_s, rss_mb, _ = timed([sys.executable, "-m", "mlmprep", "build", str(corpus), "--out", str(tmp / "out"),
+                                    "--tokenizer", str(tmp / "tokenizer.json"), "--input-length", "32", "--seeds", "1",
+                                    "--workers", "1"])
     result = {"quick": quick, "mb": line_bytes / 1e6, "read_s": read_s, "build_s": build_s, "build_rss_mb": rss_mb}
     print(result, file=sys.stderr)
     return result

@@ -732,9 +732,21 @@ MUTANTS = [
     Mutant("train-takes-non-finite-numbers", "mlmprep.config:TrainConfig.check_finite",  # --grad-clip nan wrote NaN weights
            "            if isinstance(value, float) and not math.isfinite(value):", "            if False:",
            ("tests/train/test_refused_options.py",)),
-    Mutant("hf-tokenizer-without-eos-frame", "mlmprep.format.write:hf_tokenizer",  # AutoTokenizer gave no final </s>
-           "    if framed.post_processor is None:\n        framed.post_processor = eos_frame(tok)",
+    Mutant("hf-tokenizer-without-eos-frame", "mlmprep.format.write:hf_tokenizer_json",  # AutoTokenizer gave no final </s>
+           "    if own is None:\n        tok.post_processor = eos_frame(tok)",
            "    pass", ("tests/format/test_hf_frame.py",)),
+    Mutant("workers-import-fsspec-each", "mlmprep.builder.pipeline",  # 0.06 s of a core per worker, again
+           "    import fsspec.implementations.local  # noqa: F401", "    pass",
+           ("tests/builder/test_engine.py::test_build_workers_start_with_numba_loaded_once_in_the_forkserver",)),
+    Mutant("workers-import-pyarrow-each", "mlmprep.builder.pipeline",  # every worker's first write imports it again
+           "    import pyarrow  # noqa: F401", "    pass",
+           ("tests/builder/test_engine.py::test_build_workers_start_with_numba_loaded_once_in_the_forkserver",)),
+    Mutant("driver-imports-pyarrow", "mlmprep.format.write",  # 0.14 s of the driver's start, for nothing
+           "if TYPE_CHECKING:", "if True:",
+           ("tests/builder/test_engine.py::test_the_driver_of_a_build_on_workers_never_loads_numba_or_pyarrow",)),
+    Mutant("hf-tokenizer-leaves-the-frame-on", "mlmprep.format.write:hf_tokenizer_json",  # the build's tokenizer changed
+           "    finally:\n        tok.post_processor = own", "    finally:\n        pass",
+           ("tests/format/test_hf_frame.py",)),
     Mutant("eos-frame-kept-on-load", "mlmprep.tokenizer.load:load_tokenizer",  # the framed file changed the build's identity
            "    if is_eos_frame(tok.post_processor, tok):", "    if False:",
            ("tests/format/test_hf_frame.py", "tests/builder/test_verify.py")),

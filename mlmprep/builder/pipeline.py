@@ -430,6 +430,12 @@ def remask_file(task: RemaskTask) -> dict:
 
 
 if in_forkserver():  # load tokenizers, Numba and its compiler once, for every worker
+    # and what each worker's first tasks would import again: fsspec's local files (a reading task opens its corpus
+    # through them; with asyncio and ssl, 0.06 s of a core), numpy.ma (Numba's typeof of an array looks it up) and
+    # pyarrow (a write task's; mlmprep.format.write imports it where used, sparing the driver)
+    import fsspec.implementations.local  # noqa: F401
+    import numpy.ma  # noqa: F401
+    import pyarrow  # noqa: F401
     import tokenizers  # noqa: F401
 
     from mlmprep.builder import _kernels

@@ -16,7 +16,7 @@ import numpy as np
 
 from mlmprep.builder.engine.base import fetched
 from mlmprep.config import BuildConfig
-from mlmprep.format.write import hf_tokenizer
+from mlmprep.format.write import hf_tokenizer_json
 from mlmprep.tokenizer.encode import plain_encoder, word_tables
 from mlmprep.tokenizer.load import load_tokenizer, special_ids
 
@@ -117,7 +117,7 @@ def preload_tokenizer(given: str) -> None:
     except Exception:  # noqa: BLE001 - the driver reports a bad --tokenizer itself
         return
     if tok is not None:
-        PRELOADED[hashlib.sha256(hf_tokenizer(tok).to_str(pretty=True).encode("utf-8")).hexdigest()] = tok
+        PRELOADED[hashlib.sha256(hf_tokenizer_json(tok).encode("utf-8")).hexdigest()] = tok
 
 
 def write_atomic(path: Path, chunks: Iterable[bytes]) -> None:

@@ -97,3 +97,23 @@ def test_the_frame_leaves_the_build_as_it_was(tmp_path, tiny_corpus, tiny_tokeni
     again = build_tiny(tmp_path / "again", tiny_corpus, first / "tokenizer.json", seeds=1)
     b = json.loads((again / "manifest.json").read_text())
     assert a["tokenizer"] == b["tokenizer"] and a["splits"] == b["splits"]  # splits: every data file's sha256
+
+
+@pytest.mark.parametrize("fixture", ["tiny_tokenizer_path", "wordpiece_path"])
+def test_the_written_tokenizer_is_a_framed_copy_and_the_given_one_is_left_as_it_was(tmp_path, request, fixture):
+    """tokenizer.json holds what a framed copy of the tokenizer saves (the frame only where it has no post-processor
+    of its own), while the tokenizer written from serialises as before."""
+    from tokenizers import Tokenizer
+
+    from mlmprep.format.write import write_hf_tokenizer
+    from mlmprep.tokenizer.load import eos_frame, load_tokenizer
+
+    tok = load_tokenizer(request.getfixturevalue(fixture))
+    before = tok.to_str()
+    copy = Tokenizer.from_str(before)
+    if copy.post_processor is None:
+        copy.post_processor = eos_frame(copy)
+    copy.save(str(tmp_path / "expected.json"))
+    write_hf_tokenizer(tok, tmp_path, model_max_length=64)
+    assert (tmp_path / "tokenizer.json").read_bytes() == (tmp_path / "expected.json").read_bytes()
+    assert tok.to_str() == before

@@ -37,8 +37,8 @@ def test_a_quick_segmentation_run_is_shown_but_not_judged():
 
 def build_result(help_s: dict[str, float], workers: list[int], scaling: list[dict], out_per_input: float = 2.94,
                  quick: bool = False) -> dict:
-    runs = [{"scale": s, "mb": 11.0 * s, "ratio": 1.1, "build_rss_mb": 700 + s, "out_per_input": out_per_input}
-            for s in (1, 4)]
+    runs = [{"scale": s, "mb": 11.0 * s, "ratio": 1.1, "cpu_ratio": 1.2, "load": 3.0, "build_rss_mb": 700 + s,
+             "out_per_input": out_per_input} for s in (1, 4)]
     return {"quick": quick, "workers": workers, "runs": runs, "scaling": scaling, "cold_build_s": 15.0,
             "warm_build_s": 2.0, "threads_1_vs_2_identical": True, "help_s": help_s, "compression": []}
 
@@ -50,6 +50,8 @@ def test_the_build_figures_judge_each_help_command_against_its_limit():
     assert (rows["mlmprep build --help"].value, rows["mlmprep build --help"].met) == ("0.30 s", True)
     assert (rows["mlmprep train --help"].target, rows["mlmprep train --help"].met) == ("<= 0.3 s", False)
     assert rows["build --seeds 4 time / tokenize-only time, 44 MB"].met is True
+    cpu = [f for name, f in rows.items() if name.startswith("build --seeds 4 CPU time / tokenize-only CPU time, 44 MB")]
+    assert len(cpu) == 1 and cpu[0].value == "1.20x" and "(load 3.0 on" in cpu[0].name and cpu[0].met is None
 
 
 def test_the_build_figures_give_the_speed_up_of_the_largest_worker_count_at_each_scale():
