@@ -210,19 +210,24 @@ def reference_rows(docs: list[str], tokenizer: Path, options: dict,
 
 def reference_sides(docs: list[str], fraction: float, seed: int) -> dict[str, list[str]]:
     """--dedup exact and the document hold-out in plain Python: a document whose NFC, whitespace-folded text was
-    seen before is dropped; the others go to validation when their key's hash falls below `fraction`."""
+    seen before is dropped; the others go to validation when their key's hash falls below `fraction`, unless
+    --decontaminate moves them back (tests.ngrams.decontaminated)."""
     import unicodedata
 
     from mlmprep.builder.dedup import exact_keys
     from mlmprep.builder.selection import held_documents
 
-    seen, sides = set(), {"train": [], "validation": []}
+    from tests.ngrams import decontaminated
+
+    seen, kept, fates = set(), [], []
     for doc, held in zip(docs, held_documents(exact_keys(docs), fraction, seed)):
         text = " ".join(unicodedata.normalize("NFC", doc).split())
         if text not in seen:
             seen.add(text)
-            sides["validation" if held else "train"].append(doc)
-    return sides
+            kept.append(doc)
+            fates.append("validation" if held else "train")
+    fates = decontaminated(fates, kept, 0.2)  # the default --decontaminate-threshold
+    return {side: [doc for doc, f in zip(kept, fates) if f == side] for side in ("train", "validation")}
 
 
 @pytest.mark.parametrize("case", ["tokens-stream-span", "tokens-doc-span", "text-span"])

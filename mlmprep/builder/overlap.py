@@ -1,0 +1,184 @@
+"""N-gram overlap inside the corpus: paragraphs seen earlier (--dedup-paragraphs), and validation documents whose
+text is in training (--decontaminate).
+
+N-grams are runs of NGRAM words (GPT-3's decontamination, Dolma's bff), words as near dedup splits them (NFC, runs
+between whitespace); a text of fewer words is one n-gram of them all, a text of none has none. Each is a 64-bit
+hash (the shingle hash of mlmprep.builder._dedup_kernels), so two n-grams are taken as equal when their hashes
+are: a false match between two of a billion distinct n-grams has probability about 2**-34 per n-gram looked up.
+
+Paragraphs are lines (a document cut at "\\n", as C4 and bff do): a line whose n-grams were mostly (at least
+--paragraph-threshold of them, counted with repeats) in some earlier line of the corpus, in corpus order, is
+removed with its line break; a document left blank is dropped. An n-gram counts as seen once any earlier line
+held it, removed or not, so each line's fate depends on the text before it only, never on other lines' fates
+or on how the corpus was cut into shards: the driver takes the shards' line hashes in corpus order into one
+exact hash set (first_seen), 16 to 32 bytes per distinct n-gram (a table of 64-bit hashes at most half full):
+16 to 32 GB per billion distinct n-grams.
+
+Contamination is measured two standard ways on the validation documents: the share with any n-gram in training
+(GPT-3's), and the share of their tokens inside a run of MATCH_TOKENS tokens that also occurs in training (Lee
+et al. 2022's exact-substring measure, on token windows). Decontamination moves every validation document with
+more than --decontaminate-threshold of its n-grams in training to training (nothing is lost), again and again
+until none is left over the threshold, so a document moved makes its own n-grams training text too.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Iterable, Iterator
+
+import numpy as np
+
+NGRAM = 13  # words per n-gram
+MATCH_TOKENS = 50  # tokens of an exact match (Lee et al.)
+FIRST_TABLE = 1 << 16  # slots of the paragraph table at first; it doubles when half full
+
+
+def utf8_texts(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """(the NFC texts' UTF-8 bytes one after another, int64 offsets [n + 1])."""
+    parts = [unicodedata.normalize("NFC", t).encode("utf-8", "surrogatepass") for t in texts]
+    offsets = np.zeros(len(parts) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, parts), dtype=np.int64, count=len(parts)), out=offsets[1:])
+    return np.frombuffer(b"".join(parts), dtype=np.uint8), offsets
+
+
+def ngram_hashes(texts: list[str], ngram: int = NGRAM) -> tuple[np.ndarray, np.ndarray]:
+    """(uint64 hashes of every text's word n-grams in order, int64 [n] n-grams per text)."""
+    from mlmprep.builder import _dedup_kernels as kernels
+
+    buf, offsets = utf8_texts(texts)
+    counts = kernels.ngram_counts(buf, offsets, ngram)
+    out = np.empty(int(counts.sum()), np.uint64)
+    kernels.ngram_hashes(buf, offsets, ngram, starts_of(counts), out)
+    return out, counts
+
+
+def window_hashes(ids: np.ndarray, lengths: np.ndarray, k: int = MATCH_TOKENS) -> tuple[np.ndarray, np.ndarray]:
+    """(uint64 hashes of each document's runs of k tokens in order, int64 [n] runs per document); ids: the
+    documents' tokens one after another."""
+    from mlmprep.builder import _dedup_kernels as kernels
+
+    counts = np.maximum(lengths.astype(np.int64) - (k - 1), 0)
+    out = np.empty(int(counts.sum()), np.uint64)
+    kernels.window_hashes(np.ascontiguousarray(ids, np.int64), lengths.astype(np.int64), k, starts_of(counts), out)
+    return out, counts
+
+
+def starts_of(counts: np.ndarray) -> np.ndarray:
+    """int64 [n + 1]: where each of n runs of the given sizes starts, and the end."""
+    starts = np.zeros(len(counts) + 1, np.int64)
+    np.cumsum(counts, out=starts[1:])
+    return starts
+
+
+# ------------------------------------------------------------------------------------------ paragraphs
+
+
+def line_hashes(documents: list[str]) -> dict[str, np.ndarray]:
+    """What a shard's reading returns for paragraph dedup: the n-gram hashes of every line of its documents, in
+    order (`hashes`), each line's count of them (`counts`) and each document's lines (`lines`)."""
+    lines = [line for doc in documents for line in doc.split("\n")]
+    hashes, counts = ngram_hashes(lines)
+    return {"hashes": hashes, "counts": counts,
+            "lines": np.fromiter((doc.count("\n") + 1 for doc in documents), np.int64, len(documents))}
+
+
+class SeenLines:
+    """The driver's exact set of every n-gram seen so far, taking shards in corpus order: each shard's lines to
+    remove (`decide`)."""
+
+    def __init__(self, threshold: float):
+        self.threshold = threshold
+        self.table = np.zeros(FIRST_TABLE, np.uint64)
+        self.used = np.zeros(1, np.int64)
+
+    def decide(self, hashes: np.ndarray, counts: np.ndarray) -> np.ndarray:
+        """bool [lines]: the shard's lines whose n-grams were at least `threshold` seen in earlier lines (lines
+        without words stay); their n-grams join the set."""
+        from mlmprep.builder import _dedup_kernels as kernels
+
+        size = self.table.size
+        while 2 * (int(self.used[0]) + len(hashes)) > size:  # half full at most, even if every n-gram is new
+            size *= 2
+        if size != self.table.size:
+            bigger = np.zeros(size, np.uint64)
+            kernels.rehash(self.table, bigger)
+            self.table = bigger
+        seen = kernels.first_seen(hashes, starts_of(counts), self.table, self.used)
+        return (counts > 0) & (seen >= self.threshold * counts)
+
+
+def trimmed(batches: Iterable[list[str]], removed: np.ndarray, counts: dict) -> Iterator[list[str]]:
+    """The documents of `batches` less the lines `removed` flags (bool, every line of every document in order);
+    documents left blank are left out. Counts lines and characters removed and documents emptied."""
+    at = 0
+    for docs in batches:
+        kept = []
+        for doc in docs:
+            lines = doc.split("\n")
+            gone = removed[at : at + len(lines)]
+            at += len(lines)
+            if gone.any():
+                counts["lines_removed"] += int(gone.sum())
+                text = "\n".join(line for line, g in zip(lines, gone) if not g)
+                counts["characters_removed"] += len(doc) - len(text)
+                if not text or text.isspace():
+                    counts["documents_emptied"] += 1
+                    continue
+                doc = text
+            kept.append(doc)
+        if kept:
+            yield kept
+
+
+# ------------------------------------------------------------------------------------------ contamination
+
+
+def contamination(validation: np.ndarray, training: np.ndarray, hashes: np.ndarray, counts: np.ndarray,
+                  windows: np.ndarray | None, window_counts: np.ndarray | None,
+                  tokens: np.ndarray | None) -> dict[str, int]:
+    """The two measures of the documents `validation` (bool per document) against those of `training`: documents
+    with any n-gram in training; their tokens, and those inside a MATCH_TOKENS-token window found in training
+    (without token windows, --method text, only the first)."""
+    held, found = in_training(validation, training, hashes, counts)
+    hit = np.bincount(owners(counts)[held], weights=found, minlength=len(counts)) > 0
+    out = {"documents": int(validation.sum()), "documents_with_ngram": int(hit.sum())}
+    if windows is not None:
+        from mlmprep.builder import _dedup_kernels as kernels
+
+        _, match = in_training(validation, training, windows, window_counts)  # the validation windows, in order
+        docs = np.flatnonzero(validation)
+        covered = kernels.covered_tokens(match, starts_of(window_counts[docs]), tokens[docs], MATCH_TOKENS)
+        out |= {"tokens": int(tokens[docs].sum()), "tokens_in_match": int(covered.sum())}
+    return out
+
+
+def owners(counts: np.ndarray) -> np.ndarray:
+    """int64: the document of each hash (counts: hashes per document)."""
+    return np.repeat(np.arange(len(counts)), counts)
+
+
+def in_training(validation: np.ndarray, training: np.ndarray, hashes: np.ndarray,
+                counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the positions of the validation documents' hashes, whether each is among the training documents')."""
+    doc = owners(counts)
+    held = np.flatnonzero(validation[doc])
+    wanted = np.unique(hashes[held])
+    train = hashes[training[doc]]
+    present = np.unique(train[np.isin(train, wanted)])  # sorts the few validation hashes, not the many
+    return held, np.isin(hashes[held], present)
+
+
+def decontaminate(validation: np.ndarray, training: np.ndarray, hashes: np.ndarray, counts: np.ndarray,
+                  threshold: float) -> np.ndarray:
+    """bool [documents]: the validation documents to move to training: those with more than `threshold` of their
+    n-grams in training, again until none is left, training taking each round's moved documents."""
+    moved = np.zeros(len(counts), bool)
+    doc = owners(counts)
+    while True:
+        left = validation & ~moved
+        held, found = in_training(left, training | moved, hashes, counts)
+        share = np.bincount(doc[held], weights=found, minlength=len(counts)) / np.maximum(counts, 1)
+        more = left & (share > threshold)
+        if not more.any():
+            return moved
+        moved |= more
