@@ -16,11 +16,12 @@ def word_ngrams(text: str, n: int = NGRAM) -> list[tuple[str, ...]]:
     return [tuple(words[i : i + n]) for i in range(len(words) - n + 1)]
 
 
-def without_repeated_lines(docs: list[str], threshold: float) -> tuple[list[str], int]:
+def without_repeated_lines(docs: list[str], threshold: float) -> tuple[list[str], int, int]:
     """Each document less its lines whose n-grams were at least `threshold` in some earlier line of the corpus
-    (every earlier line counts, removed or not); (the documents, blank ones left out; lines removed)."""
+    (every earlier line counts, removed or not); (the documents, blank ones left out; lines removed; characters
+    removed, line breaks included)."""
     seen: set[tuple[str, ...]] = set()
-    out, removed = [], 0
+    out, removed, chars = [], 0, 0
     for doc in docs:
         kept = []
         for line in doc.split("\n"):
@@ -31,9 +32,10 @@ def without_repeated_lines(docs: list[str], threshold: float) -> tuple[list[str]
                 kept.append(line)
             seen.update(grams)
         text = "\n".join(kept)
+        chars += len(doc) - len(text)
         if text.strip():
             out.append(text)
-    return out, removed
+    return out, removed, chars
 
 
 def decontaminated(sides: list[str], docs: list[str], threshold: float) -> list[str]:

@@ -1,0 +1,174 @@
+"""Paragraph dedup and the decontaminated validation set, held against brute-force references on Python sets of
+word n-grams (tests.ngrams): the lines removed, the documents moved, the two contamination measures; the same
+bytes on one worker and on two with other shards."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mlmprep.builder.dedup import exact_keys
+from mlmprep.builder.selection import held_documents
+from mlmprep.format.manifest import Manifest, ManifestError
+from mlmprep.tokenizer.encode import encode
+from mlmprep.tokenizer.load import load_tokenizer
+from tests.builder.test_sharded import hashes, reference_rows
+from tests.conftest import build_tiny
+from tests.licences import licence_documents, write_licence_corpus
+from tests.ngrams import decontaminated, measures, without_repeated_lines, word_ngrams
+
+LICENCE = {"doc_sep": "blank", "rows_per_file": 40}
+
+
+@pytest.fixture(scope="module")
+def licences(tmp_path_factory) -> tuple[Path, list[str]]:
+    path = write_licence_corpus(tmp_path_factory.mktemp("licences") / "licences.txt", 400)
+    return path, licence_documents(400)
+
+
+def split_rows(build: Path, split: str):
+    from mlmprep.format.rows import concat_rows
+    from mlmprep.format.write import iter_rows
+
+    return concat_rows(list(iter_rows(build / split, "tokens")))
+
+
+def held_sides(docs: list[str], fraction: float) -> list[str]:
+    """Every document's side by the hold-out hash of its content key (no dedup)."""
+    return ["validation" if h else "train" for h in held_documents(exact_keys(docs), fraction, 0)]
+
+
+def test_paragraph_dedup_builds_what_the_corpus_less_its_repeated_lines_builds(tmp_path, licences,
+                                                                                tiny_tokenizer_path):
+    """--dedup-paragraphs on two workers and small shards writes the bytes that a build of the brute-force trimmed
+    corpus writes without it (which is one worker, one shard), and counts what it removed."""
+    path, docs = licences
+    trimmed, removed, removed_chars = without_repeated_lines(docs, 0.8)
+    assert removed > len(docs) // 2 and len(trimmed) < len(docs)  # the corpus is boilerplate-heavy: this acts
+    reference = tmp_path / "trimmed.txt"
+    reference.write_text("\n\n".join(trimmed) + "\n", encoding="utf-8")
+    options = {**LICENCE, "dedup": "off", "decontaminate": False}
+    built = build_tiny(tmp_path / "para", path, tiny_tokenizer_path, workers=2, shard_bytes=4000,
+                       dedup_paragraphs=True, **options)
+    plain = build_tiny(tmp_path / "plain", reference, tiny_tokenizer_path, workers=1, **options)
+    assert hashes(built) == hashes(plain)
+    stats = json.loads((built / "manifest.json").read_text())["corpus"]["stats"]
+    lines = [line for doc in docs for line in doc.split("\n") if line.split()]
+    assert stats["paragraphs"] == {"threshold": 0.8, "lines": len(lines), "lines_removed": removed,
+                                   "characters_removed": removed_chars, "documents_emptied": len(docs) - len(trimmed)}
+    assert stats["dedup"]["documents"] == len(trimmed)
+
+
+def test_paragraph_threshold_acts(tmp_path, licences, tiny_tokenizer_path):
+    """A line is removed at --paragraph-threshold of its n-grams seen, not below: the licence paragraphs unwrapped,
+    one a line, so that a shared paragraph with a holder's name of its own is seen in part."""
+    _, docs = licences
+    lines = [doc.replace("\n", " ") for doc in docs]
+    path = tmp_path / "lines.txt"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    removed = {}
+    for threshold in (0.8, 1.0):
+        built = build_tiny(tmp_path / f"b{threshold}", path, tiny_tokenizer_path, dedup_paragraphs=True,
+                           paragraph_threshold=threshold, dedup="off", decontaminate=False, rows_per_file=40)
+        removed[threshold] = json.loads((built / "manifest.json").read_text())["corpus"]["stats"]["paragraphs"][
+            "lines_removed"]
+        assert removed[threshold] == without_repeated_lines(lines, threshold)[1]
+    assert removed[1.0] < removed[0.8]
+
+
+@pytest.mark.parametrize("threshold", [0.2, 0.0])
+def test_decontamination_moves_what_a_brute_force_reference_moves(tmp_path, licences, tiny_tokenizer_path,
+                                                                   threshold):
+    """The validation documents with more than the threshold of their 13-grams in training move to training, in
+    their corpus-order place; the manifest's measures before and after are those of the brute-force sets."""
+    path, docs = licences
+    seen, kept = set(), []
+    for doc in docs:  # --dedup exact
+        if " ".join(doc.split()) not in seen:
+            seen.add(" ".join(doc.split()))
+            kept.append(doc)
+    before = held_sides(kept, 0.2)
+    after = decontaminated(before, kept, threshold)
+    moved = sum(b != a for b, a in zip(before, after))
+    assert 0 < moved < before.count("validation")  # some move, some stay
+    built = build_tiny(tmp_path / "b", path, tiny_tokenizer_path, workers=2, shard_bytes=5000,
+                       validation_fraction=0.2, decontaminate_threshold=threshold, **LICENCE)
+    stats = None
+    for side, split in (("train", "windows"), ("validation", "validation-windows")):
+        rows, stats = reference_rows([d for d, s in zip(kept, after) if s == side], tiny_tokenizer_path, {}, stats)
+        got = split_rows(built, split)
+        assert np.array_equal(got.offsets, rows.offsets) and np.array_equal(got.values, rows.values), split
+    tok = load_tokenizer(tiny_tokenizer_path)
+
+    def tokens_of(doc: str) -> list[int]:
+        return encode(tok, [doc])[0].tolist()
+
+    def side(sides, name):
+        return [d for d, s in zip(kept, sides) if s == name]
+
+    contamination = json.loads((built / "manifest.json").read_text())["corpus"]["stats"]["contamination"]
+    assert contamination == {
+        "ngram": 13, "match_tokens": 50, "threshold": threshold, "documents_moved": moved,
+        "characters_moved": sum(len(d) for d, b, a in zip(kept, before, after) if b != a),
+        "before": measures(side(before, "validation"), side(before, "train"), tokens_of),
+        "after": measures(side(after, "validation"), side(after, "train"), tokens_of)}
+    assert contamination["after"]["documents_with_ngram"] < contamination["before"]["documents_with_ngram"]
+    assert contamination["before"]["tokens_in_match"] > contamination["after"]["tokens_in_match"]
+    if threshold == 0.0:  # GPT-3's rule: nothing shared is left
+        assert contamination["after"]["documents_with_ngram"] == 0
+
+
+def test_no_decontaminate_keeps_the_held_out_documents(tmp_path, licences, tiny_tokenizer_path):
+    path, docs = licences
+    built = build_tiny(tmp_path / "b", path, tiny_tokenizer_path, dedup="off", validation_fraction=0.2,
+                       decontaminate=False, **LICENCE)
+    stats = json.loads((built / "manifest.json").read_text())["corpus"]["stats"]
+    assert "contamination" not in stats
+    sides = held_sides(docs, 0.2)
+    assert stats["dedup"]["validation_documents"] == sides.count("validation")
+    rows, _ = reference_rows(side_docs := [d for d, s in zip(docs, sides) if s == "validation"], tiny_tokenizer_path,
+                             {}, None)
+    assert side_docs and np.array_equal(split_rows(built, "validation-windows").values, rows.values)
+
+
+def test_text_method_measures_documents_only(tmp_path, licences, tiny_tokenizer_path):
+    """--method text has no token windows in the reading pass: the manifest gives GPT-3's measure alone."""
+    path, docs = licences
+    built = build_tiny(tmp_path / "b", path, tiny_tokenizer_path, method="text", input_length=64,
+                       validation_fraction=0.2, **LICENCE)
+    contamination = json.loads((built / "manifest.json").read_text())["corpus"]["stats"]["contamination"]
+    assert contamination["match_tokens"] is None and "tokens" not in contamination["before"]
+    assert contamination["documents_moved"] > 0
+
+
+def test_the_same_bytes_on_one_worker_and_on_two(tmp_path, licences, tiny_tokenizer_path):
+    path, _ = licences
+    options = {**LICENCE, "dedup_paragraphs": True, "validation_fraction": 0.3, "dedup": "near"}
+    one = build_tiny(tmp_path / "one", path, tiny_tokenizer_path, workers=1, **options)
+    two = build_tiny(tmp_path / "two", path, tiny_tokenizer_path, workers=2, shard_bytes=3000, **options)
+    assert hashes(one) == hashes(two)
+    stats = [json.loads((b / "manifest.json").read_text())["corpus"]["stats"] for b in (one, two)]
+    assert stats[0]["paragraphs"] == stats[1]["paragraphs"] and stats[0]["contamination"] == stats[1]["contamination"]
+
+
+def test_short_lines_are_hashed_whole():
+    """A line of fewer than 13 words is one n-gram, so it is removed only when the same words were a line (or a
+    whole short text) before."""
+    assert word_ngrams("a b c") == [("a", "b", "c")]
+    docs = ["a b c\nx y z", "a b c d\nx y z"]
+    assert without_repeated_lines(docs, 0.8) == (["a b c\nx y z", "a b c d"], 1, 6)
+
+
+@pytest.mark.parametrize("change, problem", [
+    (lambda c: c["after"].update(documents_with_ngram=c["after"]["documents"] + 1), "contamination"),
+    (lambda c: c["before"].pop("tokens"), "contamination"),
+    (lambda c: c.update(threshold="high"), "contamination"),
+])
+def test_a_manifest_with_impossible_contamination_figures_is_refused(tiny_build, change, problem):
+    data = json.loads((tiny_build / "manifest.json").read_text())
+    change(data["corpus"]["stats"]["contamination"])
+    with pytest.raises(ManifestError, match=problem):
+        Manifest.from_json(data, tiny_build)
