@@ -172,3 +172,51 @@ def test_a_manifest_with_impossible_contamination_figures_is_refused(tiny_build,
     change(data["corpus"]["stats"]["contamination"])
     with pytest.raises(ManifestError, match=problem):
         Manifest.from_json(data, tiny_build)
+
+
+def test_seen_lines_remove_what_a_set_of_earlier_n_grams_removes():
+    """The driver's hash set against Python's, shard by shard: lines that repeat a short phrase (n-grams repeated
+    inside a line, and shared in part with other lines), lines of random words, short and blank lines; enough
+    n-grams that the table grows."""
+    import random
+
+    from mlmprep.builder.overlap import FIRST_TABLE, SeenLines, line_hashes
+
+    rng = random.Random(5)
+    vocabulary = [f"w{k}" for k in range(8)]
+    phrases = [[rng.choice(vocabulary) for _ in range(rng.randint(2, 5))] for _ in range(12)]
+
+    def line() -> str:
+        n = rng.choice((0, 3, 14, 20, 40))
+        if rng.random() < 0.5:
+            return " ".join((rng.choice(phrases) * 40)[rng.randint(0, 3):][:n])
+        return " ".join(rng.choice(vocabulary) for _ in range(n))
+
+    docs = ["\n".join(line() for _ in range(rng.randint(1, 6))) for _ in range(4000)]
+    seen, removed = SeenLines(0.8), []
+    for start in range(0, len(docs), 700):  # shards
+        lines = line_hashes(docs[start : start + 700])
+        removed.append(seen.decide(lines["hashes"], lines["counts"]))
+    grams_seen, expected = set(), []
+    for text in (text for doc in docs for text in doc.split("\n")):
+        grams = word_ngrams(text)
+        expected.append(bool(grams) and sum(g in grams_seen for g in grams) >= 0.8 * len(grams))
+        grams_seen.update(grams)
+    assert np.concatenate(removed).tolist() == expected
+    assert 0.1 < np.mean(expected) < 0.9 and seen.table.size > FIRST_TABLE
+
+
+def test_a_document_moved_to_training_can_take_another_with_it():
+    """Validation document b shares its text with validation document a only; a, half of it training text, moves
+    first, and then b does: rounds until none is left over the threshold, as the reference's."""
+    from mlmprep.builder.overlap import decontaminate, ngram_hashes
+
+    words = [f"w{k}" for k in range(400)]
+    train, a_own, b_own = " ".join(words[:60]), " ".join(words[100:160]), " ".join(words[200:260])
+    docs = [train, f"{train} {a_own}", f"{a_own} {b_own}", b_own.upper()]
+    sides = ["train", "validation", "validation", "validation"]
+    hashes, counts = ngram_hashes(docs)
+    moved = decontaminate(np.array([s == "validation" for s in sides]), np.array([s == "train" for s in sides]),
+                          hashes, counts, 0.2)
+    assert moved.tolist() == [False, True, True, False]
+    assert [s == "train" for s in decontaminated(sides, docs, 0.2)] == [True, True, True, False]
