@@ -201,6 +201,7 @@ class BuildTasks:
                                         mask.row_seed(cfg.seed, VALIDATION_SLOT), side) for side in SIDES}
         self.selection = Selection(cfg, len(self.shards))
         self.paragraphs = {"threshold": cfg.paragraph_threshold, "lines": 0}  # --dedup-paragraphs: lines with words
+        self.removed: list[np.ndarray | None] = [None] * len(self.shards)  # ... and each shard's lines it removes
         self.calls: list[tuple[str, int]] = []  # (side, file) of each write task, in the order they were queued
         self.reading = Reading([None] * len(self.shards))
         # progress in stages, each of a total known when it starts: the input's bytes (shards for the sample, whose
@@ -209,9 +210,10 @@ class BuildTasks:
 
     def run(self, bar: Stages) -> list[dict]:
         """Run every task; the write tasks' results in the order they were queued (see by_file)."""
-        removed = self.repeated_lines(bar) if self.cfg.dedup_paragraphs else [None] * len(self.shards)
+        if self.cfg.dedup_paragraphs:
+            self.removed = self.repeated_lines(bar)
         bar.stage("read, clean, tokenize", sum(self.sizes), "B" if self.corpus.bytes else "shard")
-        reads = [TokenizeTask(self.layout, shard, lines) for shard, lines in zip(self.shards, removed)]
+        reads = [TokenizeTask(self.layout, shard, lines) for shard, lines in zip(self.shards, self.removed)]
         with TaskRun(*self.staging.calls(tokenize_shard, reads), engine=self.engine,
                      in_driver=None if self.staging.detached else tokenize_shard_in_driver) as run:
             for index, result in run:  # as each task ends; the write tasks' indices follow the shards'
@@ -284,7 +286,7 @@ class BuildTasks:
         """corpus.stats of the manifest: the shards' counts, hard-wrapped prose, what dedup removed."""
         read = self.reading.results
         stats = {**corpus_counts(self.corpus, read), "wrapped_prose": wrapped_prose(self.shards, read),
-                 "dedup": dedup_stats(self.selection, self.shards, self.cfg)}
+                 "dedup": dedup_stats(self.selection, self.shards, self.cfg, self.removed)}
         if self.cfg.dedup_paragraphs:
             stats["paragraphs"] = self.paragraphs | {key: sum(r["lines"][key] for r in read) for key in
                                                      ("lines_removed", "characters_removed", "documents_emptied")}

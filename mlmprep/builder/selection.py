@@ -185,6 +185,8 @@ class Selection:
     def decontaminate(self) -> None:
         """Move the validation documents whose n-grams are in training to training (overlap.decontaminate); note the
         contamination before and after. Lets go of the shards' n-gram and window hashes."""
+        if not self.results:
+            return
         fates, results = np.concatenate(self.fates), self.results
         hashes, counts = (np.concatenate([r.pop(k) for r in results]) for k in ("ngrams", "ngram_counts"))
         tokens = "windows" in results[0]

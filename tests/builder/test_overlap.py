@@ -145,13 +145,17 @@ def test_text_method_measures_documents_only(tmp_path, licences, tiny_tokenizer_
 
 
 def test_the_same_bytes_on_one_worker_and_on_two(tmp_path, licences, tiny_tokenizer_path):
-    path, _ = licences
+    path, docs = licences
     options = {**LICENCE, "dedup_paragraphs": True, "validation_fraction": 0.3, "dedup": "near"}
     one = build_tiny(tmp_path / "one", path, tiny_tokenizer_path, workers=1, **options)
     two = build_tiny(tmp_path / "two", path, tiny_tokenizer_path, workers=2, shard_bytes=3000, **options)
     assert hashes(one) == hashes(two)
     stats = [json.loads((b / "manifest.json").read_text())["corpus"]["stats"] for b in (one, two)]
     assert stats[0]["paragraphs"] == stats[1]["paragraphs"] and stats[0]["contamination"] == stats[1]["contamination"]
+    # the largest near-duplicate clusters are shown by their first document as trimmed, not as read
+    excerpts = {" ".join(doc.split())[:200] for doc in without_repeated_lines(docs, 0.8)[0]}
+    clusters = stats[0]["dedup"]["largest_clusters"]
+    assert clusters and all(c["excerpt"] in excerpts for c in clusters)
 
 
 def test_short_lines_are_hashed_whole():
