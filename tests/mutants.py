@@ -278,6 +278,9 @@ MUTANTS = [
            "                while len(removed) in scanned:\n                    lines = scanned.pop(len(removed))",
            "                while scanned:\n                    lines = scanned.pop(max(scanned))",
            ("tests/builder/test_overlap.py::test_paragraph_dedup_builds_what_the_corpus_less_its_repeated_lines_builds",)),
+    Mutant("paragraph-excerpt-untrimmed", "mlmprep.builder.record:dedup_stats",  # a cluster shown by another document
+           "batches if removed[s] is None else trimmed(batches, removed[s], counts)", "batches",
+           ("tests/builder/test_overlap.py::test_the_same_bytes_on_one_worker_and_on_two",)),
     Mutant("decontaminate-threshold-inclusive", "mlmprep.builder.overlap:decontaminate",  # at 0, every document moves
            "        more = left & (share > threshold)", "        more = left & (share >= threshold)",
            ("tests/builder/test_overlap.py::test_decontamination_moves_what_a_brute_force_reference_moves",)),
@@ -292,7 +295,7 @@ MUTANTS = [
            ("tests/builder/test_overlap.py::test_decontamination_moves_what_a_brute_force_reference_moves",)),
     Mutant("contamination-gpt3-any", "mlmprep.builder.overlap:contamination",  # two shared n-grams needed, not one
            "minlength=len(counts)) > 0", "minlength=len(counts)) > 1",
-           ("tests/builder/test_overlap.py::test_decontamination_moves_what_a_brute_force_reference_moves",)),
+           ("tests/builder/test_overlap.py::test_the_measures_count_one_shared_n_gram_and_each_covered_token_once",)),
     Mutant("contamination-overlaps-counted-twice", "mlmprep.builder._dedup_kernels:covered_tokens",  # windows overlap
            "                lo = max(j, reach)", "                lo = j",
            ("tests/builder/test_overlap.py::test_decontamination_moves_what_a_brute_force_reference_moves",)),

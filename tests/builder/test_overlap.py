@@ -144,8 +144,23 @@ def test_text_method_measures_documents_only(tmp_path, licences, tiny_tokenizer_
     assert contamination["documents_moved"] > 0
 
 
+def near_pairs(n: int, seed: int = 3) -> list[str]:
+    """n pairs of 240-word lines, the second with every 60th word changed: near duplicates (word 5-gram Jaccard
+    about 0.84) whose 13-grams are 77% seen, so --dedup-paragraphs keeps both and --dedup near joins them."""
+    import random
+
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        words = [f"x{rng.randrange(10**9)}" for _ in range(240)]
+        out += [" ".join(words), " ".join(f"y{k}" if k % 60 == 30 else w for k, w in enumerate(words))]
+    return out
+
+
 def test_the_same_bytes_on_one_worker_and_on_two(tmp_path, licences, tiny_tokenizer_path):
-    path, docs = licences
+    docs = licences[1][:200] + near_pairs(3) + licences[1][200:]
+    path = tmp_path / "corpus.txt"
+    path.write_text("\n\n".join(docs) + "\n", encoding="utf-8")
     options = {**LICENCE, "dedup_paragraphs": True, "validation_fraction": 0.3, "dedup": "near"}
     one = build_tiny(tmp_path / "one", path, tiny_tokenizer_path, workers=1, **options)
     two = build_tiny(tmp_path / "two", path, tiny_tokenizer_path, workers=2, shard_bytes=3000, **options)
@@ -153,9 +168,11 @@ def test_the_same_bytes_on_one_worker_and_on_two(tmp_path, licences, tiny_tokeni
     stats = [json.loads((b / "manifest.json").read_text())["corpus"]["stats"] for b in (one, two)]
     assert stats[0]["paragraphs"] == stats[1]["paragraphs"] and stats[0]["contamination"] == stats[1]["contamination"]
     # the largest near-duplicate clusters are shown by their first document as trimmed, not as read
-    excerpts = {" ".join(doc.split())[:200] for doc in without_repeated_lines(docs, 0.8)[0]}
+    trimmed = without_repeated_lines(docs, 0.8)[0]
+    excerpts = {" ".join(doc.split())[:200] for doc in trimmed}
     clusters = stats[0]["dedup"]["largest_clusters"]
-    assert clusters and all(c["excerpt"] in excerpts for c in clusters)
+    assert len(clusters) >= 3 and all(c["excerpt"] in excerpts for c in clusters)
+    assert stats[0]["dedup"]["documents"] == len(trimmed)
 
 
 def test_short_lines_are_hashed_whole():
@@ -224,3 +241,28 @@ def test_a_document_moved_to_training_can_take_another_with_it():
                           hashes, counts, 0.2)
     assert moved.tolist() == [False, True, True, False]
     assert [s == "train" for s in decontaminated(sides, docs, 0.2)] == [True, True, True, False]
+
+
+def test_the_measures_count_one_shared_n_gram_and_each_covered_token_once():
+    """A validation document sharing exactly one 13-gram with training counts (GPT-3's "any"); tokens inside two
+    overlapping matching 50-token runs count once; both against the reference's sets."""
+    from mlmprep.builder.overlap import contamination, ngram_hashes, window_hashes
+
+    words = [f"w{k}" for k in range(500)]
+    docs = [" ".join(words[:120]),  # training
+            " ".join(words[:13] + words[300:340]),  # one shared 13-gram, no 50-token run
+            " ".join(words[10:75] + words[400:420]),  # 53 shared 13-grams; runs of 50 from w10..w25 in training
+            " ".join(words[200:260])]  # nothing shared
+    vocabulary = {w: k for k, w in enumerate(words)}
+
+    def tokens_of(doc: str) -> list[int]:
+        return [vocabulary[w] for w in doc.split()]
+
+    ids = [tokens_of(d) for d in docs]
+    hashes, counts = ngram_hashes(docs)
+    windows, window_counts = window_hashes(np.concatenate(ids), np.array([len(t) for t in ids]))
+    validation, training = np.array([False, True, True, True]), np.array([True, False, False, False])
+    got = contamination(validation, training, hashes, counts, windows, window_counts,
+                        np.array([len(t) for t in ids]))
+    assert got == measures(docs[1:], docs[:1], tokens_of) == {"documents": 3, "documents_with_ngram": 2,
+                                                               "tokens": 53 + 85 + 60, "tokens_in_match": 65}
