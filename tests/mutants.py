@@ -272,7 +272,7 @@ MUTANTS = [
            "            kernels.rehash(self.table, bigger)\n", "",
            ("tests/builder/test_overlap.py::test_seen_lines_remove_what_a_set_of_earlier_n_grams_removes",)),
     Mutant("paragraph-lines-misaligned", "mlmprep.builder.overlap:trimmed",  # a document's flags taken from the next line
-           "            gone = removed[at : at + len(lines)]", "            gone = removed[at + 1 : at + 1 + len(lines)]",
+           "removed[start : start + count]", "removed[start + 1 : start + 1 + count]",
            ("tests/builder/test_overlap.py::test_paragraph_dedup_builds_what_the_corpus_less_its_repeated_lines_builds",)),
     Mutant("paragraph-shards-in-arrival-order", "mlmprep.builder.run:BuildTasks.repeated_lines",  # not corpus order
            "                while len(removed) in scanned:\n                    lines = scanned.pop(len(removed))",
@@ -282,7 +282,7 @@ MUTANTS = [
            "batches if removed[s] is None else trimmed(batches, removed[s], counts)", "batches",
            ("tests/builder/test_overlap.py::test_the_same_bytes_on_one_worker_and_on_two",)),
     Mutant("decontaminate-threshold-inclusive", "mlmprep.builder.overlap:decontaminate",  # at 0, every document moves
-           "        more = left & (share > threshold)", "        more = left & (share >= threshold)",
+           "more = validation & ~moved & (share > threshold)", "more = validation & ~moved & (share >= threshold)",
            ("tests/builder/test_overlap.py::test_decontamination_moves_what_a_brute_force_reference_moves",)),
     Mutant("decontaminate-one-round", "mlmprep.builder.overlap:decontaminate",  # moved documents are not training text
            "        moved |= more\n", "        return more\n",
@@ -293,9 +293,15 @@ MUTANTS = [
     Mutant("decontaminate-not-waiting", "mlmprep.builder.selection:Selection.add",  # decides before every shard is in
            "        elif waits and any(r is None for r in self.results):", "        elif False:",
            ("tests/builder/test_overlap.py::test_decontamination_moves_what_a_brute_force_reference_moves",)),
-    Mutant("contamination-gpt3-any", "mlmprep.builder.overlap:contamination",  # two shared n-grams needed, not one
-           "minlength=len(counts)) > 0", "minlength=len(counts)) > 1",
+    Mutant("contamination-gpt3-any", "mlmprep.builder.overlap:measures",  # two shared n-grams needed, not one
+           "minlength=len(documents)) > 0", "minlength=len(documents)) > 1",
            ("tests/builder/test_overlap.py::test_the_measures_count_one_shared_n_gram_and_each_covered_token_once",)),
+    Mutant("contamination-after-without-moved", "mlmprep.builder.overlap:decontaminate",  # moved text not training after
+           "        found = found | moved_in(grams, moved)\n", "",
+           ("tests/builder/test_overlap.py::test_a_document_moved_to_training_can_take_another_with_it",)),
+    Mutant("member-right-side", "mlmprep.builder.overlap:member",  # an equal value is looked for one place too far
+           "np.searchsorted(table, values)", "np.searchsorted(table, values, side=\"right\")",
+           ("tests/builder/test_overlap.py",)),
     Mutant("contamination-overlaps-counted-twice", "mlmprep.builder._dedup_kernels:covered_tokens",  # windows overlap
            "                lo = max(j, reach)", "                lo = j",
            ("tests/builder/test_overlap.py::test_decontamination_moves_what_a_brute_force_reference_moves",)),

@@ -112,12 +112,13 @@ def trimmed(batches: Iterable[list[str]], removed: np.ndarray, counts: dict) -> 
     documents left blank are left out. Counts lines and characters removed and documents emptied."""
     at = 0
     for docs in batches:
-        kept = []
-        for doc in docs:
-            lines = doc.split("\n")
-            gone = removed[at : at + len(lines)]
-            at += len(lines)
-            if gone.any():
+        lines_of = np.fromiter((doc.count("\n") + 1 for doc in docs), np.int64, len(docs))
+        starts = at + starts_of(lines_of)
+        touched = np.logical_or.reduceat(removed[at : starts[-1]], starts[:-1] - at)  # batches are never empty
+        at, kept = int(starts[-1]), []
+        for doc, start, count, touch in zip(docs, starts.tolist(), lines_of.tolist(), touched.tolist()):
+            if touch:  # only documents that lose a line are split into lines
+                lines, gone = doc.split("\n"), removed[start : start + count]
                 counts["lines_removed"] += int(gone.sum())
                 text = "\n".join(line for line, g in zip(lines, gone) if not g)
                 counts["characters_removed"] += len(doc) - len(text)
@@ -133,52 +134,67 @@ def trimmed(batches: Iterable[list[str]], removed: np.ndarray, counts: dict) -> 
 # ------------------------------------------------------------------------------------------ contamination
 
 
-def contamination(validation: np.ndarray, training: np.ndarray, hashes: np.ndarray, counts: np.ndarray,
-                  windows: np.ndarray | None, window_counts: np.ndarray | None,
-                  tokens: np.ndarray | None) -> dict[str, int]:
-    """The two measures of the documents `validation` (bool per document) against those of `training`: documents
-    with any n-gram in training; their tokens, and those inside a MATCH_TOKENS-token window found in training
-    (without token windows, --method text, only the first)."""
-    held, found = in_training(validation, training, hashes, counts)
-    hit = np.bincount(owners(counts)[held], weights=found, minlength=len(counts)) > 0
-    out = {"documents": int(validation.sum()), "documents_with_ngram": int(hit.sum())}
-    if windows is not None:
+def decontaminate(validation: np.ndarray, training: np.ndarray, hashes: np.ndarray, counts: np.ndarray,
+                  threshold: float, windows: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+                  ) -> tuple[np.ndarray, dict[str, int], dict[str, int]]:
+    """(bool [documents]: the validation documents to move to training, the measures before, after).
+
+    A validation document moves when more than `threshold` of its n-grams (hashes, counts per document) are among
+    the training documents', again until none is left, training taking each round's moved documents. The
+    measures (see measures) are of the validation documents against training before, and of those left against
+    training and the moved after; `windows`: (hashes, counts, tokens) per document, for Lee et al.'s. One pass
+    over the training documents' hashes (a binary search each among the validation's few); the rounds look at the
+    validation documents' alone."""
+    grams = validation_hashes(validation, training, hashes, counts)
+    found, moved = grams[2], np.zeros(len(counts), bool)
+    while True:
+        share = np.bincount(grams[1], weights=found, minlength=len(counts)) / np.maximum(counts, 1)
+        more = validation & ~moved & (share > threshold)
+        if not more.any():
+            break
+        moved |= more
+        found = found | moved_in(grams, moved)
+    runs = validation_hashes(validation, training, windows[0], windows[1]) if windows is not None else None
+    before = measures(validation, grams, grams[2], runs, runs[2] if runs else None, windows)
+    after = measures(validation & ~moved, grams, found, runs, runs[2] | moved_in(runs, moved) if runs else None,
+                     windows)
+    return moved, before, after
+
+
+def validation_hashes(validation: np.ndarray, training: np.ndarray, hashes: np.ndarray,
+                      counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(the validation documents' hashes in order, each one's document, whether it is among the training
+    documents' hashes)."""
+    mine = hashes[np.repeat(validation, counts)]
+    train = hashes[np.repeat(training, counts)]
+    return (mine, np.repeat(np.flatnonzero(validation), counts[validation]),
+            member(mine, np.unique(train[member(train, np.unique(mine))])))
+
+
+def moved_in(view: tuple[np.ndarray, np.ndarray, np.ndarray], moved: np.ndarray) -> np.ndarray:
+    """Whether each validation hash of `view` (validation_hashes) is among the moved documents'."""
+    mine, owner, _ = view
+    return member(mine, np.unique(mine[moved[owner]]))
+
+
+def member(values: np.ndarray, table: np.ndarray) -> np.ndarray:
+    """np.isin(values, table) for a sorted, distinct `table`: a binary search each, no sort of `values`."""
+    if not len(table):
+        return np.zeros(len(values), bool)
+    return table[np.minimum(np.searchsorted(table, values), len(table) - 1)] == values
+
+
+def measures(documents: np.ndarray, grams, found: np.ndarray, runs, matched: np.ndarray | None,
+             windows) -> dict[str, int]:
+    """GPT-3's and Lee et al.'s measures of `documents` (bool, validation documents): those with any n-gram found
+    in training; their tokens, and those inside a MATCH_TOKENS-token window found there."""
+    hit = np.bincount(grams[1][found], minlength=len(documents)) > 0
+    out = {"documents": int(documents.sum()), "documents_with_ngram": int((hit & documents).sum())}
+    if runs is not None:
         from mlmprep.builder import _dedup_kernels as kernels
 
-        _, match = in_training(validation, training, windows, window_counts)  # the validation windows, in order
-        docs = np.flatnonzero(validation)
-        covered = kernels.covered_tokens(match, starts_of(window_counts[docs]), tokens[docs], MATCH_TOKENS)
+        docs, counts, tokens = np.flatnonzero(documents), windows[1], windows[2]
+        covered = kernels.covered_tokens(matched[documents[runs[1]]], starts_of(counts[docs]), tokens[docs],
+                                         MATCH_TOKENS)
         out |= {"tokens": int(tokens[docs].sum()), "tokens_in_match": int(covered.sum())}
     return out
-
-
-def owners(counts: np.ndarray) -> np.ndarray:
-    """int64: the document of each hash (counts: hashes per document)."""
-    return np.repeat(np.arange(len(counts)), counts)
-
-
-def in_training(validation: np.ndarray, training: np.ndarray, hashes: np.ndarray,
-                counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(the positions of the validation documents' hashes, whether each is among the training documents')."""
-    doc = owners(counts)
-    held = np.flatnonzero(validation[doc])
-    wanted = np.unique(hashes[held])
-    train = hashes[training[doc]]
-    present = np.unique(train[np.isin(train, wanted)])  # sorts the few validation hashes, not the many
-    return held, np.isin(hashes[held], present)
-
-
-def decontaminate(validation: np.ndarray, training: np.ndarray, hashes: np.ndarray, counts: np.ndarray,
-                  threshold: float) -> np.ndarray:
-    """bool [documents]: the validation documents to move to training: those with more than `threshold` of their
-    n-grams in training, again until none is left, training taking each round's moved documents."""
-    moved = np.zeros(len(counts), bool)
-    doc = owners(counts)
-    while True:
-        left = validation & ~moved
-        held, found = in_training(left, training | moved, hashes, counts)
-        share = np.bincount(doc[held], weights=found, minlength=len(counts)) / np.maximum(counts, 1)
-        more = left & (share > threshold)
-        if not more.any():
-            return moved
-        moved |= more

@@ -23,7 +23,7 @@ import numpy as np
 
 from mlmprep.builder import randomness
 from mlmprep.builder.dedup import exact_keys, lsh_keys, minhash_signatures, near_duplicate_clusters
-from mlmprep.builder.overlap import MATCH_TOKENS, NGRAM, contamination, decontaminate, ngram_hashes
+from mlmprep.builder.overlap import MATCH_TOKENS, NGRAM, decontaminate, ngram_hashes
 from mlmprep.config import BuildConfig
 
 SIDES = ("train", "validation")
@@ -194,9 +194,8 @@ class Selection:
                                   if tokens else (None, None))
         lengths = np.concatenate([r["doc_tokens"] for r in results]) if tokens else None
         validation, training = fates == VALIDATION, fates == TRAIN
-        before = contamination(validation, training, hashes, counts, windows, window_counts, lengths)
-        moved = decontaminate(validation, training, hashes, counts, self.cfg.decontaminate_threshold)
-        after = contamination(validation & ~moved, training | moved, hashes, counts, windows, window_counts, lengths)
+        moved, before, after = decontaminate(validation, training, hashes, counts, self.cfg.decontaminate_threshold,
+                                             (windows, window_counts, lengths) if tokens else None)
         fates[moved] = TRAIN
         self.fates = np.split(fates, np.cumsum([len(f) for f in self.fates])[:-1])
         chars = np.concatenate([r["doc_chars"] for r in results])

@@ -237,8 +237,8 @@ def test_a_document_moved_to_training_can_take_another_with_it():
     docs = [train, f"{train} {a_own}", f"{a_own} {b_own}", b_own.upper()]
     sides = ["train", "validation", "validation", "validation"]
     hashes, counts = ngram_hashes(docs)
-    moved = decontaminate(np.array([s == "validation" for s in sides]), np.array([s == "train" for s in sides]),
-                          hashes, counts, 0.2)
+    moved, _, _ = decontaminate(np.array([s == "validation" for s in sides]),
+                                np.array([s == "train" for s in sides]), hashes, counts, 0.2)
     assert moved.tolist() == [False, True, True, False]
     assert [s == "train" for s in decontaminated(sides, docs, 0.2)] == [True, True, True, False]
 
@@ -246,7 +246,7 @@ def test_a_document_moved_to_training_can_take_another_with_it():
 def test_the_measures_count_one_shared_n_gram_and_each_covered_token_once():
     """A validation document sharing exactly one 13-gram with training counts (GPT-3's "any"); tokens inside two
     overlapping matching 50-token runs count once; both against the reference's sets."""
-    from mlmprep.builder.overlap import contamination, ngram_hashes, window_hashes
+    from mlmprep.builder.overlap import decontaminate, ngram_hashes, window_hashes
 
     words = [f"w{k}" for k in range(500)]
     docs = [" ".join(words[:120]),  # training
@@ -262,7 +262,7 @@ def test_the_measures_count_one_shared_n_gram_and_each_covered_token_once():
     hashes, counts = ngram_hashes(docs)
     windows, window_counts = window_hashes(np.concatenate(ids), np.array([len(t) for t in ids]))
     validation, training = np.array([False, True, True, True]), np.array([True, False, False, False])
-    got = contamination(validation, training, hashes, counts, windows, window_counts,
-                        np.array([len(t) for t in ids]))
-    assert got == measures(docs[1:], docs[:1], tokens_of) == {"documents": 3, "documents_with_ngram": 2,
-                                                               "tokens": 53 + 85 + 60, "tokens_in_match": 65}
+    moved, got, after = decontaminate(validation, training, hashes, counts, 0.99,
+                                      (windows, window_counts, np.array([len(t) for t in ids])))
+    assert not moved.any() and after == got == measures(docs[1:], docs[:1], tokens_of)
+    assert got == {"documents": 3, "documents_with_ngram": 2, "tokens": 53 + 85 + 60, "tokens_in_match": 65}
