@@ -102,40 +102,38 @@ def _signature(buf, start, end, ngram, a, b, ring, sig):
 
 
 @njit(cache=True, nogil=True)
-def ngram_counts(buf, offsets, ngram):
-    """int64 [n]: how many word n-grams text i (buf[offsets[i]:offsets[i + 1]]) has: words - ngram + 1, or 1 for
-    a text of fewer words (hashed whole), 0 for one without words."""
-    n = offsets.size - 1
-    out = np.zeros(n, np.int64)
-    for d in range(n):
-        words, i, end = 0, offsets[d], offsets[d + 1]
+def word_hashes(buf, offsets, out, counts):
+    """The hash of every word of every text (buf[offsets[i]:offsets[i + 1]]) into out, one after another, and each
+    text's words into counts; returns the words in all. out needs room for len(buf) // 2 + 1 words."""
+    k = 0
+    for d in range(offsets.size - 1):
+        first, i, end = k, offsets[d], offsets[d + 1]
         while i < end:
             h, i = _word(buf, i, end)
             if i < 0:
                 break
-            words += 1
-        out[d] = words - ngram + 1 if words >= ngram else min(words, 1)
-    return out
+            out[k] = h
+            k += 1
+        counts[d] = k - first
+    return k
 
 
 @njit(cache=True, nogil=True)
-def ngram_hashes(buf, offsets, ngram, starts, out):
+def shingle_hashes(words, counts, ngram, starts, out):
     """out[starts[i]:starts[i + 1]] = the hashes of text i's word n-grams in order (the shingle hashes MinHash
-    takes; a text of fewer words, one hash of them all); starts from ngram_counts."""
+    takes; a text of fewer words, one hash of them all), from its word hashes (words, counts: word_hashes)."""
     ring = np.empty(ngram, np.uint64)
-    for d in range(offsets.size - 1):
-        count, k, i, end = 0, starts[d], offsets[d], offsets[d + 1]
-        while i < end:
-            h, i = _word(buf, i, end)
-            if i < 0:
-                break
-            ring[count % ngram] = h
-            count += 1
-            if count >= ngram:
-                out[k] = _shingle(ring, count, ngram)
+    at = 0
+    for d in range(counts.size):
+        k = starts[d]
+        for j in range(counts[d]):
+            ring[j % ngram] = words[at + j]
+            if j + 1 >= ngram:
+                out[k] = _shingle(ring, j + 1, ngram)
                 k += 1
-        if 0 < count < ngram:
-            out[k] = _shingle(ring, count, ngram)
+        if 0 < counts[d] < ngram:
+            out[k] = _shingle(ring, counts[d], ngram)
+        at += counts[d]
 
 
 @njit(cache=True, nogil=True)

@@ -43,12 +43,19 @@ def utf8_texts(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
 
 def ngram_hashes(texts: list[str], ngram: int = NGRAM) -> tuple[np.ndarray, np.ndarray]:
     """(uint64 hashes of every text's word n-grams in order, int64 [n] n-grams per text)."""
+    return text_ngrams(*utf8_texts(texts), ngram)
+
+
+def text_ngrams(buf: np.ndarray, offsets: np.ndarray, ngram: int = NGRAM) -> tuple[np.ndarray, np.ndarray]:
+    """ngram_hashes of the texts buf[offsets[i]:offsets[i + 1]] (UTF-8 of NFC text): one pass over the bytes for
+    the word hashes, one over those for the n-grams."""
     from mlmprep.builder import _dedup_kernels as kernels
 
-    buf, offsets = utf8_texts(texts)
-    counts = kernels.ngram_counts(buf, offsets, ngram)
+    words, per_text = np.empty(len(buf) // 2 + 1, np.uint64), np.empty(len(offsets) - 1, np.int64)
+    kernels.word_hashes(buf, offsets, words, per_text)
+    counts = np.where(per_text >= ngram, per_text - (ngram - 1), np.minimum(per_text, 1))
     out = np.empty(int(counts.sum()), np.uint64)
-    kernels.ngram_hashes(buf, offsets, ngram, starts_of(counts), out)
+    kernels.shingle_hashes(words, per_text, ngram, starts_of(counts), out)
     return out, counts
 
 
@@ -75,11 +82,14 @@ def starts_of(counts: np.ndarray) -> np.ndarray:
 
 def line_hashes(documents: list[str]) -> dict[str, np.ndarray]:
     """What a shard's reading returns for paragraph dedup: the n-gram hashes of every line of its documents, in
-    order (`hashes`), each line's count of them (`counts`) and each document's lines (`lines`)."""
-    lines = [line for doc in documents for line in doc.split("\n")]
-    hashes, counts = ngram_hashes(lines)
-    return {"hashes": hashes, "counts": counts,
-            "lines": np.fromiter((doc.count("\n") + 1 for doc in documents), np.int64, len(documents))}
+    order (`hashes`), each line's count of them (`counts`) and each document's lines (`lines`). NFC keeps every
+    line break, so the documents are normalised and encoded whole and cut at their "\\n" bytes (a line keeps its
+    break: whitespace, which no word holds)."""
+    buf, offsets = utf8_texts(documents)
+    breaks = np.flatnonzero(buf == 10)
+    starts = np.sort(np.concatenate([offsets[:-1], breaks + 1]))  # every line's first byte
+    hashes, counts = text_ngrams(buf, np.append(starts, len(buf)))
+    return {"hashes": hashes, "counts": counts, "lines": np.diff(np.searchsorted(breaks, offsets)) + 1}
 
 
 class SeenLines:
