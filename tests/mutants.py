@@ -278,6 +278,12 @@ MUTANTS = [
            "                while len(removed) in scanned:\n                    lines = scanned.pop(len(removed))",
            "                while scanned:\n                    lines = scanned.pop(max(scanned))",
            ("tests/builder/test_overlap.py::test_paragraph_dedup_builds_what_the_corpus_less_its_repeated_lines_builds",)),
+    Mutant("paragraph-short-line-unhashed", "mlmprep.builder._dedup_kernels:shingle_hashes",  # a short line has no n-gram
+           "        if 0 < counts[d] < ngram:\n", "        if False:\n",
+           ("tests/builder/test_overlap.py::test_seen_lines_remove_what_a_set_of_earlier_n_grams_removes",)),
+    Mutant("paragraph-line-starts-unsorted", "mlmprep.builder.overlap:line_hashes",  # lines of a shard out of order
+           "starts = np.sort(np.concatenate([offsets[:-1], breaks + 1]))", "starts = np.concatenate([offsets[:-1], "
+           "breaks + 1])", ("tests/builder/test_overlap.py::test_seen_lines_remove_what_a_set_of_earlier_n_grams_removes",)),
     Mutant("paragraph-excerpt-untrimmed", "mlmprep.builder.record:dedup_stats",  # a cluster shown by another document
            "batches if removed[s] is None else trimmed(batches, removed[s], counts)", "batches",
            ("tests/builder/test_overlap.py::test_the_same_bytes_on_one_worker_and_on_two",)),

@@ -82,14 +82,14 @@ def starts_of(counts: np.ndarray) -> np.ndarray:
 
 def line_hashes(documents: list[str]) -> dict[str, np.ndarray]:
     """What a shard's reading returns for paragraph dedup: the n-gram hashes of every line of its documents, in
-    order (`hashes`), each line's count of them (`counts`) and each document's lines (`lines`). NFC keeps every
+    order (`hashes`), and each line's count of them (`counts`). NFC keeps every
     line break, so the documents are normalised and encoded whole and cut at their "\\n" bytes (a line keeps its
     break: whitespace, which no word holds)."""
     buf, offsets = utf8_texts(documents)
     breaks = np.flatnonzero(buf == 10)
     starts = np.sort(np.concatenate([offsets[:-1], breaks + 1]))  # every line's first byte
     hashes, counts = text_ngrams(buf, np.append(starts, len(buf)))
-    return {"hashes": hashes, "counts": counts, "lines": np.diff(np.searchsorted(breaks, offsets)) + 1}
+    return {"hashes": hashes, "counts": counts}
 
 
 class SeenLines:
