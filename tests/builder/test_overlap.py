@@ -173,6 +173,22 @@ def test_the_same_bytes_on_one_worker_and_on_two(tmp_path, licences, tiny_tokeni
     clusters = stats[0]["dedup"]["largest_clusters"]
     assert len(clusters) >= 3 and all(c["excerpt"] in excerpts for c in clusters)
     assert stats[0]["dedup"]["documents"] == len(trimmed)
+    # the summary and the HTML report give both, in figures from the manifest
+    from mlmprep.format.html import summary
+    from mlmprep.format.load import read_manifest
+    from mlmprep.format.report import build_summary
+
+    manifest, p, c = read_manifest(one), stats[0]["paragraphs"], stats[0]["contamination"]
+    text = build_summary(one, manifest)
+    assert f"paragraph dedup: {p['lines_removed']:,} of {p['lines']:,} lines removed" in text
+    before, after = c["before"], c["after"]
+    assert (f"validation contamination: {before['documents_with_ngram'] / before['documents']:.1%} of "
+            f"{before['documents']:,} documents share a 13-word n-gram with training, "
+            f"{before['tokens_in_match'] / before['tokens']:.1%} of their tokens") in text
+    assert f"decontaminated: {c['documents_moved']:,} documents with more than 20% of their n-grams" in text
+    page = summary(one, manifest)
+    assert "<th>paragraphs</th>" in page and "<th>contamination</th>" in page
+    assert f"now {after['documents_with_ngram'] / after['documents']:.1%} of {after['documents']:,}" in page
 
 
 def test_short_lines_are_hashed_whole():
