@@ -9,7 +9,10 @@ choice depends on the corpus and the options only, never on shards, workers or R
 
 Exact dedup decides a shard as soon as every shard before it is in (its earlier copies are all known); near
 dedup hashes each shard's LSH bands as it comes in and clusters the whole corpus once the last shard is in (a
-document kept so far may still be joined to an earlier one through a later document). Driver memory: an exact
+document kept so far may still be joined to an earlier one through a later document). With --decontaminate
+every fate waits for the last shard too: a validation document whose word 13-grams are in training moves there
+(mlmprep.builder.overlap), which every training document decides; the driver holds each document's n-gram and
+token-window hashes (8 bytes per word and per token) until then. Driver memory: an exact
 key and a Python dict entry (about 100 bytes) per distinct document; with --dedup near, bands x rows x 4 bytes of
 signature and (bands + 1) x 8 bytes of LSH keys per document (680 MB per million documents at the default
 24 x 5) until the clustering is done.
