@@ -1,21 +1,20 @@
 """The build's tasks, each a plain function of picklable arguments that any worker process or Ray node runs.
 
 Phase 1, one task per input shard (`tokenize_shard`): read, clean and tokenize the shard; write its token ids
-(int32) and document lengths (int64) to the staging directory; return its counts and each document's content
-key (and MinHash signature with --dedup near; n-gram and token-window hashes with --decontaminate). With
---dedup-paragraphs a pass before it (`scan_shard`) hashes every shard's lines for the driver, which chooses in
-corpus order the lines each phase-1 task then leaves out (mlmprep.builder.overlap). For `--method text` it
-writes the cleaned text instead (UTF-32,
-so any character range is one seek). The driver then decides each document's fate (mlmprep.builder.selection:
-dropped, training or validation) and stages each side's document numbers per shard. Each side's documents make
-a stream of their own: the driver's prefix sums give every shard its place in each side's stream and every
-window its row in its side's splits; with --method text a second set of tasks (`segment_text`) cuts each
-side's joined text every (input_length - 2) * 4 characters and tokenizes the segments. Phase 2, one task per
-output file of one side (`write_file`), queued as soon as the shards before its last window are decided and
-done (with --method text, once the segments are): cut its windows (a window may take the tail of one shard and
-the head of the next), mask (every seed, or the validation seed), write one data file into each of its side's
-splits. Fates and masks are pure functions of the corpus, the options and (seed, row), so the bytes depend on
-the data and the options only, never on how many tasks ran where.
+(int32) and document lengths (int64) to the staging directory; return its counts and each document's content key
+(and MinHash signature with --dedup near; n-gram and token-window hashes with --decontaminate). With --dedup-
+paragraphs a pass before it (`scan_shard`) hashes every shard's lines for the driver, which chooses in corpus order
+the lines each phase-1 task then leaves out (mlmprep.builder.overlap). For `--method text` it writes the cleaned
+text instead (UTF-32, so any character range is one seek). The driver then decides each document's fate
+(mlmprep.builder.selection: dropped, training or validation) and stages each side's document numbers per shard.
+Each side's documents make a stream of their own: the driver's prefix sums give every shard its place in each
+side's stream and every window its row in its side's splits; with --method text a second set of tasks
+(`segment_text`) cuts each side's joined text every (input_length - 2) * 4 characters and tokenizes the segments.
+Phase 2, one task per output file of one side (`write_file`), queued as soon as the shards before its last window
+are decided and done (with --method text, once the segments are): cut its windows (a window may take the tail of
+one shard and the head of the next), mask (every seed, or the validation seed), write one data file into each of
+its side's splits. Fates and masks are pure functions of the corpus, the options and (seed, row), so the bytes
+depend on the data and the options only, never on how many tasks ran where.
 
 What the tasks share (the Layout, the staged files, the tokenizer) is in mlmprep.builder.staged; phase 2 reads its
 rows through mlmprep.builder.side_rows and masks them with mlmprep.builder.masker.
