@@ -308,8 +308,8 @@ MUTANTS = [
     Mutant("member-right-side", "mlmprep.builder.overlap:member",  # an equal value is looked for one place too far
            "np.searchsorted(table, values)", "np.searchsorted(table, values, side=\"right\")",
            ("tests/builder/test_overlap.py",)),
-    Mutant("contamination-overlaps-counted-twice", "mlmprep.builder._dedup_kernels:covered_tokens",  # windows overlap
-           "                lo = max(j, reach)", "                lo = j",
+    Mutant("contamination-window-too-wide", "mlmprep.builder.overlap:covered_tokens",  # a token one past a match counts
+           "lo, hi = first + np.maximum(t - k + 1, 0)", "lo, hi = first + np.maximum(t - k, 0)",
            ("tests/builder/test_overlap.py::test_decontamination_moves_what_a_brute_force_reference_moves",)),
     Mutant("contamination-window-not-rolled", "mlmprep.builder._dedup_kernels:window_hashes",  # a window keeps old tokens
            "                h -= np.uint64(ids[at + j - k] + 1) * top\n", "                pass\n",

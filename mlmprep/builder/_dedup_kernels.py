@@ -197,21 +197,6 @@ def rehash(table, bigger):
             bigger[_slot(bigger, h, mask)] = h
 
 
-@njit(cache=True, nogil=True)
-def covered_tokens(match, starts, lengths, k):
-    """int64 [documents]: the tokens of each document inside some matching window (match[starts[d] + j]: the k
-    tokens from token j of document d match)."""
-    out = np.zeros(lengths.size, np.int64)
-    for d in range(lengths.size):
-        reach = 0  # covered tokens end here
-        for j in range(starts[d + 1] - starts[d]):
-            if match[starts[d] + j]:
-                lo = max(j, reach)
-                out[d] += j + k - lo
-                reach = j + k
-    return out
-
-
 @njit(cache=True, nogil=True, parallel=True)
 def signatures(buf, offsets, ngram, a, b, out):
     """out[i] = the signature of document i, buf[offsets[i]:offsets[i + 1]]; blocks of documents in parallel."""

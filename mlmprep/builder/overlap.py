@@ -201,10 +201,20 @@ def measures(documents: np.ndarray, grams, found: np.ndarray, runs, matched: np.
     hit = np.bincount(grams[1][found], minlength=len(documents)) > 0
     out = {"documents": int(documents.sum()), "documents_with_ngram": int((hit & documents).sum())}
     if runs is not None:
-        from mlmprep.builder import _dedup_kernels as kernels
-
-        docs, counts, tokens = np.flatnonzero(documents), windows[1], windows[2]
-        covered = kernels.covered_tokens(matched[documents[runs[1]]], starts_of(counts[docs]), tokens[docs],
-                                         MATCH_TOKENS)
-        out |= {"tokens": int(tokens[docs].sum()), "tokens_in_match": int(covered.sum())}
+        docs = np.flatnonzero(documents)
+        out |= {"tokens": int(windows[2][docs].sum()),
+                "tokens_in_match": covered_tokens(matched[documents[runs[1]]], windows[1][docs], windows[2][docs])}
     return out
+
+
+def covered_tokens(matched: np.ndarray, counts: np.ndarray, lengths: np.ndarray, k: int = MATCH_TOKENS) -> int:
+    """How many tokens of the documents (lengths) lie inside a matched window (matched: their windows of k tokens
+    one after another, counts per document): token t of a document is when a window from t - k + 1 to t is. In
+    NumPy over the tokens (the validation set's: few), so the driver never loads Numba."""
+    ends = np.cumsum(matched, dtype=np.int64)
+    ends = np.concatenate([np.zeros(1, np.int64), ends])  # matched windows before each
+    first = np.repeat(starts_of(counts)[:-1], lengths)  # the document's first window, per token
+    t = np.arange(int(lengths.sum())) - np.repeat(starts_of(lengths)[:-1], lengths)
+    windows = np.repeat(counts, lengths)
+    lo, hi = first + np.maximum(t - k + 1, 0), first + np.minimum(t, windows - 1) + 1
+    return int(np.count_nonzero((windows > 0) & (ends[np.maximum(hi, lo)] > ends[lo])))
