@@ -41,7 +41,7 @@ from mlmprep.builder.pipeline import (
     write_file,
 )
 from mlmprep.builder.record import corpus_counts, dedup_stats, finish_manifest, wrapped_prose
-from mlmprep.builder.selection import SIDES, Selection, decontaminating
+from mlmprep.builder.selection import SIDES, Selection
 from mlmprep.builder.staged import STAGING, Layout, adopt_tokenizer
 from mlmprep.builder.tokenizer_file import train_for_build
 from mlmprep.builder.windows import WindowStats
@@ -215,8 +215,7 @@ class BuildTasks:
         bar.stage("read, clean, tokenize", sum(self.sizes), "B" if self.corpus.bytes else "shard")
         reads = [TokenizeTask(self.layout, shard, lines) for shard, lines in zip(self.shards, self.removed)]
         with TaskRun(*self.staging.calls(tokenize_shard, reads), engine=self.engine,
-                     in_driver=None if self.staging.detached or decontaminating(self.cfg) else
-                     tokenize_shard_in_driver) as run:
+                     in_driver=None if self.staging.detached else tokenize_shard_in_driver) as run:
             for index, result in run:  # as each task ends; the write tasks' indices follow the shards'
                 self.staging.take(run, index)
                 if index >= len(self.shards):
