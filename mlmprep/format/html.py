@@ -124,7 +124,7 @@ def summary(build: Path, manifest: Manifest) -> str:
         ("corpus", manifest.corpus.description),
         *(("dedup" if k == 0 else "", line.strip()) for k, line in enumerate(dedup_lines(stats))),  # clusters beneath
         *(("paragraphs", line.removeprefix("paragraph dedup: ")) for line in paragraph_lines(stats)),
-        *(("contamination" if k == 0 else "", line.strip().removeprefix("validation contamination: "))
+        *(("contamination" if k == 0 else "", line.strip() if k else line.split(": ", 1)[1])
           for k, line in enumerate(contamination_lines(stats))),
         ("tokenizer", tokenizer_line(manifest).removeprefix("tokenizer: ") + f"; sha256 {tok.sha256[:12]}…"),
         ("rows", f"{w['rows']:,} windows; rows cut inside a word {w['fragment_rate']:.1%}"),

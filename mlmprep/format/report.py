@@ -191,7 +191,7 @@ def contamination_lines(stats: dict) -> list[str]:
         return (f"{docs}, {fraction(m['tokens_in_match'], m['tokens'])} of their tokens lie in a "
                 f"{c['match_tokens']}-token exact match")
 
-    return [f"validation contamination: {measures(c['before'])}",
+    return [f"contamination of the validation set by training text: {measures(c['before'])}",
             f"  decontaminated: {c['documents_moved']:,} documents with more than {c['threshold']:.0%} of their "
             f"n-grams in training moved to training; now {measures(c['after'])}"]
 

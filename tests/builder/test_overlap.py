@@ -182,7 +182,8 @@ def test_the_same_bytes_on_one_worker_and_on_two(tmp_path, licences, tiny_tokeni
     text = build_summary(one, manifest)
     assert f"paragraph dedup: {p['lines_removed']:,} of {p['lines']:,} lines removed" in text
     before, after = c["before"], c["after"]
-    assert (f"validation contamination: {before['documents_with_ngram'] / before['documents']:.1%} of "
+    assert (f"contamination of the validation set by training text: "
+            f"{before['documents_with_ngram'] / before['documents']:.1%} of "
             f"{before['documents']:,} documents share a 13-word n-gram with training, "
             f"{before['tokens_in_match'] / before['tokens']:.1%} of their tokens") in text
     assert f"decontaminated: {c['documents_moved']:,} documents with more than 20% of their n-grams" in text
