@@ -22,7 +22,7 @@ from benchmarks import docs
 from benchmarks.common import Figure
 
 BENCHMARKS = ("span_corruption", "mlm_masking", "objectives", "build", "dedup", "loader", "train_step", "remote",
-              "segmentation", "hostile", "minhash", "tokenizer")
+              "segmentation", "hostile", "minhash", "tokenizer", "cleaning")
 
 
 def run_one(name: str, quick: bool) -> tuple[list[Figure], float, bool | None]:

@@ -50,17 +50,19 @@ def best_seconds(fn: Callable[[], object], repeats: int) -> float:
     return best_of_each({"fn": fn}, repeats)["fn"]
 
 
-def best_of_each(fns: dict[str, Callable[[], object]], repeats: int) -> dict[str, float]:
+def best_of_each(fns: dict[str, Callable[[], object]], repeats: int,
+                 clock: Callable[[], float] = time.perf_counter) -> dict[str, float]:
     """best_seconds of each function, timed in turn (a, b, a, b, ...), so that a shared machine whose speed
-    drifts during the run slows all of them alike and their ratio stays fair."""
+    drifts during the run slows all of them alike and their ratio stays fair; `clock`: wall time, or
+    time.process_time for the CPU time of this process's threads (a loaded machine's wall time is noise)."""
     for fn in fns.values():
         fn()
     times: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(repeats):
         for name, fn in fns.items():
-            start = time.perf_counter()
+            start = clock()
             fn()
-            times[name].append(time.perf_counter() - start)
+            times[name].append(clock() - start)
     return {name: min(t) for name, t in times.items()}
 
 

@@ -53,6 +53,8 @@ APPLIES_WITH = {
     "ray_address": ("--engine ray", lambda c: c["engine"] == "ray"),
     "dataset_split": ("--dataset", lambda c: c["dataset"] is not None),
     "pack": ("--method tokens", lambda c: c["method"] == "tokens"),  # text segments: the same bytes either way
+    "paragraph_threshold": ("--dedup-paragraphs", lambda c: c["dedup_paragraphs"]),
+    "decontaminate_threshold": ("--decontaminate", lambda c: c["decontaminate"]),
     **{key: ("--dedup near", lambda c: c["dedup"] == "near")
        for key in ("dedup_threshold", "dedup_ngram", "dedup_bands", "dedup_rows")},
 }
@@ -102,6 +104,12 @@ class BuildConfig:
                            "rows). 24 x 5 compares 99.99% of the pairs at Jaccard 0.8 (datatrove's 14 x 8: 92%).",
                            panel="Dedup")
     dedup_rows: int = opt(5, "--dedup near: MinHash values per LSH band.", panel="Dedup")
+    dedup_paragraphs: bool = opt(False, "Also remove each line whose word 13-grams were mostly in earlier lines of the "
+                                 "corpus (boilerplate inside documents that differ elsewhere); a document left blank "
+                                 "is dropped. Reads the corpus twice.", panel="Dedup",
+                                 flags="--dedup-paragraphs/--no-dedup-paragraphs")
+    paragraph_threshold: float = opt(0.8, "--dedup-paragraphs: the share of a line's word 13-grams seen earlier at "
+                                     "which it is removed, in (0, 1].", panel="Dedup")
     tokenizer: str | None = opt(None, "tokenizer.json or a transformers directory, local or a URL. None: train one "
                                 "on the corpus (--tokenizer-type).", panel="Tokenizer", metavar="PATH")
     vocab_size: int = opt(32000, "Vocabulary of a trained tokenizer, sentinels included.", panel="Tokenizer")
@@ -139,6 +147,13 @@ class BuildConfig:
     validation_fraction: float = opt(0.02, "Share of documents (after dedup) held out for validation, whole: no "
                                      "validation window shares a document, or a near-duplicate cluster, with "
                                      "training.", panel="Output")
+    decontaminate: bool = opt(False, "Move each validation document with more than --decontaminate-threshold of "
+                              "its word 13-grams in training to training (nothing is lost), so validation text is "
+                              "not training text; the output waits for the last shard.", panel="Output",
+                              flags="--decontaminate/--no-decontaminate")
+    decontaminate_threshold: float = opt(0.2, "--decontaminate: the share of a validation document's word 13-grams "
+                                         "found in training above which it moves, in [0, 1) (0: any).",
+                                         panel="Output")
     force: bool = opt(False, "Rebuild even if --out is up to date or was built with other options.", panel="Output")
     rows_per_file: int = opt(0, "Windows per data file of each split (0: about 512 K tokens' worth).", panel="Output")
     # speed only: these never change the bytes written
@@ -179,6 +194,10 @@ class BuildConfig:
         check_range("--dedup-ngram", self.dedup_ngram, low=1)
         check_range("--dedup-bands", self.dedup_bands, low=1)
         check_range("--dedup-rows", self.dedup_rows, low=1)
+        if not 0.0 < self.paragraph_threshold <= 1.0:
+            raise ConfigError(f"--paragraph-threshold must be in (0, 1], got {self.paragraph_threshold}; 0.8 is usual")
+        if not 0.0 <= self.decontaminate_threshold < 1.0:
+            raise ConfigError(f"--decontaminate-threshold must be in [0, 1), got {self.decontaminate_threshold}")
         if not 0.0 <= self.validation_fraction < 1.0:
             raise ConfigError(f"--validation-fraction must be in [0, 1), got {self.validation_fraction}")
         if self.corpus and self.dataset:

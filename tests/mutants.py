@@ -303,6 +303,67 @@ MUTANTS = [
            'keys=[r.pop("lsh_keys") for r in self.results])',
            'keys=[r.pop("lsh_keys") for r in self.results[::-1]])',
            ("tests/builder/test_dedup.py::test_near_dedup_keeps_the_first_of_each_cluster_brute_force_jaccard_confirms",)),
+    # ------------------------------------------------------------ paragraph dedup and decontamination
+    Mutant("paragraph-threshold-strict", "mlmprep.builder.overlap:SeenLines.decide",  # a line seen just at the threshold stays
+           "(seen >= self.threshold * counts)", "(seen > self.threshold * counts)",
+           ("tests/builder/test_overlap.py::test_paragraph_threshold_acts",)),
+    Mutant("paragraph-blank-lines-removed", "mlmprep.builder.overlap:SeenLines.decide",  # a line without words is "all seen"
+           "return (counts > 0) & (seen", "return (counts >= 0) & (seen",
+           ("tests/builder/test_overlap.py::test_seen_lines_remove_what_a_set_of_earlier_n_grams_removes",)),
+    Mutant("paragraph-own-repeats-seen", "mlmprep.builder._dedup_kernels:first_seen",  # a line's own repeats count as seen
+           "                seen[p] += 1\n", "                seen[p] += 1\n            else:\n"
+           "                table[_slot(table, max(hashes[i], np.uint64(1)), mask)] = max(hashes[i], np.uint64(1))\n",
+           ("tests/builder/test_overlap.py::test_seen_lines_remove_what_a_set_of_earlier_n_grams_removes",)),
+    Mutant("paragraph-first-probe-only", "mlmprep.builder._dedup_kernels:_slot",  # a hash moved on by a collision is lost
+           "        if table[j] == h:\n            return -1\n", "        if table[j] == h and j == h & mask:\n"
+           "            return -1\n",
+           ("tests/builder/test_overlap.py::test_seen_lines_remove_what_a_set_of_earlier_n_grams_removes",)),
+    Mutant("paragraph-table-grown-empty", "mlmprep.builder.overlap:SeenLines.decide",  # growing forgets what was seen
+           "            kernels.rehash(self.table, bigger)\n", "",
+           ("tests/builder/test_overlap.py::test_seen_lines_remove_what_a_set_of_earlier_n_grams_removes",)),
+    Mutant("paragraph-lines-misaligned", "mlmprep.builder.overlap:trimmed",  # a document's flags taken from the next line
+           "removed[start : start + count]", "removed[start + 1 : start + 1 + count]",
+           ("tests/builder/test_overlap.py::test_paragraph_dedup_builds_what_the_corpus_less_its_repeated_lines_builds",)),
+    Mutant("paragraph-shards-in-arrival-order", "mlmprep.builder.run:BuildTasks.repeated_lines",  # not corpus order
+           "                while len(removed) in scanned:\n                    lines = scanned.pop(len(removed))",
+           "                while scanned:\n                    lines = scanned.pop(max(scanned))",
+           ("tests/builder/test_overlap.py::test_paragraph_dedup_builds_what_the_corpus_less_its_repeated_lines_builds",)),
+    Mutant("paragraph-short-line-unhashed", "mlmprep.builder._dedup_kernels:shingle_hashes",  # a short line has no n-gram
+           "        if 0 < counts[d] < ngram:\n", "        if False:\n",
+           ("tests/builder/test_overlap.py::test_seen_lines_remove_what_a_set_of_earlier_n_grams_removes",)),
+    Mutant("paragraph-line-starts-unsorted", "mlmprep.builder.overlap:line_hashes",  # lines of a shard out of order
+           "starts = np.sort(np.concatenate([offsets[:-1], breaks + 1]))", "starts = np.concatenate([offsets[:-1], "
+           "breaks + 1])", ("tests/builder/test_overlap.py::test_seen_lines_remove_what_a_set_of_earlier_n_grams_removes",)),
+    Mutant("paragraph-excerpt-untrimmed", "mlmprep.builder.record:dedup_stats",  # a cluster shown by another document
+           "batches if removed[s] is None else trimmed(batches, removed[s], counts)", "batches",
+           ("tests/builder/test_overlap.py::test_the_same_bytes_on_one_worker_and_on_two",)),
+    Mutant("decontaminate-threshold-inclusive", "mlmprep.builder.overlap:decontaminate",  # at 0, every document moves
+           "more = validation & ~moved & (share > threshold)", "more = validation & ~moved & (share >= threshold)",
+           ("tests/builder/test_overlap.py::test_decontamination_moves_what_a_brute_force_reference_moves",)),
+    Mutant("decontaminate-one-round", "mlmprep.builder.overlap:decontaminate",  # moved documents are not training text
+           "        moved |= more\n", "        return more\n",
+           ("tests/builder/test_overlap.py::test_a_document_moved_to_training_can_take_another_with_it",)),
+    Mutant("decontaminate-dropped-are-training", "mlmprep.builder.selection:Selection.decontaminate",  # dropped copies count
+           "validation, training = fates == VALIDATION, fates == TRAIN", "validation, training = fates == VALIDATION, "
+           "fates != VALIDATION", ("tests/builder/test_overlap.py::test_decontamination_moves_what_a_brute_force_reference_moves",)),
+    Mutant("decontaminate-not-waiting", "mlmprep.builder.selection:Selection.add",  # decides before every shard is in
+           "        elif waits and any(r is None for r in self.results):", "        elif False:",
+           ("tests/builder/test_overlap.py::test_decontamination_moves_what_a_brute_force_reference_moves",)),
+    Mutant("contamination-gpt3-any", "mlmprep.builder.overlap:measures",  # two shared n-grams needed, not one
+           "minlength=len(documents)) > 0", "minlength=len(documents)) > 1",
+           ("tests/builder/test_overlap.py::test_the_measures_count_one_shared_n_gram_and_each_covered_token_once",)),
+    Mutant("contamination-after-without-moved", "mlmprep.builder.overlap:decontaminate",  # moved text not training after
+           "        found = found | moved_in(grams, moved)\n", "",
+           ("tests/builder/test_overlap.py::test_a_document_moved_to_training_can_take_another_with_it",)),
+    Mutant("member-right-side", "mlmprep.builder.overlap:member",  # an equal value is looked for one place too far
+           "np.searchsorted(table, values)", "np.searchsorted(table, values, side=\"right\")",
+           ("tests/builder/test_overlap.py",)),
+    Mutant("contamination-window-too-wide", "mlmprep.builder.overlap:covered_tokens",  # a token one past a match counts
+           "lo, hi = first + np.maximum(t - k + 1, 0)", "lo, hi = first + np.maximum(t - k, 0)",
+           ("tests/builder/test_overlap.py::test_decontamination_moves_what_a_brute_force_reference_moves",)),
+    Mutant("contamination-window-not-rolled", "mlmprep.builder._dedup_kernels:window_hashes",  # a window keeps old tokens
+           "                h -= np.uint64(ids[at + j - k] + 1) * top\n", "                pass\n",
+           ("tests/builder/test_overlap.py::test_decontamination_moves_what_a_brute_force_reference_moves",)),
     Mutant("dedup-threshold-ignored", "mlmprep.builder._dedup_kernels:_close",  # every candidate pair an edge
            "    return same / sig.shape[1] >= threshold", "    return True", ("tests/builder/test_dedup_kernels.py",)),
     Mutant("dedup-threshold-strict", "mlmprep.builder._dedup_kernels:_close",  # an estimate equal to the threshold is dropped

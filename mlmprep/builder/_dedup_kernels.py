@@ -22,6 +22,7 @@ FNV_OFFSET = np.uint64(0xCBF29CE484222325)
 FNV_PRIME = np.uint64(0x100000001B3)
 SHINGLE_TAG = np.uint64(0x5B1E_6A7E_D0C5_0001)  # starts the chain of a shingle's word hashes
 BAND_TAG = np.uint64(0xBA2D_5EED_0000_0001)
+WINDOW_BASE = np.uint64(0x100000001B3)  # odd: the rolling hash of token windows (window_hashes)
 
 mix64 = register_jitable(inline="always")(randomness.mix64)
 
@@ -65,6 +66,23 @@ def _take_min(h, a, b, sig):
         sig[k] = min(sig[k], np.uint32((a[k] * h + b[k]) >> U32))  # a select, not a branch: vectorises
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _word(buf, i, end):
+    """(the hash of the first word at or after buf[i], the index just past it), or (0, -1) when none is left."""
+    while i < end:
+        s = _space_at(buf, i, end)
+        if s == 0:
+            break
+        i += s
+    if i >= end:
+        return np.uint64(0), -1
+    h = FNV_OFFSET
+    while i < end and _space_at(buf, i, end) == 0:
+        h = (h ^ np.uint64(buf[i])) * FNV_PRIME
+        i += 1
+    return mix64(h), i
+
+
 @njit(cache=True, nogil=True)
 def _signature(buf, start, end, ngram, a, b, ring, sig):
     """MinHash signature of buf[start:end] into sig: word n-gram shingles, a shorter text as one shingle."""
@@ -72,20 +90,111 @@ def _signature(buf, start, end, ngram, a, b, ring, sig):
     count = 0  # words seen
     i = start
     while i < end:
-        s = _space_at(buf, i, end)
-        if s:
-            i += s
-            continue
-        h = FNV_OFFSET
-        while i < end and _space_at(buf, i, end) == 0:
-            h = (h ^ np.uint64(buf[i])) * FNV_PRIME
-            i += 1
-        ring[count % ngram] = mix64(h)
+        h, i = _word(buf, i, end)
+        if i < 0:
+            break
+        ring[count % ngram] = h
         count += 1
         if count >= ngram:
             _take_min(_shingle(ring, count, ngram), a, b, sig)
     if 0 < count < ngram:
         _take_min(_shingle(ring, count, ngram), a, b, sig)
+
+
+@njit(cache=True, nogil=True)
+def word_hashes(buf, offsets, out, counts):
+    """The hash of every word of every text (buf[offsets[i]:offsets[i + 1]]) into out, one after another, and each
+    text's words into counts; returns the words in all. out needs room for len(buf) // 2 + 1 words."""
+    k = 0
+    for d in range(offsets.size - 1):
+        first, i, end = k, offsets[d], offsets[d + 1]
+        while i < end:
+            h, i = _word(buf, i, end)
+            if i < 0:
+                break
+            out[k] = h
+            k += 1
+        counts[d] = k - first
+    return k
+
+
+@njit(cache=True, nogil=True)
+def shingle_hashes(words, counts, ngram, starts, out):
+    """out[starts[i]:starts[i + 1]] = the hashes of text i's word n-grams in order (the shingle hashes MinHash
+    takes; a text of fewer words, one hash of them all), from its word hashes (words, counts: word_hashes)."""
+    ring = np.empty(ngram, np.uint64)
+    at = 0
+    for d in range(counts.size):
+        k = starts[d]
+        for j in range(counts[d]):
+            ring[j % ngram] = words[at + j]
+            if j + 1 >= ngram:
+                out[k] = _shingle(ring, j + 1, ngram)
+                k += 1
+        if 0 < counts[d] < ngram:
+            out[k] = _shingle(ring, counts[d], ngram)
+        at += counts[d]
+
+
+@njit(cache=True, nogil=True)
+def window_hashes(ids, lengths, k, starts, out):
+    """out[starts[d]:starts[d + 1]] = a hash of each run of k consecutive tokens of document d (ids: the documents'
+    tokens one after another), in order: a polynomial hash mod 2**64 rolled along, then SplitMix64's finaliser."""
+    top = np.uint64(1)  # WINDOW_BASE ** (k - 1)
+    for _ in range(k - 1):
+        top *= WINDOW_BASE
+    at = 0
+    for d in range(lengths.size):
+        n, h, w = lengths[d], np.uint64(0), starts[d]
+        for j in range(n):
+            if j >= k:
+                h -= np.uint64(ids[at + j - k] + 1) * top
+            h = h * WINDOW_BASE + np.uint64(ids[at + j] + 1)
+            if j >= k - 1:
+                out[w] = mix64(h)
+                w += 1
+        at += n
+
+
+@njit(cache=True, nogil=True)
+def first_seen(hashes, starts, table, used):
+    """For each run hashes[starts[p]:starts[p + 1]], in order: how many of its entries some earlier run held
+    (int64 [runs]); each run's entries join the table after it is counted, so a run's own repeats are not "seen".
+    table: uint64 open addressing (0: empty; a hash of 0 is stored as 1), at most half full at the end (the caller
+    sizes it); used[0]: its entries."""
+    mask = np.uint64(table.size - 1)
+    seen = np.zeros(starts.size - 1, np.int64)
+    for p in range(starts.size - 1):
+        for i in range(starts[p], starts[p + 1]):
+            if _slot(table, max(hashes[i], np.uint64(1)), mask) < 0:
+                seen[p] += 1
+        for i in range(starts[p], starts[p + 1]):
+            h = max(hashes[i], np.uint64(1))
+            j = _slot(table, h, mask)
+            if j >= 0:
+                table[j] = h
+                used[0] += 1
+    return seen
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _slot(table, h, mask):
+    """The empty slot where h would go (linear probing), or -1 when the table holds h."""
+    j = h & mask  # the hashes are SplitMix64 outputs: their low bits are as good as any
+    while table[j] != 0:
+        if table[j] == h:
+            return -1
+        j = (j + np.uint64(1)) & mask
+    return np.int64(j)
+
+
+@njit(cache=True, nogil=True)
+def rehash(table, bigger):
+    """Every entry of table into the empty table `bigger` (a power of two in size)."""
+    mask = np.uint64(bigger.size - 1)
+    for h in table:
+        if h != 0:
+            bigger[_slot(bigger, h, mask)] = h
 
 
 @njit(cache=True, nogil=True, parallel=True)

@@ -1,18 +1,20 @@
 """The build's tasks, each a plain function of picklable arguments that any worker process or Ray node runs.
 
 Phase 1, one task per input shard (`tokenize_shard`): read, clean and tokenize the shard; write its token ids
-(int32) and document lengths (int64) to the staging directory; return its counts and each document's content
-key (and MinHash signature with --dedup near). For `--method text` it writes the cleaned text instead (UTF-32,
-so any character range is one seek). The driver then decides each document's fate (mlmprep.builder.selection:
-dropped, training or validation) and stages each side's document numbers per shard. Each side's documents make
-a stream of their own: the driver's prefix sums give every shard its place in each side's stream and every
-window its row in its side's splits; with --method text a second set of tasks (`segment_text`) cuts each
-side's joined text every (input_length - 2) * 4 characters and tokenizes the segments. Phase 2, one task per
-output file of one side (`write_file`), queued as soon as the shards before its last window are decided and
-done (with --method text, once the segments are): cut its windows (a window may take the tail of one shard and
-the head of the next), mask (every seed, or the validation seed), write one data file into each of its side's
-splits. Fates and masks are pure functions of the corpus, the options and (seed, row), so the bytes depend on
-the data and the options only, never on how many tasks ran where.
+(int32) and document lengths (int64) to the staging directory; return its counts and each document's content key
+(and MinHash signature with --dedup near; n-gram and token-window hashes with --decontaminate). With --dedup-
+paragraphs a pass before it (`scan_shard`) hashes every shard's lines for the driver, which chooses in corpus order
+the lines each phase-1 task then leaves out (mlmprep.builder.overlap). For `--method text` it writes the cleaned
+text instead (UTF-32, so any character range is one seek). The driver then decides each document's fate
+(mlmprep.builder.selection: dropped, training or validation) and stages each side's document numbers per shard.
+Each side's documents make a stream of their own: the driver's prefix sums give every shard its place in each
+side's stream and every window its row in its side's splits; with --method text a second set of tasks
+(`segment_text`) cuts each side's joined text every (input_length - 2) * 4 characters and tokenizes the segments.
+Phase 2, one task per output file of one side (`write_file`), queued as soon as the shards before its last window
+are decided and done (with --method text, once the segments are): cut its windows (a window may take the tail of
+one shard and the head of the next), mask (every seed, or the validation seed), write one data file into each of
+its side's splits. Fates and masks are pure functions of the corpus, the options and (seed, row), so the bytes
+depend on the data and the options only, never on how many tasks ran where.
 
 What the tasks share (the Layout, the staged files, the tokenizer) is in mlmprep.builder.staged; phase 2 reads its
 rows through mlmprep.builder.side_rows and masks them with mlmprep.builder.masker.
@@ -41,7 +43,8 @@ from mlmprep.builder.denoisers import SeedRows, row_offsets
 from mlmprep.builder.engine.base import Shipped, fetched
 from mlmprep.builder.engine.local import PRELOAD_TOKENIZER, in_forkserver
 from mlmprep.builder.masker import Masker, mask_part
-from mlmprep.builder.selection import SIDES, document_keys
+from mlmprep.builder.overlap import line_hashes, trimmed, window_hashes
+from mlmprep.builder.selection import SIDES, decontaminating, document_keys
 from mlmprep.builder.side_rows import Plan, doc_windows, seed_stream_rows, stored_rows, stream_windows
 from mlmprep.builder.staged import (
     FETCHED,
@@ -157,9 +160,32 @@ def cleaned_batches(documents: Iterable[str], cfg: BuildConfig, counts: dict) ->
 
 
 @dataclass(frozen=True)
+class ScanTask:
+    """--dedup-paragraphs, before phase 1: one shard's lines to hash."""
+
+    layout: Layout
+    shard: Shard
+
+    def describe(self) -> str:
+        return self.shard.describe()
+
+
+def scan_shard(task: ScanTask) -> dict[str, np.ndarray]:
+    """One shard read and cleaned as phase 1 reads it; the word n-gram hashes of its documents' lines, which the
+    driver takes in corpus order to choose the lines phase 1 removes (overlap.line_hashes)."""
+    cfg = task.layout.cfg
+    storage.use_corpus_options(storage.parse_options(cfg.storage_options))
+    opts = ReadOptions(text_column=cfg.text_column, doc_sep=cfg.doc_sep, on_decode_error=cfg.on_decode_error)
+    clean = {"characters_removed": 0, "documents_emptied": 0}
+    parts = [line_hashes(docs) for docs in cleaned_batches(read_shard(task.shard, opts, CorpusStats()), cfg, clean)]
+    return {key: np.concatenate([p[key] for p in parts]) for key in parts[0]} if parts else line_hashes([])
+
+
+@dataclass(frozen=True)
 class TokenizeTask:
     layout: Layout
     shard: Shard
+    removed: np.ndarray | None = None  # --dedup-paragraphs: bool per line of the shard's documents, those to remove
 
     def describe(self) -> str:
         return self.shard.describe()
@@ -173,6 +199,7 @@ def tokenize_shard(task: TokenizeTask) -> dict:
     worker = worker_tokenizer(layout)
     stats = CorpusStats()
     clean = {"characters_removed": 0, "documents_emptied": 0}
+    lines = {"lines_removed": 0, "characters_removed": 0, "documents_emptied": 0}
     opts = ReadOptions(text_column=cfg.text_column, doc_sep=cfg.doc_sep, on_decode_error=cfg.on_decode_error)
     # With threads to spare, reading and cleaning run in a thread of their own and two threads tokenize (one
     # call's ids become arrays while the other keeps the cores busy); a one-core worker does each in turn.
@@ -180,20 +207,27 @@ def tokenize_shard(task: TokenizeTask) -> dict:
     described: list[dict[str, np.ndarray]] = []  # each batch's document keys and character counts
 
     def described_batches() -> Iterator[list[str]]:
-        for docs in cleaned_batches(read_shard(task.shard, opts, stats), cfg, clean):
-            described.append({**document_keys(docs, cfg), "doc_chars": np.array([len(d) for d in docs], np.int64)})
+        batches = cleaned_batches(read_shard(task.shard, opts, stats), cfg, clean)
+        for docs in batches if task.removed is None else trimmed(batches, task.removed, lines):
+            described.append(describe_documents(docs, cfg))
             yield docs
 
     batches = prefetch(described_batches()) if overlap else described_batches()
     if cfg.method == "text":
         out = stage_text(layout, index, batches)
     else:
-        out = stage_ids(layout, index, batches, worker.tok, overlap)
-    per_doc = {key: np.concatenate([d[key] for d in described]) for key in described[0]} if described else {
-        "keys": np.zeros(0, np.uint64), "doc_chars": np.zeros(0, np.int64),
-        **({"signatures": np.zeros((0, cfg.dedup_bands * cfg.dedup_rows), np.uint32)} if cfg.dedup == "near" else {})}
+        out = stage_ids(layout, index, batches, worker.tok, overlap, windows=decontaminating(cfg))
+    per_doc = {key: np.concatenate([d[key] for d in described]) for key in described[0]} if described else \
+        describe_documents([], cfg)
     stats.files, stats.files_skipped = 0, []
-    return {**out, **per_doc, "stats": stats.as_dict(), "clean": clean}
+    return {**out, **per_doc, "stats": stats.as_dict(), "clean": clean,
+            **({"lines": lines} if task.removed is not None else {})}
+
+
+def describe_documents(docs: list[str], cfg: BuildConfig) -> dict[str, np.ndarray]:
+    """What the driver's choice needs of a batch of documents: content keys (and signatures, n-gram hashes:
+    selection.document_keys) and characters."""
+    return {**document_keys(docs, cfg), "doc_chars": np.array([len(d) for d in docs], np.int64)}
 
 
 def stage_text(layout: Layout, index: int, batches: Iterable[list[str]]) -> dict:
@@ -215,11 +249,14 @@ def stage_text(layout: Layout, index: int, batches: Iterable[list[str]]) -> dict
     return out
 
 
-def stage_ids(layout: Layout, index: int, batches: Iterable[list[str]], tok, overlap: bool) -> dict:
+def stage_ids(layout: Layout, index: int, batches: Iterable[list[str]], tok, overlap: bool, *,
+              windows: bool = False) -> dict:
     """Tokenize the batches (two calls at a time, given `overlap`) and stage shard `index`'s token ids as
-    `shard-N.ids` and its documents' lengths as `shard-N.lens`; returns their counts and the lengths."""
+    `shard-N.ids` and its documents' lengths as `shard-N.lens`; returns their counts and the lengths (and, given
+    `windows`, the hashes of each document's token windows: overlap.window_hashes)."""
     out = {"documents": 0, "tokens": 0, "chars": 0}
     lengths_written: list[np.ndarray] = []
+    hashed: list[tuple[np.ndarray, np.ndarray]] = []
 
     def id_chunks() -> Iterator[bytes]:
         tokenize = functools.partial(encode, tok)
@@ -227,11 +264,16 @@ def stage_ids(layout: Layout, index: int, batches: Iterable[list[str]], tok, ove
             out["documents"] += len(lengths)
             out["tokens"] += len(flat)
             lengths_written.append(lengths.astype(np.int64))
+            if windows:
+                hashed.append(window_hashes(flat, lengths))
             yield flat.astype(np.int32, copy=False).tobytes()
 
     write_atomic(layout.staged(f"shard-{index:06d}.ids"), id_chunks())
     write_atomic(layout.staged(f"shard-{index:06d}.lens"), [a.tobytes() for a in lengths_written])
     out["doc_tokens"] = np.concatenate(lengths_written) if lengths_written else np.zeros(0, np.int64)
+    if windows:
+        out["windows"] = np.concatenate([h for h, _ in hashed]) if hashed else np.zeros(0, np.uint64)
+        out["window_counts"] = np.concatenate([c for _, c in hashed]) if hashed else np.zeros(0, np.int64)
     return out
 
 

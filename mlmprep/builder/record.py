@@ -8,6 +8,7 @@ import itertools
 import mlmprep
 from mlmprep.builder import mask
 from mlmprep.builder.lengths import Lengths
+from mlmprep.builder.overlap import trimmed
 from mlmprep.builder.pipeline import VALIDATION_SLOT, cleaned_batches
 from mlmprep.builder.selection import EXCERPT_CHARS, Selection
 from mlmprep.config import BuildConfig, to_dict
@@ -52,15 +53,17 @@ def wrapped_prose(shards: list, read: list[dict]) -> dict:
             "documents": sum(c[0] for c in flagged), "characters": sum(c[3] for c in flagged)}
 
 
-def dedup_stats(selection: Selection, shards: list, cfg: BuildConfig) -> dict:
+def dedup_stats(selection: Selection, shards: list, cfg: BuildConfig, removed: list) -> dict:
     """corpus.stats.dedup: what dedup removed and the largest clusters, each with the start of its first document
-    (read again from its shard: only these few documents' texts are ever needed)."""
+    (read again from its shard, less the lines `removed` there by --dedup-paragraphs: only these few documents'
+    texts are ever needed)."""
     summary = selection.summary()
     opts = ReadOptions(text_column=cfg.text_column, doc_sep=cfg.doc_sep, on_decode_error=cfg.on_decode_error)
-    counts = {"characters_removed": 0, "documents_emptied": 0}
+    counts = {"characters_removed": 0, "documents_emptied": 0, "lines_removed": 0}
     for size, first in selection.largest():
         s, d = selection.locate(first)
-        docs = itertools.chain.from_iterable(cleaned_batches(read_shard(shards[s], opts, CorpusStats()), cfg, counts))
+        batches = cleaned_batches(read_shard(shards[s], opts, CorpusStats()), cfg, counts)
+        docs = itertools.chain.from_iterable(batches if removed[s] is None else trimmed(batches, removed[s], counts))
         text = next(itertools.islice(docs, d, None), "")
         summary["largest_clusters"].append({"size": size, "excerpt": " ".join(text[: 4 * EXCERPT_CHARS].split())
                                             [:EXCERPT_CHARS]})

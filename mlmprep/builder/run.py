@@ -29,11 +29,14 @@ from mlmprep.builder.engine.base import Engine, TaskRun
 from mlmprep.builder.inputs import fetch_sources, fetch_tokenizer, named_as
 from mlmprep.builder.lengths import Lengths
 from mlmprep.builder.outputs import OutputFiles, Staging, counted_tasks, finish_splits, plan_rest, side_size
+from mlmprep.builder.overlap import SeenLines
 from mlmprep.builder.pipeline import (
     VALIDATION_SLOT,
+    ScanTask,
     TokenizeTask,
     WriteTask,
     cleaned_batches,
+    scan_shard,
     tokenize_shard,
     tokenize_shard_in_driver,
     write_file,
@@ -202,6 +205,8 @@ class BuildTasks:
                                         tuple(mask.row_seed(cfg.seed, k) for k in range(cfg.seeds)),
                                         mask.row_seed(cfg.seed, VALIDATION_SLOT), side) for side in SIDES}
         self.selection = Selection(cfg, len(self.shards))
+        self.paragraphs = {"threshold": cfg.paragraph_threshold, "lines": 0}  # --dedup-paragraphs: lines with words
+        self.removed: list[np.ndarray | None] = [None] * len(self.shards)  # ... and each shard's lines it removes
         self.calls: list[tuple[str, int]] = []  # (side, file) of each write task, in the order they were queued
         self.reading = Reading([None] * len(self.shards))
         # progress in stages, each of a total known when it starts: the input's bytes (shards for the sample, whose
@@ -210,8 +215,10 @@ class BuildTasks:
 
     def run(self, bar: Stages) -> list[dict]:
         """Run every task; the write tasks' results in the order they were queued (see by_file)."""
+        if self.cfg.dedup_paragraphs:
+            self.removed = self.repeated_lines(bar)
         bar.stage("read, clean, tokenize", sum(self.sizes), "B" if self.corpus.bytes else "shard")
-        reads = [TokenizeTask(self.layout, shard) for shard in self.shards]
+        reads = [TokenizeTask(self.layout, shard, lines) for shard, lines in zip(self.shards, self.removed)]
         with TaskRun(*self.staging.calls(tokenize_shard, reads), engine=self.engine,
                      in_driver=None if self.staging.detached else tokenize_shard_in_driver) as run:
             for index, result in run:  # as each task ends; the write tasks' indices follow the shards'
@@ -223,6 +230,21 @@ class BuildTasks:
         if self.cfg.method == "text":  # no file is ready before its side's whole text is
             return counted_tasks(write_file, self.rest(bar), self.staging, bar)
         return run.results[len(self.shards):]  # one per output file, in the order queued
+
+    def repeated_lines(self, bar: Stages) -> list[np.ndarray]:
+        """--dedup-paragraphs: every shard's lines hashed on the workers, then taken in corpus order by the driver
+        (overlap.SeenLines); for each shard, its lines to remove."""
+        bar.stage("find repeated lines", sum(self.sizes), "B" if self.corpus.bytes else "shard")
+        seen, scanned, removed = SeenLines(self.cfg.paragraph_threshold), {}, []
+        with TaskRun(scan_shard, [ScanTask(self.layout, shard) for shard in self.shards], engine=self.engine) as run:
+            for index, result in run:
+                bar.update(self.sizes[index], f"{len(scanned) + len(removed) + 1}/{len(self.shards)} shards")
+                scanned[index] = result
+                while len(removed) in scanned:
+                    lines = scanned.pop(len(removed))
+                    removed.append(seen.decide(lines["hashes"], lines["counts"]))
+                    self.paragraphs["lines"] += int(np.count_nonzero(lines["counts"]))
+        return removed
 
     def shard_read(self, index: int, result: dict, bar: Stages) -> list[WriteTask]:
         """Note shard `index` read; the write tasks that made ready (the last shard: every file left)."""
@@ -268,8 +290,14 @@ class BuildTasks:
     def corpus_stats(self) -> dict:
         """corpus.stats of the manifest: the shards' counts, hard-wrapped prose, what dedup removed."""
         read = self.reading.results
-        return {**corpus_counts(self.corpus, read), "wrapped_prose": wrapped_prose(self.shards, read),
-                "dedup": dedup_stats(self.selection, self.shards, self.cfg)}
+        stats = {**corpus_counts(self.corpus, read), "wrapped_prose": wrapped_prose(self.shards, read),
+                 "dedup": dedup_stats(self.selection, self.shards, self.cfg, self.removed)}
+        if self.cfg.dedup_paragraphs:
+            stats["paragraphs"] = self.paragraphs | {key: sum(r["lines"][key] for r in read) for key in
+                                                     ("lines_removed", "characters_removed", "documents_emptied")}
+        if self.selection.contamination is not None:
+            stats["contamination"] = self.selection.contamination
+        return stats
 
 
 @dataclass

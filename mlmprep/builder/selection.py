@@ -9,7 +9,10 @@ choice depends on the corpus and the options only, never on shards, workers or R
 
 Exact dedup decides a shard as soon as every shard before it is in (its earlier copies are all known); near
 dedup hashes each shard's LSH bands as it comes in and clusters the whole corpus once the last shard is in (a
-document kept so far may still be joined to an earlier one through a later document). Driver memory: an exact
+document kept so far may still be joined to an earlier one through a later document). With --decontaminate
+every fate waits for the last shard too: a validation document whose word 13-grams are in training moves there
+(mlmprep.builder.overlap), which every training document decides; the driver holds each document's n-gram and
+token-window hashes (8 bytes per word and per token) until then. Driver memory: an exact
 key and a Python dict entry (about 100 bytes) per distinct document; with --dedup near, bands x rows x 4 bytes of
 signature and (bands + 1) x 8 bytes of LSH keys per document (680 MB per million documents at the default
 24 x 5) until the clustering is done.
@@ -23,6 +26,7 @@ import numpy as np
 
 from mlmprep.builder import randomness
 from mlmprep.builder.dedup import exact_keys, lsh_keys, minhash_signatures, near_duplicate_clusters
+from mlmprep.builder.overlap import MATCH_TOKENS, NGRAM, decontaminate, ngram_hashes
 from mlmprep.config import BuildConfig
 
 SIDES = ("train", "validation")
@@ -40,7 +44,14 @@ def document_keys(texts: list[str], cfg: BuildConfig) -> dict[str, np.ndarray]:
     if cfg.dedup == "near":
         out["signatures"] = minhash_signatures(texts, ngram=cfg.dedup_ngram, num_hashes=cfg.dedup_bands *
                                                cfg.dedup_rows, seed=MINHASH_SEED, threads=1)
+    if decontaminating(cfg):
+        out["ngrams"], out["ngram_counts"] = ngram_hashes(texts)
     return out
+
+
+def decontaminating(cfg: BuildConfig) -> bool:
+    """Whether the build checks its validation documents against training (--decontaminate, and a validation set)."""
+    return cfg.decontaminate and cfg.validation_fraction > 0
 
 
 def held_documents(keys: np.ndarray, fraction: float, seed: int) -> np.ndarray:
@@ -105,11 +116,13 @@ class Selection:
         self.sizes: dict[int, int] = {}  # global index of a first document -> copies (only those with copies)
         self.documents = 0  # documents of the decided shards
         self.signatures = JoinedRows(shards)  # --dedup near
+        self.contamination: dict | None = None  # --decontaminate: what it found and moved
 
     def add(self, index: int, result: dict) -> list[int]:
         """Note shard `index`'s documents (result: keys, signatures, doc_chars, doc_tokens); the shards whose
         fates that decides, in order."""
         self.results[index] = result
+        waits = self.cfg.dedup == "near" or decontaminating(self.cfg)  # decides every shard at once, at the end
         if self.cfg.dedup == "near":
             # the shard's LSH keys now, while the other shards are still read: the clustering at the end only links
             result["lsh_keys"] = lsh_keys(result["signatures"], bands=self.cfg.dedup_bands, rows=self.cfg.dedup_rows)
@@ -117,14 +130,17 @@ class Selection:
             if any(r is None for r in self.results):
                 return []
             self.cluster()
-            return list(range(len(self.results)))
-        start = self.decided
+        elif waits and any(r is None for r in self.results):
+            return []  # a validation document's side waits for every training document
+        start = 0 if waits else self.decided
         while self.decided < len(self.results) and self.results[self.decided] is not None:
             self.decide(self.decided)
             self.decided += 1
         if self.decided == len(self.results) and self.copies:
             firsts, counts = np.unique(np.concatenate(self.copies), return_counts=True)
             self.sizes = dict(zip(firsts.tolist(), (counts + 1).tolist()))
+        if decontaminating(self.cfg):
+            self.decontaminate()
         return list(range(start, self.decided))
 
     def decide(self, s: int) -> None:
@@ -168,6 +184,27 @@ class Selection:
         self.sizes = {int(i): int(sizes[i]) for i in np.flatnonzero(sizes > 1)}
         self.fates = np.split(fates, np.cumsum(counts)[:-1]) if counts else []
         self.decided, self.documents = len(self.results), len(keys)
+
+    def decontaminate(self) -> None:
+        """Move the validation documents whose n-grams are in training to training (overlap.decontaminate); note the
+        contamination before and after. Lets go of the shards' n-gram and window hashes."""
+        if not self.results:
+            return
+        fates, results = np.concatenate(self.fates), self.results
+        hashes, counts = (np.concatenate([r.pop(k) for r in results]) for k in ("ngrams", "ngram_counts"))
+        tokens = "windows" in results[0]
+        windows, window_counts = ((np.concatenate([r.pop(k) for r in results]) for k in ("windows", "window_counts"))
+                                  if tokens else (None, None))
+        lengths = np.concatenate([r["doc_tokens"] for r in results]) if tokens else None
+        validation, training = fates == VALIDATION, fates == TRAIN
+        moved, before, after = decontaminate(validation, training, hashes, counts, self.cfg.decontaminate_threshold,
+                                             (windows, window_counts, lengths) if tokens else None)
+        fates[moved] = TRAIN
+        self.fates = np.split(fates, np.cumsum([len(f) for f in self.fates])[:-1])
+        chars = np.concatenate([r["doc_chars"] for r in results])
+        self.contamination = {"ngram": NGRAM, "match_tokens": MATCH_TOKENS if tokens else None,
+                              "threshold": self.cfg.decontaminate_threshold, "documents_moved": int(moved.sum()),
+                              "characters_moved": int(chars[moved].sum()), "before": before, "after": after}
 
     def picked(self, s: int, side: str) -> np.ndarray:
         """Shard s's documents on `side`, by their index in the shard (int64)."""

@@ -19,6 +19,7 @@ from mlmprep.errors import ConfigError, disk_error
 from mlmprep.format.charts import batches_with_start, build_charts, run_charts, sample_rows
 from mlmprep.format.manifest import Manifest
 from mlmprep.format.report import (
+    contamination_lines,
     corpus_losses,
     dedup_lines,
     denoiser_lines,
@@ -27,6 +28,7 @@ from mlmprep.format.report import (
     masking_line,
     missing_field_warning,
     missing_figures_note,
+    paragraph_lines,
     split_order,
     starts_word,
     tokenizer_line,
@@ -136,6 +138,9 @@ def summary(build: Path, manifest: Manifest) -> str:
                       f"{manifest.target_length})"),
         ("corpus", manifest.corpus.description),
         *(("dedup" if k == 0 else "", line.strip()) for k, line in enumerate(dedup_lines(stats))),  # clusters beneath
+        *(("paragraphs", line.removeprefix("paragraph dedup: ")) for line in paragraph_lines(stats)),
+        *(("contamination" if k == 0 else "", line.strip() if k else line.split(": ", 1)[1])
+          for k, line in enumerate(contamination_lines(stats))),
         ("tokenizer", tokenizer_line(manifest).removeprefix("tokenizer: ") + f"; sha256 {tok.sha256[:12]}…"),
         ("rows", f"{figure(w['rows'], ',')} windows; rows cut inside a word {figure(w['fragment_rate'], '.1%')}"),
         ("tokens", f"kept {figure(w['tokens_kept'], ',')}, dropped {figure(w['tokens_dropped'], ',')}, padded "

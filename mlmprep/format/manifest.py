@@ -278,6 +278,38 @@ CORPUS_STATS = {  # corpus.stats fields the summary and the report read; other k
     "wrapped_prose": (lambda v: isinstance(v, dict) and set(v) == {"characters", "documents", "files", "lines"}
                       and all(COUNT[0](x) for x in v.values()), "an object of characters, documents, files, lines"),
 }
+PARAGRAPHS = {"threshold": FRACTION, **dict.fromkeys(("lines", "lines_removed", "characters_removed",
+                                                      "documents_emptied"), COUNT)}
+MEASURES = dict.fromkeys(("documents", "documents_with_ngram", "tokens", "tokens_in_match"), COUNT)
+
+
+def measures(value) -> bool:
+    """Contamination measures: documents and those with an n-gram in training, and (with token windows) tokens and
+    those inside a match; no part larger than its whole."""
+    return (typed_object(value, MEASURES, required=("documents", "documents_with_ngram"))
+            and ("tokens" in value) == ("tokens_in_match" in value)
+            and value["documents_with_ngram"] <= value["documents"]
+            and value.get("tokens_in_match", 0) <= value.get("tokens", 0))
+
+
+CONTAMINATION = {"ngram": COUNT, "threshold": FRACTION, "documents_moved": COUNT, "characters_moved": COUNT,
+                 "match_tokens": (lambda v: v is None or COUNT[0](v), "a count or null"),
+                 "before": (measures, "measures"), "after": (measures, "measures")}
+CORPUS_STATS["paragraphs"] = (lambda v: typed_object(v, PARAGRAPHS, required=PARAGRAPHS),
+                              "an object of threshold, lines, lines_removed, characters_removed, documents_emptied")
+CORPUS_STATS["contamination"] = (
+    lambda v: typed_object(v, CONTAMINATION, required=CONTAMINATION)
+    and all(("tokens" in v[when]) == (v["match_tokens"] is not None) for when in ("before", "after")),
+    "an object of ngram, match_tokens, threshold, documents_moved, characters_moved and the measures before and "
+    "after (documents, documents_with_ngram, tokens, tokens_in_match)")
+
+
+def typed_object(value, types: dict, *, required) -> bool:
+    """Whether `value` is a mapping of exactly the keys of `types`, those `required` among them, each of its type."""
+    return (isinstance(value, dict) and set(value) <= set(types) and set(required) <= set(value)
+            and all(types[k][0](v) for k, v in value.items()))
+
+
 WINDOW_STATS = {  # statistics.windows: what the summary and the report show (missing in an older build)
     **dict.fromkeys(("rows", "tokens_kept", "tokens_dropped", "tokens_padded", "unknown_tokens", "rows_truncated",
                      "row_length"), COUNT),

@@ -26,6 +26,8 @@ def build_summary(out: Path, manifest: Manifest) -> str:
         *missing_field_warning(manifest.corpus.stats, manifest.option("text_column")),
         *wrapped_prose_hint(manifest.corpus.stats),
         *dedup_lines(manifest.corpus.stats),
+        *paragraph_lines(manifest.corpus.stats),
+        *contamination_lines(manifest.corpus.stats),
         *as_text_note(manifest.corpus.stats),
         tokenizer_line(manifest),
         "  ".join(f"{label}: {figure(w[key], form)}" for key, (label, form) in WINDOW_FIGURES.items()),
@@ -264,6 +266,40 @@ def dedup_lines(stats: dict) -> list[str]:
              f"duplicates; {dedup['validation_documents']:,} documents held out whole for validation"]
     lines += [f"  {c['size']:,} copies: {c['excerpt'][:100]!r}" for c in clusters]
     return lines
+
+
+def paragraph_lines(stats: dict) -> list[str]:
+    """What --dedup-paragraphs removed; none for a build without it."""
+    p = stats.get("paragraphs")
+    if not p:
+        return []
+    return [f"paragraph dedup: {p['lines_removed']:,} of {p['lines']:,} lines removed (at least "
+            f"{p['threshold']:.0%} of their word 13-grams in earlier lines; {p['characters_removed']:,} characters), "
+            f"{p['documents_emptied']:,} documents left blank dropped"]
+
+
+def contamination_lines(stats: dict) -> list[str]:
+    """The validation set's contamination by training text before and after --decontaminate, in GPT-3's measure
+    (documents sharing an n-gram with training) and Lee et al.'s (tokens inside a long exact match)."""
+    c = stats.get("contamination")
+    if not c:
+        return []
+
+    def measures(m: dict) -> str:
+        docs = (f"{fraction(m['documents_with_ngram'], m['documents'])} of {m['documents']:,} documents share a "
+                f"{c['ngram']}-word n-gram with training")
+        if "tokens" not in m:
+            return docs
+        return (f"{docs}, {fraction(m['tokens_in_match'], m['tokens'])} of their tokens lie in a "
+                f"{c['match_tokens']}-token exact match")
+
+    return [f"contamination of the validation set by training text: {measures(c['before'])}",
+            f"  decontaminated: {c['documents_moved']:,} documents with more than {c['threshold']:.0%} of their "
+            f"n-grams in training moved to training; now {measures(c['after'])}"]
+
+
+def fraction(part: int, whole: int) -> str:
+    return f"{part / whole:.1%}" if whole else "0%"
 
 
 def wrapped_prose_hint(stats: dict) -> list[str]:

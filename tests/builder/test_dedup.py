@@ -23,6 +23,7 @@ from mlmprep.tokenizer.load import load_tokenizer
 from tests.builder.test_sharded import reference_rows
 from tests.cli.test_build import data_files, run_cli
 from tests.conftest import CORPORA, build_tiny, tiny_documents
+from tests.ngrams import decontaminated
 
 NEAR = {"dedup": "near"}  # the default threshold, shingles, bands and rows
 
@@ -71,11 +72,17 @@ def planted(n: int = 400, seed: int = 1) -> list[str]:
     return docs[:50] + tail
 
 
-def sides(docs: list[str], kept: list[int], fraction: float, seed: int) -> dict[str, list[str]]:
-    """The kept documents in corpus order, split by the hash of (seed, each one's content key)."""
+def sides(docs: list[str], kept: list[int], fraction: float, seed: int, decontaminate: float | None = None
+          ) -> dict[str, list[str]]:
+    """The kept documents in corpus order, split by the hash of (seed, each one's content key), then (unless
+    `decontaminate` is None) validation documents with more than that share of their 13-grams in training moved
+    to training (tests.ngrams.decontaminated)."""
     held = held_documents(exact_keys([docs[i] for i in kept]), fraction, seed)
-    return {"train": [docs[i] for i, h in zip(kept, held) if not h],
-            "validation": [docs[i] for i, h in zip(kept, held) if h]}
+    texts = [docs[i] for i in kept]
+    fates = ["validation" if h else "train" for h in held]
+    if decontaminate is not None:
+        fates = decontaminated(fates, texts, decontaminate)
+    return {side: [t for t, f in zip(texts, fates) if f == side] for side in ("train", "validation")}
 
 
 def built_rows(build: Path, split: str):

@@ -1,0 +1,220 @@
+"""N-gram overlap inside the corpus: paragraphs seen earlier (--dedup-paragraphs), and validation documents whose
+text is in training (--decontaminate).
+
+N-grams are runs of NGRAM words (GPT-3's decontamination, Dolma's bff), words as near dedup splits them (NFC, runs
+between whitespace); a text of fewer words is one n-gram of them all, a text of none has none. Each is a 64-bit
+hash (the shingle hash of mlmprep.builder._dedup_kernels), so two n-grams are taken as equal when their hashes
+are: a false match between two of a billion distinct n-grams has probability about 2**-34 per n-gram looked up.
+
+Paragraphs are lines (a document cut at "\\n", as C4 and bff do): a line whose n-grams were mostly (at least
+--paragraph-threshold of them, counted with repeats) in some earlier line of the corpus, in corpus order, is
+removed with its line break; a document left blank is dropped. An n-gram counts as seen once any earlier line
+held it, removed or not, so each line's fate depends on the text before it only, never on other lines' fates
+or on how the corpus was cut into shards: the driver takes the shards' line hashes in corpus order into one
+exact hash set (first_seen), 16 to 32 bytes per distinct n-gram (a table of 64-bit hashes at most half full):
+16 to 32 GB per billion distinct n-grams.
+
+Contamination is measured two standard ways on the validation documents: the share with any n-gram in training
+(GPT-3's), and the share of their tokens inside a run of MATCH_TOKENS tokens that also occurs in training (Lee
+et al. 2022's exact-substring measure, on token windows). Decontamination moves every validation document with
+more than --decontaminate-threshold of its n-grams in training to training (nothing is lost), again and again
+until none is left over the threshold, so a document moved makes its own n-grams training text too.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Iterable, Iterator
+
+import numpy as np
+
+NGRAM = 13  # words per n-gram
+MATCH_TOKENS = 50  # tokens of an exact match (Lee et al.)
+FIRST_TABLE = 1 << 16  # slots of the paragraph table at first; it doubles when half full
+
+
+def utf8_texts(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """(the NFC texts' UTF-8 bytes one after another, int64 offsets [n + 1])."""
+    parts = [unicodedata.normalize("NFC", t).encode("utf-8", "surrogatepass") for t in texts]
+    offsets = np.zeros(len(parts) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, parts), dtype=np.int64, count=len(parts)), out=offsets[1:])
+    return np.frombuffer(b"".join(parts), dtype=np.uint8), offsets
+
+
+def ngram_hashes(texts: list[str], ngram: int = NGRAM) -> tuple[np.ndarray, np.ndarray]:
+    """(uint64 hashes of every text's word n-grams in order, int64 [n] n-grams per text)."""
+    return text_ngrams(*utf8_texts(texts), ngram)
+
+
+def text_ngrams(buf: np.ndarray, offsets: np.ndarray, ngram: int = NGRAM) -> tuple[np.ndarray, np.ndarray]:
+    """ngram_hashes of the texts buf[offsets[i]:offsets[i + 1]] (UTF-8 of NFC text): one pass over the bytes for
+    the word hashes, one over those for the n-grams."""
+    from mlmprep.builder import _dedup_kernels as kernels
+
+    words, per_text = np.empty(len(buf) // 2 + 1, np.uint64), np.empty(len(offsets) - 1, np.int64)
+    kernels.word_hashes(buf, offsets, words, per_text)
+    counts = np.where(per_text >= ngram, per_text - (ngram - 1), np.minimum(per_text, 1))
+    out = np.empty(int(counts.sum()), np.uint64)
+    kernels.shingle_hashes(words, per_text, ngram, starts_of(counts), out)
+    return out, counts
+
+
+def window_hashes(ids: np.ndarray, lengths: np.ndarray, k: int = MATCH_TOKENS) -> tuple[np.ndarray, np.ndarray]:
+    """(uint64 hashes of each document's runs of k tokens in order, int64 [n] runs per document); ids: the
+    documents' tokens one after another."""
+    from mlmprep.builder import _dedup_kernels as kernels
+
+    counts = np.maximum(lengths.astype(np.int64) - (k - 1), 0)
+    out = np.empty(int(counts.sum()), np.uint64)
+    kernels.window_hashes(np.ascontiguousarray(ids, np.int64), lengths.astype(np.int64), k, starts_of(counts), out)
+    return out, counts
+
+
+def starts_of(counts: np.ndarray) -> np.ndarray:
+    """int64 [n + 1]: where each of n runs of the given sizes starts, and the end."""
+    starts = np.zeros(len(counts) + 1, np.int64)
+    np.cumsum(counts, out=starts[1:])
+    return starts
+
+
+# ------------------------------------------------------------------------------------------ paragraphs
+
+
+def line_hashes(documents: list[str]) -> dict[str, np.ndarray]:
+    """What a shard's reading returns for paragraph dedup: the n-gram hashes of every line of its documents, in
+    order (`hashes`), and each line's count of them (`counts`). NFC keeps every
+    line break, so the documents are normalised and encoded whole and cut at their "\\n" bytes (a line keeps its
+    break: whitespace, which no word holds)."""
+    buf, offsets = utf8_texts(documents)
+    breaks = np.flatnonzero(buf == 10)
+    starts = np.sort(np.concatenate([offsets[:-1], breaks + 1]))  # every line's first byte
+    hashes, counts = text_ngrams(buf, np.append(starts, len(buf)))
+    return {"hashes": hashes, "counts": counts}
+
+
+class SeenLines:
+    """The driver's exact set of every n-gram seen so far, taking shards in corpus order: each shard's lines to
+    remove (`decide`)."""
+
+    def __init__(self, threshold: float):
+        self.threshold = threshold
+        self.table = np.zeros(FIRST_TABLE, np.uint64)
+        self.used = np.zeros(1, np.int64)
+
+    def decide(self, hashes: np.ndarray, counts: np.ndarray) -> np.ndarray:
+        """bool [lines]: the shard's lines whose n-grams were at least `threshold` seen in earlier lines (lines
+        without words stay); their n-grams join the set."""
+        from mlmprep.builder import _dedup_kernels as kernels
+
+        size = self.table.size
+        while 2 * (int(self.used[0]) + len(hashes)) > size:  # half full at most, even if every n-gram is new
+            size *= 2
+        if size != self.table.size:
+            bigger = np.zeros(size, np.uint64)
+            kernels.rehash(self.table, bigger)
+            self.table = bigger
+        seen = kernels.first_seen(hashes, starts_of(counts), self.table, self.used)
+        return (counts > 0) & (seen >= self.threshold * counts)
+
+
+def trimmed(batches: Iterable[list[str]], removed: np.ndarray, counts: dict) -> Iterator[list[str]]:
+    """The documents of `batches` less the lines `removed` flags (bool, every line of every document in order);
+    documents left blank are left out. Counts lines and characters removed and documents emptied."""
+    at = 0
+    for docs in batches:
+        lines_of = np.fromiter((doc.count("\n") + 1 for doc in docs), np.int64, len(docs))
+        starts = at + starts_of(lines_of)
+        touched = np.logical_or.reduceat(removed[at : starts[-1]], starts[:-1] - at)  # batches are never empty
+        at, kept = int(starts[-1]), []
+        for doc, start, count, touch in zip(docs, starts.tolist(), lines_of.tolist(), touched.tolist()):
+            if touch:  # only documents that lose a line are split into lines
+                lines, gone = doc.split("\n"), removed[start : start + count]
+                counts["lines_removed"] += int(gone.sum())
+                text = "\n".join(line for line, g in zip(lines, gone) if not g)
+                counts["characters_removed"] += len(doc) - len(text)
+                if not text or text.isspace():
+                    counts["documents_emptied"] += 1
+                    continue
+                doc = text
+            kept.append(doc)
+        if kept:
+            yield kept
+
+
+# ------------------------------------------------------------------------------------------ contamination
+
+
+def decontaminate(validation: np.ndarray, training: np.ndarray, hashes: np.ndarray, counts: np.ndarray,
+                  threshold: float, windows: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+                  ) -> tuple[np.ndarray, dict[str, int], dict[str, int]]:
+    """(bool [documents]: the validation documents to move to training, the measures before, after).
+
+    A validation document moves when more than `threshold` of its n-grams (hashes, counts per document) are among
+    the training documents', again until none is left, training taking each round's moved documents. The
+    measures (see measures) are of the validation documents against training before, and of those left against
+    training and the moved after; `windows`: (hashes, counts, tokens) per document, for Lee et al.'s. One pass
+    over the training documents' hashes (a binary search each among the validation's few); the rounds look at the
+    validation documents' alone."""
+    grams = validation_hashes(validation, training, hashes, counts)
+    found, moved = grams[2], np.zeros(len(counts), bool)
+    while True:
+        share = np.bincount(grams[1], weights=found, minlength=len(counts)) / np.maximum(counts, 1)
+        more = validation & ~moved & (share > threshold)
+        if not more.any():
+            break
+        moved |= more
+        found = found | moved_in(grams, moved)
+    runs = validation_hashes(validation, training, windows[0], windows[1]) if windows is not None else None
+    before = measures(validation, grams, grams[2], runs, runs[2] if runs else None, windows)
+    after = measures(validation & ~moved, grams, found, runs, runs[2] | moved_in(runs, moved) if runs else None,
+                     windows)
+    return moved, before, after
+
+
+def validation_hashes(validation: np.ndarray, training: np.ndarray, hashes: np.ndarray,
+                      counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(the validation documents' hashes in order, each one's document, whether it is among the training
+    documents' hashes)."""
+    mine = hashes[np.repeat(validation, counts)]
+    train = hashes[np.repeat(training, counts)]
+    return (mine, np.repeat(np.flatnonzero(validation), counts[validation]),
+            member(mine, np.unique(train[member(train, np.unique(mine))])))
+
+
+def moved_in(view: tuple[np.ndarray, np.ndarray, np.ndarray], moved: np.ndarray) -> np.ndarray:
+    """Whether each validation hash of `view` (validation_hashes) is among the moved documents'."""
+    mine, owner, _ = view
+    return member(mine, np.unique(mine[moved[owner]]))
+
+
+def member(values: np.ndarray, table: np.ndarray) -> np.ndarray:
+    """np.isin(values, table) for a sorted, distinct `table`: a binary search each, no sort of `values`."""
+    if not len(table):
+        return np.zeros(len(values), bool)
+    return table[np.minimum(np.searchsorted(table, values), len(table) - 1)] == values
+
+
+def measures(documents: np.ndarray, grams, found: np.ndarray, runs, matched: np.ndarray | None,
+             windows) -> dict[str, int]:
+    """GPT-3's and Lee et al.'s measures of `documents` (bool, validation documents): those with any n-gram found
+    in training; their tokens, and those inside a MATCH_TOKENS-token window found there."""
+    hit = np.bincount(grams[1][found], minlength=len(documents)) > 0
+    out = {"documents": int(documents.sum()), "documents_with_ngram": int((hit & documents).sum())}
+    if runs is not None:
+        docs = np.flatnonzero(documents)
+        out |= {"tokens": int(windows[2][docs].sum()),
+                "tokens_in_match": covered_tokens(matched[documents[runs[1]]], windows[1][docs], windows[2][docs])}
+    return out
+
+
+def covered_tokens(matched: np.ndarray, counts: np.ndarray, lengths: np.ndarray, k: int = MATCH_TOKENS) -> int:
+    """How many tokens of the documents (lengths) lie inside a matched window (matched: their windows of k tokens
+    one after another, counts per document): token t of a document is when a window from t - k + 1 to t is. In
+    NumPy over the tokens (the validation set's: few), so the driver never loads Numba."""
+    ends = np.cumsum(matched, dtype=np.int64)
+    ends = np.concatenate([np.zeros(1, np.int64), ends])  # matched windows before each
+    first = np.repeat(starts_of(counts)[:-1], lengths)  # the document's first window, per token
+    t = np.arange(int(lengths.sum())) - np.repeat(starts_of(lengths)[:-1], lengths)
+    windows = np.repeat(counts, lengths)
+    lo, hi = first + np.maximum(t - k + 1, 0), first + np.minimum(t, windows - 1) + 1
+    return int(np.count_nonzero((windows > 0) & (ends[np.maximum(hi, lo)] > ends[lo])))

@@ -1,0 +1,290 @@
+"""Paragraph dedup and the decontaminated validation set, held against brute-force references on Python sets of
+word n-grams (tests.ngrams): the lines removed, the documents moved, the two contamination measures; the same
+bytes on one worker and on two with other shards."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mlmprep.builder.dedup import exact_keys
+from mlmprep.builder.selection import held_documents
+from mlmprep.format.manifest import Manifest, ManifestError
+from mlmprep.tokenizer.encode import encode
+from mlmprep.tokenizer.load import load_tokenizer
+from tests.builder.test_sharded import hashes, reference_rows
+from tests.conftest import build_tiny
+from tests.licences import licence_documents, write_licence_corpus
+from tests.ngrams import decontaminated, measures, without_repeated_lines, word_ngrams
+
+LICENCE = {"doc_sep": "blank", "rows_per_file": 40, "decontaminate": True}
+
+
+@pytest.fixture(scope="module")
+def decontaminated_build(tmp_path_factory, tiny_corpus, tiny_tokenizer_path) -> Path:
+    return build_tiny(tmp_path_factory.mktemp("decontaminated"), tiny_corpus, tiny_tokenizer_path, decontaminate=True)
+
+
+@pytest.fixture(scope="module")
+def licences(tmp_path_factory) -> tuple[Path, list[str]]:
+    path = write_licence_corpus(tmp_path_factory.mktemp("licences") / "licences.txt", 400)
+    return path, licence_documents(400)
+
+
+def split_rows(build: Path, split: str):
+    from mlmprep.format.rows import concat_rows
+    from mlmprep.format.write import iter_rows
+
+    return concat_rows(list(iter_rows(build / split, "tokens")))
+
+
+def held_sides(docs: list[str], fraction: float) -> list[str]:
+    """Every document's side by the hold-out hash of its content key (no dedup)."""
+    return ["validation" if h else "train" for h in held_documents(exact_keys(docs), fraction, 0)]
+
+
+def test_paragraph_dedup_builds_what_the_corpus_less_its_repeated_lines_builds(tmp_path, licences,
+                                                                                tiny_tokenizer_path):
+    """--dedup-paragraphs on two workers and small shards writes the bytes that a build of the brute-force trimmed
+    corpus writes without it (which is one worker, one shard), and counts what it removed."""
+    path, docs = licences
+    trimmed, removed, removed_chars = without_repeated_lines(docs, 0.8)
+    assert removed > len(docs) // 2 and len(trimmed) < len(docs)  # the corpus is boilerplate-heavy: this acts
+    reference = tmp_path / "trimmed.txt"
+    reference.write_text("\n\n".join(trimmed) + "\n", encoding="utf-8")
+    options = {**LICENCE, "dedup": "off", "decontaminate": False}
+    built = build_tiny(tmp_path / "para", path, tiny_tokenizer_path, workers=2, shard_bytes=4000,
+                       dedup_paragraphs=True, **options)
+    plain = build_tiny(tmp_path / "plain", reference, tiny_tokenizer_path, workers=1, **options)
+    assert hashes(built) == hashes(plain)
+    stats = json.loads((built / "manifest.json").read_text())["corpus"]["stats"]
+    lines = [line for doc in docs for line in doc.split("\n") if line.split()]
+    assert stats["paragraphs"] == {"threshold": 0.8, "lines": len(lines), "lines_removed": removed,
+                                   "characters_removed": removed_chars, "documents_emptied": len(docs) - len(trimmed)}
+    assert stats["dedup"]["documents"] == len(trimmed)
+
+
+def test_paragraph_threshold_acts(tmp_path, licences, tiny_tokenizer_path):
+    """A line is removed at --paragraph-threshold of its n-grams seen, not below: the licence paragraphs unwrapped,
+    one a line, so that a shared paragraph with a holder's name of its own is seen in part."""
+    _, docs = licences
+    lines = [doc.replace("\n", " ") for doc in docs]
+    path = tmp_path / "lines.txt"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    removed = {}
+    for threshold in (0.8, 1.0):
+        built = build_tiny(tmp_path / f"b{threshold}", path, tiny_tokenizer_path, dedup_paragraphs=True,
+                           paragraph_threshold=threshold, dedup="off", decontaminate=False, rows_per_file=40)
+        removed[threshold] = json.loads((built / "manifest.json").read_text())["corpus"]["stats"]["paragraphs"][
+            "lines_removed"]
+        assert removed[threshold] == without_repeated_lines(lines, threshold)[1]
+    assert removed[1.0] < removed[0.8]
+
+
+@pytest.mark.parametrize("threshold", [0.2, 0.0])
+def test_decontamination_moves_what_a_brute_force_reference_moves(tmp_path, licences, tiny_tokenizer_path,
+                                                                   threshold):
+    """The validation documents with more than the threshold of their 13-grams in training move to training, in
+    their corpus-order place; the manifest's measures before and after are those of the brute-force sets."""
+    path, docs = licences
+    seen, kept = set(), []
+    for doc in docs:  # --dedup exact
+        if " ".join(doc.split()) not in seen:
+            seen.add(" ".join(doc.split()))
+            kept.append(doc)
+    before = held_sides(kept, 0.2)
+    after = decontaminated(before, kept, threshold)
+    moved = sum(b != a for b, a in zip(before, after))
+    assert 0 < moved < before.count("validation")  # some move, some stay
+    built = build_tiny(tmp_path / "b", path, tiny_tokenizer_path, workers=2, shard_bytes=5000,
+                       validation_fraction=0.2, decontaminate_threshold=threshold, **LICENCE)
+    stats = None
+    for side, split in (("train", "windows"), ("validation", "validation-windows")):
+        rows, stats = reference_rows([d for d, s in zip(kept, after) if s == side], tiny_tokenizer_path, {}, stats)
+        got = split_rows(built, split)
+        assert np.array_equal(got.offsets, rows.offsets) and np.array_equal(got.values, rows.values), split
+    tok = load_tokenizer(tiny_tokenizer_path)
+
+    def tokens_of(doc: str) -> list[int]:
+        return encode(tok, [doc])[0].tolist()
+
+    def side(sides, name):
+        return [d for d, s in zip(kept, sides) if s == name]
+
+    contamination = json.loads((built / "manifest.json").read_text())["corpus"]["stats"]["contamination"]
+    assert contamination == {
+        "ngram": 13, "match_tokens": 50, "threshold": threshold, "documents_moved": moved,
+        "characters_moved": sum(len(d) for d, b, a in zip(kept, before, after) if b != a),
+        "before": measures(side(before, "validation"), side(before, "train"), tokens_of),
+        "after": measures(side(after, "validation"), side(after, "train"), tokens_of)}
+    assert contamination["after"]["documents_with_ngram"] < contamination["before"]["documents_with_ngram"]
+    assert contamination["before"]["tokens_in_match"] > contamination["after"]["tokens_in_match"]
+    if threshold == 0.0:  # GPT-3's rule: nothing shared is left
+        assert contamination["after"]["documents_with_ngram"] == 0
+
+
+def test_no_decontaminate_keeps_the_held_out_documents(tmp_path, licences, tiny_tokenizer_path):
+    path, docs = licences
+    built = build_tiny(tmp_path / "b", path, tiny_tokenizer_path, dedup="off", validation_fraction=0.2,
+                       **{**LICENCE, "decontaminate": False})
+    stats = json.loads((built / "manifest.json").read_text())["corpus"]["stats"]
+    assert "contamination" not in stats
+    sides = held_sides(docs, 0.2)
+    assert stats["dedup"]["validation_documents"] == sides.count("validation")
+    rows, _ = reference_rows(side_docs := [d for d, s in zip(docs, sides) if s == "validation"], tiny_tokenizer_path,
+                             {}, None)
+    assert side_docs and np.array_equal(split_rows(built, "validation-windows").values, rows.values)
+
+
+def test_text_method_measures_documents_only(tmp_path, licences, tiny_tokenizer_path):
+    """--method text has no token windows in the reading pass: the manifest gives GPT-3's measure alone."""
+    path, docs = licences
+    built = build_tiny(tmp_path / "b", path, tiny_tokenizer_path, method="text", input_length=64,
+                       validation_fraction=0.2, **LICENCE)
+    contamination = json.loads((built / "manifest.json").read_text())["corpus"]["stats"]["contamination"]
+    assert contamination["match_tokens"] is None and "tokens" not in contamination["before"]
+    assert contamination["documents_moved"] > 0
+
+
+def near_pairs(n: int, seed: int = 3) -> list[str]:
+    """n pairs of 240-word lines, the second with every 60th word changed: near duplicates (word 5-gram Jaccard
+    about 0.84) whose 13-grams are 77% seen, so --dedup-paragraphs keeps both and --dedup near joins them."""
+    import random
+
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        words = [f"x{rng.randrange(10**9)}" for _ in range(240)]
+        out += [" ".join(words), " ".join(f"y{k}" if k % 60 == 30 else w for k, w in enumerate(words))]
+    return out
+
+
+def test_the_same_bytes_on_one_worker_and_on_two(tmp_path, licences, tiny_tokenizer_path):
+    docs = licences[1][:200] + near_pairs(3) + licences[1][200:]
+    path = tmp_path / "corpus.txt"
+    path.write_text("\n\n".join(docs) + "\n", encoding="utf-8")
+    options = {**LICENCE, "dedup_paragraphs": True, "validation_fraction": 0.3, "dedup": "near"}
+    one = build_tiny(tmp_path / "one", path, tiny_tokenizer_path, workers=1, **options)
+    two = build_tiny(tmp_path / "two", path, tiny_tokenizer_path, workers=2, shard_bytes=3000, **options)
+    assert hashes(one) == hashes(two)
+    stats = [json.loads((b / "manifest.json").read_text())["corpus"]["stats"] for b in (one, two)]
+    assert stats[0]["paragraphs"] == stats[1]["paragraphs"] and stats[0]["contamination"] == stats[1]["contamination"]
+    # the largest near-duplicate clusters are shown by their first document as trimmed, not as read
+    trimmed = without_repeated_lines(docs, 0.8)[0]
+    excerpts = {" ".join(doc.split())[:200] for doc in trimmed}
+    clusters = stats[0]["dedup"]["largest_clusters"]
+    assert len(clusters) >= 3 and all(c["excerpt"] in excerpts for c in clusters)
+    assert stats[0]["dedup"]["documents"] == len(trimmed)
+    # the summary and the HTML report give both, in figures from the manifest
+    from mlmprep.format.html import summary
+    from mlmprep.format.load import read_manifest
+    from mlmprep.format.report import build_summary
+
+    manifest, p, c = read_manifest(one), stats[0]["paragraphs"], stats[0]["contamination"]
+    text = build_summary(one, manifest)
+    assert f"paragraph dedup: {p['lines_removed']:,} of {p['lines']:,} lines removed" in text
+    before, after = c["before"], c["after"]
+    assert (f"contamination of the validation set by training text: "
+            f"{before['documents_with_ngram'] / before['documents']:.1%} of "
+            f"{before['documents']:,} documents share a 13-word n-gram with training, "
+            f"{before['tokens_in_match'] / before['tokens']:.1%} of their tokens") in text
+    assert f"decontaminated: {c['documents_moved']:,} documents with more than 20% of their n-grams" in text
+    page = summary(one, manifest)
+    assert "<th>paragraphs</th>" in page and "<th>contamination</th>" in page
+    assert f"now {after['documents_with_ngram'] / after['documents']:.1%} of {after['documents']:,}" in page
+
+
+def test_short_lines_are_hashed_whole():
+    """A line of fewer than 13 words is one n-gram, so it is removed only when the same words were a line (or a
+    whole short text) before."""
+    assert word_ngrams("a b c") == [("a", "b", "c")]
+    docs = ["a b c\nx y z", "a b c d\nx y z"]
+    assert without_repeated_lines(docs, 0.8) == (["a b c\nx y z", "a b c d"], 1, 6)
+
+
+@pytest.mark.parametrize("change, problem", [
+    (lambda c: c["after"].update(documents_with_ngram=c["after"]["documents"] + 1), "contamination"),
+    (lambda c: c["before"].pop("tokens"), "contamination"),
+    (lambda c: c.update(threshold="high"), "contamination"),
+])
+def test_a_manifest_with_impossible_contamination_figures_is_refused(decontaminated_build, change, problem):
+    data = json.loads((decontaminated_build / "manifest.json").read_text())
+    change(data["corpus"]["stats"]["contamination"])
+    with pytest.raises(ManifestError, match=problem):
+        Manifest.from_json(data, decontaminated_build)
+
+
+def test_seen_lines_remove_what_a_set_of_earlier_n_grams_removes():
+    """The driver's hash set against Python's, shard by shard: lines that repeat a short phrase (n-grams repeated
+    inside a line, and shared in part with other lines), lines of random words, short and blank lines; enough
+    n-grams that the table grows."""
+    import random
+
+    from mlmprep.builder.overlap import FIRST_TABLE, SeenLines, line_hashes
+
+    rng = random.Random(5)
+    vocabulary = [f"w{k}" for k in range(8)]
+    phrases = [[rng.choice(vocabulary) for _ in range(rng.randint(2, 5))] for _ in range(12)]
+
+    def line() -> str:
+        n = rng.choice((0, 3, 14, 20, 40))
+        if rng.random() < 0.5:
+            return " ".join((rng.choice(phrases) * 40)[rng.randint(0, 3):][:n])
+        return " ".join(rng.choice(vocabulary) for _ in range(n))
+
+    docs = ["\n".join(line() for _ in range(rng.randint(1, 6))) for _ in range(4000)]
+    seen, removed = SeenLines(0.8), []
+    for start in range(0, len(docs), 700):  # shards
+        lines = line_hashes(docs[start : start + 700])
+        removed.append(seen.decide(lines["hashes"], lines["counts"]))
+    grams_seen, expected = set(), []
+    for text in (text for doc in docs for text in doc.split("\n")):
+        grams = word_ngrams(text)
+        expected.append(bool(grams) and sum(g in grams_seen for g in grams) >= 0.8 * len(grams))
+        grams_seen.update(grams)
+    assert np.concatenate(removed).tolist() == expected
+    assert 0.1 < np.mean(expected) < 0.9 and seen.table.size > FIRST_TABLE
+
+
+def test_a_document_moved_to_training_can_take_another_with_it():
+    """Validation document b shares its text with validation document a only; a, half of it training text, moves
+    first, and then b does: rounds until none is left over the threshold, as the reference's."""
+    from mlmprep.builder.overlap import decontaminate, ngram_hashes
+
+    words = [f"w{k}" for k in range(400)]
+    train, a_own, b_own = " ".join(words[:60]), " ".join(words[100:160]), " ".join(words[200:260])
+    docs = [train, f"{train} {a_own}", f"{a_own} {b_own}", b_own.upper()]
+    sides = ["train", "validation", "validation", "validation"]
+    hashes, counts = ngram_hashes(docs)
+    moved, _, _ = decontaminate(np.array([s == "validation" for s in sides]),
+                                np.array([s == "train" for s in sides]), hashes, counts, 0.2)
+    assert moved.tolist() == [False, True, True, False]
+    assert [s == "train" for s in decontaminated(sides, docs, 0.2)] == [True, True, True, False]
+
+
+def test_the_measures_count_one_shared_n_gram_and_each_covered_token_once():
+    """A validation document sharing exactly one 13-gram with training counts (GPT-3's "any"); tokens inside two
+    overlapping matching 50-token runs count once; both against the reference's sets."""
+    from mlmprep.builder.overlap import decontaminate, ngram_hashes, window_hashes
+
+    words = [f"w{k}" for k in range(500)]
+    docs = [" ".join(words[:120]),  # training
+            " ".join(words[:13] + words[300:340]),  # one shared 13-gram, no 50-token run
+            " ".join(words[10:75] + words[400:420]),  # 53 shared 13-grams; runs of 50 from w10..w25 in training
+            " ".join(words[200:260])]  # nothing shared
+    vocabulary = {w: k for k, w in enumerate(words)}
+
+    def tokens_of(doc: str) -> list[int]:
+        return [vocabulary[w] for w in doc.split()]
+
+    ids = [tokens_of(d) for d in docs]
+    hashes, counts = ngram_hashes(docs)
+    windows, window_counts = window_hashes(np.concatenate(ids), np.array([len(t) for t in ids]))
+    validation, training = np.array([False, True, True, True]), np.array([True, False, False, False])
+    moved, got, after = decontaminate(validation, training, hashes, counts, 0.99,
+                                      (windows, window_counts, np.array([len(t) for t in ids])))
+    assert not moved.any() and after == got == measures(docs[1:], docs[:1], tokens_of)
+    assert got == {"documents": 3, "documents_with_ngram": 2, "tokens": 53 + 85 + 60, "tokens_in_match": 65}

@@ -1,0 +1,72 @@
+"""Brute-force references for n-gram overlap, on Python strings and sets (no hashes): the lines --dedup-paragraphs
+removes, the validation documents --decontaminate moves, and the two contamination measures."""
+
+from __future__ import annotations
+
+import unicodedata
+
+NGRAM, MATCH = 13, 50
+
+
+def word_ngrams(text: str, n: int = NGRAM) -> list[tuple[str, ...]]:
+    """The text's runs of n words (NFC, split at whitespace), with repeats; fewer words: one run of them all."""
+    words = unicodedata.normalize("NFC", text).split()
+    if len(words) < n:
+        return [tuple(words)] if words else []
+    return [tuple(words[i : i + n]) for i in range(len(words) - n + 1)]
+
+
+def without_repeated_lines(docs: list[str], threshold: float) -> tuple[list[str], int, int]:
+    """Each document less its lines whose n-grams were at least `threshold` in some earlier line of the corpus
+    (every earlier line counts, removed or not); (the documents, blank ones left out; lines removed; characters
+    removed, line breaks included)."""
+    seen: set[tuple[str, ...]] = set()
+    out, removed, chars = [], 0, 0
+    for doc in docs:
+        kept = []
+        for line in doc.split("\n"):
+            grams = word_ngrams(line)
+            if grams and sum(g in seen for g in grams) >= threshold * len(grams):
+                removed += 1
+            else:
+                kept.append(line)
+            seen.update(grams)
+        text = "\n".join(kept)
+        chars += len(doc) - len(text)
+        if text.strip():
+            out.append(text)
+    return out, removed, chars
+
+
+def decontaminated(sides: list[str], docs: list[str], threshold: float) -> list[str]:
+    """The sides ("train", "validation" or "dropped", per document) after moving every validation document with more
+    than `threshold` of its n-grams (with repeats) among the training documents' to training, until none is left."""
+    sides = list(sides)
+    while True:
+        training = {g for doc, side in zip(docs, sides) if side == "train" for g in word_ngrams(doc)}
+        moving = [i for i, (doc, side) in enumerate(zip(docs, sides)) if side == "validation"
+                  and sum(g in training for g in word_ngrams(doc)) > threshold * len(word_ngrams(doc))]
+        if not moving:
+            return sides
+        for i in moving:
+            sides[i] = "train"
+
+
+def measures(validation: list[str], training: list[str], tokens_of) -> dict[str, int]:
+    """GPT-3's (validation documents with an n-gram among training's) and Lee et al.'s (their tokens inside a run of
+    MATCH tokens that training also has) measures; tokens_of(doc): the document's token ids."""
+    grams = {g for doc in training for g in word_ngrams(doc)}
+    runs = set()
+    for doc in training:
+        ids = tokens_of(doc)
+        runs.update(tuple(ids[i : i + MATCH]) for i in range(len(ids) - MATCH + 1))
+    covered = 0
+    for doc in validation:
+        ids, inside = tokens_of(doc), set()
+        for i in range(len(ids) - MATCH + 1):
+            if tuple(ids[i : i + MATCH]) in runs:
+                inside.update(range(i, i + MATCH))
+        covered += len(inside)
+    return {"documents": len(validation),
+            "documents_with_ngram": sum(any(g in grams for g in word_ngrams(doc)) for doc in validation),
+            "tokens": sum(len(tokens_of(doc)) for doc in validation), "tokens_in_match": covered}
