@@ -993,11 +993,27 @@ MUTANTS = [
            '        for key in ("tokenizer", "corpus"):\n', '        out.pop("corpus", None)\n        for key in ("tokenizer",):\n',
            ("tests/format/test_manifest.py::test_a_fresh_build_manifest_round_trips_byte_for_byte",)),
     Mutant("containment-off", "mlmprep.format.manifest:member",  # a link or `..` out of the build is followed
-           "    if os.path.isabs(relative) or os.path.commonpath([root, resolved]) != root:",
+           "    if os.path.isabs(relative) or not any(inside(resolved, root, whole) for root, whole in build_roots(build_dir)):",
            "    if False:",
            ("tests/format/test_manifest.py::test_member_keeps_paths_inside_the_build_links_resolved",)),
+    Mutant("manifest-read-unchecked", "mlmprep.format.load:read_manifest",  # manifest.json linked out is read
+           "    path = member(build_dir, MANIFEST)", "    path = Path(build_dir, MANIFEST)",
+           ("tests/format/test_build_files.py::test_a_file_linked_out_of_the_build_is_refused_the_manifest_too",)),
+    Mutant("hf-blobs-whole-tree", "mlmprep.format.manifest:build_roots",  # any file below the blobs/ is taken
+           "            roots.append((blobs, False))", "            roots.append((os.path.dirname(blobs), True))",
+           ("tests/format/test_build_files.py::test_a_snapshot_link_anywhere_but_its_own_blobs_is_refused",)),
+    Mutant("hf-snapshots-refused", "mlmprep.format.manifest:build_roots",  # a build in the HF cache is refused
+           '    if "snapshots" in parts[:-1]:', '    if False:',
+           ("tests/format/test_build_files.py::test_a_build_in_the_hugging_face_cache_reads_through_its_links_into_blobs",)),
+    Mutant("fifo-opened", "mlmprep.format.manifest:member",  # a FIFO for a file is opened, and waited on
+           "    if kind := not_regular(path):", "    if False:",
+           ("tests/format/test_build_files.py::test_a_fifo_or_a_directory_for_a_file_is_reported_not_waited_on",)),
+    Mutant("fifo-open-blocks", "mlmprep.format.manifest:open_regular",  # a FIFO swapped in after a check is waited on
+           "    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, \"O_CLOEXEC\", 0))",
+           "    fd = os.open(path, os.O_RDONLY | getattr(os, \"O_CLOEXEC\", 0))",
+           ("tests/format/test_build_files.py::test_reading_a_fifo_is_refused_even_after_a_check_said_regular",)),
     Mutant("fuzz-finds-containment-off", "mlmprep.format.manifest:member",  # the same, for the fuzzer alone
-           "    if os.path.isabs(relative) or os.path.commonpath([root, resolved]) != root:",
+           "    if os.path.isabs(relative) or not any(inside(resolved, root, whole) for root, whole in build_roots(build_dir)):",
            "    if False:",
            ("tests/format/test_fuzz_builds.py::test_fuzzed_damage_is_refused_or_caught_never_a_traceback_or_a_read_outside",)),
     Mutant("fuzz-finds-fields-unchecked", "mlmprep.format.manifest:_Reader.take",  # the same as above, for the fuzzer alone

@@ -19,7 +19,16 @@ import pyarrow as pa
 from numba import njit
 
 from mlmprep.errors import CacheError, TokenizerError
-from mlmprep.format.manifest import OBJECTIVES, FileRecord, Manifest, data_file_names, member, read_json
+from mlmprep.format.manifest import (
+    MANIFEST,
+    OBJECTIVES,
+    FileRecord,
+    Manifest,
+    data_file_names,
+    member,
+    not_regular,
+    read_json,
+)
 from mlmprep.format.rows import IGNORE
 from mlmprep.format.write import damaged, file_sha256, manifest_path, read_batches
 from mlmprep.tokenizer.load import load_tokenizer, tokenizer_sha256
@@ -30,10 +39,10 @@ STORED = {pa.int32(): np.int32, pa.uint16(): np.uint16, pa.int16(): np.int16}  #
 
 def read_manifest(build_dir: str | Path) -> Manifest:
     """The manifest of a build directory, every field checked (manifest.Manifest.from_json)."""
-    path = manifest_path(build_dir)
     if not Path(build_dir).is_dir():  # a mistyped name is said plainly, not as a build missing its manifest
         what = "not a directory" if Path(build_dir).exists() else "no such directory"
         raise CacheError(f"{build_dir}: {what}; give the directory mlmprep build wrote")
+    path = member(build_dir, MANIFEST)  # the manifest is a file of the build like any other
     if not path.is_file():
         raise CacheError(f"{build_dir}: no manifest.json; run mlmprep build first")
     return parse_manifest(read_json(path), build_dir)
@@ -52,6 +61,8 @@ def file_problem(path: Path, record: FileRecord | None, *, content: bool = True)
     (with `content`, a whole read) other bytes."""
     if record is None:
         return "not listed in the manifest"
+    if kind := not_regular(path):
+        return f"{kind}, not a regular file"
     if not path.is_file():
         return "missing"
     size = path.stat().st_size

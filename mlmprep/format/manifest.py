@@ -14,6 +14,7 @@ import json
 import math
 import os
 import re
+import stat
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
@@ -427,23 +428,90 @@ class Manifest:
 
 def member(build_dir: str | Path, relative: str | Path) -> Path:
     """`build_dir / relative`, refused in one line, before a byte is read, unless it resolves (links followed)
-    inside the build directory: a build names only its own files."""
-    root = os.path.realpath(build_dir)
+    inside the build directory (or, for a snapshot of the Hugging Face cache, into its repository's blobs/) and,
+    when it exists, is a regular file: a build names only its own files, and nothing else is opened."""
     path = Path(build_dir, relative)
     resolved = os.path.realpath(path)
-    if os.path.isabs(relative) or os.path.commonpath([root, resolved]) != root:
-        raise CacheError(f"{path}: resolves outside the build {build_dir} (to {resolved}), but a build names only its "
-                         f"own files; {advice(build_dir)}")
+    if os.path.isabs(relative) or not any(inside(resolved, root, whole) for root, whole in build_roots(build_dir)):
+        raise MemberError(path, build_dir, f"resolves outside the build {build_dir} (to {resolved}), but a build "
+                          "names only its own files")
+    if kind := not_regular(path):
+        raise MemberError(path, build_dir, f"{kind}, not a regular file")
     return path
 
 
-def read_json(path: Path, *, limit: int = 64 << 20):
-    """The strict JSON in `path` (no NaN or Infinity), refused in one line when unreadable, larger than `limit`
-    bytes or nested too deep to parse."""
+class MemberError(CacheError):
+    """A path a build names that is outside it or not a regular file; `problem` says which, without the path."""
+
+    def __init__(self, path: Path, build_dir: str | Path, problem: str):
+        super().__init__(f"{path}: {problem}; {advice(build_dir)}")
+        self.problem = problem
+
+
+def build_roots(build_dir: str | Path) -> list[tuple[str, bool]]:
+    """Where the files of a build may resolve: (directory, whole tree or only its own entries). The build directory;
+    and when it is a snapshot of the Hugging Face cache (REPO/snapshots/REVISION, whose files are links into
+    REPO/blobs/), the files directly in REPO/blobs/."""
+    root = os.path.realpath(build_dir)
+    roots = [(root, True)]
+    parts = Path(root).parts
+    if "snapshots" in parts[:-1]:
+        at = len(parts) - 1 - parts[::-1].index("snapshots")
+        blobs = os.path.join(*parts[:at], "blobs")
+        if os.path.isdir(blobs) and not os.path.islink(blobs):
+            roots.append((blobs, False))
+    return roots
+
+
+def inside(resolved: str, root: str, whole: bool) -> bool:
+    """Whether `resolved` lies in `root`'s tree (`whole`), or is one of `root`'s own entries."""
+    if not whole:
+        return os.path.dirname(resolved) == root
+    return os.path.commonpath([root, resolved]) == root
+
+
+KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+         (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+
+
+def not_regular(path: str | Path) -> str | None:
+    """What `path` is when it exists but is not a regular file ("a directory", "a FIFO", ...), else None: a
+    reader that opened a FIFO would wait for a writer forever."""
     try:
-        if path.stat().st_size > limit:
-            raise ValueError(f"{path.stat().st_size:,} bytes, more than any mlmprep JSON file")
-        return json.loads(path.read_bytes().decode("utf-8"), parse_constant=reject_constant)
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return None
+    if stat.S_ISREG(mode):
+        return None
+    return next((what for test, what in KINDS if test(mode)), "not a file")
+
+
+def open_regular(path: str | Path):
+    """`path` opened for reading in binary, refused with OSError unless it is a regular file: opened without
+    blocking (a FIFO would wait for a writer), then checked on the open descriptor, so a swap after a check is
+    caught too."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            what = next((what for test, what in KINDS if test(mode)), "not a file")
+            raise OSError(f"{what}, not a regular file")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_json(path: Path, *, limit: int = 64 << 20):
+    """The strict JSON in `path` (no NaN or Infinity), refused in one line when unreadable, not a regular file,
+    larger than `limit` bytes or nested too deep to parse."""
+    try:
+        with open_regular(path) as f:
+            if (size := os.fstat(f.fileno()).st_size) > limit:
+                raise ValueError(f"{size:,} bytes, more than any mlmprep JSON file")
+            data = f.read(limit + 1)
+        return json.loads(data.decode("utf-8"), parse_constant=reject_constant)
     except NonFinite as exc:
         raise ManifestError(f"{path}: not strict JSON ({exc}); {advice(path.parent)}", f"not strict JSON ({exc})"
                             ) from None
@@ -473,5 +541,5 @@ def data_file_names(state: Path) -> list[str]:
     return names
 
 
-__all__ = ["MANIFEST", "READ_VERSIONS", "CorpusRecord", "FileRecord", "Manifest", "ManifestError", "SeedRecord",
-           "SplitRecord", "TokenizerRecord", "data_file_names", "member", "read_json"]
+__all__ = ["MANIFEST", "READ_VERSIONS", "CorpusRecord", "FileRecord", "Manifest", "ManifestError", "MemberError", "SeedRecord",
+           "SplitRecord", "TokenizerRecord", "data_file_names", "member", "not_regular", "open_regular", "read_json"]

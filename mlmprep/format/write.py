@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from mlmprep.errors import CacheError, printable
-from mlmprep.format.manifest import MANIFEST, data_file_names, member
+from mlmprep.format.manifest import MANIFEST, data_file_names, member, open_regular
 from mlmprep.format.rows import Rows
 
 FORMAT_VERSION = 3  # 3: 16-bit columns (column_dtypes); 2: int32, a fixed number of rows per data file
@@ -60,7 +60,8 @@ def damaged(build_dir: str | Path, path: Path, problem: str) -> CacheError:
 
 
 def file_sha256(path: Path) -> str:
-    with open(path, "rb") as f:
+    """The sha256 of a regular file (anything else is refused with OSError, never waited on)."""
+    with open_regular(path) as f:
         return hashlib.file_digest(f, "sha256").hexdigest()
 
 
