@@ -542,4 +542,5 @@ def data_file_names(state: Path) -> list[str]:
 
 
 __all__ = ["MANIFEST", "READ_VERSIONS", "CorpusRecord", "FileRecord", "Manifest", "ManifestError", "MemberError",
-           "SeedRecord", "SplitRecord", "TokenizerRecord", "data_file_names", "member", "not_regular", "open_regular", "read_json"]
+           "SeedRecord", "SplitRecord", "TokenizerRecord", "data_file_names", "member", "not_regular", "open_regular",
+           "read_json"]
