@@ -514,7 +514,7 @@ MUTANTS = [
            "if data is None:",
            ("tests/cli/test_build.py::test_a_directory_whose_manifest_is_not_mlmprep_s_is_never_replaced",)),
     Mutant("verify-trusts-manifest-types", "mlmprep.builder.verify:verify",  # an edited manifest field gives a traceback
-           "    except ManifestError as exc:", "    except ZeroDivisionError as exc:",
+           "    except (ManifestError, MemberError) as exc:", "    except ZeroDivisionError as exc:",
            ("tests/builder/test_verify.py::test_a_manifest_that_contradicts_its_tokenizer_options_or_json_is_reported",)),
     Mutant("format-version-ignored", "mlmprep.format.publish:judge_existing",  # a newer format with the same options is "up to date"
            "        if manifest.format_version != version:", "        if False:",
