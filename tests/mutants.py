@@ -1012,6 +1012,16 @@ MUTANTS = [
            "    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, \"O_CLOEXEC\", 0))",
            "    fd = os.open(path, os.O_RDONLY | getattr(os, \"O_CLOEXEC\", 0))",
            ("tests/format/test_build_files.py::test_reading_a_fifo_is_refused_even_after_a_check_said_regular",)),
+    Mutant("report-rows-of-the-first-seed", "mlmprep.format.html:report_page",  # rows another seed lacks: IndexError
+           "rows = sample_rows(min((manifest.splits[s].rows for s in seeds), default=0), examples_shown)",
+           "rows = sample_rows(manifest.splits[seeds[0]].rows if seeds else 0, examples_shown)",
+           ("tests/format/test_damaged_builds.py::test_the_report_of_a_seed_cut_short_shows_only_rows_every_seed_has",)),
+    Mutant("inspect-shows-unchecked-splits", "mlmprep.cli.build:inspect_build",  # a gone split is shown as listed
+           "        check_splits(local, manifest,", "        (local, manifest,",
+           ("tests/format/test_damaged_builds.py::test_inspect_refuses_a_damaged_build_in_one_line",)),
+    Mutant("split-rows-unchecked", "mlmprep.format.load:check_split_rows",  # an edited row count is shown
+           "    if rows != (listed := manifest.splits[name].rows):", "    if (listed := manifest.splits[name].rows) < 0:",
+           ("tests/format/test_damaged_builds.py::test_the_html_report_refuses_splits_whose_files_disagree_with_the_manifest",)),
     Mutant("fuzz-finds-containment-off", "mlmprep.format.manifest:member",  # the same, for the fuzzer alone
            "    if os.path.isabs(relative) or not any(inside(resolved, root, whole) for root, whole in build_roots(build_dir)):",
            "    if False:",

@@ -30,7 +30,7 @@ from mlmprep.format.manifest import (
     read_json,
 )
 from mlmprep.format.rows import IGNORE
-from mlmprep.format.write import damaged, file_sha256, manifest_path, read_batches
+from mlmprep.format.write import damaged, file_rows, file_sha256, manifest_path, read_batches
 from mlmprep.tokenizer.load import load_tokenizer, tokenizer_sha256
 
 COLUMNS = ("input_ids", "labels")
@@ -85,6 +85,32 @@ def check_split_files(build_dir: Path, manifest: Manifest, name: str) -> dict[st
         if problem := file_problem(path, record, content=False):
             raise damaged(build_dir, path, problem)
     return {f.name: f for f in entry.files}
+
+
+def listed_data_files(build_dir: Path, name: str, records: dict[str, FileRecord]) -> list[str]:
+    """The data files split `name`'s state.json lists, in order, once each is one of `records` (the manifest's files
+    of the split): a state.json edited to name another file beside them is refused in one line."""
+    state = member(build_dir, f"{name}/state.json")
+    names = data_file_names(state)
+    if unlisted := [n for n in names if n not in records]:
+        raise damaged(build_dir, state, f"lists {unlisted[0]}, a data file the manifest does not list")
+    return names
+
+
+def check_split_rows(build_dir: Path, manifest: Manifest, name: str) -> None:
+    """Split `name` as the manifest gives it: its files there at their sizes (listed_data_files) and as many rows in
+    their Arrow metadata (no column read) as the manifest says; refused in one line otherwise."""
+    names = listed_data_files(build_dir, name, check_split_files(build_dir, manifest, name))
+    rows = sum(file_rows(build_dir / name / n) for n in names)
+    if rows != (listed := manifest.splits[name].rows):
+        raise damaged(build_dir, build_dir / name, f"its files hold {rows:,} rows, the manifest says {listed:,}")
+
+
+def check_splits(build_dir: Path, manifest: Manifest, names=None) -> None:
+    """check_split_rows for each split of `names` (every split the manifest lists: None), so that what a summary
+    shows of them is what their files hold."""
+    for name in manifest.splits if names is None else names:
+        check_split_rows(build_dir, manifest, name)
 
 
 def tokenizer_path(build_dir: Path, manifest: Manifest) -> Path:
@@ -363,6 +389,7 @@ def open_epoch(build_dir: str | Path, epoch: int, seeds: int | None = None, *, i
                          "restore the build the run began with")
     name = epoch_split(manifest, epoch, seeds)
     records = check_split_files(build_dir, manifest, name)
+    listed_data_files(build_dir, name, records)
     if rehash:
         for record in records.values():
             if problem := file_problem(build_dir / name / record.name, record):
@@ -373,5 +400,6 @@ def open_epoch(build_dir: str | Path, epoch: int, seeds: int | None = None, *, i
     return split
 
 
-__all__ = ["Column", "Split", "build_tokenizer", "check_split_files", "epoch_split", "file_problem",
-           "open_epoch", "open_split", "parse_manifest", "pick_rows", "read_manifest", "tokenizer_path"]
+__all__ = ["Column", "Split", "build_tokenizer", "check_split_files", "check_split_rows", "check_splits", "epoch_split",
+           "file_problem", "listed_data_files", "open_epoch", "open_split", "parse_manifest", "pick_rows",
+           "read_manifest", "tokenizer_path"]
