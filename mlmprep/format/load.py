@@ -87,6 +87,20 @@ def check_split_files(build_dir: Path, manifest: Manifest, name: str) -> dict[st
     return {f.name: f for f in entry.files}
 
 
+def check_split_hashes(build_dir: Path, manifest: Manifest, name: str, *, stop=None) -> dict[str, FileRecord]:
+    """check_split_files, then each of split `name`'s files re-hashed against the manifest's sha256 (a whole read):
+    the one check an edit that keeps the sizes, or a swap of two same-size files, cannot pass. A `stop` event that is
+    set ends it between files."""
+    records = check_split_files(build_dir, manifest, name)
+    for record in records.values():
+        if stop is not None and stop.is_set():
+            break
+        path = build_dir / name / record.name
+        if problem := file_problem(path, record):
+            raise damaged(build_dir, path, problem)
+    return records
+
+
 def listed_data_files(build_dir: Path, name: str, records: dict[str, FileRecord]) -> list[str]:
     """The data files split `name`'s state.json lists, in order, once each is one of `records` (the manifest's files
     of the split): a state.json edited to name another file beside them is refused in one line."""
@@ -388,18 +402,13 @@ def open_epoch(build_dir: str | Path, epoch: int, seeds: int | None = None, *, i
                          f"run's {identity[:12]}): it was rebuilt or edited; start a new run (--out) on it, or "
                          "restore the build the run began with")
     name = epoch_split(manifest, epoch, seeds)
-    records = check_split_files(build_dir, manifest, name)
-    listed_data_files(build_dir, name, records)
-    if rehash:
-        for record in records.values():
-            if problem := file_problem(build_dir / name / record.name, record):
-                raise damaged(build_dir, build_dir / name / record.name, problem)
+    listed_data_files(build_dir, name, (check_split_hashes if rehash else check_split_files)(build_dir, manifest, name))
     split = open_split(build_dir / name, objective=manifest.objective)
     if len(split) != (rows := manifest.splits[name].rows):
         raise CacheError(f"{build_dir / name}: {len(split)} rows, the manifest says {rows}; rebuild with --force")
     return split
 
 
-__all__ = ["Column", "Split", "build_tokenizer", "check_split_files", "check_split_rows", "check_splits", "epoch_split",
-           "file_problem", "listed_data_files", "open_epoch", "open_split", "parse_manifest", "pick_rows",
-           "read_manifest", "tokenizer_path"]
+__all__ = ["Column", "Split", "build_tokenizer", "check_split_files", "check_split_hashes", "check_split_rows",
+           "check_splits", "epoch_split", "file_problem", "listed_data_files", "open_epoch", "open_split",
+           "parse_manifest", "pick_rows", "read_manifest", "tokenizer_path"]

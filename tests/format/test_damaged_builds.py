@@ -211,6 +211,39 @@ def test_training_refuses_a_data_file_with_a_damaged_header_in_one_line(tmp_path
     assert not (tmp_path / "run").exists()
 
 
+TRAIN_NEEDS = {  # damage -> the path the error names, relative to the build, and words it holds
+    "tokenizer-removed": (lambda d: (d / "tokenizer.json").unlink(), "tokenizer.json", "missing"),
+    "tokenizer-changed": (changed_tokenizer, "tokenizer.json", "sha256 differs"),
+    "a-later-seed-removed": (lambda d: shutil.rmtree(d / "seed-1"), "seed-1/data-00000-of-", "missing"),
+    "validation-file-truncated": (lambda d: truncate(min((d / "validation").glob("data-*"))), "validation/data-",
+                                  "bytes"),
+    "state-json-names-an-unlisted-file": (lambda d: name_unlisted_file(d, "seed-1"), "seed-1/state.json",
+                                          "a data file the manifest does not list"),
+}
+
+
+def name_unlisted_file(d: Path, split: str) -> None:
+    """A copy of another seed's first data file beside the split's, which its state.json, at its size, names instead."""
+    text = (d / split / "state.json").read_text(encoding="utf-8")
+    first = json.loads(text)["_data_files"][0]["filename"]
+    shutil.copy(d / "seed-0" / first, d / split / f"X{first[1:]}")
+    (d / split / "state.json").write_text(text.replace(f'"{first}"', f'"X{first[1:]}"'), encoding="utf-8")
+
+
+@pytest.mark.parametrize("damage", TRAIN_NEEDS)
+def test_training_checks_every_file_it_needs_before_its_first_step(tmp_path, several_files, damage):
+    """A file the run needs only when it saves (the tokenizer) or in a later epoch (seed-1) stops it before its
+    first step, in one line, with no RUN written: one step would otherwise train, evaluate and then fail."""
+    harm, named, words = TRAIN_NEEDS[damage]
+    d = tmp_path / "data"
+    shutil.copytree(several_files, d)
+    harm(d)
+    result = cli("train", d, "--model", "tiny", "--out", tmp_path / "run", "--max-steps", "1", "--warmup-steps", "0",
+                 "--eval-every", "1")
+    assert_refused(result.exit_code, result.stderr, f"{d}/{named}", words)
+    assert not (tmp_path / "run").exists()
+
+
 def overwrite_token(path: Path, value: int) -> int:
     """Write `value` over the first token of row 0's input_ids in an Arrow data file, found by its bytes (the
     row's first 8 tokens as pyarrow reads them, in the column's stored type): the size and the headers stay
