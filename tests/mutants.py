@@ -552,10 +552,10 @@ MUTANTS = [
            "    except (pa.ArrowInvalid, OSError) as exc:\n        raise damaged(", "    except ZeroDivisionError as exc:\n        raise damaged(",
            ("tests/format/test_damaged_builds.py",)),
     Mutant("run-written-before-the-data-opens", "mlmprep.train.prepare:start",  # a damaged build leaves a RUN behind
-           "    split, plan = epoch_plan(cfg, world, state.epoch, state.seeds, mix, identity=state.data)\n"
+           "    split, plan = epoch_plan(cfg, world, state.epoch, state.seeds, mix, identity=state.data, rehash=True)\n"
            "    write_run(cfg, world, state.step)\n",
            "    write_run(cfg, world, state.step)\n"
-           "    split, plan = epoch_plan(cfg, world, state.epoch, state.seeds, mix, identity=state.data)\n",
+           "    split, plan = epoch_plan(cfg, world, state.epoch, state.seeds, mix, identity=state.data, rehash=True)\n",
            ("tests/format/test_damaged_builds.py::test_training_refuses_a_data_file_with_a_damaged_header_in_one_line",)),
     Mutant("resume-reads-the-new-seed-count", "mlmprep.train.prepare:seeds_and_digest",  # a remask changes a stopped run's later epochs
            'else resumed_seeds(cfg, len(manifest.seeds), saved)', 'else len(manifest.seeds)',
@@ -1022,6 +1022,29 @@ MUTANTS = [
     Mutant("split-rows-unchecked", "mlmprep.format.load:check_split_rows",  # an edited row count is shown
            "    if rows != (listed := manifest.splits[name].rows):", "    if (listed := manifest.splits[name].rows) < 0:",
            ("tests/format/test_damaged_builds.py::test_the_html_report_refuses_splits_whose_files_disagree_with_the_manifest",)),
+    Mutant("first-epoch-unhashed", "mlmprep.train.prepare:start",  # swapped seed files train as seed-0
+           "mix, identity=state.data, rehash=True)", "mix, identity=state.data, rehash=False)",
+           ("tests/train/test_replaced_build.py::test_the_first_epochs_changed_bytes_stop_the_run_before_its_first_step",)),
+    Mutant("later-epoch-check-ignored", "mlmprep.train.epochs:next_epoch",  # the background check's finding dropped
+           "    failed = ahead is not None and ahead.index == index and ahead.future.exception() is not None",
+           "    failed = False",
+           ("tests/train/test_replaced_build.py::test_a_later_epochs_changed_bytes_stop_the_run_before_a_step_reads_them",)),
+    Mutant("later-epoch-never-checked", "mlmprep.train.loop:check_next",  # no background check at all
+           "    return hash_ahead(run, epoch.index + 1, state.seeds)", "    return None",
+           ("tests/train/test_replaced_build.py::test_a_later_epochs_changed_bytes_stop_the_run_before_a_step_reads_them",)),
+    Mutant("child-digests-trusted", "mlmprep.format.load:sha_problem",  # any digest passes
+           '    return None if sha256 == record.sha256 else "sha256 differs from the manifest (the file changed)"',
+           "    return None",
+           ("tests/train/test_replaced_build.py::test_a_later_epochs_changed_bytes_stop_the_run_before_a_step_reads_them",)),
+    Mutant("validation-unhashed", "mlmprep.train.evaluation:validation",  # evaluated on changed bytes
+           '        check_split_hashes(path.parent, manifest, "validation")', '        pass',
+           ("tests/format/test_damaged_builds.py::test_training_checks_every_file_it_needs_before_its_first_step",)),
+    Mutant("state-json-unlisted-file-read", "mlmprep.format.load:listed_data_files",  # state.json names another file
+           "    if unlisted := [n for n in names if n not in records]:", "    if unlisted := []:",
+           ("tests/format/test_damaged_builds.py::test_training_checks_every_file_it_needs_before_its_first_step",)),
+    Mutant("later-splits-unchecked-at-start", "mlmprep.train.prepare:check_needed_files",  # seed-1 missing: found late
+           '        for name in manifest.seed_splits[:seeds] + ["validation"]:', "        for name in []:",
+           ("tests/format/test_damaged_builds.py::test_training_checks_every_file_it_needs_before_its_first_step",)),
     Mutant("fuzz-finds-containment-off", "mlmprep.format.manifest:member",  # the same, for the fuzzer alone
            "    if os.path.isabs(relative) or not any(inside(resolved, root, whole) for root, whole in build_roots(build_dir)):",
            "    if False:",
@@ -1044,12 +1067,15 @@ MUTANTS = [
            "    if identity is None and (now := manifest.identity(seeds)) != identity:",
            ("tests/train/test_replaced_build.py",)),
     Mutant("mixture-source-unchecked", "mlmprep.train.mixture:Source.split",  # a mixture's source replaced goes unnoticed
-           "        return open_epoch(self.path, pass_, self.seeds, identity=self.manifest.identity(self.seeds))",
-           "        return open_epoch(self.path, pass_, self.seeds)",
+           "        return open_epoch(self.path, pass_, self.seeds, identity=self.manifest.identity(self.seeds), rehash=True)",
+           "        return open_epoch(self.path, pass_, self.seeds, rehash=True)",
            ("tests/train/test_replaced_build.py::test_a_mixture_source_replaced_under_the_run_stops_it_at_its_next_pass",)),
     Mutant("rehash-data-ignored", "mlmprep.format.load:open_epoch",  # --rehash-data does nothing
-           "    if rehash:", "    if False:",
-           ("tests/train/test_replaced_build.py::test_an_edit_that_keeps_the_sizes_is_found_with_rehash_data_only",)),
+           "(check_split_hashes if rehash else check_split_files)", "(check_split_files)",
+           ("tests/train/test_replaced_build.py::test_an_edit_that_keeps_the_sizes_is_found_by_a_hash_at_once_with_rehash_data",)),
+    Mutant("mixture-source-unhashed", "mlmprep.train.mixture:Source.split",  # a mixture trains on changed bytes
+           "identity=self.manifest.identity(self.seeds), rehash=True)", "identity=self.manifest.identity(self.seeds))",
+           ("tests/train/test_replaced_build.py::test_a_mixture_source_changed_in_place_is_refused_when_its_pass_opens",)),
     # ------------------------------------------------------------ the benchmarks page's sections
     Mutant("bench-docs-crossed-sections", "benchmarks.docs:write_section",  # a section holding another's marker is rewritten
            '    if "<!-- begin: " in content[start + len(begin):stop] or', '    if False and "<!-- begin: " in content[start + len(begin):stop] or',

@@ -25,12 +25,13 @@ from mlmprep.format.manifest import (
     FileRecord,
     Manifest,
     data_file_names,
+    file_sha256,
     member,
     not_regular,
     read_json,
 )
 from mlmprep.format.rows import IGNORE
-from mlmprep.format.write import damaged, file_rows, file_sha256, manifest_path, read_batches
+from mlmprep.format.write import damaged, file_rows, manifest_path, read_batches
 from mlmprep.tokenizer.load import load_tokenizer, tokenizer_sha256
 
 COLUMNS = ("input_ids", "labels")
@@ -68,9 +69,20 @@ def file_problem(path: Path, record: FileRecord | None, *, content: bool = True)
     size = path.stat().st_size
     if size != record.bytes:
         return f"{size} bytes, manifest says {record.bytes}"
-    if content and file_sha256(path) != record.sha256:
-        return "sha256 differs from the manifest (the file changed)"
+    if content:
+        try:
+            sha256 = file_sha256(path)
+        except OSError as exc:  # swapped for a FIFO or a directory since the checks above
+            return f"unreadable ({exc})"
+        return sha_problem(sha256, record)
     return None
+
+
+def sha_problem(sha256: str, record: FileRecord) -> str | None:
+    """What a file whose bytes hash to `sha256` ("-": could not be read) is against its record, or None."""
+    if sha256 == "-":
+        return "unreadable"
+    return None if sha256 == record.sha256 else "sha256 differs from the manifest (the file changed)"
 
 
 def check_split_files(build_dir: Path, manifest: Manifest, name: str) -> dict[str, FileRecord]:
@@ -87,16 +99,18 @@ def check_split_files(build_dir: Path, manifest: Manifest, name: str) -> dict[st
     return {f.name: f for f in entry.files}
 
 
-def check_split_hashes(build_dir: Path, manifest: Manifest, name: str, *, stop=None) -> dict[str, FileRecord]:
+def check_split_hashes(build_dir: Path, manifest: Manifest, name: str, *, digests=None) -> dict[str, FileRecord]:
     """check_split_files, then each of split `name`'s files re-hashed against the manifest's sha256 (a whole read):
-    the one check an edit that keeps the sizes, or a swap of two same-size files, cannot pass. A `stop` event that is
-    set ends it between files."""
+    the one check an edit that keeps the sizes, or a swap of two same-size files, cannot pass. `digests(paths)`
+    gives the files' sha256 ("-": unreadable) another way (in a child process); by default they are hashed here."""
     records = check_split_files(build_dir, manifest, name)
-    for record in records.values():
-        if stop is not None and stop.is_set():
-            break
-        path = build_dir / name / record.name
-        if problem := file_problem(path, record):
+    paths = [build_dir / name / record.name for record in records.values()]
+    if digests is None:
+        problems = [file_problem(path, record) for path, record in zip(paths, records.values())]
+    else:
+        problems = [sha_problem(sha256, record) for sha256, record in zip(digests(paths), records.values())]
+    for path, problem in zip(paths, problems):
+        if problem:
             raise damaged(build_dir, path, problem)
     return records
 

@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from mlmprep.errors import CacheError, printable
-from mlmprep.format.manifest import MANIFEST, data_file_names, member, open_regular
+from mlmprep.format.manifest import MANIFEST, data_file_names, file_sha256, member
 from mlmprep.format.rows import Rows
 
 FORMAT_VERSION = 3  # 3: 16-bit columns (column_dtypes); 2: int32, a fixed number of rows per data file
@@ -57,12 +57,6 @@ def damaged(build_dir: str | Path, path: Path, problem: str) -> CacheError:
     return CacheError(f"{path}: {problem}; the build is damaged: "
                       f"run `mlmprep verify {build_dir}` to see every problem, "
                       f"or rebuild it with `mlmprep build ... --out {build_dir} --force`")
-
-
-def file_sha256(path: Path) -> str:
-    """The sha256 of a regular file (anything else is refused with OSError, never waited on)."""
-    with open_regular(path) as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def strict(value):

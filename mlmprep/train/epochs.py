@@ -3,12 +3,12 @@ plan (the same on every rank), the label tokens of its rows, and the number of s
 
 from __future__ import annotations
 
-import contextlib
-import os
+import shutil
+import subprocess
 import sys
 import threading
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -107,27 +107,33 @@ def next_epoch(run: Run, index: int, seeds: int, identity: str, ahead: Ahead | N
 
 @dataclass
 class Ahead:
-    """The sha256 check of epoch `index`'s split files, running in a background thread while the epoch before it
-    trains; `future` ends with None or the check's CacheError, `stop` ends it early between files."""
+    """The sha256 check of epoch `index`'s split files, running while the epoch before it trains; `future` ends with
+    None or the check's CacheError. `children`: the hashing processes, which `stop` kills."""
 
     index: int
     future: Future
-    stop: threading.Event
+    children: list = field(default_factory=list)
+    stopped: bool = False
+
+    def stop(self) -> None:
+        self.stopped = True
+        for child in self.children:
+            child.kill()
 
 
 def hash_ahead(run: Run, index: int, seeds: int) -> Ahead | None:
-    """Start checking epoch `index`'s split files against the manifest's sha256 (load.check_split_hashes) in a
-    daemon thread at the lowest CPU priority, so that it takes what the loader and the model leave; None for a
-    mixture or a build from a URL, whose files are hashed otherwise (next_epoch)."""
+    """Start checking epoch `index`'s split files against the manifest's sha256 (load.check_split_hashes), hashed
+    by a child process at the lowest CPU priority (child_digests) that a daemon thread waits on; None for a mixture
+    or a build from a URL, whose files are hashed otherwise (next_epoch)."""
     if run.mix is not None or storage.is_url(run.cfg.data):
         return None
-    ahead = Ahead(index, Future(), threading.Event())
+    ahead = Ahead(index, Future())
 
     def work() -> None:
-        lowest_priority()
         try:
             manifest = read_manifest(run.cfg.data)
-            check_split_hashes(Path(run.cfg.data), manifest, epoch_split(manifest, index, seeds), stop=ahead.stop)
+            check_split_hashes(Path(run.cfg.data), manifest, epoch_split(manifest, index, seeds),
+                               digests=lambda paths: child_digests(paths, ahead))
         except MlmprepError as exc:
             ahead.future.set_exception(exc)
         else:
@@ -137,8 +143,17 @@ def hash_ahead(run: Run, index: int, seeds: int) -> Ahead | None:
     return ahead
 
 
-def lowest_priority() -> None:
-    """This thread at the lowest CPU priority (nice 19) where each thread has its own (Linux); elsewhere as it is."""
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(OSError):
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+def child_digests(paths: list[Path], ahead: Ahead | None = None) -> list[str]:
+    """The sha256 of each of `paths` ("-": unreadable), from `python -m mlmprep.format.manifest` (nice 19): a
+    process shares no GIL with the loader, and the scheduler gives it only the CPU the run leaves. Killed by
+    `ahead.stop()`, it gives "-" for the files it did not hash."""
+    if ahead is not None and ahead.stopped:
+        return ["-"] * len(paths)
+    nice = [found, "-n", "19"] if (found := shutil.which("nice")) else []  # its start-up too, not only the hashing
+    with subprocess.Popen([*nice, sys.executable, "-m", "mlmprep.format.manifest", *map(str, paths)],
+                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL) as child:
+        if ahead is not None:
+            ahead.children.append(child)
+        out, _ = child.communicate()
+    found = out.decode("ascii", "replace").split()
+    return found + ["-"] * (len(paths) - len(found))

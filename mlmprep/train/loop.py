@@ -76,7 +76,7 @@ def run_fit(cfg: TrainConfig, world: World, hook: Hook | None, on_end: Callable 
             save_checkpoint(run, state)
     bar.close()
     if ahead is not None:
-        ahead.stop.set()
+        ahead.stop()
     if not metrics:  # no evaluation yet (say, a run killed after its last checkpoint, resumed): evaluate now
         metrics = evaluate_and_log(run, state.step)
     final = finish(run, state, loss, metrics, started)

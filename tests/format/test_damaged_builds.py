@@ -217,6 +217,8 @@ TRAIN_NEEDS = {  # damage -> the path the error names, relative to the build, an
     "a-later-seed-removed": (lambda d: shutil.rmtree(d / "seed-1"), "seed-1/data-00000-of-", "missing"),
     "validation-file-truncated": (lambda d: truncate(min((d / "validation").glob("data-*"))), "validation/data-",
                                   "bytes"),
+    "validation-file-flipped": (lambda d: flip(min((d / "validation").glob("data-*")), -600), "validation/data-",
+                                "sha256 differs"),
     "state-json-names-an-unlisted-file": (lambda d: name_unlisted_file(d, "seed-1"), "seed-1/state.json",
                                           "a data file the manifest does not list"),
 }

@@ -145,3 +145,15 @@ def test_a_mixture_source_replaced_under_the_run_stops_it_at_its_next_pass(tmp_p
     with pytest.raises(CacheError, match=f"{small}: not the build this run started on"):
         fit(cfg, hook=replace_at_first_step(small, n_rows=24, window_length=96, n_seeds=6, seed=2))
     assert_nothing_half_written(tmp_path / "run")
+
+
+def test_a_mixture_source_changed_in_place_is_refused_when_its_pass_opens(tmp_path, monkeypatch):
+    """A byte changed in a source's seed file (same size): the mixture hashes each seed split as it opens it."""
+    monkeypatch.setattr(mixture, "CHUNK_BATCHES", 4)
+    big = write_fake_build(tmp_path / "big", n_rows=80)
+    small = write_fake_build(tmp_path / "small", n_rows=24, window_length=96, n_seeds=6, seed=1)
+    flip_a_token(small / "seed-0")
+    cfg = TrainConfig(sources=(str(big), str(small)), weights="0.2,0.8", max_steps=36, out=str(tmp_path / "run"),
+                      **SMALL)
+    with pytest.raises(CacheError, match=f"{small}/seed-0/data-00000-of-00001.arrow: sha256 differs"):
+        fit(cfg)
