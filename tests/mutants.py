@@ -97,7 +97,8 @@ MUTANTS = [
            "        constants.ENABLE_RAY_CLUSTER = before[1]\n", "        pass\n", ("tests/builder/test_ray_loopback.py",)),
     # ------------------------------------------------------------ object storage: the commit protocol
     Mutant("remote-manifest-with-files", "mlmprep.format.publish:commit_remote",  # the commit point uploaded among the files
-           "        storage.put(pairs, options)\n        storage.put([(stage / MANIFEST, manifest)], options)",
+           "        storage.put(pairs, options)\n        mark_committing(url, options, (stage / MANIFEST).read_bytes())\n"
+           "        storage.put([(stage / MANIFEST, manifest)], options)",
            "        storage.put([(stage / MANIFEST, manifest), *pairs], options)",
            ("tests/test_storage.py::test_faults_are_retried_and_the_build_equals_a_clean_one",)),
     Mutant("remote-force-keeps-old-files", "mlmprep.format.publish:commit_remote",  # --force leaves the old build's files
@@ -1045,6 +1046,15 @@ MUTANTS = [
     Mutant("later-splits-unchecked-at-start", "mlmprep.train.prepare:check_needed_files",  # seed-1 missing: found late
            '        for name in manifest.seed_splits[:seeds] + ["validation"]:', "        for name in []:",
            ("tests/format/test_damaged_builds.py::test_training_checks_every_file_it_needs_before_its_first_step",)),
+    Mutant("asyncio-task-noise", "mlmprep.storage:_filesystem",  # dropped connections' tasks printed on stderr
+           "        loop.set_exception_handler(quiet_dropped_connections)", "        pass",
+           ("tests/test_storage_faults.py::test_a_store_that_goes_down_mid_upload_and_comes_back_leaves_only_mlmprep_lines",)),
+    Mutant("lock-not-marked-before-commit", "mlmprep.format.publish:commit_remote",  # a killed build's lock looks live
+           "        mark_committing(url, options, (stage / MANIFEST).read_bytes())\n", "",
+           ("tests/test_storage_faults.py::test_a_build_stopped_between_its_commit_and_its_lock_removal_leaves_a_lock_the_next_build_removes",)),
+    Mutant("committed-lock-kept", "mlmprep.format.publish:take_over",  # a finished build's lock needs --force
+           "    if committed(url, options, owner):", "    if False:",
+           ("tests/test_storage_faults.py::test_a_build_stopped_between_its_commit_and_its_lock_removal_leaves_a_lock_the_next_build_removes",)),
     Mutant("fuzz-finds-containment-off", "mlmprep.format.manifest:member",  # the same, for the fuzzer alone
            "    if os.path.isabs(relative) or not any(inside(resolved, root, whole) for root, whole in build_roots(build_dir)):",
            "    if False:",
