@@ -256,19 +256,26 @@ class SwitchProxy:
                 client, _ = self._listener.accept()
             except OSError:
                 return
-            with self._lock:
-                if self.down:
-                    self.cut += 1
-                    reset(client)
-                    continue
-                try:
-                    up = socket.create_connection(self.upstream)
-                except OSError:
-                    reset(client)
-                    continue
-                self._sockets |= {client, up}
-            threading.Thread(target=self._pump, args=(client, up, True), daemon=True).start()
-            threading.Thread(target=self._pump, args=(up, client, False), daemon=True).start()
+            threading.Thread(target=self._connect, args=(client,), daemon=True).start()
+
+    def _connect(self, client: socket.socket) -> None:
+        """Join `client` to a new connection upstream (reset it while down), in its own thread: a slow upstream
+        never holds up the connections after it."""
+        try:
+            up = socket.create_connection(self.upstream, timeout=30)
+            up.settimeout(None)
+        except OSError:
+            reset(client)
+            return
+        with self._lock:
+            if self.down:
+                self.cut += 1
+                reset(client)
+                reset(up)
+                return
+            self._sockets |= {client, up}
+        threading.Thread(target=self._pump, args=(client, up, True), daemon=True).start()
+        self._pump(up, client, False)
 
     def _pump(self, src: socket.socket, dst: socket.socket, requests: bool) -> None:
         with contextlib.suppress(OSError):
