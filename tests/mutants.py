@@ -1055,6 +1055,9 @@ MUTANTS = [
     Mutant("committed-lock-kept", "mlmprep.format.publish:take_over",  # a finished build's lock needs --force
            "    if committed(url, options, owner):", "    if False:",
            ("tests/test_storage_faults.py::test_a_build_stopped_between_its_commit_and_its_lock_removal_leaves_a_lock_the_next_build_removes",)),
+    Mutant("dedup-stats-unchecked", "mlmprep.format.manifest",  # corpus.stats.dedup of any type: inspect's traceback
+           '    "dedup": (dedup_stats, "an object of dedup counts, a method and the largest clusters"),\n', "",
+           ("tests/format/test_manifest.py::test_each_field_is_checked_and_named_in_one_line",)),
     Mutant("fuzz-finds-containment-off", "mlmprep.format.manifest:member",  # the same, for the fuzzer alone
            "    if os.path.isabs(relative) or not any(inside(resolved, root, whole) for root, whole in build_roots(build_dir)):",
            "    if False:",

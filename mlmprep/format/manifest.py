@@ -262,11 +262,22 @@ CONFIG_TYPES = {  # the build options readers use, and what each must be when pr
 
 COUNT = (lambda v: integer(v, 0, 1 << 62), "a count")
 FRACTION = (number, "a finite number")
+def dedup_stats(value) -> bool:
+    """corpus.stats.dedup as the summary reads it: counts, a method and the largest clusters (size, excerpt)."""
+    counts = ("documents", "documents_dropped", "characters_dropped", "clusters", "validation_documents")
+    return (isinstance(value, dict) and all(COUNT[0](value.get(key)) for key in counts)
+            and isinstance(value.get("method"), str) and isinstance(value.get("largest_clusters"), list)
+            and all(isinstance(c, dict) and COUNT[0](c.get("size")) and isinstance(c.get("excerpt"), str)
+                    for c in value["largest_clusters"]))
+
+
 CORPUS_STATS = {  # corpus.stats fields the summary and the report read; other keys may hold any small values
     **dict.fromkeys(("blank_skipped", "characters", "characters_removed", "decode_errors", "decode_replaced_lines",
                      "decode_skipped_lines", "documents", "documents_emptied", "files", "json_records",
                      "missing_field_skipped", "null_skipped", "truncated_files", "wrapped_lines"), COUNT),
-    "files_skipped": (lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v), "a list of strings"),
+    **dict.fromkeys(("files_skipped", "files_as_text"),
+                    (lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v), "a list of strings")),
+    "dedup": (dedup_stats, "an object of dedup counts, a method and the largest clusters"),
     "missing_field_keys": (lambda v: isinstance(v, dict) and all(COUNT[0](x) for x in v.values()),
                            "an object of counts"),
     "wrapped_prose": (lambda v: isinstance(v, dict) and set(v) == {"characters", "documents", "files", "lines"}
