@@ -270,15 +270,16 @@ def descriptive(key_path: tuple | None) -> bool:
 
 def meaning(build: Path) -> dict:
     """What each file of `build` says: JSON files as parsed (a re-serialised file says the same), the tokenizer as
-    the tokenizers library reads it (keys it ignores change nothing), other files as bytes."""
-    from tokenizers import Tokenizer
+    mlmprep loads it (keys the tokenizers library ignores, and the `</s>` frame a build adds for transformers and
+    mlmprep takes off again, change nothing), other files as bytes."""
+    from mlmprep.tokenizer.load import load_tokenizer
 
     out = {}
     for path in sorted(p for p in build.rglob("*") if p.is_file()):
         data = path.read_bytes()
         try:
             if path.name == "tokenizer.json":
-                data = Tokenizer.from_str(data.decode("utf-8")).to_str()
+                data = load_tokenizer(path).to_str()
             elif path.suffix == ".json":
                 data = json.loads(data)
         except Exception:  # unreadable: compared as bytes
