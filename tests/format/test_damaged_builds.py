@@ -201,12 +201,13 @@ def test_inspect_refuses_a_damaged_build_in_one_line(tmp_path, several_files, da
 
 
 def test_training_refuses_a_data_file_with_a_damaged_header_in_one_line(tmp_path, several_files):
-    """Same size, so the manifest's cheap size check passes: reading its record batches finds the damage."""
+    """Same size, so the manifest's cheap size check passes: the first epoch's sha256, taken before anything is
+    read, finds the damage."""
     d = tmp_path / "data"
     shutil.copytree(several_files, d)
     flip(min((d / "seed-0").glob("data-*")), 60)
     result = cli("train", d, "--model", "tiny", "--out", tmp_path / "run", "--max-steps", "1", "--warmup-steps", "0")
-    assert_refused(result.exit_code, result.stderr, f"{d}/seed-0/data-00000-of-", "not a readable Arrow stream",
+    assert_refused(result.exit_code, result.stderr, f"{d}/seed-0/data-00000-of-", "sha256 differs",
                    f"mlmprep verify {d}")
     assert not (tmp_path / "run").exists()
 
