@@ -267,15 +267,21 @@ def overwrite_token(path: Path, value: int) -> int:
 
 @pytest.mark.parametrize("value, int32", [(60_000, False), (10**6, True), (-7, True)])
 def test_training_refuses_token_ids_outside_the_vocabulary_in_one_line(tmp_path, several_files, value, int32):
-    """A data file of the right size with valid headers but a token id no tokenizer gave: the run stops in one
-    line naming the split and the row, where the model's embedding would raise (or, on CUDA, assert). A uint16
-    column holds ids up to 65,535; an int32 one (format 2) any."""
+    """A data file of the right size with valid headers but a token id no tokenizer gave, its manifest entry
+    re-hashed (a faulty build, which every sha256 check passes): the run stops in one line naming the split and the
+    row, where the model's embedding would raise (or, on CUDA, assert). A uint16 column holds ids up to 65,535; an
+    int32 one (format 2) any."""
+    import hashlib
+
     d = tmp_path / "data"
     if int32:
         int32_copy(several_files, d)
     else:
         shutil.copytree(several_files, d)
-    assert overwrite_token(min((d / "seed-0").glob("data-*")), value) > 8
+    path = min((d / "seed-0").glob("data-*"))
+    assert overwrite_token(path, value) > 8
+    edit_manifest(d, lambda m: next(f for f in m["splits"]["seed-0"]["files"] if f["name"] == path.name).update(
+        sha256=hashlib.sha256(path.read_bytes()).hexdigest()))
     result = cli("train", d, "--model", "tiny", "--out", tmp_path / "run", "--epochs", "1", "--warmup-steps", "0",
                  "--log-every", "1000", "--eval-every", "0")
     assert result.exit_code == 2, result.stderr
