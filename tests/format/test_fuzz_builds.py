@@ -226,10 +226,14 @@ def damage(build: Path, outside: Path, kind: str, what) -> tuple | None:
         at = min(int(where * len(data)), max(len(data) - 1, 0))
         if op == "delete":
             path.unlink()
-        else:
-            new = {"truncate": data[:at], "empty": b"", "append": data + bytes([byte]) * 16,
-                   "flip": data[:at] + bytes([data[at] ^ byte]) + data[at + 1:] if data else b"\xff"}[op]
-            path.write_bytes(new)
+            return None
+        new = {"truncate": data[:at], "empty": b"", "append": data + bytes([byte]) * 16,
+               "flip": data[:at] + bytes([data[at] ^ byte]) + data[at + 1:] if data else b"\xff"}[op]
+        path.write_bytes(new)
+        if name == "manifest.json":  # a manifest that still parses: the field the bytes changed, as a JSON edit
+            with contextlib.suppress(ValueError):
+                paths = differing(json.loads(data), json.loads(new))
+                return next((p for p in paths if not descriptive(p)), paths[0] if paths else None)
         return None
     name, index, op, value = what
     if isinstance(value, str):
@@ -257,6 +261,15 @@ def damage(build: Path, outside: Path, kind: str, what) -> tuple | None:
         parent.append(value)
     path.write_text(dump(data), encoding="utf-8")
     return key_path if name == "manifest.json" else None
+
+
+def differing(a, b, prefix: tuple = ()) -> list[tuple]:
+    """The key paths where two JSON values differ (a whole object or list where their keys or lengths do)."""
+    if isinstance(a, dict) and isinstance(b, dict) and a.keys() == b.keys():
+        return [p for k in a for p in differing(a[k], b[k], (*prefix, k))]
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        return [p for i, (x, y) in enumerate(zip(a, b)) for p in differing(x, y, (*prefix, i))]
+    return [] if a == b else [prefix]
 
 
 def descriptive(key_path: tuple | None) -> bool:
