@@ -14,7 +14,11 @@ one process, files in the page cache. Both sides use the same collator (pad to m
 stored as builds store it (format 3: uint16 token ids); the token-budget loader is also timed on the same rows
 stored as int32 (format 2), the two timed in turn. A mixture of three builds (the same rows dealt into three, weights
 0.5/0.3/0.2) is timed in turn with the one build: plan (the mixture's chunks: taking rows from each source, picking
-them into one split, planning) + collate, for the same tokens; target >= 0.9x the one build's tokens/s.
+them into one split, planning) + collate, for the same tokens; target >= 0.9x the one build's tokens/s. The
+token-budget loader is also timed in turn alone and while a training run's background check of the next epoch's
+files (sha256 in a child process at the lowest CPU priority, train.epochs.hash_ahead) hashes as many bytes as the
+epochs read, epochs run back to back for about a second: target >= 0.97x, the check costing at most 3% of the
+loader's throughput.
 --write-docs writes the figures into the `loader` section of docs/benchmarks.md.
 """
 
@@ -22,15 +26,19 @@ from __future__ import annotations
 
 import argparse
 import tempfile
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
 from benchmarks import docs
 from benchmarks.common import CORPORA, Figure, best_of_each, best_seconds, ratio
-from mlmprep.format.load import open_epoch
+from mlmprep.format.load import open_epoch, read_manifest
 from mlmprep.train.batch import Budget, plan_epoch, plan_stats
 from mlmprep.train.collate import Collator
+from mlmprep.train.epochs import child_digests
 from mlmprep.train.mixture import open_mixture
 from tests.fakes import span_lengths, write_fake_build
 
@@ -43,6 +51,7 @@ EPOCHS = 3  # timed epochs per side; the best is reported
 PAIRED_EPOCHS = 11  # epochs per side of the uint16 / int32 pair
 UINT16_TARGET = 0.95  # uint16 columns load no slower than int32 ones, give or take timing noise
 MIXTURE_TARGET = 0.9  # three sources load at least this fraction of one source's tokens/s
+HASHING_TARGET = 0.97  # the loader keeps this fraction of its tokens/s while the next epoch's files are hashed
 
 
 def segment_lengths(quick: bool) -> tuple[np.ndarray, str]:
@@ -107,6 +116,31 @@ def mixture_tokens_per_s(windows: np.ndarray, work: Path, split, collator: Colla
     return {name: done[name] / t for name, t in seconds.items()}
 
 
+def with_hashing(build: Path, epoch: Callable[[], None], block_s: float = 1.0) -> dict[str, float]:
+    """Best seconds per epoch of `epoch`, run back to back for about `block_s` (a run's epochs are long: a check's
+    fixed start-up is spread as it is there), alone and while the sha256 of the split those epochs read is taken
+    once per epoch (each seed-0 file as many times), as a training run's background check of its next epoch takes
+    it (train.epochs.child_digests: a child process at the lowest CPU priority); timed in turn, the check waited
+    for outside the timing."""
+    files = [build / "seed-0" / f.name for f in read_manifest(build).splits["seed-0"].files]
+    start = time.perf_counter()
+    epoch()
+    repeats = max(1, round(block_s / max(time.perf_counter() - start, 1e-6)))
+    times: dict[str, list[float]] = {"alone": [], "hashing": []}
+    for _ in range(PAIRED_EPOCHS):
+        for name in times:
+            thread = threading.Thread(target=child_digests, args=(files * repeats,), daemon=True)
+            start = time.perf_counter()
+            if name == "hashing":
+                thread.start()
+            for _ in range(repeats):
+                epoch()
+            times[name].append((time.perf_counter() - start) / repeats)
+            if name == "hashing":
+                thread.join()
+    return {name: min(t) for name, t in times.items()}
+
+
 def measure(windows: np.ndarray, work: Path) -> dict:
     """Both loaders over one span-corrupted build of rows with these window lengths (uint16 columns), and the
     token-budget loader over the same rows in int32 columns."""
@@ -149,6 +183,7 @@ def measure(windows: np.ndarray, work: Path) -> dict:
             {"uint16": budget_epoch, "int32": lambda: budget_epoch(wide)}, PAIRED_EPOCHS).items()},
         "hf_call_tokens_per_s": tokens / best_seconds(hf_epoch, EPOCHS),
         "mixture_tokens_per_s": mixture_tokens_per_s(windows, work, split, collator),
+        "hashing_tokens_per_s": {k: tokens / t for k, t in with_hashing(work / "v3", budget_epoch).items()},
     }
 
 
@@ -180,6 +215,9 @@ def print_table(r: dict) -> None:
         print(f"  token budget over uint16 / int32 columns, timed in turn: "
               f"{m['columns_tokens_per_s']['uint16']:.3g} / {m['columns_tokens_per_s']['int32']:.3g} tokens/s "
               f"({tps_ratio(m):.2f})")
+        hashed = m["hashing_tokens_per_s"]
+        print(f"  token budget alone / while the next epoch's files are hashed, timed in turn: {hashed['alone']:.3g} / "
+              f"{hashed['hashing']:.3g} tokens/s ({hashing_ratio(m):.3f})")
         mixed = m["mixture_tokens_per_s"]
         print(f"  one build / a mixture of three (0.5/0.3/0.2), timed in turn: {mixed['one']:.3g} / "
               f"{mixed['three']:.3g} tokens/s ({mixture_ratio(m):.2f})")
@@ -188,6 +226,11 @@ def print_table(r: dict) -> None:
 def tps_ratio(m: dict) -> float:
     """Token-budget loader throughput over uint16 columns / over int32 columns."""
     return m["columns_tokens_per_s"]["uint16"] / m["columns_tokens_per_s"]["int32"]
+
+
+def hashing_ratio(m: dict) -> float:
+    """Loader tokens/s while the background check hashes / alone."""
+    return m["hashing_tokens_per_s"]["hashing"] / m["hashing_tokens_per_s"]["alone"]
 
 
 def mixture_ratio(m: dict) -> float:
@@ -207,6 +250,8 @@ def figures(r: dict) -> list[Figure]:
                    f">= {UINT16_TARGET}x", tps_ratio(m) >= UINT16_TARGET),
             Figure(f"loader tokens/s, {name} rows: three sources vs one", f"{mixture_ratio(m):.2f}x",
                    f">= {MIXTURE_TARGET}x", mixture_ratio(m) >= MIXTURE_TARGET),
+            Figure(f"loader tokens/s, {name} rows: while the next epoch is hashed vs alone", f"{hashing_ratio(m):.3f}x",
+                   f">= {HASHING_TARGET}x", hashing_ratio(m) >= HASHING_TARGET),
         ]
     return rows
 

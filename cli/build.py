@@ -238,7 +238,7 @@ def inspect_build(
     import contextlib
 
     from mlmprep.errors import ConfigError
-    from mlmprep.format.load import read_manifest, tokenizer_path
+    from mlmprep.format.load import check_splits, read_manifest, tokenizer_path
     from mlmprep.format.publish import fetched_build
     from mlmprep.format.report import build_summary, show_examples
     from mlmprep.storage import is_url, parse_options
@@ -263,6 +263,8 @@ def inspect_build(
         split = split or "seed-0"
         manifest = read_manifest(local)
         tokenizer_path(local, manifest)  # a damaged build is refused in one line, before anything is shown
+        # what the summary shows of each split is checked against its files (from a store: the split fetched)
+        check_splits(local, manifest, [name for name in (split,) if name in manifest.splits] if remote else None)
         summary = build_summary(local, manifest)
         # show_examples checks the split's files (or names the splits there are): nothing is shown if damaged
         text = f"{summary}\n{show_examples(local, manifest, split=split, n=examples)}"

@@ -324,8 +324,9 @@ class TrainData:
     validation: tuple[str, ...] = opt((), "A split directory of another build (same tokenizer) to evaluate on; "
                                       "with a mixture, NAME=DIR, repeatable, evaluated beside each source's own.",
                                       panel="Data", metavar="[NAME=]DIR", shown="DATA/validation")
-    rehash_data: bool = opt(False, "Re-hash each epoch's split files against the manifest when the epoch opens, not "
-                            "only their sizes: an edit that keeps a file's size stops the run too.", panel="Data")
+    rehash_data: bool = opt(False, "Re-hash each epoch's split files against the manifest again when the epoch "
+                            "opens, beside the check made in the background while the epoch before it trained: a "
+                            "pause per epoch that closes the time between the two.", panel="Data")
     seed: int = opt(0, "Seed of the model's initial weights and the batch plan.", panel="Data")
 
 

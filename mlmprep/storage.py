@@ -97,9 +97,21 @@ def _filesystem(proto: str, options: str, environment: tuple, block: int | None)
         raise
     if proto in ("s3", "s3a"):
         fs.retries = attempts_per_request()
+    if (loop := getattr(fs, "loop", None)) is not None:
+        loop.set_exception_handler(quiet_dropped_connections)
     if block:
         fs.default_block_size = block
     return fs
+
+
+def quiet_dropped_connections(loop, context: dict) -> None:
+    """The exception handler of the file system's event loop: a task of the HTTP client that failed on a dropped
+    connection (aiohttp's "Cannot write to closing transport" while a store is down) is not printed, since the
+    request it served is retried or fails as one line; anything else is printed as asyncio prints it."""
+    exc = context.get("exception")
+    if exc is not None and unreachable(exc):
+        return
+    loop.default_exception_handler(context)
 
 
 def client_defaults(proto: str) -> dict:
@@ -276,6 +288,13 @@ def remove(urls: list[str], options: dict | None = None) -> None:
         existing = [p for p in paths if fs.exists(p)]
         if existing:
             fs.rm(existing)
+
+
+def write(url: str, data: bytes, options: dict | None = None) -> None:
+    """Write `data` to `url`, replacing what is there."""
+    fs, path = filesystem(url, options)
+    with errors(url):
+        fs.pipe_file(path, data)
 
 
 def create(url: str, data: bytes, options: dict | None = None) -> bool:

@@ -97,7 +97,8 @@ MUTANTS = [
            "        constants.ENABLE_RAY_CLUSTER = before[1]\n", "        pass\n", ("tests/builder/test_ray_loopback.py",)),
     # ------------------------------------------------------------ object storage: the commit protocol
     Mutant("remote-manifest-with-files", "mlmprep.format.publish:commit_remote",  # the commit point uploaded among the files
-           "        storage.put(pairs, options)\n        storage.put([(stage / MANIFEST, manifest)], options)",
+           "        storage.put(pairs, options)\n        mark_committing(url, options, (stage / MANIFEST).read_bytes())\n"
+           "        storage.put([(stage / MANIFEST, manifest)], options)",
            "        storage.put([(stage / MANIFEST, manifest), *pairs], options)",
            ("tests/test_storage.py::test_faults_are_retried_and_the_build_equals_a_clean_one",)),
     Mutant("remote-force-keeps-old-files", "mlmprep.format.publish:commit_remote",  # --force leaves the old build's files
@@ -625,7 +626,7 @@ MUTANTS = [
            "if data is None:",
            ("tests/cli/test_build.py::test_a_directory_whose_manifest_is_not_mlmprep_s_is_never_replaced",)),
     Mutant("verify-trusts-manifest-types", "mlmprep.builder.verify:verify",  # an edited manifest field gives a traceback
-           "    except ManifestError as exc:", "    except ZeroDivisionError as exc:",
+           "    except (ManifestError, MemberError) as exc:", "    except ZeroDivisionError as exc:",
            ("tests/builder/test_verify.py::test_a_manifest_that_contradicts_its_tokenizer_options_or_json_is_reported",)),
     Mutant("format-version-ignored", "mlmprep.format.publish:judge_existing",  # a newer format with the same options is "up to date"
            "        if manifest.format_version != version:", "        if False:",
@@ -663,10 +664,10 @@ MUTANTS = [
            "    except (pa.ArrowInvalid, OSError) as exc:\n        raise damaged(", "    except ZeroDivisionError as exc:\n        raise damaged(",
            ("tests/format/test_damaged_builds.py",)),
     Mutant("run-written-before-the-data-opens", "mlmprep.train.prepare:start",  # a damaged build leaves a RUN behind
-           "    split, plan = epoch_plan(cfg, world, state.epoch, state.seeds, mix, identity=state.data)\n"
+           "    split, plan = epoch_plan(cfg, world, state.epoch, state.seeds, mix, identity=state.data, rehash=True)\n"
            "    write_run(cfg, world, state.step)\n",
            "    write_run(cfg, world, state.step)\n"
-           "    split, plan = epoch_plan(cfg, world, state.epoch, state.seeds, mix, identity=state.data)\n",
+           "    split, plan = epoch_plan(cfg, world, state.epoch, state.seeds, mix, identity=state.data, rehash=True)\n",
            ("tests/format/test_damaged_builds.py::test_training_refuses_a_data_file_with_a_damaged_header_in_one_line",)),
     Mutant("resume-reads-the-new-seed-count", "mlmprep.train.prepare:seeds_and_digest",  # a remask changes a stopped run's later epochs
            'else resumed_seeds(cfg, len(manifest.seeds), saved)', 'else len(manifest.seeds)',
@@ -1152,12 +1153,79 @@ MUTANTS = [
            '        for key in ("tokenizer", "corpus"):\n', '        out.pop("corpus", None)\n        for key in ("tokenizer",):\n',
            ("tests/format/test_manifest.py::test_a_fresh_build_manifest_round_trips_byte_for_byte",)),
     Mutant("containment-off", "mlmprep.format.manifest:member",  # a link or `..` out of the build is followed
-           "    if os.path.isabs(relative) or os.path.commonpath([root, resolved]) != root:",
+           "    if os.path.isabs(relative) or not any(inside(resolved, root, whole) for root, whole in build_roots(build_dir)):",
            "    if False:",
            ("tests/format/test_manifest.py::test_member_keeps_paths_inside_the_build_links_resolved",)),
+    Mutant("manifest-read-unchecked", "mlmprep.format.load:read_manifest",  # manifest.json linked out is read
+           "    path = member(build_dir, MANIFEST)", "    path = Path(build_dir, MANIFEST)",
+           ("tests/format/test_build_files.py::test_a_file_linked_out_of_the_build_is_refused_the_manifest_too",)),
+    Mutant("hf-blobs-whole-tree", "mlmprep.format.manifest:build_roots",  # any file below the blobs/ is taken
+           "            roots.append((blobs, False))", "            roots.append((os.path.dirname(blobs), True))",
+           ("tests/format/test_build_files.py::test_a_snapshot_link_anywhere_but_its_own_blobs_is_refused",)),
+    Mutant("hf-snapshots-refused", "mlmprep.format.manifest:build_roots",  # a build in the HF cache is refused
+           '    if "snapshots" in parts[:-1]:', '    if False:',
+           ("tests/format/test_build_files.py::test_a_build_in_the_hugging_face_cache_reads_through_its_links_into_blobs",)),
+    Mutant("fifo-opened", "mlmprep.format.manifest:member",  # a FIFO for a file is opened, and waited on
+           "    if kind := not_regular(path):", "    if False:",
+           ("tests/format/test_build_files.py::test_a_fifo_or_a_directory_for_a_file_is_reported_not_waited_on",)),
+    Mutant("fifo-open-blocks", "mlmprep.format.manifest:open_regular",  # a FIFO swapped in after a check is waited on
+           "    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, \"O_CLOEXEC\", 0))",
+           "    fd = os.open(path, os.O_RDONLY | getattr(os, \"O_CLOEXEC\", 0))",
+           ("tests/format/test_build_files.py::test_reading_a_fifo_is_refused_even_after_a_check_said_regular",)),
+    Mutant("report-rows-of-the-first-seed", "mlmprep.format.html:report_page",  # rows another seed lacks: IndexError
+           "rows = sample_rows(min((manifest.splits[s].rows for s in seeds), default=0), examples_shown)",
+           "rows = sample_rows(manifest.splits[seeds[0]].rows if seeds else 0, examples_shown)",
+           ("tests/format/test_damaged_builds.py::test_the_report_of_a_seed_cut_short_shows_only_rows_every_seed_has",)),
+    Mutant("inspect-shows-unchecked-splits", "mlmprep.cli.build:inspect_build",  # a gone split is shown as listed
+           "        check_splits(local, manifest,", "        (local, manifest,",
+           ("tests/format/test_damaged_builds.py::test_inspect_refuses_a_damaged_build_in_one_line",)),
+    Mutant("split-rows-unchecked", "mlmprep.format.load:check_split_rows",  # an edited row count is shown
+           "    if rows != (listed := manifest.splits[name].rows):", "    if (listed := manifest.splits[name].rows) < 0:",
+           ("tests/format/test_damaged_builds.py::test_the_html_report_refuses_splits_whose_files_disagree_with_the_manifest",)),
+    Mutant("first-epoch-unhashed", "mlmprep.train.prepare:start",  # swapped seed files train as seed-0
+           "mix, identity=state.data, rehash=True)", "mix, identity=state.data, rehash=False)",
+           ("tests/train/test_replaced_build.py::test_the_first_epochs_changed_bytes_stop_the_run_before_its_first_step",)),
+    Mutant("later-epoch-check-ignored", "mlmprep.train.epochs:next_epoch",  # the background check's finding dropped
+           "    failed = ahead is not None and ahead.index == index and ahead.future.exception() is not None",
+           "    failed = False",
+           ("tests/train/test_replaced_build.py::test_a_later_epochs_changed_bytes_stop_the_run_before_a_step_reads_them",)),
+    Mutant("later-epoch-never-checked", "mlmprep.train.loop:check_next",  # no background check at all
+           "    return hash_ahead(run, epoch.index + 1, state.seeds)", "    return None",
+           ("tests/train/test_replaced_build.py::test_a_later_epochs_changed_bytes_stop_the_run_before_a_step_reads_them",)),
+    Mutant("child-digests-trusted", "mlmprep.format.load:sha_problem",  # any digest passes
+           '    return None if sha256 == record.sha256 else "sha256 differs from the manifest (the file changed)"',
+           "    return None",
+           ("tests/train/test_replaced_build.py::test_a_later_epochs_changed_bytes_stop_the_run_before_a_step_reads_them",)),
+    Mutant("validation-unhashed", "mlmprep.train.evaluation:validation",  # evaluated on changed bytes
+           '        check_split_hashes(path.parent, manifest, "validation")', '        pass',
+           ("tests/format/test_damaged_builds.py::test_training_checks_every_file_it_needs_before_its_first_step",)),
+    Mutant("state-json-unlisted-file-read", "mlmprep.format.load:listed_data_files",  # state.json names another file
+           "    if unlisted := [n for n in names if n not in records]:", "    if unlisted := []:",
+           ("tests/format/test_damaged_builds.py::test_training_checks_every_file_it_needs_before_its_first_step",)),
+    Mutant("later-splits-unchecked-at-start", "mlmprep.train.prepare:check_needed_files",  # seed-1 missing: found late
+           '        for name in manifest.seed_splits[:seeds] + ["validation"]:', "        for name in []:",
+           ("tests/format/test_damaged_builds.py::test_training_checks_every_file_it_needs_before_its_first_step",)),
+    Mutant("asyncio-task-noise", "mlmprep.storage:_filesystem",  # dropped connections' tasks printed on stderr
+           "        loop.set_exception_handler(quiet_dropped_connections)", "        pass",
+           ("tests/test_storage_faults.py::test_a_store_that_goes_down_mid_upload_and_comes_back_leaves_only_mlmprep_lines",)),
+    Mutant("lock-not-marked-before-commit", "mlmprep.format.publish:commit_remote",  # a killed build's lock looks live
+           "        mark_committing(url, options, (stage / MANIFEST).read_bytes())\n", "",
+           ("tests/test_storage_faults.py::test_a_build_stopped_between_its_commit_and_its_lock_removal_leaves_a_lock_the_next_build_removes",)),
+    Mutant("committed-lock-kept", "mlmprep.format.publish:take_over",  # a finished build's lock needs --force
+           "    if committed(url, options, owner):", "    if False:",
+           ("tests/test_storage_faults.py::test_a_build_stopped_between_its_commit_and_its_lock_removal_leaves_a_lock_the_next_build_removes",)),
+    Mutant("dedup-stats-unchecked", "mlmprep.format.manifest",  # corpus.stats.dedup of any type: inspect's traceback
+           '    "dedup": (dedup_stats, "an object of dedup counts, a method and the largest clusters"),\n', "",
+           ("tests/format/test_manifest.py::test_each_field_is_checked_and_named_in_one_line",)),
     Mutant("fuzz-finds-containment-off", "mlmprep.format.manifest:member",  # the same, for the fuzzer alone
-           "    if os.path.isabs(relative) or os.path.commonpath([root, resolved]) != root:",
+           "    if os.path.isabs(relative) or not any(inside(resolved, root, whole) for root, whole in build_roots(build_dir)):",
            "    if False:",
+           ("tests/format/test_fuzz_builds.py::test_fuzzed_damage_is_refused_or_caught_never_a_traceback_or_a_read_outside",)),
+    Mutant("fuzz-finds-manifest-read-unchecked", "mlmprep.format.load:read_manifest",  # the same as above, for the fuzzer
+           "    path = member(build_dir, MANIFEST)", "    path = Path(build_dir, MANIFEST)",
+           ("tests/format/test_fuzz_builds.py::test_fuzzed_damage_is_refused_or_caught_never_a_traceback_or_a_read_outside",)),
+    Mutant("fuzz-finds-first-epoch-unhashed", "mlmprep.train.prepare:start",  # the same as above, for the fuzzer
+           "mix, identity=state.data, rehash=True)", "mix, identity=state.data, rehash=False)",
            ("tests/format/test_fuzz_builds.py::test_fuzzed_damage_is_refused_or_caught_never_a_traceback_or_a_read_outside",)),
     Mutant("fuzz-finds-fields-unchecked", "mlmprep.format.manifest:_Reader.take",  # the same as above, for the fuzzer alone
            "        if not check(value):", "        if False:",
@@ -1177,12 +1245,15 @@ MUTANTS = [
            "    if identity is None and (now := manifest.identity(seeds)) != identity:",
            ("tests/train/test_replaced_build.py",)),
     Mutant("mixture-source-unchecked", "mlmprep.train.mixture:Source.split",  # a mixture's source replaced goes unnoticed
-           "        return open_epoch(self.path, pass_, self.seeds, identity=self.manifest.identity(self.seeds))",
-           "        return open_epoch(self.path, pass_, self.seeds)",
+           "        return open_epoch(self.path, pass_, self.seeds, identity=self.manifest.identity(self.seeds), rehash=True)",
+           "        return open_epoch(self.path, pass_, self.seeds, rehash=True)",
            ("tests/train/test_replaced_build.py::test_a_mixture_source_replaced_under_the_run_stops_it_at_its_next_pass",)),
     Mutant("rehash-data-ignored", "mlmprep.format.load:open_epoch",  # --rehash-data does nothing
-           "    if rehash:", "    if False:",
-           ("tests/train/test_replaced_build.py::test_an_edit_that_keeps_the_sizes_is_found_with_rehash_data_only",)),
+           "(check_split_hashes if rehash else check_split_files)", "(check_split_files)",
+           ("tests/train/test_replaced_build.py::test_an_edit_that_keeps_the_sizes_is_found_by_a_hash_at_once_with_rehash_data",)),
+    Mutant("mixture-source-unhashed", "mlmprep.train.mixture:Source.split",  # a mixture trains on changed bytes
+           "identity=self.manifest.identity(self.seeds), rehash=True)", "identity=self.manifest.identity(self.seeds))",
+           ("tests/train/test_replaced_build.py::test_a_mixture_source_changed_in_place_is_refused_when_its_pass_opens",)),
     # ------------------------------------------------------------ the benchmarks page's sections
     Mutant("bench-docs-crossed-sections", "benchmarks.docs:write_section",  # a section holding another's marker is rewritten
            '    if "<!-- begin: " in content[start + len(begin):stop] or', '    if False and "<!-- begin: " in content[start + len(begin):stop] or',

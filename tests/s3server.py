@@ -208,3 +208,91 @@ class FaultProxy:
                     ahead = sent / self.bandwidth - (time.monotonic() - start)
                     if ahead > 0:
                         time.sleep(ahead)
+
+
+class SwitchProxy:
+    """A loopback TCP proxy in front of `upstream` (host, port) that forwards bytes unchanged, keep-alive and all,
+    and can be stopped and started: stopped, every connection through it is reset, mid-request or idle in a
+    client's pool, and each new one is reset as soon as it is made, as when a store goes down; started, it
+    forwards again. `puts` counts the HTTP PUT requests that opened a client's write (uploads under way)."""
+
+    def __init__(self, upstream: tuple[str, int]):
+        self.upstream, self.puts, self.down = upstream, 0, False
+        self.outage: tuple[int, float] | None = None  # (at the PUT numbered, for seconds): see down_at
+        self.cut = 0  # connections reset while down, open ones and new ones
+        self._lock = threading.Lock()
+        self._sockets: set[socket.socket] = set()
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self._listener.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        self.down = False
+
+    def stop(self) -> None:
+        with self._lock:
+            self.down = True
+            sockets, self._sockets = self._sockets, set()
+            self.cut += len(sockets)
+        for s in sockets:
+            reset(s)
+
+    def down_at(self, put: int, seconds: float) -> None:
+        """Stop when the client begins its `put`-th PUT (that upload among those under way is cut), and start
+        again `seconds` later."""
+        self.outage = (put, seconds)
+
+    def close(self) -> None:
+        self.stop()
+        self._listener.close()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._connect, args=(client,), daemon=True).start()
+
+    def _connect(self, client: socket.socket) -> None:
+        """Join `client` to a new connection upstream (reset it while down), in its own thread: a slow upstream
+        never holds up the connections after it."""
+        try:
+            up = socket.create_connection(self.upstream, timeout=30)
+            up.settimeout(None)
+        except OSError:
+            reset(client)
+            return
+        with self._lock:
+            if self.down:
+                self.cut += 1
+                reset(client)
+                reset(up)
+                return
+            self._sockets |= {client, up}
+        threading.Thread(target=self._pump, args=(client, up, True), daemon=True).start()
+        self._pump(up, client, False)
+
+    def _pump(self, src: socket.socket, dst: socket.socket, requests: bool) -> None:
+        with contextlib.suppress(OSError):
+            while chunk := src.recv(65536):
+                if requests and chunk.startswith(b"PUT "):
+                    self.puts += 1
+                    if self.outage is not None and self.puts == self.outage[0]:
+                        self.stop()
+                        threading.Timer(self.outage[1], self.start).start()
+                        return
+                dst.sendall(chunk)
+        with contextlib.suppress(OSError):
+            dst.shutdown(socket.SHUT_WR)
+
+
+def reset(s: socket.socket) -> None:
+    """Close `s` with a reset (RST), not an orderly end: what a peer that went away sends."""
+    with contextlib.suppress(OSError):
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+        s.close()

@@ -15,7 +15,7 @@ import time
 import pytest
 
 from tests.cli.test_build import assert_refused, build_args, cli_command, cli_env, data_files
-from tests.s3server import Fault
+from tests.s3server import Fault, SwitchProxy
 from tests.test_storage import listing, local_reference, remote_files, run  # noqa: F401 (local_reference: a fixture)
 
 pytest.importorskip("s3fs")
@@ -124,3 +124,63 @@ def test_a_lock_left_on_this_host_by_a_process_that_is_gone_is_taken_over_withou
     assert result.stderr.startswith(f"note: --out {out}: taking over the lock of pid {gone.pid} on "
                                     f"{socket.gethostname()}, since 2026-01-02T03:04:05Z (that build no longer runs)")
     assert "manifest.json" in listing(s3, out) and ".mlmprep-lock" not in listing(s3, out)
+
+
+@pytest.fixture
+def switch_proxy(s3, monkeypatch):
+    """A SwitchProxy in front of the S3 server, with the environment pointed at it: stop and start it."""
+    from urllib.parse import urlsplit
+
+    url = urlsplit(s3.endpoint)
+    proxy = SwitchProxy((url.hostname, url.port))
+    monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
+    yield proxy
+    proxy.close()
+
+
+MLMPREP_LINES = ("note: ", "warning: ", "error: ")  # what mlmprep itself prints on stderr
+
+
+def test_a_store_that_goes_down_mid_upload_and_comes_back_leaves_only_mlmprep_lines(s3, switch_proxy, tiny_corpus,
+                                                                                      tok, local_reference):  # noqa: F811
+    """Every connection reset at the third PUT (the probe, the lock, then the files), for 3 s: the build succeeds,
+    and the HTTP client's tasks that failed on the dropped connections print nothing (asyncio's "Task exception
+    was never retrieved ... Cannot write to closing transport" before)."""
+    out = f"s3://{s3.bucket()}/data"
+    switch_proxy.down_at(3, 3.0)
+    result = run(*build_args(tiny_corpus, out, tok), env={}, timeout=600)
+    assert result.returncode == 0, result.stderr
+    assert switch_proxy.cut > 0  # the outage met the build
+    assert all(line.startswith(MLMPREP_LINES) for line in result.stderr.splitlines()), result.stderr
+    assert remote_files(s3, out) == data_files(local_reference) and ".mlmprep-lock" not in listing(s3, out)
+
+
+def test_a_build_stopped_between_its_commit_and_its_lock_removal_leaves_a_lock_the_next_build_removes(
+        s3, tiny_corpus, tok, local_reference, monkeypatch):  # noqa: F811
+    """The lock records the sha256 of the manifest its build is about to commit: one left beside that manifest
+    (the build killed just before its end) is removed by the next build, from any host, without --force; a lock
+    whose build did not commit stays refused."""
+    import hashlib
+
+    from mlmprep import storage
+    from tests.cli.test_build import cli
+
+    out = f"s3://{s3.bucket()}/data"
+    remove = storage.remove
+    monkeypatch.setattr(storage, "remove", lambda urls, options=None: remove(
+        [u for u in urls if not u.endswith(storage.LOCK)], options))  # the lock's removal never happens
+    assert cli(*build_args(tiny_corpus, out, tok)).exit_code == 0
+    monkeypatch.setattr(storage, "remove", remove)
+    lock = json.loads(s3.fs().cat(out.removeprefix("s3://") + "/.mlmprep-lock"))
+    manifest = s3.fs().cat(out.removeprefix("s3://") + "/manifest.json")
+    assert lock["committing"] == hashlib.sha256(manifest).hexdigest()
+    lock["host"] = "elsewhere"  # as if left by a build on another machine
+    s3.fs().pipe(out.removeprefix("s3://") + "/.mlmprep-lock", json.dumps(lock).encode())
+    again = run(*build_args(tiny_corpus, out, tok, "--force"), env={})
+    assert again.returncode == 0, again.stderr
+    assert "a build that finished (its manifest is there)" in again.stderr
+    assert ".mlmprep-lock" not in listing(s3, out) and remote_files(s3, out) == data_files(local_reference)
+    lock["committing"] = "0" * 64  # its build never committed this manifest: a live build's, for all one knows
+    s3.fs().pipe(out.removeprefix("s3://") + "/.mlmprep-lock", json.dumps(lock).encode())
+    refused = run(*build_args(tiny_corpus, out, tok), env={})
+    assert_refused(refused.returncode, refused.stderr, "locked by a build of pid", "--force")

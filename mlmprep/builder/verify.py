@@ -28,7 +28,7 @@ from mlmprep.config import BuildConfig
 from mlmprep.config_files import make_config
 from mlmprep.errors import CacheError, ConfigError, TokenizerError
 from mlmprep.format.load import file_problem, read_manifest
-from mlmprep.format.manifest import Manifest, ManifestError, member, read_json
+from mlmprep.format.manifest import Manifest, ManifestError, MemberError, member, read_json
 from mlmprep.format.publish import fetched_build
 from mlmprep.format.rows import Rows, concat_rows
 from mlmprep.format.write import UINT16_IDS, column_dtypes, data_files, hf_tokenizer_files, iter_rows
@@ -81,7 +81,7 @@ def verify(out: str | Path, *, sample: int | None = None, seed: int = 0, storage
     report = Report()
     try:  # an edited or damaged manifest: nothing else can be read by it
         manifest = read_manifest(out)
-    except ManifestError as exc:
+    except (ManifestError, MemberError) as exc:
         report.problems = [f"manifest.json: {exc.problem}"]
         return report
     if missing := [key for key in NEEDED if key not in manifest.config]:
@@ -141,8 +141,8 @@ def check_files(out: Path, manifest: Manifest, report: Report) -> None:
             report.files += 1
             try:
                 problem = file_problem(member(out, f"{name}/{f.name}"), f)
-            except CacheError:
-                problem = "resolves outside the build (a link out of it)"
+            except MemberError as exc:
+                problem = exc.problem
             if problem:
                 report.problems.append(f"{name}/{f.name}: {problem}")
 
@@ -153,8 +153,8 @@ def check_tokenizer(out: Path, manifest: Manifest, report: Report):
     record = manifest.tokenizer
     try:
         path = member(out, record.file)
-    except CacheError:
-        report.problems.append(f"{record.file}: resolves outside the build (a link out of it)")
+    except MemberError as exc:
+        report.problems.append(f"{record.file}: {exc.problem}")
         return None
     if not path.is_file():
         report.problems.append(f"{record.file}: missing")

@@ -206,23 +206,20 @@ def source_table(final: dict) -> tuple[str, dict]:
 
 def report_page(build: Path | None, run: Path | None, *, examples_shown: int = 4, first_seed: str | None = None) -> str:
     """The whole page: the build's summary, examples and charts (when `build`), a run's curves (when `run`)."""
-    from mlmprep.format.load import build_tokenizer, check_split_files, read_manifest
+    from mlmprep.format.load import build_tokenizer, check_splits, read_manifest
     from mlmprep.tokenizer.load import special_ids
 
     body, data, title = [], {}, []
     if build is not None:
         manifest = read_manifest(build)
         tok = build_tokenizer(build, manifest)
-        for name in manifest.splits:
-            check_split_files(build, manifest, name)
+        check_splits(build, manifest)  # what the page shows of each split is what its files hold
         ids = special_ids(tok)
         seeds = manifest.seed_splits
         if first_seed is not None and first_seed not in seeds:
             raise ConfigError(f"--split {first_seed}: the HTML report shows the seed splits ({', '.join(seeds)}); "
                               "pick one of them to show first, or leave --split out")
-        rows = np.zeros(0, int)
-        if seeds:
-            rows = sample_rows(manifest.splits[seeds[0]].rows, examples_shown)
+        rows = sample_rows(min((manifest.splits[s].rows for s in seeds), default=0), examples_shown)  # in every seed
         data = examples(build, manifest, tok, ids, rows)
         data["first"] = seeds.index(first_seed) if first_seed else 0
         legend = ("Hover or click a sentinel ‹k› (or any token of a span) to light up its span in the text, "

@@ -19,9 +19,19 @@ import pyarrow as pa
 from numba import njit
 
 from mlmprep.errors import CacheError, TokenizerError
-from mlmprep.format.manifest import OBJECTIVES, FileRecord, Manifest, data_file_names, member, read_json
+from mlmprep.format.manifest import (
+    MANIFEST,
+    OBJECTIVES,
+    FileRecord,
+    Manifest,
+    data_file_names,
+    file_sha256,
+    member,
+    not_regular,
+    read_json,
+)
 from mlmprep.format.rows import IGNORE
-from mlmprep.format.write import damaged, file_sha256, manifest_path, read_batches
+from mlmprep.format.write import damaged, file_rows, manifest_path, read_batches
 from mlmprep.tokenizer.load import load_tokenizer, tokenizer_sha256
 
 COLUMNS = ("input_ids", "labels")
@@ -31,10 +41,10 @@ STORED = {pa.int32(): np.int32, pa.uint16(): np.uint16, pa.int16(): np.int16}  #
 
 def read_manifest(build_dir: str | Path) -> Manifest:
     """The manifest of a build directory, every field checked (manifest.Manifest.from_json)."""
-    path = manifest_path(build_dir)
     if not Path(build_dir).is_dir():  # a mistyped name is said plainly, not as a build missing its manifest
         what = "not a directory" if Path(build_dir).exists() else "no such directory"
         raise CacheError(f"{build_dir}: {what}; give the directory mlmprep build wrote")
+    path = member(build_dir, MANIFEST)  # the manifest is a file of the build like any other
     if not path.is_file():
         raise CacheError(f"{build_dir}: no manifest.json; run mlmprep build first")
     return parse_manifest(read_json(path), build_dir)
@@ -53,14 +63,27 @@ def file_problem(path: Path, record: FileRecord | None, *, content: bool = True)
     (with `content`, a whole read) other bytes."""
     if record is None:
         return "not listed in the manifest"
+    if kind := not_regular(path):
+        return f"{kind}, not a regular file"
     if not path.is_file():
         return "missing"
     size = path.stat().st_size
     if size != record.bytes:
         return f"{size} bytes, manifest says {record.bytes}"
-    if content and file_sha256(path) != record.sha256:
-        return "sha256 differs from the manifest (the file changed)"
+    if content:
+        try:
+            sha256 = file_sha256(path)
+        except OSError as exc:  # swapped for a FIFO or a directory since the checks above
+            return f"unreadable ({exc})"
+        return sha_problem(sha256, record)
     return None
+
+
+def sha_problem(sha256: str, record: FileRecord) -> str | None:
+    """What a file whose bytes hash to `sha256` ("-": could not be read) is against its record, or None."""
+    if sha256 == "-":
+        return "unreadable"
+    return None if sha256 == record.sha256 else "sha256 differs from the manifest (the file changed)"
 
 
 def check_split_files(build_dir: Path, manifest: Manifest, name: str) -> dict[str, FileRecord]:
@@ -75,6 +98,48 @@ def check_split_files(build_dir: Path, manifest: Manifest, name: str) -> dict[st
         if problem := file_problem(path, record, content=False):
             raise damaged(build_dir, path, problem)
     return {f.name: f for f in entry.files}
+
+
+def check_split_hashes(build_dir: Path, manifest: Manifest, name: str, *, digests=None) -> dict[str, FileRecord]:
+    """check_split_files, then each of split `name`'s files re-hashed against the manifest's sha256 (a whole read):
+    the one check an edit that keeps the sizes, or a swap of two same-size files, cannot pass. `digests(paths)`
+    gives the files' sha256 ("-": unreadable) another way (in a child process); by default they are hashed here."""
+    records = check_split_files(build_dir, manifest, name)
+    paths = [build_dir / name / record.name for record in records.values()]
+    if digests is None:
+        problems = [file_problem(path, record) for path, record in zip(paths, records.values())]
+    else:
+        problems = [sha_problem(sha256, record) for sha256, record in zip(digests(paths), records.values())]
+    for path, problem in zip(paths, problems):
+        if problem:
+            raise damaged(build_dir, path, problem)
+    return records
+
+
+def listed_data_files(build_dir: Path, name: str, records: dict[str, FileRecord]) -> list[str]:
+    """The data files split `name`'s state.json lists, in order, once each is one of `records` (the manifest's files
+    of the split): a state.json edited to name another file beside them is refused in one line."""
+    state = member(build_dir, f"{name}/state.json")
+    names = data_file_names(state)
+    if unlisted := [n for n in names if n not in records]:
+        raise damaged(build_dir, state, f"lists {unlisted[0]}, a data file the manifest does not list")
+    return names
+
+
+def check_split_rows(build_dir: Path, manifest: Manifest, name: str) -> None:
+    """Split `name` as the manifest gives it: its files there at their sizes (listed_data_files) and as many rows in
+    their Arrow metadata (no column read) as the manifest says; refused in one line otherwise."""
+    names = listed_data_files(build_dir, name, check_split_files(build_dir, manifest, name))
+    rows = sum(file_rows(build_dir / name / n) for n in names)
+    if rows != (listed := manifest.splits[name].rows):
+        raise damaged(build_dir, build_dir / name, f"its files hold {rows:,} rows, the manifest says {listed:,}")
+
+
+def check_splits(build_dir: Path, manifest: Manifest, names=None) -> None:
+    """check_split_rows for each split of `names` (every split the manifest lists: None), so that what a summary
+    shows of them is what their files hold."""
+    for name in manifest.splits if names is None else names:
+        check_split_rows(build_dir, manifest, name)
 
 
 def tokenizer_path(build_dir: Path, manifest: Manifest) -> Path:
@@ -399,16 +464,13 @@ def open_epoch(build_dir: str | Path, epoch: int, seeds: int | None = None, *, i
                          f"run's {identity[:12]}): it was rebuilt or edited; start a new run (--out) on it, or "
                          "restore the build the run began with")
     name = epoch_split(manifest, epoch, seeds)
-    records = check_split_files(build_dir, manifest, name)
-    if rehash:
-        for record in records.values():
-            if problem := file_problem(build_dir / name / record.name, record):
-                raise damaged(build_dir, build_dir / name / record.name, problem)
+    listed_data_files(build_dir, name, (check_split_hashes if rehash else check_split_files)(build_dir, manifest, name))
     split = open_split(build_dir / name, objective=manifest.objective)
     if len(split) != (rows := manifest.splits[name].rows):
         raise CacheError(f"{build_dir / name}: {len(split)} rows, the manifest says {rows}; rebuild with --force")
     return split
 
 
-__all__ = ["Column", "Split", "build_tokenizer", "check_split_files", "epoch_split", "file_problem",
-           "open_epoch", "open_split", "parse_manifest", "pick_rows", "read_manifest", "tokenizer_path"]
+__all__ = ["Column", "Split", "build_tokenizer", "check_split_files", "check_split_hashes", "check_split_rows",
+           "check_splits", "epoch_split", "file_problem", "listed_data_files", "open_epoch", "open_split",
+           "parse_manifest", "pick_rows", "read_manifest", "tokenizer_path"]

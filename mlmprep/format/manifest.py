@@ -9,11 +9,13 @@ know is one it would ignore silently); the open mappings (`config`, `build_optio
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
 import os
 import re
+import stat
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
@@ -268,11 +270,22 @@ CONFIG_TYPES = {  # the build options readers use, and what each must be when pr
 
 COUNT = (lambda v: integer(v, 0, 1 << 62), "a count")
 FRACTION = (number, "a finite number")
+def dedup_stats(value) -> bool:
+    """corpus.stats.dedup as the summary reads it: counts, a method and the largest clusters (size, excerpt)."""
+    counts = ("documents", "documents_dropped", "characters_dropped", "clusters", "validation_documents")
+    return (isinstance(value, dict) and all(COUNT[0](value.get(key)) for key in counts)
+            and isinstance(value.get("method"), str) and isinstance(value.get("largest_clusters"), list)
+            and all(isinstance(c, dict) and COUNT[0](c.get("size")) and isinstance(c.get("excerpt"), str)
+                    for c in value["largest_clusters"]))
+
+
 CORPUS_STATS = {  # corpus.stats fields the summary and the report read; other keys may hold any small values
     **dict.fromkeys(("blank_skipped", "characters", "characters_removed", "decode_errors", "decode_replaced_lines",
                      "decode_skipped_lines", "documents", "documents_emptied", "files", "json_records",
                      "missing_field_skipped", "null_skipped", "truncated_files", "wrapped_lines"), COUNT),
-    "files_skipped": (lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v), "a list of strings"),
+    **dict.fromkeys(("files_skipped", "files_as_text"),
+                    (lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v), "a list of strings")),
+    "dedup": (dedup_stats, "an object of dedup counts, a method and the largest clusters"),
     "missing_field_keys": (lambda v: isinstance(v, dict) and all(COUNT[0](x) for x in v.values()),
                            "an object of counts"),
     "wrapped_prose": (lambda v: isinstance(v, dict) and set(v) == {"characters", "documents", "files", "lines"}
@@ -487,23 +500,104 @@ class Manifest:
 
 def member(build_dir: str | Path, relative: str | Path) -> Path:
     """`build_dir / relative`, refused in one line, before a byte is read, unless it resolves (links followed)
-    inside the build directory: a build names only its own files."""
-    root = os.path.realpath(build_dir)
+    inside the build directory (or, for a snapshot of the Hugging Face cache, into its repository's blobs/) and,
+    when it exists, is a regular file: a build names only its own files, and nothing else is opened."""
     path = Path(build_dir, relative)
     resolved = os.path.realpath(path)
-    if os.path.isabs(relative) or os.path.commonpath([root, resolved]) != root:
-        raise CacheError(f"{path}: resolves outside the build {build_dir} (to {resolved}), but a build names only its "
-                         f"own files; {advice(build_dir)}")
+    if os.path.isabs(relative) or not any(inside(resolved, root, whole) for root, whole in build_roots(build_dir)):
+        raise MemberError(path, build_dir, f"resolves outside the build {build_dir} (to {resolved}), but a build "
+                          "names only its own files")
+    if kind := not_regular(path):
+        raise MemberError(path, build_dir, f"{kind}, not a regular file")
     return path
 
 
-def read_json(path: Path, *, limit: int = 64 << 20):
-    """The strict JSON in `path` (no NaN or Infinity), refused in one line when unreadable, larger than `limit`
-    bytes or nested too deep to parse."""
+class MemberError(CacheError):
+    """A path a build names that is outside it or not a regular file; `problem` says which, without the path."""
+
+    def __init__(self, path: Path, build_dir: str | Path, problem: str):
+        super().__init__(f"{path}: {problem}; {advice(build_dir)}")
+        self.problem = problem
+
+
+def build_roots(build_dir: str | Path) -> list[tuple[str, bool]]:
+    """Where the files of a build may resolve: (directory, whole tree or only its own entries). The build directory;
+    and when it is a snapshot of the Hugging Face cache (REPO/snapshots/REVISION, whose files are links into
+    REPO/blobs/), the files directly in REPO/blobs/."""
+    root = os.path.realpath(build_dir)
+    roots = [(root, True)]
+    parts = Path(root).parts
+    if "snapshots" in parts[:-1]:
+        at = len(parts) - 1 - parts[::-1].index("snapshots")
+        blobs = os.path.join(*parts[:at], "blobs")
+        if os.path.isdir(blobs) and not os.path.islink(blobs):
+            roots.append((blobs, False))
+    return roots
+
+
+def inside(resolved: str, root: str, whole: bool) -> bool:
+    """Whether `resolved` lies in `root`'s tree (`whole`), or is one of `root`'s own entries."""
+    if not whole:
+        return os.path.dirname(resolved) == root
+    return os.path.commonpath([root, resolved]) == root
+
+
+KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+         (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+
+
+def not_regular(path: str | Path) -> str | None:
+    """What `path` is when it exists but is not a regular file ("a directory", "a FIFO", ...), else None: a
+    reader that opened a FIFO would wait for a writer forever."""
     try:
-        if path.stat().st_size > limit:
-            raise ValueError(f"{path.stat().st_size:,} bytes, more than any mlmprep JSON file")
-        return json.loads(path.read_bytes().decode("utf-8"), parse_constant=reject_constant)
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return None
+    if stat.S_ISREG(mode):
+        return None
+    return next((what for test, what in KINDS if test(mode)), "not a file")
+
+
+def open_regular(path: str | Path):
+    """`path` opened for reading in binary, refused with OSError unless it is a regular file: opened without
+    blocking (a FIFO would wait for a writer), then checked on the open descriptor, so a swap after a check is
+    caught too."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            what = next((what for test, what in KINDS if test(mode)), "not a file")
+            raise OSError(f"{what}, not a regular file")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+HASH_CHUNK = 8 << 20  # bytes hashed per read: few, long stretches without the GIL
+
+
+def file_sha256(path: str | Path) -> str:
+    """The sha256 of a regular file (anything else is refused with OSError, never waited on), read in large chunks
+    with the GIL released while each is read and hashed."""
+    digest, buffer = hashlib.sha256(), bytearray(HASH_CHUNK)
+    view = memoryview(buffer)
+    with open_regular(path) as f:
+        while n := f.readinto(buffer):
+            digest.update(view[:n])
+    return digest.hexdigest()
+
+
+def read_json(path: Path, *, limit: int = 64 << 20):
+    """The strict JSON in `path` (no NaN or Infinity), refused in one line when unreadable, not a regular file,
+    larger than `limit` bytes or nested too deep to parse."""
+    try:
+        with open_regular(path) as f:
+            if (size := os.fstat(f.fileno()).st_size) > limit:
+                raise ValueError(f"{size:,} bytes, more than any mlmprep JSON file")
+            data = f.read(limit + 1)
+        return json.loads(data.decode("utf-8"), parse_constant=reject_constant)
     except NonFinite as exc:
         raise ManifestError(f"{path}: not strict JSON ({exc}); {advice(path.parent)}", f"not strict JSON ({exc})"
                             ) from None
@@ -533,5 +627,25 @@ def data_file_names(state: Path) -> list[str]:
     return names
 
 
-__all__ = ["MANIFEST", "READ_VERSIONS", "CorpusRecord", "FileRecord", "Manifest", "ManifestError", "SeedRecord",
-           "SplitRecord", "TokenizerRecord", "data_file_names", "member", "read_json"]
+__all__ = ["MANIFEST", "READ_VERSIONS", "CorpusRecord", "FileRecord", "Manifest", "ManifestError", "MemberError",
+           "SeedRecord", "SplitRecord", "TokenizerRecord", "data_file_names", "file_sha256", "member", "not_regular",
+           "open_regular", "read_json"]
+
+
+def main(paths: list[str]) -> None:
+    """`python -m mlmprep.format.manifest FILE...`: each file's sha256 on a line ("-" when it cannot be read), at
+    the lowest CPU priority. A training run checks its next epoch's files so, in a child process: it shares no
+    GIL with the loader, and the scheduler gives it only the CPU the run leaves."""
+    with contextlib.suppress(OSError):
+        os.nice(19)
+    for path in paths:
+        try:
+            print(file_sha256(path), flush=True)
+        except OSError:
+            print("-", flush=True)
+
+
+if __name__ == "__main__":
+    import sys
+
+    main(sys.argv[1:])

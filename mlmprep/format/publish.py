@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import hashlib
 import json
 import os
 import re
@@ -308,7 +309,8 @@ def remote_lock(url: str, options: dict, *, force: bool = False, log=lambda _: N
     lock names its owner (host, pid, time): one left by a build that no longer runs on this host is taken over,
     and one from another host with `force`; each takeover is logged."""
     lock = storage.join(url, storage.LOCK)
-    token = json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "id": uuid.uuid4().hex,
+    ours = uuid.uuid4().hex
+    token = json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "id": ours,
                         "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}).encode()
     if not storage.create(lock, token, options):
         take_over(url, lock, options, force, log)
@@ -318,8 +320,29 @@ def remote_lock(url: str, options: dict, *, force: bool = False, log=lambda _: N
         yield
     finally:
         with contextlib.suppress(CacheError):  # never remove a lock another build took after ours was removed
-            if storage.read_bytes(lock, options) == token:
+            if lock_owner(storage.read_bytes(lock, options)).get("id") == ours:
                 storage.remove([lock], options)
+
+
+def lock_owner(held: bytes) -> dict:
+    """The lock object's fields (host, pid, id, since; committing once its build commits), or {} if unreadable."""
+    try:
+        owner = json.loads(held)
+    except ValueError:
+        return {}
+    return owner if isinstance(owner, dict) else {}
+
+
+def mark_committing(url: str, options: dict, manifest: bytes) -> None:
+    """Before the commit, this process's lock on `url` records the sha256 of the manifest it is about to put
+    there: a build killed between its commit and the lock's removal leaves a lock that any later build, on any
+    host, sees belongs to a build that finished (take_over)."""
+    lock = storage.join(url, storage.LOCK)
+    with contextlib.suppress(CacheError):
+        owner = lock_owner(storage.read_bytes(lock, options))
+        if owner.get("host") == socket.gethostname() and owner.get("pid") == os.getpid():
+            storage.write(lock, json.dumps({**owner, "committing": hashlib.sha256(manifest).hexdigest()}).encode(),
+                          options)
 
 
 def take_over(url: str, lock: str, options: dict, force: bool, log) -> None:
@@ -329,12 +352,18 @@ def take_over(url: str, lock: str, options: dict, force: bool, log) -> None:
         held = storage.read_bytes(lock, options)
     except CacheError:
         return  # released meanwhile: the caller tries again
+    owner = lock_owner(held)
     try:
-        owner = json.loads(held)
         host, pid, since = str(owner["host"]), int(owner["pid"]), str(owner.get("since", "an unknown time"))
     except (ValueError, KeyError, TypeError):
         host, pid, since = "an unknown host", 0, "an unknown time"
     who = printable(f"pid {pid} on {host}, since {since}")
+    if committed(url, options, owner):
+        log(f"--out {url}: removing the lock of {who}, a build that finished (its manifest is there) but was "
+            "stopped before it removed its lock")
+        if storage.read_bytes(lock, options) == held:
+            storage.remove([lock], options)
+        return
     here = host == socket.gethostname()
     if here and pid_alive(pid):
         raise CacheError(f"--out {url}: another mlmprep build is writing it now ({who}, lock {lock}); wait for it")
@@ -345,6 +374,17 @@ def take_over(url: str, lock: str, options: dict, force: bool, log) -> None:
     log(f"--out {url}: taking over the lock of {who} ({reason})")
     if storage.read_bytes(lock, options) == held:
         storage.remove([lock], options)
+
+
+def committed(url: str, options: dict, owner: dict) -> bool:
+    """Whether the lock `owner` belongs to a build that committed: the manifest at `url` is the one it recorded."""
+    digest = owner.get("committing")
+    if not isinstance(digest, str):
+        return False
+    try:
+        return hashlib.sha256(storage.read_bytes(storage.join(url, MANIFEST), options)).hexdigest() == digest
+    except CacheError:
+        return False
 
 
 def pid_alive(pid: int) -> bool:
@@ -439,6 +479,7 @@ def commit_remote(stage: Path, url: str, present: dict[str, int], options: dict,
     pairs = [(p, storage.join(url, p.relative_to(stage).as_posix())) for p in local]
     try:
         storage.put(pairs, options)
+        mark_committing(url, options, (stage / MANIFEST).read_bytes())
         storage.put([(stage / MANIFEST, manifest)], options)
     except BaseException:
         with contextlib.suppress(CacheError):  # a whole build's manifest goes too; one only added to stays

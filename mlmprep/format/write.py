@@ -22,7 +22,7 @@ import numpy as np
 
 from mlmprep.config import SEQ2SEQ
 from mlmprep.errors import CacheError, printable
-from mlmprep.format.manifest import MANIFEST, data_file_names, member
+from mlmprep.format.manifest import MANIFEST, data_file_names, file_sha256, member
 from mlmprep.format.rows import Rows
 
 FORMAT_VERSION = 3  # 3: 16-bit columns (column_dtypes); 2: int32, a fixed number of rows per data file
@@ -64,11 +64,6 @@ def damaged(build_dir: str | Path, path: Path, problem: str) -> CacheError:
     return CacheError(f"{path}: {problem}; the build is damaged: "
                       f"run `mlmprep verify {build_dir}` to see every problem, "
                       f"or rebuild it with `mlmprep build ... --out {build_dir} --force`")
-
-
-def file_sha256(path: Path) -> str:
-    with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def strict(value):

@@ -89,13 +89,14 @@ def set_rng_state(state: dict) -> None:
     random.setstate((version, tuple(internal), gauss_next))
 
 
-def save(run: Path, state: dict, *, model, optimizer, cfg: TrainConfig, rank: int, world_size: int) -> Path:
+def save(run: Path, state: dict, *, model, optimizer, tokenizer, max_length: int, cfg: TrainConfig, rank: int,
+         world_size: int) -> Path:
     """Write checkpoint-{step} of the loop's `state` (its state.json, with the step) and delete all but the last
-    cfg.keep_checkpoints. Every rank calls it: rank 0 writes, with every rank's RNG state, while the others wait."""
+    cfg.keep_checkpoints; `tokenizer` (the build's, checked when the run began) and its transformers files for
+    `max_length` go beside the weights, so that the model directory is complete for from_pretrained (AutoTokenizer
+    and AutoModel alike). Every rank calls it: rank 0 writes, with every rank's RNG state, while the others wait."""
     import torch
     import torch.distributed as dist
-
-    from mlmprep.format.cache import local_build
 
     rngs = [rng_state()]
     if world_size > 1:
@@ -109,7 +110,7 @@ def save(run: Path, state: dict, *, model, optimizer, cfg: TrainConfig, rank: in
         try:
             tmp.mkdir(parents=True)
             model.save_pretrained(str(tmp / "model"))
-            save_tokenizer(local_build(cfg.data), tmp / "model")
+            write_hf_tokenizer(tokenizer, tmp / "model", model_max_length=max_length)
             torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
             torch.save(rngs, tmp / "rng.pt")
             write_json(tmp / "state.json", state)
@@ -127,16 +128,6 @@ def save(run: Path, state: dict, *, model, optimizer, cfg: TrainConfig, rank: in
     if world_size > 1:
         dist.barrier()
     return final
-
-
-def save_tokenizer(data: Path, model_dir: Path) -> None:
-    """The build's tokenizer, with its transformers files, beside the weights: the model directory is then
-    complete for from_pretrained (AutoTokenizer and AutoModel alike)."""
-    from mlmprep.format.load import build_tokenizer, read_manifest
-
-    manifest = read_manifest(data)
-    tok = build_tokenizer(Path(data), manifest)
-    write_hf_tokenizer(tok, model_dir, model_max_length=manifest.input_length)
 
 
 def load(path: Path, state: dict, optimizer, *, rank: int, world_size: int, device) -> None:

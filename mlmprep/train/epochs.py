@@ -3,12 +3,21 @@ plan (the same on every rank), the label tokens of its rows, and the number of s
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+import sys
+import threading
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from pathlib import Path
+
 import numpy as np
 
+from mlmprep import storage
 from mlmprep.config import MAX_TOKENS, TrainConfig
-from mlmprep.errors import CacheError
+from mlmprep.errors import CacheError, MlmprepError
 from mlmprep.format import cache as remote
-from mlmprep.format.load import epoch_split
+from mlmprep.format.load import check_split_hashes, epoch_split, read_manifest
 from mlmprep.format.manifest import Manifest
 from mlmprep.format.rows import IGNORE
 from mlmprep.train.adapt import Limits
@@ -31,14 +40,16 @@ def make_budget(cfg: TrainConfig, limits: Limits | None = None) -> Budget:
 
 
 def epoch_plan(cfg: TrainConfig, world: World, epoch: int, seeds: int | None = None, mix: MixturePlan | None = None,
-               *, planning: bool = False, identity: str | None = None):
+               *, planning: bool = False, identity: str | None = None, rehash: bool = False):
     """(split, batches) of an epoch: the same plan on every rank; `seeds`: see load.epoch_split. A mixture's
     epoch is its plan's chunk `epoch`. A DATA URL's split is fetched into the local cache first (`planning`: only
-    its row lengths are needed). With `identity` the build must still be the one the run planned on."""
+    its row lengths are needed). With `identity` the build must still be the one the run planned on; with `rehash`
+    (or --rehash-data) its files' sha256 are checked as it opens."""
     if mix is not None:
         chunk = mix.chunk(epoch)
         return chunk.split, chunk.plan
-    split = remote.open_epoch(cfg.data, epoch, seeds, planning=planning, identity=identity, rehash=cfg.rehash_data)
+    split = remote.open_epoch(cfg.data, epoch, seeds, planning=planning, identity=identity,
+                              rehash=rehash or cfg.rehash_data)
     if len(split) == 0:
         raise CacheError(f"{split.path}: no rows to train on; build from a larger corpus")
     return split, plan_epoch(split.enc_lengths, split.dec_lengths, make_budget(cfg), seed=cfg.seed, epoch=epoch,
@@ -82,8 +93,67 @@ def make_epoch(index: int, split, plan: list[Batch], collator: Collator, manifes
     return Epoch(index, f"chunk {index}", split, plan, row_targets(split, collator), mix.chunk(index))
 
 
-def next_epoch(run: Run, index: int, seeds: int, identity: str) -> Epoch:
-    """Epoch `index`: its split, checked to be of the build the run planned on (`identity`), its plan (the same on
-    every rank) and the label tokens of its rows."""
-    split, plan = epoch_plan(run.cfg, run.world, index, seeds, run.mix, identity=identity)
+def next_epoch(run: Run, index: int, seeds: int, identity: str, ahead: Ahead | None) -> Epoch:
+    """Epoch `index`: its split, checked to be of the build the run planned on (`identity`) and, once `ahead`'s
+    check of its files' sha256 is done, its plan (the same on every rank) and the label tokens of its rows. A
+    check that failed is done once more here, before a step reads the files, and only that one counts (the
+    background one may have met a build being replaced): a mismatch stops the run in one line. Without `ahead`
+    (a URL's files are hashed by the cache as they land; a mixture's as each pass opens them), the split opens
+    as it is."""
+    failed = ahead is not None and ahead.index == index and ahead.future.exception() is not None
+    split, plan = epoch_plan(run.cfg, run.world, index, seeds, run.mix, identity=identity, rehash=failed)
     return make_epoch(index, split, plan, run.collator, run.manifest, seeds, run.mix)
+
+
+@dataclass
+class Ahead:
+    """The sha256 check of epoch `index`'s split files, running while the epoch before it trains; `future` ends with
+    None or the check's CacheError. `children`: the hashing processes, which `stop` kills."""
+
+    index: int
+    future: Future
+    children: list = field(default_factory=list)
+    stopped: bool = False
+
+    def stop(self) -> None:
+        self.stopped = True
+        for child in self.children:
+            child.kill()
+
+
+def hash_ahead(run: Run, index: int, seeds: int) -> Ahead | None:
+    """Start checking epoch `index`'s split files against the manifest's sha256 (load.check_split_hashes), hashed
+    by a child process at the lowest CPU priority (child_digests) that a daemon thread waits on; None for a mixture
+    or a build from a URL, whose files are hashed otherwise (next_epoch)."""
+    if run.mix is not None or storage.is_url(run.cfg.data):
+        return None
+    ahead = Ahead(index, Future())
+
+    def work() -> None:
+        try:
+            manifest = read_manifest(run.cfg.data)
+            check_split_hashes(Path(run.cfg.data), manifest, epoch_split(manifest, index, seeds),
+                               digests=lambda paths: child_digests(paths, ahead))
+        except MlmprepError as exc:
+            ahead.future.set_exception(exc)
+        else:
+            ahead.future.set_result(None)
+
+    threading.Thread(target=work, name=f"mlmprep-hash-epoch-{index}", daemon=True).start()
+    return ahead
+
+
+def child_digests(paths: list[Path], ahead: Ahead | None = None) -> list[str]:
+    """The sha256 of each of `paths` ("-": unreadable), from `python -m mlmprep.format.manifest` (nice 19): a
+    process shares no GIL with the loader, and the scheduler gives it only the CPU the run leaves. Killed by
+    `ahead.stop()`, it gives "-" for the files it did not hash."""
+    if ahead is not None and ahead.stopped:
+        return ["-"] * len(paths)
+    nice = [found, "-n", "19"] if (found := shutil.which("nice")) else []  # its start-up too, not only the hashing
+    with subprocess.Popen([*nice, sys.executable, "-m", "mlmprep.format.manifest", *map(str, paths)],
+                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL) as child:
+        if ahead is not None:
+            ahead.children.append(child)
+        out, _ = child.communicate()
+    found = out.decode("ascii", "replace").split()
+    return found + ["-"] * (len(paths) - len(found))

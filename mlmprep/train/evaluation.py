@@ -11,7 +11,7 @@ import torch
 from mlmprep.config import TrainConfig
 from mlmprep.errors import ConfigError
 from mlmprep.format import cache as remote
-from mlmprep.format.load import Split, check_split_files, open_split, read_manifest
+from mlmprep.format.load import Split, check_split_hashes, open_split, read_manifest
 from mlmprep.format.manifest import Manifest
 from mlmprep.format.rows import IGNORE
 from mlmprep.format.write import manifest_path
@@ -85,7 +85,7 @@ def validation(cfg: TrainConfig, manifest: Manifest):
         path = other_validation(cfg.validation[0], cfg, manifest)
     elif getattr(manifest.split("validation"), "rows", 0):
         path = remote.local_build(cfg.data) / "validation"
-        check_split_files(path.parent, manifest, "validation")
+        check_split_hashes(path.parent, manifest, "validation")  # evaluated on: its bytes the recorded ones
     else:
         return None
     return eval_batches(cfg, open_split(path, objective=manifest.objective))

@@ -17,13 +17,13 @@ import torch.distributed as dist
 from mlmprep.config import TrainConfig
 from mlmprep.format import cache as remote
 from mlmprep.progress import progress
-from mlmprep.train.epochs import next_epoch
+from mlmprep.train.epochs import Ahead, hash_ahead, next_epoch
 from mlmprep.train.evaluation import evaluate_build
 from mlmprep.train.logs import due, finish, log_window, record_fetch
 from mlmprep.train.mixture_run import evaluate_mixture
 from mlmprep.train.prepare import open_data, start
 from mlmprep.train.speed import deterministic_kernels
-from mlmprep.train.state import Hook, Run, Window, save_checkpoint
+from mlmprep.train.state import Epoch, Hook, Run, TrainState, Window, save_checkpoint
 from mlmprep.train.step import train_step
 from mlmprep.train.world import World, init_world
 
@@ -58,9 +58,11 @@ def run_fit(cfg: TrainConfig, world: World, hook: Hook | None, on_end: Callable 
     bar = progress(total=run.total, initial=state.step, unit="step", unit_scale=False,
                    **({} if world.main else {"disable": True}))
     window, loss = Window(), None
+    ahead = check_next(run, state, epoch)
     while state.step < run.total:
         if epoch.index != state.epoch:  # the previous step was its epoch's last
-            epoch = next_epoch(run, state.epoch, state.seeds, state.data)
+            epoch = next_epoch(run, state.epoch, state.seeds, state.data, ahead)
+            ahead = check_next(run, state, epoch)
             record_fetch(run, state)
         bar.set_description(epoch.name if epoch.chunk is not None else f"epoch {epoch.index} ({epoch.name})")
         lr, norm = train_step(run, state, epoch, window)
@@ -73,6 +75,8 @@ def run_fit(cfg: TrainConfig, world: World, hook: Hook | None, on_end: Callable 
         if save:
             save_checkpoint(run, state)
     bar.close()
+    if ahead is not None:
+        ahead.stop()
     if not metrics:  # no evaluation yet (say, a run killed after its last checkpoint, resumed): evaluate now
         metrics = evaluate_and_log(run, state.step)
     final = finish(run, state, loss, metrics, started)
@@ -80,6 +84,14 @@ def run_fit(cfg: TrainConfig, world: World, hook: Hook | None, on_end: Callable 
     if on_end is not None:
         on_end(run.model)
     return final
+
+
+def check_next(run: Run, state: TrainState, epoch: Epoch) -> Ahead | None:
+    """The background sha256 check of the next epoch's files while `epoch` trains (epochs.hash_ahead), when the run
+    reaches that epoch."""
+    if state.step + len(epoch.plan) - state.cursor >= run.total:
+        return None
+    return hash_ahead(run, epoch.index + 1, state.seeds)
 
 
 def evaluate_and_log(run: Run, step: int) -> dict:

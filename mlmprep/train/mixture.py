@@ -97,9 +97,9 @@ class Source:
     tokens: int
 
     def split(self, pass_: int) -> Split:
-        """The split pass `pass_` reads: the one call that opens a seed split of a source, checked to be of the build
-        the mixture was planned on."""
-        return open_epoch(self.path, pass_, self.seeds, identity=self.manifest.identity(self.seeds))
+        """The split pass `pass_` reads: the one call that opens a seed split of a source (once a run), checked to be
+        of the build the mixture was planned on, its files' sha256 the recorded ones."""
+        return open_epoch(self.path, pass_, self.seeds, identity=self.manifest.identity(self.seeds), rehash=True)
 
     def seed_name(self, pass_: int) -> str:
         return epoch_split(self.manifest, pass_, self.seeds)

@@ -11,7 +11,7 @@ import torch.distributed as dist
 from mlmprep.config import TrainConfig
 from mlmprep.errors import CacheError
 from mlmprep.format import cache as remote
-from mlmprep.format.load import read_manifest
+from mlmprep.format.load import build_tokenizer, check_split_files, listed_data_files, read_manifest
 from mlmprep.format.manifest import Manifest, TokenizerRecord
 from mlmprep.format.publish import check_utf8_path
 from mlmprep.format.write import write_json
@@ -143,6 +143,20 @@ def describe(cfg: TrainConfig, world: World, model, epoch: Epoch, total: int, st
                f"from step {state.step}; epoch e reads seed-{{e % {state.seeds}}}")
 
 
+def check_needed_files(cfg: TrainConfig, manifest: Manifest, seeds: int, mix: MixturePlan | None):
+    """Every file of the build the run will read, checked before its first step, so that none is found missing
+    steps later: the tokenizer (loaded and returned: each checkpoint saves it) and, for a build on this machine,
+    each seed split the run reads and validation, there at their sizes (a URL's are fetched and hashed as their
+    epochs come)."""
+    build = remote.local_build(cfg.data)
+    tokenizer = build_tokenizer(build, manifest)
+    if mix is None and build == Path(cfg.data):
+        for name in manifest.seed_splits[:seeds] + ["validation"]:
+            if name in manifest.splits:
+                listed_data_files(build, name, check_split_files(build, manifest, name))
+    return tokenizer
+
+
 @dataclass(frozen=True)
 class Opening:
     """What a run starts from: its build (a mixture's: the first source's manifest, with the longest rows of any),
@@ -196,8 +210,9 @@ def start(cfg: TrainConfig, world: World, opening: Opening, hook: Hook | None) -
                         device=world.device)
         adapter.load_state_dict(state.adapt)
     # the data is opened before RUN is written: a damaged build leaves no RUN
+    tokenizer = check_needed_files(cfg, manifest, state.seeds, mix)
     val = validation(cfg, manifest) if mix is None else mixture_validation(cfg, mix)
-    split, plan = epoch_plan(cfg, world, state.epoch, state.seeds, mix, identity=state.data)
+    split, plan = epoch_plan(cfg, world, state.epoch, state.seeds, mix, identity=state.data, rehash=True)
     write_run(cfg, world, state.step)
     total = opening.total
     warn_schedule(cfg, world, total)  # after every check that can fail, so that an error stays one line
@@ -215,5 +230,5 @@ def start(cfg: TrainConfig, world: World, opening: Opening, hook: Hook | None) -
     run = Run(cfg=cfg, world=world, out=Path(cfg.out), manifest=manifest, total=total, horizon=cfg.decay_steps or total,
               model=model, ddp=ddp, params=[p for p in model.parameters() if p.requires_grad], optimizer=optimizer,
               adapter=adapter, guard=Guard(cfg.max_bad_steps, cfg.out), collator=collator, forward=forward, val=val,
-              writer=writer, hook=hook, mix=mix)
+              writer=writer, hook=hook, tokenizer=tokenizer, mix=mix)
     return run, state, epoch

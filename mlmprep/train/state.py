@@ -117,6 +117,7 @@ class Run:
     val: tuple | None  # validation(): (split, microbatches), or None
     writer: object  # reporters.open_writer(): a SummaryWriter, or None
     hook: Hook | None
+    tokenizer: object  # the build's tokenizer, checked before the first step; each checkpoint saves it
     mix: MixturePlan | None = None  # a mixture's plan (then val is mixture_validation()'s list)
 
 
@@ -126,5 +127,5 @@ def save_checkpoint(run: Run, state: TrainState) -> None:
     saved = asdict(state)
     if run.mix is not None:
         saved["mixture"] = run.mix.saved()
-    checkpoint.save(run.out, saved, model=run.model, optimizer=run.optimizer, cfg=run.cfg, rank=run.world.rank,
-                    world_size=run.world.size)
+    checkpoint.save(run.out, saved, model=run.model, optimizer=run.optimizer, tokenizer=run.tokenizer,
+                    max_length=run.manifest.input_length, cfg=run.cfg, rank=run.world.rank, world_size=run.world.size)

@@ -118,7 +118,73 @@ INSPECT_DAMAGES = {
     "tokenizer-removed": (lambda d: (d / "tokenizer.json").unlink(), [], "tokenizer.json", "missing"),
     "data-file-header-flipped": (lambda d: flip(min((d / "seed-0").glob("data-*")), 60), [], "seed-0/data-00000-of-",
                                  "not a readable Arrow stream"),
+    # splits the summary shows but does not examine: each checked against its files all the same
+    "another-split-removed": (lambda d: shutil.rmtree(d / "seed-1"), [], "seed-1/data-00000-of-", "missing"),
+    "rows-edited": (lambda d: edit_manifest(d, lambda m: m["splits"]["windows"].update(rows=7)), [], "windows:",
+                    "its files hold"),
+    "split-cut-and-rehashed": (lambda d: cut_split(d, "seed-1", 50), [], "seed-1:", "its files hold 50 rows"),
 }
+
+
+def edit_manifest(d: Path, edit) -> None:
+    data = manifest(d)
+    edit(data)
+    (d / "manifest.json").write_text(json.dumps(data), encoding="utf-8")
+
+
+def cut_split(d: Path, name: str, rows: int, *, record_rows: bool = False) -> None:
+    """Split `name` cut to its first `rows` rows in one data file (the others removed), its manifest entry re-hashed
+    to match (and with `record_rows`, its row count too): only the row count, or the other seeds, tell."""
+    import hashlib
+
+    import pyarrow as pa
+
+    files = sorted((d / name).glob("data-*.arrow"))
+    tables = [pa.ipc.open_stream(pa.BufferReader(f.read_bytes())).read_all() for f in files]
+    table = pa.concat_tables(tables).slice(0, rows).combine_chunks()
+    for f in files[1:]:
+        f.unlink()
+    with pa.OSFile(str(files[0]), "wb") as sink, pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    state = json.loads((d / name / "state.json").read_text(encoding="utf-8"))
+    state["_data_files"] = [{"filename": files[0].name}]
+    (d / name / "state.json").write_text(json.dumps(state), encoding="utf-8")
+    data = manifest(d)
+    entry = data["splits"][name]
+    kept = {files[0].name, "state.json"}
+    entry["files"] = [f for f in entry["files"] if f["name"] in kept or not f["name"].startswith("data-")]
+    for f in entry["files"]:
+        blob = (d / name / f["name"]).read_bytes()
+        f.update(bytes=len(blob), sha256=hashlib.sha256(blob).hexdigest())
+    if record_rows:
+        entry["rows"] = rows
+    (d / "manifest.json").write_text(json.dumps(data), encoding="utf-8")
+
+
+@pytest.mark.parametrize("damage", ["another-split-removed", "rows-edited", "split-cut-and-rehashed"])
+def test_the_html_report_refuses_splits_whose_files_disagree_with_the_manifest(tmp_path, several_files, damage):
+    harm, _, named, words = INSPECT_DAMAGES[damage]
+    d = tmp_path / "data"
+    shutil.copytree(several_files, d)
+    harm(d)
+    result = cli("inspect", d, "--html", tmp_path / "r.html")
+    assert_refused(result.exit_code, result.stderr, f"{d}/{named}", words, f"mlmprep verify {d}")
+    assert not (tmp_path / "r.html").exists()
+
+
+def test_the_report_of_a_seed_cut_short_shows_only_rows_every_seed_has(tmp_path, several_files):
+    """A seed split cut to 50 rows, its manifest entry re-hashed and its rows recorded: the page is written, its
+    examples taken from rows every seed has; verify still finds the cut."""
+    d = tmp_path / "data"
+    shutil.copytree(several_files, d)
+    cut_split(d, "seed-1", 50, record_rows=True)
+    result = cli("inspect", d, "--html", tmp_path / "r.html", "--examples", "6")
+    assert result.exit_code == 0, result.stderr
+    page = (tmp_path / "r.html").read_text(encoding="utf-8")
+    data = json.loads(page.split('<script id="data" type="application/json">')[1].split("</script>")[0])
+    shown = [row["row"] for row in data["rows"]]
+    assert len(shown) == 6 and max(shown) == 49 and min(shown) == 0
+    assert cli("verify", d).exit_code == 1
 
 
 @pytest.mark.parametrize("damage", INSPECT_DAMAGES)
@@ -135,13 +201,49 @@ def test_inspect_refuses_a_damaged_build_in_one_line(tmp_path, several_files, da
 
 
 def test_training_refuses_a_data_file_with_a_damaged_header_in_one_line(tmp_path, several_files):
-    """Same size, so the manifest's cheap size check passes: reading its record batches finds the damage."""
+    """Same size, so the manifest's cheap size check passes: the first epoch's sha256, taken before anything is
+    read, finds the damage."""
     d = tmp_path / "data"
     shutil.copytree(several_files, d)
     flip(min((d / "seed-0").glob("data-*")), 60)
     result = cli("train", d, "--model", "tiny", "--out", tmp_path / "run", "--max-steps", "1", "--warmup-steps", "0")
-    assert_refused(result.exit_code, result.stderr, f"{d}/seed-0/data-00000-of-", "not a readable Arrow stream",
+    assert_refused(result.exit_code, result.stderr, f"{d}/seed-0/data-00000-of-", "sha256 differs",
                    f"mlmprep verify {d}")
+    assert not (tmp_path / "run").exists()
+
+
+TRAIN_NEEDS = {  # damage -> the path the error names, relative to the build, and words it holds
+    "tokenizer-removed": (lambda d: (d / "tokenizer.json").unlink(), "tokenizer.json", "missing"),
+    "tokenizer-changed": (changed_tokenizer, "tokenizer.json", "sha256 differs"),
+    "a-later-seed-removed": (lambda d: shutil.rmtree(d / "seed-1"), "seed-1/data-00000-of-", "missing"),
+    "validation-file-truncated": (lambda d: truncate(min((d / "validation").glob("data-*"))), "validation/data-",
+                                  "bytes"),
+    "validation-file-flipped": (lambda d: flip(min((d / "validation").glob("data-*")), -600), "validation/data-",
+                                "sha256 differs"),
+    "state-json-names-an-unlisted-file": (lambda d: name_unlisted_file(d, "seed-1"), "seed-1/state.json",
+                                          "a data file the manifest does not list"),
+}
+
+
+def name_unlisted_file(d: Path, split: str) -> None:
+    """A copy of another seed's first data file beside the split's, which its state.json, at its size, names instead."""
+    text = (d / split / "state.json").read_text(encoding="utf-8")
+    first = json.loads(text)["_data_files"][0]["filename"]
+    shutil.copy(d / "seed-0" / first, d / split / f"X{first[1:]}")
+    (d / split / "state.json").write_text(text.replace(f'"{first}"', f'"X{first[1:]}"'), encoding="utf-8")
+
+
+@pytest.mark.parametrize("damage", TRAIN_NEEDS)
+def test_training_checks_every_file_it_needs_before_its_first_step(tmp_path, several_files, damage):
+    """A file the run needs only when it saves (the tokenizer) or in a later epoch (seed-1) stops it before its
+    first step, in one line, with no RUN written: one step would otherwise train, evaluate and then fail."""
+    harm, named, words = TRAIN_NEEDS[damage]
+    d = tmp_path / "data"
+    shutil.copytree(several_files, d)
+    harm(d)
+    result = cli("train", d, "--model", "tiny", "--out", tmp_path / "run", "--max-steps", "1", "--warmup-steps", "0",
+                 "--eval-every", "1")
+    assert_refused(result.exit_code, result.stderr, f"{d}/{named}", words)
     assert not (tmp_path / "run").exists()
 
 
@@ -165,15 +267,21 @@ def overwrite_token(path: Path, value: int) -> int:
 
 @pytest.mark.parametrize("value, int32", [(60_000, False), (10**6, True), (-7, True)])
 def test_training_refuses_token_ids_outside_the_vocabulary_in_one_line(tmp_path, several_files, value, int32):
-    """A data file of the right size with valid headers but a token id no tokenizer gave: the run stops in one
-    line naming the split and the row, where the model's embedding would raise (or, on CUDA, assert). A uint16
-    column holds ids up to 65,535; an int32 one (format 2) any."""
+    """A data file of the right size with valid headers but a token id no tokenizer gave, its manifest entry
+    re-hashed (a faulty build, which every sha256 check passes): the run stops in one line naming the split and the
+    row, where the model's embedding would raise (or, on CUDA, assert). A uint16 column holds ids up to 65,535; an
+    int32 one (format 2) any."""
+    import hashlib
+
     d = tmp_path / "data"
     if int32:
         int32_copy(several_files, d)
     else:
         shutil.copytree(several_files, d)
-    assert overwrite_token(min((d / "seed-0").glob("data-*")), value) > 8
+    path = min((d / "seed-0").glob("data-*"))
+    assert overwrite_token(path, value) > 8
+    edit_manifest(d, lambda m: next(f for f in m["splits"]["seed-0"]["files"] if f["name"] == path.name).update(
+        sha256=hashlib.sha256(path.read_bytes()).hexdigest()))
     result = cli("train", d, "--model", "tiny", "--out", tmp_path / "run", "--epochs", "1", "--warmup-steps", "0",
                  "--log-every", "1000", "--eval-every", "0")
     assert result.exit_code == 2, result.stderr

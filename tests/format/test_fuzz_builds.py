@@ -1,21 +1,27 @@
 """Damaged and hostile builds, fuzzed: random edits of manifest.json, state.json, tokenizer.json and the Arrow files
-(truncation, flipped bytes, other types, path traversal, links out of the build, huge numbers, deep nesting, NaN,
-missing keys) run through verify, inspect, inspect --html and train start-up. Each command either works or refuses
-in one line, never a traceback; nothing outside the build is opened (an audit hook watches a canary directory
-beside it whose files are copies of the build's, so a read of one would pass every other check); and every
-damage is refused by the reader or caught by verify.
+(truncation, flipped bytes, other types, path traversal, huge numbers, deep nesting, NaN, missing keys), links out
+of the build for any file (manifest.json too) or split, same-size files swapped, FIFOs and directories where files
+belong, splits cut short with their manifest entries re-hashed, row counts edited, run through verify, inspect,
+inspect --html and train start-up. Each command either works or refuses in one line, never a traceback, and never
+waits (a FIFO left unopened is the only way to block: a watchdog opens it after HANG_S and fails the case);
+nothing outside the build is opened (an audit hook watches a canary directory beside it whose files are copies of
+the build's, so a read of one would pass every other check); every damage is refused by the reader or caught by
+verify; and train refuses, before its first step, any change to the bytes it reads there (seed-0, validation,
+the tokenizer) that the manifest does not record.
 
 MLMPREP_FUZZ_CASES=N runs N cases (default 300, a minute or two); MLMPREP_FUZZ_SEED=S another sequence.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import shutil
 import sys
 import tempfile
+import threading
 from contextlib import contextmanager
 from pathlib import Path
 from unittest import mock
@@ -31,8 +37,10 @@ from mlmprep.config import TrainConfig
 from mlmprep.errors import MlmprepError
 from mlmprep.train.loop import fit
 from tests.conftest import build_tiny
+from tests.format.test_damaged_builds import cut_split
 
 CASES = int(os.environ.get("MLMPREP_FUZZ_CASES", "300"))
+HANG_S = 120.0  # a case's readers still running after this long are waiting on a FIFO
 SEED = int(os.environ.get("MLMPREP_FUZZ_SEED", "0"))
 JSON_FILES = ("manifest.json", "seed-0/state.json", "seed-1/state.json", "validation/state.json", "windows/state.json",
               "tokenizer.json")
@@ -136,10 +144,26 @@ def hostile_values() -> list:
             {"a": 1}, {"filename": "../outside/data-00000-of-00001.arrow"}, DEEP, HUGE]
 
 
+SPLITS = ["windows", "validation-windows", "validation", "seed-0", "seed-1"]
+
+
 @st.composite
-def damages(draw, files: list[str]):
-    """(kind, what) of one damage: an edit of a JSON file's field, of any file's bytes, or a link out of the build."""
-    kind = draw(st.sampled_from(["json", "json", "json", "bytes", "link", "unlist"]))
+def damages(draw, files: list[str], pairs: list[tuple[str, str]]):
+    """(kind, what) of one damage: an edit of a JSON file's field, of any file's bytes, a link out of the build, a
+    same-size swap, a FIFO or directory for a file, a split cut short (its manifest entry re-hashed), an edited
+    row count."""
+    kind = draw(st.sampled_from(["json", "json", "json", "bytes", "link", "unlist", "swap", "special", "cut",
+                                 "rows"]))
+    if kind == "swap":
+        return kind, draw(st.sampled_from(pairs))
+    if kind == "special":
+        return kind, (draw(st.sampled_from(files)), draw(st.sampled_from(["fifo", "directory"])))
+    if kind == "cut":
+        return kind, (draw(st.sampled_from(SPLITS)), draw(st.integers(0, 60)), draw(st.booleans()))
+    if kind == "rows":
+        return kind, (draw(st.sampled_from(SPLITS)), draw(st.sampled_from([-7, -1, 1, 7, 10**6])))
+    if kind == "link":
+        return kind, draw(st.sampled_from(files + ["seed-0", "seed-1", "validation", "windows"]))
     if kind == "json":
         return kind, (draw(st.sampled_from(JSON_FILES)), draw(st.integers(0, 10**6)),
                       draw(st.sampled_from(["set", "set", "set", "delete", "add", "rename"])),
@@ -151,8 +175,7 @@ def damages(draw, files: list[str]):
     if kind == "unlist":  # the manifest forgets a split or one of its files, which stay on disk
         return kind, (draw(st.sampled_from(["windows", "validation-windows", "validation", "seed-0", "seed-1"])),
                       draw(st.integers(-1, 2)))
-    return kind, draw(st.sampled_from(["tokenizer.json", "seed-0/data-00000-of-00001.arrow", "seed-0/state.json",
-                                       "seed-0", "validation", "windows/data-00000-of-00001.arrow"]))
+    raise AssertionError(kind)
 
 
 def damage(build: Path, outside: Path, kind: str, what) -> tuple | None:
@@ -164,6 +187,29 @@ def damage(build: Path, outside: Path, kind: str, what) -> tuple | None:
         (shutil.rmtree if target.is_dir() else Path.unlink)(target)
         target.symlink_to(copy)
         return None
+    if kind == "swap":
+        a, b = build / what[0], build / what[1]
+        first, second = a.read_bytes(), b.read_bytes()
+        a.write_bytes(second)
+        b.write_bytes(first)
+        return None
+    if kind == "special":
+        name, form = what
+        (build / name).unlink()
+        os.mkfifo(build / name) if form == "fifo" else (build / name).mkdir()
+        return None
+    if kind == "cut":  # at least one row goes: a cut that keeps every row is the same split written again
+        split, rows, record_rows = what
+        held = json.loads((build / "manifest.json").read_text(encoding="utf-8"))["splits"][split]["rows"]
+        if held:
+            cut_split(build, split, min(rows, held - 1), record_rows=record_rows)
+        return ("splits", split)
+    if kind == "rows":
+        split, delta = what
+        manifest = json.loads((build / "manifest.json").read_text(encoding="utf-8"))
+        manifest["splits"][split]["rows"] = max(0, manifest["splits"][split]["rows"] + delta)
+        (build / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+        return ("splits", split, "rows")
     if kind == "unlist":
         split, index = what
         manifest = json.loads((build / "manifest.json").read_text(encoding="utf-8"))
@@ -180,10 +226,14 @@ def damage(build: Path, outside: Path, kind: str, what) -> tuple | None:
         at = min(int(where * len(data)), max(len(data) - 1, 0))
         if op == "delete":
             path.unlink()
-        else:
-            new = {"truncate": data[:at], "empty": b"", "append": data + bytes([byte]) * 16,
-                   "flip": data[:at] + bytes([data[at] ^ byte]) + data[at + 1:] if data else b"\xff"}[op]
-            path.write_bytes(new)
+            return None
+        new = {"truncate": data[:at], "empty": b"", "append": data + bytes([byte]) * 16,
+               "flip": data[:at] + bytes([data[at] ^ byte]) + data[at + 1:] if data else b"\xff"}[op]
+        path.write_bytes(new)
+        if name == "manifest.json":  # a manifest that still parses: the field the bytes changed, as a JSON edit
+            with contextlib.suppress(ValueError):
+                paths = differing(json.loads(data), json.loads(new))
+                return next((p for p in paths if not descriptive(p)), paths[0] if paths else None)
         return None
     name, index, op, value = what
     if isinstance(value, str):
@@ -213,6 +263,15 @@ def damage(build: Path, outside: Path, kind: str, what) -> tuple | None:
     return key_path if name == "manifest.json" else None
 
 
+def differing(a, b, prefix: tuple = ()) -> list[tuple]:
+    """The key paths where two JSON values differ (a whole object or list where their keys or lengths do)."""
+    if isinstance(a, dict) and isinstance(b, dict) and a.keys() == b.keys():
+        return [p for k in a for p in differing(a[k], b[k], (*prefix, k))]
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        return [p for i, (x, y) in enumerate(zip(a, b)) for p in differing(x, y, (*prefix, i))]
+    return [] if a == b else [prefix]
+
+
 def descriptive(key_path: tuple | None) -> bool:
     """Whether a manifest edit at `key_path` (None: another damage) touches only DESCRIPTIVE fields."""
     if key_path is None:
@@ -224,15 +283,16 @@ def descriptive(key_path: tuple | None) -> bool:
 
 def meaning(build: Path) -> dict:
     """What each file of `build` says: JSON files as parsed (a re-serialised file says the same), the tokenizer as
-    the tokenizers library reads it (keys it ignores change nothing), other files as bytes."""
-    from tokenizers import Tokenizer
+    mlmprep loads it (keys the tokenizers library ignores, and the `</s>` frame a build adds for transformers and
+    mlmprep takes off again, change nothing), other files as bytes."""
+    from mlmprep.tokenizer.load import load_tokenizer
 
     out = {}
     for path in sorted(p for p in build.rglob("*") if p.is_file()):
         data = path.read_bytes()
         try:
             if path.name == "tokenizer.json":
-                data = Tokenizer.from_str(data.decode("utf-8")).to_str()
+                data = load_tokenizer(path).to_str()
             elif path.suffix == ".json":
                 data = json.loads(data)
         except Exception:  # unreadable: compared as bytes
@@ -282,6 +342,32 @@ def read(reader: str, build: Path, work: Path) -> tuple[int, str]:
     return cli(["inspect", str(build), "--examples", "2"])
 
 
+READ_AT_START = ("seed-0/", "validation/", "tokenizer.json")  # what train reads before its first step
+RECORDED = ("bytes", "swap", "special", "link")  # damage the manifest does not follow (cut and rows edit it)
+
+
+def changed_paths(before: dict, after: dict, build: Path) -> set[str]:
+    """The files whose meaning changed, appeared or went, and every path that is a link, a FIFO or a directory
+    where a file was."""
+    odd = {str(p.relative_to(build)) for p in build.rglob("*") if p.is_symlink() or p.is_fifo()}
+    return {name for name in before.keys() | after.keys() if before.get(name) != after.get(name)} | odd
+
+
+def watchdog(build: Path, hung: list) -> threading.Timer:
+    """After HANG_S, note a hang and open each FIFO in `build` for writing, so that a reader waiting on one goes
+    on (and the case fails) rather than the run hanging."""
+
+    def release() -> None:
+        hung.append(True)
+        for fifo in (p for p in build.rglob("*") if p.is_fifo()):
+            with contextlib.suppress(OSError):
+                os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+
+    timer = threading.Timer(HANG_S, release)
+    timer.start()
+    return timer
+
+
 def fuzz_case(fuzz_build: Path, root: Path, kind: str, what, reader: str) -> dict:
     """Copy the build, damage it, run verify and `reader`; the case's outcome, its properties asserted."""
     build, outside = root / "b", root / "outside"
@@ -292,26 +378,38 @@ def fuzz_case(fuzz_build: Path, root: Path, kind: str, what, reader: str) -> dic
     shutil.copy(fuzz_build / "tokenizer.json", outside / "tokenizer.json")
     before = meaning(build)
     key_path = damage(build, outside, kind, what)
-    changed = meaning(build) != before or any(p.is_symlink() for p in build.rglob("*"))
-    with armed(outside) as reads:
-        verified, report = cli(["verify", str(build)])
-        code, said = read(reader, build, root)
+    changed = changed_paths(before, meaning(build), build)
+    hung: list = []
+    timer = watchdog(build, hung)
+    try:
+        with armed(outside) as reads:
+            verified, report = cli(["verify", str(build)])
+            code, said = read(reader, build, root)
+    finally:
+        timer.cancel()
+    assert not hung, f"{kind} {what!r}: verify or {reader} waited on a FIFO"
     assert not reads, f"{kind} {what!r}: {reader} or verify read {reads} outside the build"
     assert verified in (0, 1, 2), report
     if changed and not descriptive(key_path):
         assert verified != 0 or code == 2, f"{kind} {what!r}: verify said ok and {reader} used the damage"
-    return {"refused": code == 2, "caught": verified != 0}
+    if reader == "train" and kind in RECORDED and any(p.startswith(READ_AT_START) for p in changed):
+        assert code == 2, f"{kind} {what!r}: train began on bytes the manifest does not record ({sorted(changed)})"
+    return {"refused": code == 2, "caught": verified != 0, "kind": kind}
 
 
 def test_fuzzed_damage_is_refused_or_caught_never_a_traceback_or_a_read_outside(watched, fuzz_build):
     root = Path(tempfile.mkdtemp(prefix="mlmprep-fuzz-"))
     files = sorted(str(p.relative_to(fuzz_build)) for p in fuzz_build.rglob("*") if p.is_file())
+    sizes = {name: (fuzz_build / name).stat().st_size for name in files}
+    pairs = [(a, b) for a in files for b in files if a < b and sizes[a] == sizes[b]
+             and (fuzz_build / a).read_bytes() != (fuzz_build / b).read_bytes()]
+    assert ("seed-0/data-00000-of-00001.arrow", "seed-1/data-00000-of-00001.arrow") in pairs
     outcomes = []
 
     @seed(SEED)
     @settings(max_examples=CASES, deadline=None, database=None, derandomize=False,
               suppress_health_check=list(HealthCheck))
-    @given(damage_=damages(files), reader=st.sampled_from(["inspect", "html", "train"]))
+    @given(damage_=damages(files, pairs), reader=st.sampled_from(["inspect", "html", "train"]))
     def case(damage_, reader):
         work = Path(tempfile.mkdtemp(dir=root))
         try:
@@ -324,7 +422,9 @@ def test_fuzzed_damage_is_refused_or_caught_never_a_traceback_or_a_read_outside(
     finally:
         shutil.rmtree(root, ignore_errors=True)
     refused, caught = sum(o["refused"] for o in outcomes), sum(o["caught"] for o in outcomes)
-    print(f"\nfuzz: {len(outcomes)} cases, 0 tracebacks, 0 reads outside the build; {refused} refused by the "
-          f"reader, {caught} caught by verify")
+    kinds = {kind: sum(o["kind"] == kind for o in outcomes) for kind in sorted({o["kind"] for o in outcomes})}
+    print(f"\nfuzz: {len(outcomes)} cases ({', '.join(f'{k} {n}' for k, n in kinds.items())}), 0 tracebacks, 0 hangs, "
+          f"0 reads outside the build, 0 uses of changed bytes; {refused} refused by the reader, {caught} caught by "
+          "verify")
     assert len(outcomes) >= min(CASES, 300) * 0.9  # hypothesis may skip a few duplicates, not the run
     assert refused and caught

@@ -1,6 +1,7 @@
 """Training reads what it planned: a build replaced (`build --force` into the same directory) or edited under a
 running training stops the run in one line when the next epoch (or mixture pass) opens its split; the sizes are
-checked each time, the file hashes with --rehash-data."""
+checked each time, and each epoch's file hashes before it trains (the first's before the first step, each later
+one's in the background while the epoch before it trains)."""
 
 from __future__ import annotations
 
@@ -66,7 +67,50 @@ def flip_a_token(split_dir) -> None:
     path.write_bytes(bytes(data))
 
 
-def test_an_edit_that_keeps_the_sizes_is_found_with_rehash_data_only(tmp_path):
+def last_state(run) -> dict:
+    """state.json of the run's last checkpoint."""
+    last = max(run.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))
+    return json.loads((last / "state.json").read_text())
+
+
+@pytest.mark.parametrize("seeds", [2, 1])
+def test_a_later_epochs_changed_bytes_stop_the_run_before_a_step_reads_them(tmp_path, seeds):
+    """No --rehash-data: a byte changed in the split epoch 1 reads (same size: only a hash finds it) stops the run
+    where epoch 1 would begin, in one line, after every step of epoch 0 and before any of epoch 1. With one seed
+    the changed split is the one epoch 0 trained on: a change during the run is found too."""
+    data = write_fake_build(tmp_path / "data", n_rows=24, n_seeds=seeds)
+    cfg = TrainConfig(data=str(data), out=str(tmp_path / "run"), epochs=3, **SMALL)
+    changed = []
+
+    def change_at_first_step(step, k, rows, padding):
+        if not changed and seeds == 1:  # after the first epoch's check: the background one must find it
+            flip_a_token(data / "seed-0")
+        changed.append(step)
+
+    if seeds == 2:
+        flip_a_token(data / "seed-1")
+    name = f"seed-{seeds - 1}"
+    with pytest.raises(CacheError, match=rf"{name}/data-00000-of-00001.arrow: sha256 differs") as caught:
+        fit(cfg, hook=change_at_first_step)
+    assert "\n" not in str(caught.value)
+    assert {key: last_state(tmp_path / "run")[key] for key in ("epoch", "cursor")} == {"epoch": 1, "cursor": 0}
+    assert_nothing_half_written(tmp_path / "run")
+
+
+def test_the_first_epochs_changed_bytes_stop_the_run_before_its_first_step(tmp_path):
+    """seed-0's and seed-1's data files swapped (the same sizes): refused before anything is written."""
+    data = write_fake_build(tmp_path / "data", n_rows=24)
+    a, b = data / "seed-0" / "data-00000-of-00001.arrow", data / "seed-1" / "data-00000-of-00001.arrow"
+    first, second = a.read_bytes(), b.read_bytes()
+    assert len(first) == len(second) and first != second
+    a.write_bytes(second)
+    b.write_bytes(first)
+    with pytest.raises(CacheError, match=r"seed-0/data-00000-of-00001.arrow: sha256 differs"):
+        fit(TrainConfig(data=str(data), out=str(tmp_path / "run"), epochs=1, **SMALL))
+    assert not (tmp_path / "run").exists()
+
+
+def test_an_edit_that_keeps_the_sizes_is_found_by_a_hash_at_once_with_rehash_data(tmp_path):
     data = write_fake_build(tmp_path / "data", n_rows=24)
     identity = read_manifest(data).identity()
     flip_a_token(data / "seed-1")
@@ -101,3 +145,15 @@ def test_a_mixture_source_replaced_under_the_run_stops_it_at_its_next_pass(tmp_p
     with pytest.raises(CacheError, match=f"{small}: not the build this run started on"):
         fit(cfg, hook=replace_at_first_step(small, n_rows=24, window_length=96, n_seeds=6, seed=2))
     assert_nothing_half_written(tmp_path / "run")
+
+
+def test_a_mixture_source_changed_in_place_is_refused_when_its_pass_opens(tmp_path, monkeypatch):
+    """A byte changed in a source's seed file (same size): the mixture hashes each seed split as it opens it."""
+    monkeypatch.setattr(mixture, "CHUNK_BATCHES", 4)
+    big = write_fake_build(tmp_path / "big", n_rows=80)
+    small = write_fake_build(tmp_path / "small", n_rows=24, window_length=96, n_seeds=6, seed=1)
+    flip_a_token(small / "seed-0")
+    cfg = TrainConfig(sources=(str(big), str(small)), weights="0.2,0.8", max_steps=36, out=str(tmp_path / "run"),
+                      **SMALL)
+    with pytest.raises(CacheError, match=f"{small}/seed-0/data-00000-of-00001.arrow: sha256 differs"):
+        fit(cfg)
