@@ -855,6 +855,9 @@ MUTANTS = [
            "    return load_dataset(spec, split)",
            "    from mlmprep.corpus.documents import open_corpus  # noqa: F401\n\n    return load_dataset(spec, split)",
            ("tests/repo/test_rooms.py::test_no_module_imports_itself_through_others",)),
+    Mutant("verify-seed-rows-unpaired", "mlmprep.builder.verify:verify",  # windows cut and re-hashed: verify says ok
+           "        if len(masked[\"input_ids\"]) != len(windows[\"tokens\"]):", "        if False:",
+           ("tests/format/test_damaged_builds.py::test_a_windows_split_cut_with_its_rows_recorded_is_found_by_verify",)),
     Mutant("import-circle-only-in-functions", "mlmprep.tokenizer.encode:whitespace_pieces",  # unigram imports encode too
            "    if len(text) <= size:\n        return [text]\n",
            "    from mlmprep.tokenizer.unigram import SENTENCE_CHARS  # noqa: F401\n    if len(text) <= size:\n        return [text]\n",

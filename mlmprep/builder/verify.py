@@ -112,6 +112,10 @@ def verify(out: str | Path, *, sample: int | None = None, seed: int = 0, storage
             check_rederived(name, manifest, ids, windows["tokens"], masked, rows, report, statistics=sample is None)
             report.rows_checked += len(rows)
             continue
+        if len(masked["input_ids"]) != len(windows["tokens"]):  # each row is its window masked: one for one
+            report.problems.append(f"{name}: {len(masked['input_ids']):,} rows, but {windows_name} has "
+                                   f"{len(windows['tokens']):,}; rebuild with --force")
+            continue
         check_rows(name, manifest, ids, windows["tokens"], masked, rows, report)
         report.rows_checked += len(rows)
         if sample is None:

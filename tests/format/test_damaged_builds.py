@@ -172,6 +172,19 @@ def test_the_html_report_refuses_splits_whose_files_disagree_with_the_manifest(t
     assert not (tmp_path / "r.html").exists()
 
 
+@pytest.mark.parametrize("rows", [0, 30])
+def test_a_windows_split_cut_with_its_rows_recorded_is_found_by_verify(tmp_path, several_files, rows):
+    """The windows cut (and re-hashed, its row count recorded): every seed still has a row for each window the
+    build made, so the seeds and their windows no longer pair one for one."""
+    d = tmp_path / "data"
+    shutil.copytree(several_files, d)
+    seed_rows = manifest(d)["splits"]["seed-0"]["rows"]
+    cut_split(d, "windows", rows, record_rows=True)
+    result = cli("verify", d)
+    assert result.exit_code == 1
+    assert f"seed-0: {seed_rows:,} rows, but windows has {rows:,}" in result.stdout + result.stderr
+
+
 def test_the_report_of_a_seed_cut_short_shows_only_rows_every_seed_has(tmp_path, several_files):
     """A seed split cut to 50 rows, its manifest entry re-hashed and its rows recorded: the page is written, its
     examples taken from rows every seed has; verify still finds the cut."""
