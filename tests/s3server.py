@@ -292,7 +292,11 @@ class SwitchProxy:
 
 
 def reset(s: socket.socket) -> None:
-    """Close `s` with a reset (RST), not an orderly end: what a peer that went away sends."""
+    """Close `s` with a reset (RST), not an orderly end: what a peer that went away sends. The shutdown first wakes
+    a thread blocked reading `s` (a close alone leaves that read, and the connection, open)."""
     with contextlib.suppress(OSError):
         s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+    with contextlib.suppress(OSError):
+        s.shutdown(socket.SHUT_RDWR)
+    with contextlib.suppress(OSError):
         s.close()
