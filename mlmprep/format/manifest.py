@@ -581,9 +581,11 @@ HASH_CHUNK = 8 << 20  # bytes hashed per read: few, long stretches without the G
 def file_sha256(path: str | Path) -> str:
     """The sha256 of a regular file (anything else is refused with OSError, never waited on), read in large chunks
     with the GIL released while each is read and hashed."""
-    digest, buffer = hashlib.sha256(), bytearray(HASH_CHUNK)
-    view = memoryview(buffer)
+    digest = hashlib.sha256()
     with open_regular(path) as f:
+        # no larger than the file: a fresh buffer is zeroed page by page, which costs more than hashing a small file
+        buffer = bytearray(max(1, min(HASH_CHUNK, os.fstat(f.fileno()).st_size)))
+        view = memoryview(buffer)
         while n := f.readinto(buffer):
             digest.update(view[:n])
     return digest.hexdigest()
