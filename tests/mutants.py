@@ -380,6 +380,9 @@ MUTANTS = [
     Mutant("pool-per-call", "mlmprep.builder.engine.local:LocalEngine.results",  # a session's calls each start a pool (phase 2 re-forks, reloads)
            "if self in POOLS:  # inside a session", "if False:  # inside a session",
            ("tests/builder/test_engine.py",)),
+    Mutant("pool-made-with-ctrl-c-live", "mlmprep.builder.engine.local:LocalPool.__init__",  # a semaphore leaks
+           "with ctrl_c_held():", "if True:",
+           ("tests/builder/test_engine.py",)),
     Mutant("no-watch-on-workers", "mlmprep.builder.engine.local:run_local",  # the driver trusts the executor to see every death
            "            if not done and pool.lost_a_worker():", "            if False:",
            ("tests/builder/test_engine.py",)),

@@ -291,6 +291,38 @@ def test_a_driver_hanging_up_while_asking_for_a_worker_leaves_no_traceback():
     assert err == ""
 
 
+def test_ctrl_c_while_the_pool_is_made_leaves_no_semaphore_without_its_clean_up(monkeypatch):
+    """The pool's queues make named semaphores, each registered with the resource tracker and then given the
+    clean-up that unregisters it; a Ctrl-C landing between the two (here: sent to this process by the first
+    registration) would leave one that the tracker warns of at exit, below the build's one line."""
+    import gc
+    import multiprocessing
+    from multiprocessing import resource_tracker
+
+    registered, unregistered = [], []
+    register, unregister = resource_tracker.register, resource_tracker.unregister
+
+    def register_then_ctrl_c(name, rtype):
+        register(name, rtype)
+        registered.append(name)
+        if len(registered) == 1:
+            os.kill(os.getpid(), signal.SIGINT)  # acted on at Python's next check, in the caller's next steps
+
+    monkeypatch.setattr(resource_tracker, "register", register_then_ctrl_c)
+    monkeypatch.setattr(resource_tracker, "unregister", lambda name, rtype: unregistered.append(name) or
+                        unregister(name, rtype))
+    monkeypatch.setattr(mlmprep.builder.engine.local, "start_forkserver",
+                        lambda module, tokenizer=None: multiprocessing.get_context("forkserver"))
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C raises KeyboardInterrupt
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            mlmprep.builder.engine.local.LocalPool(2, "mlmprep.builder.pipeline")
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    gc.collect()  # the pool never made: its queues' locks are cleaned up as they go
+    assert registered and sorted(unregistered) == sorted(registered)
+
+
 def tokenizer_in_worker(stage: str) -> bool:
     """Whether a worker had the tokenizer staged in `stage` without loading it."""
     from mlmprep.builder import staged

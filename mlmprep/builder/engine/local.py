@@ -132,9 +132,12 @@ class LocalPool:
     def __init__(self, processes: int, module: str):
         self.ahead = AHEAD_PER_WORKER * processes  # tasks in the executor at a time (run_local keeps it full)
         context = start_forkserver(module)
-        self.started = context.SimpleQueue()  # unbuffered: a killed worker loses none of its reports
-        self.executor = ProcessPoolExecutor(processes, mp_context=context, initializer=init_pool_worker,
-                                            initargs=(os.getpid(), self.started))
+        # Their locks are named semaphores, each registered with the resource tracker and then given its clean-up:
+        # a Ctrl-C between the two would leave one for the tracker to warn of at exit, so it waits for both.
+        with ctrl_c_held():
+            self.started = context.SimpleQueue()  # unbuffered: a killed worker loses none of its reports
+            self.executor = ProcessPoolExecutor(processes, mp_context=context, initializer=init_pool_worker,
+                                                initargs=(os.getpid(), self.started))
         self.workers: dict = {}  # pid -> process, every one the pool spawned
 
     def submit(self, call: tuple, index: int) -> Any:
