@@ -573,9 +573,31 @@ MUTANTS = [
     Mutant("cost-ignores-alpha", "mlmprep.train.batch:padded_cost",  # decoder tokens cost as much as encoder ones
            "return float(len(rows) * enc + budget.alpha * len(rows) * dec)", "return float(len(rows) * (enc + dec))",
            ("tests/train/test_batch.py", "tests/train/test_options.py")),
-    Mutant("collate-no-pad-multiple", "mlmprep.train.collate:Collator._pad",  # widths not rounded up to the multiple
-           "width = -(-width // self.pad_to_multiple_of) * self.pad_to_multiple_of", "width = width",
+    Mutant("collate-no-pad-multiple", "mlmprep.train.collate:_pad",  # widths not rounded up to the multiple
+           "width = -(-width // multiple) * multiple", "width = width",
            ("tests/train/test_collate.py", "tests/train/test_options.py")),
+    Mutant("collate-cut-drops-the-last-token", "mlmprep.train.collate:_pad",  # a capped row ends without its </s>
+           "            target[width - 1] = source[len(source) - 1]\n", "            pass\n",
+           ("tests/train/test_collate.py",)),
+    Mutant("collate-mask-covers-padding", "mlmprep.train.collate:_pad",  # the attention mask is all ones
+           "                beside[j, t] = t < keep", "                beside[j, t] = 1",
+           ("tests/train/test_collate.py",)),
+    Mutant("collate-shift-keeps-ignore", "mlmprep.train.collate:_pad",  # -100 reaches the decoder's embedding
+           "beside[j, t] = pad_id if target[t - 1] == IGNORE else target[t - 1]", "beside[j, t] = target[t - 1]",
+           ("tests/train/test_collate.py",)),
+    Mutant("collate-vocab-checks-only-the-first-row", "mlmprep.train.collate:_pad",  # a bad id past row 0 passes
+           "        if vocab > 0 and bad_row < 0:", "        if vocab > 0 and bad_row < 0 and j == 0:",
+           ("tests/train/test_collate.py",)),
+    Mutant("collate-labels-vocab-unchecked", "mlmprep.train.collate:_collate_rows",  # a damaged label id passes
+           "    if row < 0:\n        row, value = dec_row, dec_value", "    pass",
+           ("tests/train/test_collate.py",)),
+    Mutant("locate-in-the-next-batch", "mlmprep.format.load:locate",  # rows read from the record batch after theirs
+           'c = np.searchsorted(chunks[:, 0], row, side="right") - 1',
+           'c = min(np.searchsorted(chunks[:, 0], row, side="right"), len(chunks) - 1)',
+           ("tests/train/test_collate.py", "tests/format/test_load.py")),
+    Mutant("locate-unbounded", "mlmprep.format.load:locate",  # a row past the end is read from beyond the file
+           "        if row < 0 or row >= len(offsets) - 1:", "        if row < 0:",
+           ("tests/format/test_load.py",)),
     # ------------------------------------------------------------ trainer options
     Mutant("adafactor-is-adamw", "mlmprep.train.optim:make_optimizer",  # --optimizer adafactor silently trains with AdamW
            'if cfg.optimizer == "adafactor":', 'if cfg.optimizer == "adafactor-never":',
