@@ -191,14 +191,20 @@ MUTANTS = [
     Mutant("roll-half-row", "mlmprep.builder._kernels:span_corrupt_rows",  # the roll offset drawn from half the row
            "state, offset = _bounded(state, length)", "state, offset = _bounded(state, (length + 1) // 2)",
            ("tests/builder/test_mask_reference.py",)),
+    Mutant("roll-drawn-from-the-stream-start", "mlmprep.builder._kernels:span_corrupt_rows",  # the roll reuses the cuts' draws
+           "state, offset = _bounded(state, length)", "state, offset = _bounded(stream_key(seed, first_row + i), length)",
+           ("tests/builder/test_mask_reference.py",)),
     Mutant("roll-from-span-start", "mlmprep.builder._kernels:_roll",  # a roll inside a kept span starts at its beginning too
            "head = offset - start if j % 2 == 0 else 0", "head = 0",
            ("tests/builder/test_mask_reference.py",)),
     Mutant("row-stream-ignores-first-row", "mlmprep.builder._kernels:span_corrupt_rows",  # chunks restart the row streams
-           "state = stream_key(seed, first_row + i)\n            state = _sorted_sample_pair",
-           "state = stream_key(seed, i)\n            state = _sorted_sample_pair",
+           "_segment(stream_key(seed, first_row + i), length, num_noise[i]",
+           "_segment(stream_key(seed, i), length, num_noise[i]",
            ("tests/builder/test_mask.py",)),
     # ------------------------------------------------------------ ul2, prefix and mdlm
+    Mutant("ul2-row-stream-ignores-first-row", "mlmprep.builder._kernels:ul2_rows",  # chunks restart the row streams
+           "_segment(stream_key(seed, first_row + i), length, n_noise", "_segment(stream_key(seed, i), length, n_noise",
+           ("tests/builder/test_objectives.py",)),
     Mutant("ul2-no-mode-token", "mlmprep.builder._kernels:ul2_rows",  # the mode token is not written first
            "            if modes[i] >= 0:\n                enc_values[e0] = modes[i]", "            if modes[i] >= 1 << 30:\n                enc_values[e0] = modes[i]",
            ("tests/builder/test_objectives.py",)),
