@@ -202,6 +202,24 @@ MUTANTS = [
            "_segment(stream_key(seed, i), length, num_noise[i]",
            ("tests/builder/test_mask.py",)),
     # ------------------------------------------------------------ ul2, prefix and mdlm
+    Mutant("ul2-mixture-denoiser-loss-of-one-source", "mlmprep.train.mixture_run:denoiser_fields",  # b's rows unseen
+           "loss = window.source_loss.double().view(-1, len(names)).sum(0)",
+           "loss = window.source_loss.double().view(-1, len(names))[0]",
+           ("tests/train/test_mixture.py::"
+            "test_a_mixture_of_ul2_builds_takes_the_right_rows_in_the_weights_shares_and_logs_each_denoiser",)),
+    Mutant("ul2-mixture-groups-denoiser-major", "mlmprep.train.step:step_groups",  # sources' losses mixed up
+           "groups = epoch.chunk.source * shared + epoch.chunk.split.denoiser if shared",
+           "groups = epoch.chunk.split.denoiser * 2 + epoch.chunk.source if shared",
+           ("tests/train/test_mixture.py::"
+            "test_a_mixture_of_ul2_builds_takes_the_right_rows_in_the_weights_shares_and_logs_each_denoiser",)),
+    Mutant("ul2-mixture-eval-per-denoiser-dropped", "mlmprep.train.mixture_run:evaluate_mixture",
+           '**{f"eval/{name}/{key[5:]}": value for key, value in m.items() if key.startswith("eval/")}}',
+           '}', ("tests/train/test_mixture.py::"
+                 "test_a_mixture_of_ul2_builds_takes_the_right_rows_in_the_weights_shares_and_logs_each_denoiser",)),
+    Mutant("ul2-mixture-weights-reversed", "mlmprep.train.mixture:MixturePlan.next_chunk",  # a gets b's share
+           "parts = [(i, p, rows) for i, w in enumerate(weights)", "parts = [(i, p, rows) for i, w in enumerate(weights[::-1])",
+           ("tests/train/test_mixture.py::"
+            "test_a_mixture_of_ul2_builds_takes_the_right_rows_in_the_weights_shares_and_logs_each_denoiser",)),
     Mutant("ul2-row-stream-ignores-first-row", "mlmprep.builder._kernels:ul2_rows",  # chunks restart the row streams
            "_segment(stream_key(seed, first_row + i), length, n_noise", "_segment(stream_key(seed, i), length, n_noise",
            ("tests/builder/test_objectives.py",)),
