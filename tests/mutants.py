@@ -615,6 +615,10 @@ MUTANTS = [
     Mutant("collate-labels-vocab-unchecked", "mlmprep.train.collate:_collate_rows",  # a damaged label id passes
            "    if row < 0:\n        row, value = dec_row, dec_value", "    pass",
            ("tests/train/test_collate.py",)),
+    Mutant("collate-many-files-cut-to-a-few", "mlmprep.format.load:Column.buffers",  # rows past FEW_FILES unreadable
+           "return files if len(files) <= FEW_FILES else List(files)",
+           "return files if len(files) <= FEW_FILES else List(files[:FEW_FILES])",
+           ("tests/train/test_collate.py",)),
     Mutant("locate-in-the-next-batch", "mlmprep.format.load:locate",  # rows read from the record batch after theirs
            'c = np.searchsorted(chunks[:, 0], row, side="right") - 1',
            'c = min(np.searchsorted(chunks[:, 0], row, side="right"), len(chunks) - 1)',

@@ -37,6 +37,7 @@ from mlmprep.tokenizer.load import load_tokenizer, tokenizer_sha256
 
 COLUMNS = ("input_ids", "labels")
 ROW_VALUES = {"denoiser": np.uint8, "rate": np.float32}  # a value per row: ul2 and prefix, mdlm
+FEW_FILES = 4  # Column.buffers: up to this many files go to kernels as a tuple (one compiled variant per count)
 STORED = {pa.int32(): np.int32, pa.uint16(): np.uint16, pa.int16(): np.int16}  # the value types a column may have
 
 
@@ -214,10 +215,12 @@ class Column:
             yield self.files[f], which, start[which], length[which]
 
     @cached_property
-    def buffers(self) -> List:
-        """`files` as a Numba typed list (one placeholder when there are none), so that a kernel reads rows of every
-        file in one call, whatever their number."""
-        return List(self.files or (np.zeros(0, self.dtype),))
+    def buffers(self) -> tuple | List:
+        """`files` for a kernel that reads rows of every file in one call: the tuple itself when there are a few (a
+        Numba call unpacks it fastest), a Numba typed list when there are more (its call costs the same whatever
+        their number); one placeholder when there are none."""
+        files = self.files or (np.zeros(0, self.dtype),)
+        return files if len(files) <= FEW_FILES else List(files)
 
     def row(self, i: int) -> np.ndarray:
         """Row i, dtype [length]: a view of the mapped file."""
