@@ -458,7 +458,7 @@ def pick_rows(parts: list[tuple[Split, np.ndarray]], path: str | Path) -> Split:
     dec = np.concatenate([split.dec_lengths[rows] for split, rows in parts])
     extra = {name: np.concatenate([getattr(split, name)[rows] for split, rows in parts]) for name in ROW_VALUES
              if all(getattr(split, name) is not None for split, _ in parts)}
-    if "denoiser" in extra:  # the builds mixed name their denoisers alike (mixture.check_sources), or not at all
+    if "denoiser" in extra:  # kept where the parts name their denoisers alike (mixture_run.mixture_denoisers)
         names = {split.denoisers for split, _ in parts}
         extra["denoisers"] = names.pop() if len(names) == 1 else ()
         if not extra["denoisers"]:
