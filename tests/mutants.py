@@ -191,14 +191,38 @@ MUTANTS = [
     Mutant("roll-half-row", "mlmprep.builder._kernels:span_corrupt_rows",  # the roll offset drawn from half the row
            "state, offset = _bounded(state, length)", "state, offset = _bounded(state, (length + 1) // 2)",
            ("tests/builder/test_mask_reference.py",)),
+    Mutant("roll-drawn-from-the-stream-start", "mlmprep.builder._kernels:span_corrupt_rows",  # the roll reuses the cuts' draws
+           "state, offset = _bounded(state, length)", "state, offset = _bounded(stream_key(seed, first_row + i), length)",
+           ("tests/builder/test_mask_reference.py",)),
     Mutant("roll-from-span-start", "mlmprep.builder._kernels:_roll",  # a roll inside a kept span starts at its beginning too
            "head = offset - start if j % 2 == 0 else 0", "head = 0",
            ("tests/builder/test_mask_reference.py",)),
     Mutant("row-stream-ignores-first-row", "mlmprep.builder._kernels:span_corrupt_rows",  # chunks restart the row streams
-           "state = stream_key(seed, first_row + i)\n            state = _sorted_sample_pair",
-           "state = stream_key(seed, i)\n            state = _sorted_sample_pair",
+           "_segment(stream_key(seed, first_row + i), length, num_noise[i]",
+           "_segment(stream_key(seed, i), length, num_noise[i]",
            ("tests/builder/test_mask.py",)),
     # ------------------------------------------------------------ ul2, prefix and mdlm
+    Mutant("ul2-mixture-denoiser-loss-of-one-source", "mlmprep.train.mixture_run:denoiser_fields",  # b's rows unseen
+           "loss = window.source_loss.double().view(-1, len(names)).sum(0)",
+           "loss = window.source_loss.double().view(-1, len(names))[0]",
+           ("tests/train/test_mixture.py::"
+            "test_a_mixture_of_ul2_builds_takes_the_right_rows_in_the_weights_shares_and_logs_each_denoiser",)),
+    Mutant("ul2-mixture-groups-denoiser-major", "mlmprep.train.step:step_groups",  # sources' losses mixed up
+           "groups = epoch.chunk.source * shared + epoch.chunk.split.denoiser if shared",
+           "groups = epoch.chunk.split.denoiser * 2 + epoch.chunk.source if shared",
+           ("tests/train/test_mixture.py::"
+            "test_a_mixture_of_ul2_builds_takes_the_right_rows_in_the_weights_shares_and_logs_each_denoiser",)),
+    Mutant("ul2-mixture-eval-per-denoiser-dropped", "mlmprep.train.mixture_run:evaluate_mixture",
+           '**{f"eval/{name}/{key[5:]}": value for key, value in m.items() if key.startswith("eval/")}}',
+           '}', ("tests/train/test_mixture.py::"
+                 "test_a_mixture_of_ul2_builds_takes_the_right_rows_in_the_weights_shares_and_logs_each_denoiser",)),
+    Mutant("ul2-mixture-weights-reversed", "mlmprep.train.mixture:MixturePlan.next_chunk",  # a gets b's share
+           "parts = [(i, p, rows) for i, w in enumerate(weights)", "parts = [(i, p, rows) for i, w in enumerate(weights[::-1])",
+           ("tests/train/test_mixture.py::"
+            "test_a_mixture_of_ul2_builds_takes_the_right_rows_in_the_weights_shares_and_logs_each_denoiser",)),
+    Mutant("ul2-row-stream-ignores-first-row", "mlmprep.builder._kernels:ul2_rows",  # chunks restart the row streams
+           "_segment(stream_key(seed, first_row + i), length, n_noise", "_segment(stream_key(seed, i), length, n_noise",
+           ("tests/builder/test_objectives.py",)),
     Mutant("ul2-no-mode-token", "mlmprep.builder._kernels:ul2_rows",  # the mode token is not written first
            "            if modes[i] >= 0:\n                enc_values[e0] = modes[i]", "            if modes[i] >= 1 << 30:\n                enc_values[e0] = modes[i]",
            ("tests/builder/test_objectives.py",)),
@@ -576,9 +600,35 @@ MUTANTS = [
     Mutant("cost-ignores-alpha", "mlmprep.train.batch:padded_cost",  # decoder tokens cost as much as encoder ones
            "return float(len(rows) * enc + budget.alpha * len(rows) * dec)", "return float(len(rows) * (enc + dec))",
            ("tests/train/test_batch.py", "tests/train/test_options.py")),
-    Mutant("collate-no-pad-multiple", "mlmprep.train.collate:Collator._pad",  # widths not rounded up to the multiple
-           "width = -(-width // self.pad_to_multiple_of) * self.pad_to_multiple_of", "width = width",
+    Mutant("collate-no-pad-multiple", "mlmprep.train.collate:_pad",  # widths not rounded up to the multiple
+           "width = -(-width // multiple) * multiple", "width = width",
            ("tests/train/test_collate.py", "tests/train/test_options.py")),
+    Mutant("collate-cut-drops-the-last-token", "mlmprep.train.collate:_pad",  # a capped row ends without its </s>
+           "            target[width - 1] = source[len(source) - 1]\n", "            pass\n",
+           ("tests/train/test_collate.py",)),
+    Mutant("collate-mask-covers-padding", "mlmprep.train.collate:_pad",  # the attention mask is all ones
+           "                beside[j, t] = t < keep", "                beside[j, t] = 1",
+           ("tests/train/test_collate.py",)),
+    Mutant("collate-shift-keeps-ignore", "mlmprep.train.collate:_pad",  # -100 reaches the decoder's embedding
+           "beside[j, t] = pad_id if target[t - 1] == IGNORE else target[t - 1]", "beside[j, t] = target[t - 1]",
+           ("tests/train/test_collate.py",)),
+    Mutant("collate-vocab-checks-only-the-first-row", "mlmprep.train.collate:_pad",  # a bad id past row 0 passes
+           "        if vocab > 0 and bad_row < 0:", "        if vocab > 0 and bad_row < 0 and j == 0:",
+           ("tests/train/test_collate.py",)),
+    Mutant("collate-labels-vocab-unchecked", "mlmprep.train.collate:_collate_rows",  # a damaged label id passes
+           "    if row < 0:\n        row, value = dec_row, dec_value", "    pass",
+           ("tests/train/test_collate.py",)),
+    Mutant("collate-many-files-cut-to-a-few", "mlmprep.format.load:Column.buffers",  # rows past FEW_FILES unreadable
+           "return files if len(files) <= FEW_FILES else List(files)",
+           "return files if len(files) <= FEW_FILES else List(files[:FEW_FILES])",
+           ("tests/train/test_collate.py",)),
+    Mutant("locate-in-the-next-batch", "mlmprep.format.load:locate",  # rows read from the record batch after theirs
+           'c = np.searchsorted(chunks[:, 0], row, side="right") - 1',
+           'c = min(np.searchsorted(chunks[:, 0], row, side="right"), len(chunks) - 1)',
+           ("tests/train/test_collate.py", "tests/format/test_load.py")),
+    Mutant("locate-unbounded", "mlmprep.format.load:locate",  # a row past the end is read from beyond the file
+           "        if row < 0 or row >= len(offsets) - 1:", "        if row < 0:",
+           ("tests/format/test_load.py",)),
     # ------------------------------------------------------------ trainer options
     Mutant("adafactor-is-adamw", "mlmprep.train.optim:make_optimizer",  # --optimizer adafactor silently trains with AdamW
            'if cfg.optimizer == "adafactor":', 'if cfg.optimizer == "adafactor-never":',

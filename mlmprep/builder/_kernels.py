@@ -206,36 +206,56 @@ def _roll(spans, n_seg, offset, out):
     return n_seg, j % 2 == 1
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _span_sizes(offsets, num_spans):
+    """(most spans in a row, 64-bit words in a bitmap of the longest row, blocks of BLOCK_ROWS rows): the sizes of
+    the per-block scratch of _segment."""
+    n_rows = offsets.size - 1
+    max_spans = max(1, num_spans.max()) if n_rows > 0 else 1
+    n_words = ((offsets[1:] - offsets[:-1]).max() + 63) >> 6 if n_rows > 0 else 0
+    return max_spans, n_words, (n_rows + BLOCK_ROWS - 1) // BLOCK_ROWS
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _span_scratch(max_spans, n_words):
+    """One block's scratch for _segment: a bitmap and sorted cuts for the kept tokens and for the noise, and the
+    spans (2 per noise span, one more for a roll's split)."""
+    return (np.empty(n_words, np.uint64), np.empty(n_words, np.uint64), np.empty(max_spans, np.int64),
+            np.empty(max_spans, np.int64), np.empty(2 * max_spans + 1, np.int64))
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _segment(state, length, n_noise, s, scratch):
+    """T5's random segmentation of a row of `length` tokens, n_noise of them noise in s spans: s - 1 sorted cut
+    points among the kept tokens and s - 1 among the noise (Floyd's sampling), interleaved kept-first into the
+    scratch's spans[:2s]. Returns (state, spans)."""
+    keep_bits, noise_bits, keep_cuts, noise_cuts, spans = scratch
+    state = _sorted_sample_pair(state, length - n_noise - 1, n_noise - 1, s - 1, keep_bits, noise_bits, keep_cuts,
+                                noise_cuts)
+    _interleave(keep_cuts, noise_cuts, length - n_noise, n_noise, s, spans)
+    return state, spans
+
+
 @njit(cache=True, nogil=True, parallel=True)
 def span_corrupt_rows(values, offsets, num_noise, num_spans, seed, first_row, sentinels, eos_id, random_roll,
                       enc_offsets, label_offsets, enc_values, label_values):
     """Span-corrupt every row of (values, offsets) into the preallocated enc_/label_ arrays.
 
-    Per row: s-1 sorted cut points for the kept tokens and s-1 for the noise tokens (Floyd's sampling),
-    interleaved kept-first, optionally rolled by a uniform offset, then written by corrupt_with_spans.
+    Per row: _segment, optionally rolled by a uniform offset, then written by corrupt_with_spans.
     """
     n_rows = offsets.size - 1
-    max_spans = max(1, num_spans.max()) if n_rows > 0 else 1
-    n_words = ((offsets[1:] - offsets[:-1]).max() + 63) >> 6 if n_rows > 0 else 0
-    n_blocks = (n_rows + BLOCK_ROWS - 1) // BLOCK_ROWS
+    max_spans, n_words, n_blocks = _span_sizes(offsets, num_spans)
     for b in prange(n_blocks):
-        keep_bits = np.empty(n_words, np.uint64)
-        noise_bits = np.empty(n_words, np.uint64)
-        keep_cuts = np.empty(max_spans, np.int64)
-        noise_cuts = np.empty(max_spans, np.int64)
-        spans = np.empty(2 * max_spans + 1, np.int64)
+        scratch = _span_scratch(max_spans, n_words)
         rolled = np.empty(2 * max_spans + 1, np.int64)
         for i in range(b * BLOCK_ROWS, min(n_rows, (b + 1) * BLOCK_ROWS)):
             length = offsets[i + 1] - offsets[i]
-            n_noise, s = num_noise[i], num_spans[i]
-            state = stream_key(seed, first_row + i)
-            state = _sorted_sample_pair(state, length - n_noise - 1, n_noise - 1, s - 1, keep_bits, noise_bits,
-                                        keep_cuts, noise_cuts)
-            _interleave(keep_cuts, noise_cuts, length - n_noise, n_noise, s, spans)
-            segments, n_seg, noise_first = spans, 2 * s, False
+            s = num_spans[i]
+            state, segments = _segment(stream_key(seed, first_row + i), length, num_noise[i], s, scratch)
+            n_seg, noise_first = 2 * s, False
             if random_roll:
                 state, offset = _bounded(state, length)
-                n_seg, noise_first = _roll(spans, 2 * s, offset, rolled)
+                n_seg, noise_first = _roll(segments, 2 * s, offset, rolled)
                 segments = rolled
             corrupt_with_spans(
                 values[offsets[i]:offsets[i + 1]], segments[:n_seg], noise_first, sentinels, eos_id,
@@ -254,15 +274,9 @@ def ul2_rows(values, offsets, kinds, num_noise, num_spans, modes, seed, first_ro
     the input, each ending with EOS.
     """
     n_rows = offsets.size - 1
-    max_spans = max(1, num_spans.max()) if n_rows > 0 else 1
-    n_words = ((offsets[1:] - offsets[:-1]).max() + 63) >> 6 if n_rows > 0 else 0
-    n_blocks = (n_rows + BLOCK_ROWS - 1) // BLOCK_ROWS
+    max_spans, n_words, n_blocks = _span_sizes(offsets, num_spans)
     for b in prange(n_blocks):
-        keep_bits = np.empty(n_words, np.uint64)
-        noise_bits = np.empty(n_words, np.uint64)
-        keep_cuts = np.empty(max_spans, np.int64)
-        noise_cuts = np.empty(max_spans, np.int64)
-        spans = np.empty(2 * max_spans, np.int64)
+        scratch = _span_scratch(max_spans, n_words)
         for i in range(b * BLOCK_ROWS, min(n_rows, (b + 1) * BLOCK_ROWS)):
             length = offsets[i + 1] - offsets[i]
             tokens = values[offsets[i]:offsets[i + 1]]
@@ -284,10 +298,7 @@ def ul2_rows(values, offsets, kinds, num_noise, num_spans, modes, seed, first_ro
                 enc[length] = eos_id
                 labels[0] = eos_id
             else:
-                state = stream_key(seed, first_row + i)
-                _sorted_sample_pair(state, length - n_noise - 1, n_noise - 1, s - 1, keep_bits, noise_bits,
-                                    keep_cuts, noise_cuts)
-                _interleave(keep_cuts, noise_cuts, length - n_noise, n_noise, s, spans)
+                _, spans = _segment(stream_key(seed, first_row + i), length, n_noise, s, scratch)
                 corrupt_with_spans(tokens, spans[:2 * s], False, sentinels, eos_id, enc, labels)
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 from numba import njit
+from numba.typed import List
 
 from mlmprep.errors import CacheError, TokenizerError
 from mlmprep.format.manifest import (
@@ -36,6 +37,7 @@ from mlmprep.tokenizer.load import load_tokenizer, tokenizer_sha256
 
 COLUMNS = ("input_ids", "labels")
 ROW_VALUES = {"denoiser": np.uint8, "rate": np.float32}  # a value per row: ul2 and prefix, mdlm
+FEW_FILES = 4  # Column.buffers: up to this many files go to kernels as a tuple (one compiled variant per count)
 STORED = {pa.int32(): np.int32, pa.uint16(): np.uint16, pa.int16(): np.int16}  # the value types a column may have
 
 
@@ -199,11 +201,7 @@ class Column:
 
     def locate(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(file index, first token's position in that file, length) of each row; int64 [len(rows)] each."""
-        rows = np.asarray(rows, dtype=np.int64)
-        chunk = np.searchsorted(self.chunks[:, 0], rows, side="right") - 1
-        start = self.offsets[rows]
-        return (self.chunks[chunk, 2], self.chunks[chunk, 3] + start - self.chunks[chunk, 1],
-                self.offsets[rows + 1] - start)
+        return locate(self.offsets, self.chunks, np.asarray(rows, dtype=np.int64))
 
     def by_file(self, rows: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
         """Per data file holding some of `rows`: (its view, which of `rows` [k], their starts [k],
@@ -216,10 +214,36 @@ class Column:
             which = np.flatnonzero(file == f)
             yield self.files[f], which, start[which], length[which]
 
+    @cached_property
+    def buffers(self) -> tuple | List:
+        """`files` for a kernel that reads rows of every file in one call: the tuple itself when there are a few (a
+        Numba call unpacks it fastest), a Numba typed list when there are more (its call costs the same whatever
+        their number); one placeholder when there are none."""
+        files = self.files or (np.zeros(0, self.dtype),)
+        return files if len(files) <= FEW_FILES else List(files)
+
     def row(self, i: int) -> np.ndarray:
         """Row i, dtype [length]: a view of the mapped file."""
         file, start, length = (int(x[0]) for x in self.locate(np.array([i])))
         return self.files[file][start : start + length]
+
+
+@njit(cache=True, nogil=True)
+def locate(offsets, chunks, rows):
+    """Column.locate over a column's offsets and chunks, in one pass: each row's record batch (the last chunk
+    starting at or before it), its file and position there, its length. A row outside [0, n) raises IndexError."""
+    file = np.empty(len(rows), dtype=np.int64)
+    start = np.empty(len(rows), dtype=np.int64)
+    length = np.empty(len(rows), dtype=np.int64)
+    for j in range(len(rows)):
+        row = rows[j]
+        if row < 0 or row >= len(offsets) - 1:
+            raise IndexError("row outside the column")
+        c = np.searchsorted(chunks[:, 0], row, side="right") - 1
+        file[j] = chunks[c, 2]
+        start[j] = chunks[c, 3] + offsets[row] - chunks[c, 1]
+        length[j] = offsets[row + 1] - offsets[row]
+    return file, start, length
 
 
 @dataclass(frozen=True, eq=False)
@@ -434,7 +458,7 @@ def pick_rows(parts: list[tuple[Split, np.ndarray]], path: str | Path) -> Split:
     dec = np.concatenate([split.dec_lengths[rows] for split, rows in parts])
     extra = {name: np.concatenate([getattr(split, name)[rows] for split, rows in parts]) for name in ROW_VALUES
              if all(getattr(split, name) is not None for split, _ in parts)}
-    if "denoiser" in extra:  # the builds mixed name their denoisers alike (mixture.check_sources), or not at all
+    if "denoiser" in extra:  # kept where the parts name their denoisers alike (mixture_run.mixture_denoisers)
         names = {split.denoisers for split, _ in parts}
         extra["denoisers"] = names.pop() if len(names) == 1 else ()
         if not extra["denoisers"]:

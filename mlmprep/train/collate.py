@@ -21,25 +21,70 @@ from numba import njit
 
 from mlmprep.config import SEQ2SEQ
 from mlmprep.errors import CacheError, ConfigError
-from mlmprep.format.load import OBJECTIVES, ROW_VALUES, Split
+from mlmprep.format.load import OBJECTIVES, ROW_VALUES, Column, Split, locate
 from mlmprep.format.rows import IGNORE
+
+NO_EXTRA, MASK, SHIFT = 0, 1, 2  # what _pad writes beside the padded rows
 
 
 @njit(cache=True, nogil=True)
-def _fill(buf, starts, lengths, out_rows, out):
-    """Copy row j (buf[starts[j] : starts[j] + lengths[j]]) into out[out_rows[j]]; a row longer than
-    out's width keeps its first width - 1 tokens and its last. out [B, W] int64 is pre-filled with padding.
-    It releases the GIL: the trainer collates the next microbatch in a thread while this one trains."""
-    width = out.shape[1]
-    for j in range(len(starts)):
-        r = out_rows[j]
-        s = starts[j]
-        n = lengths[j]
-        keep = n if n <= width else width - 1
+def _pad(files, offsets, chunks, rows, cap, multiple, fill, extra, start_id, pad_id, vocab, ignore_ok):
+    """Rows `rows` of a column (its offsets and chunks, its files a typed list) as int64 [B, W], `fill` after each
+    row's tokens; W is the longest row, at most `cap` (0: none), rounded up to `multiple`. A row longer than W keeps
+    its first W - 1 tokens and its last. Beside it, int64 [B, W] for extra=MASK (the attention mask: 1 over each
+    row's tokens), SHIFT (decoder inputs: each padded row shifted right after start_id, IGNORE as pad_id), or
+    [0, 0] (NO_EXTRA). Then, with vocab > 0, the lowest row holding an id outside [0, vocab) (IGNORE allowed with
+    ignore_ok) and that id, else (-1, 0). One call per column and microbatch, every slot written once; it releases
+    the GIL, so the trainer collates the next microbatch in a thread while this one trains."""
+    file, start, length = locate(offsets, chunks, rows)
+    n = len(rows)
+    width = 0
+    for j in range(n):
+        width = max(width, length[j])
+    if cap > 0:
+        width = min(width, cap)
+    width = -(-width // multiple) * multiple
+    out = np.empty((n, width), dtype=np.int64)
+    beside = np.empty((n if extra != NO_EXTRA else 0, width if extra != NO_EXTRA else 0), dtype=np.int64)
+    bad_row, bad_id = -1, 0
+    for j in range(n):
+        source = files[file[j]][start[j] : start[j] + length[j]]
+        target = out[j]
+        keep = min(len(source), width)
         for t in range(keep):
-            out[r, t] = buf[s + t]
-        if n > width:
-            out[r, width - 1] = buf[s + n - 1]
+            target[t] = source[t]
+        if len(source) > width:
+            target[width - 1] = source[len(source) - 1]
+        for t in range(keep, width):
+            target[t] = fill
+        if extra == MASK:
+            for t in range(width):
+                beside[j, t] = t < keep
+        elif extra == SHIFT and width:
+            beside[j, 0] = start_id
+            for t in range(1, width):
+                beside[j, t] = pad_id if target[t - 1] == IGNORE else target[t - 1]
+        if vocab > 0 and bad_row < 0:
+            for t in range(keep):
+                if (target[t] < 0 or target[t] >= vocab) and not (ignore_ok and target[t] == IGNORE):
+                    bad_row, bad_id = j, target[t]
+                    break
+    return out, beside, bad_row, bad_id
+
+
+@njit(cache=True, nogil=True)
+def _collate_rows(rows, enc_files, enc_offsets, enc_chunks, dec_files, dec_offsets, dec_chunks, enc_cap, dec_cap,
+                  multiple, pad_id, start_id, seq2seq, vocab):
+    """Both columns of a microbatch in one call (_pad of each): input_ids, attention_mask, labels, decoder inputs
+    (seq2seq; else [0, 0]) and, with vocab > 0, the first row and id outside the vocabulary in input_ids, else in
+    labels, or (-1, 0)."""
+    input_ids, mask, row, value = _pad(enc_files, enc_offsets, enc_chunks, rows, enc_cap, multiple, pad_id, MASK, 0,
+                                       0, vocab, False)
+    labels, shifted, dec_row, dec_value = _pad(dec_files, dec_offsets, dec_chunks, rows, dec_cap, multiple, IGNORE,
+                                               SHIFT if seq2seq else NO_EXTRA, start_id, pad_id, vocab, True)
+    if row < 0:
+        row, value = dec_row, dec_value
+    return input_ids, mask, labels, shifted, row, value
 
 
 @dataclass(frozen=True)
@@ -79,82 +124,49 @@ class Collator:
         columns = []
         for name in ("input_ids", "labels"):
             rows = [np.asarray(ex[name], dtype=np.int32) for ex in examples]
-            lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
-            buf = np.concatenate(rows) if rows else np.zeros(0, np.int32)
-            starts = np.cumsum(lengths) - lengths
-            columns.append([(buf, np.arange(len(rows)), starts, lengths)])
-        batch = self._collate(len(examples), *columns)
+            offsets = np.zeros(len(rows) + 1, dtype=np.int64)
+            np.cumsum([len(row) for row in rows], out=offsets[1:])
+            columns.append(Column(offsets=offsets, files=(np.concatenate(rows) if rows else np.zeros(0, np.int32),),
+                                  chunks=np.zeros((1, 4), np.int64), dtype=np.dtype(np.int32)))
+        if self.objective not in SEQ2SEQ and not np.array_equal(*(c.lengths() for c in columns)):
+            bad = int(np.flatnonzero(columns[0].lengths() != columns[1].lengths())[0])
+            raise ValueError(f"mlm row {bad}: {columns[0].lengths()[bad]} input_ids but {columns[1].lengths()[bad]} "
+                             "labels; they must match")
+        batch, bad = self._collate(np.arange(len(examples)), *columns)
+        if bad is not None:
+            raise ValueError(f"example {bad[0]}: token id {bad[1]} is outside the vocabulary of {self.vocab_size}")
         for name, dtype in ROW_VALUES.items():
             if examples and name in examples[0]:
                 batch[name] = torch.from_numpy(np.array([ex[name] for ex in examples], dtype=dtype))
-        if (bad := self._out_of_vocab(batch)) is not None:
-            raise ValueError(f"example {bad[0]}: token id {bad[1]} is outside the vocabulary of {self.vocab_size}")
         return batch
 
     def from_split(self, split: Split, rows: np.ndarray) -> dict[str, torch.Tensor]:
-        """Collate `rows` of a memory-mapped split, gathering tokens straight from the mapped files."""
+        """Collate `rows` of a memory-mapped split, gathering tokens straight from the mapped files (an mlm split's
+        columns have rows of equal lengths: open_split checks them)."""
         rows = np.asarray(rows, dtype=np.int64)
-        batch = self._collate(len(rows), list(split.input_ids.by_file(rows)), list(split.labels.by_file(rows)))
-        for name in ROW_VALUES:
-            if (values := getattr(split, name)) is not None:
-                batch[name] = torch.from_numpy(values[rows])
-        if (bad := self._out_of_vocab(batch)) is not None:
+        batch, bad = self._collate(rows, split.input_ids, split.labels)
+        if bad is not None:
             raise CacheError(
                 f"{split.path}: row {rows[bad[0]]} holds token id {bad[1]}, outside the tokenizer's "
                 f"{self.vocab_size} ids (a damaged data file); run mlmprep verify {split.path.parent}, then rebuild"
             )
+        for name in ROW_VALUES:
+            if (values := getattr(split, name)) is not None:
+                batch[name] = torch.from_numpy(values[rows])
         return batch
 
-    def _out_of_vocab(self, batch: dict[str, torch.Tensor]) -> tuple[int, int] | None:
-        """(row, id) of the first token outside [0, vocab_size) in input_ids or labels (IGNORE aside), or None."""
-        if self.vocab_size is None:
-            return None
-        for name in ("input_ids", "labels"):
-            ids = batch[name]
-            bad = (ids >= self.vocab_size) | ((ids < 0) & (ids != IGNORE) if name == "labels" else ids < 0)
-            if bool(bad.any()):
-                row, col = (int(i[0]) for i in torch.nonzero(bad, as_tuple=True))
-                return row, int(ids[row, col])
-        return None
-
-    def _collate(self, n: int, enc_parts: list, dec_parts: list) -> dict[str, torch.Tensor]:
-        """Pad both columns; each part is (buffer in the stored type, output rows [k], starts [k], lengths [k])."""
-        if self.objective not in SEQ2SEQ:
-            enc_len, dec_len = _lengths(n, enc_parts), _lengths(n, dec_parts)
-            if not np.array_equal(enc_len, dec_len):
-                bad = int(np.flatnonzero(enc_len != dec_len)[0])
-                raise ValueError(f"mlm row {bad}: {enc_len[bad]} input_ids but {dec_len[bad]} labels; they must match")
-        input_ids, attention_mask = self._pad(n, enc_parts, self.pad_id, self.max_encoder_len)
-        dec_cap = self.max_decoder_len if self.objective in SEQ2SEQ else self.max_encoder_len
-        labels, _ = self._pad(n, dec_parts, IGNORE, dec_cap)
+    def _collate(self, rows: np.ndarray, enc: Column, dec: Column) -> tuple[dict[str, torch.Tensor], tuple | None]:
+        """Pad both columns' `rows`; the tensors and, with vocab_size, (row, id) of the first token outside
+        [0, vocab_size) in input_ids, else in labels (IGNORE aside), or None."""
+        seq2seq = self.objective in SEQ2SEQ
+        input_ids, attention_mask, labels, decoder_input_ids, bad_row, bad_id = _collate_rows(
+            rows, enc.buffers, enc.offsets, enc.chunks, dec.buffers, dec.offsets, dec.chunks,
+            self.max_encoder_len or 0, (self.max_decoder_len if seq2seq else self.max_encoder_len) or 0,
+            self.pad_to_multiple_of, self.pad_id, self.decoder_start_id, seq2seq, self.vocab_size or 0)
         batch = {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
-        if self.objective in SEQ2SEQ:
-            decoder_input_ids = np.full_like(labels, self.decoder_start_id)  # [B, L_dec]
-            decoder_input_ids[:, 1:] = labels[:, :-1]
-            decoder_input_ids[decoder_input_ids == IGNORE] = self.pad_id
+        if seq2seq:
             batch["decoder_input_ids"] = decoder_input_ids
-        return {k: torch.from_numpy(v) for k, v in batch.items()}
-
-    def _pad(self, n: int, parts: list, fill: int, cap: int | None) -> tuple[np.ndarray, np.ndarray]:
-        """(padded int64 [B, W], attention mask int64 [B, W]); W = longest row, capped, rounded up."""
-        lengths = _lengths(n, parts)
-        width = int(lengths.max()) if n else 0
-        if cap is not None:
-            width = min(width, cap)
-        width = -(-width // self.pad_to_multiple_of) * self.pad_to_multiple_of
-        out = np.full((n, width), fill, dtype=np.int64)
-        for buf, which, starts, part_lengths in parts:
-            _fill(buf, starts, part_lengths, which, out)
-        mask = (np.arange(width) < np.minimum(lengths, width)[:, None]).astype(np.int64)
-        return out, mask
-
-
-def _lengths(n: int, parts: list) -> np.ndarray:
-    """Row lengths in output order, int64 [n]."""
-    lengths = np.zeros(n, dtype=np.int64)
-    for _, which, _, part_lengths in parts:
-        lengths[which] = part_lengths
-    return lengths
+        return {k: torch.from_numpy(v) for k, v in batch.items()}, None if bad_row < 0 else (bad_row, bad_id)
 
 
 __all__ = ["Collator"]

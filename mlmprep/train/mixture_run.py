@@ -72,13 +72,15 @@ def mixture_validation(cfg: TrainConfig, mix: MixturePlan) -> list[tuple[str, in
 
 
 def evaluate_mixture(run: Run, step: int) -> dict:
-    """Evaluate each of a mixture's sets (eval/NAME/loss, eval/NAME/accuracy) and their mean under the weights
-    (eval_loss, eval_accuracy: over the sources' own sets), log it and show it as a table."""
+    """Evaluate each of a mixture's sets (eval/NAME/loss, eval/NAME/accuracy, and a ul2 set's per denoiser,
+    eval/NAME/denoiser/D/loss, an mdlm set's per rate bucket) and their mean under the weights (eval_loss,
+    eval_accuracy: over the sources' own sets), log it and show it as a table."""
     weights = run.mix.weights_at(max(step - 1, 0))
     metrics, rows, mean = {}, [], np.zeros(3)
     for name, source, (split, microbatches) in run.val:
         m = evaluate(run.model, split, microbatches, run.collator, run.world, run.cfg)
-        metrics |= {f"eval/{name}/loss": m["eval_loss"], f"eval/{name}/accuracy": m["eval_accuracy"]}
+        metrics |= {f"eval/{name}/loss": m["eval_loss"], f"eval/{name}/accuracy": m["eval_accuracy"],
+                    **{f"eval/{name}/{key[5:]}": value for key, value in m.items() if key.startswith("eval/")}}
         weight = None if source is None else float(weights[source])
         if weight is not None:
             mean += [weight * m["eval_loss"], weight * m["eval_accuracy"], weight]
@@ -109,10 +111,12 @@ def source_fields(run: Run, state: TrainState, window: Window | None = None) -> 
     losses = [None] * len(sources)
     if window is not None:
         none = window.source_loss is None  # no step applied since the last line
-        loss = torch.zeros(len(sources), device=run.world.device) if none else window.source_loss
-        targets = torch.tensor(np.zeros(len(sources)) if none else window.source_targets, dtype=torch.float64,
+        groups = len(sources) * max(len(mixture_denoisers(run)), 1)
+        loss = torch.zeros(groups, device=run.world.device) if none else window.source_loss
+        targets = torch.tensor(np.zeros(groups) if none else window.source_targets, dtype=torch.float64,
                                device=run.world.device)
-        sums = all_sum(run.world, torch.cat([loss.double(), targets])).tolist()
+        sums = all_sum(run.world, torch.cat([loss.double().view(len(sources), -1).sum(1),
+                                             targets.view(len(sources), -1).sum(1)])).tolist()
         losses = [a / b if b else None for a, b in zip(sums[: len(sources)], sums[len(sources):])]
     out = {}
     for i, source in enumerate(sources):
@@ -124,9 +128,18 @@ def source_fields(run: Run, state: TrainState, window: Window | None = None) -> 
     return out
 
 
+def mixture_denoisers(run: Run) -> list[str]:
+    """The denoisers every build of a ul2 or prefix mixture names alike, in order (its losses are then logged per
+    denoiser too); [] for builds without denoisers or with different ones."""
+    names = {tuple(source.manifest.denoiser_names()) for source in run.mix.mixture.sources}
+    return list(names.pop()) if len(names) == 1 else []
+
+
 def source_sums(run: Run) -> torch.Tensor:
-    """A step's summed token losses per source of a mixture, zero on the device; accumulate() adds each row's."""
-    return torch.zeros(len(run.mix.mixture.sources), dtype=torch.float64, device=run.world.device)
+    """A step's summed token losses per source of a mixture (per source and denoiser where they share denoisers: see
+    mixture_denoisers), zero on the device; accumulate() adds each row's."""
+    groups = len(run.mix.mixture.sources) * max(len(mixture_denoisers(run)), 1)
+    return torch.zeros(groups, dtype=torch.float64, device=run.world.device)
 
 
 def add_source_losses(run: Run, batch: Batch, groups: np.ndarray, targets: np.ndarray, sums: torch.Tensor,
@@ -140,12 +153,13 @@ def add_source_losses(run: Run, batch: Batch, groups: np.ndarray, targets: np.nd
 
 def denoiser_fields(run: Run, window: Window) -> dict:
     """A ul2 or prefix run's training loss per denoiser over the window (train/denoiser/NAME/loss, summed over
-    ranks; None for a denoiser none of whose rows trained in it); {} for the others."""
-    names = run.manifest.denoiser_names()
-    if run.mix is not None or not names or window.source_loss is None:
+    ranks and over a mixture's sources; None for a denoiser none of whose rows trained in it); {} for the others."""
+    names = run.manifest.denoiser_names() if run.mix is None else mixture_denoisers(run)
+    if not names or window.source_loss is None:
         return {}
+    loss = window.source_loss.double().view(-1, len(names)).sum(0)
     targets = torch.tensor(window.source_targets, dtype=torch.float64, device=run.world.device)
-    sums = all_sum(run.world, torch.cat([window.source_loss.double(), targets])).tolist()
+    sums = all_sum(run.world, torch.cat([loss, targets.view(-1, len(names)).sum(0)])).tolist()
     return {f"train/denoiser/{name}/loss": a / b if b else None
             for name, a, b in zip(names, sums[: len(names)], sums[len(names):])}
 

@@ -24,7 +24,7 @@ from mlmprep.train.batch import Batch, padded_cost, split_microbatches
 from mlmprep.train.collate import Collator
 from mlmprep.train.epochs import make_budget, user_limits
 from mlmprep.train.loss import batch_loss, logits_of, row_losses, summed_loss
-from mlmprep.train.mixture_run import add_source_losses, source_sums
+from mlmprep.train.mixture_run import add_source_losses, mixture_denoisers, source_sums
 from mlmprep.train.numerics import flop_counter, grad_norm
 from mlmprep.train.optim import lr_at
 from mlmprep.train.speed import Forward, collate_ahead, compile_model_and_loss, compile_wanted, shape_key
@@ -197,9 +197,12 @@ def train_step(run: Run, state: TrainState, epoch: Epoch, window: Window) -> tup
 
 def step_groups(run: Run, epoch: Epoch) -> tuple[np.ndarray | None, torch.Tensor | None]:
     """(each row's group, the step's summed losses per group, zero on the device) whose training losses are logged:
-    a mixture's sources, a ul2 or prefix build's denoisers; (None, None) otherwise."""
+    a mixture's sources (each split by denoiser, source * D + denoiser, when its builds share D denoisers), a ul2 or
+    prefix build's denoisers; (None, None) otherwise."""
     if epoch.chunk is not None:
-        return epoch.chunk.source, source_sums(run)
+        shared = len(mixture_denoisers(run))
+        groups = epoch.chunk.source * shared + epoch.chunk.split.denoiser if shared else epoch.chunk.source
+        return groups, source_sums(run)
     split = epoch.split
     if split.denoiser is None or not split.denoisers:
         return None, None

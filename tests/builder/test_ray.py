@@ -1,7 +1,8 @@
 """The Ray engine on a two-node cluster simulated on this machine, inside a fresh network namespace, so that
-Ray binds only to the namespace's loopback: the same bytes as the local engine, a task error arriving as
-itself, a worker killed mid-task retried to the same bytes, Ctrl-C. Skipped, with the reason, without Ray
-or without a network namespace (`unshare -n` as root, `unshare -rn` where user namespaces are allowed)."""
+Ray binds only to the namespace's loopback: the same bytes as the local engine (a span and a ul2 build), a task
+error arriving as itself, a worker killed mid-task retried to the same bytes, Ctrl-C. Skipped, with the reason,
+without Ray or without a network namespace (`unshare -n` as root, `unshare -rn` where user namespaces are
+allowed)."""
 
 from __future__ import annotations
 
@@ -170,7 +171,7 @@ def main(cfg):
             except CorpusError as exc:
                 report["error"] = [type(exc).__name__, str(exc)]
         lap("tasks")
-        for name, kill in (("build", False), ("build_killed", True), ("build_bad", False)):
+        for name, kill in (("build", False), ("build_ul2", False), ("build_killed", True), ("build_bad", False)):
             command = cfg[name] + ["--engine", "ray", "--ray-address", cluster.address]
             run = lambda: subprocess.run(command, capture_output=True, text=True, timeout=300)
             proc, killed = with_a_kill(run) if kill else (run(), [])
@@ -280,6 +281,11 @@ def cluster_work(root: Path) -> tuple[Path, dict] | str:
     local = subprocess.run(cli_command(*args, "--out", root / "local", "--workers", "2"), env=cli_env(),
                            capture_output=True, text=True, timeout=300)
     assert local.returncode == 0, local.stderr
+    ul2_args = ["build", str(corpus), "--tokenizer", str(tok), "--objective", "ul2", "--input-length", "64",
+                "--seeds", "2", "--rows-per-file", "200"]  # UL2's seven denoisers, rows cut from the stream per seed
+    local_ul2 = subprocess.run(cli_command(*ul2_args, "--out", root / "local-ul2", "--workers", "2"), env=cli_env(),
+                               capture_output=True, text=True, timeout=300)
+    assert local_ul2.returncode == 0, local_ul2.stderr
     bad = root / "bad.txt"
     bad.write_bytes(b"a good line\nthen \xff\xfe bytes\n" + corpus.read_bytes())
     bad_args = ["build", str(bad), "--tokenizer", str(tok), "--input-length", "32", "--on-decode-error", "fail"]
@@ -290,6 +296,7 @@ def cluster_work(root: Path) -> tuple[Path, dict] | str:
     cfg = {
         "blocks": str(root / "blocks"), "n_blocks": BLOCKS,
         "build": cli_command(*args, "--out", root / "ray", "--shard-bytes", "40000"),  # ~10 reading tasks
+        "build_ul2": cli_command(*ul2_args, "--out", root / "ray-ul2", "--shard-bytes", "40000"),
         "build_killed": cli_command(*args, "--out", root / "ray-killed"),  # one long reading task: sure to be hit
         "build_interrupted": cli_command(*args, "--out", root / "ray-interrupted"),
         "build_bad": cli_command(*bad_args, "--out", root / "ray-bad"),
@@ -375,6 +382,20 @@ def test_a_two_node_build_equals_the_local_engine_build(cluster_run):
     assert stats["dedup"]["documents_dropped"] + stats["paragraphs"]["documents_emptied"] >= 223 + 100
     assert stats["paragraphs"]["documents_emptied"] >= 223 and stats["contamination"]["before"]["documents"] > 0
     assert comparable(manifest(root / "ray")) == comparable(manifest(root / "local"))
+
+
+@pytest.mark.slow  # the two-node cluster run: minutes of both cores
+def test_a_two_node_ul2_build_equals_the_local_engine_build(cluster_run):
+    """UL2's mixture of denoisers on ~10 reading tasks over two nodes: each seed's assignment of denoisers, its
+    rows cut from the stream and their masks are the bytes of the local build on two workers."""
+    root, report = cluster_run
+    assert report["build_ul2"]["rc"] == 0, report["build_ul2"]["stderr"]
+    files = data_files(root / "ray-ul2")
+    assert files == data_files(root / "local-ul2")
+    assert sum(name.startswith("seed-1/data-") for name in files) >= 2  # several files per seed split
+    ray_manifest = manifest(root / "ray-ul2")
+    assert len(ray_manifest["denoisers"]) == 7 and ray_manifest["objective"] == "ul2"
+    assert comparable(ray_manifest) == comparable(manifest(root / "local-ul2"))
 
 
 @pytest.mark.slow  # the two-node cluster run: minutes of both cores

@@ -70,6 +70,9 @@ def test_variable_lists_over_several_shards(mlm_build):
     np.testing.assert_array_equal(split.n_targets, [(r[1] != -100).sum() for r in reference])
     assert split.n_targets.min() >= 1
     assert not split.dec_lengths.any()  # mlm runs no decoder: nothing for the planner to budget there
+    for outside in (-1, len(split)):  # never read from outside the mapped files
+        with pytest.raises(IndexError):
+            split.input_ids.locate(np.array([0, outside]))
 
 
 def test_picked_rows_are_those_rows_of_their_splits_in_order(mlm_build):

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from mlmprep.errors import ConfigError
-from mlmprep.format.load import open_epoch
+from mlmprep.format.load import FEW_FILES, open_epoch
 from mlmprep.train.collate import Collator
 from tests.fakes import write_fake_build
 
@@ -74,10 +74,13 @@ def test_shift_matches_transformers_t5():
     assert torch.isfinite(loss)
 
 
-@pytest.mark.parametrize("objective,lengths", [("span", None), ("mlm", np.arange(40) % 13 + 3)])
-def test_from_split_agrees_with_call(tmp_path, objective, lengths):
-    build = write_fake_build(tmp_path, objective=objective, n_rows=40, lengths=lengths, num_shards=2)
+@pytest.mark.parametrize("objective,lengths,shards", [("span", None, 2), ("mlm", np.arange(40) % 13 + 3, 2),
+                                                      ("span", None, FEW_FILES + 2)])
+def test_from_split_agrees_with_call(tmp_path, objective, lengths, shards):
+    """Rows of several data files (a few: a tuple of them to the kernel; more: a typed list) as the example dicts."""
+    build = write_fake_build(tmp_path, objective=objective, n_rows=40, lengths=lengths, num_shards=shards)
     split = open_epoch(build, 0)
+    assert len(split.input_ids.files) == shards
     collator = Collator(objective, pad_id=0, decoder_start_id=0, max_encoder_len=16, pad_to_multiple_of=8)
     rows = np.array([39, 0, 17, 22, 5])  # across both shards, out of order
     fast = collator.from_split(split, rows)

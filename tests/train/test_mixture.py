@@ -20,12 +20,13 @@ from typer.testing import CliRunner
 from mlmprep.cli import app
 from mlmprep.config import TrainConfig
 from mlmprep.format.html import report_page, report_sources
-from mlmprep.format.load import open_epoch
+from mlmprep.format.load import open_epoch, open_split
 from mlmprep.train import mixture
 from mlmprep.train.batch import Budget
 from mlmprep.train.checkpoint import checkpoints
 from mlmprep.train.loop import fit
 from mlmprep.train.mixture import mix_weights, open_mixture
+from tests.conftest import build_tiny, tiny_documents
 from tests.fakes import write_fake_build
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -311,6 +312,84 @@ def test_hf_trainer_trains_on_a_two_source_mixture(tmp_path, builds):
     expected = [sum(len(mb.rows) for mb in b.ranks[0]) for b in m.plan(Budget(512, 256, 8), seed=0).chunk(0).plan[:6]]
     assert seen == expected
     assert any(not torch.equal(before[k], v) for k, v in model.state_dict().items())
+
+
+# ----------------------------------------------------------------------------- ul2 builds mixed
+@pytest.fixture(scope="module")
+def ul2_builds(tmp_path_factory, tiny_tokenizer_path):
+    """Two real ul2 builds (UL2's seven denoisers, input length 64, two seeds) of two corpora, one tokenizer."""
+    root = tmp_path_factory.mktemp("ul2mix")
+    out = []
+    for k, name in enumerate(("a", "b")):
+        corpus = root / f"{name}.txt"
+        corpus.write_text("\n".join(tiny_documents(260 - 100 * k, seed=10 + k)) + "\n", encoding="utf-8")
+        out.append(build_tiny(root / name, corpus, tiny_tokenizer_path, objective="ul2", input_length=64))
+    return out
+
+
+def window_tokens_counted(build: Path, row: dict) -> int:
+    """A variable-length row's window tokens by the rule mixtures document: its real tokens (input_ids + labels)
+    times window_length / (input_length + target_length), rounded, at least 1; from the build's manifest.json."""
+    m = json.loads((build / "manifest.json").read_text())
+    real = len(row["input_ids"]) + len(row["labels"])
+    return max(1, round(real * m["window_length"] / (m["input_length"] + m["target_length"])))
+
+
+def test_a_mixture_of_ul2_builds_takes_the_right_rows_in_the_weights_shares_and_logs_each_denoiser(tmp_path,
+                                                                                                  ul2_builds):
+    """a and b at 0.7/0.3: every row of the plan's first chunk, found by its tokens in the builds' own seed splits,
+    is a row of the source the plan names, and the window tokens counted here per build are the weights' shares to
+    within the longest row. Trained 5 steps (a line each): the logged a/tokens and b/tokens are the counts of the
+    rows trained; the per-source and the per-denoiser losses, weighted by label tokens counted here (per denoiser:
+    the denoiser column of the row's own build), each add up to the step's loss; each source's set is evaluated per
+    denoiser too."""
+    a, b = ul2_builds
+    identity = row_identity([a, b])
+    assert sum(v is not None for v in identity.values()) >= 0.99 * len(identity)  # rows are told apart by tokens
+    splits = {(i, k): open_epoch(build, k) for i, build in enumerate((a, b)) for k in (0, 1)}
+    names = splits[0, 0].denoisers
+    assert len(names) == 7 and splits[1, 0].denoisers == names
+
+    budget = Budget(2048, 1024, 16)
+    chunk = open_mixture([a, b], weights=[0.7, 0.3]).plan(budget, seed=3).chunk(0)
+    found = [identity[(row["input_ids"].tobytes(), row["labels"].tobytes())]
+             for row in map(chunk.split.row, range(len(chunk.split)))]
+    assert [f[0] for f in found if f] == [int(s) for s, f in zip(chunk.source, found) if f]
+    tokens = np.zeros(2)
+    for source, k, r in filter(None, found):
+        tokens[source] += window_tokens_counted((a, b)[source], splits[source, k].row(r))
+    assert np.abs(tokens - np.array([0.7, 0.3]) * tokens.sum()).max() <= 2 * 128  # two rows of at most 128
+
+    cfg = TrainConfig(sources=(f"a={a}", f"b={b}"), weights="0.7,0.3", max_steps=5, out=str(tmp_path / "r"), seed=3,
+                      max_tokens_per_batch=2048, max_tokens_per_microbatch=1024, max_examples_per_microbatch=16,
+                      warmup_steps=1, log_every=1, eval_every=5, save_every=0)
+    _, seen, plan = trained_rows(cfg)
+    rows_of = chunk_split_of(plan)
+    lines = [json.loads(x) for x in (tmp_path / "r" / "metrics.jsonl").read_text().splitlines()]
+    done = np.zeros(2)
+    for line in (x for x in lines if "lr" in x):
+        per_source, per_denoiser = np.zeros(2), np.zeros(len(names))
+        for step, rows in seen:
+            if step != line["step"] - 1:
+                continue
+            for r in rows:
+                trained_row = rows_of(step).row(int(r))
+                source, k, row = identity[(trained_row["input_ids"].tobytes(), trained_row["labels"].tobytes())]
+                own = splits[source, k].row(row)
+                per_source[source] += len(own["labels"])  # every ul2 label is a target
+                per_denoiser[int(own["denoiser"])] += len(own["labels"])
+                done[source] += window_tokens_counted((a, b)[source], own)
+        assert [line["a/tokens"], line["b/tokens"]] == done.tolist()
+        for losses, targets in (([line["a/loss"], line["b/loss"]], per_source),
+                                ([line.get(f"train/denoiser/{n}/loss") for n in names], per_denoiser)):
+            assert [loss is None for loss in losses] == [t == 0 for t in targets]
+            summed = sum(loss * t for loss, t in zip(losses, targets) if loss is not None)
+            assert summed == pytest.approx(line["loss"] * targets.sum(), rel=1e-5)
+    evaluated = next(x for x in lines if "eval/a/loss" in x)
+    for build, source in ((a, "a"), (b, "b")):
+        shown = {n for n in names if f"eval/{source}/denoiser/{n}/loss" in evaluated}
+        assert shown == {names[d] for d in np.unique(open_split(build / "validation").denoiser)}
+        assert all(math.isfinite(evaluated[f"eval/{source}/denoiser/{n}/loss"]) for n in shown)
 
 
 # ----------------------------------------------------------------------------- bad input
