@@ -145,17 +145,19 @@ def trimmed(batches: Iterable[list[str]], removed: np.ndarray, counts: dict) -> 
 
 
 def decontaminate(validation: np.ndarray, training: np.ndarray, hashes: np.ndarray, counts: np.ndarray,
-                  threshold: float, windows: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+                  threshold: float, windows: tuple | None = None, trained: list[np.ndarray] = ()
                   ) -> tuple[np.ndarray, dict[str, int], dict[str, int]]:
     """(bool [documents]: the validation documents to move to training, the measures before, after).
 
-    A validation document moves when more than `threshold` of its n-grams (hashes, counts per document) are among
-    the training documents', again until none is left, training taking each round's moved documents. The
+    A validation document moves when more than `threshold` of its n-grams (hashes, counts per document) are
+    training's: the `training` documents' or in a set of `trained` (sorted, distinct: the hashes of training
+    documents not given one by one); again until none is left, training taking each round's moved documents. The
     measures (see measures) are of the validation documents against training before, and of those left against
-    training and the moved after; `windows`: (hashes, counts, tokens) per document, for Lee et al.'s. One pass
-    over the training documents' hashes (a binary search each among the validation's few); the rounds look at the
-    validation documents' alone."""
-    grams = validation_hashes(validation, training, hashes, counts)
+    training and the moved after; `windows`: (hashes, counts, tokens) per document and, optionally, sets of
+    trained windows, for Lee et al.'s. The training hashes are looked up among the validation's few (a binary
+    search each), the sets by a binary search of each validation hash; the rounds look at the validation
+    documents' alone."""
+    grams = validation_hashes(validation, training, hashes, counts, trained)
     found, moved = grams[2], np.zeros(len(counts), bool)
     while True:
         share = np.bincount(grams[1], weights=found, minlength=len(counts)) / np.maximum(counts, 1)
@@ -164,21 +166,24 @@ def decontaminate(validation: np.ndarray, training: np.ndarray, hashes: np.ndarr
             break
         moved |= more
         found = found | moved_in(grams, moved)
-    runs = validation_hashes(validation, training, windows[0], windows[1]) if windows is not None else None
+    runs = validation_hashes(validation, training, *windows[:2], *windows[3:]) if windows is not None else None
     before = measures(validation, grams, grams[2], runs, runs[2] if runs else None, windows)
     after = measures(validation & ~moved, grams, found, runs, runs[2] | moved_in(runs, moved) if runs else None,
                      windows)
     return moved, before, after
 
 
-def validation_hashes(validation: np.ndarray, training: np.ndarray, hashes: np.ndarray,
-                      counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(the validation documents' hashes in order, each one's document, whether it is among the training
-    documents' hashes)."""
+def validation_hashes(validation: np.ndarray, training: np.ndarray, hashes: np.ndarray, counts: np.ndarray,
+                      trained: list[np.ndarray] = ()) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(the validation documents' hashes in order, each one's document, whether it is training's: among the
+    training documents' hashes or in one of the sorted sets `trained`)."""
     mine = hashes[np.repeat(validation, counts)]
     train = hashes[np.repeat(training, counts)]
-    return (mine, np.repeat(np.flatnonzero(validation), counts[validation]),
-            member(mine, np.unique(train[member(train, np.unique(mine))])))
+    table = np.unique(mine)
+    hit = member(table, np.unique(train[member(train, table)]))
+    for known in trained:
+        hit |= member(table, known)
+    return mine, np.repeat(np.flatnonzero(validation), counts[validation]), hit[np.searchsorted(table, mine)]
 
 
 def moved_in(view: tuple[np.ndarray, np.ndarray, np.ndarray], moved: np.ndarray) -> np.ndarray:

@@ -44,8 +44,8 @@ from mlmprep.builder.engine.base import Shipped, fetched
 from mlmprep.builder.engine.local import PRELOAD_TOKENIZER, in_forkserver
 from mlmprep.builder.masker import Masker, mask_part
 from mlmprep.builder.overlap import line_hashes, trimmed, window_hashes
-from mlmprep.builder.selection import SIDES, decontaminating, document_keys
-from mlmprep.builder.side_rows import Plan, doc_windows, seed_stream_rows, stored_rows, stream_windows
+from mlmprep.builder.selection import SIDES, decontaminating, document_keys, split_hashes
+from mlmprep.builder.side_rows import Plan, doc_windows, piece, seed_stream_rows, stored_rows, stream_windows
 from mlmprep.builder.staged import (
     FETCHED,
     INPUTS,
@@ -53,6 +53,7 @@ from mlmprep.builder.staged import (
     Layout,
     gather,
     preload_tokenizer,
+    read_array,
     side_documents,
     worker_tokenizer,
     write_atomic,
@@ -186,9 +187,18 @@ class TokenizeTask:
     layout: Layout
     shard: Shard
     removed: np.ndarray | None = None  # --dedup-paragraphs: bool per line of the shard's documents, those to remove
+    hashed: bool = True  # --decontaminate: hash the documents' n-grams and token windows (the driver's shards not)
 
     def describe(self) -> str:
         return self.shard.describe()
+
+
+def shard_documents(task: TokenizeTask, stats: CorpusStats, clean: dict, lines: dict) -> Iterator[list[str]]:
+    """The shard's documents as phase 1 takes them: read, cleaned, less the lines --dedup-paragraphs removes."""
+    cfg = task.layout.cfg
+    opts = ReadOptions(text_column=cfg.text_column, doc_sep=cfg.doc_sep, on_decode_error=cfg.on_decode_error)
+    batches = cleaned_batches(read_shard(task.shard, opts, stats), cfg, clean)
+    return batches if task.removed is None else trimmed(batches, task.removed, lines)
 
 
 def tokenize_shard(task: TokenizeTask) -> dict:
@@ -200,34 +210,54 @@ def tokenize_shard(task: TokenizeTask) -> dict:
     stats = CorpusStats()
     clean = {"characters_removed": 0, "documents_emptied": 0}
     lines = {"lines_removed": 0, "characters_removed": 0, "documents_emptied": 0}
-    opts = ReadOptions(text_column=cfg.text_column, doc_sep=cfg.doc_sep, on_decode_error=cfg.on_decode_error)
+    hashed = task.hashed and decontaminating(cfg)
     # With threads to spare, reading and cleaning run in a thread of their own and two threads tokenize (one
     # call's ids become arrays while the other keeps the cores busy); a one-core worker does each in turn.
     overlap = layout.threads != 1
     described: list[dict[str, np.ndarray]] = []  # each batch's document keys and character counts
 
     def described_batches() -> Iterator[list[str]]:
-        batches = cleaned_batches(read_shard(task.shard, opts, stats), cfg, clean)
-        for docs in batches if task.removed is None else trimmed(batches, task.removed, lines):
-            described.append(describe_documents(docs, cfg))
+        for docs in shard_documents(task, stats, clean, lines):
+            described.append(describe_documents(docs, cfg, hashed))
             yield docs
 
     batches = prefetch(described_batches()) if overlap else described_batches()
     if cfg.method == "text":
         out = stage_text(layout, index, batches)
     else:
-        out = stage_ids(layout, index, batches, worker.tok, overlap, windows=decontaminating(cfg))
-    per_doc = {key: np.concatenate([d[key] for d in described]) for key in described[0]} if described else \
-        describe_documents([], cfg)
+        out = stage_ids(layout, index, batches, worker.tok, overlap, windows=hashed and cfg.method == "tokens")
+    per_doc = joined(described) if described else describe_documents([], cfg, hashed)
     stats.files, stats.files_skipped = 0, []
-    return {**out, **per_doc, "stats": stats.as_dict(), "clean": clean,
-            **({"lines": lines} if task.removed is not None else {})}
+    result = {**out, **per_doc, "stats": stats.as_dict(), "clean": clean,
+              **({"lines": lines} if task.removed is not None else {})}
+    return split_hashes(result, cfg) if hashed else result
 
 
-def describe_documents(docs: list[str], cfg: BuildConfig) -> dict[str, np.ndarray]:
-    """What the driver's choice needs of a batch of documents: content keys (and signatures, n-gram hashes:
-    selection.document_keys) and characters."""
-    return {**document_keys(docs, cfg), "doc_chars": np.array([len(d) for d in docs], np.int64)}
+def joined(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """Each key's arrays of `parts`, joined in order."""
+    return {key: np.concatenate([p[key] for p in parts]) for key in parts[0]}
+
+
+def hash_shard(task: TokenizeTask) -> dict:
+    """--decontaminate, for a shard the driver tokenized without hashing (so that it never loads Numba): the shard
+    read again as phase 1 read it, and what split_hashes returns of its documents' n-grams and staged token
+    windows."""
+    cfg, index = task.layout.cfg, task.shard.index
+    storage.use_corpus_options(storage.parse_options(cfg.storage_options))
+    ignored = {"characters_removed": 0, "documents_emptied": 0, "lines_removed": 0}
+    parts = [describe_documents(docs, cfg, True) for docs in shard_documents(task, CorpusStats(), ignored, ignored)]
+    result = joined(parts) if parts else describe_documents([], cfg, True)
+    if cfg.method == "tokens":
+        lengths = read_array(task.layout.staged(f"shard-{index:06d}.lens"), np.int64)
+        ids = read_array(task.layout.staged(f"shard-{index:06d}.ids"), np.int32)
+        result["windows"], result["window_counts"] = window_hashes(ids, lengths)
+    return {key: value for key, value in split_hashes(result, cfg).items() if key not in ("keys", "doc_chars")}
+
+
+def describe_documents(docs: list[str], cfg: BuildConfig, hashed: bool) -> dict[str, np.ndarray]:
+    """What the driver's choice needs of a batch of documents: content keys (and signatures, n-gram hashes given
+    `hashed`: selection.document_keys) and characters."""
+    return {**document_keys(docs, cfg, hashed), "doc_chars": np.array([len(d) for d in docs], np.int64)}
 
 
 def stage_text(layout: Layout, index: int, batches: Iterable[list[str]]) -> dict:
@@ -279,8 +309,9 @@ def stage_ids(layout: Layout, index: int, batches: Iterable[list[str]], tok, ove
 
 def tokenize_shard_in_driver(task: TokenizeTask) -> dict:
     """tokenize_shard in the driver, while its workers start: on the driver's own tokenizer threads (see
-    build.set_tokenizer_threads), not on one worker's share of the cores."""
-    return tokenize_shard(replace(task, layout=replace(task.layout, threads=0)))
+    build.set_tokenizer_threads), not on one worker's share of the cores; without --decontaminate's hashes, which
+    need Numba (a worker's hash_shard adds them)."""
+    return tokenize_shard(replace(task, layout=replace(task.layout, threads=0), hashed=False))
 
 
 @dataclass(frozen=True)
@@ -292,15 +323,17 @@ class SegmentTask:
     index: int
     first: int
     count: int
-    char_offsets: tuple[int, ...]  # where each shard's text starts in the joined text; last: its length + 1
+    char_offsets: tuple[int, ...]  # where each piece's text starts in the joined text (side_rows.piece); last: its
+    # length + 1
     chars: int  # characters per segment
+    shards: int = 0
 
     def describe(self) -> str:
         return f"{self.side} text segments {self.first}-{self.first + self.count}"
 
 
-def read_chars(layout: Layout, side: str, char_offsets: np.ndarray, start: int, stop: int) -> str:
-    """Characters [start, stop) of the joined text of every shard's documents on `side`."""
+def read_chars(layout: Layout, side: str, char_offsets: np.ndarray, start: int, stop: int, shards: int) -> str:
+    """Characters [start, stop) of the joined text of every shard's documents on `side` (pieces: side_rows.piece)."""
     parts = []
     first = max(0, int(np.searchsorted(char_offsets, start, side="right")) - 1)
     for s in range(first, len(char_offsets) - 1):
@@ -309,10 +342,11 @@ def read_chars(layout: Layout, side: str, char_offsets: np.ndarray, start: int, 
             break
         a, b = max(start, lo) - lo, min(stop, hi) - lo
         if a < b:
-            sizes, begins = side_documents(layout, s, side, "chars")
+            shard, picks = piece(side, s, shards)
+            sizes, begins = side_documents(layout, shard, picks, "chars")
             ends = np.cumsum(sizes)
             d0, d1 = (int(np.searchsorted(ends, x, side="right")) for x in (a, b - 1))
-            text = gather(layout.staged(f"shard-{s:06d}.txt32"), "<u4", sizes, begins, d0, d1)
+            text = gather(layout.staged(f"shard-{shard:06d}.txt32"), "<u4", sizes, begins, d0, d1)
             base = int(ends[d0] - sizes[d0])
             parts.append(text[a - base : b - base].tobytes().decode("utf-32-le"))
     return "".join(parts)
@@ -328,7 +362,7 @@ def segment_text(task: SegmentTask) -> dict:
     total = int(offsets[-1]) - 1  # the joined text has no space after its last document
     begin, end = task.first * c, min((task.first + task.count) * c, total)
     lo = max(begin - 1, 0)
-    text = read_chars(layout, task.side, offsets, lo, min(end + 1, total))
+    text = read_chars(layout, task.side, offsets, lo, min(end + 1, total), task.shards)
     segments, cut_after = [], []
     for start in range(begin, end, c):
         stop = min(start + c, total)

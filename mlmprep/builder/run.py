@@ -36,13 +36,14 @@ from mlmprep.builder.pipeline import (
     TokenizeTask,
     WriteTask,
     cleaned_batches,
+    hash_shard,
     scan_shard,
     tokenize_shard,
     tokenize_shard_in_driver,
     write_file,
 )
 from mlmprep.builder.record import corpus_counts, dedup_stats, finish_manifest, wrapped_prose
-from mlmprep.builder.selection import SIDES, Selection
+from mlmprep.builder.selection import MOVED_PICKS, SIDES, Selection, decontaminating
 from mlmprep.builder.staged import STAGING, Layout, adopt_tokenizer
 from mlmprep.builder.tokenizer_file import train_for_build
 from mlmprep.builder.windows import WindowStats
@@ -208,6 +209,7 @@ class BuildTasks:
         self.paragraphs = {"threshold": cfg.paragraph_threshold, "lines": 0}  # --dedup-paragraphs: lines with words
         self.removed: list[np.ndarray | None] = [None] * len(self.shards)  # ... and each shard's lines it removes
         self.calls: list[tuple[str, int]] = []  # (side, file) of each write task, in the order they were queued
+        self.writes: dict[int, int] = {}  # the run's index of a write task -> its place in calls
         self.reading = Reading([None] * len(self.shards))
         # progress in stages, each of a total known when it starts: the input's bytes (shards for the sample, whose
         # size is not known up front), then the text segments (--method text), then the output files
@@ -219,17 +221,29 @@ class BuildTasks:
             self.removed = self.repeated_lines(bar)
         bar.stage("read, clean, tokenize", sum(self.sizes), "B" if self.corpus.bytes else "shard")
         reads = [TokenizeTask(self.layout, shard, lines) for shard, lines in zip(self.shards, self.removed)]
+        hashing: dict[int, tuple[int, dict]] = {}  # a hash_shard call -> (its shard, the shard's unhashed result)
         with TaskRun(*self.staging.calls(tokenize_shard, reads), engine=self.engine,
                      in_driver=None if self.staging.detached else tokenize_shard_in_driver) as run:
-            for index, result in run:  # as each task ends; the write tasks' indices follow the shards'
+            for index, result in run:  # as each task ends
                 self.staging.take(run, index)
-                if index >= len(self.shards):
-                    self.file_written(index - len(self.shards), bar)
+                if index in self.writes:
+                    self.file_written(self.writes[index], bar)
+                elif index in hashing:
+                    shard, unhashed = hashing.pop(index)
+                    self.queue(run, self.shard_read(shard, unhashed | result, bar))
+                elif decontaminating(self.cfg) and "candidates" not in result:  # the driver's: hashed on a worker
+                    hashing[len(run.calls)] = index, result
+                    run.add(*self.staging.calls(hash_shard, [reads[index]]))
                 else:
-                    run.add(*self.staging.calls(write_file, self.shard_read(index, result, bar)))
+                    self.queue(run, self.shard_read(index, result, bar))
         if self.cfg.method == "text":  # no file is ready before its side's whole text is
             return counted_tasks(write_file, self.rest(bar), self.staging, bar)
-        return run.results[len(self.shards):]  # one per output file, in the order queued
+        return [run.results[index] for index in sorted(self.writes)]  # one per output file, in the order queued
+
+    def queue(self, run: TaskRun, tasks: list[WriteTask]) -> None:
+        """Add write tasks to the run, each call's index noted."""
+        self.writes |= {len(run.calls) + k: len(self.calls) - len(tasks) + k for k in range(len(tasks))}
+        run.add(*self.staging.calls(write_file, tasks))
 
     def repeated_lines(self, bar: Stages) -> list[np.ndarray]:
         """--dedup-paragraphs: every shard's lines hashed on the workers, then taken in corpus order by the driver
@@ -253,12 +267,16 @@ class BuildTasks:
         written_yet = f", {done} output files written" if done else ""
         bar.update(self.sizes[index], f"{self.reading.count}/{len(self.shards)} shards{written_yet}",
                    self.reading.tokens)
-        ready = []
+        ready, waits = [], self.selection.validation_waits
+        sides = SIDES[:1] if waits else SIDES  # with --decontaminate, the validation side waits for the last shard
         for s in self.selection.add(index, result):  # the shards whose documents' fates are known now
             self.staging.stage_picks(s, self.selection)
             if self.cfg.method == "tokens":  # text: no file is ready before its side's whole text is
-                ready += [task for side in SIDES for task in self.files[side].shard_done(
+                ready += [task for side in sides for task in self.files[side].shard_done(
                     s, side_size(self.layout, self.reading.results[s], self.selection.picked(s, side))[0])]
+        if waits and self.reading.done:  # the moves are made: each shard's validation and moved documents
+            for s in range(len(self.shards)):
+                self.staging.stage_picks(s, self.selection, (SIDES[1], MOVED_PICKS))
         if self.reading.done and self.cfg.method == "tokens":  # the last shard makes every file left ready
             return self.queued(ready) + self.rest(bar)
         return self.queued(ready)
@@ -276,7 +294,7 @@ class BuildTasks:
         """Note the output file of write task `call` written; let go the shards no file still needs."""
         side, file = self.calls[call]
         self.files[side].written(file)
-        self.staging.let_go(range(self.staging.released, min(f.kept for f in self.files.values())))
+        self.staging.let_go(range(self.staging.released, min(f.reading_from for f in self.files.values())))
         if self.reading.done:  # the write stage, which begins once every shard is read
             bar.update(1)
 
