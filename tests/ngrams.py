@@ -52,6 +52,16 @@ def decontaminated(sides: list[str], docs: list[str], threshold: float) -> list[
             sides[i] = "train"
 
 
+def side_streams(docs: list[str], sides: list[str], threshold: float | None = 0.2) -> dict[str, list[str]]:
+    """Each side's documents in the order a build streams them: training's in corpus order, then the validation
+    documents `decontaminated` moves (none when `threshold` is None; 0.2 is the build's default), then
+    validation's."""
+    after = decontaminated(sides, docs, threshold) if threshold is not None else sides
+    moved = [d for d, b, a in zip(docs, sides, after) if b != a]
+    return {"train": [d for d, s in zip(docs, sides) if s == "train"] + moved,
+            "validation": [d for d, s in zip(docs, after) if s == "validation"]}
+
+
 def measures(validation: list[str], training: list[str], tokens_of) -> dict[str, int]:
     """GPT-3's (validation documents with an n-gram among training's) and Lee et al.'s (their tokens inside a run of
     MATCH tokens that training also has) measures; tokens_of(doc): the document's token ids."""

@@ -23,6 +23,7 @@ until none is left over the threshold, so a document moved makes its own n-grams
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from collections.abc import Iterable, Iterator
 
@@ -223,3 +224,60 @@ def covered_tokens(matched: np.ndarray, counts: np.ndarray, lengths: np.ndarray,
     windows = np.repeat(counts, lengths)
     lo, hi = first + np.maximum(t - k + 1, 0), first + np.minimum(t, windows - 1) + 1
     return int(np.count_nonzero((windows > 0) & (ends[np.maximum(hi, lo)] > ends[lo])))
+
+
+# ------------------------------------------------------------------------------------------ exclusion
+
+EXCLUDE_MARGIN = 200  # characters cut on each side of an evaluation n-gram found in training text (GPT-3)
+EXCLUDE_MIN_PIECE = 200  # a piece left shorter than this is dropped
+EXCLUDE_MAX_PIECES = 10  # a document left in more pieces is dropped whole (taken as a copy of evaluation text)
+
+
+def exclusion_table(batches: Iterable[list[str]]) -> np.ndarray:
+    """The distinct n-gram hashes of the evaluation sets' documents (--exclude), sorted."""
+    parts = [ngram_hashes(docs)[0] for docs in batches]
+    return np.unique(np.concatenate(parts)) if parts else np.zeros(0, np.uint64)
+
+
+def excluded(batches: Iterable[list[str]], table: np.ndarray, counts: dict) -> Iterator[list[str]]:
+    """The documents of `batches` with the text around every n-gram in `table` cut out (cut_matches): each piece
+    left becomes a document; the others pass untouched. Counts documents matched and dropped, pieces kept and
+    characters removed."""
+    for docs in batches:
+        hashes, per_doc = ngram_hashes(docs)
+        hit = np.bincount(np.repeat(np.arange(len(docs)), per_doc), weights=member(hashes, table),
+                          minlength=len(docs)) > 0
+        kept = []
+        for doc, touch in zip(docs, hit.tolist()):
+            if not touch:
+                kept.append(doc)
+                continue
+            pieces, _ = cut_matches(doc, table)
+            counts["documents_matched"] += 1
+            counts["documents_dropped"] += not pieces
+            counts["pieces"] += len(pieces)
+            counts["characters_removed"] += len(doc) - sum(map(len, pieces))
+            kept += pieces
+        if kept:
+            yield kept
+
+
+def cut_matches(doc: str, table: np.ndarray) -> tuple[list[str], list[str]]:
+    """(the pieces of `doc` left, the text removed): every n-gram of the document in `table` is cut out with
+    EXCLUDE_MARGIN characters on each side; pieces shorter than EXCLUDE_MIN_PIECE (or blank) go too, and all of
+    them when more than EXCLUDE_MAX_PIECES are left. The one place that knows what exclusion removes."""
+    words = [m.span() for m in re.finditer(r"\S+", doc)]  # \S: not str.isspace(), as the n-grams split words
+    hashes, _ = ngram_hashes([doc])
+    n = min(NGRAM, len(words))
+    pieces, removed, at = [], [], 0
+    for i in np.flatnonzero(member(hashes, table)).tolist():
+        lo, hi = max(words[i][0] - EXCLUDE_MARGIN, at), words[i + n - 1][1] + EXCLUDE_MARGIN
+        if lo > at:  # a match apart from the one before: the text between is a piece
+            pieces.append(doc[at:lo])
+        removed.append(doc[lo:hi])
+        at = max(at, hi)
+    pieces.append(doc[at:])
+    kept = [p for p in pieces if len(p) >= EXCLUDE_MIN_PIECE and not p.isspace()]
+    if len(kept) > EXCLUDE_MAX_PIECES:
+        kept = []
+    return kept, removed + [p for p in pieces if p and (len(p) < EXCLUDE_MIN_PIECE or p.isspace() or not kept)]

@@ -23,6 +23,7 @@ rows through mlmprep.builder.side_rows and masks them with mlmprep.builder.maske
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import gc
 import os
@@ -43,7 +44,7 @@ from mlmprep.builder.denoisers import SeedRows, row_offsets
 from mlmprep.builder.engine.base import Shipped, fetched
 from mlmprep.builder.engine.local import PRELOAD_TOKENIZER, in_forkserver
 from mlmprep.builder.masker import Masker, mask_part
-from mlmprep.builder.overlap import line_hashes, trimmed, window_hashes
+from mlmprep.builder.overlap import excluded, exclusion_table, line_hashes, trimmed, window_hashes
 from mlmprep.builder.selection import SIDES, decontaminating, document_keys, split_hashes
 from mlmprep.builder.side_rows import Plan, doc_windows, piece, seed_stream_rows, stored_rows, stream_windows
 from mlmprep.builder.staged import (
@@ -60,8 +61,10 @@ from mlmprep.builder.staged import (
 )
 from mlmprep.builder.windows import WindowStats, frame_rows, segment_rows
 from mlmprep.config import BuildConfig
+from mlmprep.corpus.documents import Corpus, open_corpus
 from mlmprep.corpus.files import CorpusStats, ReadOptions
 from mlmprep.corpus.shards import Shard, read_shard
+from mlmprep.errors import CorpusError
 from mlmprep.format.manifest import FileRecord
 from mlmprep.format.rows import Rows, concat_rows
 from mlmprep.format.write import damaged, iter_rows_of_file, part_path, write_part
@@ -188,17 +191,58 @@ class TokenizeTask:
     shard: Shard
     removed: np.ndarray | None = None  # --dedup-paragraphs: bool per line of the shard's documents, those to remove
     hashed: bool = True  # --decontaminate: hash the documents' n-grams and token windows (the driver's shards not)
+    excluded: np.ndarray | None = None  # --exclude: the evaluation sets' n-gram hashes, sorted (exclusion_hashes)
 
     def describe(self) -> str:
         return self.shard.describe()
 
 
-def shard_documents(task: TokenizeTask, stats: CorpusStats, clean: dict, lines: dict) -> Iterator[list[str]]:
-    """The shard's documents as phase 1 takes them: read, cleaned, less the lines --dedup-paragraphs removes."""
+def shard_documents(task: TokenizeTask, stats: CorpusStats, clean: dict, lines: dict,
+                    cut: dict) -> Iterator[list[str]]:
+    """The shard's documents as phase 1 takes them: read, cleaned, less the lines --dedup-paragraphs removes and
+    the text --exclude cuts out (counted in `lines` and `cut`)."""
     cfg = task.layout.cfg
     opts = ReadOptions(text_column=cfg.text_column, doc_sep=cfg.doc_sep, on_decode_error=cfg.on_decode_error)
     batches = cleaned_batches(read_shard(task.shard, opts, stats), cfg, clean)
-    return batches if task.removed is None else trimmed(batches, task.removed, lines)
+    batches = batches if task.removed is None else trimmed(batches, task.removed, lines)
+    return batches if task.excluded is None else excluded(batches, task.excluded, cut)
+
+
+EXCLUDED = ("documents_matched", "documents_dropped", "pieces", "characters_removed")  # a shard's --exclude counts
+
+
+@dataclass(frozen=True)
+class ExcludeTask:
+    """--exclude, before phase 1: the evaluation sets to hash."""
+
+    layout: Layout
+
+    def describe(self) -> str:
+        return "--exclude " + " ".join(self.layout.cfg.exclude)
+
+
+@contextlib.contextmanager
+def evaluation_sets(cfg: BuildConfig) -> Iterator[Corpus]:
+    """The --exclude evaluation sets, opened as a corpus; their errors, while in the block, name the option."""
+    options = storage.parse_options(cfg.storage_options)
+    try:
+        yield open_corpus(cfg.exclude, text_column=cfg.text_column, doc_sep=cfg.doc_sep,
+                          on_decode_error=cfg.on_decode_error, storage_options=options)
+    except CorpusError as error:
+        raise CorpusError(f"--exclude: {error}") from None
+
+
+def exclusion_hashes(task: ExcludeTask) -> dict:
+    """The evaluation sets read and cleaned as the corpus is: their documents and their n-grams' distinct hashes,
+    sorted (overlap.exclusion_table); an evaluation set without text is an error."""
+    cfg = task.layout.cfg
+    with evaluation_sets(cfg) as sets:
+        table = exclusion_table(cleaned_batches(sets.documents(), cfg, {"characters_removed": 0,
+                                                                        "documents_emptied": 0}))
+    if not len(table):
+        raise CorpusError(f"--exclude {' '.join(cfg.exclude)}: no text to exclude (read {sets.stats.documents} "
+                          f"documents); check the files, --text-column and --doc-sep")
+    return {"table": table, "documents": sets.stats.documents}
 
 
 def tokenize_shard(task: TokenizeTask) -> dict:
@@ -210,6 +254,7 @@ def tokenize_shard(task: TokenizeTask) -> dict:
     stats = CorpusStats()
     clean = {"characters_removed": 0, "documents_emptied": 0}
     lines = {"lines_removed": 0, "characters_removed": 0, "documents_emptied": 0}
+    cut = dict.fromkeys(EXCLUDED, 0)
     hashed = task.hashed and decontaminating(cfg)
     # With threads to spare, reading and cleaning run in a thread of their own and two threads tokenize (one
     # call's ids become arrays while the other keeps the cores busy); a one-core worker does each in turn.
@@ -217,7 +262,7 @@ def tokenize_shard(task: TokenizeTask) -> dict:
     described: list[dict[str, np.ndarray]] = []  # each batch's document keys and character counts
 
     def described_batches() -> Iterator[list[str]]:
-        for docs in shard_documents(task, stats, clean, lines):
+        for docs in shard_documents(task, stats, clean, lines, cut):
             described.append(describe_documents(docs, cfg, hashed))
             yield docs
 
@@ -229,7 +274,8 @@ def tokenize_shard(task: TokenizeTask) -> dict:
     per_doc = joined(described) if described else describe_documents([], cfg, hashed)
     stats.files, stats.files_skipped = 0, []
     result = {**out, **per_doc, "stats": stats.as_dict(), "clean": clean,
-              **({"lines": lines} if task.removed is not None else {})}
+              **({"lines": lines} if task.removed is not None else {}),
+              **({"excluded": cut} if task.excluded is not None else {})}
     return split_hashes(result, cfg) if hashed else result
 
 
@@ -244,8 +290,9 @@ def hash_shard(task: TokenizeTask) -> dict:
     windows."""
     cfg, index = task.layout.cfg, task.shard.index
     storage.use_corpus_options(storage.parse_options(cfg.storage_options))
-    ignored = {"characters_removed": 0, "documents_emptied": 0, "lines_removed": 0}
-    parts = [describe_documents(docs, cfg, True) for docs in shard_documents(task, CorpusStats(), ignored, ignored)]
+    ignored = {key: 0 for key in ("documents_emptied", "lines_removed", *EXCLUDED)}
+    parts = [describe_documents(docs, cfg, True)
+             for docs in shard_documents(task, CorpusStats(), ignored, ignored, ignored)]
     result = joined(parts) if parts else describe_documents([], cfg, True)
     if cfg.method == "tokens":
         lengths = read_array(task.layout.staged(f"shard-{index:06d}.lens"), np.int64)

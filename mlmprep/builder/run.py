@@ -25,17 +25,21 @@ from mlmprep.builder import mask
 from mlmprep.builder.denoisers import add_mode_tokens, mode_tokens
 from mlmprep.builder.destination import build_destination
 from mlmprep.builder.engine import make_engine
-from mlmprep.builder.engine.base import Engine, TaskRun
+from mlmprep.builder.engine.base import Engine, TaskRun, run_tasks
 from mlmprep.builder.inputs import fetch_sources, fetch_tokenizer, named_as
 from mlmprep.builder.lengths import Lengths
 from mlmprep.builder.outputs import OutputFiles, Staging, counted_tasks, finish_splits, plan_rest, side_size
-from mlmprep.builder.overlap import SeenLines
+from mlmprep.builder.overlap import EXCLUDE_MARGIN, NGRAM, SeenLines
 from mlmprep.builder.pipeline import (
+    EXCLUDED,
     VALIDATION_SLOT,
+    ExcludeTask,
     ScanTask,
     TokenizeTask,
     WriteTask,
     cleaned_batches,
+    evaluation_sets,
+    exclusion_hashes,
     hash_shard,
     scan_shard,
     tokenize_shard,
@@ -127,6 +131,9 @@ def open_inputs(cfg: BuildConfig, engine: Engine, scratch: str, options: dict,
     )
     for record in corpus.files:  # the manifest names what the user named
         record["path"] = copies.get(record["path"], record["path"])
+    if cfg.exclude:  # the evaluation sets are there before any work (a worker reads them)
+        with evaluation_sets(cfg):
+            pass
     return corpus, fetch_tokenizer(cfg.tokenizer, Path(scratch, "tokenizer"), options)
 
 
@@ -208,6 +215,8 @@ class BuildTasks:
         self.selection = Selection(cfg, len(self.shards))
         self.paragraphs = {"threshold": cfg.paragraph_threshold, "lines": 0}  # --dedup-paragraphs: lines with words
         self.removed: list[np.ndarray | None] = [None] * len(self.shards)  # ... and each shard's lines it removes
+        self.exclusion: dict | None = None  # --exclude: the evaluation sets' n-gram table and documents
+        self.reads: list[TokenizeTask] = []
         self.calls: list[tuple[str, int]] = []  # (side, file) of each write task, in the order they were queued
         self.writes: dict[int, int] = {}  # the run's index of a write task -> its place in calls
         self.reading = Reading([None] * len(self.shards))
@@ -219,8 +228,12 @@ class BuildTasks:
         """Run every task; the write tasks' results in the order they were queued (see by_file)."""
         if self.cfg.dedup_paragraphs:
             self.removed = self.repeated_lines(bar)
+        if self.cfg.exclude:  # the evaluation sets' n-grams, hashed on a worker
+            self.exclusion = run_tasks(exclusion_hashes, [ExcludeTask(self.layout)], engine=self.engine)[0]
         bar.stage("read, clean, tokenize", sum(self.sizes), "B" if self.corpus.bytes else "shard")
-        reads = [TokenizeTask(self.layout, shard, lines) for shard, lines in zip(self.shards, self.removed)]
+        table = self.exclusion["table"] if self.exclusion else None
+        self.reads = reads = [TokenizeTask(self.layout, shard, lines, excluded=table)
+                              for shard, lines in zip(self.shards, self.removed)]
         hashing: dict[int, tuple[int, dict]] = {}  # a hash_shard call -> (its shard, the shard's unhashed result)
         with TaskRun(*self.staging.calls(tokenize_shard, reads), engine=self.engine,
                      in_driver=None if self.staging.detached else tokenize_shard_in_driver) as run:
@@ -309,12 +322,16 @@ class BuildTasks:
         """corpus.stats of the manifest: the shards' counts, hard-wrapped prose, what dedup removed."""
         read = self.reading.results
         stats = {**corpus_counts(self.corpus, read), "wrapped_prose": wrapped_prose(self.shards, read),
-                 "dedup": dedup_stats(self.selection, self.shards, self.cfg, self.removed)}
+                 "dedup": dedup_stats(self.selection, self.reads)}
         if self.cfg.dedup_paragraphs:
             stats["paragraphs"] = self.paragraphs | {key: sum(r["lines"][key] for r in read) for key in
                                                      ("lines_removed", "characters_removed", "documents_emptied")}
         if self.selection.contamination is not None:
             stats["contamination"] = self.selection.contamination
+        if self.exclusion is not None:
+            stats["exclusion"] = {"files": list(self.cfg.exclude), "documents": self.exclusion["documents"],
+                                  "ngrams": len(self.exclusion["table"]), "ngram": NGRAM, "margin": EXCLUDE_MARGIN,
+                                  **{key: sum(r["excluded"][key] for r in read) for key in EXCLUDED}}
         return stats
 
 

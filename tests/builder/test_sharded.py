@@ -209,20 +209,23 @@ def reference_rows(docs: list[str], tokenizer: Path, options: dict,
 
 
 def reference_sides(docs: list[str], fraction: float, seed: int) -> dict[str, list[str]]:
-    """--dedup exact and the document hold-out in plain Python: a document whose NFC, whitespace-folded text was
-    seen before is dropped; the others go to validation when their key's hash falls below `fraction`."""
+    """--dedup exact, the document hold-out and the default decontamination in plain Python: a document whose NFC,
+    whitespace-folded text was seen before is dropped; the others go to validation when their key's hash falls
+    below `fraction`; then tests.ngrams.side_streams."""
     import unicodedata
 
     from mlmprep.builder.dedup import exact_keys
     from mlmprep.builder.selection import held_documents
+    from tests.ngrams import side_streams
 
-    seen, sides = set(), {"train": [], "validation": []}
+    seen, kept, sides = set(), [], []
     for doc, held in zip(docs, held_documents(exact_keys(docs), fraction, seed)):
         text = " ".join(unicodedata.normalize("NFC", doc).split())
         if text not in seen:
             seen.add(text)
-            sides["validation" if held else "train"].append(doc)
-    return sides
+            kept.append(doc)
+            sides.append("validation" if held else "train")
+    return side_streams(kept, sides)
 
 
 @pytest.mark.parametrize("case", ["tokens-stream-span", "tokens-doc-span", "text-span"])
