@@ -26,7 +26,7 @@ from mlmprep.builder.pipeline import (
     windows_width,
 )
 from mlmprep.builder.record import corpus_counts
-from mlmprep.builder.selection import MOVED_PICKS, SIDES, Selection, decontaminating
+from mlmprep.builder.selection import MOVED_PICKS, SIDES, Selection, decontaminating, held_apart
 from mlmprep.builder.side_rows import Plan
 from mlmprep.builder.staged import STAGING, Layout
 from mlmprep.builder.windows import WindowStats, doc_rows_per_document, segment_chars
@@ -79,8 +79,11 @@ class OutputFiles:
 
     @property
     def reading_from(self) -> int:
-        """The first shard a file still to write may read (with moved documents to come: any, until the files
-        reach their pieces)."""
+        """The first shard whose token files a file still to write may read: with the validation candidates staged
+        apart (held_apart), none of validation's and no moved document's; else, with moved documents to come, any
+        until the files reach them."""
+        if held_apart(self.layout.cfg):
+            return self.shards if self.side == SIDES[1] else min(self.kept, self.shards)
         return max(0, self.kept - self.shards) if self.moved else self.kept
 
     def written(self, file: int) -> list[int]:
@@ -247,9 +250,11 @@ class Staging:
     pipeline.Detached, the files it stages stay in the object store as its payload until no task still to come
     reads them, and the output files it writes come back into the driver's stage."""
 
-    def __init__(self, stage: Path, engine: Engine, detached: bool):
+    def __init__(self, stage: Path, engine: Engine, detached: bool, apart: bool = False):
         self.stage, self.engine, self.detached = stage, engine, detached
+        # a shard let go takes its token files and picks with it, but its validation candidates' files (held_apart)
         self.held: dict[str, object] = {}  # staged name -> the payload holding it (detached)
+        self.suffixes = ("ids", "lens", SIDES[0]) if apart else ("ids", "lens", *SIDES, MOVED_PICKS)
         self.released = 0  # shards before this one are let go
         if detached:
             self.held["tokenizer.json"] = engine.put((stage / "tokenizer.json").read_bytes())
@@ -278,7 +283,7 @@ class Staging:
         phase 2 reads; detached, they travel as a payload of their own."""
         for side in sides:
             name = f"{STAGING}/shard-{shard:06d}.{side}"
-            data = selection.picked(shard, side).tobytes()
+            data = selection.staged_picks(shard, side).tobytes()
             if self.detached:
                 self.held[name] = self.engine.put({name: data})
             else:
@@ -287,7 +292,7 @@ class Staging:
     def let_go(self, shards: Iterable[int]) -> None:
         """Drop the staged token files of `shards`, which no output file still to write reads."""
         for shard in shards:
-            for suffix in ("ids", "lens", *SIDES, MOVED_PICKS):
+            for suffix in self.suffixes:
                 name = f"shard-{shard:06d}.{suffix}"
                 (self.stage / STAGING / name).unlink(missing_ok=True)
                 self.held.pop(f"{STAGING}/{name}", None)

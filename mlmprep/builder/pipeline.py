@@ -45,7 +45,14 @@ from mlmprep.builder.engine.base import Shipped, fetched
 from mlmprep.builder.engine.local import PRELOAD_TOKENIZER, in_forkserver
 from mlmprep.builder.masker import Masker, mask_part
 from mlmprep.builder.overlap import excluded, exclusion_table, line_hashes, trimmed, window_hashes
-from mlmprep.builder.selection import SIDES, decontaminating, document_keys, split_hashes
+from mlmprep.builder.selection import (
+    SIDES,
+    decontaminating,
+    document_keys,
+    held_apart,
+    held_documents,
+    split_hashes,
+)
 from mlmprep.builder.side_rows import Plan, doc_windows, piece, seed_stream_rows, stored_rows, stream_windows
 from mlmprep.builder.staged import (
     FETCHED,
@@ -270,7 +277,9 @@ def tokenize_shard(task: TokenizeTask) -> dict:
     if cfg.method == "text":
         out = stage_text(layout, index, batches)
     else:
-        out = stage_ids(layout, index, batches, worker.tok, overlap, windows=hashed and cfg.method == "tokens")
+        held = (lambda k: held_documents(described[k]["keys"], cfg.validation_fraction, cfg.seed)
+                ) if held_apart(cfg) else None  # the k-th batch's validation candidates
+        out = stage_ids(layout, index, batches, worker.tok, overlap, windows=hashed, held=held)
     per_doc = joined(described) if described else describe_documents([], cfg, hashed)
     stats.files, stats.files_skipped = 0, []
     result = {**out, **per_doc, "stats": stats.as_dict(), "clean": clean,
@@ -327,26 +336,35 @@ def stage_text(layout: Layout, index: int, batches: Iterable[list[str]]) -> dict
 
 
 def stage_ids(layout: Layout, index: int, batches: Iterable[list[str]], tok, overlap: bool, *,
-              windows: bool = False) -> dict:
+              windows: bool = False, held: Callable[[int], np.ndarray] | None = None) -> dict:
     """Tokenize the batches (two calls at a time, given `overlap`) and stage shard `index`'s token ids as
     `shard-N.ids` and its documents' lengths as `shard-N.lens`; returns their counts and the lengths (and, given
-    `windows`, the hashes of each document's token windows: overlap.window_hashes)."""
+    `windows`, the hashes of each document's token windows: overlap.window_hashes). `held(k)`: the k-th batch's
+    documents staged apart as well, as `shard-N.held.ids` and `.lens` (selection.held_apart)."""
     out = {"documents": 0, "tokens": 0, "chars": 0}
     lengths_written: list[np.ndarray] = []
     hashed: list[tuple[np.ndarray, np.ndarray]] = []
+    apart: list[tuple[np.ndarray, np.ndarray]] = []
 
     def id_chunks() -> Iterator[bytes]:
         tokenize = functools.partial(encode, tok)
-        for flat, lengths in prefetch_map(tokenize, batches) if overlap else map(tokenize, batches):
+        for k, (flat, lengths) in enumerate(prefetch_map(tokenize, batches) if overlap else map(tokenize, batches)):
             out["documents"] += len(lengths)
             out["tokens"] += len(flat)
             lengths_written.append(lengths.astype(np.int64))
             if windows:
                 hashed.append(window_hashes(flat, lengths))
+            if held is not None:
+                picked = held(k)
+                apart.append((flat[np.repeat(picked, lengths)], lengths_written[-1][picked]))
             yield flat.astype(np.int32, copy=False).tobytes()
 
     write_atomic(layout.staged(f"shard-{index:06d}.ids"), id_chunks())
     write_atomic(layout.staged(f"shard-{index:06d}.lens"), [a.tobytes() for a in lengths_written])
+    if held is not None:
+        write_atomic(layout.staged(f"shard-{index:06d}.held.ids"),
+                     [ids.astype(np.int32, copy=False).tobytes() for ids, _ in apart])
+        write_atomic(layout.staged(f"shard-{index:06d}.held.lens"), [lengths.tobytes() for _, lengths in apart])
     out["doc_tokens"] = np.concatenate(lengths_written) if lengths_written else np.zeros(0, np.int64)
     if windows:
         out["windows"] = np.concatenate([h for h, _ in hashed]) if hashed else np.zeros(0, np.uint64)

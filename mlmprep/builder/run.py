@@ -47,7 +47,7 @@ from mlmprep.builder.pipeline import (
     write_file,
 )
 from mlmprep.builder.record import corpus_counts, dedup_stats, finish_manifest, wrapped_prose
-from mlmprep.builder.selection import MOVED_PICKS, SIDES, Selection, decontaminating
+from mlmprep.builder.selection import MOVED_PICKS, SIDES, Selection, decontaminating, held_apart
 from mlmprep.builder.staged import STAGING, Layout, adopt_tokenizer
 from mlmprep.builder.tokenizer_file import train_for_build
 from mlmprep.builder.windows import WindowStats
@@ -207,7 +207,8 @@ class BuildTasks:
                              suffix=lengths.suffix, modes=lengths.modes)
         (stage / STAGING).mkdir()
         # tasks on Ray nodes that share no disk with this process (which stages a build to object storage) are detached
-        self.staging = Staging(stage, engine, detached=not engine.shares_disk and stages_apart)
+        self.staging = Staging(stage, engine, detached=not engine.shares_disk and stages_apart,
+                               apart=held_apart(cfg))
         self.stats = WindowStats(method=cfg.method, row_length=lengths.content, unk_id=ids.unk)
         self.files = {side: OutputFiles(self.layout, lengths.rows_per_file, len(self.shards),
                                         tuple(mask.row_seed(cfg.seed, k) for k in range(cfg.seeds)),
@@ -283,7 +284,7 @@ class BuildTasks:
         ready, waits = [], self.selection.validation_waits
         sides = SIDES[:1] if waits else SIDES  # with --decontaminate, the validation side waits for the last shard
         for s in self.selection.add(index, result):  # the shards whose documents' fates are known now
-            self.staging.stage_picks(s, self.selection)
+            self.staging.stage_picks(s, self.selection, sides)
             if self.cfg.method == "tokens":  # text: no file is ready before its side's whole text is
                 ready += [task for side in sides for task in self.files[side].shard_done(
                     s, side_size(self.layout, self.reading.results[s], self.selection.picked(s, side))[0])]

@@ -73,6 +73,14 @@ def decontaminating(cfg: BuildConfig) -> bool:
     return cfg.decontaminate and cfg.validation_fraction > 0
 
 
+def held_apart(cfg: BuildConfig) -> bool:
+    """Whether each shard's validation candidates (held_documents) are staged apart as well (`shard-N.held.ids`,
+    `.lens`), for the validation side and the moved documents to read: with --decontaminate, those wait for the last
+    shard, and so would every shard's whole staged tokens. Not with --dedup near, which waits for it anyway (every
+    document a candidate), nor --method text, whose files all wait for it."""
+    return decontaminating(cfg) and cfg.dedup != "near" and cfg.method == "tokens"
+
+
 def held_documents(keys: np.ndarray, fraction: float, seed: int) -> np.ndarray:
     """Which documents (by their cluster's key, uint64) are held out for validation: a hash of (seed, key) below
     `fraction`."""
@@ -136,6 +144,7 @@ class Selection:
         self.documents = 0  # documents of the decided shards
         self.signatures = JoinedRows(shards)  # --dedup near
         self.contamination: dict | None = None  # --decontaminate: what it found and moved
+        self.candidates: list[np.ndarray] = []  # ... each shard's validation candidates, by index in the shard
 
     def add(self, index: int, result: dict) -> list[int]:
         """Note shard `index`'s documents (result: keys, signatures, doc_chars, doc_tokens, split_hashes'); the
@@ -213,7 +222,7 @@ class Selection:
         """Make MOVED the validation documents whose n-grams are in training (overlap.decontaminate); note the
         contamination before and after. Lets go of the shards' hashes."""
         results = self.results
-        candidates = [r.pop("candidates") for r in results]  # per shard, by index in it
+        self.candidates = candidates = [r.pop("candidates") for r in results]
         fates = np.concatenate([f[c] for f, c in zip(self.fates, candidates)])
         hashes, counts = (np.concatenate([r.pop(k) for r in results]) for k in ("ngrams", "ngram_counts"))
         trained = [r.pop("trained_ngrams") for r in results]
@@ -238,6 +247,12 @@ class Selection:
         """Shard s's documents on `side` (or MOVED_PICKS), by their index in the shard (int64)."""
         fate = MOVED if side == MOVED_PICKS else SIDES.index(side)
         return np.flatnonzero(self.fates[s] == fate).astype(np.int64)
+
+    def staged_picks(self, s: int, side: str) -> np.ndarray:
+        """picked, by index in the staged files the side reads (Layout.stem): held_apart, the validation and moved
+        documents by their index among the shard's candidates."""
+        picked = self.picked(s, side)
+        return np.searchsorted(self.candidates[s], picked) if held_apart(self.cfg) and side != SIDES[0] else picked
 
     def locate(self, document: int) -> tuple[int, int]:
         """(shard, index in the shard) of a global document index."""

@@ -285,14 +285,16 @@ def test_staged_shards_are_let_go_as_the_files_that_read_them_are_written(tmp_pa
                                                                           tiny_tokenizer_path, case, monkeypatch):
     """Each file is written as soon as its shards are read, and the shards no file of either side still needs are
     deleted, so the staging directory never holds the whole corpus's tokens (a side's file waits for its
-    rows_per_file windows: at --validation-fraction f, about rows_per_file / f windows' worth of shards)."""
+    rows_per_file windows: at --validation-fraction f, about rows_per_file / f windows' worth of shards). With
+    decontamination (the default) the validation side waits for the last shard, reading the validation candidates'
+    tokens staged apart (`shard-N.held.ids`), not the shards'."""
     import mlmprep.builder.run
     from mlmprep.builder.pipeline import write_file
 
     staged = []
 
     def counting(task):
-        staged.append(len(list((Path(task.plan.layout.stage) / "shards").glob("shard-*.ids"))))
+        staged.append(len(list((Path(task.plan.layout.stage) / "shards").glob("shard-??????.ids"))))
         return write_file(task)
 
     monkeypatch.setattr(mlmprep.builder.run, "write_file", counting)
