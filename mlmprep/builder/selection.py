@@ -28,7 +28,7 @@ import numpy as np
 
 from mlmprep.builder import randomness
 from mlmprep.builder.dedup import exact_keys, lsh_keys, minhash_signatures, near_duplicate_clusters
-from mlmprep.builder.overlap import MATCH_TOKENS, NGRAM, decontaminate, ngram_hashes
+from mlmprep.builder.overlap import MATCH_TOKENS, NGRAM, decontaminate, distinct, ngram_hashes
 from mlmprep.config import BuildConfig
 
 SIDES = ("train", "validation")
@@ -64,7 +64,7 @@ def split_hashes(result: dict, cfg: BuildConfig) -> dict:
         if kind in result:
             hashes, per_doc = result.pop(kind), result.pop(counts)
             own = np.repeat(candidates, per_doc)
-            out |= {kind: hashes[own], counts: per_doc[candidates], f"trained_{kind}": np.unique(hashes[~own])}
+            out |= {kind: hashes[own], counts: per_doc[candidates], f"trained_{kind}": distinct(hashes[~own])}
     return result | out
 
 
