@@ -70,6 +70,25 @@ def test_cut_matches_leaves_the_reference_pieces():
             assert sum(map(len, pieces)) + sum(map(len, removed)) == len(doc)
 
 
+def test_the_cut_is_200_characters_each_side_and_its_limits_exact():
+    """Crafted: a piece of exactly 200 characters stays and one of 199 goes; 10 pieces stay, 11 drop the document;
+    the cut starts 200 characters before the n-gram's first word and ends 200 after its last."""
+    from mlmprep.builder.overlap import cut_matches, exclusion_table
+
+    gram = " ".join(f"g{k}" for k in range(13))
+    table = exclusion_table([[gram]])
+    for before, after in ((200, 200), (199, 201), (201, 199), (400, 0), (0, 400)):
+        doc = "a" * (before + 199) + " " + gram + " " + "b" * (after + 199)  # a 199-character cut before the match
+        pieces, _ = cut_matches(doc, table)
+        assert pieces == excluded_pieces(doc, {tuple(gram.split())}), (before, after)
+        assert pieces == [p for p in ("a" * before, "b" * after) if len(p) >= 200]
+    block = "z" * 200 + " " + "w" * 199 + " " + gram + " " + "v" * 199 + " "  # one piece of 201 or 202 characters
+    for count in (10, 11):
+        pieces, _ = cut_matches(block * count, table)
+        assert len(pieces) == (count if count <= 10 else 0), count
+        assert pieces == excluded_pieces(block * count, {tuple(gram.split())})
+
+
 def test_a_build_with_exclude_is_the_build_of_the_pieces(tmp_path, corpus, tiny_tokenizer_path):
     """The training windows are those of the reference's pieces, each a document; the manifest counts them."""
     path, evaluation, docs, passages = corpus
