@@ -1,10 +1,11 @@
-"""N-gram overlap inside the corpus: paragraphs seen earlier (--dedup-paragraphs), and validation documents whose
-text is in training (--decontaminate).
+"""N-gram overlap inside the corpus: paragraphs seen earlier (--dedup-paragraphs), validation documents whose
+text is in training (--decontaminate), and evaluation text to cut out (--exclude).
 
 N-grams are runs of NGRAM words (GPT-3's decontamination, Dolma's bff), words as near dedup splits them (NFC, runs
 between whitespace); a text of fewer words is one n-gram of them all, a text of none has none. Each is a 64-bit
 hash (a polynomial of its words' hashes, rolled along: mlmprep.builder._dedup_kernels.shingle_hashes), so two
-n-grams are taken as equal when their hashes are: a false match between two of a billion distinct n-grams has probability about 2**-34 per n-gram looked up.
+n-grams are taken as equal when their hashes are: a false match with one of a billion distinct n-grams has
+probability about 2**-34 per n-gram looked up.
 
 Paragraphs are lines (a document cut at "\\n", as C4 and bff do): a line whose n-grams were mostly (at least
 --paragraph-threshold of them, counted with repeats) in some earlier line of the corpus, in corpus order, is
@@ -19,6 +20,9 @@ Contamination is measured two standard ways on the validation documents: the sha
 et al. 2022's exact-substring measure, on token windows). Decontamination moves every validation document with
 more than --decontaminate-threshold of its n-grams in training to training (nothing is lost), again and again
 until none is left over the threshold, so a document moved makes its own n-grams training text too.
+
+Exclusion (GPT-3's filter) cuts out of a document the text around each of its n-grams found in the evaluation
+sets, EXCLUDE_MARGIN characters on each side; cut_matches is the one place that knows what it removes.
 """
 
 from __future__ import annotations
@@ -36,7 +40,11 @@ FIRST_TABLE = 1 << 16  # slots of the paragraph table at first; it doubles when 
 
 def utf8_texts(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
     """(the NFC texts' UTF-8 bytes one after another, int64 offsets [n + 1])."""
-    parts = [unicodedata.normalize("NFC", t).encode("utf-8", "surrogatepass") for t in texts]
+    return joined_bytes([unicodedata.normalize("NFC", t).encode("utf-8", "surrogatepass") for t in texts])
+
+
+def joined_bytes(parts: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    """(the parts one after another, int64 offsets [n + 1])."""
     offsets = np.zeros(len(parts) + 1, dtype=np.int64)
     np.cumsum(np.fromiter(map(len, parts), dtype=np.int64, count=len(parts)), out=offsets[1:])
     return np.frombuffer(b"".join(parts), dtype=np.uint8), offsets

@@ -27,8 +27,8 @@ import heapq
 import numpy as np
 
 from mlmprep.builder import randomness
-from mlmprep.builder.dedup import exact_keys, lsh_keys, minhash_signatures, near_duplicate_clusters
-from mlmprep.builder.overlap import MATCH_TOKENS, NGRAM, decontaminate, distinct, ngram_hashes
+from mlmprep.builder.dedup import exact_keys, lsh_keys, minhash_signatures, near_duplicate_clusters, normalised_utf8
+from mlmprep.builder.overlap import MATCH_TOKENS, NGRAM, decontaminate, distinct, joined_bytes, text_ngrams
 from mlmprep.config import BuildConfig
 
 SIDES = ("train", "validation")
@@ -44,12 +44,14 @@ def document_keys(texts: list[str], cfg: BuildConfig, hashed: bool = True) -> di
     """What a reading task returns about its documents for the driver's choice: content keys, signatures (on the
     reading thread alone: the worker's other cores tokenize, and every other worker has cores of its own), and
     given `hashed`, n-gram hashes for decontamination."""
-    out = {"keys": exact_keys(texts)}
+    hashed = hashed and decontaminating(cfg)
+    encoded = normalised_utf8(texts) if hashed else None  # its words are the n-grams' (NFC, split at whitespace)
+    out = {"keys": exact_keys(texts, encoded)}
     if cfg.dedup == "near":
         out["signatures"] = minhash_signatures(texts, ngram=cfg.dedup_ngram, num_hashes=cfg.dedup_bands *
                                                cfg.dedup_rows, seed=MINHASH_SEED, threads=1)
-    if hashed and decontaminating(cfg):
-        out["ngrams"], out["ngram_counts"] = ngram_hashes(texts)
+    if hashed:
+        out["ngrams"], out["ngram_counts"] = text_ngrams(*joined_bytes(encoded))
     return out
 
 
