@@ -4,7 +4,7 @@ much of the validation text is still training text.
     python -m benchmarks.cleaning            # pydocs.txt (16 MB) and a licence-like corpus of 20,000 paragraphs
     python -m benchmarks.cleaning --quick    # small corpora, for CI (seconds)
 
-Side by side in one run (builds in turn, the best of a few each, one tokenizer given so its training is not
+Side by side in one run (builds in turn, the best of 3 each, one tokenizer given so its training is not
 timed; --dedup exact, the default, throughout): the CPU time of a build in one process (--workers 1: every
 thread's time, which a loaded machine does not distort as it does wall time) with neither stage, with
 --decontaminate alone (the default), with --dedup-paragraphs alone and with both, on pydocs (8 MB), on kjv.txt
@@ -12,8 +12,8 @@ thread's time, which a loaded machine does not distort as it does wall time) wit
 tests/licences.py (hard-wrapped paragraphs as documents, half of them shared warranty and permission paragraphs,
 some with a holder's name of their own, a third of the others quoting one). On pydocs and the licences the
 paragraphs removed leave less to tokenize, so there the ratio is what the option costs net of what it saves.
-The wall-time cost of decontamination's wait for the last shard (no output file is written before it) is not
-in these figures. Leakage, on the licence-like
+Decontamination writes the training files while the corpus is read; only the validation side waits for the last
+shard. Leakage, on the licence-like
 corpus: the share of the validation windows' 32-token shingles that also occur in the training windows (as
 benchmarks.dedup measures it) with --no-decontaminate, with the defaults and with --dedup-paragraphs, and the
 share of the held-out documents the validation set keeps; the manifest's contamination measures before and
@@ -69,7 +69,7 @@ def run(quick: bool = False) -> dict:
 
         for name in corpora:
             times[name] = best_of_each({arm: (lambda a=arm, n=name: build_arm(n, a)) for arm in ARMS},
-                                       1 if quick else 2, clock=time.process_time)
+                                       1 if quick else 3, clock=time.process_time)
         stats = {arm: manifests["licences", arm].corpus.stats for arm in ARMS}
         result = {
             "quick": quick,

@@ -280,9 +280,11 @@ def test_an_output_file_is_written_as_soon_as_the_shards_before_its_end_are_read
     assert files.written(1) == [1, 2, 3, 4]
 
 
-@pytest.mark.parametrize("case", ["tokens-stream-span", "tokens-doc-mlm"])
+@pytest.mark.parametrize("case, decontaminate", [("tokens-stream-span", True), ("tokens-doc-mlm", True),
+                                                   ("tokens-stream-span", False)])
 def test_staged_shards_are_let_go_as_the_files_that_read_them_are_written(tmp_path, corpus_with_blanks,
-                                                                          tiny_tokenizer_path, case, monkeypatch):
+                                                                          tiny_tokenizer_path, case, decontaminate,
+                                                                          monkeypatch):
     """Each file is written as soon as its shards are read, and the shards no file of either side still needs are
     deleted, so the staging directory never holds the whole corpus's tokens (a side's file waits for its
     rows_per_file windows: at --validation-fraction f, about rows_per_file / f windows' worth of shards). With
@@ -299,7 +301,7 @@ def test_staged_shards_are_let_go_as_the_files_that_read_them_are_written(tmp_pa
 
     monkeypatch.setattr(mlmprep.builder.run, "write_file", counting)
     build_tiny(tmp_path / "one", corpus_with_blanks, tiny_tokenizer_path, workers=1, validation_fraction=0.5,
-               **{**CASES[case], **SMALL})
+               decontaminate=decontaminate, **{**CASES[case], **SMALL})
     shards = len(file_shards([(corpus_with_blanks, corpus_with_blanks.stat().st_size)], SMALL["shard_bytes"]))
     assert len(staged) >= 3 and shards >= 10
     assert max(staged) <= shards // 2 and staged[-1] < shards // 2, (staged, shards)
