@@ -307,7 +307,8 @@ def hash_shard(task: TokenizeTask) -> dict:
         lengths = read_array(task.layout.staged(f"shard-{index:06d}.lens"), np.int64)
         ids = read_array(task.layout.staged(f"shard-{index:06d}.ids"), np.int32)
         result["windows"], result["window_counts"] = window_hashes(ids, lengths)
-    return {key: value for key, value in split_hashes(result, cfg).items() if key not in ("keys", "doc_chars")}
+    return {key: value for key, value in split_hashes(result, cfg).items() if key not in ("keys", "doc_chars",
+                                                                                         "signatures")}
 
 
 def describe_documents(docs: list[str], cfg: BuildConfig, hashed: bool) -> dict[str, np.ndarray]:
