@@ -365,7 +365,7 @@ MUTANTS = [
            ("tests/builder/test_overlap.py::test_decontamination_moves_what_a_brute_force_reference_moves",)),
     Mutant("decontaminate-driver-shard-untrimmed", "mlmprep.builder.pipeline:hash_shard",  # hashed as read, not trimmed
            "for docs in shard_documents(task, CorpusStats()", "for docs in shard_documents(replace(task, removed=None), "
-           "CorpusStats()", ("tests/builder/test_overlap.py::test_the_same_bytes_on_one_worker_and_on_two",)),
+           "CorpusStats()", ("tests/builder/test_overlap.py::test_a_shard_hashed_again_has_the_hashes_of_its_reading",)),
     Mutant("decontaminate-held-apart-let-go", "mlmprep.builder.outputs:Staging.__init__",  # apart picks deleted early
            'self.suffixes = ("ids", "lens", SIDES[0]) if apart else', 'self.suffixes = ("ids", "lens", *SIDES) if apart else',
            ("tests/builder/test_overlap.py::test_decontamination_moves_what_a_brute_force_reference_moves",)),
