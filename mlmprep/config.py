@@ -158,7 +158,8 @@ class BuildConfig:
                                    "the corpus's --text-column and --doc-sep) to keep out of the build, repeatable: "
                                    "the text around each of its word 13-grams found in a document is cut out, 200 "
                                    "characters on each side; pieces under 200 characters, and documents cut into "
-                                   "more than 10 pieces, are dropped.", panel="Output", metavar="FILE")
+                                   "more than 10 pieces, are dropped.", panel="Output", metavar="FILE",
+                                   shown="none")
     force: bool = opt(False, "Rebuild even if --out is up to date or was built with other options.", panel="Output")
     rows_per_file: int = opt(0, "Windows per data file of each split (0: about 512 K tokens' worth).", panel="Output")
     # speed only: these never change the bytes written
