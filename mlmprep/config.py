@@ -62,7 +62,7 @@ APPLIES_WITH = {
 # options that name files or directories: a leading ~ is the home directory there too, since a --config file
 # (or --out=~/x) never passes through the shell's expansion
 PATH_OPTIONS = frozenset({"corpus", "dataset", "tokenizer", "out", "data", "sources", "validation", "model",
-                          "cache_dir"})
+                          "cache_dir", "exclude"})
 
 # train option -> (the option, the values) it applies with: set to anything but its default elsewhere, it is ignored
 TRAIN_APPLIES_WITH = {
@@ -147,13 +147,19 @@ class BuildConfig:
     validation_fraction: float = opt(0.02, "Share of documents (after dedup) held out for validation, whole: no "
                                      "validation window shares a document, or a near-duplicate cluster, with "
                                      "training.", panel="Output")
-    decontaminate: bool = opt(False, "Move each validation document with more than --decontaminate-threshold of "
-                              "its word 13-grams in training to training (nothing is lost), so validation text is "
-                              "not training text; the output waits for the last shard.", panel="Output",
+    decontaminate: bool = opt(True, "Move each validation document with more than --decontaminate-threshold of "
+                              "its word 13-grams in training to training, after training's documents (nothing is "
+                              "lost), so validation text is not training text.", panel="Output",
                               flags="--decontaminate/--no-decontaminate")
     decontaminate_threshold: float = opt(0.2, "--decontaminate: the share of a validation document's word 13-grams "
                                          "found in training above which it moves, in [0, 1) (0: any).",
                                          panel="Output")
+    exclude: tuple[str, ...] = opt((), "An evaluation set (files, directories or globs in any corpus format, read with "
+                                   "the corpus's --text-column and --doc-sep) to keep out of the build, repeatable: "
+                                   "the text around each of its word 13-grams found in a document is cut out, 200 "
+                                   "characters on each side; pieces under 200 characters, and documents cut into "
+                                   "more than 10 pieces, are dropped.", panel="Output", metavar="FILE",
+                                   shown="none")
     force: bool = opt(False, "Rebuild even if --out is up to date or was built with other options.", panel="Output")
     rows_per_file: int = opt(0, "Windows per data file of each split (0: about 512 K tokens' worth).", panel="Output")
     # speed only: these never change the bytes written

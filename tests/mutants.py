@@ -292,8 +292,8 @@ MUTANTS = [
            ("tests/builder/test_mask_reference.py",)),
     # ------------------------------------------------------------ dedup: keys, MinHash, LSH clusters
     Mutant("dedup-exact-python-hash", "mlmprep.builder.dedup:exact_keys",  # Python's salted hash(): keys differ per process
-           'hashlib.blake2b(normalise(t).encode("utf-8", "surrogatepass"), digest_size=8).digest()',
-           'hash(normalise(t)).to_bytes(8, "little", signed=True)', ("tests/builder/test_dedup_kernels.py",)),
+           "hashlib.blake2b(data, digest_size=8).digest()", 'hash(data).to_bytes(8, "little", signed=True)',
+           ("tests/builder/test_dedup_kernels.py",)),
     Mutant("dedup-no-nfc", "mlmprep.builder.dedup:normalise",  # composed and decomposed accents are different texts
            '" ".join(unicodedata.normalize("NFC", text).split())', '" ".join(text.split())',
            ("tests/builder/test_dedup_kernels.py",)),
@@ -360,8 +360,8 @@ MUTANTS = [
            "starts = np.sort(np.concatenate([offsets[:-1], breaks + 1]))", "starts = np.concatenate([offsets[:-1], "
            "breaks + 1])", ("tests/builder/test_overlap.py::test_seen_lines_remove_what_a_set_of_earlier_n_grams_removes",)),
     Mutant("paragraph-excerpt-untrimmed", "mlmprep.builder.record:dedup_stats",  # a cluster shown by another document
-           "batches if removed[s] is None else trimmed(batches, removed[s], counts)", "batches",
-           ("tests/builder/test_overlap.py::test_the_same_bytes_on_one_worker_and_on_two",)),
+           "shard_documents(reads[s], CorpusStats()", "shard_documents(TokenizeTask(reads[s].layout, reads[s].shard), "
+           "CorpusStats()", ("tests/builder/test_overlap.py::test_the_same_bytes_on_one_worker_and_on_two",)),
     Mutant("decontaminate-threshold-inclusive", "mlmprep.builder.overlap:decontaminate",  # at 0, every document moves
            "more = validation & ~moved & (share > threshold)", "more = validation & ~moved & (share >= threshold)",
            ("tests/builder/test_overlap.py::test_decontamination_moves_what_a_brute_force_reference_moves",)),
@@ -369,11 +369,56 @@ MUTANTS = [
            "        moved |= more\n", "        return more\n",
            ("tests/builder/test_overlap.py::test_a_document_moved_to_training_can_take_another_with_it",)),
     Mutant("decontaminate-dropped-are-training", "mlmprep.builder.selection:Selection.decontaminate",  # dropped copies count
-           "validation, training = fates == VALIDATION, fates == TRAIN", "validation, training = fates == VALIDATION, "
-           "fates != VALIDATION", ("tests/builder/test_overlap.py::test_decontamination_moves_what_a_brute_force_reference_moves",)),
-    Mutant("decontaminate-not-waiting", "mlmprep.builder.selection:Selection.add",  # decides before every shard is in
-           "        elif waits and any(r is None for r in self.results):", "        elif False:",
+           "decontaminate(fates == VALIDATION, fates == TRAIN,", "decontaminate(fates == VALIDATION, fates != VALIDATION,",
            ("tests/builder/test_overlap.py::test_decontamination_moves_what_a_brute_force_reference_moves",)),
+    Mutant("decontaminate-validation-not-waiting", "mlmprep.builder.run:BuildTasks.shard_read",  # validation files early
+           "sides = SIDES[:1] if waits else SIDES", "sides = SIDES",
+           ("tests/builder/test_overlap.py::test_decontamination_moves_what_a_brute_force_reference_moves",)),
+    Mutant("decontaminate-moved-in-place", "mlmprep.builder.side_rows:piece",  # moved documents before training's
+           "return (p, side) if p < shards else (p - shards, MOVED_PICKS)",
+           "return (p - shards, side) if p >= shards else (p, MOVED_PICKS) if side == \"train\" else (p, side)",
+           ("tests/builder/test_overlap.py::test_decontamination_moves_what_a_brute_force_reference_moves",)),
+    Mutant("decontaminate-moved-by-candidate-index", "mlmprep.builder.selection:Selection.decontaminate",  # wrong documents
+           "            at = candidates[s][own]\n", "            at = np.flatnonzero(own)\n",
+           ("tests/builder/test_overlap.py::test_decontamination_moves_what_a_brute_force_reference_moves",)),
+    Mutant("decontaminate-held-picks-by-shard-index", "mlmprep.builder.selection:Selection.staged_picks",  # apart files
+           "return np.searchsorted(self.candidates[s], picked) if", "return picked if",  # read at the shard's numbers
+           ("tests/builder/test_overlap.py::test_decontamination_moves_what_a_brute_force_reference_moves",)),
+    Mutant("decontaminate-trained-sets-ignored", "mlmprep.builder.overlap:validation_hashes",  # the shards' sets unread
+           "    for known in trained:\n        hit |= member(table, known)\n", "",
+           ("tests/builder/test_overlap.py::test_decontamination_moves_what_a_brute_force_reference_moves",)),
+    Mutant("decontaminate-driver-shard-untrimmed", "mlmprep.builder.pipeline:hash_shard",  # hashed as read, not trimmed
+           "for docs in shard_documents(task, CorpusStats()", "for docs in shard_documents(replace(task, removed=None), "
+           "CorpusStats()", ("tests/builder/test_overlap.py::test_a_shard_hashed_again_has_the_hashes_of_its_reading",)),
+    Mutant("decontaminate-held-apart-let-go", "mlmprep.builder.outputs:Staging.__init__",  # apart picks deleted early
+           'self.suffixes = ("ids", "lens", SIDES[0]) if apart else', 'self.suffixes = ("ids", "lens", *SIDES) if apart else',
+           ("tests/builder/test_overlap.py::test_decontamination_moves_what_a_brute_force_reference_moves",)),
+    Mutant("ngram-window-one-word-wider", "mlmprep.builder._dedup_kernels:shingle_hashes",  # 14 words in a 13-gram
+           "            if j >= ngram:\n", "            if j > ngram:\n",
+           ("tests/builder/test_overlap.py::test_seen_lines_remove_what_a_set_of_earlier_n_grams_removes",
+            "tests/builder/test_exclude.py::test_cut_matches_leaves_the_reference_pieces")),
+    Mutant("exclude-margin-short-by-one", "mlmprep.builder.overlap:cut_matches",  # 199 characters cut before a match
+           "lo, hi = max(words[i][0] - EXCLUDE_MARGIN, at)", "lo, hi = max(words[i][0] - EXCLUDE_MARGIN + 1, at)",
+           ("tests/builder/test_exclude.py::test_the_cut_is_200_characters_each_side_and_its_limits_exact",)),
+    Mutant("exclude-cut-ends-a-word-early", "mlmprep.builder.overlap:cut_matches",  # the n-gram's last word not counted
+           "words[i + n - 1][1] + EXCLUDE_MARGIN", "words[i + n - 2][1] + EXCLUDE_MARGIN",
+           ("tests/builder/test_exclude.py::test_cut_matches_leaves_the_reference_pieces",)),
+    Mutant("exclude-first-match-only", "mlmprep.builder.overlap:cut_matches",  # later matches of a document left in
+           "for i in np.flatnonzero(member(hashes, table)).tolist():",
+           "for i in np.flatnonzero(member(hashes, table)).tolist()[:1]:",
+           ("tests/builder/test_exclude.py::test_cut_matches_leaves_the_reference_pieces",)),
+    Mutant("exclude-short-piece-kept", "mlmprep.builder.overlap:cut_matches",  # a piece of 199 characters stays
+           "len(p) >= EXCLUDE_MIN_PIECE and", "len(p) >= EXCLUDE_MIN_PIECE - 1 and",
+           ("tests/builder/test_exclude.py::test_the_cut_is_200_characters_each_side_and_its_limits_exact",)),
+    Mutant("exclude-ten-pieces-dropped", "mlmprep.builder.overlap:cut_matches",  # 10 pieces taken as too many
+           "if len(kept) > EXCLUDE_MAX_PIECES:", "if len(kept) >= EXCLUDE_MAX_PIECES:",
+           ("tests/builder/test_exclude.py::test_the_cut_is_200_characters_each_side_and_its_limits_exact",)),
+    Mutant("exclude-counts-pieces-before-dropping", "mlmprep.builder.overlap:excluded",  # pieces not counted
+           '            counts["pieces"] += len(pieces)\n', "",
+           ("tests/builder/test_exclude.py::test_a_build_with_exclude_is_the_build_of_the_pieces",)),
+    Mutant("exclude-not-applied", "mlmprep.builder.pipeline:shard_documents",  # exclusion left out of phase 1
+           "return batches if task.excluded is None else excluded(batches, task.excluded, cut)", "return batches",
+           ("tests/builder/test_exclude.py::test_a_build_with_exclude_is_the_build_of_the_pieces",)),
     Mutant("contamination-gpt3-any", "mlmprep.builder.overlap:measures",  # two shared n-grams needed, not one
            "minlength=len(documents)) > 0", "minlength=len(documents)) > 1",
            ("tests/builder/test_overlap.py::test_the_measures_count_one_shared_n_gram_and_each_covered_token_once",)),
@@ -579,7 +624,7 @@ MUTANTS = [
            ("tests/builder/test_clean.py",)),
     # ------------------------------------------------------------ windows, segments, read-ahead
     Mutant("windows-stop-at-shard-end", "mlmprep.builder.side_rows:stream_slice",  # a window crossing shards loses the next one's head
-           "parts.append(piece[a - base : b - base])", "parts.append(piece[a - base : b - base])\n        break",
+           "parts.append(run[a - base : b - base])", "parts.append(run[a - base : b - base])\n        break",
            ("tests/builder/test_sharded.py",)),
     Mutant("segments-quadratic", "mlmprep.builder.windows:text_segments",  # re-slice the rest of the text after every segment
            "segment, pos = buffer[pos : pos + chars], pos + chars",
@@ -1107,7 +1152,7 @@ MUTANTS = [
            "fates[first != np.arange(len(first))] = DROPPED", "fates[first == np.arange(len(first))] = DROPPED",
            ("tests/builder/test_dedup.py::test_near_dedup_keeps_the_first_of_each_cluster_brute_force_jaccard_confirms",)),
     Mutant("dedup-near-ignored", "mlmprep.builder.selection:Selection.add",  # --dedup near decided as off
-           "        if self.cfg.dedup == \"near\":\n            # the shard's", "        if False:\n            # the shard's",
+           "waits = self.cfg.dedup == \"near\"", "waits = False",
            ("tests/builder/test_dedup.py::test_near_dedup_keeps_the_first_of_each_cluster_brute_force_jaccard_confirms",)),
     Mutant("holdout-by-document-number", "mlmprep.builder.selection:Selection.decide",  # copies land on both sides
            "fates = np.where(held_documents(keys, self.cfg.validation_fraction, self.cfg.seed), VALIDATION, TRAIN)",
@@ -1115,15 +1160,15 @@ MUTANTS = [
            " self.cfg.validation_fraction, self.cfg.seed), VALIDATION, TRAIN)",
            ("tests/builder/test_dedup.py::test_no_validation_window_shares_a_document_with_a_training_window", "tests/builder/test_sharded.py::test_windows_equal_a_one_pass_reference")),
     Mutant("side-picks-every-kept-document", "mlmprep.builder.selection:Selection.picked",  # validation documents trained on
-           "return np.flatnonzero(self.fates[s] == SIDES.index(side)).astype(np.int64)",
+           "return np.flatnonzero(self.fates[s] == fate).astype(np.int64)",
            "return np.flatnonzero(self.fates[s] != DROPPED).astype(np.int64)",
            ("tests/builder/test_dedup.py::test_no_validation_window_shares_a_document_with_a_training_window", "tests/builder/test_sharded.py::test_windows_equal_a_one_pass_reference")),
     Mutant("side-reads-the-span-of-its-documents", "mlmprep.builder.staged:gather",  # dropped documents between read
            "    if int(sizes.sum()) == hi - lo:", "    if True:",
            ("tests/builder/test_sharded.py::test_windows_equal_a_one_pass_reference", "tests/builder/test_dedup.py::test_exact_dedup_keeps_what_a_set_of_normalised_texts_keeps")),
     Mutant("shards-let-go-for-one-side", "mlmprep.builder.run:BuildTasks.file_written",  # validation still reads them
-           "self.staging.let_go(range(self.staging.released, min(f.kept for f in self.files.values())))",
-           "self.staging.let_go(range(self.staging.released, self.files[\"train\"].kept))",
+           "self.staging.let_go(range(self.staging.released, min(f.reading_from for f in self.files.values())))",
+           "self.staging.let_go(range(self.staging.released, self.files[\"train\"].reading_from))",
            ("tests/builder/test_sharded.py::test_staged_shards_are_let_go_as_the_files_that_read_them_are_written", "tests/builder/test_sharded.py::test_windows_equal_a_one_pass_reference")),
     Mutant("sample-keeps-copies", "mlmprep.builder.tokenizer_file:training_sample",  # the copies of boilerplate crowd the tokenizer's sample
            "if key in keys or (total >= budget and key > -chosen[0][0]):",

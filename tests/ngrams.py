@@ -1,5 +1,6 @@
 """Brute-force references for n-gram overlap, on Python strings and sets (no hashes): the lines --dedup-paragraphs
-removes, the validation documents --decontaminate moves, and the two contamination measures."""
+removes, the validation documents --decontaminate moves, the two contamination measures, and the pieces --exclude
+leaves of a document."""
 
 from __future__ import annotations
 
@@ -52,6 +53,16 @@ def decontaminated(sides: list[str], docs: list[str], threshold: float) -> list[
             sides[i] = "train"
 
 
+def side_streams(docs: list[str], sides: list[str], threshold: float | None = 0.2) -> dict[str, list[str]]:
+    """Each side's documents in the order a build streams them: training's in corpus order, then the validation
+    documents `decontaminated` moves (none when `threshold` is None; 0.2 is the build's default), then
+    validation's."""
+    after = decontaminated(sides, docs, threshold) if threshold is not None else sides
+    moved = [d for d, b, a in zip(docs, sides, after) if b != a]
+    return {"train": [d for d, s in zip(docs, sides) if s == "train"] + moved,
+            "validation": [d for d, s in zip(docs, after) if s == "validation"]}
+
+
 def measures(validation: list[str], training: list[str], tokens_of) -> dict[str, int]:
     """GPT-3's (validation documents with an n-gram among training's) and Lee et al.'s (their tokens inside a run of
     MATCH tokens that training also has) measures; tokens_of(doc): the document's token ids."""
@@ -70,3 +81,39 @@ def measures(validation: list[str], training: list[str], tokens_of) -> dict[str,
     return {"documents": len(validation),
             "documents_with_ngram": sum(any(g in grams for g in word_ngrams(doc)) for doc in validation),
             "tokens": sum(len(tokens_of(doc)) for doc in validation), "tokens_in_match": covered}
+
+
+def excluded_pieces(doc: str, grams: set[tuple[str, ...]], margin: int = 200, shortest: int = 200,
+                    most: int = 10) -> list[str]:
+    """The runs of `doc`'s characters left once every character within `margin` of one of its n-grams in `grams`
+    is struck out (an n-gram spans its first word's first character to its last word's last), those of at least
+    `shortest` characters and not blank; none when more than `most` are left."""
+    spans, i = [], 0  # each word's [start, end), words being runs of characters that are not str.isspace()
+    while i < len(doc):
+        if doc[i].isspace():
+            i += 1
+            continue
+        j = i
+        while j < len(doc) and not doc[j].isspace():
+            j += 1
+        spans.append((i, j))
+        i = j
+    words = [unicodedata.normalize("NFC", doc[a:b]) for a, b in spans]
+    n = min(NGRAM, len(words))
+    struck = [False] * len(doc)
+    for k in range(len(words) - n + 1 if words else 0):
+        if tuple(words[k : k + n]) in grams:
+            for c in range(max(spans[k][0] - margin, 0), min(spans[k + n - 1][1] + margin, len(doc))):
+                struck[c] = True
+    pieces, piece = [], []
+    for ch, gone in zip(doc, struck):
+        if gone:
+            if piece:
+                pieces.append("".join(piece))
+            piece = []
+        else:
+            piece.append(ch)
+    if piece:
+        pieces.append("".join(piece))
+    kept = [p for p in pieces if len(p) >= shortest and p.strip()]
+    return [] if len(kept) > most else kept

@@ -22,7 +22,7 @@ FNV_OFFSET = np.uint64(0xCBF29CE484222325)
 FNV_PRIME = np.uint64(0x100000001B3)
 SHINGLE_TAG = np.uint64(0x5B1E_6A7E_D0C5_0001)  # starts the chain of a shingle's word hashes
 BAND_TAG = np.uint64(0xBA2D_5EED_0000_0001)
-WINDOW_BASE = np.uint64(0x100000001B3)  # odd: the rolling hash of token windows (window_hashes)
+WINDOW_BASE = np.uint64(0x100000001B3)  # odd: the rolling hashes of token windows and word n-grams
 
 mix64 = register_jitable(inline="always")(randomness.mix64)
 
@@ -104,15 +104,27 @@ def _signature(buf, start, end, ngram, a, b, ring, sig):
 @njit(cache=True, nogil=True)
 def word_hashes(buf, offsets, out, counts):
     """The hash of every word of every text (buf[offsets[i]:offsets[i + 1]]) into out, one after another, and each
-    text's words into counts; returns the words in all. out needs room for len(buf) // 2 + 1 words."""
+    text's words into counts; returns the words in all. out needs room for len(buf) // 2 + 1 words. The words and
+    hashes of _word, in one pass over the bytes with ASCII tested inline."""
     k = 0
     for d in range(offsets.size - 1):
         first, i, end = k, offsets[d], offsets[d + 1]
+        h, inside = FNV_OFFSET, False
         while i < end:
-            h, i = _word(buf, i, end)
-            if i < 0:
-                break
-            out[k] = h
+            c = buf[i]
+            s = (1 if c <= 32 and (c >= 28 or 9 <= c <= 13) else 0) if c < 0x80 else _space_at(buf, i, end)
+            if s == 0:
+                h = (h ^ np.uint64(c)) * FNV_PRIME
+                inside = True
+                i += 1
+                continue
+            if inside:
+                out[k] = mix64(h)
+                k += 1
+                h, inside = FNV_OFFSET, False
+            i += s
+        if inside:
+            out[k] = mix64(h)
             k += 1
         counts[d] = k - first
     return k
@@ -120,19 +132,24 @@ def word_hashes(buf, offsets, out, counts):
 
 @njit(cache=True, nogil=True)
 def shingle_hashes(words, counts, ngram, starts, out):
-    """out[starts[i]:starts[i + 1]] = the hashes of text i's word n-grams in order (the shingle hashes MinHash
-    takes; a text of fewer words, one hash of them all), from its word hashes (words, counts: word_hashes)."""
-    ring = np.empty(ngram, np.uint64)
+    """out[starts[i]:starts[i + 1]] = the hashes of text i's word n-grams in order (a text of fewer words, one hash
+    of them all), from its word hashes (words, counts: word_hashes): a polynomial of the word hashes mod 2**64
+    rolled along (one step per word, whatever `ngram`), then SplitMix64's finaliser."""
+    top = np.uint64(1)  # WINDOW_BASE ** (ngram - 1)
+    for _ in range(ngram - 1):
+        top *= WINDOW_BASE
     at = 0
     for d in range(counts.size):
-        k = starts[d]
+        k, h = starts[d], np.uint64(0)
         for j in range(counts[d]):
-            ring[j % ngram] = words[at + j]
+            if j >= ngram:
+                h -= words[at + j - ngram] * top
+            h = h * WINDOW_BASE + words[at + j]
             if j + 1 >= ngram:
-                out[k] = _shingle(ring, j + 1, ngram)
+                out[k] = mix64(h ^ SHINGLE_TAG)
                 k += 1
         if 0 < counts[d] < ngram:
-            out[k] = _shingle(ring, counts[d], ngram)
+            out[k] = mix64(h ^ SHINGLE_TAG)
         at += counts[d]
 
 

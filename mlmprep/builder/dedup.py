@@ -56,12 +56,18 @@ def normalise(text: str) -> str:
     return " ".join(unicodedata.normalize("NFC", text).split())
 
 
-def exact_keys(texts: list[str]) -> np.ndarray:
+def exact_keys(texts: list[str], encoded: list[bytes] | None = None) -> np.ndarray:
     """uint64 [n]: the first 8 bytes (little-endian) of the BLAKE2b hash of each normalise(text) in UTF-8;
-    equal keys mean equal normalised texts (up to a 2**-64 collision), on any machine or Python run."""
-    digests = b"".join(hashlib.blake2b(normalise(t).encode("utf-8", "surrogatepass"), digest_size=8).digest()
-                       for t in texts)
+    equal keys mean equal normalised texts (up to a 2**-64 collision), on any machine or Python run. `encoded`:
+    normalised_utf8(texts), when the caller has it."""
+    encoded = normalised_utf8(texts) if encoded is None else encoded
+    digests = b"".join(hashlib.blake2b(data, digest_size=8).digest() for data in encoded)
     return np.frombuffer(digests, dtype="<u8").astype(np.uint64)
+
+
+def normalised_utf8(texts: list[str]) -> list[bytes]:
+    """Each normalise(text) in UTF-8."""
+    return [normalise(t).encode("utf-8", "surrogatepass") for t in texts]
 
 
 def permutations(num_hashes: int, seed: int) -> tuple[np.ndarray, np.ndarray]:

@@ -26,7 +26,7 @@ from mlmprep.builder.pipeline import (
     windows_width,
 )
 from mlmprep.builder.record import corpus_counts
-from mlmprep.builder.selection import SIDES, Selection
+from mlmprep.builder.selection import MOVED_PICKS, SIDES, Selection, decontaminating, held_apart
 from mlmprep.builder.side_rows import Plan
 from mlmprep.builder.staged import STAGING, Layout
 from mlmprep.builder.windows import WindowStats, doc_rows_per_document, segment_chars
@@ -43,9 +43,9 @@ class OutputFiles:
     A file of windows [first, first + count) of the side's stream needs every shard up to the token (--pack
     stream: one more, to tell whether its last window ends inside a word) or row where it ends; shards finish
     out of order, so only those whose predecessors are all done count. The last file waits for the whole corpus
-    (`rest`), which fixes the number of rows. `written` notes a written file and says which shards no file of
-    this side still reads (`kept`: the first one still read); the driver lets a shard go once neither side
-    reads it."""
+    (`rest`), which fixes the number of rows; on the training side of a decontaminated build, the documents moved
+    from validation follow the shards' (side_rows.piece). `written` notes a written file (`kept`: the first
+    piece still read, `reading_from`: its shard); the driver lets a shard go once neither side reads it."""
 
     def __init__(self, layout: Layout, rows_per_file: int, shards: int, seeds: tuple[int, ...], validation_seed: int,
                  side: str):
@@ -56,6 +56,8 @@ class OutputFiles:
         self.cursors = [Cursor(self.mixture, seed) for seed in (seeds if side == SIDES[0] else (validation_seed,))
                         ] if layout.cut else []
         self.sizes: list[int | None] = [None] * shards
+        self.shards = shards
+        self.moved = side == SIDES[0] and decontaminating(layout.cfg)  # moved documents' pieces follow the shards'
         self.offsets = [0]  # where each shard starts, for every shard whose predecessors are all done
         self.tasks: list[WriteTask] = []
         self.rows = 0  # rows of the files made so far
@@ -75,8 +77,17 @@ class OutputFiles:
             ready.append(self.add(plan, self.rows_per_file, None))
         return ready
 
+    @property
+    def reading_from(self) -> int:
+        """The first shard whose token files a file still to write may read: with the validation candidates staged
+        apart (held_apart), none of validation's and no moved document's; else, with moved documents to come, any
+        until the files reach them."""
+        if held_apart(self.layout.cfg):
+            return self.shards if self.side == SIDES[1] else min(self.kept, self.shards)
+        return max(0, self.kept - self.shards) if self.moved else self.kept
+
     def written(self, file: int) -> list[int]:
-        """Note that `file` is written; the shards that no file still to write reads, each given once. A file
+        """Note that `file` is written; the pieces that no file still to write reads, each given once. A file
         reads from its first row on (--pack stream: from the token before its first window, which says
         whether that window starts inside a word), and files after it start later."""
         self.done.add(file)
@@ -102,7 +113,7 @@ class OutputFiles:
         length = self.layout.content_length
         rows = (-(-offsets[-1] // length) if self.layout.cut else offsets[-1] // length) if self.layout.fixed else (
             offsets[-1])  # ul2, prefix: the stream's tail is a last, shorter window
-        return Plan(self.layout, self.side, tuple(offsets), rows, self.seeds, self.validation_seed)
+        return Plan(self.layout, self.side, tuple(offsets), rows, self.seeds, self.validation_seed, self.shards)
 
     def needs(self, files: int) -> int:
         """How far the known offsets must reach (in tokens or rows) before the first `files` files are whole."""
@@ -120,6 +131,14 @@ class OutputFiles:
         self.tasks.append(WriteTask(plan, len(self.tasks), first, count, cuts))
         self.rows += count
         return self.tasks[-1]
+
+
+def side_pieces(layout: Layout, read: list[dict], selection: Selection, side: str) -> list[tuple[int, int]]:
+    """side_size of each staged piece of `side` (side_rows.piece): every shard's documents on it, then on the
+    training side of a decontaminated build every shard's moved documents."""
+    picks = [side] * len(read) + ([MOVED_PICKS] * len(read) if side == SIDES[0] and selection.validation_waits else [])
+    return [side_size(layout, read[p % len(read)], selection.picked(p % len(read), name)) for p, name in
+            enumerate(picks)]
 
 
 def side_size(layout: Layout, result: dict, picked: np.ndarray) -> tuple[int, int]:
@@ -170,9 +189,9 @@ def barrier(layout: Layout, read: list[dict], selection: Selection, stats: Windo
         tasks = []
         for side in SIDES:
             char_offsets = tuple(int(x) for x in np.cumsum(
-                [0] + [side_size(layout, r, selection.picked(s, side))[0] for s, r in enumerate(read)]))
+                [0] + [size for size, _ in side_pieces(layout, read, selection, side)]))
             segments = math.ceil((char_offsets[-1] - 1) / chars) if char_offsets[-1] else 0
-            tasks += [SegmentTask(layout, side, t, first, min(per, segments - first), char_offsets, chars)
+            tasks += [SegmentTask(layout, side, t, first, min(per, segments - first), char_offsets, chars, len(read))
                       for t, first in enumerate(range(0, segments, per))]
         bar.stage("cut, tokenize text segments", len(tasks), "task")
         counted = counted_tasks(segment_text, tasks, staging, bar)
@@ -180,7 +199,7 @@ def barrier(layout: Layout, read: list[dict], selection: Selection, stats: Windo
             add_counts(stats, counts)
         return {side: [c["rows"] for c, t in zip(counted, tasks) if t.side == side] for side in SIDES}
     for side in SIDES:
-        sized = [side_size(layout, r, selection.picked(s, side)) for s, r in enumerate(read)]
+        sized = side_pieces(layout, read, selection, side)
         sizes[side] = [size for size, _ in sized]
         if cfg.pack == "stream" and not layout.cut:  # ul2, prefix: the tail is a row of its own
             stats.tokens_dropped += sum(sizes[side]) % layout.content_length
@@ -231,9 +250,11 @@ class Staging:
     pipeline.Detached, the files it stages stay in the object store as its payload until no task still to come
     reads them, and the output files it writes come back into the driver's stage."""
 
-    def __init__(self, stage: Path, engine: Engine, detached: bool):
+    def __init__(self, stage: Path, engine: Engine, detached: bool, apart: bool = False):
         self.stage, self.engine, self.detached = stage, engine, detached
+        # a shard let go takes its token files and picks with it, but its validation candidates' files (held_apart)
         self.held: dict[str, object] = {}  # staged name -> the payload holding it (detached)
+        self.suffixes = ("ids", "lens", SIDES[0]) if apart else ("ids", "lens", *SIDES, MOVED_PICKS)
         self.released = 0  # shards before this one are let go
         if detached:
             self.held["tokenizer.json"] = engine.put((stage / "tokenizer.json").read_bytes())
@@ -257,12 +278,12 @@ class Staging:
                 (self.stage / name).parent.mkdir(parents=True, exist_ok=True)
                 (self.stage / name).write_bytes(data[name])
 
-    def stage_picks(self, shard: int, selection: Selection) -> None:
-        """Stage `shard`'s document numbers on each side (`shard-N.train`, `shard-N.validation`), which phase 2
-        reads; detached, they travel as a payload of their own."""
-        for side in SIDES:
+    def stage_picks(self, shard: int, selection: Selection, sides: Iterable[str] = SIDES) -> None:
+        """Stage `shard`'s document numbers on `sides` (`shard-N.train`, `shard-N.validation`, `shard-N.moved`), which
+        phase 2 reads; detached, they travel as a payload of their own."""
+        for side in sides:
             name = f"{STAGING}/shard-{shard:06d}.{side}"
-            data = selection.picked(shard, side).tobytes()
+            data = selection.staged_picks(shard, side).tobytes()
             if self.detached:
                 self.held[name] = self.engine.put({name: data})
             else:
@@ -271,7 +292,7 @@ class Staging:
     def let_go(self, shards: Iterable[int]) -> None:
         """Drop the staged token files of `shards`, which no output file still to write reads."""
         for shard in shards:
-            for suffix in ("ids", "lens", *SIDES):
+            for suffix in self.suffixes:
                 name = f"shard-{shard:06d}.{suffix}"
                 (self.stage / STAGING / name).unlink(missing_ok=True)
                 self.held.pop(f"{STAGING}/{name}", None)

@@ -1,10 +1,11 @@
-"""N-gram overlap inside the corpus: paragraphs seen earlier (--dedup-paragraphs), and validation documents whose
-text is in training (--decontaminate).
+"""N-gram overlap inside the corpus: paragraphs seen earlier (--dedup-paragraphs), validation documents whose
+text is in training (--decontaminate), and evaluation text to cut out (--exclude).
 
 N-grams are runs of NGRAM words (GPT-3's decontamination, Dolma's bff), words as near dedup splits them (NFC, runs
 between whitespace); a text of fewer words is one n-gram of them all, a text of none has none. Each is a 64-bit
-hash (the shingle hash of mlmprep.builder._dedup_kernels), so two n-grams are taken as equal when their hashes
-are: a false match between two of a billion distinct n-grams has probability about 2**-34 per n-gram looked up.
+hash (a polynomial of its words' hashes, rolled along: mlmprep.builder._dedup_kernels.shingle_hashes), so two
+n-grams are taken as equal when their hashes are: a false match with one of a billion distinct n-grams has
+probability about 2**-34 per n-gram looked up.
 
 Paragraphs are lines (a document cut at "\\n", as C4 and bff do): a line whose n-grams were mostly (at least
 --paragraph-threshold of them, counted with repeats) in some earlier line of the corpus, in corpus order, is
@@ -19,10 +20,14 @@ Contamination is measured two standard ways on the validation documents: the sha
 et al. 2022's exact-substring measure, on token windows). Decontamination moves every validation document with
 more than --decontaminate-threshold of its n-grams in training to training (nothing is lost), again and again
 until none is left over the threshold, so a document moved makes its own n-grams training text too.
+
+Exclusion (GPT-3's filter) cuts out of a document the text around each of its n-grams found in the evaluation
+sets, EXCLUDE_MARGIN characters on each side; cut_matches is the one place that knows what it removes.
 """
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from collections.abc import Iterable, Iterator
 
@@ -35,7 +40,11 @@ FIRST_TABLE = 1 << 16  # slots of the paragraph table at first; it doubles when 
 
 def utf8_texts(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
     """(the NFC texts' UTF-8 bytes one after another, int64 offsets [n + 1])."""
-    parts = [unicodedata.normalize("NFC", t).encode("utf-8", "surrogatepass") for t in texts]
+    return joined_bytes([unicodedata.normalize("NFC", t).encode("utf-8", "surrogatepass") for t in texts])
+
+
+def joined_bytes(parts: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    """(the parts one after another, int64 offsets [n + 1])."""
     offsets = np.zeros(len(parts) + 1, dtype=np.int64)
     np.cumsum(np.fromiter(map(len, parts), dtype=np.int64, count=len(parts)), out=offsets[1:])
     return np.frombuffer(b"".join(parts), dtype=np.uint8), offsets
@@ -145,17 +154,19 @@ def trimmed(batches: Iterable[list[str]], removed: np.ndarray, counts: dict) -> 
 
 
 def decontaminate(validation: np.ndarray, training: np.ndarray, hashes: np.ndarray, counts: np.ndarray,
-                  threshold: float, windows: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+                  threshold: float, windows: tuple | None = None, trained: list[np.ndarray] = ()
                   ) -> tuple[np.ndarray, dict[str, int], dict[str, int]]:
     """(bool [documents]: the validation documents to move to training, the measures before, after).
 
-    A validation document moves when more than `threshold` of its n-grams (hashes, counts per document) are among
-    the training documents', again until none is left, training taking each round's moved documents. The
+    A validation document moves when more than `threshold` of its n-grams (hashes, counts per document) are
+    training's: the `training` documents' or in a set of `trained` (sorted, distinct: the hashes of training
+    documents not given one by one); again until none is left, training taking each round's moved documents. The
     measures (see measures) are of the validation documents against training before, and of those left against
-    training and the moved after; `windows`: (hashes, counts, tokens) per document, for Lee et al.'s. One pass
-    over the training documents' hashes (a binary search each among the validation's few); the rounds look at the
-    validation documents' alone."""
-    grams = validation_hashes(validation, training, hashes, counts)
+    training and the moved after; `windows`: (hashes, counts, tokens) per document and, optionally, sets of
+    trained windows, for Lee et al.'s. The training hashes are looked up among the validation's few (a binary
+    search each), the sets by a binary search of each validation hash; the rounds look at the validation
+    documents' alone."""
+    grams = validation_hashes(validation, training, hashes, counts, trained)
     found, moved = grams[2], np.zeros(len(counts), bool)
     while True:
         share = np.bincount(grams[1], weights=found, minlength=len(counts)) / np.maximum(counts, 1)
@@ -164,27 +175,36 @@ def decontaminate(validation: np.ndarray, training: np.ndarray, hashes: np.ndarr
             break
         moved |= more
         found = found | moved_in(grams, moved)
-    runs = validation_hashes(validation, training, windows[0], windows[1]) if windows is not None else None
+    runs = validation_hashes(validation, training, *windows[:2], *windows[3:]) if windows is not None else None
     before = measures(validation, grams, grams[2], runs, runs[2] if runs else None, windows)
     after = measures(validation & ~moved, grams, found, runs, runs[2] | moved_in(runs, moved) if runs else None,
                      windows)
     return moved, before, after
 
 
-def validation_hashes(validation: np.ndarray, training: np.ndarray, hashes: np.ndarray,
-                      counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(the validation documents' hashes in order, each one's document, whether it is among the training
-    documents' hashes)."""
+def validation_hashes(validation: np.ndarray, training: np.ndarray, hashes: np.ndarray, counts: np.ndarray,
+                      trained: list[np.ndarray] = ()) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(the validation documents' hashes in order, each one's document, whether it is training's: among the
+    training documents' hashes or in one of the sorted sets `trained`)."""
     mine = hashes[np.repeat(validation, counts)]
     train = hashes[np.repeat(training, counts)]
-    return (mine, np.repeat(np.flatnonzero(validation), counts[validation]),
-            member(mine, np.unique(train[member(train, np.unique(mine))])))
+    table = distinct(mine)
+    hit = member(table, distinct(train[member(train, table)]))
+    for known in trained:
+        hit |= member(table, known)
+    return mine, np.repeat(np.flatnonzero(validation), counts[validation]), hit[np.searchsorted(table, mine)]
 
 
 def moved_in(view: tuple[np.ndarray, np.ndarray, np.ndarray], moved: np.ndarray) -> np.ndarray:
     """Whether each validation hash of `view` (validation_hashes) is among the moved documents'."""
     mine, owner, _ = view
-    return member(mine, np.unique(mine[moved[owner]]))
+    return member(mine, distinct(mine[moved[owner]]))
+
+
+def distinct(values: np.ndarray) -> np.ndarray:
+    """np.unique(values) by a sort (NumPy 2's np.unique of a million uint64 takes a hundred times as long)."""
+    out = np.sort(values)
+    return out[np.concatenate([out[:1] == out[:1], out[1:] != out[:-1]])] if len(out) else out
 
 
 def member(values: np.ndarray, table: np.ndarray) -> np.ndarray:
@@ -218,3 +238,60 @@ def covered_tokens(matched: np.ndarray, counts: np.ndarray, lengths: np.ndarray,
     windows = np.repeat(counts, lengths)
     lo, hi = first + np.maximum(t - k + 1, 0), first + np.minimum(t, windows - 1) + 1
     return int(np.count_nonzero((windows > 0) & (ends[np.maximum(hi, lo)] > ends[lo])))
+
+
+# ------------------------------------------------------------------------------------------ exclusion
+
+EXCLUDE_MARGIN = 200  # characters cut on each side of an evaluation n-gram found in training text (GPT-3)
+EXCLUDE_MIN_PIECE = 200  # a piece left shorter than this is dropped
+EXCLUDE_MAX_PIECES = 10  # a document left in more pieces is dropped whole (taken as a copy of evaluation text)
+
+
+def exclusion_table(batches: Iterable[list[str]]) -> np.ndarray:
+    """The distinct n-gram hashes of the evaluation sets' documents (--exclude), sorted."""
+    parts = [ngram_hashes(docs)[0] for docs in batches]
+    return distinct(np.concatenate(parts)) if parts else np.zeros(0, np.uint64)
+
+
+def excluded(batches: Iterable[list[str]], table: np.ndarray, counts: dict) -> Iterator[list[str]]:
+    """The documents of `batches` with the text around every n-gram in `table` cut out (cut_matches): each piece
+    left becomes a document; the others pass untouched. Counts documents matched and dropped, pieces kept and
+    characters removed."""
+    for docs in batches:
+        hashes, per_doc = ngram_hashes(docs)
+        hit = np.bincount(np.repeat(np.arange(len(docs)), per_doc), weights=member(hashes, table),
+                          minlength=len(docs)) > 0
+        kept = []
+        for doc, touch in zip(docs, hit.tolist()):
+            if not touch:
+                kept.append(doc)
+                continue
+            pieces, _ = cut_matches(doc, table)
+            counts["documents_matched"] += 1
+            counts["documents_dropped"] += not pieces
+            counts["pieces"] += len(pieces)
+            counts["characters_removed"] += len(doc) - sum(map(len, pieces))
+            kept += pieces
+        if kept:
+            yield kept
+
+
+def cut_matches(doc: str, table: np.ndarray) -> tuple[list[str], list[str]]:
+    """(the pieces of `doc` left, the text removed): every n-gram of the document in `table` is cut out with
+    EXCLUDE_MARGIN characters on each side; pieces shorter than EXCLUDE_MIN_PIECE (or blank) go too, and all of
+    them when more than EXCLUDE_MAX_PIECES are left. The one place that knows what exclusion removes."""
+    words = [m.span() for m in re.finditer(r"\S+", doc)]  # \S: not str.isspace(), as the n-grams split words
+    hashes, _ = ngram_hashes([doc])
+    n = min(NGRAM, len(words))
+    pieces, removed, at = [], [], 0
+    for i in np.flatnonzero(member(hashes, table)).tolist():
+        lo, hi = max(words[i][0] - EXCLUDE_MARGIN, at), words[i + n - 1][1] + EXCLUDE_MARGIN
+        if lo > at:  # a match apart from the one before: the text between is a piece
+            pieces.append(doc[at:lo])
+        removed.append(doc[lo:hi])
+        at = max(at, hi)
+    pieces.append(doc[at:])
+    kept = [p for p in pieces if len(p) >= EXCLUDE_MIN_PIECE and not p.isspace()]
+    if len(kept) > EXCLUDE_MAX_PIECES:
+        kept = []
+    return kept, removed + [p for p in pieces if p and (len(p) < EXCLUDE_MIN_PIECE or p.isspace() or not kept)]

@@ -23,6 +23,7 @@ rows through mlmprep.builder.side_rows and masks them with mlmprep.builder.maske
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import gc
 import os
@@ -43,9 +44,16 @@ from mlmprep.builder.denoisers import SeedRows, row_offsets
 from mlmprep.builder.engine.base import Shipped, fetched
 from mlmprep.builder.engine.local import PRELOAD_TOKENIZER, in_forkserver
 from mlmprep.builder.masker import Masker, mask_part
-from mlmprep.builder.overlap import line_hashes, trimmed, window_hashes
-from mlmprep.builder.selection import SIDES, decontaminating, document_keys
-from mlmprep.builder.side_rows import Plan, doc_windows, seed_stream_rows, stored_rows, stream_windows
+from mlmprep.builder.overlap import excluded, exclusion_table, line_hashes, trimmed, window_hashes
+from mlmprep.builder.selection import (
+    SIDES,
+    decontaminating,
+    document_keys,
+    held_apart,
+    held_documents,
+    split_hashes,
+)
+from mlmprep.builder.side_rows import Plan, doc_windows, piece, seed_stream_rows, stored_rows, stream_windows
 from mlmprep.builder.staged import (
     FETCHED,
     INPUTS,
@@ -53,14 +61,17 @@ from mlmprep.builder.staged import (
     Layout,
     gather,
     preload_tokenizer,
+    read_array,
     side_documents,
     worker_tokenizer,
     write_atomic,
 )
 from mlmprep.builder.windows import WindowStats, frame_rows, segment_rows
 from mlmprep.config import BuildConfig
+from mlmprep.corpus.documents import Corpus, open_corpus
 from mlmprep.corpus.files import CorpusStats, ReadOptions
 from mlmprep.corpus.shards import Shard, read_shard
+from mlmprep.errors import CorpusError
 from mlmprep.format.manifest import FileRecord
 from mlmprep.format.rows import Rows, concat_rows
 from mlmprep.format.write import damaged, iter_rows_of_file, part_path, write_part
@@ -186,9 +197,59 @@ class TokenizeTask:
     layout: Layout
     shard: Shard
     removed: np.ndarray | None = None  # --dedup-paragraphs: bool per line of the shard's documents, those to remove
+    hashed: bool = True  # --decontaminate: hash the documents' n-grams and token windows (the driver's shards not)
+    excluded: np.ndarray | None = None  # --exclude: the evaluation sets' n-gram hashes, sorted (exclusion_hashes)
 
     def describe(self) -> str:
         return self.shard.describe()
+
+
+def shard_documents(task: TokenizeTask, stats: CorpusStats, clean: dict, lines: dict,
+                    cut: dict) -> Iterator[list[str]]:
+    """The shard's documents as phase 1 takes them: read, cleaned, less the lines --dedup-paragraphs removes and
+    the text --exclude cuts out (counted in `lines` and `cut`)."""
+    cfg = task.layout.cfg
+    opts = ReadOptions(text_column=cfg.text_column, doc_sep=cfg.doc_sep, on_decode_error=cfg.on_decode_error)
+    batches = cleaned_batches(read_shard(task.shard, opts, stats), cfg, clean)
+    batches = batches if task.removed is None else trimmed(batches, task.removed, lines)
+    return batches if task.excluded is None else excluded(batches, task.excluded, cut)
+
+
+EXCLUDED = ("documents_matched", "documents_dropped", "pieces", "characters_removed")  # a shard's --exclude counts
+
+
+@dataclass(frozen=True)
+class ExcludeTask:
+    """--exclude, before phase 1: the evaluation sets to hash."""
+
+    layout: Layout
+
+    def describe(self) -> str:
+        return "--exclude " + " ".join(self.layout.cfg.exclude)
+
+
+@contextlib.contextmanager
+def evaluation_sets(cfg: BuildConfig) -> Iterator[Corpus]:
+    """The --exclude evaluation sets, opened as a corpus; their errors, while in the block, name the option."""
+    options = storage.parse_options(cfg.storage_options)
+    try:
+        yield open_corpus(cfg.exclude, text_column=cfg.text_column, doc_sep=cfg.doc_sep,
+                          on_decode_error=cfg.on_decode_error, storage_options=options)
+    except CorpusError as error:
+        raise CorpusError(f"--exclude: {error}") from None
+
+
+def exclusion_hashes(task: ExcludeTask) -> dict:
+    """The evaluation sets read and cleaned as the corpus is: their documents and their n-grams' distinct hashes,
+    sorted (overlap.exclusion_table); an evaluation set without text is an error."""
+    cfg = task.layout.cfg
+    with evaluation_sets(cfg) as sets:
+        table = exclusion_table(cleaned_batches(sets.documents(), cfg, {"characters_removed": 0,
+                                                                        "documents_emptied": 0}))
+    if not len(table):
+        raise CorpusError(f"--exclude {' '.join(cfg.exclude)}: no text to exclude (read {sets.stats.documents} "
+                          f"documents); check the files, --text-column and --doc-sep")
+    return {"table": table, "documents": sets.stats.documents}
 
 
 def tokenize_shard(task: TokenizeTask) -> dict:
@@ -200,34 +261,60 @@ def tokenize_shard(task: TokenizeTask) -> dict:
     stats = CorpusStats()
     clean = {"characters_removed": 0, "documents_emptied": 0}
     lines = {"lines_removed": 0, "characters_removed": 0, "documents_emptied": 0}
-    opts = ReadOptions(text_column=cfg.text_column, doc_sep=cfg.doc_sep, on_decode_error=cfg.on_decode_error)
+    cut = dict.fromkeys(EXCLUDED, 0)
+    hashed = task.hashed and decontaminating(cfg)
     # With threads to spare, reading and cleaning run in a thread of their own and two threads tokenize (one
     # call's ids become arrays while the other keeps the cores busy); a one-core worker does each in turn.
     overlap = layout.threads != 1
     described: list[dict[str, np.ndarray]] = []  # each batch's document keys and character counts
 
     def described_batches() -> Iterator[list[str]]:
-        batches = cleaned_batches(read_shard(task.shard, opts, stats), cfg, clean)
-        for docs in batches if task.removed is None else trimmed(batches, task.removed, lines):
-            described.append(describe_documents(docs, cfg))
+        for docs in shard_documents(task, stats, clean, lines, cut):
+            described.append(describe_documents(docs, cfg, hashed))
             yield docs
 
     batches = prefetch(described_batches()) if overlap else described_batches()
     if cfg.method == "text":
         out = stage_text(layout, index, batches)
     else:
-        out = stage_ids(layout, index, batches, worker.tok, overlap, windows=decontaminating(cfg))
-    per_doc = {key: np.concatenate([d[key] for d in described]) for key in described[0]} if described else \
-        describe_documents([], cfg)
+        held = (lambda k: held_documents(described[k]["keys"], cfg.validation_fraction, cfg.seed)
+                ) if held_apart(cfg) else None  # the k-th batch's validation candidates
+        out = stage_ids(layout, index, batches, worker.tok, overlap, windows=hashed, held=held)
+    per_doc = joined(described) if described else describe_documents([], cfg, hashed)
     stats.files, stats.files_skipped = 0, []
-    return {**out, **per_doc, "stats": stats.as_dict(), "clean": clean,
-            **({"lines": lines} if task.removed is not None else {})}
+    result = {**out, **per_doc, "stats": stats.as_dict(), "clean": clean,
+              **({"lines": lines} if task.removed is not None else {}),
+              **({"excluded": cut} if task.excluded is not None else {})}
+    return split_hashes(result, cfg) if hashed else result
 
 
-def describe_documents(docs: list[str], cfg: BuildConfig) -> dict[str, np.ndarray]:
-    """What the driver's choice needs of a batch of documents: content keys (and signatures, n-gram hashes:
-    selection.document_keys) and characters."""
-    return {**document_keys(docs, cfg), "doc_chars": np.array([len(d) for d in docs], np.int64)}
+def joined(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """Each key's arrays of `parts`, joined in order."""
+    return {key: np.concatenate([p[key] for p in parts]) for key in parts[0]}
+
+
+def hash_shard(task: TokenizeTask) -> dict:
+    """--decontaminate, for a shard the driver tokenized without hashing (so that it never loads Numba): the shard
+    read again as phase 1 read it, and what split_hashes returns of its documents' n-grams and staged token
+    windows."""
+    cfg, index = task.layout.cfg, task.shard.index
+    storage.use_corpus_options(storage.parse_options(cfg.storage_options))
+    ignored = {key: 0 for key in ("documents_emptied", "lines_removed", *EXCLUDED)}
+    parts = [describe_documents(docs, cfg, True)
+             for docs in shard_documents(task, CorpusStats(), ignored, ignored, ignored)]
+    result = joined(parts) if parts else describe_documents([], cfg, True)
+    if cfg.method == "tokens":
+        lengths = read_array(task.layout.staged(f"shard-{index:06d}.lens"), np.int64)
+        ids = read_array(task.layout.staged(f"shard-{index:06d}.ids"), np.int32)
+        result["windows"], result["window_counts"] = window_hashes(ids, lengths)
+    return {key: value for key, value in split_hashes(result, cfg).items() if key not in ("keys", "doc_chars",
+                                                                                         "signatures")}
+
+
+def describe_documents(docs: list[str], cfg: BuildConfig, hashed: bool) -> dict[str, np.ndarray]:
+    """What the driver's choice needs of a batch of documents: content keys (and signatures, n-gram hashes given
+    `hashed`: selection.document_keys) and characters."""
+    return {**document_keys(docs, cfg, hashed), "doc_chars": np.array([len(d) for d in docs], np.int64)}
 
 
 def stage_text(layout: Layout, index: int, batches: Iterable[list[str]]) -> dict:
@@ -250,26 +337,35 @@ def stage_text(layout: Layout, index: int, batches: Iterable[list[str]]) -> dict
 
 
 def stage_ids(layout: Layout, index: int, batches: Iterable[list[str]], tok, overlap: bool, *,
-              windows: bool = False) -> dict:
+              windows: bool = False, held: Callable[[int], np.ndarray] | None = None) -> dict:
     """Tokenize the batches (two calls at a time, given `overlap`) and stage shard `index`'s token ids as
     `shard-N.ids` and its documents' lengths as `shard-N.lens`; returns their counts and the lengths (and, given
-    `windows`, the hashes of each document's token windows: overlap.window_hashes)."""
+    `windows`, the hashes of each document's token windows: overlap.window_hashes). `held(k)`: the k-th batch's
+    documents staged apart as well, as `shard-N.held.ids` and `.lens` (selection.held_apart)."""
     out = {"documents": 0, "tokens": 0, "chars": 0}
     lengths_written: list[np.ndarray] = []
     hashed: list[tuple[np.ndarray, np.ndarray]] = []
+    apart: list[tuple[np.ndarray, np.ndarray]] = []
 
     def id_chunks() -> Iterator[bytes]:
         tokenize = functools.partial(encode, tok)
-        for flat, lengths in prefetch_map(tokenize, batches) if overlap else map(tokenize, batches):
+        for k, (flat, lengths) in enumerate(prefetch_map(tokenize, batches) if overlap else map(tokenize, batches)):
             out["documents"] += len(lengths)
             out["tokens"] += len(flat)
             lengths_written.append(lengths.astype(np.int64))
             if windows:
                 hashed.append(window_hashes(flat, lengths))
+            if held is not None:
+                picked = held(k)
+                apart.append((flat[np.repeat(picked, lengths)], lengths_written[-1][picked]))
             yield flat.astype(np.int32, copy=False).tobytes()
 
     write_atomic(layout.staged(f"shard-{index:06d}.ids"), id_chunks())
     write_atomic(layout.staged(f"shard-{index:06d}.lens"), [a.tobytes() for a in lengths_written])
+    if held is not None:
+        write_atomic(layout.staged(f"shard-{index:06d}.held.ids"),
+                     [ids.astype(np.int32, copy=False).tobytes() for ids, _ in apart])
+        write_atomic(layout.staged(f"shard-{index:06d}.held.lens"), [lengths.tobytes() for _, lengths in apart])
     out["doc_tokens"] = np.concatenate(lengths_written) if lengths_written else np.zeros(0, np.int64)
     if windows:
         out["windows"] = np.concatenate([h for h, _ in hashed]) if hashed else np.zeros(0, np.uint64)
@@ -279,8 +375,9 @@ def stage_ids(layout: Layout, index: int, batches: Iterable[list[str]], tok, ove
 
 def tokenize_shard_in_driver(task: TokenizeTask) -> dict:
     """tokenize_shard in the driver, while its workers start: on the driver's own tokenizer threads (see
-    build.set_tokenizer_threads), not on one worker's share of the cores."""
-    return tokenize_shard(replace(task, layout=replace(task.layout, threads=0)))
+    build.set_tokenizer_threads), not on one worker's share of the cores; without --decontaminate's hashes, which
+    need Numba (a worker's hash_shard adds them)."""
+    return tokenize_shard(replace(task, layout=replace(task.layout, threads=0), hashed=False))
 
 
 @dataclass(frozen=True)
@@ -292,15 +389,17 @@ class SegmentTask:
     index: int
     first: int
     count: int
-    char_offsets: tuple[int, ...]  # where each shard's text starts in the joined text; last: its length + 1
+    char_offsets: tuple[int, ...]  # where each piece's text starts in the joined text (side_rows.piece); last: its
+    # length + 1
     chars: int  # characters per segment
+    shards: int = 0
 
     def describe(self) -> str:
         return f"{self.side} text segments {self.first}-{self.first + self.count}"
 
 
-def read_chars(layout: Layout, side: str, char_offsets: np.ndarray, start: int, stop: int) -> str:
-    """Characters [start, stop) of the joined text of every shard's documents on `side`."""
+def read_chars(layout: Layout, side: str, char_offsets: np.ndarray, start: int, stop: int, shards: int) -> str:
+    """Characters [start, stop) of the joined text of every shard's documents on `side` (pieces: side_rows.piece)."""
     parts = []
     first = max(0, int(np.searchsorted(char_offsets, start, side="right")) - 1)
     for s in range(first, len(char_offsets) - 1):
@@ -309,10 +408,11 @@ def read_chars(layout: Layout, side: str, char_offsets: np.ndarray, start: int, 
             break
         a, b = max(start, lo) - lo, min(stop, hi) - lo
         if a < b:
-            sizes, begins = side_documents(layout, s, side, "chars")
+            shard, picks = piece(side, s, shards)
+            sizes, begins = side_documents(layout, shard, picks, "chars")
             ends = np.cumsum(sizes)
             d0, d1 = (int(np.searchsorted(ends, x, side="right")) for x in (a, b - 1))
-            text = gather(layout.staged(f"shard-{s:06d}.txt32"), "<u4", sizes, begins, d0, d1)
+            text = gather(layout.staged(f"shard-{shard:06d}.txt32"), "<u4", sizes, begins, d0, d1)
             base = int(ends[d0] - sizes[d0])
             parts.append(text[a - base : b - base].tobytes().decode("utf-32-le"))
     return "".join(parts)
@@ -328,7 +428,7 @@ def segment_text(task: SegmentTask) -> dict:
     total = int(offsets[-1]) - 1  # the joined text has no space after its last document
     begin, end = task.first * c, min((task.first + task.count) * c, total)
     lo = max(begin - 1, 0)
-    text = read_chars(layout, task.side, offsets, lo, min(end + 1, total))
+    text = read_chars(layout, task.side, offsets, lo, min(end + 1, total), task.shards)
     segments, cut_after = [], []
     for start in range(begin, end, c):
         stop = min(start + c, total)

@@ -8,13 +8,11 @@ import itertools
 import mlmprep
 from mlmprep.builder import mask
 from mlmprep.builder.lengths import Lengths
-from mlmprep.builder.overlap import trimmed
-from mlmprep.builder.pipeline import VALIDATION_SLOT, cleaned_batches
+from mlmprep.builder.pipeline import EXCLUDED, VALIDATION_SLOT, TokenizeTask, shard_documents
 from mlmprep.builder.selection import EXCERPT_CHARS, Selection
-from mlmprep.config import BuildConfig, to_dict
+from mlmprep.config import to_dict
 from mlmprep.corpus.documents import Corpus
-from mlmprep.corpus.files import CorpusStats, ReadOptions, file_format
-from mlmprep.corpus.shards import read_shard
+from mlmprep.corpus.files import CorpusStats, file_format
 from mlmprep.corpus.text import looks_wrapped
 from mlmprep.errors import most_common_fields
 from mlmprep.format.manifest import Manifest
@@ -53,17 +51,14 @@ def wrapped_prose(shards: list, read: list[dict]) -> dict:
             "documents": sum(c[0] for c in flagged), "characters": sum(c[3] for c in flagged)}
 
 
-def dedup_stats(selection: Selection, shards: list, cfg: BuildConfig, removed: list) -> dict:
+def dedup_stats(selection: Selection, reads: list[TokenizeTask]) -> dict:
     """corpus.stats.dedup: what dedup removed and the largest clusters, each with the start of its first document
-    (read again from its shard, less the lines `removed` there by --dedup-paragraphs: only these few documents'
-    texts are ever needed)."""
+    (read again from its shard as its reading task read it: only these few documents' texts are ever needed)."""
     summary = selection.summary()
-    opts = ReadOptions(text_column=cfg.text_column, doc_sep=cfg.doc_sep, on_decode_error=cfg.on_decode_error)
-    counts = {"characters_removed": 0, "documents_emptied": 0, "lines_removed": 0}
+    counts = {key: 0 for key in ("documents_emptied", "lines_removed", *EXCLUDED)}
     for size, first in selection.largest():
         s, d = selection.locate(first)
-        batches = cleaned_batches(read_shard(shards[s], opts, CorpusStats()), cfg, counts)
-        docs = itertools.chain.from_iterable(batches if removed[s] is None else trimmed(batches, removed[s], counts))
+        docs = itertools.chain.from_iterable(shard_documents(reads[s], CorpusStats(), counts, counts, counts))
         text = next(itertools.islice(docs, d, None), "")
         summary["largest_clusters"].append({"size": size, "excerpt": " ".join(text[: 4 * EXCERPT_CHARS].split())
                                             [:EXCERPT_CHARS]})

@@ -25,24 +25,29 @@ from mlmprep.builder import mask
 from mlmprep.builder.denoisers import add_mode_tokens, mode_tokens
 from mlmprep.builder.destination import build_destination
 from mlmprep.builder.engine import make_engine
-from mlmprep.builder.engine.base import Engine, TaskRun
+from mlmprep.builder.engine.base import Engine, TaskRun, run_tasks
 from mlmprep.builder.inputs import fetch_sources, fetch_tokenizer, named_as
 from mlmprep.builder.lengths import Lengths
 from mlmprep.builder.outputs import OutputFiles, Staging, counted_tasks, finish_splits, plan_rest, side_size
-from mlmprep.builder.overlap import SeenLines
+from mlmprep.builder.overlap import EXCLUDE_MARGIN, NGRAM, SeenLines
 from mlmprep.builder.pipeline import (
+    EXCLUDED,
     VALIDATION_SLOT,
+    ExcludeTask,
     ScanTask,
     TokenizeTask,
     WriteTask,
     cleaned_batches,
+    evaluation_sets,
+    exclusion_hashes,
+    hash_shard,
     scan_shard,
     tokenize_shard,
     tokenize_shard_in_driver,
     write_file,
 )
 from mlmprep.builder.record import corpus_counts, dedup_stats, finish_manifest, wrapped_prose
-from mlmprep.builder.selection import SIDES, Selection
+from mlmprep.builder.selection import MOVED_PICKS, SIDES, Selection, decontaminating, held_apart
 from mlmprep.builder.staged import STAGING, Layout, adopt_tokenizer
 from mlmprep.builder.tokenizer_file import train_for_build
 from mlmprep.builder.windows import WindowStats
@@ -126,6 +131,9 @@ def open_inputs(cfg: BuildConfig, engine: Engine, scratch: str, options: dict,
     )
     for record in corpus.files:  # the manifest names what the user named
         record["path"] = copies.get(record["path"], record["path"])
+    if cfg.exclude:  # the evaluation sets are there before any work (a worker reads them)
+        with evaluation_sets(cfg):
+            pass
     return corpus, fetch_tokenizer(cfg.tokenizer, Path(scratch, "tokenizer"), options)
 
 
@@ -199,7 +207,8 @@ class BuildTasks:
                              suffix=lengths.suffix, modes=lengths.modes)
         (stage / STAGING).mkdir()
         # tasks on Ray nodes that share no disk with this process (which stages a build to object storage) are detached
-        self.staging = Staging(stage, engine, detached=not engine.shares_disk and stages_apart)
+        self.staging = Staging(stage, engine, detached=not engine.shares_disk and stages_apart,
+                               apart=held_apart(cfg))
         self.stats = WindowStats(method=cfg.method, row_length=lengths.content, unk_id=ids.unk)
         self.files = {side: OutputFiles(self.layout, lengths.rows_per_file, len(self.shards),
                                         tuple(mask.row_seed(cfg.seed, k) for k in range(cfg.seeds)),
@@ -207,7 +216,10 @@ class BuildTasks:
         self.selection = Selection(cfg, len(self.shards))
         self.paragraphs = {"threshold": cfg.paragraph_threshold, "lines": 0}  # --dedup-paragraphs: lines with words
         self.removed: list[np.ndarray | None] = [None] * len(self.shards)  # ... and each shard's lines it removes
+        self.exclusion: dict | None = None  # --exclude: the evaluation sets' n-gram table and documents
+        self.reads: list[TokenizeTask] = []
         self.calls: list[tuple[str, int]] = []  # (side, file) of each write task, in the order they were queued
+        self.writes: dict[int, int] = {}  # the run's index of a write task -> its place in calls
         self.reading = Reading([None] * len(self.shards))
         # progress in stages, each of a total known when it starts: the input's bytes (shards for the sample, whose
         # size is not known up front), then the text segments (--method text), then the output files
@@ -217,19 +229,35 @@ class BuildTasks:
         """Run every task; the write tasks' results in the order they were queued (see by_file)."""
         if self.cfg.dedup_paragraphs:
             self.removed = self.repeated_lines(bar)
+        if self.cfg.exclude:  # the evaluation sets' n-grams, hashed on a worker
+            self.exclusion = run_tasks(exclusion_hashes, [ExcludeTask(self.layout)], engine=self.engine)[0]
         bar.stage("read, clean, tokenize", sum(self.sizes), "B" if self.corpus.bytes else "shard")
-        reads = [TokenizeTask(self.layout, shard, lines) for shard, lines in zip(self.shards, self.removed)]
+        table = self.exclusion["table"] if self.exclusion else None
+        self.reads = reads = [TokenizeTask(self.layout, shard, lines, excluded=table)
+                              for shard, lines in zip(self.shards, self.removed)]
+        hashing: dict[int, tuple[int, dict]] = {}  # a hash_shard call -> (its shard, the shard's unhashed result)
         with TaskRun(*self.staging.calls(tokenize_shard, reads), engine=self.engine,
                      in_driver=None if self.staging.detached else tokenize_shard_in_driver) as run:
-            for index, result in run:  # as each task ends; the write tasks' indices follow the shards'
+            for index, result in run:  # as each task ends
                 self.staging.take(run, index)
-                if index >= len(self.shards):
-                    self.file_written(index - len(self.shards), bar)
+                if index in self.writes:
+                    self.file_written(self.writes[index], bar)
+                elif index in hashing:
+                    shard, unhashed = hashing.pop(index)
+                    self.queue(run, self.shard_read(shard, unhashed | result, bar))
+                elif decontaminating(self.cfg) and "candidates" not in result:  # the driver's: hashed on a worker
+                    hashing[len(run.calls)] = index, result
+                    run.add(*self.staging.calls(hash_shard, [reads[index]]))
                 else:
-                    run.add(*self.staging.calls(write_file, self.shard_read(index, result, bar)))
+                    self.queue(run, self.shard_read(index, result, bar))
         if self.cfg.method == "text":  # no file is ready before its side's whole text is
             return counted_tasks(write_file, self.rest(bar), self.staging, bar)
-        return run.results[len(self.shards):]  # one per output file, in the order queued
+        return [run.results[index] for index in sorted(self.writes)]  # one per output file, in the order queued
+
+    def queue(self, run: TaskRun, tasks: list[WriteTask]) -> None:
+        """Add write tasks to the run, each call's index noted."""
+        self.writes |= {len(run.calls) + k: len(self.calls) - len(tasks) + k for k in range(len(tasks))}
+        run.add(*self.staging.calls(write_file, tasks))
 
     def repeated_lines(self, bar: Stages) -> list[np.ndarray]:
         """--dedup-paragraphs: every shard's lines hashed on the workers, then taken in corpus order by the driver
@@ -253,12 +281,16 @@ class BuildTasks:
         written_yet = f", {done} output files written" if done else ""
         bar.update(self.sizes[index], f"{self.reading.count}/{len(self.shards)} shards{written_yet}",
                    self.reading.tokens)
-        ready = []
+        ready, waits = [], self.selection.validation_waits
+        sides = SIDES[:1] if waits else SIDES  # with --decontaminate, the validation side waits for the last shard
         for s in self.selection.add(index, result):  # the shards whose documents' fates are known now
-            self.staging.stage_picks(s, self.selection)
+            self.staging.stage_picks(s, self.selection, sides)
             if self.cfg.method == "tokens":  # text: no file is ready before its side's whole text is
-                ready += [task for side in SIDES for task in self.files[side].shard_done(
+                ready += [task for side in sides for task in self.files[side].shard_done(
                     s, side_size(self.layout, self.reading.results[s], self.selection.picked(s, side))[0])]
+        if waits and self.reading.done:  # the moves are made: each shard's validation and moved documents
+            for s in range(len(self.shards)):
+                self.staging.stage_picks(s, self.selection, (SIDES[1], MOVED_PICKS))
         if self.reading.done and self.cfg.method == "tokens":  # the last shard makes every file left ready
             return self.queued(ready) + self.rest(bar)
         return self.queued(ready)
@@ -276,7 +308,7 @@ class BuildTasks:
         """Note the output file of write task `call` written; let go the shards no file still needs."""
         side, file = self.calls[call]
         self.files[side].written(file)
-        self.staging.let_go(range(self.staging.released, min(f.kept for f in self.files.values())))
+        self.staging.let_go(range(self.staging.released, min(f.reading_from for f in self.files.values())))
         if self.reading.done:  # the write stage, which begins once every shard is read
             bar.update(1)
 
@@ -291,12 +323,16 @@ class BuildTasks:
         """corpus.stats of the manifest: the shards' counts, hard-wrapped prose, what dedup removed."""
         read = self.reading.results
         stats = {**corpus_counts(self.corpus, read), "wrapped_prose": wrapped_prose(self.shards, read),
-                 "dedup": dedup_stats(self.selection, self.shards, self.cfg, self.removed)}
+                 "dedup": dedup_stats(self.selection, self.reads)}
         if self.cfg.dedup_paragraphs:
             stats["paragraphs"] = self.paragraphs | {key: sum(r["lines"][key] for r in read) for key in
                                                      ("lines_removed", "characters_removed", "documents_emptied")}
         if self.selection.contamination is not None:
             stats["contamination"] = self.selection.contamination
+        if self.exclusion is not None:
+            stats["exclusion"] = {"files": list(self.cfg.exclude), "documents": self.exclusion["documents"],
+                                  "ngrams": len(self.exclusion["table"]), "ngram": NGRAM, "margin": EXCLUDE_MARGIN,
+                                  **{key: sum(r["excluded"][key] for r in read) for key in EXCLUDED}}
         return stats
 
 

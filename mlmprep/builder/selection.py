@@ -9,10 +9,12 @@ choice depends on the corpus and the options only, never on shards, workers or R
 
 Exact dedup decides a shard as soon as every shard before it is in (its earlier copies are all known); near
 dedup hashes each shard's LSH bands as it comes in and clusters the whole corpus once the last shard is in (a
-document kept so far may still be joined to an earlier one through a later document). With --decontaminate
-every fate waits for the last shard too: a validation document whose word 13-grams are in training moves there
-(mlmprep.builder.overlap), which every training document decides; the driver holds each document's n-gram and
-token-window hashes (8 bytes per word and per token) until then. Driver memory: an exact
+document kept so far may still be joined to an earlier one through a later document). Decontamination
+(mlmprep.builder.overlap) leaves training documents where they are: once the last shard is in, a validation
+document whose word 13-grams are in training becomes MOVED, training text placed after every shard's training
+documents, so training files are written as the shards come in and only the validation side waits. The driver
+holds the validation candidates' n-gram and token-window hashes (with --dedup near every document is one) and each
+shard's distinct others (8 bytes each) until then. Driver memory: an exact
 key and a Python dict entry (about 100 bytes) per distinct document; with --dedup near, bands x rows x 4 bytes of
 signature and (bands + 1) x 8 bytes of LSH keys per document (680 MB per million documents at the default
 24 x 5) until the clustering is done.
@@ -25,33 +27,60 @@ import heapq
 import numpy as np
 
 from mlmprep.builder import randomness
-from mlmprep.builder.dedup import exact_keys, lsh_keys, minhash_signatures, near_duplicate_clusters
-from mlmprep.builder.overlap import MATCH_TOKENS, NGRAM, decontaminate, ngram_hashes
+from mlmprep.builder.dedup import exact_keys, lsh_keys, minhash_signatures, near_duplicate_clusters, normalised_utf8
+from mlmprep.builder.overlap import MATCH_TOKENS, NGRAM, decontaminate, distinct, joined_bytes, text_ngrams
 from mlmprep.config import BuildConfig
 
 SIDES = ("train", "validation")
-TRAIN, VALIDATION, DROPPED = 0, 1, 2  # a document's fate
+TRAIN, VALIDATION, DROPPED, MOVED = 0, 1, 2, 3  # a document's fate (MOVED: from validation, after training's)
+MOVED_PICKS = "moved"  # the picks of the documents moved to training, staged beside each side's
 HOLDOUT_SALT = 0x5EED_0F_0A1D  # keys the held-out choice apart from the mask seeds
 MINHASH_SEED = 0x5EED_D0C  # the MinHash functions: fixed, so signatures never depend on --seed
 LARGEST = 5  # clusters the manifest describes, each with an excerpt of its first document
 EXCERPT_CHARS = 200
 
 
-def document_keys(texts: list[str], cfg: BuildConfig) -> dict[str, np.ndarray]:
+def document_keys(texts: list[str], cfg: BuildConfig, hashed: bool = True) -> dict[str, np.ndarray]:
     """What a reading task returns about its documents for the driver's choice: content keys, signatures (on the
-    reading thread alone: the worker's other cores tokenize, and every other worker has cores of its own)."""
-    out = {"keys": exact_keys(texts)}
+    reading thread alone: the worker's other cores tokenize, and every other worker has cores of its own), and
+    given `hashed`, n-gram hashes for decontamination."""
+    hashed = hashed and decontaminating(cfg)
+    encoded = normalised_utf8(texts) if hashed else None  # its words are the n-grams' (NFC, split at whitespace)
+    out = {"keys": exact_keys(texts, encoded)}
     if cfg.dedup == "near":
         out["signatures"] = minhash_signatures(texts, ngram=cfg.dedup_ngram, num_hashes=cfg.dedup_bands *
                                                cfg.dedup_rows, seed=MINHASH_SEED, threads=1)
-    if decontaminating(cfg):
-        out["ngrams"], out["ngram_counts"] = ngram_hashes(texts)
+    if hashed:
+        out["ngrams"], out["ngram_counts"] = text_ngrams(*joined_bytes(encoded))
     return out
+
+
+def split_hashes(result: dict, cfg: BuildConfig) -> dict:
+    """A reading task's n-gram and token-window hashes (document_keys, pipeline.stage_ids) as the driver keeps them:
+    each validation candidate's own, in order (its cluster's key puts it on the validation side; with --dedup near
+    any document may be one), and the other documents' distinct ones, sorted (`trained`, `trained_windows`)."""
+    candidates = (np.ones(len(result["keys"]), bool) if cfg.dedup == "near" else
+                  held_documents(result["keys"], cfg.validation_fraction, cfg.seed))
+    out = {"candidates": np.flatnonzero(candidates)}
+    for kind, counts in (("ngrams", "ngram_counts"), ("windows", "window_counts")):
+        if kind in result:
+            hashes, per_doc = result.pop(kind), result.pop(counts)
+            own = np.repeat(candidates, per_doc)
+            out |= {kind: hashes[own], counts: per_doc[candidates], f"trained_{kind}": distinct(hashes[~own])}
+    return result | out
 
 
 def decontaminating(cfg: BuildConfig) -> bool:
     """Whether the build checks its validation documents against training (--decontaminate, and a validation set)."""
     return cfg.decontaminate and cfg.validation_fraction > 0
+
+
+def held_apart(cfg: BuildConfig) -> bool:
+    """Whether each shard's validation candidates (held_documents) are staged apart as well (`shard-N.held.ids`,
+    `.lens`), for the validation side and the moved documents to read: with --decontaminate, those wait for the last
+    shard, and so would every shard's whole staged tokens. Not with --dedup near, which waits for it anyway (every
+    document a candidate), nor --method text, whose files all wait for it."""
+    return decontaminating(cfg) and cfg.dedup != "near" and cfg.method == "tokens"
 
 
 def held_documents(keys: np.ndarray, fraction: float, seed: int) -> np.ndarray:
@@ -117,31 +146,37 @@ class Selection:
         self.documents = 0  # documents of the decided shards
         self.signatures = JoinedRows(shards)  # --dedup near
         self.contamination: dict | None = None  # --decontaminate: what it found and moved
+        self.candidates: list[np.ndarray] = []  # ... each shard's validation candidates, by index in the shard
 
     def add(self, index: int, result: dict) -> list[int]:
-        """Note shard `index`'s documents (result: keys, signatures, doc_chars, doc_tokens); the shards whose
-        fates that decides, in order."""
+        """Note shard `index`'s documents (result: keys, signatures, doc_chars, doc_tokens, split_hashes'); the
+        shards whose training documents that decides, in order (--decontaminate: their validation documents wait
+        for the last shard, see validation_waits)."""
         self.results[index] = result
-        waits = self.cfg.dedup == "near" or decontaminating(self.cfg)  # decides every shard at once, at the end
-        if self.cfg.dedup == "near":
+        waits = self.cfg.dedup == "near"  # decides every shard at once, at the end
+        if waits:
             # the shard's LSH keys now, while the other shards are still read: the clustering at the end only links
             result["lsh_keys"] = lsh_keys(result["signatures"], bands=self.cfg.dedup_bands, rows=self.cfg.dedup_rows)
             self.signatures.add(index, result.pop("signatures"))
             if any(r is None for r in self.results):
                 return []
             self.cluster()
-        elif waits and any(r is None for r in self.results):
-            return []  # a validation document's side waits for every training document
         start = 0 if waits else self.decided
         while self.decided < len(self.results) and self.results[self.decided] is not None:
             self.decide(self.decided)
             self.decided += 1
-        if self.decided == len(self.results) and self.copies:
-            firsts, counts = np.unique(np.concatenate(self.copies), return_counts=True)
-            self.sizes = dict(zip(firsts.tolist(), (counts + 1).tolist()))
-        if decontaminating(self.cfg):
-            self.decontaminate()
+        if self.decided == len(self.results) and start < self.decided:  # the last shard's turn: once
+            if self.copies:
+                firsts, counts = np.unique(np.concatenate(self.copies), return_counts=True)
+                self.sizes = dict(zip(firsts.tolist(), (counts + 1).tolist()))
+            if decontaminating(self.cfg):
+                self.decontaminate()
         return list(range(start, self.decided))
+
+    @property
+    def validation_waits(self) -> bool:
+        """Whether the validation side's fates wait for the last shard (--decontaminate)."""
+        return decontaminating(self.cfg)
 
     def decide(self, s: int) -> None:
         """Fates of shard s's documents (--dedup off or exact), every earlier shard decided."""
@@ -186,29 +221,40 @@ class Selection:
         self.decided, self.documents = len(self.results), len(keys)
 
     def decontaminate(self) -> None:
-        """Move the validation documents whose n-grams are in training to training (overlap.decontaminate); note the
-        contamination before and after. Lets go of the shards' n-gram and window hashes."""
-        if not self.results:
-            return
-        fates, results = np.concatenate(self.fates), self.results
+        """Make MOVED the validation documents whose n-grams are in training (overlap.decontaminate); note the
+        contamination before and after. Lets go of the shards' hashes."""
+        results = self.results
+        self.candidates = candidates = [r.pop("candidates") for r in results]
+        fates = np.concatenate([f[c] for f, c in zip(self.fates, candidates)])
         hashes, counts = (np.concatenate([r.pop(k) for r in results]) for k in ("ngrams", "ngram_counts"))
+        trained = [r.pop("trained_ngrams") for r in results]
         tokens = "windows" in results[0]
-        windows, window_counts = ((np.concatenate([r.pop(k) for r in results]) for k in ("windows", "window_counts"))
-                                  if tokens else (None, None))
-        lengths = np.concatenate([r["doc_tokens"] for r in results]) if tokens else None
-        validation, training = fates == VALIDATION, fates == TRAIN
-        moved, before, after = decontaminate(validation, training, hashes, counts, self.cfg.decontaminate_threshold,
-                                             (windows, window_counts, lengths) if tokens else None)
-        fates[moved] = TRAIN
-        self.fates = np.split(fates, np.cumsum([len(f) for f in self.fates])[:-1])
-        chars = np.concatenate([r["doc_chars"] for r in results])
+        windows = None
+        if tokens:
+            lengths = np.concatenate([r["doc_tokens"][c] for r, c in zip(results, candidates)])
+            windows = (*(np.concatenate([r.pop(k) for r in results]) for k in ("windows", "window_counts")), lengths,
+                       [r.pop("trained_windows") for r in results])
+        moved, before, after = decontaminate(fates == VALIDATION, fates == TRAIN, hashes, counts,
+                                             self.cfg.decontaminate_threshold, windows, trained)
+        chars = 0
+        for s, own in enumerate(np.split(moved, np.cumsum([len(c) for c in candidates])[:-1])):
+            at = candidates[s][own]
+            self.fates[s][at] = MOVED
+            chars += int(results[s]["doc_chars"][at].sum())
         self.contamination = {"ngram": NGRAM, "match_tokens": MATCH_TOKENS if tokens else None,
                               "threshold": self.cfg.decontaminate_threshold, "documents_moved": int(moved.sum()),
-                              "characters_moved": int(chars[moved].sum()), "before": before, "after": after}
+                              "characters_moved": chars, "before": before, "after": after}
 
     def picked(self, s: int, side: str) -> np.ndarray:
-        """Shard s's documents on `side`, by their index in the shard (int64)."""
-        return np.flatnonzero(self.fates[s] == SIDES.index(side)).astype(np.int64)
+        """Shard s's documents on `side` (or MOVED_PICKS), by their index in the shard (int64)."""
+        fate = MOVED if side == MOVED_PICKS else SIDES.index(side)
+        return np.flatnonzero(self.fates[s] == fate).astype(np.int64)
+
+    def staged_picks(self, s: int, side: str) -> np.ndarray:
+        """picked, by index in the staged files the side reads (Layout.stem): held_apart, the validation and moved
+        documents by their index among the shard's candidates."""
+        picked = self.picked(s, side)
+        return np.searchsorted(self.candidates[s], picked) if held_apart(self.cfg) and side != SIDES[0] else picked
 
     def locate(self, document: int) -> tuple[int, int]:
         """(shard, index in the shard) of a global document index."""

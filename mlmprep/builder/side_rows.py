@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mlmprep.builder.denoisers import SeedRows
+from mlmprep.builder.selection import MOVED_PICKS
 from mlmprep.builder.staged import Layout, document_index, gather, read_array, side_documents
 from mlmprep.builder.windows import count_cut_rows, doc_rows, doc_rows_per_document, with_eos
 from mlmprep.format.rows import Rows, concat_rows
@@ -25,6 +26,13 @@ class Plan:
     rows: int  # whole windows before offsets[-1] (once every shard is done: the windows in all)
     seeds: tuple[int, ...]
     validation_seed: int
+    shards: int = 0  # staged shards: offsets beyond them are pieces of the moved documents (see piece)
+
+
+def piece(side: str, p: int, shards: int) -> tuple[int, str]:
+    """(shard, picks) of staged piece p of a side's stream: each shard's documents on the side in turn, then, on
+    the training side of a decontaminated build, each shard's documents moved there from validation."""
+    return (p, side) if p < shards else (p - shards, MOVED_PICKS)
 
 
 def stream_slice(plan: Plan, start: int, stop: int) -> np.ndarray:
@@ -37,13 +45,14 @@ def stream_slice(plan: Plan, start: int, stop: int) -> np.ndarray:
         a, b = max(start, lo) - lo, min(stop, hi) - lo
         if a >= b:
             continue
-        lengths, begins = side_documents(layout, s, plan.side, "lens")
+        shard, picks = piece(plan.side, s, plan.shards)
+        lengths, begins = side_documents(layout, shard, picks, "lens")
         ends = np.cumsum(lengths + 1)  # each document's end in the shard's stream, EOS included
         d0, d1 = (int(np.searchsorted(ends, x, side="right")) for x in (a, b - 1))
-        tokens = gather(layout.staged(f"shard-{s:06d}.ids"), np.int32, lengths, begins, d0, d1)
-        piece, _ = with_eos(tokens, lengths[d0 : d1 + 1], layout.doc_eos)
+        tokens = gather(layout.staged(f"{layout.stem(shard, picks)}.ids"), np.int32, lengths, begins, d0, d1)
+        run, _ = with_eos(tokens, lengths[d0 : d1 + 1], layout.doc_eos)
         base = int(ends[d0] - lengths[d0] - 1)
-        parts.append(piece[a - base : b - base])
+        parts.append(run[a - base : b - base])
     return np.concatenate(parts) if parts else np.zeros(0, np.int32)
 
 
@@ -85,11 +94,12 @@ def doc_windows(plan: Plan, first: int, count: int, tables) -> tuple[Rows, int]:
     """Rows first..first+count-1 of --pack doc, and how many begin or end inside a word."""
     layout, parts, cut = plan.layout, [], 0
     for s, a, b in overlapping(plan.offsets, first, count):
-        lengths, begins = side_documents(layout, s, plan.side, "lens")
+        shard, picks = piece(plan.side, s, plan.shards)
+        lengths, begins = side_documents(layout, shard, picks, "lens")
         per_doc, _ = doc_rows_per_document(lengths, layout.content_length, layout.doc_eos is not None)
         row_ends = np.cumsum(per_doc)
         d0, d1 = (int(np.searchsorted(row_ends, x, side="right")) for x in (a, b - 1))
-        tokens = gather(layout.staged(f"shard-{s:06d}.ids"), np.int32, lengths, begins, d0, d1)
+        tokens = gather(layout.staged(f"{layout.stem(shard, picks)}.ids"), np.int32, lengths, begins, d0, d1)
         rows, begins, ends, _ = doc_rows(tokens, lengths[d0 : d1 + 1], length=layout.content_length,
                                          eos_id=layout.doc_eos, tables=tables)
         base = int(row_ends[d0] - per_doc[d0])

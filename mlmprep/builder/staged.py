@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from mlmprep.builder.engine.base import fetched
+from mlmprep.builder.selection import held_apart
 from mlmprep.config import BuildConfig
 from mlmprep.format.write import hf_tokenizer_json
 from mlmprep.tokenizer.encode import plain_encoder, word_tables
@@ -47,6 +48,11 @@ class Layout:
         """Each seed cuts rows of its own lengths from the stream (ul2, prefix); the windows split keeps the whole
         stream in windows of content_length tokens, the last one shorter."""
         return self.cfg.objective in ("ul2", "prefix")
+
+    def stem(self, shard: int, side: str) -> str:
+        """The name (less its suffix) of the staged files that `shard`'s documents on `side` (a picks name:
+        selection.MOVED_PICKS too) are read from: the shard's, or its validation candidates' (selection.held_apart)."""
+        return f"shard-{shard:06d}.held" if side != "train" and held_apart(self.cfg) else f"shard-{shard:06d}"
 
     def staged(self, name: str) -> Path:
         """A file of the staging subfolder; in a detached task, one it reads is fetched when first asked for."""
@@ -140,9 +146,10 @@ def read_array(path: Path, dtype, start: int = 0, stop: int | None = None) -> np
 
 def side_documents(layout: Layout, s: int, side: str, sizes: str) -> tuple[np.ndarray, np.ndarray]:
     """(sizes, where each starts in the staged data file) of staged shard s's documents on `side`: the driver
-    stages each side's document numbers as `shard-N.train` / `shard-N.validation`; `sizes` names the per-document
+    stages each side's document numbers as `shard-N.train` / `shard-N.validation` / `shard-N.moved`, into the files
+    of Layout.stem; `sizes` names the per-document
     sizes file (`lens`: tokens, `chars`: characters of --method text, each with its space)."""
-    return _side_documents(identity(layout.staged(f"shard-{s:06d}.{sizes}")),
+    return _side_documents(identity(layout.staged(f"{layout.stem(s, side)}.{sizes}")),
                            identity(layout.staged(f"shard-{s:06d}.{side}")))
 
 

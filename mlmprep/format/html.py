@@ -24,6 +24,7 @@ from mlmprep.format.report import (
     dedup_lines,
     denoiser_lines,
     disk_line,
+    exclusion_lines,
     figure,
     masking_line,
     missing_field_warning,
@@ -141,6 +142,7 @@ def summary(build: Path, manifest: Manifest) -> str:
         *(("paragraphs", line.removeprefix("paragraph dedup: ")) for line in paragraph_lines(stats)),
         *(("contamination" if k == 0 else "", line.strip() if k else line.split(": ", 1)[1])
           for k, line in enumerate(contamination_lines(stats))),
+        *(("excluded", line.removeprefix("excluded: ")) for line in exclusion_lines(stats)),
         ("tokenizer", tokenizer_line(manifest).removeprefix("tokenizer: ") + f"; sha256 {tok.sha256[:12]}…"),
         ("rows", f"{figure(w['rows'], ',')} windows; rows cut inside a word {figure(w['fragment_rate'], '.1%')}"),
         ("tokens", f"kept {figure(w['tokens_kept'], ',')}, dropped {figure(w['tokens_dropped'], ',')}, padded "

@@ -316,6 +316,14 @@ CORPUS_STATS["contamination"] = (
     "an object of ngram, match_tokens, threshold, documents_moved, characters_moved and the measures before and "
     "after (documents, documents_with_ngram, tokens, tokens_in_match)")
 
+EXCLUSION = {"files": (lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v), "a list of strings"),
+             **dict.fromkeys(("documents", "ngrams", "ngram", "margin", "documents_matched", "documents_dropped",
+                              "pieces", "characters_removed"), COUNT)}
+CORPUS_STATS["exclusion"] = (
+    lambda v: typed_object(v, EXCLUSION, required=EXCLUSION) and v["documents_dropped"] <= v["documents_matched"],
+    "an object of files, documents, ngrams, ngram, margin, documents_matched, documents_dropped, pieces and "
+    "characters_removed")
+
 
 def typed_object(value, types: dict, *, required) -> bool:
     """Whether `value` is a mapping of exactly the keys of `types`, those `required` among them, each of its type."""

@@ -28,6 +28,7 @@ def build_summary(out: Path, manifest: Manifest) -> str:
         *dedup_lines(manifest.corpus.stats),
         *paragraph_lines(manifest.corpus.stats),
         *contamination_lines(manifest.corpus.stats),
+        *exclusion_lines(manifest.corpus.stats),
         *as_text_note(manifest.corpus.stats),
         tokenizer_line(manifest),
         "  ".join(f"{label}: {figure(w[key], form)}" for key, (label, form) in WINDOW_FIGURES.items()),
@@ -276,6 +277,17 @@ def paragraph_lines(stats: dict) -> list[str]:
     return [f"paragraph dedup: {p['lines_removed']:,} of {p['lines']:,} lines removed (at least "
             f"{p['threshold']:.0%} of their word 13-grams in earlier lines; {p['characters_removed']:,} characters), "
             f"{p['documents_emptied']:,} documents left blank dropped"]
+
+
+def exclusion_lines(stats: dict) -> list[str]:
+    """What --exclude cut out of the corpus; none for a build without it."""
+    x = stats.get("exclusion")
+    if not x:
+        return []
+    return [f"excluded: {x['documents']:,} evaluation documents ({x['ngrams']:,} distinct {x['ngram']}-word n-grams) "
+            f"matched {x['documents_matched']:,} documents; {x['characters_removed']:,} characters cut out "
+            f"({x['margin']} on each side of a match), {x['documents_dropped']:,} documents dropped whole, "
+            f"{x['pieces']:,} pieces kept as documents"]
 
 
 def contamination_lines(stats: dict) -> list[str]:

@@ -23,7 +23,7 @@ from mlmprep.tokenizer.load import load_tokenizer
 from tests.builder.test_sharded import reference_rows
 from tests.cli.test_build import data_files, run_cli
 from tests.conftest import CORPORA, build_tiny, tiny_documents
-from tests.ngrams import decontaminated
+from tests.ngrams import side_streams
 
 NEAR = {"dedup": "near"}  # the default threshold, shingles, bands and rows
 
@@ -72,17 +72,13 @@ def planted(n: int = 400, seed: int = 1) -> list[str]:
     return docs[:50] + tail
 
 
-def sides(docs: list[str], kept: list[int], fraction: float, seed: int, decontaminate: float | None = None
+def sides(docs: list[str], kept: list[int], fraction: float, seed: int, decontaminate: float | None = 0.2
           ) -> dict[str, list[str]]:
     """The kept documents in corpus order, split by the hash of (seed, each one's content key), then (unless
-    `decontaminate` is None) validation documents with more than that share of their 13-grams in training moved
-    to training (tests.ngrams.decontaminated)."""
+    `decontaminate` is None; 0.2 is the build's default) validation documents with more than that share of their
+    13-grams in training moved to training, after its own documents (tests.ngrams.side_streams)."""
     held = held_documents(exact_keys([docs[i] for i in kept]), fraction, seed)
-    texts = [docs[i] for i in kept]
-    fates = ["validation" if h else "train" for h in held]
-    if decontaminate is not None:
-        fates = decontaminated(fates, texts, decontaminate)
-    return {side: [t for t, f in zip(texts, fates) if f == side] for side in ("train", "validation")}
+    return side_streams([docs[i] for i in kept], ["validation" if h else "train" for h in held], decontaminate)
 
 
 def built_rows(build: Path, split: str):

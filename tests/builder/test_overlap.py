@@ -87,8 +87,9 @@ def test_paragraph_threshold_acts(tmp_path, licences, tiny_tokenizer_path):
 @pytest.mark.parametrize("threshold", [0.2, 0.0])
 def test_decontamination_moves_what_a_brute_force_reference_moves(tmp_path, licences, tiny_tokenizer_path,
                                                                    threshold):
-    """The validation documents with more than the threshold of their 13-grams in training move to training, in
-    their corpus-order place; the manifest's measures before and after are those of the brute-force sets."""
+    """The validation documents with more than the threshold of their 13-grams in training move to training, after
+    every training document (in corpus order among themselves); the manifest's measures before and after are those
+    of the brute-force sets."""
     path, docs = licences
     seen, kept = set(), []
     for doc in docs:  # --dedup exact
@@ -102,8 +103,11 @@ def test_decontamination_moves_what_a_brute_force_reference_moves(tmp_path, lice
     built = build_tiny(tmp_path / "b", path, tiny_tokenizer_path, workers=2, shard_bytes=5000,
                        validation_fraction=0.2, decontaminate_threshold=threshold, **LICENCE)
     stats = None
+    stream = {"train": [d for d, s in zip(kept, before) if s == "train"] +
+                        [d for d, b, a in zip(kept, before, after) if b != a],
+              "validation": [d for d, s in zip(kept, after) if s == "validation"]}
     for side, split in (("train", "windows"), ("validation", "validation-windows")):
-        rows, stats = reference_rows([d for d, s in zip(kept, after) if s == side], tiny_tokenizer_path, {}, stats)
+        rows, stats = reference_rows(stream[side], tiny_tokenizer_path, {}, stats)
         got = split_rows(built, split)
         assert np.array_equal(got.offsets, rows.offsets) and np.array_equal(got.values, rows.values), split
     tok = load_tokenizer(tiny_tokenizer_path)
@@ -288,3 +292,29 @@ def test_the_measures_count_one_shared_n_gram_and_each_covered_token_once():
                                       (windows, window_counts, np.array([len(t) for t in ids])))
     assert not moved.any() and after == got == measures(docs[1:], docs[:1], tokens_of)
     assert got == {"documents": 3, "documents_with_ngram": 2, "tokens": 53 + 85 + 60, "tokens_in_match": 65}
+
+
+def test_a_shard_hashed_again_has_the_hashes_of_its_reading(tmp_path, licences, tiny_tokenizer_path):
+    """The shards the driver tokenizes without hashing are hashed by hash_shard, which reads them again: as the
+    reading task read them (cleaned, less the lines paragraph dedup removes), with the same candidates and hashes."""
+    import shutil
+
+    from mlmprep.builder.pipeline import ScanTask, TokenizeTask, hash_shard, scan_shard, tokenize_shard
+    from mlmprep.builder.staged import STAGING, Layout
+    from mlmprep.config import BuildConfig
+    from mlmprep.corpus.shards import file_shards
+
+    path, _ = licences
+    cfg = BuildConfig(corpus=(str(path),), doc_sep="blank", validation_fraction=0.2)
+    (tmp_path / STAGING).mkdir()
+    shutil.copy(tiny_tokenizer_path, tmp_path / "tokenizer.json")
+    layout = Layout(cfg, str(tmp_path), 1, content_length=32, window_length=32, doc_eos=1, format_version=3)
+    shard = file_shards([(path, path.stat().st_size)], 1 << 20)[0]
+    lines = scan_shard(ScanTask(layout, shard))["counts"]
+    removed = np.random.default_rng(3).random(len(lines)) < 0.3
+    read = tokenize_shard(TokenizeTask(layout, shard, removed))
+    again = hash_shard(TokenizeTask(layout, shard, removed))
+    assert set(again) == {"candidates", "ngrams", "ngram_counts", "trained_ngrams", "windows", "window_counts",
+                          "trained_windows"}
+    assert len(again["candidates"]) > 10 and len(again["trained_ngrams"]) > 1000
+    assert all(np.array_equal(read[key], again[key]) for key in again)

@@ -277,7 +277,7 @@ def cluster_work(root: Path) -> tuple[Path, dict] | str:
     docs += [f" {doc}  " for doc in docs[::9]] + [f"{doc} And so on." for doc in docs[1::9]]  # planted duplicates
     corpus.write_text("\n".join(docs) + "\n", encoding="utf-8")
     args = ["build", str(corpus), "--tokenizer", str(tok), "--input-length", "32", "--seeds", "2",
-            "--rows-per-file", "500", "--dedup", "near", "--dedup-paragraphs", "--decontaminate"]
+            "--rows-per-file", "500", "--dedup", "near", "--dedup-paragraphs"]
     local = subprocess.run(cli_command(*args, "--out", root / "local", "--workers", "2"), env=cli_env(),
                            capture_output=True, text=True, timeout=300)
     assert local.returncode == 0, local.stderr

@@ -209,20 +209,23 @@ def reference_rows(docs: list[str], tokenizer: Path, options: dict,
 
 
 def reference_sides(docs: list[str], fraction: float, seed: int) -> dict[str, list[str]]:
-    """--dedup exact and the document hold-out in plain Python: a document whose NFC, whitespace-folded text was
-    seen before is dropped; the others go to validation when their key's hash falls below `fraction`."""
+    """--dedup exact, the document hold-out and the default decontamination in plain Python: a document whose NFC,
+    whitespace-folded text was seen before is dropped; the others go to validation when their key's hash falls
+    below `fraction`; then tests.ngrams.side_streams."""
     import unicodedata
 
     from mlmprep.builder.dedup import exact_keys
     from mlmprep.builder.selection import held_documents
+    from tests.ngrams import side_streams
 
-    seen, sides = set(), {"train": [], "validation": []}
+    seen, kept, sides = set(), [], []
     for doc, held in zip(docs, held_documents(exact_keys(docs), fraction, seed)):
         text = " ".join(unicodedata.normalize("NFC", doc).split())
         if text not in seen:
             seen.add(text)
-            sides["validation" if held else "train"].append(doc)
-    return sides
+            kept.append(doc)
+            sides.append("validation" if held else "train")
+    return side_streams(kept, sides)
 
 
 @pytest.mark.parametrize("case", ["tokens-stream-span", "tokens-doc-span", "text-span"])
@@ -277,24 +280,28 @@ def test_an_output_file_is_written_as_soon_as_the_shards_before_its_end_are_read
     assert files.written(1) == [1, 2, 3, 4]
 
 
-@pytest.mark.parametrize("case", ["tokens-stream-span", "tokens-doc-mlm"])
+@pytest.mark.parametrize("case, decontaminate", [("tokens-stream-span", True), ("tokens-doc-mlm", True),
+                                                   ("tokens-stream-span", False)])
 def test_staged_shards_are_let_go_as_the_files_that_read_them_are_written(tmp_path, corpus_with_blanks,
-                                                                          tiny_tokenizer_path, case, monkeypatch):
+                                                                          tiny_tokenizer_path, case, decontaminate,
+                                                                          monkeypatch):
     """Each file is written as soon as its shards are read, and the shards no file of either side still needs are
     deleted, so the staging directory never holds the whole corpus's tokens (a side's file waits for its
-    rows_per_file windows: at --validation-fraction f, about rows_per_file / f windows' worth of shards)."""
+    rows_per_file windows: at --validation-fraction f, about rows_per_file / f windows' worth of shards). With
+    decontamination (the default) the validation side waits for the last shard, reading the validation candidates'
+    tokens staged apart (`shard-N.held.ids`), not the shards'."""
     import mlmprep.builder.run
     from mlmprep.builder.pipeline import write_file
 
     staged = []
 
     def counting(task):
-        staged.append(len(list((Path(task.plan.layout.stage) / "shards").glob("shard-*.ids"))))
+        staged.append(len(list((Path(task.plan.layout.stage) / "shards").glob("shard-??????.ids"))))
         return write_file(task)
 
     monkeypatch.setattr(mlmprep.builder.run, "write_file", counting)
     build_tiny(tmp_path / "one", corpus_with_blanks, tiny_tokenizer_path, workers=1, validation_fraction=0.5,
-               **{**CASES[case], **SMALL})
+               decontaminate=decontaminate, **{**CASES[case], **SMALL})
     shards = len(file_shards([(corpus_with_blanks, corpus_with_blanks.stat().st_size)], SMALL["shard_bytes"]))
     assert len(staged) >= 3 and shards >= 10
     assert max(staged) <= shards // 2 and staged[-1] < shards // 2, (staged, shards)

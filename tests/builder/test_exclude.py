@@ -1,0 +1,138 @@
+"""--exclude: evaluation text cut out of the corpus as GPT-3 describes it (200 characters each side of a shared word
+13-gram; pieces under 200 characters and documents in more than 10 pieces dropped), held against the brute-force
+reference of tests.ngrams (sets of word tuples, characters struck out one by one); errors of a bad evaluation set."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.builder.test_sharded import reference_rows
+from tests.cli.test_build import run_cli
+from tests.conftest import build_tiny
+from tests.ngrams import excluded_pieces, word_ngrams
+
+
+def words(rng: random.Random, n: int, prefix: str) -> str:
+    return " ".join(f"{prefix}{rng.randrange(400)}" for _ in range(n))
+
+
+def evaluation_set(rng: random.Random) -> list[str]:
+    """Passages of 20 to 60 words of their own vocabulary (e...), and one of 8 words (shorter than an n-gram)."""
+    return [words(rng, rng.randrange(20, 60), "e") for _ in range(12)] + [words(rng, 8, "e")]
+
+
+def training_documents(rng: random.Random, passages: list[str], n: int) -> list[str]:
+    """Filler text (t...) with 0 to 14 runs of 13 to 20 words of the passages put in at random places, at the
+    start and end too; some documents are the short passage alone, and some hold it among filler."""
+    docs = []
+    for k in range(n):
+        parts = [words(rng, rng.randrange(0, 120), "t")]
+        for _ in range(rng.choice([0, 0, 1, 1, 2, 3, 14])):
+            passage = rng.choice(passages[:-1]).split()
+            at, size = rng.randrange(len(passage) - 12), rng.randrange(13, 21)
+            parts += [" ".join(passage[at : at + size]), words(rng, rng.randrange(0, 90), "t")]
+        doc = " ".join(p for p in parts if p)
+        docs.append(passages[-1] if k % 17 == 5 else f"{doc} {passages[-1]}" if k % 17 == 9 else doc)
+    return [doc for doc in docs if doc.strip()]
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> tuple[Path, Path, list[str], list[str]]:
+    rng = random.Random(46)
+    passages = evaluation_set(rng)
+    docs = training_documents(rng, passages, 160)
+    root = tmp_path_factory.mktemp("exclude")
+    (root / "corpus.txt").write_text("\n".join(docs) + "\n", encoding="utf-8")
+    with open(root / "eval.jsonl", "w", encoding="utf-8") as f:  # another format than the corpus's
+        for passage in passages:
+            f.write(json.dumps({"text": passage}) + "\n")
+    return root / "corpus.txt", root / "eval.jsonl", docs, passages
+
+
+def test_cut_matches_leaves_the_reference_pieces():
+    """Each document's pieces, and what was removed, against the brute-force strike-out, over many random cases:
+    matches at the ends, overlapping margins, short pieces, more than 10 pieces."""
+    from mlmprep.builder.overlap import cut_matches, exclusion_table
+
+    rng = random.Random(7)
+    for case in range(30):
+        passages = evaluation_set(rng)
+        grams = {g for p in passages for g in word_ngrams(p)}
+        table = exclusion_table([passages])
+        for doc in training_documents(rng, passages, 20):
+            pieces, removed = cut_matches(doc, table)
+            assert pieces == excluded_pieces(doc, grams), (case, doc)
+            assert sum(map(len, pieces)) + sum(map(len, removed)) == len(doc)
+
+
+def test_the_cut_is_200_characters_each_side_and_its_limits_exact():
+    """Crafted: a piece of exactly 200 characters stays and one of 199 goes; 10 pieces stay, 11 drop the document;
+    the cut starts 200 characters before the n-gram's first word and ends 200 after its last."""
+    from mlmprep.builder.overlap import cut_matches, exclusion_table
+
+    gram = " ".join(f"g{k}" for k in range(13))
+    table = exclusion_table([[gram]])
+    for before, after in ((200, 200), (199, 201), (201, 199), (400, 0), (0, 400)):
+        doc = "a" * (before + 199) + " " + gram + " " + "b" * (after + 199)  # a 199-character cut before the match
+        pieces, _ = cut_matches(doc, table)
+        assert pieces == excluded_pieces(doc, {tuple(gram.split())}), (before, after)
+        assert pieces == [p for p in ("a" * before, "b" * after) if len(p) >= 200]
+    block = "z" * 200 + " " + "w" * 199 + " " + gram + " " + "v" * 199 + " "  # one piece of 201 or 202 characters
+    for count in (10, 11):
+        pieces, _ = cut_matches(block * count, table)
+        assert len(pieces) == (count if count <= 10 else 0), count
+        assert pieces == excluded_pieces(block * count, {tuple(gram.split())})
+
+
+def test_a_build_with_exclude_is_the_build_of_the_pieces(tmp_path, corpus, tiny_tokenizer_path):
+    """The training windows are those of the reference's pieces, each a document; the manifest counts them."""
+    path, evaluation, docs, passages = corpus
+    grams = {g for p in passages for g in word_ngrams(p)}
+    expected, matched, dropped = [], 0, 0
+    for doc in docs:
+        hit = any(g in grams for g in word_ngrams(doc))
+        pieces = excluded_pieces(doc, grams) if hit else [doc]
+        matched += hit
+        dropped += hit and not pieces
+        expected += pieces
+    assert 10 < matched < len(docs) and dropped > 3 and len(expected) > len(docs) - dropped  # every case arises
+    built = build_tiny(tmp_path / "b", path, tiny_tokenizer_path, validation_fraction=0.0, dedup="off",
+                       exclude=(str(evaluation),), workers=2, shard_bytes=6000, rows_per_file=40)
+    from mlmprep.format.rows import concat_rows
+    from mlmprep.format.write import iter_rows
+
+    rows, _ = reference_rows(expected, tiny_tokenizer_path, {})
+    got = concat_rows(list(iter_rows(built / "windows", "tokens")))
+    assert np.array_equal(got.offsets, rows.offsets) and np.array_equal(got.values, rows.values)
+    stats = json.loads((built / "manifest.json").read_text())["corpus"]["stats"]["exclusion"]
+    assert stats == {"files": [str(evaluation)], "documents": len(passages), "ngrams": len(grams), "ngram": 13,
+                     "margin": 200, "documents_matched": matched, "documents_dropped": dropped,
+                     "pieces": len(expected) - (len(docs) - matched),
+                     "characters_removed": sum(map(len, docs)) - sum(map(len, expected))}
+    from mlmprep.format.load import read_manifest
+    from mlmprep.format.report import build_summary
+
+    assert (f"excluded: {len(passages)} evaluation documents ({len(grams):,} distinct 13-word n-grams) matched "
+            f"{matched} documents") in build_summary(built, read_manifest(built))
+
+
+@pytest.mark.parametrize("name, content, message", [
+    ("missing.txt", None, "--exclude: {path}: no such file or directory"),
+    ("empty.txt", "\n\n", "--exclude {path}: no text to exclude"),
+    ("broken.parquet", "not parquet", "--exclude: {path}: not a readable Parquet file"),
+])
+def test_a_bad_evaluation_set_is_one_line_and_exit_2(tmp_path, tiny_corpus, tiny_tokenizer_path, name, content,
+                                                       message):
+    path = tmp_path / name
+    if content is not None:
+        path.write_text(content, encoding="utf-8")
+    result = run_cli("build", str(tiny_corpus), "--tokenizer", str(tiny_tokenizer_path), "--out",
+                     str(tmp_path / "out"), "--exclude", str(path), "--seeds", "1")
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert result.stderr.startswith("error: " + message.format(path=path)), result.stderr
+    assert not (tmp_path / "out").exists()
