@@ -29,6 +29,8 @@ PHRASE_TEXT = ("lorem ipsum", "javascript", "terms of use", "privacy policy", "c
 PHRASES = np.array([ord(c) for c in "".join(PHRASE_TEXT)], np.uint32)
 PHRASE_STARTS = np.cumsum([0] + [len(p) for p in PHRASE_TEXT]).astype(np.int64)
 PHRASE_KIND = np.array([0, 1, 2, 2, 2, 2, 2, 2], np.int64)  # 0 lorem ipsum, 1 javascript, 2 policy
+PHRASE_PAIRS = np.zeros(128 * 128, np.bool_)  # the phrases' first two letters, c1 * 128 + c2
+PHRASE_PAIRS[[ord(p[0]) * 128 + ord(p[1]) for p in PHRASE_TEXT]] = True
 EDIT = np.array([ord(c) for c in "[edit]"], np.uint32)
 CITATION_NEEDED = np.array([ord(c) for c in "[citation needed]"], np.uint32)
 STOP_WORDS = ("the", "be", "to", "of", "and", "that", "have", "with")  # Gopher's, matched exactly (case too)
@@ -75,6 +77,11 @@ def _matches(buf, at, end, pattern, lo, hi, fold):
         if c != pattern[lo + k]:
             return False
     return True
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _lower(c):
+    return c + 32 if 65 <= c <= 90 else c
 
 
 @njit(cache=True, nogil=True)
@@ -163,53 +170,73 @@ def c4_pages(cp, offsets, kinds, min_words, max_word, min_sentences, max_chars,
                 line_fate[line] = LINE_UNSEEN
                 line += 1
                 continue
-            if _words(cp, lo, hi, kinds)[1] > max_word:
-                line_fate[line] = LINE_LONG_WORD
-                line += 1
-                continue
             w0 = o if first else o + 1  # the line, its citations cut, written after the page's kept lines
-            w, i, cut = w0, lo, 0
+            w, i, cut, run, longest = w0, lo, 0, 0, 0
             while i < hi:
-                if cp[i] == 91:
+                c = cp[i]
+                if c == 91:
                     j = _citation_end(cp, i, hi, kinds)
-                    if j > 0:
+                    if j > 0:  # a marker holds no whitespace: it lengthens the word it is in
+                        run += j - i
+                        longest = max(longest, run)
                         cut += j - i
                         i = j
                         continue
-                out[w] = cp[i]
+                run = 0 if _kind(kinds, c) & SPACE else run + 1
+                longest = max(longest, run)
+                out[w] = c
                 w += 1
                 i += 1
+            if longest > max_word:
+                line_fate[line] = LINE_LONG_WORD
+                line += 1
+                continue
             last = out[w - 1] if w > w0 else 0
             ellipsis = w - w0 >= 3 and out[w - 1] == 46 and out[w - 2] == 46 and out[w - 3] == 46
             if not (_is_end_mark(last) or last == 34) or ellipsis:
                 line_fate[line] = LINE_NO_END_MARK
-            elif _words(out, w0, w, kinds)[0] < min_words:
-                line_fate[line] = LINE_SHORT
-            else:
-                found = np.zeros(4, np.bool_)  # lorem ipsum, javascript, policy, {
-                for k in range(w0, w):
-                    if out[k] == 123:
-                        found[3] = True
+                line += 1
+                continue
+            words, gap = 0, True
+            lorem = javascript = policy = curly = False
+            for i in range(w0, w):
+                c = out[i]
+                if _kind(kinds, c) & SPACE:
+                    gap = True
+                    continue
+                words += gap
+                gap = False
+                if 65 <= c <= 90:
+                    c += 32
+                if c == 123:
+                    curly = True
+                elif c < 128 and i + 1 < w and PHRASE_PAIRS[c * 128 + min(_lower(out[i + 1]), 127)]:
                     for p in range(len(PHRASE_KIND)):
-                        if _matches(out, k, w, PHRASES, PHRASE_STARTS[p], PHRASE_STARTS[p + 1], True):
-                            found[PHRASE_KIND[p]] = True
-                if found[0]:
-                    fate = PAGE_LOREM_IPSUM
-                    line_fate[line] = LINE_STOP
-                elif found[1]:
-                    line_fate[line] = LINE_JAVASCRIPT
-                elif found[3]:
-                    fate = PAGE_CURLY_BRACKET
-                    line_fate[line] = LINE_STOP
-                elif found[2]:
-                    line_fate[line] = LINE_POLICY
-                else:
-                    line_fate[line] = LINE_KEPT
-                    sentences += _sentences(out, w0, w, kinds)
-                    if not first:
-                        out[o] = 10
-                    o, first = w, False
-                    cited[d] += cut
+                        if PHRASES[PHRASE_STARTS[p]] == c and _matches(out, i, w, PHRASES, PHRASE_STARTS[p],
+                                                                       PHRASE_STARTS[p + 1], True):
+                            kind = PHRASE_KIND[p]
+                            lorem |= kind == 0
+                            javascript |= kind == 1
+                            policy |= kind == 2
+            if words < min_words:
+                line_fate[line] = LINE_SHORT
+            elif lorem:
+                fate = PAGE_LOREM_IPSUM
+                line_fate[line] = LINE_STOP
+            elif javascript:
+                line_fate[line] = LINE_JAVASCRIPT
+            elif curly:
+                fate = PAGE_CURLY_BRACKET
+                line_fate[line] = LINE_STOP
+            elif policy:
+                line_fate[line] = LINE_POLICY
+            else:
+                line_fate[line] = LINE_KEPT
+                sentences += _sentences(out, w0, w, kinds)
+                if not first:
+                    out[o] = 10
+                o, first = w, False
+                cited[d] += cut
             line += 1
         if fate == PAGE_KEPT and sentences < min_sentences:
             fate = PAGE_FEW_SENTENCES
@@ -430,9 +457,10 @@ def _ngram_fate(cp, a, b, kinds, length, top_ngrams, dup_ngrams, bounds):
     for w in range(words):
         hashes[w] = _span_hash(cp, bounds[w, 0], bounds[w, 1])
         chars[w + 1] = chars[w] + bounds[w, 1] - bounds[w, 0]
+    grams, level = hashes.copy(), 1  # the hashes of the runs of `level` words, each from the run one shorter
     for k in range(len(top_ngrams)):
         n = int(top_ngrams[k, 0])
-        grams = _ngrams(hashes, n)
+        grams, level = _ngrams(hashes, grams, level, n)
         if len(grams) == 0:
             continue
         keys = _table(len(grams))
@@ -448,7 +476,7 @@ def _ngram_fate(cp, a, b, kinds, length, top_ngrams, dup_ngrams, bounds):
             return R_TOP_NGRAM
     for k in range(len(dup_ngrams)):
         n = int(dup_ngrams[k, 0])
-        grams = _ngrams(hashes, n)
+        grams, level = _ngrams(hashes, grams, level, n)
         table = _table(len(grams))
         repeated, g = 0, 0
         while g < len(grams):
@@ -463,12 +491,15 @@ def _ngram_fate(cp, a, b, kinds, length, top_ngrams, dup_ngrams, bounds):
 
 
 @njit(cache=True, nogil=True)
-def _ngrams(hashes, n):
-    """Hashes of the runs of n word hashes, nonzero."""
-    out = np.empty(max(len(hashes) - n + 1, 0), np.uint64)
-    for g in range(len(out)):
-        h = np.uint64(n)
-        for k in range(n):
-            h = _mix(h * GOLDEN + hashes[g + k])
-        out[g] = h if h != 0 else np.uint64(1)
-    return out
+def _ngrams(hashes, grams, level, n):
+    """(hashes of the runs of n word hashes, nonzero; n) from those of the runs of `level` words: each run's hash
+    is its one word shorter prefix's, mixed with its last word (from the words alone when n < level)."""
+    if n < level:
+        grams, level = hashes.copy(), 1
+    for m in range(level + 1, n + 1):
+        longer = np.empty(max(len(hashes) - m + 1, 0), np.uint64)
+        for g in range(len(longer)):
+            h = _mix(grams[g] * GOLDEN + hashes[g + m - 1])
+            longer[g] = h if h != 0 else np.uint64(1)
+        grams = longer
+    return grams, n

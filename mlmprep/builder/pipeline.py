@@ -42,7 +42,7 @@ from mlmprep.builder.clean import clean_texts
 from mlmprep.builder.denoisers import SeedRows, row_offsets
 from mlmprep.builder.engine.base import Shipped, fetched
 from mlmprep.builder.engine.local import PRELOAD_TOKENIZER, in_forkserver
-from mlmprep.builder.filters import Removals, filter_texts
+from mlmprep.builder.filters import Removals, add_totals, filter_texts
 from mlmprep.builder.masker import Masker, mask_part
 from mlmprep.builder.overlap import line_hashes, trimmed, window_hashes
 from mlmprep.builder.selection import SIDES, decontaminating, document_keys
@@ -151,7 +151,7 @@ def batched(texts: Iterable[str], max_chars: int) -> Iterator[list[str]]:
 def cleaned_batches(documents: Iterable[str], cfg: BuildConfig, counts: dict) -> Iterator[list[str]]:
     """Documents, cleaned and filtered (--filters), in lists of about cfg.chunk_chars characters (see `batched`);
     characters removed and documents left blank are counted in `counts`, what each filter removed in
-    counts["filters"] (rule -> [documents, characters])."""
+    counts["filters"] (filters.Removals.totals)."""
     for batch in batched(documents, cfg.chunk_chars):
         texts, removed = clean_texts(batch, normalize_whitespace=cfg.normalize_whitespace, nfkc=cfg.nfkc)
         counts["characters_removed"] += removed
@@ -167,10 +167,7 @@ def filtered(texts: list[str], cfg: BuildConfig, counts: dict) -> list[str]:
     """The documents --filters keeps; what each rule removed added to counts["filters"]."""
     removals = Removals(keep=False)
     kept, _ = filter_texts(texts, cfg, removals)
-    for rule, (documents, characters) in removals.counts.items():
-        total = counts.setdefault("filters", {}).setdefault(rule, [0, 0])
-        total[0] += documents
-        total[1] += characters
+    add_totals(counts.setdefault("filters", {}), removals.totals())
     return kept
 
 

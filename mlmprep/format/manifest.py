@@ -316,6 +316,12 @@ CORPUS_STATS["contamination"] = (
     "an object of ngram, match_tokens, threshold, documents_moved, characters_moved and the measures before and "
     "after (documents, documents_with_ngram, tokens, tokens_in_match)")
 
+FILTER_COUNTS = {"documents": COUNT, "characters": COUNT,
+                 "example": (lambda v: isinstance(v, str) and len(v) <= MAX_TEXT, "a string")}
+CORPUS_STATS["filters"] = (
+    lambda v: isinstance(v, dict) and all(typed_object(c, FILTER_COUNTS, required=FILTER_COUNTS) for c in v.values()),
+    "an object of rules, each an object of documents, characters and an example")
+
 
 def typed_object(value, types: dict, *, required) -> bool:
     """Whether `value` is a mapping of exactly the keys of `types`, those `required` among them, each of its type."""
