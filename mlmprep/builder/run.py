@@ -26,6 +26,7 @@ from mlmprep.builder.denoisers import add_mode_tokens, mode_tokens
 from mlmprep.builder.destination import build_destination
 from mlmprep.builder.engine import make_engine
 from mlmprep.builder.engine.base import Engine, TaskRun
+from mlmprep.builder.filters import badwords_pattern
 from mlmprep.builder.inputs import fetch_sources, fetch_tokenizer, named_as
 from mlmprep.builder.lengths import Lengths
 from mlmprep.builder.outputs import OutputFiles, Staging, counted_tasks, finish_splits, plan_rest, side_size
@@ -72,6 +73,8 @@ def build(cfg: BuildConfig, *, log: Callable[[str], None] = print) -> BuildResul
     """Build `cfg.out` (a directory, or a prefix on object storage), or report it up to date when it already
     holds this build of this corpus."""
     options = storage.parse_options(cfg.storage_options)
+    if cfg.c4_badwords:
+        badwords_pattern(cfg.c4_badwords)  # a list that cannot be read fails here, not in a worker
     destination = build_destination(cfg.out, options)  # before reading the corpus or training a tokenizer
     lengths = Lengths.of_options(cfg)
     destination.check_outside(cfg.corpus)
