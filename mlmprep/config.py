@@ -194,6 +194,10 @@ class BuildConfig:
     decontaminate_threshold: float = opt(0.2, "--decontaminate: the share of a validation document's word 13-grams "
                                          "found in training above which it moves, in [0, 1) (0: any).",
                                          panel="Output")
+    keep_dropped: bool = opt(False, "Also write a `dropped` split of every text the build removed (duplicates, lines "
+                             "--dedup-paragraphs removed, what --filters removed): each row its text, the rule and "
+                             "the document's number in the corpus.", panel="Output",
+                             flags="--keep-dropped/--no-keep-dropped")
     force: bool = opt(False, "Rebuild even if --out is up to date or was built with other options.", panel="Output")
     rows_per_file: int = opt(0, "Windows per data file of each split (0: about 512 K tokens' worth).", panel="Output")
     # speed only: these never change the bytes written

@@ -40,6 +40,7 @@ from mlmprep import storage
 from mlmprep.builder import mask
 from mlmprep.builder.clean import clean_texts
 from mlmprep.builder.denoisers import SeedRows, row_offsets
+from mlmprep.builder.dropped import ShardDrops
 from mlmprep.builder.engine.base import Shipped, fetched
 from mlmprep.builder.engine.local import PRELOAD_TOKENIZER, in_forkserver
 from mlmprep.builder.filters import Removals, add_totals, filter_texts
@@ -148,27 +149,39 @@ def batched(texts: Iterable[str], max_chars: int) -> Iterator[list[str]]:
         yield batch
 
 
-def cleaned_batches(documents: Iterable[str], cfg: BuildConfig, counts: dict) -> Iterator[list[str]]:
+def cleaned_batches(documents: Iterable[str], cfg: BuildConfig, counts: dict,
+                    drops: ShardDrops | None = None) -> Iterator[list[str]]:
     """Documents, cleaned and filtered (--filters), in lists of about cfg.chunk_chars characters (see `batched`);
     characters removed and documents left blank are counted in `counts`, what each filter removed in
-    counts["filters"] (filters.Removals.totals)."""
+    counts["filters"] (filters.Removals.totals). With `drops`, what the filters removed is kept there, and each
+    list's document numbers (as read) queued in drops.pending."""
     for batch in batched(documents, cfg.chunk_chars):
         texts, removed = clean_texts(batch, normalize_whitespace=cfg.normalize_whitespace, nfkc=cfg.nfkc)
         counts["characters_removed"] += removed
-        kept = [text for text in texts if text and not text.isspace()]
+        numbers = np.flatnonzero([bool(text) and not text.isspace() for text in texts])
+        kept = [texts[k] for k in numbers.tolist()]
         counts["documents_emptied"] += len(texts) - len(kept)
+        if drops is not None:
+            numbers += drops.read
+            drops.read += len(texts)
         if cfg.filters and kept:
-            kept = filtered(kept, cfg, counts)
+            kept, numbers = filtered(kept, cfg, counts, drops, numbers)
         if kept:
+            if drops is not None:
+                drops.pending.append(numbers)
             yield kept
 
 
-def filtered(texts: list[str], cfg: BuildConfig, counts: dict) -> list[str]:
-    """The documents --filters keeps; what each rule removed added to counts["filters"]."""
-    removals = Removals(keep=False)
-    kept, _ = filter_texts(texts, cfg, removals)
+def filtered(texts: list[str], cfg: BuildConfig, counts: dict, drops: ShardDrops | None,
+             numbers: np.ndarray) -> tuple[list[str], np.ndarray]:
+    """The documents --filters keeps and their numbers; what each rule removed added to counts["filters"] (and
+    kept in `drops`)."""
+    removals = Removals(keep=drops is not None)
+    kept, index = filter_texts(texts, cfg, removals)
     add_totals(counts.setdefault("filters", {}), removals.totals())
-    return kept
+    if drops is not None:
+        drops.records += [(int(numbers[k]), rule, text) for k, rule, text in removals.kept]
+    return kept, numbers[index]
 
 
 @dataclass(frozen=True)
@@ -217,11 +230,14 @@ def tokenize_shard(task: TokenizeTask) -> dict:
     # call's ids become arrays while the other keeps the cores busy); a one-core worker does each in turn.
     overlap = layout.threads != 1
     described: list[dict[str, np.ndarray]] = []  # each batch's document keys and character counts
+    drops = ShardDrops() if cfg.keep_dropped else None
 
     def described_batches() -> Iterator[list[str]]:
-        batches = cleaned_batches(read_shard(task.shard, opts, stats), cfg, clean)
-        for docs in batches if task.removed is None else trimmed(batches, task.removed, lines):
+        batches = cleaned_batches(read_shard(task.shard, opts, stats), cfg, clean, drops)
+        for docs in batches if task.removed is None else trimmed(batches, task.removed, lines, drops):
             described.append(describe_documents(docs, cfg))
+            if drops is not None:
+                drops.staged(docs, drops.pending.popleft(), keep_text=cfg.dedup != "off")
             yield docs
 
     batches = prefetch(described_batches()) if overlap else described_batches()
@@ -232,8 +248,11 @@ def tokenize_shard(task: TokenizeTask) -> dict:
     per_doc = {key: np.concatenate([d[key] for d in described]) for key in described[0]} if described else \
         describe_documents([], cfg)
     stats.files, stats.files_skipped = 0, []
+    if drops is not None:
+        drops.write(Path(layout.stage), index)
     return {**out, **per_doc, "stats": stats.as_dict(), "clean": clean,
-            **({"lines": lines} if task.removed is not None else {})}
+            **({"lines": lines} if task.removed is not None else {}),
+            **({"documents_read": drops.read} if drops is not None else {})}
 
 
 def describe_documents(docs: list[str], cfg: BuildConfig) -> dict[str, np.ndarray]:
