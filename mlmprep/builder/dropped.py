@@ -20,9 +20,19 @@ from pathlib import Path
 
 import numpy as np
 
-from mlmprep.builder.filters import RULES
+from mlmprep.builder.filters import DOCUMENT_RULES, RULES
 from mlmprep.builder.staged import STAGING, read_array, write_atomic
-from mlmprep.format.write import finish_split, part_path, write_text_part
+from mlmprep.errors import CacheError
+from mlmprep.format.manifest import Manifest, MemberError
+from mlmprep.format.write import (
+    damaged,
+    data_files,
+    finish_split,
+    part_path,
+    read_batches,
+    text_schema,
+    write_text_part,
+)
 
 SPLIT = "dropped"
 REASONS = (*RULES, "dedup_paragraphs", "dedup_exact", "dedup_near")  # every reason, in the order applied
@@ -100,3 +110,63 @@ def write_split(stage: Path, duplicates: list[np.ndarray], documents_read: list[
     if rows:
         write(len(rows))
     return finish_split(directory, {}, {}, parts, columns=COLUMNS)
+
+
+def split_rows(out: Path) -> list[tuple[int, str, str]]:
+    """Every row of a build's `dropped` split, in order; a file not of its columns' types is refused."""
+    import pyarrow as pa
+
+    rows, schema = [], text_schema(COLUMNS)
+    for path in data_files(out / SPLIT):
+        with pa.memory_map(str(path)) as source:
+            for batch in read_batches(source, path):
+                if not batch.schema.equals(schema):
+                    raise damaged(out, path, f"holds columns {batch.schema.to_string(show_schema_metadata=False)}"
+                                  .replace("\n", ", ") + ", not document (int64), reason and text (strings)")
+                rows += zip(*(batch.column(name).to_pylist() for name in COLUMNS))
+    return rows
+
+
+def check_split(out: Path, manifest: Manifest) -> list[str]:
+    """The problems of a build's `dropped` split, one line each: rows the manifest does not count, a reason no rule
+    gives, rows out of order, empty text, and for each rule rows that disagree with corpus.stats (the filters'
+    documents and characters, dedup's documents and characters dropped, the lines paragraph dedup removed)."""
+    try:
+        rows = split_rows(out)
+    except (CacheError, MemberError) as exc:
+        return [f"{SPLIT}: does not load ({exc})"]
+    problems = []
+    if len(rows) != manifest.splits[SPLIT].rows:
+        problems.append(f"{SPLIT}: {len(rows):,} rows, manifest says {manifest.splits[SPLIT].rows:,}")
+    if bad := [r for r in rows if r[1] not in REASONS]:
+        return [*problems, f"{SPLIT}: reason {bad[0][1]!r} (document {bad[0][0]}) is no rule's"]
+    keys = [(r[0], REASONS.index(r[1])) for r in rows]
+    if (out_of_order := next((k for k in range(1, len(keys)) if keys[k] <= keys[k - 1]), None)) is not None:
+        problems.append(f"{SPLIT}: row {out_of_order} (document {rows[out_of_order][0]}, {rows[out_of_order][1]}) "
+                        "is not after the row before it")
+    if keys and keys[0][0] < 0:
+        problems.append(f"{SPLIT}: document {keys[0][0]} is negative")
+    if (empty := next((k for k, r in enumerate(rows) if not r[2]), None)) is not None:
+        problems.append(f"{SPLIT}: row {empty} has no text")
+    stats = manifest.corpus.stats
+    found: dict[str, list[int]] = {}
+    for _, reason, text in rows:
+        count = found.setdefault(reason, [0, 0, 0])
+        count[0] += 1
+        count[1] += len(text)
+        count[2] += text.count("\n") + 1
+    expected = {rule: [c["documents"], c["characters"] if rule in DOCUMENT_RULES else None]
+                for rule, c in stats.get("filters", {}).items() if rule != "c4_citation"}
+    if stats.get("dedup", {}).get("documents_dropped"):
+        expected[f"dedup_{stats['dedup']['method']}"] = [stats["dedup"]["documents_dropped"],
+                                                         stats["dedup"]["characters_dropped"]]
+    for rule in sorted(set(expected) | set(found) - {"dedup_paragraphs"}):
+        want, got = expected.get(rule, [0, 0]), found.get(rule, [0, 0])
+        if want[0] != got[0] or want[1] not in (None, got[1]):
+            problems.append(f"{SPLIT}: {got[0]:,} rows ({got[1]:,} characters) of {rule}, corpus.stats gives "
+                            f"{want[0]:,}" + (f" ({want[1]:,} characters)" if want[1] is not None else ""))
+    lines = found.get("dedup_paragraphs", [0, 0, 0])[2]
+    if lines != stats.get("paragraphs", {}).get("lines_removed", 0):
+        problems.append(f"{SPLIT}: {lines:,} lines of dedup_paragraphs, corpus.stats.paragraphs gives "
+                        f"{stats.get('paragraphs', {}).get('lines_removed', 0):,}")
+    return problems

@@ -206,7 +206,7 @@ def c4_line_removals(texts: list[str], offsets: np.ndarray, index: np.ndarray, k
                      lines: tuple, removals: Removals) -> None:
     """Count (and keep) the lines C4 removed from the pages it kept, and the citation markers it cut."""
     line_doc, line_lo, line_hi, line_fate = lines
-    on_kept = np.isin(line_doc, kept) & (line_fate != k.LINE_KEPT)
+    on_kept = np.isin(line_doc, kept) & (line_fate != k.LINE_KEPT) & (line_hi > line_lo)  # a blank line is no text
     if cited[kept].any():
         removals.add("c4_citation", int(np.count_nonzero(cited[kept])), int(cited[kept].sum()))
         removals.examples.setdefault("c4_citation", excerpt(texts[int(kept[np.flatnonzero(cited[kept])[0]])]))

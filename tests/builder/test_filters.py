@@ -18,6 +18,7 @@ from mlmprep.errors import ConfigError
 from tests.builder.test_dedup import assert_windows_are_those_of, normalised, sides
 from tests.builder.test_sharded import comparable, hashes
 from tests.conftest import build_tiny
+from tests.ngrams import word_ngrams
 
 END_MARKS = (".", "?", "!", '"')
 CITATION = re.compile(r"\[\d*\]|\[edit\]|\[citation needed\]")
@@ -26,29 +27,35 @@ SENTENCE = re.compile(r"[.?!]+[\"')\]\u201d\u2019]*(?=\s|$)")
 STOP_WORDS = {"the", "be", "to", "of", "and", "that", "have", "with"}
 
 
-def c4_reference(text: str, *, min_words=5, min_sentences=3, max_word=1000, max_chars=190_000, badwords=None):
-    """(the page TFDS's clean_page leaves, or None; the rule that dropped it, or None)."""
+def c4_reference(text: str, *, min_words=5, min_sentences=3, max_word=1000, max_chars=190_000, badwords=None,
+                 removed: dict | None = None):
+    """(the page TFDS's clean_page leaves, or None; the rule that dropped it, or None); `removed` gets the
+    non-blank lines (stripped) each line rule removed."""
     if len(text) > max_chars:
         return None, "c4_too_long"
-    kept, sentences = [], 0
-    for line in text.split("\n"):
-        line = line.strip()
+    kept, sentences, lost = [], 0, {}
+    for stripped in text.split("\n"):
+        line = stripped = stripped.strip()
+        rule = None
         if any(len(word) > max_word for word in line.split()):
-            continue
-        line = CITATION.sub("", line)
-        if not line.endswith(END_MARKS) or line.endswith("..."):
-            continue
-        if len(line.split()) < min_words:
+            rule = "c4_long_word"
+        elif not (line := CITATION.sub("", line)).endswith(END_MARKS) or line.endswith("..."):
+            rule = "c4_no_end_mark"
+        elif len(line.split()) < min_words:
+            rule = "c4_short_line"
+        elif "lorem ipsum" in line.lower():
+            return None, "c4_lorem_ipsum"
+        elif "javascript" in line.lower():
+            rule = "c4_javascript"
+        elif "{" in line:
+            return None, "c4_curly_bracket"
+        elif any(p in line.lower() for p in POLICY):
+            rule = "c4_policy"
+        if rule is not None:
+            if stripped:
+                lost.setdefault(rule, []).append(stripped)
             continue
         low = line.lower()
-        if "lorem ipsum" in low:
-            return None, "c4_lorem_ipsum"
-        if "javascript" in low:
-            continue
-        if "{" in line:
-            return None, "c4_curly_bracket"
-        if any(p in low for p in POLICY):
-            continue
         if badwords is not None and badwords.search(low):
             return None, "c4_badword"
         sentences += max(1, len(SENTENCE.findall(line)))
@@ -56,6 +63,8 @@ def c4_reference(text: str, *, min_words=5, min_sentences=3, max_word=1000, max_
     if sentences < min_sentences:
         return None, "c4_few_sentences"
     page = "\n".join(kept).strip()
+    if removed is not None and page:
+        removed.update(lost)
     return (page, None) if page else (None, "c4_empty")
 
 
@@ -354,3 +363,64 @@ def test_a_build_keeps_the_references_pages_and_counts_each_rule(tmp_path, tiny_
     two = build_tiny(tmp_path / "two", corpus, tiny_tokenizer_path, workers=2, shard_bytes=4000, filters=filters,
                      rows_per_file=20)
     assert hashes(one) == hashes(two) and comparable(one) == comparable(two)
+
+
+def dropped_reference(pages: list[str], paragraphs: bool, threshold: float = 0.8) -> list[tuple[int, str, str]]:
+    """The rows of the `dropped` split of a build with --filters c4 --dedup exact: each page's C4 removals, then
+    (given `paragraphs`) the lines whose word 13-grams were mostly in earlier lines (tests.ngrams), then the pages
+    equal to an earlier one; ordered by page, then rule in the order applied."""
+    from mlmprep.builder.dropped import REASONS
+
+    rows, seen_grams, seen_texts = [], set(), set()
+    for k, page in enumerate(pages):
+        removed: dict[str, list[str]] = {}
+        text, rule = c4_reference(page, removed=removed)
+        rows += [(k, rule, "\n".join(lines)) for rule, lines in removed.items()]
+        if text is None:
+            rows.append((k, rule, page))
+            continue
+        kept, gone = [], []
+        for line in text.split("\n"):
+            grams = word_ngrams(line)
+            repeated = paragraphs and grams and sum(g in seen_grams for g in grams) >= threshold * len(grams)
+            (gone if repeated else kept).append(line)
+            seen_grams.update(grams)
+        if gone:
+            rows.append((k, "dedup_paragraphs", "\n".join(gone)))
+        text = "\n".join(kept)
+        if not text.strip():
+            continue
+        if normalised(text) in seen_texts:
+            rows.append((k, "dedup_exact", text))
+        seen_texts.add(normalised(text))
+    return sorted(rows, key=lambda r: (r[0], REASONS.index(r[1])))
+
+
+def test_keep_dropped_writes_every_removal_with_its_rule_and_verify_checks_it(tmp_path, tiny_tokenizer_path):
+    import datasets
+
+    from mlmprep.builder.verify import verify
+
+    pages = corpus_pages(200, seed=10)
+    rng = random.Random(11)
+    pages += [pages[k] for k in rng.sample(range(200), 30)]  # copies: exact duplicates, or their lines repeated
+    pages += [f"Page {k} is a copy.\n{GOOD[0]}\n{GOOD[1]}\n{GOOD[2]} And more." for k in range(20)]
+    corpus = tmp_path / "pages.jsonl"
+    corpus.write_text("".join(json.dumps({"text": p}) + "\n" for p in pages), encoding="utf-8")
+    for workers, shard_bytes, paragraphs in ((1, 0, True), (2, 5000, True), (2, 5000, False)):
+        expected = dropped_reference(pages, paragraphs)
+        assert {r[1] for r in expected} >= {"c4_no_end_mark", "c4_lorem_ipsum",
+                                            "dedup_paragraphs" if paragraphs else "dedup_exact"}
+        build = build_tiny(tmp_path / f"w{workers}{paragraphs}", corpus, tiny_tokenizer_path, workers=workers,
+                           shard_bytes=shard_bytes, filters="c4", dedup_paragraphs=paragraphs, keep_dropped=True)
+        split = datasets.load_from_disk(str(build / "dropped"))
+        assert list(zip(split["document"], split["reason"], split["text"])) == expected, (workers, paragraphs)
+        report = verify(build)
+        assert report.ok, report.problems
+    assert hashes(tmp_path / "w1True") == hashes(tmp_path / "w2True")
+    manifest = json.loads((build / "manifest.json").read_text())
+    manifest["corpus"]["stats"]["filters"]["c4_policy"]["documents"] += 1
+    (build / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    rows = sum(r[1] == "c4_policy" for r in expected)
+    assert f"dropped: {rows:,} rows" in " ".join(verify(build).problems)
+    assert f"of c4_policy, corpus.stats gives {rows + 1:,}" in " ".join(verify(build).problems)
