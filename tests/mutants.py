@@ -1295,6 +1295,18 @@ MUTANTS = [
     Mutant("filter-counts-first-batch-only", "mlmprep.builder.filters:add_totals",  # later shards not summed
            '        mine["documents"] += count["documents"]', '        mine["documents"] = count["documents"]',
            ("tests/builder/test_filters.py::test_a_build_keeps_the_references_pages_and_counts_each_rule",)),
+    Mutant("dropped-paragraphs-mislabeled", "mlmprep.builder.overlap:trimmed",  # a dropped row's reason wrong
+           '"dedup_paragraphs",', '"dedup_exact",',
+           ("tests/builder/test_filters.py::test_keep_dropped_writes_every_removal_with_its_rule_and_verify_checks_it",)),
+    Mutant("dropped-numbers-per-shard", "mlmprep.builder.dropped:write_split",  # document numbers restart per shard
+           "        first += read\n", "",
+           ("tests/builder/test_filters.py::test_keep_dropped_writes_every_removal_with_its_rule_and_verify_checks_it",)),
+    Mutant("dropped-filter-numbers-unmapped", "mlmprep.builder.pipeline:filtered",  # kept pages renumbered
+           "    return kept, numbers[index]", "    return kept, numbers[: len(kept)]",
+           ("tests/builder/test_filters.py::test_keep_dropped_writes_every_removal_with_its_rule_and_verify_checks_it",)),
+    Mutant("verify-ignores-dropped-counts", "mlmprep.builder.dropped:check_split",  # a split at odds with the stats
+           "        if want[0] != got[0] or", "        if False and",
+           ("tests/builder/test_filters.py::test_keep_dropped_writes_every_removal_with_its_rule_and_verify_checks_it",)),
     # ------------------------------------------------------------ the benchmarks page's sections
     Mutant("bench-docs-crossed-sections", "benchmarks.docs:write_section",  # a section holding another's marker is rewritten
            '    if "<!-- begin: " in content[start + len(begin):stop] or', '    if False and "<!-- begin: " in content[start + len(begin):stop] or',

@@ -25,6 +25,7 @@ from mlmprep.format.report import (
     denoiser_lines,
     disk_line,
     figure,
+    filter_lines,
     masking_line,
     missing_field_warning,
     missing_figures_note,
@@ -139,6 +140,8 @@ def summary(build: Path, manifest: Manifest) -> str:
         ("corpus", manifest.corpus.description),
         *(("dedup" if k == 0 else "", line.strip()) for k, line in enumerate(dedup_lines(stats))),  # clusters beneath
         *(("paragraphs", line.removeprefix("paragraph dedup: ")) for line in paragraph_lines(stats)),
+        *(("filters" if k == 0 else "", line.strip().removeprefix("filters: ")) for k, line in
+          enumerate(filter_lines(stats))),
         *(("contamination" if k == 0 else "", line.strip() if k else line.split(": ", 1)[1])
           for k, line in enumerate(contamination_lines(stats))),
         ("tokenizer", tokenizer_line(manifest).removeprefix("tokenizer: ") + f"; sha256 {tok.sha256[:12]}…"),
