@@ -17,6 +17,7 @@ from mlmprep.config import BuildConfig
 from mlmprep.errors import ConfigError
 from tests.builder.test_dedup import assert_windows_are_those_of, normalised, sides
 from tests.builder.test_sharded import comparable, hashes
+from tests.cli.test_build import assert_refused, build_args, cli, leftovers
 from tests.conftest import build_tiny
 from tests.ngrams import word_ngrams
 
@@ -424,3 +425,16 @@ def test_keep_dropped_writes_every_removal_with_its_rule_and_verify_checks_it(tm
     rows = sum(r[1] == "c4_policy" for r in expected)
     assert f"dropped: {rows:,} rows" in " ".join(verify(build).problems)
     assert f"of c4_policy, corpus.stats gives {rows + 1:,}" in " ".join(verify(build).problems)
+
+
+@pytest.mark.parametrize("more, words", [
+    (["--filters", "c4,c5"], ("--filters", "unknown filter set 'c5'")),
+    (["--filters", "c4", "--c4-badwords", "missing.txt"], ("--c4-badwords missing.txt", "UTF-8 list of words")),
+    (["--c4-min-words", "4"], ("--c4-min-words applies to --filters c4 only",)),
+])
+def test_a_bad_filter_option_is_one_line_and_leaves_nothing(tmp_path, tiny_corpus, tok, more, words, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "out"
+    result = cli(*build_args(tiny_corpus, out, tok, *more))
+    assert_refused(result.exit_code, result.stderr, *words)
+    assert leftovers(out) == []
