@@ -182,10 +182,10 @@ def c4_filter(texts: list[str], index: np.ndarray, cfg: BuildConfig,
     pattern = badwords_pattern(cfg.c4_badwords) if cfg.c4_badwords else None
     kept, kept_index = [], []
     for d in range(n):
-        fate, reason = int(page_fate[d]), None
-        page = decoded(out, bounds[d, 0], bounds[d, 1]) if fate != k.PAGE_TOO_LONG else ""
-        if pattern is not None and fate != k.PAGE_TOO_LONG and any(
-                pattern.search(line.lower()) for line in page.split("\n")):
+        fate, reason, page = int(page_fate[d]), None, ""
+        if fate != k.PAGE_TOO_LONG and (fate == k.PAGE_KEPT or pattern is not None):
+            page = decoded(out, bounds[d, 0], bounds[d, 1])
+        if pattern is not None and page and any(pattern.search(line.lower()) for line in page.split("\n")):
             reason = "c4_badword"  # the lines kept before the one that stopped the page: checked in TFDS's order
         elif fate != k.PAGE_KEPT:
             reason = C4_PAGE_RULES[fate]
