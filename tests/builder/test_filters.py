@@ -246,7 +246,7 @@ VOCAB = ("river", "stone", "market", "window", "letter", "garden", "a", "I", "is
 
 def gopher_documents(n: int, seed: int) -> list[str]:
     """Documents near Gopher's thresholds: 40 to 70 words of a small vocabulary, some stop words or none, lines of
-    3 to 10 words, some bullets, ellipses, repeated lines, paragraphs and phrases."""
+    3 to 10 words, some bullets, ellipses, repeated lines, paragraphs and phrases, some with line breaks around."""
     rng = random.Random(seed)
     docs = []
     for _ in range(n):
@@ -267,6 +267,8 @@ def gopher_documents(n: int, seed: int) -> list[str]:
         if rng.random() < 0.2:
             phrase = " ".join(rng.choices(vocab, k=rng.randint(2, 8)))
             text += " " + " ".join([phrase] * rng.randint(2, 5))
+        if rng.random() < 0.3:  # breaks around the text: empty lines for some rules, stripped away for others
+            text = "\n" * rng.randint(1, 3) + text + "\n" * rng.randint(0, 2)
         docs.append(text)
     return docs
 
