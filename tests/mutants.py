@@ -1274,8 +1274,8 @@ MUTANTS = [
     Mutant("c4-sentences-per-line", "mlmprep.builder._filter_kernels:c4_pages",  # a line counts one sentence
            "sentences += _sentences(out, w0, w, kinds)", "sentences += 1", ("tests/builder/test_filters.py",)),
     Mutant("c4-reasons-swapped", "mlmprep.builder.filters",  # a dropped page's reason mislabeled
-           'k.PAGE_LOREM_IPSUM: "c4_lorem_ipsum",\n                 k.PAGE_CURLY_BRACKET: "c4_curly_bracket"',
-           'k.PAGE_LOREM_IPSUM: "c4_curly_bracket",\n                 k.PAGE_CURLY_BRACKET: "c4_lorem_ipsum"',
+           'PAGE_LOREM_IPSUM: "c4_lorem_ipsum",\n                 PAGE_CURLY_BRACKET: "c4_curly_bracket"',
+           'PAGE_LOREM_IPSUM: "c4_curly_bracket",\n                 PAGE_CURLY_BRACKET: "c4_lorem_ipsum"',
            ("tests/builder/test_filters.py",)),
     Mutant("gopher-word-count-off-by-one", "mlmprep.builder._filter_kernels:gopher_quality",  # 49 words kept
            "        if plain < limits[0]:", "        if plain + 1 < limits[0]:", ("tests/builder/test_filters.py",)),
@@ -1283,8 +1283,8 @@ MUTANTS = [
            "                has_plain |= not kind & SYMBOL", "                has_plain = True",
            ("tests/builder/test_filters.py",)),
     Mutant("gopher-reasons-swapped", "mlmprep.builder.filters",  # a dropped document's reason mislabeled
-           'k.Q_HASHES: "gopher_hashes", k.Q_ELLIPSES: "gopher_ellipses"',
-           'k.Q_HASHES: "gopher_ellipses", k.Q_ELLIPSES: "gopher_hashes"', ("tests/builder/test_filters.py",)),
+           'Q_HASHES: "gopher_hashes", Q_ELLIPSES: "gopher_ellipses"',
+           'Q_HASHES: "gopher_ellipses", Q_ELLIPSES: "gopher_hashes"', ("tests/builder/test_filters.py",)),
     Mutant("gopher-dup-ngrams-overlap", "mlmprep.builder._filter_kernels:_ngram_fate",  # a repeat counted n times
            "                g += n\n", "                g += 1\n", ("tests/builder/test_filters.py",)),
     Mutant("gopher-top-ngram-without-spaces", "mlmprep.builder._filter_kernels:_ngram_fate",

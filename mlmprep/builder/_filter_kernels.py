@@ -12,16 +12,43 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-SPACE, DIGIT, ALPHA, SYMBOL = 1, 2, 4, 8
-
-# C4: a line's fate (line_fate), then a page's (page_fate)
-LINE_KEPT, LINE_LONG_WORD, LINE_NO_END_MARK, LINE_SHORT, LINE_JAVASCRIPT, LINE_POLICY, LINE_STOP, LINE_UNSEEN = range(8)
-PAGE_KEPT, PAGE_TOO_LONG, PAGE_LOREM_IPSUM, PAGE_CURLY_BRACKET, PAGE_FEW_SENTENCES = range(5)
-
-# Gopher: a document's fate, the first rule it fails in this order (0: kept)
-(Q_KEPT, Q_FEW_WORDS, Q_MANY_WORDS, Q_SHORT_WORDS, Q_LONG_WORDS, Q_HASHES, Q_ELLIPSES, Q_BULLET_LINES,
- Q_ELLIPSIS_LINES, Q_FEW_ALPHA_WORDS, Q_FEW_STOP_WORDS) = range(11)
-R_KEPT, R_DUP_PARAGRAPHS, R_DUP_PARAGRAPH_CHARS, R_DUP_LINES, R_DUP_LINE_CHARS, R_TOP_NGRAM, R_DUP_NGRAM = range(7)
+from mlmprep.builder.filters import (  # the codes the kernels return, and the kinds of code points
+    ALPHA,
+    DIGIT,
+    LINE_JAVASCRIPT,
+    LINE_KEPT,
+    LINE_LONG_WORD,
+    LINE_NO_END_MARK,
+    LINE_POLICY,
+    LINE_SHORT,
+    LINE_STOP,
+    LINE_UNSEEN,
+    PAGE_CURLY_BRACKET,
+    PAGE_FEW_SENTENCES,
+    PAGE_KEPT,
+    PAGE_LOREM_IPSUM,
+    PAGE_TOO_LONG,
+    Q_BULLET_LINES,
+    Q_ELLIPSES,
+    Q_ELLIPSIS_LINES,
+    Q_FEW_ALPHA_WORDS,
+    Q_FEW_STOP_WORDS,
+    Q_FEW_WORDS,
+    Q_HASHES,
+    Q_KEPT,
+    Q_LONG_WORDS,
+    Q_MANY_WORDS,
+    Q_SHORT_WORDS,
+    R_DUP_LINE_CHARS,
+    R_DUP_LINES,
+    R_DUP_NGRAM,
+    R_DUP_PARAGRAPH_CHARS,
+    R_DUP_PARAGRAPHS,
+    R_KEPT,
+    R_TOP_NGRAM,
+    SPACE,
+    SYMBOL,
+)
 
 # C4's phrases, lower case: the index of each one's start in PHRASES and what finding it does
 PHRASE_TEXT = ("lorem ipsum", "javascript", "terms of use", "privacy policy", "cookie policy", "uses cookies",

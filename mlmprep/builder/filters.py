@@ -30,26 +30,38 @@ from pathlib import Path
 
 import numpy as np
 
-from mlmprep.builder import _filter_kernels as k
 from mlmprep.config import BuildConfig, filter_sets
 from mlmprep.errors import ConfigError
+
+# What the kernels (mlmprep.builder._filter_kernels, loaded on first use: a build's driver never loads Numba)
+# return and read. Code point kinds, bits of kinds_table:
+SPACE, DIGIT, ALPHA, SYMBOL = 1, 2, 4, 8
+
+# C4: a line's fate (line_fate), then a page's (page_fate)
+LINE_KEPT, LINE_LONG_WORD, LINE_NO_END_MARK, LINE_SHORT, LINE_JAVASCRIPT, LINE_POLICY, LINE_STOP, LINE_UNSEEN = range(8)
+PAGE_KEPT, PAGE_TOO_LONG, PAGE_LOREM_IPSUM, PAGE_CURLY_BRACKET, PAGE_FEW_SENTENCES = range(5)
+
+# Gopher: a document's fate, the first rule it fails in this order (0: kept)
+(Q_KEPT, Q_FEW_WORDS, Q_MANY_WORDS, Q_SHORT_WORDS, Q_LONG_WORDS, Q_HASHES, Q_ELLIPSES, Q_BULLET_LINES,
+ Q_ELLIPSIS_LINES, Q_FEW_ALPHA_WORDS, Q_FEW_STOP_WORDS) = range(11)
+R_KEPT, R_DUP_PARAGRAPHS, R_DUP_PARAGRAPH_CHARS, R_DUP_LINES, R_DUP_LINE_CHARS, R_TOP_NGRAM, R_DUP_NGRAM = range(7)
 
 EXCERPT_CHARS = 200  # characters of each rule's example
 KINDS_SIZE = 0x40000  # code points classified: planes 0 to 3, every assigned letter, digit, space and symbol
 
-C4_LINE_RULES = {k.LINE_LONG_WORD: "c4_long_word", k.LINE_NO_END_MARK: "c4_no_end_mark",
-                 k.LINE_SHORT: "c4_short_line", k.LINE_JAVASCRIPT: "c4_javascript", k.LINE_POLICY: "c4_policy"}
-C4_PAGE_RULES = {k.PAGE_TOO_LONG: "c4_too_long", k.PAGE_LOREM_IPSUM: "c4_lorem_ipsum",
-                 k.PAGE_CURLY_BRACKET: "c4_curly_bracket", k.PAGE_FEW_SENTENCES: "c4_few_sentences"}
+C4_LINE_RULES = {LINE_LONG_WORD: "c4_long_word", LINE_NO_END_MARK: "c4_no_end_mark",
+                 LINE_SHORT: "c4_short_line", LINE_JAVASCRIPT: "c4_javascript", LINE_POLICY: "c4_policy"}
+C4_PAGE_RULES = {PAGE_TOO_LONG: "c4_too_long", PAGE_LOREM_IPSUM: "c4_lorem_ipsum",
+                 PAGE_CURLY_BRACKET: "c4_curly_bracket", PAGE_FEW_SENTENCES: "c4_few_sentences"}
 GOPHER_QUALITY_RULES = {
-    k.Q_FEW_WORDS: "gopher_few_words", k.Q_MANY_WORDS: "gopher_many_words", k.Q_SHORT_WORDS: "gopher_short_words",
-    k.Q_LONG_WORDS: "gopher_long_words", k.Q_HASHES: "gopher_hashes", k.Q_ELLIPSES: "gopher_ellipses",
-    k.Q_BULLET_LINES: "gopher_bullet_lines", k.Q_ELLIPSIS_LINES: "gopher_ellipsis_lines",
-    k.Q_FEW_ALPHA_WORDS: "gopher_few_alpha_words", k.Q_FEW_STOP_WORDS: "gopher_few_stop_words"}
+    Q_FEW_WORDS: "gopher_few_words", Q_MANY_WORDS: "gopher_many_words", Q_SHORT_WORDS: "gopher_short_words",
+    Q_LONG_WORDS: "gopher_long_words", Q_HASHES: "gopher_hashes", Q_ELLIPSES: "gopher_ellipses",
+    Q_BULLET_LINES: "gopher_bullet_lines", Q_ELLIPSIS_LINES: "gopher_ellipsis_lines",
+    Q_FEW_ALPHA_WORDS: "gopher_few_alpha_words", Q_FEW_STOP_WORDS: "gopher_few_stop_words"}
 GOPHER_REPETITION_RULES = {
-    k.R_DUP_PARAGRAPHS: "gopher_dup_paragraphs", k.R_DUP_PARAGRAPH_CHARS: "gopher_dup_paragraph_chars",
-    k.R_DUP_LINES: "gopher_dup_lines", k.R_DUP_LINE_CHARS: "gopher_dup_line_chars",
-    k.R_TOP_NGRAM: "gopher_top_ngram", k.R_DUP_NGRAM: "gopher_dup_ngram"}
+    R_DUP_PARAGRAPHS: "gopher_dup_paragraphs", R_DUP_PARAGRAPH_CHARS: "gopher_dup_paragraph_chars",
+    R_DUP_LINES: "gopher_dup_lines", R_DUP_LINE_CHARS: "gopher_dup_line_chars",
+    R_TOP_NGRAM: "gopher_top_ngram", R_DUP_NGRAM: "gopher_dup_ngram"}
 RULES = ("c4_citation", *C4_LINE_RULES.values(), *C4_PAGE_RULES.values(), "c4_badword", "c4_empty",
          *GOPHER_QUALITY_RULES.values(), *GOPHER_REPETITION_RULES.values())  # every reason, in the order applied
 DOCUMENT_RULES = frozenset(RULES) - {"c4_citation", *C4_LINE_RULES.values()}  # those that drop a whole document
@@ -60,10 +72,10 @@ def kinds_table() -> np.ndarray:
     """uint8 per code point below KINDS_SIZE: SPACE, DIGIT, ALPHA, SYMBOL bits (see _filter_kernels)."""
     chars = [chr(c) for c in range(KINDS_SIZE)]
     kinds = np.zeros(KINDS_SIZE, np.uint8)
-    kinds[[c.isspace() for c in chars]] |= k.SPACE
-    kinds[[c.isdecimal() for c in chars]] |= k.DIGIT
-    kinds[[c.isalpha() for c in chars]] |= k.ALPHA
-    kinds[[unicodedata.category(c)[0] in "PS" for c in chars]] |= k.SYMBOL
+    kinds[[c.isspace() for c in chars]] |= SPACE
+    kinds[[c.isdecimal() for c in chars]] |= DIGIT
+    kinds[[c.isalpha() for c in chars]] |= ALPHA
+    kinds[[unicodedata.category(c)[0] in "PS" for c in chars]] |= SYMBOL
     return kinds
 
 
@@ -177,17 +189,19 @@ def c4_filter(texts: list[str], index: np.ndarray, cfg: BuildConfig,
     line_fate = np.empty(lines, np.int8)
     out, bounds = np.empty(len(cp) + 1, np.uint32), np.empty((n, 2), np.int64)
     page_fate, cited = np.empty(n, np.int8), np.empty(n, np.int64)
+    from mlmprep.builder import _filter_kernels as k
+
     k.c4_pages(cp, offsets, kinds_table(), cfg.c4_min_words, cfg.c4_max_word_chars, cfg.c4_min_sentences,
                cfg.c4_max_chars, line_doc, line_lo, line_hi, line_fate, out, bounds, page_fate, cited)
     pattern = badwords_pattern(cfg.c4_badwords) if cfg.c4_badwords else None
     kept, kept_index = [], []
     for d in range(n):
         fate, reason, page = int(page_fate[d]), None, ""
-        if fate != k.PAGE_TOO_LONG and (fate == k.PAGE_KEPT or pattern is not None):
+        if fate != PAGE_TOO_LONG and (fate == PAGE_KEPT or pattern is not None):
             page = decoded(out, bounds[d, 0], bounds[d, 1])
         if pattern is not None and page and any(pattern.search(line.lower()) for line in page.split("\n")):
             reason = "c4_badword"  # the lines kept before the one that stopped the page: checked in TFDS's order
-        elif fate != k.PAGE_KEPT:
+        elif fate != PAGE_KEPT:
             reason = C4_PAGE_RULES[fate]
         elif not (page := page.strip()):
             reason = "c4_empty"
@@ -206,7 +220,7 @@ def c4_line_removals(texts: list[str], offsets: np.ndarray, index: np.ndarray, k
                      lines: tuple, removals: Removals) -> None:
     """Count (and keep) the lines C4 removed from the pages it kept, and the citation markers it cut."""
     line_doc, line_lo, line_hi, line_fate = lines
-    on_kept = np.isin(line_doc, kept) & (line_fate != k.LINE_KEPT) & (line_hi > line_lo)  # a blank line is no text
+    on_kept = np.isin(line_doc, kept) & (line_fate != LINE_KEPT) & (line_hi > line_lo)  # a blank line is no text
     if cited[kept].any():
         removals.add("c4_citation", int(np.count_nonzero(cited[kept])), int(cited[kept].sum()))
         removals.examples.setdefault("c4_citation", excerpt(texts[int(kept[np.flatnonzero(cited[kept])[0]])]))
@@ -231,8 +245,10 @@ def gopher_filter(texts: list[str], index: np.ndarray, cfg: BuildConfig,
                        cfg.gopher_max_mean_word, cfg.gopher_max_symbols, cfg.gopher_max_bullet_lines,
                        cfg.gopher_max_ellipsis_lines, cfg.gopher_min_alpha_words, cfg.gopher_min_stop_words],
                       np.float64)
+    from mlmprep.builder import _filter_kernels as k
+
     k.gopher_quality(cp, offsets[:-1], offsets[1:], kinds, limits, quality)
-    passed = np.flatnonzero(quality == k.Q_KEPT)
+    passed = np.flatnonzero(quality == Q_KEPT)
     repetition = np.empty(len(passed), np.int8)
     k.gopher_repetition(cp, offsets[:-1][passed], offsets[1:][passed], kinds,
                         np.array([cfg.gopher_max_dup_paragraphs, cfg.gopher_max_dup_paragraph_chars,
@@ -240,7 +256,7 @@ def gopher_filter(texts: list[str], index: np.ndarray, cfg: BuildConfig,
                         ngram_limits(cfg.gopher_top_ngrams, "--gopher-top-ngrams"),
                         ngram_limits(cfg.gopher_dup_ngrams, "--gopher-dup-ngrams"), repetition)
     fates = quality.astype(np.int64)
-    fates[passed] = np.where(repetition == k.R_KEPT, 0, 100 + repetition)
+    fates[passed] = np.where(repetition == R_KEPT, 0, 100 + repetition)
     for d in np.flatnonzero(fates).tolist():
         rule = GOPHER_QUALITY_RULES[fates[d]] if fates[d] < 100 else GOPHER_REPETITION_RULES[fates[d] - 100]
         removals.add(rule, 1, len(texts[d]))
