@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from mlmprep.builder.filters import (  # the codes the kernels return, and the kinds of code points
+from mlmprep.builder.filter_codes import (  # the codes the kernels return, and the kinds of code points
     ALPHA,
     DIGIT,
     LINE_JAVASCRIPT,
