@@ -62,7 +62,7 @@ APPLIES_WITH = {
 # options that name files or directories: a leading ~ is the home directory there too, since a --config file
 # (or --out=~/x) never passes through the shell's expansion
 PATH_OPTIONS = frozenset({"corpus", "dataset", "tokenizer", "out", "data", "sources", "validation", "model",
-                          "cache_dir", "exclude"})
+                          "cache_dir", "exclude", "c4_badwords"})
 
 # train option -> (the option, the values) it applies with: set to anything but its default elsewhere, it is ignored
 TRAIN_APPLIES_WITH = {
@@ -110,6 +110,46 @@ class BuildConfig:
                                  flags="--dedup-paragraphs/--no-dedup-paragraphs")
     paragraph_threshold: float = opt(0.8, "--dedup-paragraphs: the share of a line's word 13-grams seen earlier at "
                                      "which it is removed, in (0, 1].", panel="Dedup")
+    filters: str | None = opt(None, "Quality filters, comma-separated: 'c4' (T5's C4 rules as TFDS writes them: lines "
+                              "without a terminal mark, short, or about javascript or cookies removed, citation "
+                              "markers cut; pages with 'lorem ipsum' or '{', too long or of too few sentences "
+                              "dropped) and 'gopher' (Gopher's quality and repetition rules). None: no filter.",
+                              panel="Filters", metavar="SET,SET")
+    c4_min_words: int = opt(5, "--filters c4: words a line needs to stay.", panel="Filters")
+    c4_min_sentences: int = opt(3, "--filters c4: sentences a page's kept lines need.", panel="Filters")
+    c4_max_word_chars: int = opt(1000, "--filters c4: a line with a longer word is removed.", panel="Filters")
+    c4_max_chars: int = opt(190_000, "--filters c4: a longer page is dropped.", panel="Filters")
+    c4_badwords: str | None = opt(None, "--filters c4: a file of bad words, one a line (such as LDNOOBW's list); a "
+                                  "page with one in a kept line is dropped. None: no bad-words rule.",
+                                  panel="Filters", metavar="FILE")
+    gopher_min_words: int = opt(50, "--filters gopher: words (not only punctuation) a document needs.",
+                                panel="Filters")
+    gopher_max_words: int = opt(100_000, "--filters gopher: the most words a document may have.", panel="Filters")
+    gopher_min_mean_word: float = opt(3.0, "--filters gopher: the shortest mean word length.", panel="Filters")
+    gopher_max_mean_word: float = opt(10.0, "--filters gopher: the longest mean word length.", panel="Filters")
+    gopher_max_symbols: float = opt(0.1, "--filters gopher: the most '#', and the most ellipses, per word.",
+                                    panel="Filters")
+    gopher_max_bullet_lines: float = opt(0.9, "--filters gopher: the largest share of lines starting with a bullet.",
+                                         panel="Filters")
+    gopher_max_ellipsis_lines: float = opt(0.3, "--filters gopher: the largest share of lines ending in an ellipsis.",
+                                           panel="Filters")
+    gopher_min_alpha_words: float = opt(0.8, "--filters gopher: the smallest share of words holding a letter.",
+                                        panel="Filters")
+    gopher_min_stop_words: int = opt(2, "--filters gopher: of the, be, to, of, and, that, have, with: how many a "
+                                     "document must hold.", panel="Filters")
+    gopher_max_dup_paragraphs: float = opt(0.3, "--filters gopher: the largest share of paragraphs repeating an "
+                                           "earlier one.", panel="Filters")
+    gopher_max_dup_paragraph_chars: float = opt(0.2, "--filters gopher: the largest share of characters in repeated "
+                                                "paragraphs.", panel="Filters")
+    gopher_max_dup_lines: float = opt(0.3, "--filters gopher: the largest share of lines repeating an earlier one.",
+                                      panel="Filters")
+    gopher_max_dup_line_chars: float = opt(0.2, "--filters gopher: the largest share of characters in repeated "
+                                           "lines.", panel="Filters")
+    gopher_top_ngrams: str = opt("2:0.2,3:0.18,4:0.16", "--filters gopher: N:SHARE, the largest share of characters "
+                                 "in the most frequent word N-gram.", panel="Filters", metavar="N:SHARE,...")
+    gopher_dup_ngrams: str = opt("5:0.15,6:0.14,7:0.13,8:0.12,9:0.11,10:0.1", "--filters gopher: N:SHARE, the "
+                                 "largest share of characters in repeated word N-grams.", panel="Filters",
+                                 metavar="N:SHARE,...")
     tokenizer: str | None = opt(None, "tokenizer.json or a transformers directory, local or a URL. None: train one "
                                 "on the corpus (--tokenizer-type).", panel="Tokenizer", metavar="PATH")
     vocab_size: int = opt(32000, "Vocabulary of a trained tokenizer, sentinels included.", panel="Tokenizer")
@@ -160,6 +200,10 @@ class BuildConfig:
                                    "characters on each side; pieces under 200 characters, and documents cut into "
                                    "more than 10 pieces, are dropped.", panel="Output", metavar="FILE",
                                    shown="none")
+    keep_dropped: bool = opt(False, "Also write a `dropped` split of every text the build removed (duplicates, lines "
+                             "--dedup-paragraphs removed, what --filters and --exclude removed): each row its "
+                             "text, the rule and the document's number in the corpus.", panel="Output",
+                             flags="--keep-dropped/--no-keep-dropped")
     force: bool = opt(False, "Rebuild even if --out is up to date or was built with other options.", panel="Output")
     rows_per_file: int = opt(0, "Windows per data file of each split (0: about 512 K tokens' worth).", panel="Output")
     # speed only: these never change the bytes written
@@ -204,6 +248,15 @@ class BuildConfig:
             raise ConfigError(f"--paragraph-threshold must be in (0, 1], got {self.paragraph_threshold}; 0.8 is usual")
         if not 0.0 <= self.decontaminate_threshold < 1.0:
             raise ConfigError(f"--decontaminate-threshold must be in [0, 1), got {self.decontaminate_threshold}")
+        filter_sets(self.filters)
+        for name in ("c4_min_words", "c4_min_sentences", "c4_max_word_chars", "c4_max_chars", "gopher_min_words",
+                     "gopher_max_words", "gopher_min_stop_words"):
+            check_range("--" + name.replace("_", "-"), getattr(self, name), low=0)
+        for name in ("gopher_min_mean_word", "gopher_max_mean_word", "gopher_max_symbols", "gopher_max_bullet_lines",
+                     "gopher_max_ellipsis_lines", "gopher_min_alpha_words", "gopher_max_dup_paragraphs",
+                     "gopher_max_dup_paragraph_chars", "gopher_max_dup_lines", "gopher_max_dup_line_chars"):
+            if not math.isfinite(getattr(self, name)) or getattr(self, name) < 0:
+                raise ConfigError(f"--{name.replace('_', '-')} must be a finite number >= 0, got {getattr(self, name)}")
         if not 0.0 <= self.validation_fraction < 1.0:
             raise ConfigError(f"--validation-fraction must be in [0, 1), got {self.validation_fraction}")
         if self.corpus and self.dataset:
@@ -215,7 +268,7 @@ class BuildConfig:
                 raise ConfigError(f"--objective {self.objective} cuts its rows from the token stream; leave out "
                                   "--method text and --pack doc")
         if self.engine == "ray":  # every node must find the same files at the same paths: URLs, or shared disk
-            paths = [self.out, *self.corpus]
+            paths = [self.out, *self.corpus, *filter(None, [self.c4_badwords])]
             if self.dataset and Path(self.dataset.partition(":")[0]).exists():  # a save_to_disk directory
                 paths.append(self.dataset.partition(":")[0])
             for path in paths:
@@ -249,6 +302,29 @@ class BuildConfig:
         if self.objective != "ul2":  # the other objectives' identities stay what they were before ul2
             speed_only |= {"denoisers", "denoiser_weights"}
         return {k: v for k, v in to_dict(self).items() if k not in speed_only}
+
+
+FILTER_SETS = ("c4", "gopher")
+
+
+def applies_with_filters(name: str) -> tuple[str, Any]:
+    """APPLIES_WITH's entry of an option of filter set `name`."""
+    return f"--filters {name}", lambda c: name in filter_sets(c["filters"])
+
+
+APPLIES_WITH.update({f.name: applies_with_filters(f.name.split("_")[0]) for f in dataclasses.fields(BuildConfig)
+                     if f.name.startswith(FILTER_SETS)})
+
+
+def filter_sets(filters: str | None) -> tuple[str, ...]:
+    """The filter sets --filters names ("c4,gopher"), each once; () for None."""
+    names = tuple(dict.fromkeys(part.strip() for part in (filters or "").split(",") if part.strip()))
+    for name in names:
+        if name not in FILTER_SETS:
+            raise ConfigError(f"--filters: unknown filter set {name!r}; use c4, gopher or c4,gopher")
+    if filters is not None and not names:
+        raise ConfigError("--filters names no filter set; use c4, gopher or c4,gopher, or leave it out")
+    return names
 
 
 def local_workers_limit() -> int:

@@ -1355,6 +1355,56 @@ MUTANTS = [
     Mutant("mixture-source-unhashed", "mlmprep.train.mixture:Source.split",  # a mixture trains on changed bytes
            "identity=self.manifest.identity(self.seeds), rehash=True)", "identity=self.manifest.identity(self.seeds))",
            ("tests/train/test_replaced_build.py::test_a_mixture_source_changed_in_place_is_refused_when_its_pass_opens",)),
+    # ------------------------------------------------------------ quality filters (--filters c4,gopher)
+    Mutant("c4-min-words-off-by-one", "mlmprep.builder._filter_kernels:c4_pages",  # a 5-word line removed
+           "            if words < min_words:", "            if words <= min_words:",
+           ("tests/builder/test_filters.py",)),
+    Mutant("c4-javascript-drops-the-page", "mlmprep.builder._filter_kernels:c4_pages",  # a line rule on the page
+           "            elif javascript:\n                line_fate[line] = LINE_JAVASCRIPT",
+           "            elif javascript:\n                fate = PAGE_CURLY_BRACKET\n                line_fate[line] = LINE_STOP",
+           ("tests/builder/test_filters.py",)),
+    Mutant("c4-citations-kept", "mlmprep.builder._filter_kernels:c4_pages",  # "[1]" left in the page
+           "                    if j > 0:  # a marker", "                    if j > 10**9:  # a marker",
+           ("tests/builder/test_filters.py",)),
+    Mutant("c4-ellipsis-ends-a-line", "mlmprep.builder._filter_kernels:c4_pages",  # "..." taken as an end mark
+           "            if not (_is_end_mark(last) or last == 34) or ellipsis:",
+           "            if not (_is_end_mark(last) or last == 34):", ("tests/builder/test_filters.py",)),
+    Mutant("c4-sentences-per-line", "mlmprep.builder._filter_kernels:c4_pages",  # a line counts one sentence
+           "sentences += _sentences(out, w0, w, kinds)", "sentences += 1", ("tests/builder/test_filters.py",)),
+    Mutant("c4-reasons-swapped", "mlmprep.builder.filters",  # a dropped page's reason mislabeled
+           'PAGE_LOREM_IPSUM: "c4_lorem_ipsum",\n                 PAGE_CURLY_BRACKET: "c4_curly_bracket"',
+           'PAGE_LOREM_IPSUM: "c4_curly_bracket",\n                 PAGE_CURLY_BRACKET: "c4_lorem_ipsum"',
+           ("tests/builder/test_filters.py",)),
+    Mutant("gopher-word-count-off-by-one", "mlmprep.builder._filter_kernels:gopher_quality",  # 49 words kept
+           "        if plain < limits[0]:", "        if plain + 1 < limits[0]:", ("tests/builder/test_filters.py",)),
+    Mutant("gopher-symbol-words-counted", "mlmprep.builder._filter_kernels:gopher_quality",  # "-" is a word
+           "                has_plain |= not kind & SYMBOL", "                has_plain = True",
+           ("tests/builder/test_filters.py",)),
+    Mutant("gopher-reasons-swapped", "mlmprep.builder.filters",  # a dropped document's reason mislabeled
+           'Q_HASHES: "gopher_hashes", Q_ELLIPSES: "gopher_ellipses"',
+           'Q_HASHES: "gopher_ellipses", Q_ELLIPSES: "gopher_hashes"', ("tests/builder/test_filters.py",)),
+    Mutant("gopher-dup-ngrams-overlap", "mlmprep.builder._filter_kernels:_ngram_fate",  # a repeat counted n times
+           "                g += n\n", "                g += 1\n", ("tests/builder/test_filters.py",)),
+    Mutant("gopher-top-ngram-without-spaces", "mlmprep.builder._filter_kernels:_ngram_fate",
+           "chars[at + n] - chars[at] + n - 1", "chars[at + n] - chars[at]", ("tests/builder/test_filters.py",)),
+    Mutant("gopher-lines-from-stripped-text", "mlmprep.builder._filter_kernels:gopher_repetition",
+           "            count = _split_breaks(cp, a, b, 1, bounds)", "            count = _split_breaks(cp, lo, hi, 1, bounds)",
+           ("tests/builder/test_filters.py",)),
+    Mutant("filter-counts-first-batch-only", "mlmprep.builder.filters:add_totals",  # later shards not summed
+           '        mine["documents"] += count["documents"]', '        mine["documents"] = count["documents"]',
+           ("tests/builder/test_filters.py::test_a_build_keeps_the_references_pages_and_counts_each_rule",)),
+    Mutant("dropped-paragraphs-mislabeled", "mlmprep.builder.overlap:trimmed",  # a dropped row's reason wrong
+           '"dedup_paragraphs",', '"dedup_exact",',
+           ("tests/builder/test_filters.py::test_keep_dropped_writes_every_removal_with_its_rule_and_verify_checks_it",)),
+    Mutant("dropped-numbers-per-shard", "mlmprep.builder.dropped:write_split",  # document numbers restart per shard
+           "        first += read\n", "",
+           ("tests/builder/test_filters.py::test_keep_dropped_writes_every_removal_with_its_rule_and_verify_checks_it",)),
+    Mutant("dropped-filter-numbers-unmapped", "mlmprep.builder.pipeline:filtered",  # kept pages renumbered
+           "    return kept, numbers[index]", "    return kept, numbers[: len(kept)]",
+           ("tests/builder/test_filters.py::test_keep_dropped_writes_every_removal_with_its_rule_and_verify_checks_it",)),
+    Mutant("verify-ignores-dropped-counts", "mlmprep.builder.dropped:check_split",  # a split at odds with the stats
+           "        if want[0] != got[0] or", "        if False and",
+           ("tests/builder/test_filters.py::test_keep_dropped_writes_every_removal_with_its_rule_and_verify_checks_it",)),
     # ------------------------------------------------------------ the benchmarks page's sections
     Mutant("bench-docs-crossed-sections", "benchmarks.docs:write_section",  # a section holding another's marker is rewritten
            '    if "<!-- begin: " in content[start + len(begin):stop] or', '    if False and "<!-- begin: " in content[start + len(begin):stop] or',

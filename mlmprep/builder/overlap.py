@@ -126,27 +126,37 @@ class SeenLines:
         return (counts > 0) & (seen >= self.threshold * counts)
 
 
-def trimmed(batches: Iterable[list[str]], removed: np.ndarray, counts: dict) -> Iterator[list[str]]:
+def trimmed(batches: Iterable[list[str]], removed: np.ndarray, counts: dict, drops=None) -> Iterator[list[str]]:
     """The documents of `batches` less the lines `removed` flags (bool, every line of every document in order);
-    documents left blank are left out. Counts lines and characters removed and documents emptied."""
+    documents left blank are left out. Counts lines and characters removed and documents emptied. With `drops`
+    (dropped.ShardDrops), the removed lines are kept there, and each list's document numbers taken from
+    drops.pending and those of the documents passed on queued back in their place."""
     at = 0
     for docs in batches:
         lines_of = np.fromiter((doc.count("\n") + 1 for doc in docs), np.int64, len(docs))
         starts = at + starts_of(lines_of)
         touched = np.logical_or.reduceat(removed[at : starts[-1]], starts[:-1] - at)  # batches are never empty
-        at, kept = int(starts[-1]), []
-        for doc, start, count, touch in zip(docs, starts.tolist(), lines_of.tolist(), touched.tolist()):
+        numbers = drops.pending.popleft() if drops is not None else None
+        at, kept, passed = int(starts[-1]), [], []
+        for k, (doc, start, count, touch) in enumerate(zip(docs, starts.tolist(), lines_of.tolist(),
+                                                          touched.tolist())):
             if touch:  # only documents that lose a line are split into lines
                 lines, gone = doc.split("\n"), removed[start : start + count]
                 counts["lines_removed"] += int(gone.sum())
                 text = "\n".join(line for line, g in zip(lines, gone) if not g)
                 counts["characters_removed"] += len(doc) - len(text)
+                if drops is not None:
+                    drops.records.append((int(numbers[k]), "dedup_paragraphs",
+                                          "\n".join(line for line, g in zip(lines, gone) if g)))
                 if not text or text.isspace():
                     counts["documents_emptied"] += 1
                     continue
                 doc = text
             kept.append(doc)
+            passed.append(k)
         if kept:
+            if drops is not None:
+                drops.pending.appendleft(numbers[passed])
             yield kept
 
 
@@ -253,26 +263,35 @@ def exclusion_table(batches: Iterable[list[str]]) -> np.ndarray:
     return distinct(np.concatenate(parts)) if parts else np.zeros(0, np.uint64)
 
 
-def excluded(batches: Iterable[list[str]], table: np.ndarray, counts: dict) -> Iterator[list[str]]:
+def excluded(batches: Iterable[list[str]], table: np.ndarray, counts: dict, drops=None) -> Iterator[list[str]]:
     """The documents of `batches` with the text around every n-gram in `table` cut out (cut_matches): each piece
-    left becomes a document; the others pass untouched. Counts documents matched and dropped, pieces kept and
-    characters removed."""
+    left becomes a document (of the same number); the others pass untouched. Counts documents matched and
+    dropped, pieces kept and characters removed. With `drops` (dropped.ShardDrops), each matched document's
+    removed text is kept there, and each list's document numbers taken from drops.pending and those passed on
+    queued back in their place."""
     for docs in batches:
         hashes, per_doc = ngram_hashes(docs)
         hit = np.bincount(np.repeat(np.arange(len(docs)), per_doc), weights=member(hashes, table),
                           minlength=len(docs)) > 0
-        kept = []
-        for doc, touch in zip(docs, hit.tolist()):
+        numbers = drops.pending.popleft() if drops is not None else None
+        kept, passed = [], []
+        for k, (doc, touch) in enumerate(zip(docs, hit.tolist())):
             if not touch:
                 kept.append(doc)
+                passed.append(k)
                 continue
-            pieces, _ = cut_matches(doc, table)
+            pieces, removed = cut_matches(doc, table)
             counts["documents_matched"] += 1
             counts["documents_dropped"] += not pieces
             counts["pieces"] += len(pieces)
             counts["characters_removed"] += len(doc) - sum(map(len, pieces))
+            if drops is not None:
+                drops.records.append((int(numbers[k]), "exclude", "\n".join(removed)))
             kept += pieces
+            passed += [k] * len(pieces)
         if kept:
+            if drops is not None:
+                drops.pending.appendleft(numbers[passed])
             yield kept
 
 

@@ -41,8 +41,10 @@ from mlmprep import storage
 from mlmprep.builder import mask
 from mlmprep.builder.clean import clean_texts
 from mlmprep.builder.denoisers import SeedRows, row_offsets
+from mlmprep.builder.dropped import ShardDrops
 from mlmprep.builder.engine.base import Shipped, fetched
 from mlmprep.builder.engine.local import PRELOAD_TOKENIZER, in_forkserver
+from mlmprep.builder.filters import Removals, add_totals, filter_texts
 from mlmprep.builder.masker import Masker, mask_part
 from mlmprep.builder.overlap import excluded, exclusion_table, line_hashes, trimmed, window_hashes
 from mlmprep.builder.selection import (
@@ -158,16 +160,39 @@ def batched(texts: Iterable[str], max_chars: int) -> Iterator[list[str]]:
         yield batch
 
 
-def cleaned_batches(documents: Iterable[str], cfg: BuildConfig, counts: dict) -> Iterator[list[str]]:
-    """Documents, cleaned, in lists of about cfg.chunk_chars characters (see `batched`); characters removed
-    and documents left blank are counted in `counts`."""
+def cleaned_batches(documents: Iterable[str], cfg: BuildConfig, counts: dict,
+                    drops: ShardDrops | None = None) -> Iterator[list[str]]:
+    """Documents, cleaned and filtered (--filters), in lists of about cfg.chunk_chars characters (see `batched`);
+    characters removed and documents left blank are counted in `counts`, what each filter removed in
+    counts["filters"] (filters.Removals.totals). With `drops`, what the filters removed is kept there, and each
+    list's document numbers (as read) queued in drops.pending."""
     for batch in batched(documents, cfg.chunk_chars):
         texts, removed = clean_texts(batch, normalize_whitespace=cfg.normalize_whitespace, nfkc=cfg.nfkc)
         counts["characters_removed"] += removed
-        kept = [text for text in texts if text and not text.isspace()]
+        numbers = np.flatnonzero([bool(text) and not text.isspace() for text in texts])
+        kept = [texts[k] for k in numbers.tolist()]
         counts["documents_emptied"] += len(texts) - len(kept)
+        if drops is not None:
+            numbers += drops.read
+            drops.read += len(texts)
+        if cfg.filters and kept:
+            kept, numbers = filtered(kept, cfg, counts, drops, numbers)
         if kept:
+            if drops is not None:
+                drops.pending.append(numbers)
             yield kept
+
+
+def filtered(texts: list[str], cfg: BuildConfig, counts: dict, drops: ShardDrops | None,
+             numbers: np.ndarray) -> tuple[list[str], np.ndarray]:
+    """The documents --filters keeps and their numbers; what each rule removed added to counts["filters"] (and
+    kept in `drops`)."""
+    removals = Removals(keep=drops is not None)
+    kept, index = filter_texts(texts, cfg, removals)
+    add_totals(counts.setdefault("filters", {}), removals.totals())
+    if drops is not None:
+        drops.records += [(int(numbers[k]), rule, text) for k, rule, text in removals.kept]
+    return kept, numbers[index]
 
 
 @dataclass(frozen=True)
@@ -204,15 +229,15 @@ class TokenizeTask:
         return self.shard.describe()
 
 
-def shard_documents(task: TokenizeTask, stats: CorpusStats, clean: dict, lines: dict,
-                    cut: dict) -> Iterator[list[str]]:
-    """The shard's documents as phase 1 takes them: read, cleaned, less the lines --dedup-paragraphs removes and
-    the text --exclude cuts out (counted in `lines` and `cut`)."""
+def shard_documents(task: TokenizeTask, stats: CorpusStats, clean: dict, lines: dict, cut: dict,
+                    drops: ShardDrops | None = None) -> Iterator[list[str]]:
+    """The shard's documents as phase 1 takes them: read, cleaned and filtered, less the lines --dedup-paragraphs
+    removes and the text --exclude cuts out (counted in `lines` and `cut`; with `drops`, kept there)."""
     cfg = task.layout.cfg
     opts = ReadOptions(text_column=cfg.text_column, doc_sep=cfg.doc_sep, on_decode_error=cfg.on_decode_error)
-    batches = cleaned_batches(read_shard(task.shard, opts, stats), cfg, clean)
-    batches = batches if task.removed is None else trimmed(batches, task.removed, lines)
-    return batches if task.excluded is None else excluded(batches, task.excluded, cut)
+    batches = cleaned_batches(read_shard(task.shard, opts, stats), cfg, clean, drops)
+    batches = batches if task.removed is None else trimmed(batches, task.removed, lines, drops)
+    return batches if task.excluded is None else excluded(batches, task.excluded, cut, drops)
 
 
 EXCLUDED = ("documents_matched", "documents_dropped", "pieces", "characters_removed")  # a shard's --exclude counts
@@ -267,10 +292,13 @@ def tokenize_shard(task: TokenizeTask) -> dict:
     # call's ids become arrays while the other keeps the cores busy); a one-core worker does each in turn.
     overlap = layout.threads != 1
     described: list[dict[str, np.ndarray]] = []  # each batch's document keys and character counts
+    drops = ShardDrops() if cfg.keep_dropped else None
 
     def described_batches() -> Iterator[list[str]]:
-        for docs in shard_documents(task, stats, clean, lines, cut):
+        for docs in shard_documents(task, stats, clean, lines, cut, drops):
             described.append(describe_documents(docs, cfg, hashed))
+            if drops is not None:
+                drops.staged(docs, drops.pending.popleft(), keep_text=cfg.dedup != "off")
             yield docs
 
     batches = prefetch(described_batches()) if overlap else described_batches()
@@ -282,9 +310,12 @@ def tokenize_shard(task: TokenizeTask) -> dict:
         out = stage_ids(layout, index, batches, worker.tok, overlap, windows=hashed, held=held)
     per_doc = joined(described) if described else describe_documents([], cfg, hashed)
     stats.files, stats.files_skipped = 0, []
+    if drops is not None:
+        drops.write(Path(layout.stage), index)
     result = {**out, **per_doc, "stats": stats.as_dict(), "clean": clean,
               **({"lines": lines} if task.removed is not None else {}),
-              **({"excluded": cut} if task.excluded is not None else {})}
+              **({"excluded": cut} if task.excluded is not None else {}),
+              **({"documents_read": drops.read} if drops is not None else {})}
     return split_hashes(result, cfg) if hashed else result
 
 

@@ -7,6 +7,7 @@ import itertools
 
 import mlmprep
 from mlmprep.builder import mask
+from mlmprep.builder.filters import add_totals
 from mlmprep.builder.lengths import Lengths
 from mlmprep.builder.pipeline import EXCLUDED, VALIDATION_SLOT, TokenizeTask, shard_documents
 from mlmprep.builder.selection import EXCERPT_CHARS, Selection
@@ -31,6 +32,8 @@ def corpus_counts(corpus: Corpus, read: list[dict]) -> dict:
             if key == "missing_field_keys":
                 for name, count in value.items():
                     keys[name] = keys.get(name, 0) + count
+            elif key == "filters":  # --filters: per rule, in corpus order
+                add_totals(total.setdefault("filters", {}), value)
             elif key not in ("files", "files_skipped", "files_as_text"):
                 total[key] = total.get(key, 0) + value
     total["missing_field_keys"] = most_common_fields(keys)

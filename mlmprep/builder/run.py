@@ -21,11 +21,12 @@ from pathlib import Path
 import numpy as np
 
 from mlmprep import storage
-from mlmprep.builder import mask
+from mlmprep.builder import dropped, mask
 from mlmprep.builder.denoisers import add_mode_tokens, mode_tokens
 from mlmprep.builder.destination import build_destination
 from mlmprep.builder.engine import make_engine
 from mlmprep.builder.engine.base import Engine, TaskRun, run_tasks
+from mlmprep.builder.filters import badwords_pattern
 from mlmprep.builder.inputs import fetch_sources, fetch_tokenizer, named_as
 from mlmprep.builder.lengths import Lengths
 from mlmprep.builder.outputs import OutputFiles, Staging, counted_tasks, finish_splits, plan_rest, side_size
@@ -47,13 +48,14 @@ from mlmprep.builder.pipeline import (
     write_file,
 )
 from mlmprep.builder.record import corpus_counts, dedup_stats, finish_manifest, wrapped_prose
-from mlmprep.builder.selection import MOVED_PICKS, SIDES, Selection, decontaminating, held_apart
+from mlmprep.builder.selection import DROPPED, MOVED_PICKS, SIDES, Selection, decontaminating, held_apart
 from mlmprep.builder.staged import STAGING, Layout, adopt_tokenizer
 from mlmprep.builder.tokenizer_file import train_for_build
 from mlmprep.builder.windows import WindowStats
 from mlmprep.config import BuildConfig
 from mlmprep.corpus.documents import Corpus, open_corpus
 from mlmprep.corpus.streams import let_go_streams
+from mlmprep.errors import ConfigError
 from mlmprep.format.manifest import Manifest
 from mlmprep.format.publish import scratch_directory
 from mlmprep.format.write import format_version, strict, write_hf_tokenizer
@@ -77,6 +79,8 @@ def build(cfg: BuildConfig, *, log: Callable[[str], None] = print) -> BuildResul
     """Build `cfg.out` (a directory, or a prefix on object storage), or report it up to date when it already
     holds this build of this corpus."""
     options = storage.parse_options(cfg.storage_options)
+    if cfg.c4_badwords:
+        badwords_pattern(cfg.c4_badwords)  # a list that cannot be read fails here, not in a worker
     destination = build_destination(cfg.out, options)  # before reading the corpus or training a tokenizer
     lengths = Lengths.of_options(cfg)
     destination.check_outside(cfg.corpus)
@@ -170,6 +174,10 @@ def write_build(cfg: BuildConfig, corpus: Corpus, tok, stage: Path, log: Callabl
         timings["tokenize_s"] = tasks.reading.finished - pipeline_started
         timings["mask_and_write_s"] = time.perf_counter() - tasks.reading.finished
     splits, masker = finish_splits(stage, tasks.layout, ids, tasks.by_file(results), cfg.seeds, tasks.stats)
+    if cfg.keep_dropped:
+        splits[dropped.SPLIT] = dropped.write_split(
+            stage, [np.flatnonzero(fates == DROPPED) for fates in tasks.selection.fates],
+            [result["documents_read"] for result in tasks.reading.results], cfg.dedup)
     shutil.rmtree(stage / STAGING)
     timings["pipeline_s"] = time.perf_counter() - pipeline_started
     timings["total_s"] = time.perf_counter() - started
@@ -209,6 +217,10 @@ class BuildTasks:
         # tasks on Ray nodes that share no disk with this process (which stages a build to object storage) are detached
         self.staging = Staging(stage, engine, detached=not engine.shares_disk and stages_apart,
                                apart=held_apart(cfg))
+        if cfg.keep_dropped and self.staging.detached:
+            raise ConfigError("--keep-dropped: the Ray nodes share no disk with this build's stage, where the removed "
+                              "text is gathered; stage the build on shared storage (an --out every node sees) or "
+                              "leave --keep-dropped out")
         self.stats = WindowStats(method=cfg.method, row_length=lengths.content, unk_id=ids.unk)
         self.files = {side: OutputFiles(self.layout, lengths.rows_per_file, len(self.shards),
                                         tuple(mask.row_seed(cfg.seed, k) for k in range(cfg.seeds)),

@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 
 from mlmprep import storage
-from mlmprep.builder import _kernels, mask
+from mlmprep.builder import _kernels, dropped, mask
 from mlmprep.builder.denoisers import Cursor, Mixture, row_offsets, seed_rows
 from mlmprep.builder.lengths import window_and_target
 from mlmprep.builder.masker import Masker
@@ -93,8 +93,10 @@ def verify(out: str | Path, *, sample: int | None = None, seed: int = 0, storage
     check_files(out, manifest, report)
     tok = check_tokenizer(out, manifest, report)
     check_manifest(manifest, report)
-    splits = {name: read_split(out, name, manifest, report) for name in manifest.splits}
-    report.splits = len(splits)
+    splits = {name: read_split(out, name, manifest, report) for name in manifest.splits if name != dropped.SPLIT}
+    if dropped.SPLIT in manifest.splits:
+        report.problems += dropped.check_split(out, manifest)
+    report.splits = len(manifest.splits)
     if tok is None or report.problems:
         return report  # rows cannot be trusted against damaged files
     ids = special_ids(tok)
@@ -132,7 +134,8 @@ NEEDED = ("input_length", "seed", "noise_density", "mean_span_length", "mlm_prob
 def check_files(out: Path, manifest: Manifest, report: Report) -> None:
     """Every split a build has is listed, and every file of each; every listed file inside the build, there, at its
     size and sha256."""
-    for name in sorted(SPLITS.union(manifest.seed_splits) - manifest.splits.keys()):
+    kept = {dropped.SPLIT} if manifest.config.get("keep_dropped") else set()
+    for name in sorted(SPLITS.union(manifest.seed_splits, kept) - manifest.splits.keys()):
         report.problems.append(f"manifest.json: lists no split {name}, which every build has")
     report.problems += [f"{p.name}/: a split directory the manifest does not list" for p in sorted(out.iterdir())
                         if p.is_dir() and p.name not in manifest.splits]

@@ -26,6 +26,7 @@ from mlmprep.format.report import (
     disk_line,
     exclusion_lines,
     figure,
+    filter_lines,
     masking_line,
     missing_field_warning,
     missing_figures_note,
@@ -140,6 +141,8 @@ def summary(build: Path, manifest: Manifest) -> str:
         ("corpus", manifest.corpus.description),
         *(("dedup" if k == 0 else "", line.strip()) for k, line in enumerate(dedup_lines(stats))),  # clusters beneath
         *(("paragraphs", line.removeprefix("paragraph dedup: ")) for line in paragraph_lines(stats)),
+        *(("filters" if k == 0 else "", line.strip().removeprefix("filters: ")) for k, line in
+          enumerate(filter_lines(stats))),
         *(("contamination" if k == 0 else "", line.strip() if k else line.split(": ", 1)[1])
           for k, line in enumerate(contamination_lines(stats))),
         *(("excluded", line.removeprefix("excluded: ")) for line in exclusion_lines(stats)),

@@ -39,7 +39,7 @@ MAX_SEED = 1 << 64  # seeds are uint64
 MAX_TEXT = 4096  # characters of one string in an open mapping
 MAX_ITEMS = 10_000  # entries of one list or mapping
 MAX_DEPTH = 6  # nesting of an open mapping (corpus.stats.dedup.examples[k].excerpt is 4 deep)
-SPLIT_NAME = re.compile(r"(windows|validation|validation-windows|seed-(0|[1-9][0-9]{0,5}))")
+SPLIT_NAME = re.compile(r"(windows|validation|validation-windows|dropped|seed-(0|[1-9][0-9]{0,5}))")
 FILE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,199}")  # no separator, no "..", no leading dot
 SHA256 = re.compile(r"[0-9a-f]{64}")
 
@@ -324,6 +324,12 @@ CORPUS_STATS["exclusion"] = (
     "an object of files, documents, ngrams, ngram, margin, documents_matched, documents_dropped, pieces and "
     "characters_removed")
 
+FILTER_COUNTS = {"documents": COUNT, "characters": COUNT,
+                 "example": (lambda v: isinstance(v, str) and len(v) <= MAX_TEXT, "a string")}
+CORPUS_STATS["filters"] = (
+    lambda v: isinstance(v, dict) and all(typed_object(c, FILTER_COUNTS, required=FILTER_COUNTS) for c in v.values()),
+    "an object of rules, each an object of documents, characters and an example")
+
 
 def typed_object(value, types: dict, *, required) -> bool:
     """Whether `value` is a mapping of exactly the keys of `types`, those `required` among them, each of its type."""
@@ -404,7 +410,8 @@ class Manifest:
         splits_data = r.take("splits", lambda v: isinstance(v, dict) and len(v) <= MAX_ITEMS, "an object of splits")
         for name in splits_data:
             if not SPLIT_NAME.fullmatch(name):
-                fail(f"splits.{_show(name)} is not a split name (windows, validation, validation-windows, seed-K)")
+                fail(f"splits.{_show(name)} is not a split name (windows, validation, validation-windows, dropped, "
+                     "seed-K)")
         splits = {name: SplitRecord.from_json(entry, f"splits.{name}", fail) for name, entry in splits_data.items()}
         seeds_data = r.take("seeds", lambda v: isinstance(v, list) and len(v) <= MAX_ITEMS, "a list of seeds")
         seeds = []

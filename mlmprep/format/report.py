@@ -27,6 +27,7 @@ def build_summary(out: Path, manifest: Manifest) -> str:
         *wrapped_prose_hint(manifest.corpus.stats),
         *dedup_lines(manifest.corpus.stats),
         *paragraph_lines(manifest.corpus.stats),
+        *filter_lines(manifest.corpus.stats),
         *contamination_lines(manifest.corpus.stats),
         *exclusion_lines(manifest.corpus.stats),
         *as_text_note(manifest.corpus.stats),
@@ -65,6 +66,8 @@ def masking_line(manifest: Manifest, name: str) -> str:
         return f"{len(manifest.denoisers)} denoisers: see the table by denoiser"
     if name.endswith("windows"):
         return "unmasked windows"
+    if name == "dropped":
+        return "text the build removed: document, reason, text"
     if manifest.splits[name].rows:
         return "masking statistics missing from the manifest"
     return "masked, no rows"  # validation at --validation-fraction 0: no statistics to give
@@ -288,6 +291,20 @@ def exclusion_lines(stats: dict) -> list[str]:
             f"matched {x['documents_matched']:,} documents; {x['characters_removed']:,} characters cut out "
             f"({x['margin']} on each side of a match), {x['documents_dropped']:,} documents dropped whole, "
             f"{x['pieces']:,} pieces kept as documents"]
+
+
+def filter_lines(stats: dict) -> list[str]:
+    """What --filters removed, rule by rule: documents (dropped, or that lost lines), characters and the start of
+    the first removal; none for a build without filters."""
+    f = stats.get("filters")
+    if not f:
+        return []
+    lines = [f"filters: {sum(c['characters'] for c in f.values()):,} characters removed; by rule, the documents it "
+             "dropped or took lines from, the characters and the start of its first removal:"]
+    width = max(map(len, f))
+    lines += [f"  {rule:<{width}}  {c['documents']:>9,}  {c['characters']:>12,}  {c['example'][:70]!r}"
+              for rule, c in sorted(f.items(), key=lambda item: -item[1]["characters"])]
+    return lines
 
 
 def contamination_lines(stats: dict) -> list[str]:

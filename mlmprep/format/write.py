@@ -210,6 +210,32 @@ def write_part(path: Path, widths: dict[str, int | None], dtypes: dict[str, np.d
     return {"rows": rows, "bytes": path.stat().st_size, "sha256": file_sha256(path)}
 
 
+def write_text_part(path: Path, columns: dict[str, list], types: dict[str, str]) -> dict | None:
+    """One data file of a split of plain columns (`types`: column -> Arrow type name, such as "int64" or
+    "string"), as write_part writes token columns: record batches of BATCH_ROWS rows, a temporary name renamed.
+    Returns its rows, bytes and sha256; None (and no file) for no rows."""
+    import pyarrow as pa
+
+    rows = len(next(iter(columns.values())))
+    if rows == 0:
+        return None
+    schema = text_schema(types)
+    tmp = path.with_name(path.name + ".tmp")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_stream(sink, schema) as writer:
+        for start in range(0, rows, BATCH_ROWS):
+            writer.write_batch(pa.record_batch([pa.array(columns[name][start : start + BATCH_ROWS], type=field.type)
+                                                for name, field in zip(schema.names, schema)], schema=schema))
+    os.replace(tmp, path)
+    return {"rows": rows, "bytes": path.stat().st_size, "sha256": file_sha256(path)}
+
+
+def text_schema(types: dict[str, str]) -> pa.Schema:
+    import pyarrow as pa
+
+    return pa.schema([(name, pa.type_for_alias(kind)) for name, kind in types.items()])
+
+
 def split_schema(widths: dict[str, int | None], dtypes: dict[str, np.dtype]) -> pa.Schema:
     import pyarrow as pa
 
@@ -218,16 +244,18 @@ def split_schema(widths: dict[str, int | None], dtypes: dict[str, np.dtype]) -> 
 
 
 def finish_split(directory: Path, widths: dict[str, int | None], dtypes: dict[str, np.dtype],
-                 parts: list[tuple[Path, dict | None]]) -> dict:
+                 parts: list[tuple[Path, dict | None]], *, columns: dict[str, str] | None = None) -> dict:
     """Name a split's written parts data-0000k-of-0000K.arrow in order (parts without rows have no file; a
-    split without rows gets one empty file, so it loads), write datasets' metadata; return the manifest entry."""
+    split without rows gets one empty file, so it loads), write datasets' metadata; return the manifest entry.
+    `columns`: the types of a split of plain columns (write_text_part) instead of `widths` and `dtypes`."""
     written = [(path, info) for path, info in parts if info is not None]
     directory.mkdir(parents=True, exist_ok=True)
     if not written:
         import pyarrow as pa
 
         path = part_path(directory, 0)
-        with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_stream(sink, split_schema(widths, dtypes)):
+        schema = split_schema(widths, dtypes) if columns is None else text_schema(columns)
+        with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_stream(sink, schema):
             pass
         written = [(path, {"rows": 0, "bytes": path.stat().st_size, "sha256": file_sha256(path)})]
     files = []

@@ -26,7 +26,7 @@ from mlmprep.config_files import make_config, read_config_file
 ROOT = Path(__file__).resolve().parents[2]
 
 COMMANDS = {  # command words -> the option groups its help shows, in order (the lone --help goes under "Options")
-    ("build",): ["Input", "Dedup", "Tokenizer", "Windows", "Masking", "Output", "Speed"],
+    ("build",): ["Input", "Dedup", "Filters", "Tokenizer", "Windows", "Masking", "Output", "Speed"],
     ("train",): ["Data", "Mixture", "Model", "Batching", "Optimizer", "Schedule", "Checkpoints and logs", "Speed",
                  "Remote data"],
     ("compare-methods",): ["Presets", "Input", "Build", "Training", "Output", "Speed"],
