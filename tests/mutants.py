@@ -449,6 +449,9 @@ MUTANTS = [
     Mutant("pool-per-call", "mlmprep.builder.engine.local:LocalEngine.results",  # a session's calls each start a pool (phase 2 re-forks, reloads)
            "if self in POOLS:  # inside a session", "if False:  # inside a session",
            ("tests/builder/test_engine.py",)),
+    Mutant("dropped-exclude-keeps-only-the-first-cut", "mlmprep.builder.overlap:excluded",  # --keep-dropped
+           '"exclude", "\\n".join(removed)', '"exclude", "\\n".join(removed[:1])',
+           ("tests/builder/test_exclude.py",)),
     Mutant("pool-made-with-ctrl-c-live", "mlmprep.builder.engine.local:LocalPool.__init__",  # a semaphore leaks
            "with ctrl_c_held():", "if True:",
            ("tests/builder/test_engine.py",)),

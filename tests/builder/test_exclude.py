@@ -121,6 +121,27 @@ def test_a_build_with_exclude_is_the_build_of_the_pieces(tmp_path, corpus, tiny_
             f"{matched} documents") in build_summary(built, read_manifest(built))
 
 
+def test_keep_dropped_holds_what_exclude_cut_from_each_matched_document(tmp_path, corpus, tiny_tokenizer_path):
+    """--keep-dropped: one `exclude` row per matched document (its number in the corpus), whose text is that
+    document's characters less the reference's pieces; verify accepts the split."""
+    from collections import Counter
+
+    from mlmprep.builder.dropped import split_rows
+
+    path, evaluation, docs, passages = corpus
+    grams = {g for p in passages for g in word_ngrams(p)}
+    built = build_tiny(tmp_path / "b", path, tiny_tokenizer_path, validation_fraction=0.0, dedup="off",
+                       exclude=(str(evaluation),), keep_dropped=True, workers=2, shard_bytes=6000)
+    rows = [r for r in split_rows(built) if r[1] == "exclude"]
+    matched = [k for k, doc in enumerate(docs) if any(g in grams for g in word_ngrams(doc))]
+    assert [r[0] for r in rows] == matched
+    for number, _, text in rows:
+        kept = "".join(excluded_pieces(docs[number], grams))
+        assert Counter(text.replace("\n", "")) == Counter(docs[number]) - Counter(kept), number
+    verified = run_cli("verify", built)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+
+
 @pytest.mark.parametrize("name, content, message", [
     ("missing.txt", None, "--exclude: {path}: no such file or directory"),
     ("empty.txt", "\n\n", "--exclude {path}: no text to exclude"),
