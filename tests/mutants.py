@@ -417,7 +417,8 @@ MUTANTS = [
            '            counts["pieces"] += len(pieces)\n', "",
            ("tests/builder/test_exclude.py::test_a_build_with_exclude_is_the_build_of_the_pieces",)),
     Mutant("exclude-not-applied", "mlmprep.builder.pipeline:shard_documents",  # exclusion left out of phase 1
-           "return batches if task.excluded is None else excluded(batches, task.excluded, cut)", "return batches",
+           "return batches if task.excluded is None else excluded(batches, task.excluded, cut, drops)",
+           "return batches",
            ("tests/builder/test_exclude.py::test_a_build_with_exclude_is_the_build_of_the_pieces",)),
     Mutant("contamination-gpt3-any", "mlmprep.builder.overlap:measures",  # two shared n-grams needed, not one
            "minlength=len(documents)) > 0", "minlength=len(documents)) > 1",
