@@ -56,6 +56,17 @@ MUTANTS = [
     Mutant("store-attempts-fixed", "mlmprep.storage:attempts_per_request",  # AWS_MAX_ATTEMPTS does not act
            "    return int(given) if given.isdigit() and int(given) > 0 else RETRIES", "    return RETRIES",
            ("tests/test_storage_faults.py::test_a_long_outage_is_one_line_and_the_next_build_takes_the_lock_over",)),
+    Mutant("store-expect-kept", "mlmprep.storage:send_without_expect",  # uploads wait for "100 Continue" for ever
+           '    request.headers.pop("Expect", None)', "    pass",
+           ("tests/test_storage_faults.py::test_a_store_gone_silent_is_one_line_after_the_read_timeout",
+            "tests/test_storage_faults.py::"
+            "test_a_build_whose_store_goes_silent_mid_upload_fails_in_bounded_time_and_leaves_nothing")),
+    Mutant("store-read-timeout-dropped", "mlmprep.storage:client_options",  # s3fs's own 15 s, whatever mlmprep says
+           '"connect_timeout": CONNECT_TIMEOUT, "read_timeout": READ_TIMEOUT,', '"connect_timeout": CONNECT_TIMEOUT,',
+           ("tests/test_storage_faults.py::test_a_store_gone_silent_is_one_line_after_the_read_timeout",)),
+    Mutant("store-given-config-dropped", "mlmprep.storage:client_options",  # --storage-options' timeouts ignored
+           "**(config if isinstance(config, dict) else {})}", "}",
+           ("tests/test_storage_faults.py::test_a_store_gone_silent_is_one_line_after_the_read_timeout",)),
     Mutant("stale-lock-needs-force", "mlmprep.format.publish:take_over",  # a dead process's lock is kept till --force
            "    if not here and not force:", "    if not force:",
            ("tests/test_storage_faults.py::"

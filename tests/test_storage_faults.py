@@ -10,6 +10,7 @@ import os
 import signal
 import socket
 import subprocess
+import threading
 import time
 
 import pytest
@@ -184,3 +185,65 @@ def test_a_build_stopped_between_its_commit_and_its_lock_removal_leaves_a_lock_t
     s3.fs().pipe(out.removeprefix("s3://") + "/.mlmprep-lock", json.dumps(lock).encode())
     refused = run(*build_args(tiny_corpus, out, tok), env={})
     assert_refused(refused.returncode, refused.stderr, "locked by a build of pid", "--force")
+
+
+def test_a_store_gone_silent_is_one_line_after_the_read_timeout(s3, switch_proxy, monkeypatch):
+    """A store that accepts and reads but never answers or closes (a black hole): an upload (which would wait for
+    "100 Continue" for ever) and a read each fail in one attempt of the read timeout, mlmprep's own (READ_TIMEOUT)
+    or one --storage-options gives, naming the URL."""
+    from mlmprep import storage
+    from mlmprep.errors import CacheError
+
+    url = f"s3://{s3.bucket()}/x"
+    storage.write(url, b"there")
+    switch_proxy.swallow()
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
+    monkeypatch.setattr(storage, "READ_TIMEOUT", 1)
+    for call, timeout in [(lambda: storage.write(url, b"x" * 100_000), 1), (lambda: storage.read_bytes(url), 1),
+                          (lambda: storage.write(url, b"x", {"config_kwargs": {"read_timeout": 3}}), 3)]:
+        start = time.monotonic()
+        error = raised_within(timeout + 8, call)  # an upload waited for ever; s3fs's own read timeout is 15 s
+        assert timeout <= time.monotonic() - start  # that read timeout, once
+        assert isinstance(error, CacheError) and str(error).startswith(
+            f"{url}: the store did not answer in 1 attempt per request"), error
+
+
+def raised_within(seconds: float, call):
+    """What `call()` raises (None if nothing), failing the test if it still runs after `seconds` (left to run on
+    in a daemon thread, so a hang fails rather than holds the suite)."""
+    outcome: list = []
+
+    def target():
+        try:
+            call()
+            outcome.append(None)
+        except Exception as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert outcome, f"still waiting after {seconds} s"
+    return outcome[0]
+
+
+def test_a_build_whose_store_goes_silent_mid_upload_fails_in_bounded_time_and_leaves_nothing(
+        s3, switch_proxy, tmp_path, tiny_corpus, tok, local_reference):  # noqa: F811
+    """The store turns into a black hole at the third PUT (the probe, the lock, then the files): the build ends
+    in one line naming --out after the read timeout, its local scratch gone; once the store is back the next
+    build takes the dead build's lock over and equals the local build."""
+    out = f"s3://{s3.bucket()}/data"
+    switch_proxy.down_at(3, 3600, silent=True)
+    env = {"TMPDIR": str(tmp_path), "AWS_MAX_ATTEMPTS": "1"}
+    quick = json.dumps({"config_kwargs": {"read_timeout": 3}})
+    start = time.monotonic()
+    failed = run(*build_args(tiny_corpus, out, tok, "--storage-options", quick), env=env, timeout=300)
+    assert time.monotonic() - start < 120
+    assert_refused(failed.returncode, failed.stderr, out, "did not answer in 1 attempt", "Read timeout")
+    assert list(tmp_path.iterdir()) == []
+    switch_proxy.start()
+    assert "manifest.json" not in listing(s3, out)
+    again = run(*build_args(tiny_corpus, out, tok), env=env)
+    assert again.returncode == 0, again.stderr
+    assert remote_files(s3, out) == data_files(local_reference) and ".mlmprep-lock" not in listing(s3, out)
+    assert list(tmp_path.iterdir()) == []
