@@ -77,12 +77,18 @@ MUTANTS = [
     Mutant("foreign-lock-taken-without-force", "mlmprep.format.publish:take_over",  # another host's lock just taken
            "    if not here and not force:", "    if False:",
            ("tests/test_storage_faults.py::test_a_lock_from_another_host_is_named_and_taken_over_only_with_force",)),
-    Mutant("dead-scratch-kept", "mlmprep.format.publish:scratch_directory",  # a killed build's MBs stay in $TMPDIR
+    Mutant("dead-scratch-kept", "mlmprep.format.scratch:scratch_directory",  # a killed build's MBs stay in $TMPDIR
            "    remove_dead_scratch(Path(tempfile.gettempdir()))\n", "",
            ("tests/test_storage_faults.py::test_a_killed_builds_lock_and_scratch_are_taken_over_and_removed",)),
-    Mutant("live-scratch-removed", "mlmprep.format.publish:remove_dead_scratch",  # a running build's scratch deleted under it
+    Mutant("live-scratch-removed", "mlmprep.format.scratch:remove_dead_scratch",  # a running build's scratch deleted under it
            "named[2] == host and not pid_alive(int(named[1]))", "named[2] == host",
            ("tests/test_storage_faults.py::test_a_killed_builds_lock_and_scratch_are_taken_over_and_removed",)),
+    Mutant("multiprocessing-in-pymp", "mlmprep.format.scratch:multiprocessing_in_scratch",  # a killed build's pymp-*
+           '    config["tempdir"] = path', "    pass",  # stays in $TMPDIR
+           ("tests/builder/test_crash.py::test_a_killed_builds_temporary_files_go_with_the_next_build",)),
+    Mutant("multiprocessing-dir-not-set-up", "mlmprep.builder.engine.local:start_forkserver",  # the CLI's prestart
+           "    multiprocessing_in_scratch()", "    pass",  # makes pymp-* before any scratch_directory
+           ("tests/builder/test_crash.py::test_a_killed_builds_temporary_files_go_with_the_next_build",)),
     Mutant("checkpoint-tmp-left", "mlmprep.train.checkpoint:save",  # a failed checkpoint leaves .checkpoint-N.tmp
            "            shutil.rmtree(tmp, ignore_errors=True)\n            if problem is None:",
            "            if problem is None:", ("tests/test_disks.py",)),

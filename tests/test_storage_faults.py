@@ -200,7 +200,7 @@ def test_a_store_gone_silent_is_one_line_after_the_read_timeout(s3, switch_proxy
     monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
     monkeypatch.setattr(storage, "READ_TIMEOUT", 1)
     for call, timeout in [(lambda: storage.write(url, b"x" * 100_000), 1), (lambda: storage.read_bytes(url), 1),
-                          (lambda: storage.write(url, b"x", {"config_kwargs": {"read_timeout": 3}}), 3)]:
+                          (lambda: storage.write(url, b"x", {"config_kwargs": {"read_timeout": 6}}), 6)]:
         start = time.monotonic()
         error = raised_within(timeout + 8, call)  # an upload waited for ever; s3fs's own read timeout is 15 s
         assert timeout <= time.monotonic() - start  # that read timeout, once
