@@ -216,11 +216,12 @@ class SwitchProxy:
     client's pool, and each new one is reset as soon as it is made, as when a store goes down; started, it
     forwards again. A black hole (`swallow`) is the silent outage: every connection, open or new, is kept open and
     read, and nothing is forwarded or answered, as behind a dead route or a stuck middlebox (no reset ever comes).
-    `puts` counts the HTTP PUT requests that opened a client's write (uploads under way)."""
+    `requests` counts the HTTP requests clients began, `puts` those that were PUTs (uploads under way)."""
 
     def __init__(self, upstream: tuple[str, int]):
-        self.upstream, self.puts, self.down, self.hole = upstream, 0, False, False
-        self.outage: tuple[int, float, bool] | None = None  # (at the PUT numbered, for seconds, silent): see down_at
+        self.upstream, self.requests, self.puts, self.down, self.hole = upstream, 0, 0, False, False
+        self.outage: tuple[int, float, bool, bool] | None = None  # (at the request numbered, for seconds, silent,
+        # counting PUTs alone): see down_at
         self.cut = 0  # connections reset while down, open ones and new ones
         self._lock = threading.Lock()
         self._sockets: set[socket.socket] = set()
@@ -247,10 +248,11 @@ class SwitchProxy:
         for s in sockets:
             reset(s)
 
-    def down_at(self, put: int, seconds: float, silent: bool = False) -> None:
-        """Stop (or, `silent`, become a black hole) when the client begins its `put`-th PUT (that upload among
-        those under way is cut, or left waiting), and start again `seconds` later."""
-        self.outage = (put, seconds, silent)
+    def down_at(self, put: int, seconds: float, silent: bool = False, any_request: bool = False) -> None:
+        """Stop (or, `silent`, become a black hole) when the client begins its `put`-th PUT (or, `any_request`, its
+        `put`-th request of any kind), that request among those under way cut or left waiting, and start again
+        `seconds` later."""
+        self.outage = (put, seconds, silent, any_request)
 
     def close(self) -> None:
         self.stop()
@@ -291,12 +293,16 @@ class SwitchProxy:
     def _pump(self, src: socket.socket, dst: socket.socket | None, requests: bool) -> None:
         with contextlib.suppress(OSError):
             while chunk := src.recv(65536):
-                if requests and chunk.startswith(b"PUT "):
-                    self.puts += 1
-                    if self.outage is not None and self.puts == self.outage[0]:
-                        _, seconds, silent = self.outage
+                if requests and chunk.startswith(METHODS):
+                    self.requests += 1
+                    self.puts += chunk.startswith(b"PUT ")
+                    if self.outage is not None and self.outage[0] == (
+                            self.requests if self.outage[3] else self.puts if chunk.startswith(b"PUT ") else 0):
+                        _, seconds, silent, _ = self.outage
                         self.swallow() if silent else self.stop()
-                        threading.Timer(seconds, self.start).start()
+                        back = threading.Timer(seconds, self.start)
+                        back.daemon = True  # an outage "for ever" never holds the test process at its exit
+                        back.start()
                         if not silent:
                             return
                 if dst is not None and not self.hole:
@@ -304,6 +310,9 @@ class SwitchProxy:
         if dst is not None and not self.hole:  # in a black hole, no end is passed on either
             with contextlib.suppress(OSError):
                 dst.shutdown(socket.SHUT_WR)
+
+
+METHODS = (b"GET ", b"PUT ", b"HEAD ", b"POST ", b"DELETE ")  # how a chunk that begins a request begins
 
 
 def reset(s: socket.socket) -> None:
