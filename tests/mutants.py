@@ -1188,7 +1188,7 @@ MUTANTS = [
     Mutant("fifo-opened", "mlmprep.format.manifest:member",  # a FIFO for a file is opened, and waited on
            "    if kind := not_regular(path):", "    if False:",
            ("tests/format/test_build_files.py::test_a_fifo_or_a_directory_for_a_file_is_reported_not_waited_on",)),
-    Mutant("fifo-open-blocks", "mlmprep.format.manifest:open_regular",  # a FIFO swapped in after a check is waited on
+    Mutant("fifo-open-blocks", "mlmprep.format.regular:open_regular",  # a FIFO swapped in after a check is waited on
            "    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, \"O_CLOEXEC\", 0))",
            "    fd = os.open(path, os.O_RDONLY | getattr(os, \"O_CLOEXEC\", 0))",
            ("tests/format/test_build_files.py::test_reading_a_fifo_is_refused_even_after_a_check_said_regular",)),

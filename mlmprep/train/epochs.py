@@ -150,7 +150,7 @@ def child_digests(paths: list[Path], ahead: Ahead | None = None) -> list[str]:
     if ahead is not None and ahead.stopped:
         return ["-"] * len(paths)
     nice = [found, "-n", "19"] if (found := shutil.which("nice")) else []  # its start-up too, not only the hashing
-    with subprocess.Popen([*nice, sys.executable, "-m", "mlmprep.format.manifest", *map(str, paths)],
+    with subprocess.Popen([*nice, sys.executable, "-m", "mlmprep.format.regular", *map(str, paths)],
                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL) as child:
         if ahead is not None:
             ahead.children.append(child)
