@@ -125,9 +125,9 @@ def client_options(proto: str, given: dict) -> dict:
     options: dict = {"skip_instance_cache": True, **given}  # the caller's cache is the one that knows the environment
     if proto in ("s3", "s3a"):
         config = given.get("config_kwargs", {})
-        options["config_kwargs"] = {"retries": {"total_max_attempts": attempts_per_request(), "mode": "standard"},
-                                    "connect_timeout": CONNECT_TIMEOUT, "read_timeout": READ_TIMEOUT,
-                                    **(config if isinstance(config, dict) else {})}
+        if isinstance(config, dict):  # anything else is the file system's to refuse
+            options["config_kwargs"] = {"retries": {"total_max_attempts": attempts_per_request(), "mode": "standard"},
+                                        "connect_timeout": CONNECT_TIMEOUT, "read_timeout": READ_TIMEOUT, **config}
         if "session" not in given:
             options["session"] = s3_session(given.get("profile"))
     return options

@@ -65,7 +65,7 @@ MUTANTS = [
            '"connect_timeout": CONNECT_TIMEOUT, "read_timeout": READ_TIMEOUT,', '"connect_timeout": CONNECT_TIMEOUT,',
            ("tests/test_storage_faults.py::test_a_store_gone_silent_is_one_line_after_the_read_timeout",)),
     Mutant("store-given-config-dropped", "mlmprep.storage:client_options",  # --storage-options' timeouts ignored
-           "**(config if isinstance(config, dict) else {})}", "}",
+           '"read_timeout": READ_TIMEOUT, **config}', '"read_timeout": READ_TIMEOUT}',
            ("tests/test_storage_faults.py::test_a_store_gone_silent_is_one_line_after_the_read_timeout",)),
     Mutant("stale-lock-needs-force", "mlmprep.format.publish:take_over",  # a dead process's lock is kept till --force
            "    if not here and not force:", "    if not force:",

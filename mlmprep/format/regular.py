@@ -1,7 +1,7 @@
 """Regular files only: what a path is when it is not one, opening one without ever waiting on a FIFO, and its
-sha256. `python -m mlmprep.format.regular FILE...` prints their digests: a training run's background check of its
-next epoch's files runs it in a child process, which imports nothing but the standard library here, so it starts
-in a few hundredths of a second of CPU."""
+sha256. `python -I -S mlmprep/format/regular.py FILE...` prints their digests: a training run's background check
+of its next epoch's files runs it so in a child process, which needs nothing but the standard library here and
+starts in about a hundredth of a second of CPU."""
 
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ def file_sha256(path: str | Path) -> str:
 
 
 def main(paths: list[str]) -> None:
-    """`python -m mlmprep.format.regular FILE...`: each file's sha256 on a line ("-" when it cannot be read), at
+    """`python -I -S mlmprep/format/regular.py FILE...`: each file's sha256 on a line ("-" when it cannot be read), at
     the lowest CPU priority (nice 19, and Linux's idle class where there is one). A training run checks its next
     epoch's files so, in a child process: it shares no GIL with the loader, and the scheduler gives it only the CPU
     the run leaves."""
