@@ -25,6 +25,7 @@ loader's throughput.
 from __future__ import annotations
 
 import argparse
+import resource
 import tempfile
 import threading
 import time
@@ -117,28 +118,44 @@ def mixture_tokens_per_s(windows: np.ndarray, work: Path, split, collator: Colla
 
 
 def with_hashing(build: Path, epoch: Callable[[], None], block_s: float = 1.0) -> dict[str, float]:
-    """Best seconds per epoch of `epoch`, run back to back for about `block_s` (a run's epochs are long: a check's
-    fixed start-up is spread as it is there), alone and while the sha256 of the split those epochs read is taken
-    once per epoch (each seed-0 file as many times), as a training run's background check of its next epoch takes
-    it (train.epochs.child_digests: a child process at the lowest CPU priority); timed in turn, the check waited
-    for outside the timing."""
+    """`epoch` run back to back for about `block_s` (a run's epochs are long: a check's fixed start-up is spread as
+    it is there), alone and while the sha256 of the split those epochs read is taken once per epoch (each seed-0
+    file as many times), as a training run's background check of its next epoch takes it (train.epochs.child_digests:
+    a child process at the lowest CPU priority). PAIRED_EPOCHS pairs, each timed in turn (which arm goes first
+    alternates, so a drift of the machine's load counts against neither), the check waited for outside the timing:
+    the median of the pairs' ratios of tokens/s (hashing / alone), of the loader's own CPU time (alone / hashing: the
+    check slowing the loader's work, not only taking turns on a core), and the check's CPU time over the loader's."""
     files = [build / "seed-0" / f.name for f in read_manifest(build).splits["seed-0"].files]
     start = time.perf_counter()
     epoch()
     repeats = max(1, round(block_s / max(time.perf_counter() - start, 1e-6)))
-    times: dict[str, list[float]] = {"alone": [], "hashing": []}
-    for _ in range(PAIRED_EPOCHS):
-        for name in times:
-            thread = threading.Thread(target=child_digests, args=(files * repeats,), daemon=True)
-            start = time.perf_counter()
-            if name == "hashing":
-                thread.start()
-            for _ in range(repeats):
-                epoch()
-            times[name].append((time.perf_counter() - start) / repeats)
-            if name == "hashing":
-                thread.join()
-    return {name: min(t) for name, t in times.items()}
+
+    def timed(hashing: bool) -> tuple[float, float, float]:
+        """(wall, this process's CPU, the check's CPU) seconds per epoch of one block."""
+        thread = threading.Thread(target=child_digests, args=(files * repeats,), daemon=True)
+        child = resource.getrusage(resource.RUSAGE_CHILDREN)
+        start, cpu = time.perf_counter(), time.process_time()
+        if hashing:
+            thread.start()
+        for _ in range(repeats):
+            epoch()
+        wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+        if hashing:
+            thread.join()
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        checked = after.ru_utime + after.ru_stime - child.ru_utime - child.ru_stime
+        return wall / repeats, cpu / repeats, checked / repeats
+
+    pairs = []
+    for k in range(PAIRED_EPOCHS):
+        first, second = (False, True) if k % 2 == 0 else (True, False)
+        a, b = timed(first), timed(second)
+        pairs.append((b, a) if first else (a, b))  # (alone, hashing)
+    alone, hashing = zip(*pairs, strict=True)
+    return {"alone": float(np.median([t[0] for t in alone])), "hashing": float(np.median([t[0] for t in hashing])),
+            "ratio": float(np.median([a[0] / h[0] for a, h in pairs])),
+            "cpu_ratio": float(np.median([a[1] / h[1] for a, h in pairs])),
+            "check_cpu": float(np.median([h[2] / h[1] for _, h in pairs]))}
 
 
 def measure(windows: np.ndarray, work: Path) -> dict:
@@ -183,7 +200,7 @@ def measure(windows: np.ndarray, work: Path) -> dict:
             {"uint16": budget_epoch, "int32": lambda: budget_epoch(wide)}, PAIRED_EPOCHS).items()},
         "hf_call_tokens_per_s": tokens / best_seconds(hf_epoch, EPOCHS),
         "mixture_tokens_per_s": mixture_tokens_per_s(windows, work, split, collator),
-        "hashing_tokens_per_s": {k: tokens / t for k, t in with_hashing(work / "v3", budget_epoch).items()},
+        "hashing": with_hashing(work / "v3", budget_epoch),
     }
 
 
@@ -215,9 +232,11 @@ def print_table(r: dict) -> None:
         print(f"  token budget over uint16 / int32 columns, timed in turn: "
               f"{m['columns_tokens_per_s']['uint16']:.3g} / {m['columns_tokens_per_s']['int32']:.3g} tokens/s "
               f"({tps_ratio(m):.2f})")
-        hashed = m["hashing_tokens_per_s"]
-        print(f"  token budget alone / while the next epoch's files are hashed, timed in turn: {hashed['alone']:.3g} / "
-              f"{hashed['hashing']:.3g} tokens/s ({hashing_ratio(m):.3f})")
+        hashed = m["hashing"]
+        print(f"  token budget while the next epoch's files are hashed / alone, {PAIRED_EPOCHS} pairs timed in turn, "
+              f"medians: tokens/s {hashing_ratio(m):.3f}, the loader's CPU time {hashed['cpu_ratio']:.3f} (alone / "
+              f"hashing); the check's CPU {hashed['check_cpu']:.2f}x the loader's ({hashed['alone']:.3g} s an epoch "
+              "alone)")
         mixed = m["mixture_tokens_per_s"]
         print(f"  one build / a mixture of three (0.5/0.3/0.2), timed in turn: {mixed['one']:.3g} / "
               f"{mixed['three']:.3g} tokens/s ({mixture_ratio(m):.2f})")
@@ -229,8 +248,8 @@ def tps_ratio(m: dict) -> float:
 
 
 def hashing_ratio(m: dict) -> float:
-    """Loader tokens/s while the background check hashes / alone."""
-    return m["hashing_tokens_per_s"]["hashing"] / m["hashing_tokens_per_s"]["alone"]
+    """Loader tokens/s while the background check hashes / alone: the median of pairs timed in turn."""
+    return m["hashing"]["ratio"]
 
 
 def mixture_ratio(m: dict) -> float:
@@ -252,6 +271,8 @@ def figures(r: dict) -> list[Figure]:
                    f">= {MIXTURE_TARGET}x", mixture_ratio(m) >= MIXTURE_TARGET),
             Figure(f"loader tokens/s, {name} rows: while the next epoch is hashed vs alone", f"{hashing_ratio(m):.3f}x",
                    f">= {HASHING_TARGET}x", hashing_ratio(m) >= HASHING_TARGET),
+            Figure(f"loader CPU time, {name} rows: alone vs while the next epoch is hashed",
+                   f"{m['hashing']['cpu_ratio']:.3f}x (the check's CPU {m['hashing']['check_cpu']:.2f}x the loader's)"),
         ]
     return rows
 

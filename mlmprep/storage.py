@@ -21,12 +21,16 @@ from mlmprep.errors import CacheError, ConfigError, CorpusError, MlmprepError
 
 # protocol -> the extra that installs its fsspec implementation
 EXTRAS = {"s3": "s3", "s3a": "s3", "gs": "gcs", "gcs": "gcs"}
-# S3 attempts per request, botocore's "standard" mode: 500/503, throttling, refused and dropped connections are
-# retried with exponential backoff and jitter (at most 20 s a wait); s3fs repeats a request still throttled or
-# cut off mid-transfer as many times (S3FileSystem.retries). Bounded; a flaky store costs seconds, not the build.
-# AWS_MAX_ATTEMPTS (botocore's own variable) sets both; a connection attempt waits CONNECT_TIMEOUT seconds.
+# S3 attempts per request, botocore's "standard" mode: 500/503, throttling, refused and dropped connections, and
+# attempts the store leaves unanswered for READ_TIMEOUT seconds (a connection gone silent, no reset ever sent) are
+# retried with exponential backoff and jitter (at most 20 s a wait); s3fs repeats a request still failing or cut
+# off mid-transfer as many times (S3FileSystem.retries). AWS_MAX_ATTEMPTS (botocore's own variable) sets both
+# counts; a connection attempt waits CONNECT_TIMEOUT seconds. Bounded: a store gone silent fails a request within
+# RETRIES**2 * READ_TIMEOUT seconds and the waits (AWS_MAX_ATTEMPTS=2: about a minute). --storage-options
+# '{"config_kwargs": {"read_timeout": 60}}' changes a timeout and keeps the rest.
 RETRIES = 5
 CONNECT_TIMEOUT = 10
+READ_TIMEOUT = 15
 LOCK = ".mlmprep-lock"  # the object that says a build is writing under a prefix
 # --storage-options for the corpus URLs this process reads: set by the build in its driver and in each task
 # (readers open files by name alone, deep inside formats that know nothing of options)
@@ -86,7 +90,7 @@ def _filesystem(proto: str, options: str, environment: tuple, block: int | None)
     import fsspec
 
     try:
-        fs = fsspec.filesystem(proto, **{**client_defaults(proto), **json.loads(options)})
+        fs = fsspec.filesystem(proto, **client_options(proto, json.loads(options)))
     except ImportError:
         extra = EXTRAS.get(proto)
         hint = f"pip install 'mlmprep[{extra}]'" if extra else f"install the fsspec implementation of {proto}://"
@@ -114,14 +118,35 @@ def quiet_dropped_connections(loop, context: dict) -> None:
     loop.default_exception_handler(context)
 
 
-def client_defaults(proto: str) -> dict:
-    """The options mlmprep gives a file system of `proto` unless --storage-options says otherwise: bounded
-    retries and connection waits on S3."""
-    defaults: dict = {"skip_instance_cache": True}  # the caller's cache is the one that knows the environment
+def client_options(proto: str, given: dict) -> dict:
+    """The options a file system of `proto` is made with: --storage-options (`given`) over mlmprep's defaults,
+    bounded retries and waits on S3 (a `config_kwargs` given is merged key by key: a read timeout of its own keeps
+    the retries), and an S3 session that never asks the store to confirm an upload before its body is sent."""
+    options: dict = {"skip_instance_cache": True, **given}  # the caller's cache is the one that knows the environment
     if proto in ("s3", "s3a"):
-        defaults["config_kwargs"] = {"retries": {"max_attempts": attempts_per_request(), "mode": "standard"},
-                                     "connect_timeout": CONNECT_TIMEOUT}
-    return defaults
+        config = given.get("config_kwargs", {})
+        if isinstance(config, dict):  # anything else is the file system's to refuse
+            options["config_kwargs"] = {"retries": {"total_max_attempts": attempts_per_request(), "mode": "standard"},
+                                        "connect_timeout": CONNECT_TIMEOUT, "read_timeout": READ_TIMEOUT, **config}
+        if "session" not in given:
+            options["session"] = s3_session(given.get("profile"))
+    return options
+
+
+def s3_session(profile: str | None):
+    """An aiobotocore session whose S3 requests go without `Expect: 100-continue`: the HTTP client waits for the
+    store's "100 Continue" with no timeout (the read timeout starts once the body is sent), so a store that stops
+    answering without closing the connection would hold an upload for ever."""
+    from aiobotocore.session import AioSession
+
+    session = AioSession(profile=profile)
+    session.register("before-send.s3", send_without_expect)
+    return session
+
+
+def send_without_expect(request, **_) -> None:
+    """Drop the `Expect: 100-continue` header botocore puts on every upload (unsigned, so the signature holds)."""
+    request.headers.pop("Expect", None)
 
 
 def attempts_per_request() -> int:

@@ -204,6 +204,20 @@ def s3(s3_endpoint, monkeypatch):
 
 
 @pytest.fixture
+def switch_proxy(s3, monkeypatch):
+    """A SwitchProxy in front of the S3 server, with the environment pointed at it: stop and start it."""
+    from urllib.parse import urlsplit
+
+    from tests.s3server import SwitchProxy
+
+    url = urlsplit(s3.endpoint)
+    proxy = SwitchProxy((url.hostname, url.port))
+    monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
+    yield proxy
+    proxy.close()
+
+
+@pytest.fixture
 def s3_proxy(s3, monkeypatch):
     """A FaultProxy in front of the S3 server, with the environment pointed at the proxy: add faults to it."""
     from urllib.parse import urlsplit

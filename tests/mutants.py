@@ -56,6 +56,17 @@ MUTANTS = [
     Mutant("store-attempts-fixed", "mlmprep.storage:attempts_per_request",  # AWS_MAX_ATTEMPTS does not act
            "    return int(given) if given.isdigit() and int(given) > 0 else RETRIES", "    return RETRIES",
            ("tests/test_storage_faults.py::test_a_long_outage_is_one_line_and_the_next_build_takes_the_lock_over",)),
+    Mutant("store-expect-kept", "mlmprep.storage:send_without_expect",  # uploads wait for "100 Continue" for ever
+           '    request.headers.pop("Expect", None)', "    pass",
+           ("tests/test_storage_faults.py::test_a_store_gone_silent_is_one_line_after_the_read_timeout",
+            "tests/test_storage_faults.py::"
+            "test_a_build_whose_store_goes_silent_mid_upload_fails_in_bounded_time_and_leaves_nothing")),
+    Mutant("store-read-timeout-dropped", "mlmprep.storage:client_options",  # s3fs's own 15 s, whatever mlmprep says
+           '"connect_timeout": CONNECT_TIMEOUT, "read_timeout": READ_TIMEOUT,', '"connect_timeout": CONNECT_TIMEOUT,',
+           ("tests/test_storage_faults.py::test_a_store_gone_silent_is_one_line_after_the_read_timeout",)),
+    Mutant("store-given-config-dropped", "mlmprep.storage:client_options",  # --storage-options' timeouts ignored
+           '"read_timeout": READ_TIMEOUT, **config}', '"read_timeout": READ_TIMEOUT}',
+           ("tests/test_storage_faults.py::test_a_store_gone_silent_is_one_line_after_the_read_timeout",)),
     Mutant("stale-lock-needs-force", "mlmprep.format.publish:take_over",  # a dead process's lock is kept till --force
            "    if not here and not force:", "    if not force:",
            ("tests/test_storage_faults.py::"
@@ -66,12 +77,18 @@ MUTANTS = [
     Mutant("foreign-lock-taken-without-force", "mlmprep.format.publish:take_over",  # another host's lock just taken
            "    if not here and not force:", "    if False:",
            ("tests/test_storage_faults.py::test_a_lock_from_another_host_is_named_and_taken_over_only_with_force",)),
-    Mutant("dead-scratch-kept", "mlmprep.format.publish:scratch_directory",  # a killed build's MBs stay in $TMPDIR
+    Mutant("dead-scratch-kept", "mlmprep.format.scratch:scratch_directory",  # a killed build's MBs stay in $TMPDIR
            "    remove_dead_scratch(Path(tempfile.gettempdir()))\n", "",
            ("tests/test_storage_faults.py::test_a_killed_builds_lock_and_scratch_are_taken_over_and_removed",)),
-    Mutant("live-scratch-removed", "mlmprep.format.publish:remove_dead_scratch",  # a running build's scratch deleted under it
+    Mutant("live-scratch-removed", "mlmprep.format.scratch:remove_dead_scratch",  # a running build's scratch deleted under it
            "named[2] == host and not pid_alive(int(named[1]))", "named[2] == host",
            ("tests/test_storage_faults.py::test_a_killed_builds_lock_and_scratch_are_taken_over_and_removed",)),
+    Mutant("multiprocessing-in-pymp", "mlmprep.format.scratch:multiprocessing_in_scratch",  # a killed build's pymp-*
+           '    config["tempdir"] = path', "    pass",  # stays in $TMPDIR
+           ("tests/builder/test_crash.py::test_a_killed_builds_temporary_files_go_with_the_next_build",)),
+    Mutant("multiprocessing-dir-not-set-up", "mlmprep.builder.engine.local:start_forkserver",  # the CLI's prestart
+           "    multiprocessing_in_scratch()", "    pass",  # makes pymp-* before any scratch_directory
+           ("tests/builder/test_crash.py::test_a_killed_builds_temporary_files_go_with_the_next_build",)),
     Mutant("checkpoint-tmp-left", "mlmprep.train.checkpoint:save",  # a failed checkpoint leaves .checkpoint-N.tmp
            "            shutil.rmtree(tmp, ignore_errors=True)\n            if problem is None:",
            "            if problem is None:", ("tests/test_disks.py",)),
@@ -1273,7 +1290,7 @@ MUTANTS = [
     Mutant("fifo-opened", "mlmprep.format.manifest:member",  # a FIFO for a file is opened, and waited on
            "    if kind := not_regular(path):", "    if False:",
            ("tests/format/test_build_files.py::test_a_fifo_or_a_directory_for_a_file_is_reported_not_waited_on",)),
-    Mutant("fifo-open-blocks", "mlmprep.format.manifest:open_regular",  # a FIFO swapped in after a check is waited on
+    Mutant("fifo-open-blocks", "mlmprep.format.regular:open_regular",  # a FIFO swapped in after a check is waited on
            "    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, \"O_CLOEXEC\", 0))",
            "    fd = os.open(path, os.O_RDONLY | getattr(os, \"O_CLOEXEC\", 0))",
            ("tests/format/test_build_files.py::test_reading_a_fifo_is_refused_even_after_a_check_said_regular",)),

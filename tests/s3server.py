@@ -214,11 +214,14 @@ class SwitchProxy:
     """A loopback TCP proxy in front of `upstream` (host, port) that forwards bytes unchanged, keep-alive and all,
     and can be stopped and started: stopped, every connection through it is reset, mid-request or idle in a
     client's pool, and each new one is reset as soon as it is made, as when a store goes down; started, it
-    forwards again. `puts` counts the HTTP PUT requests that opened a client's write (uploads under way)."""
+    forwards again. A black hole (`swallow`) is the silent outage: every connection, open or new, is kept open and
+    read, and nothing is forwarded or answered, as behind a dead route or a stuck middlebox (no reset ever comes).
+    `requests` counts the HTTP requests clients began, `puts` those that were PUTs (uploads under way)."""
 
     def __init__(self, upstream: tuple[str, int]):
-        self.upstream, self.puts, self.down = upstream, 0, False
-        self.outage: tuple[int, float] | None = None  # (at the PUT numbered, for seconds): see down_at
+        self.upstream, self.requests, self.puts, self.down, self.hole = upstream, 0, 0, False, False
+        self.outage: tuple[int, float, bool, bool] | None = None  # (at the request numbered, for seconds, silent,
+        # counting PUTs alone): see down_at
         self.cut = 0  # connections reset while down, open ones and new ones
         self._lock = threading.Lock()
         self._sockets: set[socket.socket] = set()
@@ -231,7 +234,11 @@ class SwitchProxy:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> None:
-        self.down = False
+        self.down = self.hole = False
+
+    def swallow(self) -> None:
+        """Become a black hole: read every connection's bytes and forward nothing, closing none."""
+        self.hole = True
 
     def stop(self) -> None:
         with self._lock:
@@ -241,10 +248,11 @@ class SwitchProxy:
         for s in sockets:
             reset(s)
 
-    def down_at(self, put: int, seconds: float) -> None:
-        """Stop when the client begins its `put`-th PUT (that upload among those under way is cut), and start
-        again `seconds` later."""
-        self.outage = (put, seconds)
+    def down_at(self, put: int, seconds: float, silent: bool = False, any_request: bool = False) -> None:
+        """Stop (or, `silent`, become a black hole) when the client begins its `put`-th PUT (or, `any_request`, its
+        `put`-th request of any kind), that request among those under way cut or left waiting, and start again
+        `seconds` later."""
+        self.outage = (put, seconds, silent, any_request)
 
     def close(self) -> None:
         self.stop()
@@ -259,8 +267,13 @@ class SwitchProxy:
             threading.Thread(target=self._connect, args=(client,), daemon=True).start()
 
     def _connect(self, client: socket.socket) -> None:
-        """Join `client` to a new connection upstream (reset it while down), in its own thread: a slow upstream
-        never holds up the connections after it."""
+        """Join `client` to a new connection upstream (reset it while down, swallow it in a black hole), in its own
+        thread: a slow upstream never holds up the connections after it."""
+        if self.hole:
+            with self._lock:
+                self._sockets.add(client)
+            self._pump(client, None, True)
+            return
         try:
             up = socket.create_connection(self.upstream, timeout=30)
             up.settimeout(None)
@@ -277,18 +290,29 @@ class SwitchProxy:
         threading.Thread(target=self._pump, args=(client, up, True), daemon=True).start()
         self._pump(up, client, False)
 
-    def _pump(self, src: socket.socket, dst: socket.socket, requests: bool) -> None:
+    def _pump(self, src: socket.socket, dst: socket.socket | None, requests: bool) -> None:
         with contextlib.suppress(OSError):
             while chunk := src.recv(65536):
-                if requests and chunk.startswith(b"PUT "):
-                    self.puts += 1
-                    if self.outage is not None and self.puts == self.outage[0]:
-                        self.stop()
-                        threading.Timer(self.outage[1], self.start).start()
-                        return
-                dst.sendall(chunk)
-        with contextlib.suppress(OSError):
-            dst.shutdown(socket.SHUT_WR)
+                if requests and chunk.startswith(METHODS):
+                    self.requests += 1
+                    self.puts += chunk.startswith(b"PUT ")
+                    if self.outage is not None and self.outage[0] == (
+                            self.requests if self.outage[3] else self.puts if chunk.startswith(b"PUT ") else 0):
+                        _, seconds, silent, _ = self.outage
+                        self.swallow() if silent else self.stop()
+                        back = threading.Timer(seconds, self.start)
+                        back.daemon = True  # an outage "for ever" never holds the test process at its exit
+                        back.start()
+                        if not silent:
+                            return
+                if dst is not None and not self.hole:
+                    dst.sendall(chunk)
+        if dst is not None and not self.hole:  # in a black hole, no end is passed on either
+            with contextlib.suppress(OSError):
+                dst.shutdown(socket.SHUT_WR)
+
+
+METHODS = (b"GET ", b"PUT ", b"HEAD ", b"POST ", b"DELETE ")  # how a chunk that begins a request begins
 
 
 def reset(s: socket.socket) -> None:

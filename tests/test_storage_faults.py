@@ -10,12 +10,13 @@ import os
 import signal
 import socket
 import subprocess
+import threading
 import time
 
 import pytest
 
 from tests.cli.test_build import assert_refused, build_args, cli_command, cli_env, data_files
-from tests.s3server import Fault, SwitchProxy
+from tests.s3server import Fault
 from tests.test_storage import listing, local_reference, remote_files, run  # noqa: F401 (local_reference: a fixture)
 
 pytest.importorskip("s3fs")
@@ -126,33 +127,33 @@ def test_a_lock_left_on_this_host_by_a_process_that_is_gone_is_taken_over_withou
     assert "manifest.json" in listing(s3, out) and ".mlmprep-lock" not in listing(s3, out)
 
 
-@pytest.fixture
-def switch_proxy(s3, monkeypatch):
-    """A SwitchProxy in front of the S3 server, with the environment pointed at it: stop and start it."""
-    from urllib.parse import urlsplit
-
-    url = urlsplit(s3.endpoint)
-    proxy = SwitchProxy((url.hostname, url.port))
-    monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
-    yield proxy
-    proxy.close()
-
-
 MLMPREP_LINES = ("note: ", "warning: ", "error: ")  # what mlmprep itself prints on stderr
 
 
-def test_a_store_that_goes_down_mid_upload_and_comes_back_leaves_only_mlmprep_lines(s3, switch_proxy, tiny_corpus,
-                                                                                      tok, local_reference):  # noqa: F811
-    """Every connection reset at the third PUT (the probe, the lock, then the files), for 3 s: the build succeeds,
-    and the HTTP client's tasks that failed on the dropped connections print nothing (asyncio's "Task exception
-    was never retrieved ... Cannot write to closing transport" before)."""
+@pytest.mark.parametrize("seconds, silent", [(3, False), (15, False), (15, True),
+                                             pytest.param(60, False, marks=pytest.mark.slow)])
+def test_a_store_that_goes_down_mid_upload_and_comes_back_leaves_only_mlmprep_lines(
+        s3, switch_proxy, tmp_path, tiny_corpus, tok, local_reference, seconds, silent):  # noqa: F811
+    """Every connection reset (or, `silent`, left unanswered) at the third PUT (the probe, the lock, then the files)
+    for 3, 15 or 60 s: a build that rides it out (3 s always) prints nothing but mlmprep's own lines (asyncio's "Task
+    exception was never retrieved ... Cannot write to closing transport" for each HTTP client task that failed on a
+    dropped connection, before); one that outlasts its retries (botocore's attempts, and their quota of retries
+    shared by the uploads under way) is one line naming the store, no scratch left, and the next build succeeds."""
     out = f"s3://{s3.bucket()}/data"
-    switch_proxy.down_at(3, 3.0)
-    result = run(*build_args(tiny_corpus, out, tok), env={}, timeout=600)
+    switch_proxy.down_at(3, seconds, silent=silent)
+    env = {"TMPDIR": str(tmp_path)}
+    start = time.monotonic()
+    result = run(*build_args(tiny_corpus, out, tok), env=env, timeout=900)
+    assert switch_proxy.puts >= 3 and (silent or switch_proxy.cut > 0)  # the outage met the build
+    if result.returncode != 0 and seconds > 3:
+        assert_refused(result.returncode, result.stderr, out, "did not answer")
+        assert list(tmp_path.iterdir()) == [] and "manifest.json" not in listing(s3, out)
+        time.sleep(max(0.0, start + seconds - time.monotonic()))  # the store is back
+        result = run(*build_args(tiny_corpus, out, tok), env=env)
     assert result.returncode == 0, result.stderr
-    assert switch_proxy.cut > 0  # the outage met the build
     assert all(line.startswith(MLMPREP_LINES) for line in result.stderr.splitlines()), result.stderr
     assert remote_files(s3, out) == data_files(local_reference) and ".mlmprep-lock" not in listing(s3, out)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_build_stopped_between_its_commit_and_its_lock_removal_leaves_a_lock_the_next_build_removes(
@@ -184,3 +185,70 @@ def test_a_build_stopped_between_its_commit_and_its_lock_removal_leaves_a_lock_t
     s3.fs().pipe(out.removeprefix("s3://") + "/.mlmprep-lock", json.dumps(lock).encode())
     refused = run(*build_args(tiny_corpus, out, tok), env={})
     assert_refused(refused.returncode, refused.stderr, "locked by a build of pid", "--force")
+
+
+def test_a_store_gone_silent_is_one_line_after_the_read_timeout(s3, switch_proxy, monkeypatch):
+    """A store that accepts and reads but never answers or closes (a black hole): an upload (which would wait for
+    "100 Continue" for ever) and a read each fail in one attempt of the read timeout, mlmprep's own (READ_TIMEOUT)
+    or one --storage-options gives, naming the URL."""
+    from mlmprep import storage
+    from mlmprep.errors import CacheError
+
+    url = f"s3://{s3.bucket()}/x"
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
+    monkeypatch.setattr(storage, "READ_TIMEOUT", 1)
+    storage.write(url, b"there")  # the clients made (seconds on a loaded machine) before the timing
+    storage.write(url, b"there", {"config_kwargs": {"read_timeout": 6}})
+    switch_proxy.swallow()
+    for call, timeout in [(lambda: storage.write(url, b"x" * 100_000), 1), (lambda: storage.read_bytes(url), 1),
+                          (lambda: storage.write(url, b"x", {"config_kwargs": {"read_timeout": 6}}), 6)]:
+        start = time.monotonic()
+        error = raised_within(timeout + 10, call)  # an upload waited for ever; s3fs's own read timeout is 15 s
+        assert timeout <= time.monotonic() - start  # that read timeout, once
+        assert isinstance(error, CacheError) and str(error).startswith(
+            f"{url}: the store did not answer in 1 attempt per request"), error
+    fs, _ = storage.filesystem(url, {"config_kwargs": {"read_timeout": 6}})
+    config = fs.connect().meta.config  # what botocore was given: that timeout, and mlmprep's retries kept
+    assert (config.read_timeout, config.connect_timeout, config.retries) == (
+        6, storage.CONNECT_TIMEOUT, {"total_max_attempts": 1, "mode": "standard"})
+
+
+def raised_within(seconds: float, call):
+    """What `call()` raises (None if nothing), failing the test if it still runs after `seconds` (left to run on
+    in a daemon thread, so a hang fails rather than holds the suite)."""
+    outcome: list = []
+
+    def target():
+        try:
+            call()
+            outcome.append(None)
+        except Exception as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert outcome, f"still waiting after {seconds} s"
+    return outcome[0]
+
+
+def test_a_build_whose_store_goes_silent_mid_upload_fails_in_bounded_time_and_leaves_nothing(
+        s3, switch_proxy, tmp_path, tiny_corpus, tok, local_reference):  # noqa: F811
+    """The store turns into a black hole at the third PUT (the probe, the lock, then the files): the build ends
+    in one line naming --out after the read timeout, its local scratch gone; once the store is back the next
+    build takes the dead build's lock over and equals the local build."""
+    out = f"s3://{s3.bucket()}/data"
+    switch_proxy.down_at(3, 3600, silent=True)
+    env = {"TMPDIR": str(tmp_path), "AWS_MAX_ATTEMPTS": "1"}
+    quick = json.dumps({"config_kwargs": {"read_timeout": 3}})
+    start = time.monotonic()
+    failed = run(*build_args(tiny_corpus, out, tok, "--storage-options", quick), env=env, timeout=300)
+    assert time.monotonic() - start < 120
+    assert_refused(failed.returncode, failed.stderr, out, "did not answer in 1 attempt", "Read timeout")
+    assert list(tmp_path.iterdir()) == []
+    switch_proxy.start()
+    assert "manifest.json" not in listing(s3, out)
+    again = run(*build_args(tiny_corpus, out, tok), env=env)
+    assert again.returncode == 0, again.stderr
+    assert remote_files(s3, out) == data_files(local_reference) and ".mlmprep-lock" not in listing(s3, out)
+    assert list(tmp_path.iterdir()) == []

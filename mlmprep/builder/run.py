@@ -57,7 +57,7 @@ from mlmprep.corpus.documents import Corpus, open_corpus
 from mlmprep.corpus.streams import let_go_streams
 from mlmprep.errors import ConfigError
 from mlmprep.format.manifest import Manifest
-from mlmprep.format.publish import scratch_directory
+from mlmprep.format.scratch import scratch_directory
 from mlmprep.format.write import format_version, strict, write_hf_tokenizer
 from mlmprep.progress import Stages
 from mlmprep.tokenizer.encode import word_tables

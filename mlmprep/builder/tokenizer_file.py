@@ -15,7 +15,7 @@ from mlmprep.builder.pipeline import cleaned_batches
 from mlmprep.config import TOKENIZER_TYPES, BuildConfig, check_range
 from mlmprep.corpus.documents import Corpus, open_corpus
 from mlmprep.corpus.jsonl import no_text_error
-from mlmprep.format.publish import scratch_directory
+from mlmprep.format.scratch import scratch_directory
 from mlmprep.progress import Stages
 from mlmprep.tokenizer.load import N_SENTINELS
 from mlmprep.tokenizer.train import train_tokenizer

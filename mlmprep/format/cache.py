@@ -36,7 +36,7 @@ from mlmprep.errors import CacheError, ConfigError, MlmprepError
 from mlmprep.format import load
 from mlmprep.format.manifest import FileRecord
 from mlmprep.format.write import MANIFEST
-from mlmprep.storage import client_defaults, is_url, parse_options, protocol, unanswered, unreachable
+from mlmprep.storage import client_options, is_url, parse_options, protocol, unanswered, unreachable
 
 CHUNK = 8 << 20  # bytes per ranged read: one request, retried on its own
 ATTEMPTS = 5  # tries of one ranged read before the run stops
@@ -156,8 +156,7 @@ class SeedCache:
 
         self.url, self.log, self.prefetch_epochs = str(url).rstrip("/"), log, prefetch_epochs
         try:
-            self.fs, self.remote = fsspec.core.url_to_fs(self.url, **{**client_defaults(protocol(self.url)),
-                                                                      **(options or {})})
+            self.fs, self.remote = fsspec.core.url_to_fs(self.url, **client_options(protocol(self.url), options or {}))
         except (ImportError, ValueError) as exc:
             raise CacheError(f"{self.url}: no file system for this URL ({one_line(exc)}); install the extra it "
                              "needs, e.g. pip install 'mlmprep[s3]' or 'mlmprep[gcs]'") from None

@@ -9,18 +9,17 @@ know is one it would ignore silently); the open mappings (`config`, `build_optio
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import math
 import os
 import re
-import stat
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from mlmprep.config import TOKENIZER_TYPES
 from mlmprep.errors import CacheError
+from mlmprep.format.regular import file_sha256, not_regular, open_regular
 
 MANIFEST = "manifest.json"
 READ_VERSIONS = (1, 2, 3)  # 1: int32, a new file every 512 MiB; all are datasets save_to_disk directories
@@ -557,55 +556,6 @@ def inside(resolved: str, root: str, whole: bool) -> bool:
     return os.path.commonpath([root, resolved]) == root
 
 
-KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
-         (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
-
-
-def not_regular(path: str | Path) -> str | None:
-    """What `path` is when it exists but is not a regular file ("a directory", "a FIFO", ...), else None: a
-    reader that opened a FIFO would wait for a writer forever."""
-    try:
-        mode = os.stat(path).st_mode
-    except (OSError, ValueError):
-        return None
-    if stat.S_ISREG(mode):
-        return None
-    return next((what for test, what in KINDS if test(mode)), "not a file")
-
-
-def open_regular(path: str | Path):
-    """`path` opened for reading in binary, refused with OSError unless it is a regular file: opened without
-    blocking (a FIFO would wait for a writer), then checked on the open descriptor, so a swap after a check is
-    caught too."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            what = next((what for test, what in KINDS if test(mode)), "not a file")
-            raise OSError(f"{what}, not a regular file")
-        os.set_blocking(fd, True)
-        return os.fdopen(fd, "rb")
-    except BaseException:
-        os.close(fd)
-        raise
-
-
-HASH_CHUNK = 8 << 20  # bytes hashed per read: few, long stretches without the GIL
-
-
-def file_sha256(path: str | Path) -> str:
-    """The sha256 of a regular file (anything else is refused with OSError, never waited on), read in large chunks
-    with the GIL released while each is read and hashed."""
-    digest = hashlib.sha256()
-    with open_regular(path) as f:
-        # no larger than the file: a fresh buffer is zeroed page by page, which costs more than hashing a small file
-        buffer = bytearray(max(1, min(HASH_CHUNK, os.fstat(f.fileno()).st_size)))
-        view = memoryview(buffer)
-        while n := f.readinto(buffer):
-            digest.update(view[:n])
-    return digest.hexdigest()
-
-
 def read_json(path: Path, *, limit: int = 64 << 20):
     """The strict JSON in `path` (no NaN or Infinity), refused in one line when unreadable, not a regular file,
     larger than `limit` bytes or nested too deep to parse."""
@@ -647,22 +597,3 @@ def data_file_names(state: Path) -> list[str]:
 __all__ = ["MANIFEST", "READ_VERSIONS", "CorpusRecord", "FileRecord", "Manifest", "ManifestError", "MemberError",
            "SeedRecord", "SplitRecord", "TokenizerRecord", "data_file_names", "file_sha256", "member", "not_regular",
            "open_regular", "read_json"]
-
-
-def main(paths: list[str]) -> None:
-    """`python -m mlmprep.format.manifest FILE...`: each file's sha256 on a line ("-" when it cannot be read), at
-    the lowest CPU priority. A training run checks its next epoch's files so, in a child process: it shares no
-    GIL with the loader, and the scheduler gives it only the CPU the run leaves."""
-    with contextlib.suppress(OSError):
-        os.nice(19)
-    for path in paths:
-        try:
-            print(file_sha256(path), flush=True)
-        except OSError:
-            print("-", flush=True)
-
-
-if __name__ == "__main__":
-    import sys
-
-    main(sys.argv[1:])

@@ -24,6 +24,7 @@ from pathlib import Path
 from mlmprep import storage
 from mlmprep.errors import CacheError, ConfigError, disk_error, printable
 from mlmprep.format.manifest import Manifest, ManifestError
+from mlmprep.format.scratch import pid_alive, scratch_directory
 from mlmprep.format.write import MANIFEST, format_version, manifest_path
 
 
@@ -385,47 +386,6 @@ def committed(url: str, options: dict, owner: dict) -> bool:
         return hashlib.sha256(storage.read_bytes(storage.join(url, MANIFEST), options)).hexdigest() == digest
     except CacheError:
         return False
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether a process `pid` runs on this machine (one of another user counts)."""
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-# A scratch directory is named after its process and host, so that the next build removes those of builds that
-# were killed (no `finally` ran): each keeps a remote build's inputs and stage, megabytes to gigabytes.
-SCRATCH = re.compile(r"mlmprep-(\d+)-(.*)\.[a-z0-9_]+")
-
-
-@contextlib.contextmanager
-def scratch_directory() -> Iterator[str]:
-    """A temporary directory, removed after; first those that processes of this host no longer running left."""
-    remove_dead_scratch(Path(tempfile.gettempdir()))
-    host = re.sub(r"[^A-Za-z0-9_-]", "_", socket.gethostname())
-    with tempfile.TemporaryDirectory(prefix=f"mlmprep-{os.getpid()}-{host}.") as tmp:
-        yield tmp
-
-
-def remove_dead_scratch(root: Path) -> list[Path]:
-    """Remove the scratch directories under `root` of this user whose process (on this host) is gone."""
-    host = re.sub(r"[^A-Za-z0-9_-]", "_", socket.gethostname())
-    removed = []
-    for path in root.glob("mlmprep-*"):
-        named = SCRATCH.fullmatch(path.name)
-        with contextlib.suppress(OSError):
-            if (named and named[2] == host and not pid_alive(int(named[1])) and not path.is_symlink()
-                    and path.is_dir() and path.stat().st_uid == os.getuid()):
-                shutil.rmtree(path)
-                removed.append(path)
-    return removed
 
 
 def remote_contents(url: str, options: dict) -> dict[str, int]:

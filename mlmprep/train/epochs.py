@@ -17,6 +17,7 @@ from mlmprep import storage
 from mlmprep.config import MAX_TOKENS, TrainConfig
 from mlmprep.errors import CacheError, MlmprepError
 from mlmprep.format import cache as remote
+from mlmprep.format import regular
 from mlmprep.format.load import check_split_hashes, epoch_split, read_manifest
 from mlmprep.format.manifest import Manifest
 from mlmprep.format.rows import IGNORE
@@ -144,13 +145,14 @@ def hash_ahead(run: Run, index: int, seeds: int) -> Ahead | None:
 
 
 def child_digests(paths: list[Path], ahead: Ahead | None = None) -> list[str]:
-    """The sha256 of each of `paths` ("-": unreadable), from `python -m mlmprep.format.manifest` (nice 19): a
-    process shares no GIL with the loader, and the scheduler gives it only the CPU the run leaves. Killed by
-    `ahead.stop()`, it gives "-" for the files it did not hash."""
+    """The sha256 of each of `paths` ("-": unreadable), from mlmprep/format/regular.py run as a script (nice 19):
+    a process shares no GIL with the loader, and the scheduler gives it only the CPU the run leaves. It needs only
+    the standard library, so it starts isolated and without site-packages (-I -S: their start-up is most of the
+    check's own). Killed by `ahead.stop()`, it gives "-" for the files it did not hash."""
     if ahead is not None and ahead.stopped:
         return ["-"] * len(paths)
     nice = [found, "-n", "19"] if (found := shutil.which("nice")) else []  # its start-up too, not only the hashing
-    with subprocess.Popen([*nice, sys.executable, "-m", "mlmprep.format.manifest", *map(str, paths)],
+    with subprocess.Popen([*nice, sys.executable, "-I", "-S", regular.__file__, *map(str, paths)],
                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL) as child:
         if ahead is not None:
             ahead.children.append(child)

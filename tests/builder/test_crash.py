@@ -76,9 +76,11 @@ def assert_complete_or_absent(out: Path) -> None:
     assert "manifest.json" in names, f"half-written {out}: {sorted(names)}"
 
 
-def kill_when(args: list, out: Path, point: Callable[[Path], bool]) -> None:
-    """Run a build as a real process, SIGKILL it once `point(stage)` holds, checking `out` all the while."""
-    proc = subprocess.Popen(cli_command(*args), env=cli_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+def kill_when(args: list, out: Path, point: Callable[[Path], bool], env: dict | None = None) -> int:
+    """Run a build as a real process (with `env` added), SIGKILL it once `point(stage)` holds, checking `out` all
+    the while; its pid."""
+    proc = subprocess.Popen(cli_command(*args), env={**cli_env(), **(env or {})}, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
     stage = stage_of(out)
     try:
         while proc.poll() is None:
@@ -98,6 +100,7 @@ def kill_when(args: list, out: Path, point: Callable[[Path], bool]) -> None:
             proc.wait()
     assert point(stage), f"killed past {point.__name__}"  # the process is dead: its stage is frozen
     assert_complete_or_absent(out)
+    return proc.pid
 
 
 def finish(args: list, out: Path, reference: Path) -> None:
@@ -168,3 +171,26 @@ def test_a_worker_killed_mid_build_fails_in_one_line_and_publishes_nothing(tmp_p
     assert line.startswith("error: ") and "worker died" in line and "signal 9" in line, line
     assert proc.returncode != 0 and not out.exists()
     assert leftovers(out) == []
+
+
+def test_a_killed_builds_temporary_files_go_with_the_next_build(tmp_path, big_corpus, tok, reference):
+    """A --workers 2 build killed outright leaves its workers' socket directory in TMPDIR (multiprocessing's
+    pymp-* before, which no one removed); the next build removes it, and leaves nothing there itself."""
+    import shutil
+    import socket
+    import tempfile
+
+    tmp = Path(tempfile.mkdtemp(prefix="mt", dir="/tmp"))  # short: a socket's path in it must fit in 108 bytes
+    try:
+        out = tmp_path / "out"
+        args = [*build_args(big_corpus, out, tok), "--workers", "2"]
+        pid = kill_when(args, out, tokenizing, {"TMPDIR": str(tmp)})
+        left = sorted(p.name for p in tmp.iterdir())
+        assert left and all(name.startswith(f"mlmprep-{pid}-{socket.gethostname()}.") for name in left), left
+        again = subprocess.run(cli_command(*args), env={**cli_env(), "TMPDIR": str(tmp)}, capture_output=True,
+                               text=True, timeout=600)
+        assert again.returncode == 0, again.stderr
+        assert list(tmp.iterdir()) == []
+        assert data_files(out) == data_files(reference)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 import psutil
 
 from mlmprep.builder.engine.base import Engine, TaskFailed, TaskRun, attempt, name
+from mlmprep.format.scratch import multiprocessing_in_scratch
 
 AHEAD_PER_WORKER = 2  # local tasks submitted per worker, running or queued: the rest wait in the driver, added first
 WATCH_S = 1.0  # how often the driver looks for a dead local worker itself, while no task finishes
@@ -110,6 +111,7 @@ def start_forkserver(module: str, tokenizer: str | None = None) -> Any:
     # Ctrl-C is the driver's to handle: the server starts with SIGINT blocked (a child keeps its parent's
     # mask), so a Ctrl-C during its imports cannot kill it with a traceback, nor reach the workers it forks.
     # The resource tracker goes first: starting it unblocks SIGINT in this thread.
+    multiprocessing_in_scratch()  # the server's socket: where the next build finds it if this one is killed
     resource_tracker.ensure_running()
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     if tokenizer:
