@@ -39,6 +39,7 @@ import numpy as np
 from mlmprep import storage
 from mlmprep.builder import mask
 from mlmprep.builder.clean import clean_texts
+from mlmprep.builder.dedup_partitions import partitioned, stage_keys
 from mlmprep.builder.denoisers import SeedRows, row_offsets
 from mlmprep.builder.engine.base import Shipped, fetched
 from mlmprep.builder.engine.local import PRELOAD_TOKENIZER, in_forkserver
@@ -219,6 +220,8 @@ def tokenize_shard(task: TokenizeTask) -> dict:
         out = stage_ids(layout, index, batches, worker.tok, overlap, windows=decontaminating(cfg))
     per_doc = {key: np.concatenate([d[key] for d in described]) for key in described[0]} if described else \
         describe_documents([], cfg)
+    if partitioned(cfg):
+        stage_keys(layout, index, per_doc)
     stats.files, stats.files_skipped = 0, []
     return {**out, **per_doc, "stats": stats.as_dict(), "clean": clean,
             **({"lines": lines} if task.removed is not None else {})}

@@ -22,10 +22,11 @@ import numpy as np
 
 from mlmprep import storage
 from mlmprep.builder import mask
+from mlmprep.builder.dedup_partitions import PartitionTask, partition_links, scratch_names
 from mlmprep.builder.denoisers import add_mode_tokens, mode_tokens
 from mlmprep.builder.destination import build_destination
 from mlmprep.builder.engine import make_engine
-from mlmprep.builder.engine.base import Engine, TaskRun
+from mlmprep.builder.engine.base import Engine, TaskRun, run_tasks
 from mlmprep.builder.inputs import fetch_sources, fetch_tokenizer, named_as
 from mlmprep.builder.lengths import Lengths
 from mlmprep.builder.outputs import OutputFiles, Staging, counted_tasks, finish_splits, plan_rest, side_size
@@ -204,7 +205,7 @@ class BuildTasks:
         self.files = {side: OutputFiles(self.layout, lengths.rows_per_file, len(self.shards),
                                         tuple(mask.row_seed(cfg.seed, k) for k in range(cfg.seeds)),
                                         mask.row_seed(cfg.seed, VALIDATION_SLOT), side) for side in SIDES}
-        self.selection = Selection(cfg, len(self.shards))
+        self.selection = Selection(cfg, len(self.shards), self.dedup_partitions)
         self.paragraphs = {"threshold": cfg.paragraph_threshold, "lines": 0}  # --dedup-paragraphs: lines with words
         self.removed: list[np.ndarray | None] = [None] * len(self.shards)  # ... and each shard's lines it removes
         self.calls: list[tuple[str, int]] = []  # (side, file) of each write task, in the order they were queued
@@ -245,6 +246,15 @@ class BuildTasks:
                     removed.append(seen.decide(lines["hashes"], lines["counts"]))
                     self.paragraphs["lines"] += int(np.count_nonzero(lines["counts"]))
         return removed
+
+    def dedup_partitions(self, documents: list[int]) -> list[np.ndarray]:
+        """--dedup-partitions, every shard read (`documents` in each): the partition tasks' links; then the files
+        they read are deleted."""
+        bases = tuple(np.concatenate([[0], np.cumsum(documents, dtype=np.int64)]).tolist())
+        tasks = [PartitionTask(self.layout, p, bases) for p in range(self.cfg.dedup_partitions)]
+        links = run_tasks(*self.staging.calls(partition_links, tasks), engine=self.engine)
+        self.staging.drop(scratch_names(len(self.shards)))
+        return links
 
     def shard_read(self, index: int, result: dict, bar: Stages) -> list[WriteTask]:
         """Note shard `index` read; the write tasks that made ready (the last shard: every file left)."""
