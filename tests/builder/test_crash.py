@@ -168,3 +168,19 @@ def test_a_worker_killed_mid_build_fails_in_one_line_and_publishes_nothing(tmp_p
     assert line.startswith("error: ") and "worker died" in line and "signal 9" in line, line
     assert proc.returncode != 0 and not out.exists()
     assert leftovers(out) == []
+
+
+def partitions_staged(stage: Path) -> bool:
+    """--dedup-partitions: a reading task has staged its keys for the partition tasks."""
+    return any((stage / "shards").glob("shard-*.dedup"))
+
+
+def test_a_build_killed_with_dedup_partitions_staged_leaves_nothing_and_reruns_to_the_in_driver_bytes(
+        tmp_path, big_corpus, tok, reference):
+    """The partitions' files live in the stage: a kill leaves them there, and the next run removes them with it
+    and writes the bytes of the build that deduplicated in the driver."""
+    out = tmp_path / "out"
+    args = [*build_args(big_corpus, out, tok), "--dedup-partitions", "3", "--shard-bytes", "200000"]
+    kill_when(args, out, partitions_staged)
+    assert not out.exists()
+    finish(args, out, reference)
