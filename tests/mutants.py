@@ -314,8 +314,6 @@ MUTANTS = [
     Mutant("dedup-partition-shard-edge", "mlmprep.builder.selection:Selection.join",  # a shard's last duplicate kept
            "np.searchsorted(dropped, [at, at + len(keys)])", "np.searchsorted(dropped, [at, at + len(keys) - 1])",
            (PARTITIONS,)),
-    Mutant("dedup-partition-identical-unchecked", "mlmprep.builder._dedup_kernels:link_groups",  # equal keys taken as copies
-           "                if _equal(sig, x, y):\n", "                if True:\n", (PARTITIONS,)),
     Mutant("dedup-first-band-skipped", "mlmprep.builder.dedup:near_duplicate_clusters",  # band 0's candidates never linked
            "    for band in range(1, bands + 1):", "    for band in range(2, bands + 1):",
            ("tests/builder/test_dedup_kernels.py",)),
