@@ -305,10 +305,8 @@ MUTANTS = [
            (PARTITIONS,)),
     Mutant("dedup-partition-pairs-of-two-skipped", "mlmprep.builder.dedup_partitions:near_links",  # a band shared by 2 alone
            "shared = np.repeat(sizes > 1, sizes)", "shared = np.repeat(sizes > 2, sizes)", (PARTITIONS,)),
-    Mutant("dedup-partition-links-not-joined", "mlmprep.builder.dedup_partitions:join",  # each partition's clusters apart
-           "kernels.join_pairs(np.searchsorted(nodes, pairs[0]), np.searchsorted(nodes, pairs[1]), parent)",
-           "kernels.join_pairs(np.searchsorted(nodes, pairs[0][:len(links[0][0])]), "
-           "np.searchsorted(nodes, pairs[1][:len(links[0][0])]), parent)", (PARTITIONS,)),
+    Mutant("dedup-partition-links-not-joined", "mlmprep.builder.dedup_partitions:joined_links",  # earlier partitions' lost
+           "documents, first, _ = join(held)", "documents, first, _ = join(links)", (PARTITIONS,)),
     Mutant("dedup-partition-keeps-later-copy", "mlmprep.builder.selection:Selection.join",  # the first dropped, a copy kept
            "dropped, at = documents[~kept], 0", "dropped, at = first[~kept], 0", (PARTITIONS,)),
     Mutant("dedup-partition-shard-edge", "mlmprep.builder.selection:Selection.join",  # a shard's last duplicate kept

@@ -21,6 +21,7 @@ removed once the partitions are done, and with the stage on any failure.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,6 +34,7 @@ from mlmprep.format.write import damaged
 LOCAL_BITS = 32  # a near record's reference: band << LOCAL_BITS | the document's index in its shard
 LOCAL_MASK = (1 << LOCAL_BITS) - 1
 SCRATCH = ("dedup", "sig")  # the staged files' suffixes
+JOIN_AT = 1 << 16  # links held by the driver before it first joins them
 
 
 def partitioned(cfg: BuildConfig) -> bool:
@@ -164,17 +166,30 @@ def signatures_of(layout: Layout, docs: np.ndarray, bases: tuple[int, ...]) -> n
     return out
 
 
-def join(links: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The driver's join of every partition's links: (documents, their cluster's first document, sizes), for
-    the documents that have a duplicate alone (increasing), by union-find over them."""
+def join(pairs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(documents, their cluster's first document, their cluster's size) for the documents of the linked pairs
+    (int64 [2, links]) alone, increasing: union-find over those documents, each set rooted at its smallest."""
     from mlmprep.builder import _dedup_kernels as kernels
 
-    pairs = np.concatenate(links, axis=1) if links else np.zeros((2, 0), np.int64)
     nodes = np.unique(pairs)
     parent = np.arange(len(nodes), dtype=np.int64)
     kernels.join_pairs(np.searchsorted(nodes, pairs[0]), np.searchsorted(nodes, pairs[1]), parent)
     roots = kernels.roots(parent)
     return nodes, nodes[roots], np.bincount(roots, minlength=len(nodes))[roots]
+
+
+def joined_links(results: Iterable[np.ndarray]) -> np.ndarray:
+    """The partitions' links (as the tasks finish) joined as they come in: whenever the held links have grown to
+    twice what the last join left, they are replaced by one link per document from it to its cluster's first
+    (the same clusters), so the driver holds about one link per duplicate, however many partitions find it."""
+    held, joined = np.zeros((2, 0), np.int64), 0
+    for links in results:
+        held = np.concatenate([held, links], axis=1)
+        if held.shape[1] > 2 * joined + JOIN_AT:
+            documents, first, _ = join(held)
+            held = np.stack([documents[documents != first], first[documents != first]])
+            joined = held.shape[1]
+    return held
 
 
 def scratch_names(shards: int) -> list[str]:

@@ -22,11 +22,11 @@ import numpy as np
 
 from mlmprep import storage
 from mlmprep.builder import mask
-from mlmprep.builder.dedup_partitions import PartitionTask, partition_links, scratch_names
+from mlmprep.builder.dedup_partitions import PartitionTask, joined_links, partition_links, scratch_names
 from mlmprep.builder.denoisers import add_mode_tokens, mode_tokens
 from mlmprep.builder.destination import build_destination
 from mlmprep.builder.engine import make_engine
-from mlmprep.builder.engine.base import Engine, TaskRun, run_tasks
+from mlmprep.builder.engine.base import Engine, TaskRun
 from mlmprep.builder.inputs import fetch_sources, fetch_tokenizer, named_as
 from mlmprep.builder.lengths import Lengths
 from mlmprep.builder.outputs import OutputFiles, Staging, counted_tasks, finish_splits, plan_rest, side_size
@@ -247,12 +247,19 @@ class BuildTasks:
                     self.paragraphs["lines"] += int(np.count_nonzero(lines["counts"]))
         return removed
 
-    def dedup_partitions(self, documents: list[int]) -> list[np.ndarray]:
-        """--dedup-partitions, every shard read (`documents` in each): the partition tasks' links; then the files
-        they read are deleted."""
+    def dedup_partitions(self, documents: list[int]) -> np.ndarray:
+        """--dedup-partitions, every shard read (`documents` in each): the partition tasks' links, joined as they
+        come in; then the files they read are deleted."""
         bases = tuple(np.concatenate([[0], np.cumsum(documents, dtype=np.int64)]).tolist())
         tasks = [PartitionTask(self.layout, p, bases) for p in range(self.cfg.dedup_partitions)]
-        links = run_tasks(*self.staging.calls(partition_links, tasks), engine=self.engine)
+
+        def taken(run: TaskRun) -> Iterator[np.ndarray]:
+            for index, links in run:
+                run.results[index] = None  # held once, in the join
+                yield links
+
+        with TaskRun(*self.staging.calls(partition_links, tasks), engine=self.engine) as run:
+            links = joined_links(taken(run))
         self.staging.drop(scratch_names(len(self.shards)))
         return links
 

@@ -111,7 +111,7 @@ class Selection:
     """The fates of the corpus's documents, shard by shard as the reading tasks' results come in (`add`)."""
 
     def __init__(self, cfg: BuildConfig, shards: int,
-                 partitions: Callable[[list[int]], list[np.ndarray]] | None = None):
+                 partitions: Callable[[list[int]], np.ndarray] | None = None):
         self.cfg = cfg
         # --dedup-partitions: given each shard's documents, runs the partition tasks; their links
         self.partitions = partitions
@@ -196,7 +196,7 @@ class Selection:
         self.fates = np.split(fates, np.cumsum(counts)[:-1]) if counts else []
         self.decided, self.documents = len(self.results), len(keys)
 
-    def join(self, links: list[np.ndarray]) -> None:
+    def join(self, links: np.ndarray) -> None:
         """Fates of every document (--dedup-partitions) from the partition tasks' links: the first of each cluster
         kept (dedup_partitions.join), the side of a kept one by its own key."""
         documents, first, sizes = join(links)

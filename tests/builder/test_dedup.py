@@ -295,10 +295,14 @@ def chained_corpus(tmp_path_factory) -> tuple[Path, list[str]]:
 
 @pytest.mark.parametrize("dedup", ["exact", "near"])
 def test_dedup_in_partitions_builds_the_bytes_of_dedup_in_the_driver(tmp_path, chained_corpus, tiny_tokenizer_path,
-                                                                      dedup):
+                                                                      dedup, monkeypatch):
     """1 and 7 partitions, on 1 and 2 workers, over shards of a few documents: the in-driver build's bytes and
     counts, whose kept documents are those of a plain reference (a set of normalised texts; brute force over the
-    signatures); clusters chain across partitions; no partition file is left."""
+    signatures); clusters chain across partitions; the driver joins the links as each partition's come in; no
+    partition file is left."""
+    from mlmprep.builder import dedup_partitions
+
+    monkeypatch.setattr(dedup_partitions, "JOIN_AT", 0)
     path, docs = chained_corpus
     if dedup == "exact":
         seen: dict[str, int] = {}
