@@ -23,13 +23,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
 from mlmprep.builder.dedup import lsh_keys
 from mlmprep.builder.staged import Layout, read_array, write_atomic
 from mlmprep.config import BuildConfig
-from mlmprep.format.write import damaged
+from mlmprep.errors import CacheError
 
 LOCAL_BITS = 32  # a near record's reference: band << LOCAL_BITS | the document's index in its shard
 LOCAL_MASK = (1 << LOCAL_BITS) - 1
@@ -69,6 +70,12 @@ def stage_keys(layout: Layout, index: int, described: dict[str, np.ndarray]) -> 
                  [offsets.tobytes(), keys[order].astype("<u8").tobytes(), refs[order].astype("<u8").tobytes()])
 
 
+def changed(path: Path, problem: str) -> CacheError:
+    """The one-line error for a staged file that is not what its reading task wrote."""
+    return CacheError(f"{path}: {problem}; the build's staging directory was changed while the build ran (by "
+                      "another process, or a failing disk); run the build again")
+
+
 @dataclass(frozen=True)
 class PartitionTask:
     """One range of keys of every shard's staged file; bases[s], shard s's first document in corpus order (the
@@ -106,12 +113,12 @@ def partition_records(layout: Layout, s: int, p: int, documents: int) -> tuple[n
     per_doc = layout.cfg.dedup_bands if layout.cfg.dedup == "near" else 1
     if (len(offsets) != parts + 1 or offsets[0] != 0 or offsets[-1] != records or records != per_doc * documents
             or np.any(np.diff(offsets) < 0)):
-        raise damaged(layout.stage, path, f"its index of {parts} partitions does not match its {records} records "
+        raise changed(path, f"its index of {parts} partitions does not match its {records} records "
                                           f"of {documents} documents")
     lo, hi = parts + 1 + int(offsets[p]), parts + 1 + int(offsets[p + 1])
     refs = read_array(path, "<u8", lo + records, hi + records)
     if np.any((refs & np.uint64(LOCAL_MASK)) >= np.uint64(documents)):
-        raise damaged(layout.stage, path, f"a record names a document beyond its {documents}")
+        raise changed(path, f"a record names a document beyond its {documents}")
     return read_array(path, "<u8", lo, hi), refs
 
 
@@ -158,7 +165,7 @@ def signatures_of(layout: Layout, docs: np.ndarray, bases: tuple[int, ...]) -> n
     for s in np.flatnonzero(np.diff(cuts)):
         path, documents = layout.staged(f"shard-{s:06d}.sig"), bases[s + 1] - bases[s]
         if path.stat().st_size != documents * hashes * 4:
-            raise damaged(layout.stage, path, f"it holds {path.stat().st_size} bytes, not the signatures of "
+            raise changed(path, f"it holds {path.stat().st_size} bytes, not the signatures of "
                                               f"{documents} documents")
         rows = np.memmap(path, np.uint32, "r", shape=(documents, hashes))
         out[cuts[s]:cuts[s + 1]] = rows[docs[cuts[s]:cuts[s + 1]] - bases[s]]

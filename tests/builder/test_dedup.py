@@ -22,7 +22,7 @@ from mlmprep.format.write import iter_rows
 from mlmprep.tokenizer.load import load_tokenizer
 from tests import near_duplicates
 from tests.builder.test_sharded import reference_rows
-from tests.cli.test_build import data_files, run_cli
+from tests.cli.test_build import build_args, cli, data_files, leftovers, run_cli
 from tests.conftest import CORPORA, build_tiny, tiny_documents
 from tests.ngrams import decontaminated
 
@@ -323,6 +323,29 @@ def test_dedup_in_partitions_builds_the_bytes_of_dedup_in_the_driver(tmp_path, c
         assert data_files(out) == data_files(driver), partitions
         assert json.loads((out / "manifest.json").read_text())["corpus"]["stats"]["dedup"] == stats
     assert not [p for p in tmp_path.rglob("*") if p.suffix in (".dedup", ".sig") or p.name == "shards"]
+
+
+@pytest.mark.parametrize("dedup", ["exact", "near"])
+def test_a_partition_file_changed_in_the_stage_is_one_line_and_nothing_is_left(tmp_path, tiny_corpus, tok, dedup,
+                                                                               monkeypatch):
+    """A staged file cut short after its reading task wrote it: exit 2, one line naming it, no output, no stage."""
+    from mlmprep.builder import pipeline
+
+    staged = pipeline.stage_keys
+
+    def cut_short(layout, index, described):
+        staged(layout, index, described)
+        if index == 1:
+            path = layout.staged(f"shard-{index:06d}.dedup")
+            path.write_bytes(path.read_bytes()[:-8])
+
+    monkeypatch.setattr(pipeline, "stage_keys", cut_short)
+    out = tmp_path / "b"
+    result = cli(*build_args(tiny_corpus, out, tok, "--workers", "1", "--shard-bytes", "3000", "--dedup", dedup,
+                             "--dedup-partitions", "2"))
+    assert result.exit_code == 2
+    assert re.fullmatch(r"error: \S+shard-000001\.dedup: .* run the build again\n", result.stderr), result.stderr
+    assert leftovers(out) == []
 
 
 def test_dedup_options_are_refused_where_they_do_nothing(tmp_path, tiny_corpus, tok):
