@@ -93,14 +93,16 @@ def partition_links(task: PartitionTask) -> np.ndarray:
     """int64 [2, links]: pairs of documents (corpus order) of one cluster of duplicates, found in the task's
     partition; their connected components are the partition's share of the clusters."""
     layout, bases = task.layout, task.bases
-    read = [partition_records(layout, s, task.partition, bases[s + 1] - bases[s]) for s in range(len(bases) - 1)]
-    keys = np.concatenate([k for k, _ in read]) if read else np.zeros(0, np.uint64)
-    refs = np.concatenate([r for _, r in read]) if read else np.zeros(0, np.uint64)
-    shard = np.repeat(np.arange(len(read)), [len(k) for k, _ in read])
-    docs = (refs & np.uint64(LOCAL_MASK)).astype(np.int64) + np.asarray(bases[:-1], np.int64)[shard]
+    keys, docs, bands = [], [], []
+    for s in range(len(bases) - 1):  # each shard's references split as they are read, never all held as read
+        k, refs = partition_records(layout, s, task.partition, bases[s + 1] - bases[s])
+        keys.append(k)
+        docs.append((refs & np.uint64(LOCAL_MASK)).astype(np.int64) + bases[s])
+        bands.append((refs >> np.uint64(LOCAL_BITS)).astype(np.int32))
+    keys, docs = (np.concatenate(a) if a else np.zeros(0, t) for a, t in ((keys, np.uint64), (docs, np.int64)))
     if layout.cfg.dedup == "exact":
         return first_copies(keys, docs)
-    return near_links(layout, keys, (refs >> np.uint64(LOCAL_BITS)).astype(np.int64), docs, bases)
+    return near_links(layout, keys, np.concatenate(bands) if bands else np.zeros(0, np.int32), docs, bases)
 
 
 def partition_records(layout: Layout, s: int, p: int, documents: int) -> tuple[np.ndarray, np.ndarray]:
