@@ -333,6 +333,87 @@ def scale_figures(r: dict) -> list[Figure]:
     return rows + [Figure("load average at the end", f"{r['load']:.1f}")]
 
 
+def simulate(documents: int, partitions: int, shard_documents: int = 100_000) -> dict:
+    """--dedup near in partitions over `documents` generated documents, without their text: each shard's signatures
+    drawn at random, a tenth of them exact copies and a twentieth near copies (12 of the 120 entries redrawn:
+    estimated Jaccard 0.9) of a document of the previous shard; staged, run partition by partition in this
+    process and joined as a build does. CPU time of each stage, each partition task's peak (tracemalloc), the
+    driver's links, the scratch disk, and whether exactly the copies are dropped."""
+    import tracemalloc
+
+    from mlmprep.builder import dedup_partitions as dp
+    from mlmprep.builder.staged import STAGING, Layout
+    from mlmprep.config import BuildConfig
+
+    cfg = BuildConfig(corpus=("generated",), dedup="near", dedup_partitions=partitions)
+    hashes = cfg.dedup_bands * cfg.dedup_rows
+    rng = np.random.default_rng(0)
+    result = {"documents": documents, "partitions": partitions, "copies": 0}
+    with tempfile.TemporaryDirectory(prefix="mlmprep-bench-dedup-sim-") as tmp:
+        (Path(tmp) / STAGING).mkdir()
+        layout = Layout(cfg, tmp, 1, content_length=126, window_length=128, doc_eos=None, format_version=1)
+        bases, previous = [0], None
+        started = time.process_time()
+        while bases[-1] < documents:
+            n = min(shard_documents, documents - bases[-1])
+            sig = rng.integers(0, 1 << 32, (n, hashes), dtype=np.uint32)
+            keys = rng.integers(0, 1 << 63, n, dtype=np.uint64)
+            if previous is not None:
+                kinds = rng.random(n)
+                copies = np.flatnonzero(kinds < 0.15)
+                sig[copies] = previous[rng.integers(0, len(previous), len(copies))]
+                near = copies[kinds[copies] >= 0.10]
+                redrawn = rng.random((len(near), hashes)).argsort(axis=1)[:, :12]
+                sig[near[:, None], redrawn] = rng.integers(0, 1 << 32, redrawn.shape, dtype=np.uint32)
+                result["copies"] += len(copies)
+            dp.stage_keys(layout, len(bases) - 1, {"keys": keys, "signatures": sig})
+            bases.append(bases[-1] + n)
+            previous = sig
+            print(f"  staged {bases[-1]:,} of {documents:,} documents", file=sys.stderr, flush=True)
+        result["stage_cpu_s"] = time.process_time() - started
+        result["scratch_mb"] = sum(p.stat().st_size for p in (Path(tmp) / STAGING).iterdir()) / 1e6
+        tracemalloc.start()
+        peaks, cpu = [], [0.0]
+
+        def tasks():
+            for p in range(partitions):
+                before, at = tracemalloc.get_traced_memory()[0], time.process_time()
+                tracemalloc.reset_peak()
+                links = dp.partition_links(dp.PartitionTask(layout, p, tuple(bases)))
+                peaks.append(tracemalloc.get_traced_memory()[1] - before)
+                cpu[0] += time.process_time() - at
+                yield links
+
+        at = time.process_time()
+        held = dp.joined_links(tasks())
+        join_at = time.process_time()
+        before = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+        kept_documents, first, _ = dp.join(held)
+        result["join_peak_mb"] = (tracemalloc.get_traced_memory()[1] - before + held.nbytes) / 1e6
+        tracemalloc.stop()
+        result.update(partition_cpu_s=cpu[0], join_cpu_s=time.process_time() - join_at + (join_at - at - cpu[0]),
+                      largest_task_mb=max(peaks) / 1e6, links=held.shape[1], links_mb=held.nbytes / 1e6,
+                      dropped=int(np.count_nonzero(kept_documents != first)), load=os.getloadavg()[0])
+    print(json.dumps(result, indent=1))
+    return result
+
+
+def simulated_figures(r: dict) -> list[Figure]:
+    per_million = 1e6 / r["documents"]
+    return [Figure("simulated near dedup: documents / partitions", f"{r['documents']:,} / {r['partitions']}"),
+            Figure("dropped / planted copies", f"{r['dropped']:,} / {r['copies']:,}", "equal",
+                   r["dropped"] == r["copies"]),
+            Figure("CPU: staging (the reading tasks' share) / partition tasks / the driver's join",
+                   f"{r['stage_cpu_s']:.1f} / {r['partition_cpu_s']:.1f} / {r['join_cpu_s']:.1f} s"),
+            Figure("scratch disk in all, per million documents",
+                   f"{r['scratch_mb']:,.0f} MB, {r['scratch_mb'] * per_million:,.0f} MB"),
+            Figure("largest partition task's peak", f"{r['largest_task_mb']:,.0f} MB"),
+            Figure("driver: links held / the join's peak, per million documents",
+                   f"{r['links_mb'] * per_million:,.1f} / {r['join_peak_mb'] * per_million:,.1f} MB"),
+            Figure("load average at the end", f"{r['load']:.1f}")]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true",
@@ -343,10 +424,16 @@ def main() -> None:
     parser.add_argument("--tokenizer", help="with --scale-mb: the tokenizer to build with (else one trained on the "
                                             "first 3,000 documents)")
     parser.add_argument("--workers", type=int, default=0, help="with --scale-mb: build processes (0: all cores)")
-    parser.add_argument("--partitions", type=int, default=16, help="with --scale-mb: --dedup-partitions of the "
-                                                                   "partitioned builds")
+    parser.add_argument("--partitions", type=int, default=16, help="with --scale-mb or --simulate-documents: "
+                                                                   "--dedup-partitions")
+    parser.add_argument("--simulate-documents", type=int, metavar="N",
+                        help="instead: near dedup in --partitions partitions of N documents of generated signatures, "
+                             "without their text (memory, CPU time and disk of the dedup alone)")
     docs.add_arguments(parser, "dedup")
     args = parser.parse_args()
+    if args.simulate_documents:
+        print_figures(simulated_figures(simulate(args.simulate_documents, args.partitions)))
+        return
     if args.scale_mb:
         print_figures(scale_figures(run_scale(args.scale_mb, args.tokenizer, args.workers, args.partitions)))
         return
