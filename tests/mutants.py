@@ -309,6 +309,8 @@ MUTANTS = [
            "documents, first, _ = join(held)", "documents, first, _ = join(links)", (PARTITIONS,)),
     Mutant("dedup-partition-keeps-later-copy", "mlmprep.builder.selection:Selection.join",  # the first dropped, a copy kept
            "dropped, at = documents[~kept], 0", "dropped, at = first[~kept], 0", (PARTITIONS,)),
+    Mutant("dedup-partition-exact-keeps-last", "mlmprep.builder.dedup_partitions:first_copies",  # a key's last copy kept
+           "order = np.lexsort((docs, keys))", "order = np.lexsort((-docs, keys))", (PARTITIONS,)),
     Mutant("dedup-partition-shard-edge", "mlmprep.builder.selection:Selection.join",  # a shard's last duplicate kept
            "np.searchsorted(dropped, [at, at + len(keys)])", "np.searchsorted(dropped, [at, at + len(keys) - 1])",
            (PARTITIONS,)),

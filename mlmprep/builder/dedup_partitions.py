@@ -175,26 +175,33 @@ def signatures_of(layout: Layout, docs: np.ndarray, bases: tuple[int, ...]) -> n
     return out
 
 
-def join(pairs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def join(pairs: np.ndarray, firsts: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(documents, their cluster's first document, their cluster's size) for the documents of the linked pairs
-    (int64 [2, links]) alone, increasing: union-find over those documents, each set rooted at its smallest."""
-    from mlmprep.builder import _dedup_kernels as kernels
-
+    (int64 [2, links]) alone, increasing: union-find over those documents, each set rooted at its smallest.
+    `firsts`: each pair is already (a later copy, its cluster's first), as exact dedup's partitions give (every
+    copy of a key is in one partition), which needs no union-find (nor Numba in the driver)."""
     nodes = np.unique(pairs)
-    parent = np.arange(len(nodes), dtype=np.int64)
-    kernels.join_pairs(np.searchsorted(nodes, pairs[0]), np.searchsorted(nodes, pairs[1]), parent)
-    roots = kernels.roots(parent)
+    if firsts:
+        roots = np.arange(len(nodes))
+        roots[np.searchsorted(nodes, pairs[0])] = np.searchsorted(nodes, pairs[1])
+    else:
+        from mlmprep.builder import _dedup_kernels as kernels
+
+        parent = np.arange(len(nodes), dtype=np.int64)
+        kernels.join_pairs(np.searchsorted(nodes, pairs[0]), np.searchsorted(nodes, pairs[1]), parent)
+        roots = kernels.roots(parent)
     return nodes, nodes[roots], np.bincount(roots, minlength=len(nodes))[roots]
 
 
-def joined_links(results: Iterable[np.ndarray]) -> np.ndarray:
+def joined_links(results: Iterable[np.ndarray], firsts: bool = False) -> np.ndarray:
     """The partitions' links (as the tasks finish) joined as they come in: whenever the held links have grown to
     twice what the last join left, they are replaced by one link per document from it to its cluster's first
-    (the same clusters), so the driver holds about one link per duplicate, however many partitions find it."""
+    (the same clusters), so the driver holds about one link per duplicate, however many partitions find it.
+    `firsts` (exact dedup): the links are that already, one per copy (see join)."""
     held, joined = np.zeros((2, 0), np.int64), 0
     for links in results:
         held = np.concatenate([held, links], axis=1)
-        if held.shape[1] > 2 * joined + JOIN_AT:
+        if not firsts and held.shape[1] > 2 * joined + JOIN_AT:
             documents, first, _ = join(held)
             held = np.stack([documents[documents != first], first[documents != first]])
             joined = held.shape[1]

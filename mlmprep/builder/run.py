@@ -259,7 +259,7 @@ class BuildTasks:
                 yield links
 
         with TaskRun(*self.staging.calls(partition_links, tasks), engine=self.engine) as run:
-            links = joined_links(taken(run))
+            links = joined_links(taken(run), firsts=self.cfg.dedup == "exact")
         self.staging.drop(scratch_names(len(self.shards)))
         return links
 

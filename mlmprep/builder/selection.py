@@ -199,7 +199,7 @@ class Selection:
     def join(self, links: np.ndarray) -> None:
         """Fates of every document (--dedup-partitions) from the partition tasks' links: the first of each cluster
         kept (dedup_partitions.join), the side of a kept one by its own key."""
-        documents, first, sizes = join(links)
+        documents, first, sizes = join(links, firsts=self.cfg.dedup == "exact")
         kept = documents == first
         self.sizes = dict(zip(documents[kept].tolist(), sizes[kept].tolist()))
         dropped, at = documents[~kept], 0
