@@ -304,7 +304,8 @@ MUTANTS = [
            "for p in range(self.cfg.dedup_partitions)]", "for p in range(self.cfg.dedup_partitions - 1)]",
            (PARTITIONS,)),
     Mutant("dedup-partition-pairs-of-two-skipped", "mlmprep.builder.dedup_partitions:near_links",  # a band shared by 2 alone
-           "shared = np.repeat(sizes > 1, sizes)\ndocs, sizes = docs[shared], sizes[sizes > 1]",
+           "shared = np.repeat(sizes > 1, sizes)  # the records of groups of two or more\n"
+           "docs, sizes = docs[shared], sizes[sizes > 1]",
            "shared = np.repeat(sizes > 2, sizes)\ndocs, sizes = docs[shared], sizes[sizes > 2]", (PARTITIONS,)),
     Mutant("dedup-partition-links-not-joined", "mlmprep.builder.dedup_partitions:joined_links",  # earlier partitions' lost
            "documents, first, _ = join(held)", "documents, first, _ = join(links)", (PARTITIONS,)),
