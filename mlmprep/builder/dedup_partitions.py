@@ -198,14 +198,15 @@ def joined_links(results: Iterable[np.ndarray], firsts: bool = False) -> np.ndar
     twice what the last join left, they are replaced by one link per document from it to its cluster's first
     (the same clusters), so the driver holds about one link per duplicate, however many partitions find it.
     `firsts` (exact dedup): the links are that already, one per copy (see join)."""
-    held, joined = np.zeros((2, 0), np.int64), 0
+    held, joined, count = [np.zeros((2, 0), np.int64)], 0, 0  # held[0]: what the last join left
     for links in results:
-        held = np.concatenate([held, links], axis=1)
-        if not firsts and held.shape[1] > 2 * joined + JOIN_AT:
-            documents, first, _ = join(held)
-            held = np.stack([documents[documents != first], first[documents != first]])
-            joined = held.shape[1]
-    return held
+        held.append(links)
+        count += links.shape[1]
+        if not firsts and count > 2 * joined + JOIN_AT:
+            documents, first, _ = join(np.concatenate(held, axis=1))
+            held = [np.stack([documents[documents != first], first[documents != first]])]
+            joined = count = held[0].shape[1]
+    return np.concatenate(held, axis=1)
 
 
 def scratch_names(shards: int) -> list[str]:
