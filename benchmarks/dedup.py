@@ -3,7 +3,7 @@ validation split still overlaps training.
 
     python -m benchmarks.dedup            # pydocs.txt, and a generated corpus with planted duplicates
     python -m benchmarks.dedup --quick    # small corpora, for CI (seconds)
-    python -m benchmarks.dedup --scale-mb 1000 [--tokenizer tokenizer.json]   # memory at 1000 MB and 100 MB
+    python -m benchmarks.dedup --scale-mb 1000 [--tokenizer tokenizer.json] [--partitions 16]   # at 1000 and 100 MB
 
 Side by side in one run (builds in turn, off/exact/near, the best of a few each, one tokenizer given with
 --tokenizer so its training is not timed): the build time of each on the shared corpus and on the planted one.
@@ -14,10 +14,11 @@ them dropped and a drop beyond them is a false positive. Leakage: the share of t
 the same corpus without its copies (the level a duplicate-free corpus has).
 The MinHash kernels against datatrove's are measured apart, by the kernels' own benchmark.
 --scale-mb N: a generated corpus of N MB and one of N/10 MB (numpy, seconds; a tenth of the documents exact copies
-and a twentieth near copies of earlier ones), each built with --dedup exact and near in a child process; the wall
-time, and the peak memory (VmHWM) of the driver and of the largest worker: the figure "peak at N / at N/10" says
-whether memory grows with the corpus, and the driver's growth per million documents is what near's clustering
-holds (the rest of a build streams).
+and a twentieth near copies of earlier ones), each built with --dedup exact and near, in the driver and in
+--partitions partitions (--dedup-partitions), each in a child process in turn; the wall and CPU time, the peak
+memory (VmHWM) of the driver and of the largest worker, and the partitions' scratch disk at its most: the figure
+"peak at N / at N/10" says whether memory grows with the corpus, and the driver's growth per million documents is
+what dedup holds there (the rest of a build streams).
 --write-docs writes the figures into the `dedup` section of docs/benchmarks.md.
 """
 
@@ -218,41 +219,59 @@ print(json.dumps({"driver_kb": hwm, "children_kb": resource.getrusage(resource.R
 
 
 def measured_build(options: dict) -> dict:
-    """Build in a child process: its wall time, the driver's peak memory (VmHWM), the largest worker's (VmHWM,
-    sampled every 0.5 s from /proc, and the reaped children's ru_maxrss), and what dedup dropped."""
+    """Build in a child process: its wall time, the CPU time of it and its descendants (each as last sampled, every
+    0.5 s), the driver's peak memory (VmHWM), the largest worker's (VmHWM, sampled from /proc, and the reaped
+    children's ru_maxrss), the most scratch disk the partitions' staged files took at a sample, and what dedup
+    dropped."""
     import psutil
 
     start = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-c", BUILD_CHILD, json.dumps(options)], stdout=subprocess.PIPE)
-    workers_kb = 0
-    while proc.poll() is None:
+    stage = Path(options["out"]).parent / f".{Path(options['out']).name}.partial" / "shards"
+    workers_kb, scratch, cpu = 0, 0, {}
+    while True:
+        pid, status = os.waitpid(proc.pid, os.WNOHANG)
+        if pid:
+            break
         try:
-            children = psutil.Process(proc.pid).children(recursive=True)
+            driver = psutil.Process(proc.pid)
+            children = driver.children(recursive=True)
         except psutil.Error:
-            children = []
-        for child in children:
+            driver, children = None, []
+        for child in [driver, *children] if driver else []:
             try:
-                with open(f"/proc/{child.pid}/status") as status:
-                    workers_kb = max(workers_kb, next(int(line.split()[1]) for line in status
+                times = child.cpu_times()
+                cpu[child.pid] = times.user + times.system
+            except psutil.Error:
+                pass
+            try:
+                with open(f"/proc/{child.pid}/status") as status_file:
+                    workers_kb = max(workers_kb, next(int(line.split()[1]) for line in status_file
                                                      if line.startswith("VmHWM:")))
             except (OSError, StopIteration):  # ended while being read
                 pass
+        try:
+            scratch = max(scratch, sum(p.stat().st_size for p in stage.iterdir() if p.suffix in (".dedup", ".sig")))
+        except OSError:  # no stage yet, or a file removed while listed
+            pass
         time.sleep(0.5)
-    out, _ = proc.communicate()
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    out = proc.stdout.read()
     if proc.returncode:
         raise RuntimeError(f"the build failed (exit {proc.returncode}): {options}")
     child = json.loads(out.decode().strip().splitlines()[-1])
     dedup = child["dedup"]
-    return {"seconds": time.perf_counter() - start, "driver_mb": child["driver_kb"] / 1024,
-            "workers_mb": max(workers_kb, child["children_kb"]) / 1024, "documents": dedup["documents"],
-            "dropped": dedup["documents_dropped"]}
+    return {"seconds": time.perf_counter() - start, "cpu_s": sum(cpu.values()),
+            "driver_mb": child["driver_kb"] / 1024, "workers_mb": max(workers_kb, child["children_kb"]) / 1024,
+            "scratch_mb": scratch / 1e6, "documents": dedup["documents"], "dropped": dedup["documents_dropped"]}
 
 
-def run_scale(megabytes: float, tokenizer: str | None, workers: int) -> dict:
-    """The scale mode (see the module docstring): corpora of `megabytes` and a tenth of it, exact and near."""
+def run_scale(megabytes: float, tokenizer: str | None, workers: int, partitions: int) -> dict:
+    """The scale mode (see the module docstring): corpora of `megabytes` and a tenth of it, exact and near, each in
+    the driver and in `partitions` partitions, in turn."""
     from mlmprep.tokenizer.train import train_tokenizer
 
-    result = {"scale_mb": megabytes, "runs": {}}
+    result = {"scale_mb": megabytes, "partitions": partitions, "runs": {}}
     with tempfile.TemporaryDirectory(prefix="mlmprep-bench-dedup-scale-") as tmp:
         work = Path(tmp)
         for size in (megabytes / 10, megabytes):
@@ -267,12 +286,15 @@ def run_scale(megabytes: float, tokenizer: str | None, workers: int) -> dict:
                 tokenizer = str(work / "tokenizer.json")
                 train_tokenizer(sample, vocab_size=8000).save(tokenizer)
             for dedup in ("exact", "near"):
-                options = {"corpus": [str(corpus)], "tokenizer": tokenizer, "out": str(work / f"out-{dedup}"),
-                           "dedup": dedup, "force": True, "input_length": 128, "seeds": 1, "workers": workers}
-                print(f"building {corpus.name} with --dedup {dedup} ...", file=sys.stderr, flush=True)
-                run = {**measured_build(options), **made}
-                result["runs"][f"{size:g} MB, {dedup}"] = run
-                print(json.dumps(run), file=sys.stderr, flush=True)
+                for parts in (0, partitions):
+                    options = {"corpus": [str(corpus)], "tokenizer": tokenizer, "out": str(work / f"out-{dedup}"),
+                               "dedup": dedup, "force": True, "input_length": 128, "seeds": 1, "workers": workers,
+                               "dedup_partitions": parts}
+                    print(f"building {corpus.name} with --dedup {dedup} --dedup-partitions {parts} ...",
+                          file=sys.stderr, flush=True)
+                    run = {**measured_build(options), **made}
+                    result["runs"][f"{size:g} MB, {dedup}, {parts}"] = run
+                    print(json.dumps(run), file=sys.stderr, flush=True)
             corpus.unlink()
     result["load"] = os.getloadavg()[0]
     print(json.dumps(result, indent=1))
@@ -280,18 +302,116 @@ def run_scale(megabytes: float, tokenizer: str | None, workers: int) -> dict:
 
 
 def scale_figures(r: dict) -> list[Figure]:
-    big, small = r["scale_mb"], r["scale_mb"] / 10
+    """Each mode in the driver and in partitions side by side: time, peaks at both sizes, the driver's growth per
+    million documents against the targets, the scratch disk per million documents."""
+    big, small, parts = r["scale_mb"], r["scale_mb"] / 10, r["partitions"]
+    targets = {"exact": 50, "near": 100}  # MB of driver growth per million documents, in partitions
     rows = []
     peak = lambda a, b, key: f"{a[key]:,.0f} / {b[key]:,.0f} MB ({a[key] / b[key]:.2f}x)"  # noqa: E731
+    per_million = lambda a, b, key: (a[key] - b[key]) / (a["documents"] - b["documents"]) * 1e6  # noqa: E731
     for dedup in ("exact", "near"):
-        a, b = r["runs"][f"{big:g} MB, {dedup}"], r["runs"][f"{small:g} MB, {dedup}"]
-        rows += [Figure(f"{dedup}: build time at {big:g} / {small:g} MB", f"{a['seconds']:.1f} / {b['seconds']:.1f} s"),
-                 Figure(f"{dedup}: documents / dropped at {big:g} MB", f"{a['documents']:,} / {a['dropped']:,}"),
-                 Figure(f"{dedup}: driver peak at {big:g} / {small:g} MB", peak(a, b, "driver_mb")),
-                 Figure(f"{dedup}: largest worker's peak at {big:g} / {small:g} MB", peak(a, b, "workers_mb")),
-                 Figure(f"{dedup}: driver's growth per million documents",
-                        f"{(a['driver_mb'] - b['driver_mb']) / (a['documents'] - b['documents']) * 1e6:,.0f} MB")]
+        (d, ds), (p, ps) = ((r["runs"][f"{big:g} MB, {dedup}, {n}"], r["runs"][f"{small:g} MB, {dedup}, {n}"])
+                            for n in (0, parts))
+        growth = per_million(p, ps, "driver_mb")
+        rows += [Figure(f"{dedup}: documents / dropped at {big:g} MB (driver, partitions)",
+                        f"{d['documents']:,} / {d['dropped']:,}, {p['documents']:,} / {p['dropped']:,}",
+                        "the same", (d["documents"], d["dropped"]) == (p["documents"], p["dropped"])),
+                 Figure(f"{dedup}: build wall time at {big:g} MB, {parts} partitions / driver",
+                        f"{p['seconds']:.1f} / {d['seconds']:.1f} s ({ratio(p['seconds'], d['seconds'])})",
+                        "<= 1.10x", p["seconds"] <= 1.10 * d["seconds"]),
+                 Figure(f"{dedup}: build CPU time at {big:g} MB, {parts} partitions / driver",
+                        f"{p['cpu_s']:.1f} / {d['cpu_s']:.1f} s ({ratio(p['cpu_s'], d['cpu_s'])})"),
+                 Figure(f"{dedup}: driver peak at {big:g} / {small:g} MB, driver", peak(d, ds, "driver_mb")),
+                 Figure(f"{dedup}: driver peak at {big:g} / {small:g} MB, partitions", peak(p, ps, "driver_mb")),
+                 Figure(f"{dedup}: largest worker's peak at {big:g} / {small:g} MB, partitions",
+                        peak(p, ps, "workers_mb")),
+                 Figure(f"{dedup}: driver's growth per million documents, driver / partitions",
+                        f"{per_million(d, ds, 'driver_mb'):,.0f} / {growth:,.0f} MB",
+                        f"partitions <= {targets[dedup]} MB", growth <= targets[dedup]),
+                 Figure(f"{dedup}: scratch disk per million documents, partitions",
+                        f"{p['scratch_mb'] / p['documents'] * 1e6:,.0f} MB")]
     return rows + [Figure("load average at the end", f"{r['load']:.1f}")]
+
+
+def simulate(documents: int, partitions: int, shard_documents: int = 100_000) -> dict:
+    """--dedup near in partitions over `documents` generated documents, without their text: each shard's signatures
+    drawn at random, a tenth of them exact copies and a twentieth near copies (12 of the 120 entries redrawn:
+    estimated Jaccard 0.9) of a document of the previous shard; staged, run partition by partition in this
+    process and joined as a build does. CPU time of each stage, each partition task's peak (tracemalloc), the
+    driver's links, the scratch disk, and whether exactly the copies are dropped."""
+    import tracemalloc
+
+    from mlmprep.builder import dedup_partitions as dp
+    from mlmprep.builder.staged import STAGING, Layout
+    from mlmprep.config import BuildConfig
+
+    cfg = BuildConfig(corpus=("generated",), dedup="near", dedup_partitions=partitions)
+    hashes = cfg.dedup_bands * cfg.dedup_rows
+    rng = np.random.default_rng(0)
+    result = {"documents": documents, "partitions": partitions, "copies": 0}
+    with tempfile.TemporaryDirectory(prefix="mlmprep-bench-dedup-sim-") as tmp:
+        (Path(tmp) / STAGING).mkdir()
+        layout = Layout(cfg, tmp, 1, content_length=126, window_length=128, doc_eos=None, format_version=1)
+        bases, previous = [0], None
+        started = time.process_time()
+        while bases[-1] < documents:
+            n = min(shard_documents, documents - bases[-1])
+            sig = rng.integers(0, 1 << 32, (n, hashes), dtype=np.uint32)
+            keys = rng.integers(0, 1 << 63, n, dtype=np.uint64)
+            if previous is not None:
+                kinds = rng.random(n)
+                copies = np.flatnonzero(kinds < 0.15)
+                sig[copies] = previous[rng.integers(0, len(previous), len(copies))]
+                near = copies[kinds[copies] >= 0.10]
+                redrawn = rng.random((len(near), hashes)).argsort(axis=1)[:, :12]
+                sig[near[:, None], redrawn] = rng.integers(0, 1 << 32, redrawn.shape, dtype=np.uint32)
+                result["copies"] += len(copies)
+            dp.stage_keys(layout, len(bases) - 1, {"keys": keys, "signatures": sig})
+            bases.append(bases[-1] + n)
+            previous = sig
+            print(f"  staged {bases[-1]:,} of {documents:,} documents", file=sys.stderr, flush=True)
+        result["stage_cpu_s"] = time.process_time() - started
+        result["scratch_mb"] = sum(p.stat().st_size for p in (Path(tmp) / STAGING).iterdir()) / 1e6
+        tracemalloc.start()
+        peaks, cpu = [], [0.0]
+
+        def tasks():
+            for p in range(partitions):
+                before, at = tracemalloc.get_traced_memory()[0], time.process_time()
+                tracemalloc.reset_peak()
+                links = dp.partition_links(dp.PartitionTask(layout, p, tuple(bases)))
+                peaks.append(tracemalloc.get_traced_memory()[1] - before)
+                cpu[0] += time.process_time() - at
+                yield links
+
+        at = time.process_time()
+        held = dp.joined_links(tasks())
+        join_at = time.process_time()
+        before = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+        kept_documents, first, _ = dp.join(held)
+        result["join_peak_mb"] = (tracemalloc.get_traced_memory()[1] - before + held.nbytes) / 1e6
+        tracemalloc.stop()
+        result.update(partition_cpu_s=cpu[0], join_cpu_s=time.process_time() - join_at + (join_at - at - cpu[0]),
+                      largest_task_mb=max(peaks) / 1e6, links=held.shape[1], links_mb=held.nbytes / 1e6,
+                      dropped=int(np.count_nonzero(kept_documents != first)), load=os.getloadavg()[0])
+    print(json.dumps(result, indent=1))
+    return result
+
+
+def simulated_figures(r: dict) -> list[Figure]:
+    per_million = 1e6 / r["documents"]
+    return [Figure("simulated near dedup: documents / partitions", f"{r['documents']:,} / {r['partitions']}"),
+            Figure("dropped / planted copies", f"{r['dropped']:,} / {r['copies']:,}", "equal",
+                   r["dropped"] == r["copies"]),
+            Figure("CPU: staging (the reading tasks' share) / partition tasks / the driver's join",
+                   f"{r['stage_cpu_s']:.1f} / {r['partition_cpu_s']:.1f} / {r['join_cpu_s']:.1f} s"),
+            Figure("scratch disk in all, per million documents",
+                   f"{r['scratch_mb']:,.0f} MB, {r['scratch_mb'] * per_million:,.0f} MB"),
+            Figure("largest partition task's peak", f"{r['largest_task_mb']:,.0f} MB"),
+            Figure("driver: links held / the join's peak, per million documents",
+                   f"{r['links_mb'] * per_million:,.1f} / {r['join_peak_mb'] * per_million:,.1f} MB"),
+            Figure("load average at the end", f"{r['load']:.1f}")]
 
 
 def main() -> None:
@@ -304,10 +424,18 @@ def main() -> None:
     parser.add_argument("--tokenizer", help="with --scale-mb: the tokenizer to build with (else one trained on the "
                                             "first 3,000 documents)")
     parser.add_argument("--workers", type=int, default=0, help="with --scale-mb: build processes (0: all cores)")
+    parser.add_argument("--partitions", type=int, default=16, help="with --scale-mb or --simulate-documents: "
+                                                                   "--dedup-partitions")
+    parser.add_argument("--simulate-documents", type=int, metavar="N",
+                        help="instead: near dedup in --partitions partitions of N documents of generated signatures, "
+                             "without their text (memory, CPU time and disk of the dedup alone)")
     docs.add_arguments(parser, "dedup")
     args = parser.parse_args()
+    if args.simulate_documents:
+        print_figures(simulated_figures(simulate(args.simulate_documents, args.partitions)))
+        return
     if args.scale_mb:
-        print_figures(scale_figures(run_scale(args.scale_mb, args.tokenizer, args.workers)))
+        print_figures(scale_figures(run_scale(args.scale_mb, args.tokenizer, args.workers, args.partitions)))
         return
     result = run(args.quick)
     print_figures(figures(result))

@@ -31,6 +31,7 @@ def opt(default: Any, help: str, *, panel: str, metavar: str | None = None, flag
 STORAGE_OPTIONS_HELP = ("fsspec options for the URLs among the paths (s3://, gs://), a JSON object such as "
                         "'{\"endpoint_url\": \"http://host:9000\"}' or '{\"profile\": \"x\"}'. None: credentials "
                         "and endpoint from the environment (AWS_* variables, ~/.aws, AWS_ENDPOINT_URL).")
+MAX_DEDUP_PARTITIONS = 1 << 16  # each partition task opens every shard's staged keys: more only adds their cost
 MIN_SHARD_BYTES = 1024  # the smallest --shard-bytes: tests cut tiny corpora into a few KB
 MIX_WEIGHT = "a source's weight is the fraction of training tokens (window tokens, before masking) it contributes"
 MAX_TOKENS = 2**40  # the largest train token budget: batch planning counts tokens in int64
@@ -55,6 +56,7 @@ APPLIES_WITH = {
     "pack": ("--method tokens", lambda c: c["method"] == "tokens"),  # text segments: the same bytes either way
     "paragraph_threshold": ("--dedup-paragraphs", lambda c: c["dedup_paragraphs"]),
     "decontaminate_threshold": ("--decontaminate", lambda c: c["decontaminate"]),
+    "dedup_partitions": ("--dedup exact or near", lambda c: c["dedup"] != "off"),
     **{key: ("--dedup near", lambda c: c["dedup"] == "near")
        for key in ("dedup_threshold", "dedup_ngram", "dedup_bands", "dedup_rows")},
 }
@@ -218,6 +220,11 @@ class BuildConfig:
                                           panel="Speed")
     ray_address: str | None = opt(None, "Ray cluster to join with --engine ray, as `ray start --head` prints it. None: "
                                   "start or join a local instance.", panel="Speed", metavar="ADDRESS")
+    dedup_partitions: int = opt(0, "--dedup exact or near: find the duplicates in this many tasks on the workers, "
+                                "each over a range of keys that the reading tasks stage to disk, so that the driver "
+                                "holds the duplicate pairs alone, not every document's keys (0: all in the driver; "
+                                "see docs/dedup.md for memory and disk per million documents). Never changes the "
+                                "output.", panel="Speed")
     chunk_chars: int = 1 << 20  # config file only: characters of text per tokenize/mask/write chunk, bounding memory
 
     def __post_init__(self) -> None:
@@ -244,6 +251,7 @@ class BuildConfig:
         check_range("--dedup-ngram", self.dedup_ngram, low=1)
         check_range("--dedup-bands", self.dedup_bands, low=1)
         check_range("--dedup-rows", self.dedup_rows, low=1)
+        check_range("--dedup-partitions", self.dedup_partitions, low=0, high=MAX_DEDUP_PARTITIONS)
         if not 0.0 < self.paragraph_threshold <= 1.0:
             raise ConfigError(f"--paragraph-threshold must be in (0, 1], got {self.paragraph_threshold}; 0.8 is usual")
         if not 0.0 <= self.decontaminate_threshold < 1.0:
@@ -298,7 +306,7 @@ class BuildConfig:
     def identity(self) -> dict[str, Any]:
         """The options that decide the output bytes; two builds with equal identities are the same build."""
         speed_only = {"threads", "chunk_chars", "force", "out", "shard_bytes", "workers", "engine", "ray_address",
-                      "storage_options"}
+                      "storage_options", "dedup_partitions"}
         if self.objective != "ul2":  # the other objectives' identities stay what they were before ul2
             speed_only |= {"denoisers", "denoiser_weights"}
         return {k: v for k, v in to_dict(self).items() if k not in speed_only}

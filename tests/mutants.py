@@ -45,6 +45,7 @@ class Mutant(NamedTuple):
     tests: tuple[str, ...]  # pytest arguments that should catch it
 
 
+PARTITIONS = "tests/builder/test_dedup.py::test_dedup_in_partitions_builds_the_bytes_of_dedup_in_the_driver"
 RAY_S3 = ("tests/builder/test_ray.py::"
           "test_a_build_from_and_to_s3_on_nodes_that_share_no_disk_with_the_driver_equals_the_local_build")
 
@@ -163,7 +164,7 @@ MUTANTS = [
     Mutant("detached-in-the-driver-stage", "mlmprep.builder.pipeline:run_detached",  # tasks write where no Ray node sees
            "    moved = replace(layout, stage=own)", "    moved = layout",
            ("tests/builder/test_detached.py::test_detached_tasks_build_the_attached_build_s_bytes",)),
-    Mutant("detached-payloads-kept", "mlmprep.builder.outputs:Staging.let_go",  # every shard's tokens held in Ray's store to the end
+    Mutant("detached-payloads-kept", "mlmprep.builder.outputs:Staging.drop",  # every shard's tokens held in Ray's store to the end
            '                self.held.pop(f"{STAGING}/{name}", None)', "                pass",
            ("tests/builder/test_detached.py::test_detached_tasks_build_the_attached_build_s_bytes",)),
     Mutant("ray-payload-dropped", "mlmprep.builder.engine.ray:run_ray",  # a Ray task's staged files never reach the driver
@@ -336,6 +337,27 @@ MUTANTS = [
     Mutant("dedup-band-neighbours-only", "mlmprep.builder._dedup_kernels:link_band",  # a bucket links only sorted neighbours
            "                y = docs[order[v]]\n", "                y = docs[order[v]]\n                if v > u + 1:\n                    break\n",
            ("tests/builder/test_dedup_kernels.py",)),
+    # ------------------------------------------------------------ dedup in partitions (--dedup-partitions)
+    Mutant("dedup-partition-boundary", "mlmprep.builder.dedup_partitions:partition_records",  # a range's last record lost
+           "lo, hi = parts + 1 + int(offsets[p]), parts + 1 + int(offsets[p + 1])",
+           "lo, hi = parts + 1 + int(offsets[p]), parts + int(offsets[p + 1])", (PARTITIONS,)),
+    Mutant("dedup-last-partition-never-run", "mlmprep.builder.run:BuildTasks.dedup_partitions",  # one range off by one
+           "for p in range(self.cfg.dedup_partitions)]", "for p in range(self.cfg.dedup_partitions - 1)]",
+           (PARTITIONS,)),
+    Mutant("dedup-partition-pairs-of-two-skipped", "mlmprep.builder.dedup_partitions:near_links",  # a band shared by 2 alone
+           "shared = np.repeat(sizes > 1, sizes)  # the records of groups of two or more\n"
+           "docs, sizes = docs[shared], sizes[sizes > 1]",
+           "shared = np.repeat(sizes > 2, sizes)\ndocs, sizes = docs[shared], sizes[sizes > 2]", (PARTITIONS,)),
+    Mutant("dedup-partition-links-not-joined", "mlmprep.builder.dedup_partitions:joined_links",  # earlier partitions' lost
+           "documents, first, _ = join(np.concatenate(held, axis=1))", "documents, first, _ = join(links)",
+           (PARTITIONS,)),
+    Mutant("dedup-partition-keeps-later-copy", "mlmprep.builder.selection:Selection.join",  # the first dropped, a copy kept
+           "dropped, at = documents[~kept], 0", "dropped, at = first[~kept], 0", (PARTITIONS,)),
+    Mutant("dedup-partition-exact-keeps-last", "mlmprep.builder.dedup_partitions:first_copies",  # a key's last copy kept
+           "order = np.lexsort((docs, keys))", "order = np.lexsort((-docs, keys))", (PARTITIONS,)),
+    Mutant("dedup-partition-shard-edge", "mlmprep.builder.selection:Selection.join",  # a shard's last duplicate kept
+           "np.searchsorted(dropped, [at, at + len(keys)])", "np.searchsorted(dropped, [at, at + len(keys) - 1])",
+           (PARTITIONS,)),
     Mutant("dedup-first-band-skipped", "mlmprep.builder.dedup:near_duplicate_clusters",  # band 0's candidates never linked
            "    for band in range(1, bands + 1):", "    for band in range(2, bands + 1):",
            ("tests/builder/test_dedup_kernels.py",)),
@@ -527,7 +549,7 @@ MUTANTS = [
     Mutant("shard-let-go-with-the-token-a-file-needs", "mlmprep.builder.outputs:OutputFiles.written",  # the token before a file's first window
            "start = max(0, rows * self.layout.content_length - 1) if", "start = rows * self.layout.content_length if",
            ("tests/builder/test_sharded.py",)),
-    Mutant("shards-kept-to-the-end", "mlmprep.builder.outputs:Staging.let_go",  # staging holds every shard until the build ends
+    Mutant("shards-kept-to-the-end", "mlmprep.builder.outputs:Staging.drop",  # staging holds every shard until the build ends
            "                (self.stage / STAGING / name).unlink(missing_ok=True)",
            "                pass",
            ("tests/builder/test_sharded.py",)),
@@ -1173,7 +1195,7 @@ MUTANTS = [
            "fates[first != np.arange(len(first))] = DROPPED", "fates[first == np.arange(len(first))] = DROPPED",
            ("tests/builder/test_dedup.py::test_near_dedup_keeps_the_first_of_each_cluster_brute_force_jaccard_confirms",)),
     Mutant("dedup-near-ignored", "mlmprep.builder.selection:Selection.add",  # --dedup near decided as off
-           "waits = self.cfg.dedup == \"near\"", "waits = False",
+           "        elif waits:\n            # the shard's", "        elif False:\n            # the shard's",
            ("tests/builder/test_dedup.py::test_near_dedup_keeps_the_first_of_each_cluster_brute_force_jaccard_confirms",)),
     Mutant("holdout-by-document-number", "mlmprep.builder.selection:Selection.decide",  # copies land on both sides
            "fates = np.where(held_documents(keys, self.cfg.validation_fraction, self.cfg.seed), VALIDATION, TRAIN)",

@@ -355,3 +355,59 @@ def roots(parent):
     for i in range(parent.size):
         out[i] = _find(parent, i)
     return out
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _joined(parent, x, y, edges, e):
+    """Union x and y; when that joined two sets, edge e is (x, y) and e + 1 is returned, else e."""
+    rx, ry = _find(parent, x), _find(parent, y)
+    if rx == ry:
+        return e
+    parent[max(rx, ry)] = min(rx, ry)
+    edges[0, e], edges[1, e] = x, y
+    return e + 1
+
+
+@njit(cache=True, nogil=True)
+def link_groups(starts, members, sig, threshold, parent, edges):
+    """A partition's share of near_duplicate_clusters: group g holds the rows members[starts[g]:starts[g + 1]]
+    (increasing) of one (band, band key); every pair of a group that reaches threshold is linked, as link_band
+    does, rows of identical signature first (a group of m copies costs m comparisons). Writes the links that
+    joined two sets, a spanning forest of the partition's edges, into edges[:, :e]; returns e."""
+    e = 0
+    k = np.uint64(sig.shape[1])
+    for g in range(starts.size - 1):
+        lo, m = starts[g], starts[g + 1] - starts[g]
+        whole = np.empty(m, np.uint64)
+        for u in range(m):
+            whole[u] = _row_key(sig, members[lo + u], 0, sig.shape[1], k)
+        order = np.argsort(whole, kind="mergesort")  # ties keep corpus order
+        reps = np.empty(m, np.int64)
+        r, u = 0, 0
+        while u < m:
+            x = members[lo + order[u]]
+            reps[r] = x
+            r += 1
+            v = u + 1
+            while v < m and whole[order[v]] == whole[order[u]]:
+                y = members[lo + order[v]]
+                if _equal(sig, x, y):
+                    e = _joined(parent, x, y, edges, e)
+                else:  # equal keys of different signatures (2**-64): compared as any other pair
+                    reps[r] = y
+                    r += 1
+                v += 1
+            u = v
+        for a in range(r):
+            for b in range(a + 1, r):
+                x, y = reps[a], reps[b]
+                if _find(parent, x) != _find(parent, y) and _close(sig, x, y, threshold):
+                    e = _joined(parent, x, y, edges, e)
+    return e
+
+
+@njit(cache=True, nogil=True)
+def join_pairs(a, b, parent):
+    """Union a[i] and b[i] for every i: the driver's join of the partitions' links."""
+    for i in range(a.size):
+        _union(parent, a[i], b[i])

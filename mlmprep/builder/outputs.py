@@ -292,8 +292,11 @@ class Staging:
     def let_go(self, shards: Iterable[int]) -> None:
         """Drop the staged token files of `shards`, which no output file still to write reads."""
         for shard in shards:
-            for suffix in self.suffixes:
-                name = f"shard-{shard:06d}.{suffix}"
-                (self.stage / STAGING / name).unlink(missing_ok=True)
-                self.held.pop(f"{STAGING}/{name}", None)
+            self.drop([f"shard-{shard:06d}.{suffix}" for suffix in self.suffixes])
             self.released = max(self.released, shard + 1)
+
+    def drop(self, names: Iterable[str]) -> None:
+        """Delete these staged files (names in the staging subfolder), which no task still to come reads."""
+        for name in names:
+            (self.stage / STAGING / name).unlink(missing_ok=True)
+            self.held.pop(f"{STAGING}/{name}", None)

@@ -40,6 +40,7 @@ import numpy as np
 from mlmprep import storage
 from mlmprep.builder import mask
 from mlmprep.builder.clean import clean_texts
+from mlmprep.builder.dedup_partitions import partitioned, stage_keys
 from mlmprep.builder.denoisers import SeedRows, row_offsets
 from mlmprep.builder.dropped import ShardDrops
 from mlmprep.builder.engine.base import Shipped, fetched
@@ -309,6 +310,8 @@ def tokenize_shard(task: TokenizeTask) -> dict:
                 ) if held_apart(cfg) else None  # the k-th batch's validation candidates
         out = stage_ids(layout, index, batches, worker.tok, overlap, windows=hashed, held=held)
     per_doc = joined(described) if described else describe_documents([], cfg, hashed)
+    if partitioned(cfg):
+        stage_keys(layout, index, per_doc)
     stats.files, stats.files_skipped = 0, []
     if drops is not None:
         drops.write(Path(layout.stage), index)

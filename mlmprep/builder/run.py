@@ -22,6 +22,7 @@ import numpy as np
 
 from mlmprep import storage
 from mlmprep.builder import dropped, mask
+from mlmprep.builder.dedup_partitions import PartitionTask, joined_links, partition_links, scratch_names
 from mlmprep.builder.denoisers import add_mode_tokens, mode_tokens
 from mlmprep.builder.destination import build_destination
 from mlmprep.builder.engine import make_engine
@@ -225,7 +226,7 @@ class BuildTasks:
         self.files = {side: OutputFiles(self.layout, lengths.rows_per_file, len(self.shards),
                                         tuple(mask.row_seed(cfg.seed, k) for k in range(cfg.seeds)),
                                         mask.row_seed(cfg.seed, VALIDATION_SLOT), side) for side in SIDES}
-        self.selection = Selection(cfg, len(self.shards))
+        self.selection = Selection(cfg, len(self.shards), self.dedup_partitions)
         self.paragraphs = {"threshold": cfg.paragraph_threshold, "lines": 0}  # --dedup-paragraphs: lines with words
         self.removed: list[np.ndarray | None] = [None] * len(self.shards)  # ... and each shard's lines it removes
         self.exclusion: dict | None = None  # --exclude: the evaluation sets' n-gram table and documents
@@ -285,6 +286,22 @@ class BuildTasks:
                     removed.append(seen.decide(lines["hashes"], lines["counts"]))
                     self.paragraphs["lines"] += int(np.count_nonzero(lines["counts"]))
         return removed
+
+    def dedup_partitions(self, documents: list[int]) -> np.ndarray:
+        """--dedup-partitions, every shard read (`documents` in each): the partition tasks' links, joined as they
+        come in; then the files they read are deleted."""
+        bases = tuple(np.concatenate([[0], np.cumsum(documents, dtype=np.int64)]).tolist())
+        tasks = [PartitionTask(self.layout, p, bases) for p in range(self.cfg.dedup_partitions)]
+
+        def taken(run: TaskRun) -> Iterator[np.ndarray]:
+            for index, links in run:
+                run.results[index] = None  # held once, in the join
+                yield links
+
+        with TaskRun(*self.staging.calls(partition_links, tasks), engine=self.engine) as run:
+            links = joined_links(taken(run), firsts=self.cfg.dedup == "exact")
+        self.staging.drop(scratch_names(len(self.shards)))
+        return links
 
     def shard_read(self, index: int, result: dict, bar: Stages) -> list[WriteTask]:
         """Note shard `index` read; the write tasks that made ready (the last shard: every file left)."""

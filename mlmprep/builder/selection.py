@@ -17,17 +17,21 @@ holds the validation candidates' n-gram and token-window hashes (with --dedup ne
 shard's distinct others (8 bytes each) until then. Driver memory: an exact
 key and a Python dict entry (about 100 bytes) per distinct document; with --dedup near, bands x rows x 4 bytes of
 signature and (bands + 1) x 8 bytes of LSH keys per document (680 MB per million documents at the default
-24 x 5) until the clustering is done.
+24 x 5) until the clustering is done. With --dedup-partitions the workers find the duplicates
+(mlmprep.builder.dedup_partitions) and the driver holds each document's key and fate (9 bytes) and the pairs of
+duplicates alone.
 """
 
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 
 import numpy as np
 
 from mlmprep.builder import randomness
 from mlmprep.builder.dedup import exact_keys, lsh_keys, minhash_signatures, near_duplicate_clusters, normalised_utf8
+from mlmprep.builder.dedup_partitions import join, partitioned
 from mlmprep.builder.overlap import MATCH_TOKENS, NGRAM, decontaminate, distinct, joined_bytes, text_ngrams
 from mlmprep.config import BuildConfig
 
@@ -135,8 +139,11 @@ class JoinedRows:
 class Selection:
     """The fates of the corpus's documents, shard by shard as the reading tasks' results come in (`add`)."""
 
-    def __init__(self, cfg: BuildConfig, shards: int):
+    def __init__(self, cfg: BuildConfig, shards: int,
+                 partitions: Callable[[list[int]], np.ndarray] | None = None):
         self.cfg = cfg
+        # --dedup-partitions: given each shard's documents, runs the partition tasks; their links
+        self.partitions = partitions
         self.results: list[dict | None] = [None] * shards
         self.fates: list[np.ndarray | None] = [None] * shards  # per shard: uint8 per document
         self.decided = 0  # shards before this one have their fates
@@ -153,8 +160,12 @@ class Selection:
         shards whose training documents that decides, in order (--decontaminate: their validation documents wait
         for the last shard, see validation_waits)."""
         self.results[index] = result
-        waits = self.cfg.dedup == "near"  # decides every shard at once, at the end
-        if waits:
+        waits = self.cfg.dedup == "near" or partitioned(self.cfg)  # decides every shard at once, at the end
+        if partitioned(self.cfg):
+            if any(r is None for r in self.results):
+                return []
+            self.join(self.partitions([len(r["keys"]) for r in self.results]))
+        elif waits:
             # the shard's LSH keys now, while the other shards are still read: the clustering at the end only links
             result["lsh_keys"] = lsh_keys(result["signatures"], bands=self.cfg.dedup_bands, rows=self.cfg.dedup_rows)
             self.signatures.add(index, result.pop("signatures"))
@@ -219,6 +230,23 @@ class Selection:
         self.sizes = {int(i): int(sizes[i]) for i in np.flatnonzero(sizes > 1)}
         self.fates = np.split(fates, np.cumsum(counts)[:-1]) if counts else []
         self.decided, self.documents = len(self.results), len(keys)
+
+    def join(self, links: np.ndarray) -> None:
+        """Fates of every document (--dedup-partitions) from the partition tasks' links: the first of each cluster
+        kept (dedup_partitions.join), the side of a kept one by its own key."""
+        documents, first, sizes = join(links, firsts=self.cfg.dedup == "exact")
+        kept = documents == first
+        self.sizes = dict(zip(documents[kept].tolist(), sizes[kept].tolist()))
+        dropped, at = documents[~kept], 0
+        for s, result in enumerate(self.results):
+            keys = result["keys"]
+            fates = np.where(held_documents(keys, self.cfg.validation_fraction, self.cfg.seed), VALIDATION, TRAIN)
+            fates = fates.astype(np.uint8)
+            lo, hi = np.searchsorted(dropped, [at, at + len(keys)])
+            fates[dropped[lo:hi] - at] = DROPPED
+            self.fates[s] = fates
+            at += len(keys)
+        self.decided, self.documents = len(self.results), at
 
     def decontaminate(self) -> None:
         """Make MOVED the validation documents whose n-grams are in training (overlap.decontaminate); note the

@@ -194,3 +194,19 @@ def test_a_killed_builds_temporary_files_go_with_the_next_build(tmp_path, big_co
         assert data_files(out) == data_files(reference)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def partitions_staged(stage: Path) -> bool:
+    """--dedup-partitions: a reading task has staged its keys for the partition tasks."""
+    return any((stage / "shards").glob("shard-*.dedup"))
+
+
+def test_a_build_killed_with_dedup_partitions_staged_leaves_nothing_and_reruns_to_the_in_driver_bytes(
+        tmp_path, big_corpus, tok, reference):
+    """The partitions' files live in the stage: a kill leaves them there, and the next run removes them with it
+    and writes the bytes of the build that deduplicated in the driver."""
+    out = tmp_path / "out"
+    args = [*build_args(big_corpus, out, tok), "--dedup-partitions", "3", "--shard-bytes", "200000"]
+    kill_when(args, out, partitions_staged)
+    assert not out.exists()
+    finish(args, out, reference)

@@ -20,8 +20,9 @@ from mlmprep.builder.selection import held_documents
 from mlmprep.config import BuildConfig
 from mlmprep.format.write import iter_rows
 from mlmprep.tokenizer.load import load_tokenizer
+from tests import near_duplicates
 from tests.builder.test_sharded import reference_rows
-from tests.cli.test_build import data_files, run_cli
+from tests.cli.test_build import build_args, cli, data_files, leftovers, run_cli
 from tests.conftest import CORPORA, build_tiny, tiny_documents
 from tests.ngrams import side_streams
 
@@ -248,7 +249,108 @@ def test_a_corpus_as_txt_and_as_gz_gives_the_same_build_with_a_trained_tokenizer
     assert manifests[0]["corpus"]["stats"]["dedup"] == manifests[1]["corpus"]["stats"]["dedup"]
 
 
+def chained() -> list[str]:
+    """Near copies of near copies (tests.near_duplicates: chains of links that fall in different partitions),
+    exact copies of them re-spaced, and documents shorter than a shingle (some of identical signature), shuffled
+    after the first 40."""
+    texts, _, _ = near_duplicates.planted_corpus(seed=3, bases=120, copies=160)
+    rng = random.Random(3)
+    copies = [f" {texts[k].replace(' ', '  ')} " for k in rng.sample(range(len(texts)), 40)]
+    short = ["brief note", "brief  note", "another brief one", "brief note here"] * 3
+    tail = texts[40:] + copies + short
+    rng.shuffle(tail)
+    return texts[:40] + tail
+
+
+def signature_clusters_kept(docs: list[str], threshold: float) -> list[int]:
+    """The first document of each cluster by brute force over the documents' MinHash signatures: every pair equal
+    in some band's entries whose share of equal entries reaches `threshold` is joined (the signatures themselves
+    are held against true Jaccard in test_dedup_kernels)."""
+    from mlmprep.builder.dedup import minhash_signatures
+    from mlmprep.builder.selection import MINHASH_SEED
+
+    cfg = BuildConfig(corpus=("c.txt",))
+    bands, rows = cfg.dedup_bands, cfg.dedup_rows
+    sig = minhash_signatures(docs, ngram=cfg.dedup_ngram, num_hashes=bands * rows, seed=MINHASH_SEED)
+    same = sig[:, None, :] == sig[None, :, :]
+    linked = same.reshape(len(docs), len(docs), bands, rows).all(axis=3).any(axis=2) & (same.mean(axis=2) >= threshold)
+    first = list(range(len(docs)))
+    for i, j in zip(*np.nonzero(np.triu(linked, 1))):
+        a, b = first[i], first[j]
+        first = [min(a, b) if f in (a, b) else f for f in first]
+    return [i for i in range(len(docs)) if first[i] == i]
+
+
+@pytest.fixture(scope="module")
+def chained_corpus(tmp_path_factory) -> tuple[Path, list[str]]:
+    docs = chained()
+    path = tmp_path_factory.mktemp("chained") / "corpus.txt"
+    path.write_text("\n".join(docs) + "\n", encoding="utf-8")
+    return path, docs
+
+
+@pytest.mark.parametrize("dedup", ["exact", "near"])
+def test_dedup_in_partitions_builds_the_bytes_of_dedup_in_the_driver(tmp_path, chained_corpus, tiny_tokenizer_path,
+                                                                      dedup, monkeypatch):
+    """1 and 7 partitions, on 1 and 2 workers, over shards of a few documents: the in-driver build's bytes and
+    counts, whose kept documents are those of a plain reference (a set of normalised texts; brute force over the
+    signatures); clusters chain across partitions; the driver joins the links as each partition's come in; no
+    partition file is left."""
+    from mlmprep.builder import dedup_partitions
+
+    monkeypatch.setattr(dedup_partitions, "JOIN_AT", 0)
+    path, docs = chained_corpus
+    if dedup == "exact":
+        seen: dict[str, int] = {}
+        kept = [seen.setdefault(normalised(d), i) for i, d in enumerate(docs) if normalised(d) not in seen]
+    else:
+        kept = signature_clusters_kept(docs, 0.8)
+        assert len(docs) - len(kept) >= 100
+    options = {"rows_per_file": 30, "dedup": dedup}
+    driver = build_tiny(tmp_path / "driver", path, tiny_tokenizer_path, workers=1, **options)
+    assert_windows_are_those_of(driver, sides(docs, kept, 0.1, 0), tiny_tokenizer_path, {})
+    stats = json.loads((driver / "manifest.json").read_text())["corpus"]["stats"]["dedup"]
+    assert stats["documents_dropped"] == len(docs) - len(kept)
+    assert stats["largest_clusters"][0]["size"] >= 3  # chains: a cluster joined through later documents
+    for partitions, workers in ((1, 1), (7, 2)):
+        out = tmp_path / f"p{partitions}"
+        build_tiny(out, path, tiny_tokenizer_path, workers=workers, shard_bytes=2000, dedup_partitions=partitions,
+                   **options)
+        assert data_files(out) == data_files(driver), partitions
+        assert json.loads((out / "manifest.json").read_text())["corpus"]["stats"]["dedup"] == stats
+    assert not [p for p in tmp_path.rglob("*") if p.suffix in (".dedup", ".sig") or p.name == "shards"]
+
+
+@pytest.mark.parametrize("dedup", ["exact", "near"])
+def test_a_partition_file_changed_in_the_stage_is_one_line_and_nothing_is_left(tmp_path, tiny_corpus, tok, dedup,
+                                                                               monkeypatch):
+    """A staged file cut short after its reading task wrote it: exit 2, one line naming it, no output, no stage."""
+    from mlmprep.builder import pipeline
+
+    staged = pipeline.stage_keys
+
+    def cut_short(layout, index, described):
+        staged(layout, index, described)
+        if index == 1:
+            path = layout.staged(f"shard-{index:06d}.dedup")
+            path.write_bytes(path.read_bytes()[:-8])
+
+    monkeypatch.setattr(pipeline, "stage_keys", cut_short)
+    out = tmp_path / "b"
+    result = cli(*build_args(tiny_corpus, out, tok, "--workers", "1", "--shard-bytes", "3000", "--dedup", dedup,
+                             "--dedup-partitions", "2"))
+    assert result.exit_code == 2
+    assert re.fullmatch(r"error: \S+shard-000001\.dedup: .* run the build again\n", result.stderr), result.stderr
+    assert leftovers(out) == []
+
+
 def test_dedup_options_are_refused_where_they_do_nothing(tmp_path, tiny_corpus, tok):
+    result = run_cli("build", tiny_corpus, "--out", tmp_path / "b", "--tokenizer", tok, "--dedup", "off",
+                     "--dedup-partitions", "4")
+    assert result.returncode == 2 and result.stderr.strip() == (
+        "error: --dedup-partitions applies to --dedup exact or near only; leave it out or use --dedup exact or near")
+    result = run_cli("build", tiny_corpus, "--out", tmp_path / "b", "--tokenizer", tok, "--dedup-partitions", "-1")
+    assert result.returncode == 2 and "--dedup-partitions must be at least 0" in result.stderr
     result = run_cli("build", tiny_corpus, "--out", tmp_path / "b", "--tokenizer", tok, "--dedup-threshold", "0.9")
     assert result.returncode == 2 and result.stderr.strip() == (
         "error: --dedup-threshold applies to --dedup near only; leave it out or use --dedup near")

@@ -33,14 +33,16 @@ def detached(monkeypatch) -> list[tuple[list[str], int]]:
 
 
 @pytest.mark.parametrize("more", [("--workers", "1"), ("--workers", "2"), ("--workers", "1", "--pack", "doc"),
-                                  ("--workers", "1", "--method", "text"), ("--workers", "1", "--no-decontaminate")],
-                         ids=["stream", "processes", "doc", "text", "stream-no-decontaminate"])
+                                  ("--workers", "1", "--method", "text"), ("--workers", "1", "--no-decontaminate"),
+                                  ("--workers", "2", "--dedup", "near", "--dedup-partitions", "3")],
+                         ids=["stream", "processes", "doc", "text", "stream-no-decontaminate", "partitions"])
 def test_detached_tasks_build_the_attached_build_s_bytes(tmp_path, tiny_corpus, tok, detached, monkeypatch, more):
     # half the documents held out: a validation file fills (and lets its shards go) as often as a training one
     args = ("--shard-bytes", "3000", "--rows-per-file", "50", "--validation-fraction", "0.5", *more)
+    in_driver = args[:-2] if "--dedup-partitions" in args else args  # the attached build dedups in the driver
     with monkeypatch.context() as attached:
         attached.setattr(build_run, "Staging", build_run.Staging.__mro__[1])  # the real one
-        assert cli(*build_args(tiny_corpus, tmp_path / "attached", tok, *args)).exit_code == 0
+        assert cli(*build_args(tiny_corpus, tmp_path / "attached", tok, *in_driver)).exit_code == 0
     assert not detached
     result = cli(*build_args(tiny_corpus, tmp_path / "detached", tok, *args))
     assert result.exit_code == 0, result.stderr

@@ -295,13 +295,14 @@ def cluster_work(root: Path) -> tuple[Path, dict] | str:
     (root / "blocks").mkdir()
     cfg = {
         "blocks": str(root / "blocks"), "n_blocks": BLOCKS,
-        "build": cli_command(*args, "--out", root / "ray", "--shard-bytes", "40000"),  # ~10 reading tasks
+        # ~10 reading tasks; near dedup in partition tasks, held against the local build's in the driver
+        "build": cli_command(*args, "--out", root / "ray", "--shard-bytes", "40000", "--dedup-partitions", "3"),
         "build_ul2": cli_command(*ul2_args, "--out", root / "ray-ul2", "--shard-bytes", "40000"),
         "build_killed": cli_command(*args, "--out", root / "ray-killed"),  # one long reading task: sure to be hit
         "build_interrupted": cli_command(*args, "--out", root / "ray-interrupted"),
         "build_bad": cli_command(*bad_args, "--out", root / "ray-bad"),
         "cli": cli_command(), "tests": str(Path(__file__).parents[1]), "corpus": str(corpus), "tokenizer": str(tok),
-        "s3_args": args[4:] + ["--shard-bytes", "40000"], "s3_copy": str(root / "ray-s3"),
+        "s3_args": args[4:] + ["--shard-bytes", "40000", "--dedup-partitions", "3"], "s3_copy": str(root / "ray-s3"),
         "credentials": CREDENTIALS,
     }
     (root / "script.py").write_text(SCRIPT, encoding="utf-8")
