@@ -26,9 +26,9 @@ from mlmprep.builder.pipeline import (
     windows_width,
 )
 from mlmprep.builder.record import corpus_counts
-from mlmprep.builder.selection import MOVED_PICKS, SIDES, Selection, decontaminating, held_apart
+from mlmprep.builder.selection import MOVED_PICKS, SIDES, Selection
 from mlmprep.builder.side_rows import Plan
-from mlmprep.builder.staged import STAGING, Layout
+from mlmprep.builder.staged import STAGING, Layout, decontaminating, held_apart
 from mlmprep.builder.windows import WindowStats, doc_rows_per_document, segment_chars
 from mlmprep.corpus.documents import Corpus
 from mlmprep.corpus.jsonl import missing_field_error, no_text_error

@@ -50,9 +50,7 @@ from mlmprep.builder.masker import Masker, mask_part
 from mlmprep.builder.overlap import excluded, exclusion_table, line_hashes, trimmed, window_hashes
 from mlmprep.builder.selection import (
     SIDES,
-    decontaminating,
     document_keys,
-    held_apart,
     held_documents,
     split_hashes,
 )
@@ -62,7 +60,9 @@ from mlmprep.builder.staged import (
     INPUTS,
     STAGING,
     Layout,
+    decontaminating,
     gather,
+    held_apart,
     preload_tokenizer,
     read_array,
     side_documents,
@@ -375,7 +375,7 @@ def stage_ids(layout: Layout, index: int, batches: Iterable[list[str]], tok, ove
     """Tokenize the batches (two calls at a time, given `overlap`) and stage shard `index`'s token ids as
     `shard-N.ids` and its documents' lengths as `shard-N.lens`; returns their counts and the lengths (and, given
     `windows`, the hashes of each document's token windows: overlap.window_hashes). `held(k)`: the k-th batch's
-    documents staged apart as well, as `shard-N.held.ids` and `.lens` (selection.held_apart)."""
+    documents staged apart as well, as `shard-N.held.ids` and `.lens` (staged.held_apart)."""
     out = {"documents": 0, "tokens": 0, "chars": 0}
     lengths_written: list[np.ndarray] = []
     hashed: list[tuple[np.ndarray, np.ndarray]] = []

@@ -49,8 +49,8 @@ from mlmprep.builder.pipeline import (
     write_file,
 )
 from mlmprep.builder.record import corpus_counts, dedup_stats, finish_manifest, wrapped_prose
-from mlmprep.builder.selection import DROPPED, MOVED_PICKS, SIDES, Selection, decontaminating, held_apart
-from mlmprep.builder.staged import STAGING, Layout, adopt_tokenizer
+from mlmprep.builder.selection import DROPPED, MOVED_PICKS, SIDES, Selection
+from mlmprep.builder.staged import STAGING, Layout, adopt_tokenizer, decontaminating, held_apart
 from mlmprep.builder.tokenizer_file import train_for_build
 from mlmprep.builder.windows import WindowStats
 from mlmprep.config import BuildConfig

@@ -33,6 +33,7 @@ from mlmprep.builder import randomness
 from mlmprep.builder.dedup import exact_keys, lsh_keys, minhash_signatures, near_duplicate_clusters, normalised_utf8
 from mlmprep.builder.dedup_partitions import join, partitioned
 from mlmprep.builder.overlap import MATCH_TOKENS, NGRAM, decontaminate, distinct, joined_bytes, text_ngrams
+from mlmprep.builder.staged import decontaminating, held_apart
 from mlmprep.config import BuildConfig
 
 SIDES = ("train", "validation")
@@ -72,19 +73,6 @@ def split_hashes(result: dict, cfg: BuildConfig) -> dict:
             own = np.repeat(candidates, per_doc)
             out |= {kind: hashes[own], counts: per_doc[candidates], f"trained_{kind}": distinct(hashes[~own])}
     return result | out
-
-
-def decontaminating(cfg: BuildConfig) -> bool:
-    """Whether the build checks its validation documents against training (--decontaminate, and a validation set)."""
-    return cfg.decontaminate and cfg.validation_fraction > 0
-
-
-def held_apart(cfg: BuildConfig) -> bool:
-    """Whether each shard's validation candidates (held_documents) are staged apart as well (`shard-N.held.ids`,
-    `.lens`), for the validation side and the moved documents to read: with --decontaminate, those wait for the last
-    shard, and so would every shard's whole staged tokens. Not with --dedup near, which waits for it anyway (every
-    document a candidate), nor --method text, whose files all wait for it."""
-    return decontaminating(cfg) and cfg.dedup != "near" and cfg.method == "tokens"
 
 
 def held_documents(keys: np.ndarray, fraction: float, seed: int) -> np.ndarray:

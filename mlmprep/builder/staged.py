@@ -15,13 +15,25 @@ from typing import Any
 import numpy as np
 
 from mlmprep.builder.engine.base import fetched
-from mlmprep.builder.selection import held_apart
 from mlmprep.config import BuildConfig
 from mlmprep.format.write import hf_tokenizer_json
 from mlmprep.tokenizer.encode import plain_encoder, word_tables
 from mlmprep.tokenizer.load import load_tokenizer, special_ids
 
 STAGING = "shards"  # staging-directory subfolder of the phase-1 outputs; removed before publishing
+
+
+def decontaminating(cfg: BuildConfig) -> bool:
+    """Whether the build checks its validation documents against training (--decontaminate, and a validation set)."""
+    return cfg.decontaminate and cfg.validation_fraction > 0
+
+
+def held_apart(cfg: BuildConfig) -> bool:
+    """Whether each shard's validation candidates (held_documents) are staged apart as well (`shard-N.held.ids`,
+    `.lens`), for the validation side and the moved documents to read: with --decontaminate, those wait for the last
+    shard, and so would every shard's whole staged tokens. Not with --dedup near, which waits for it anyway (every
+    document a candidate), nor --method text, whose files all wait for it."""
+    return decontaminating(cfg) and cfg.dedup != "near" and cfg.method == "tokens"
 
 
 @dataclass(frozen=True)
@@ -51,7 +63,7 @@ class Layout:
 
     def stem(self, shard: int, side: str) -> str:
         """The name (less its suffix) of the staged files that `shard`'s documents on `side` (a picks name:
-        selection.MOVED_PICKS too) are read from: the shard's, or its validation candidates' (selection.held_apart)."""
+        selection.MOVED_PICKS too) are read from: the shard's, or its validation candidates' (held_apart)."""
         return f"shard-{shard:06d}.held" if side != "train" and held_apart(self.cfg) else f"shard-{shard:06d}"
 
     def staged(self, name: str) -> Path:
