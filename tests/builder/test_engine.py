@@ -319,8 +319,8 @@ def test_ctrl_c_while_the_pool_is_made_leaves_no_semaphore_without_its_clean_up(
             mlmprep.builder.engine.local.LocalPool(2, "mlmprep.builder.pipeline")
     finally:
         signal.signal(signal.SIGINT, previous)
-    gc.collect()  # the pool never made: its queues' locks are cleaned up as they go
-    assert registered and sorted(unregistered) == sorted(registered)
+    gc.collect()  # the pool never made: its queues' locks are cleaned up as they go (others' may go too)
+    assert registered and set(registered) <= set(unregistered)
 
 
 def tokenizer_in_worker(stage: str) -> bool:
