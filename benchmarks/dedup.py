@@ -67,8 +67,9 @@ def planted_corpus(n: int, seed: int = 0) -> tuple[list[str], list[str], int]:
 def build_config(corpus: Path, out: Path, tokenizer: Path, dedup: str, fraction: float = 0.1):
     from mlmprep.config import BuildConfig
 
+    # decontamination off: it would move the leaked validation documents too, and the figures are dedup's alone
     return BuildConfig(corpus=(str(corpus),), tokenizer=str(tokenizer), out=str(out), dedup=dedup, force=True,
-                       input_length=128, seeds=1, validation_fraction=fraction)
+                       input_length=128, seeds=1, validation_fraction=fraction, decontaminate=False)
 
 
 def shingle_keys(split: Path) -> np.ndarray:
