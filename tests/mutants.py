@@ -492,6 +492,9 @@ MUTANTS = [
     Mutant("dropped-exclude-keeps-only-the-first-cut", "mlmprep.builder.overlap:excluded",  # --keep-dropped
            '"exclude", "\\n".join(removed)', '"exclude", "\\n".join(removed[:1])',
            ("tests/builder/test_exclude.py",)),
+    Mutant("gone-builds-unfinished-files-refused", "mlmprep.builder.destination:ObjectPrefix.existing",  # needs --force
+           "if self.after_dead and self.present", "if False and self.present",
+           ("tests/test_storage_faults.py::test_an_unfinished_build_under_a_gone_builds_lock_is_replaced_without_force",)),
     Mutant("pool-made-with-ctrl-c-live", "mlmprep.builder.engine.local:LocalPool.__init__",  # a semaphore leaks
            "with ctrl_c_held():", "if True:",
            ("tests/builder/test_engine.py",)),

@@ -127,6 +127,33 @@ def test_a_lock_left_on_this_host_by_a_process_that_is_gone_is_taken_over_withou
     assert "manifest.json" in listing(s3, out) and ".mlmprep-lock" not in listing(s3, out)
 
 
+def test_an_unfinished_build_under_a_gone_builds_lock_is_replaced_without_force(s3, tiny_corpus, tok,
+                                                                                 local_reference):  # noqa: F811
+    """A build that failed while its store was down could not remove what it had uploaded: the next build, taking
+    over its lock (its process gone), replaces those files without --force and says so; objects that are not a
+    build's stay refused, lock or no lock."""
+    out = f"s3://{s3.bucket()}/data"
+    prefix = out.removeprefix("s3://")
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    held = {"host": socket.gethostname(), "pid": gone.pid, "id": "x", "since": "2026-01-02T03:04:05Z"}
+    s3.fs().pipe(prefix + "/.mlmprep-lock", json.dumps(held).encode())
+    s3.fs().pipe(prefix + "/seed-0/data-00000-of-00001.arrow", b"half an upload")
+    result = run(*build_args(tiny_corpus, out, tok), env={})
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.splitlines()[:2] == [
+        f"note: --out {out}: taking over the lock of pid {gone.pid} on {socket.gethostname()}, since "
+        "2026-01-02T03:04:05Z (that build no longer runs)",
+        f"note: --out {out}: replacing the unfinished files that build left (1 objects)"]
+    assert remote_files(s3, out) == data_files(local_reference) and ".mlmprep-lock" not in listing(s3, out)
+    s3.fs().rm(prefix, recursive=True)
+    s3.fs().pipe(prefix + "/.mlmprep-lock", json.dumps(held).encode())
+    s3.fs().pipe(prefix + "/notes.txt", b"someone else's")
+    refused = run(*build_args(tiny_corpus, out, tok), env={})
+    assert refused.returncode == 2 and "not an mlmprep build" in refused.stderr
+    assert s3.fs().cat(prefix + "/notes.txt") == b"someone else's"
+
+
 MLMPREP_LINES = ("note: ", "warning: ", "error: ")  # what mlmprep itself prints on stderr
 
 

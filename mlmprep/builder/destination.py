@@ -4,10 +4,11 @@ its Destination and never which kind it is. The mechanics of each are in format/
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
 
@@ -117,15 +118,21 @@ class ObjectPrefix(Destination):
     def __init__(self, url: str, options: dict):
         self.out, self.options = url.rstrip("/"), options
         self.present: dict[str, int] = {}  # the objects there when `existing` looked, which `commit` replaces
+        self.after_dead = False  # the lock was a build's that no longer runs here: its unfinished files are leftovers
 
     def has_build(self) -> bool:
         return storage.exists(storage.join(self.out, MANIFEST), self.options)
 
-    def lock(self, *, force: bool = False) -> AbstractContextManager:
-        return remote_lock(self.out, self.options, force=force, log=say)
+    @contextlib.contextmanager
+    def lock(self, *, force: bool = False) -> Iterator[None]:
+        with remote_lock(self.out, self.options, force=force, log=say) as self.after_dead:
+            yield
 
     def existing(self, identity: dict, fingerprint: str, *, tokenizer_sha: str | None, force: bool) -> Manifest | None:
         self.present = remote_contents(self.out, self.options)
+        if self.after_dead and self.present and MANIFEST not in self.present and not force:
+            say(f"--out {self.out}: replacing the unfinished files that build left ({len(self.present)} objects)")
+            force = True  # an unfinished build's files under its lock, not anyone's build: its own leftovers
         return read_existing_remote(self.out, self.present, self.options, identity, fingerprint,
                                     tokenizer_sha=tokenizer_sha, force=force)
 

@@ -305,20 +305,22 @@ BUILD_NAMES = re.compile(r"(tokenizer\.json|special_tokens_map\.json|tokenizer_c
 
 
 @contextlib.contextmanager
-def remote_lock(url: str, options: dict, *, force: bool = False, log=lambda _: None) -> Iterator[None]:
+def remote_lock(url: str, options: dict, *, force: bool = False, log=lambda _: None) -> Iterator[bool]:
     """Hold the lock object of the prefix `url` for the whole build; a second build into it fails at once. The
     lock names its owner (host, pid, time): one left by a build that no longer runs on this host is taken over,
-    and one from another host with `force`; each takeover is logged."""
+    and one from another host with `force`; each takeover is logged. Gives whether the lock was a build's that no
+    longer runs here (what it left unfinished is its leftovers, which the next build may replace)."""
     lock = storage.join(url, storage.LOCK)
     ours = uuid.uuid4().hex
     token = json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "id": ours,
                         "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}).encode()
+    dead = False
     if not storage.create(lock, token, options):
-        take_over(url, lock, options, force, log)
+        dead = take_over(url, lock, options, force, log)
         if not storage.create(lock, token, options):
             raise CacheError(f"--out {url}: another mlmprep build took the lock {lock} first; wait for it")
     try:
-        yield
+        yield dead
     finally:
         with contextlib.suppress(CacheError):  # never remove a lock another build took after ours was removed
             if lock_owner(storage.read_bytes(lock, options)).get("id") == ours:
@@ -346,13 +348,14 @@ def mark_committing(url: str, options: dict, manifest: bytes) -> None:
                           options)
 
 
-def take_over(url: str, lock: str, options: dict, force: bool, log) -> None:
+def take_over(url: str, lock: str, options: dict, force: bool, log) -> bool:
     """Remove the lock another build holds on `url` if that build no longer runs (on this host) or `force`;
-    otherwise one line naming its owner and what to do."""
+    otherwise one line naming its owner and what to do. Whether its build no longer runs here and had not
+    committed."""
     try:
         held = storage.read_bytes(lock, options)
     except CacheError:
-        return  # released meanwhile: the caller tries again
+        return False  # released meanwhile: the caller tries again
     owner = lock_owner(held)
     try:
         host, pid, since = str(owner["host"]), int(owner["pid"]), str(owner.get("since", "an unknown time"))
@@ -364,7 +367,7 @@ def take_over(url: str, lock: str, options: dict, force: bool, log) -> None:
             "stopped before it removed its lock")
         if storage.read_bytes(lock, options) == held:
             storage.remove([lock], options)
-        return
+        return False
     here = host == socket.gethostname()
     if here and pid_alive(pid):
         raise CacheError(f"--out {url}: another mlmprep build is writing it now ({who}, lock {lock}); wait for it")
@@ -375,6 +378,7 @@ def take_over(url: str, lock: str, options: dict, force: bool, log) -> None:
     log(f"--out {url}: taking over the lock of {who} ({reason})")
     if storage.read_bytes(lock, options) == held:
         storage.remove([lock], options)
+    return here
 
 
 def committed(url: str, options: dict, owner: dict) -> bool:
