@@ -162,17 +162,19 @@ MLMPREP_LINES = ("note: ", "warning: ", "error: ")  # what mlmprep itself prints
 def test_a_store_that_goes_down_mid_upload_and_comes_back_leaves_only_mlmprep_lines(
         s3, switch_proxy, tmp_path, tiny_corpus, tok, local_reference, seconds, silent):  # noqa: F811
     """Every connection reset (or, `silent`, left unanswered) at the third PUT (the probe, the lock, then the files)
-    for 3, 15 or 60 s: a build that rides it out (3 s always) prints nothing but mlmprep's own lines (asyncio's "Task
+    for 3, 15 or 60 s: a build that rides it out prints nothing but mlmprep's own lines (asyncio's "Task
     exception was never retrieved ... Cannot write to closing transport" for each HTTP client task that failed on a
     dropped connection, before); one that outlasts its retries (botocore's attempts, and their quota of retries
-    shared by the uploads under way) is one line naming the store, no scratch left, and the next build succeeds."""
+    shared by the uploads under way) is one line naming the store, no scratch left, and the next build succeeds:
+    the files it could not take back while the store was away stay under its lock, which the next build takes over
+    with them."""
     out = f"s3://{s3.bucket()}/data"
     switch_proxy.down_at(3, seconds, silent=silent)
     env = {"TMPDIR": str(tmp_path)}
     start = time.monotonic()
     result = run(*build_args(tiny_corpus, out, tok), env=env, timeout=900)
     assert switch_proxy.puts >= 3 and (silent or switch_proxy.cut > 0)  # the outage met the build
-    if result.returncode != 0 and seconds > 3:
+    if result.returncode != 0:  # botocore's waits are jittered: even 3 s can outlast its 5 attempts
         assert_refused(result.returncode, result.stderr, out, "did not answer")
         assert list(tmp_path.iterdir()) == [] and "manifest.json" not in listing(s3, out)
         time.sleep(max(0.0, start + seconds - time.monotonic()))  # the store is back

@@ -322,9 +322,12 @@ def remote_lock(url: str, options: dict, *, force: bool = False, log=lambda _: N
     try:
         yield dead
     finally:
-        with contextlib.suppress(CacheError):  # never remove a lock another build took after ours was removed
-            if lock_owner(storage.read_bytes(lock, options)).get("id") == ours:
-                storage.remove([lock], options)
+        if url in UNCLEAN:  # left to the next build, which takes it over with what is under it (take_over)
+            UNCLEAN.discard(url)
+        else:
+            with contextlib.suppress(CacheError):  # never remove a lock another build took after ours was removed
+                if lock_owner(storage.read_bytes(lock, options)).get("id") == ours:
+                    storage.remove([lock], options)
 
 
 def lock_owner(held: bytes) -> dict:
@@ -446,9 +449,14 @@ def commit_remote(stage: Path, url: str, present: dict[str, int], options: dict,
         mark_committing(url, options, (stage / MANIFEST).read_bytes())
         storage.put([(stage / MANIFEST, manifest)], options)
     except BaseException:
-        with contextlib.suppress(CacheError):  # a whole build's manifest goes too; one only added to stays
+        try:  # a whole build's manifest goes too; one only added to stays
             storage.remove([remote for _, remote in pairs] + ([manifest] if names is None else []), options)
+        except CacheError:  # the store still away: the lock stays, so the next build knows these for leftovers
+            UNCLEAN.add(url)
         raise
+
+
+UNCLEAN: set[str] = set()  # prefixes whose failed upload could not be taken back: remote_lock keeps their lock
 
 
 @contextlib.contextmanager
