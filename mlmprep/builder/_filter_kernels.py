@@ -167,6 +167,20 @@ def _words(buf, lo, hi, kinds):
     return words, longest
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _line(cp, kinds, s, b):
+    """The line starting at s, before b: where it ends (its "\\n" or b) and its bounds stripped of spaces."""
+    e = s
+    while e < b and cp[e] != 10:
+        e += 1
+    lo, hi = s, e
+    while lo < hi and _kind(kinds, cp[lo]) & SPACE:
+        lo += 1
+    while hi > lo and _kind(kinds, cp[hi - 1]) & SPACE:
+        hi -= 1
+    return e, lo, hi
+
+
 @njit(cache=True, nogil=True)
 def c4_pages(cp, offsets, kinds, min_words, max_word, min_sentences, max_chars,
              line_doc, line_lo, line_hi, line_fate, out, out_bounds, page_fate, cited):
@@ -183,14 +197,7 @@ def c4_pages(cp, offsets, kinds, min_words, max_word, min_sentences, max_chars,
         fate = PAGE_TOO_LONG if b - a > max_chars else PAGE_KEPT
         sentences, first, s = 0, True, a
         while s <= b:
-            e = s
-            while e < b and cp[e] != 10:
-                e += 1
-            lo, hi = s, e
-            while lo < hi and _kind(kinds, cp[lo]) & SPACE:
-                lo += 1
-            while hi > lo and _kind(kinds, cp[hi - 1]) & SPACE:
-                hi -= 1
+            e, lo, hi = _line(cp, kinds, s, b)
             line_doc[line], line_lo[line], line_hi[line] = d, lo, hi
             s = e + 1
             if fate != PAGE_KEPT:
@@ -326,14 +333,7 @@ def gopher_quality(cp, starts, ends, kinds, limits, fates):
         lines = bullets = trailing = 0
         s = a
         while s < b:  # str.splitlines(): no empty line after a final break
-            e = s
-            while e < b and cp[e] != 10:
-                e += 1
-            lo, hi = s, e
-            while lo < hi and _kind(kinds, cp[lo]) & SPACE:
-                lo += 1
-            while hi > lo and _kind(kinds, cp[hi - 1]) & SPACE:
-                hi -= 1
+            e, lo, hi = _line(cp, kinds, s, b)
             lines += 1
             bullets += lo < hi and (cp[lo] == 0x2022 or cp[lo] == 45)
             trailing += hi > lo and (cp[hi - 1] == 0x2026 or (hi - lo >= 3 and cp[hi - 1] == 46 and cp[hi - 2] == 46
