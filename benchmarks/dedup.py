@@ -245,6 +245,8 @@ def measured_build(options: dict) -> dict:
                 cpu[child.pid] = times.user + times.system
             except psutil.Error:
                 pass
+            if child is driver:  # its own peak is the driver's figure (VmHWM, read by the build's process)
+                continue
             try:
                 with open(f"/proc/{child.pid}/status") as status_file:
                     workers_kb = max(workers_kb, next(int(line.split()[1]) for line in status_file

@@ -132,8 +132,8 @@ MUTANTS = [
     Mutant("remote-corpus-options-ignored", "mlmprep.storage:open_corpus_url",  # corpus URLs read without --storage-options
            "fs, path = filesystem(url, CORPUS_OPTIONS, block)", "fs, path = filesystem(url, {}, block)",
            (RAY_S3,)),
-    Mutant("remote-task-options-unset", "mlmprep.builder.pipeline:tokenize_shard",  # a worker reads URLs without the build's options
-           "    storage.use_corpus_options(storage.parse_options(cfg.storage_options))", "",
+    Mutant("remote-task-options-unset", "mlmprep.builder.pipeline:read_urls_with_options",  # a worker reads URLs without the build's options
+           "storage.use_corpus_options(storage.parse_options(cfg.storage_options))", "pass",
            (RAY_S3,)),
     Mutant("compressed-parts-unraised", "mlmprep.corpus.shards:file_shards",  # one .gz holds its output files back to the end
            "wanted = max(streams, MIN_STREAMS) if streams > 1 and codec in QUICK_CODECS else streams",
@@ -426,6 +426,13 @@ MUTANTS = [
     Mutant("decontaminate-trained-sets-ignored", "mlmprep.builder.overlap:validation_hashes",  # the shards' sets unread
            "    for known in trained:\n        hit |= member(table, known)\n", "",
            ("tests/builder/test_overlap.py::test_decontamination_moves_what_a_brute_force_reference_moves",)),
+    Mutant("decontaminate-near-copies-are-training", "mlmprep.builder.selection:Selection.trained",  # dropped count
+           "self.fates[s][others] == TRAIN", "self.fates[s][others] != VALIDATION",
+           ("tests/builder/test_overlap.py::test_a_validation_documents_dropped_near_copy_does_not_contaminate_it",)),
+    Mutant("decontaminate-spill-unread", "mlmprep.builder.selection:Selection.trained",  # the shards' sets lost
+           'return unspilled(result.pop(f"trained_{kind}"))', "return np.zeros(0, np.uint64)",
+           ("tests/builder/test_overlap.py::test_the_driver_holds_the_validation_sets_hashes_and_spills_the_rest",
+            "tests/builder/test_overlap.py::test_decontamination_moves_what_a_brute_force_reference_moves")),
     Mutant("decontaminate-driver-shard-untrimmed", "mlmprep.builder.pipeline:hash_shard",  # hashed as read, not trimmed
            "for docs in shard_documents(task, CorpusStats()", "for docs in shard_documents(replace(task, removed=None), "
            "CorpusStats()", ("tests/builder/test_overlap.py::test_a_shard_hashed_again_has_the_hashes_of_its_reading",)),

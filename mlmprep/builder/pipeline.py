@@ -207,11 +207,17 @@ class ScanTask:
         return self.shard.describe()
 
 
+def read_urls_with_options(cfg: BuildConfig) -> None:
+    """Read corpus URLs in this process (a worker, a Ray node) with the build's --storage-options: every task that
+    reads the corpus calls this first, since a task may be the first its process runs."""
+    storage.use_corpus_options(storage.parse_options(cfg.storage_options))
+
+
 def scan_shard(task: ScanTask) -> dict[str, np.ndarray]:
     """One shard read and cleaned as phase 1 reads it; the word n-gram hashes of its documents' lines, which the
     driver takes in corpus order to choose the lines phase 1 removes (overlap.line_hashes)."""
     cfg = task.layout.cfg
-    storage.use_corpus_options(storage.parse_options(cfg.storage_options))
+    read_urls_with_options(cfg)
     opts = ReadOptions(text_column=cfg.text_column, doc_sep=cfg.doc_sep, on_decode_error=cfg.on_decode_error)
     clean = {"characters_removed": 0, "documents_emptied": 0}
     parts = [line_hashes(docs) for docs in cleaned_batches(read_shard(task.shard, opts, CorpusStats()), cfg, clean)]
@@ -282,7 +288,7 @@ def tokenize_shard(task: TokenizeTask) -> dict:
     """Phase 1: one shard read, cleaned and tokenized into `shard-N.ids` / `shard-N.lens` (or its cleaned text
     into `shard-N.txt32` for --method text); returns its counts."""
     layout, cfg, index = task.layout, task.layout.cfg, task.shard.index
-    storage.use_corpus_options(storage.parse_options(cfg.storage_options))  # a shard on a URL is read in place
+    read_urls_with_options(cfg)  # a shard on a URL is read in place
     worker = worker_tokenizer(layout)
     stats = CorpusStats()
     clean = {"characters_removed": 0, "documents_emptied": 0}
@@ -332,7 +338,7 @@ def hash_shard(task: TokenizeTask) -> dict:
     read again as phase 1 read it, and what split_hashes returns of its documents' n-grams and staged token
     windows."""
     cfg, index = task.layout.cfg, task.shard.index
-    storage.use_corpus_options(storage.parse_options(cfg.storage_options))
+    read_urls_with_options(cfg)
     ignored = {key: 0 for key in ("documents_emptied", "lines_removed", *EXCLUDED)}
     parts = [describe_documents(docs, cfg, True)
              for docs in shard_documents(task, CorpusStats(), ignored, ignored, ignored)]

@@ -226,7 +226,7 @@ class BuildTasks:
         self.files = {side: OutputFiles(self.layout, lengths.rows_per_file, len(self.shards),
                                         tuple(mask.row_seed(cfg.seed, k) for k in range(cfg.seeds)),
                                         mask.row_seed(cfg.seed, VALIDATION_SLOT), side) for side in SIDES}
-        self.selection = Selection(cfg, len(self.shards), self.dedup_partitions)
+        self.selection = Selection(cfg, len(self.shards), stage / STAGING, self.dedup_partitions)
         self.paragraphs = {"threshold": cfg.paragraph_threshold, "lines": 0}  # --dedup-paragraphs: lines with words
         self.removed: list[np.ndarray | None] = [None] * len(self.shards)  # ... and each shard's lines it removes
         self.exclusion: dict | None = None  # --exclude: the evaluation sets' n-gram table and documents

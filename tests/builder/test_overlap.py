@@ -18,7 +18,7 @@ from mlmprep.tokenizer.load import load_tokenizer
 from tests.builder.test_sharded import hashes, reference_rows
 from tests.conftest import build_tiny
 from tests.licences import licence_documents, write_licence_corpus
-from tests.ngrams import decontaminated, measures, without_repeated_lines, word_ngrams
+from tests.ngrams import decontaminated, measures, side_streams, without_repeated_lines, word_ngrams
 
 LICENCE = {"doc_sep": "blank", "rows_per_file": 40, "decontaminate": True}
 
@@ -128,6 +128,56 @@ def test_decontamination_moves_what_a_brute_force_reference_moves(tmp_path, lice
     assert contamination["before"]["tokens_in_match"] > contamination["after"]["tokens_in_match"]
     if threshold == 0.0:  # GPT-3's rule: nothing shared is left
         assert contamination["after"]["documents_with_ngram"] == 0
+
+
+def test_with_near_dedup_only_the_documents_left_in_training_contaminate(tmp_path, licences, tiny_tokenizer_path):
+    """--dedup near drops many licence paragraphs as near copies of others: the validation documents move by the
+    brute-force reference over the documents the build kept (those its dropped split does not list), the dropped
+    copies counting for neither side, on two workers and small shards (each shard's training hashes spilled to disk
+    and read back at the end)."""
+    import datasets
+
+    path, docs = licences
+    built = build_tiny(tmp_path / "b", path, tiny_tokenizer_path, workers=2, shard_bytes=5000, dedup="near",
+                       validation_fraction=0.2, keep_dropped=True, **LICENCE)
+    dropped = set(datasets.load_from_disk(str(built / "dropped"))["document"])
+    kept = [doc for k, doc in enumerate(docs) if k not in dropped]
+    assert len(dropped) > len(docs) // 4  # near copies of kept ones: they would contaminate if they counted
+    before = held_sides(kept, 0.2)
+    stream = side_streams(kept, before)
+    assert stream["train"] != [d for d, s in zip(kept, before) if s == "train"]  # some move
+    stats = None
+    for side, split in (("train", "windows"), ("validation", "validation-windows")):
+        rows, stats = reference_rows(stream[side], tiny_tokenizer_path, {}, stats)
+        got = split_rows(built, split)
+        assert np.array_equal(got.offsets, rows.offsets) and np.array_equal(got.values, rows.values), split
+
+
+def test_a_validation_documents_dropped_near_copy_does_not_contaminate_it(tmp_path, tiny_tokenizer_path):
+    """Documents of random words (no 13-gram shared), then a near copy of each (one word changed): --dedup near drops
+    the copies, so no validation document has any of its n-grams in training and none moves, though each one's
+    dropped copy (on whichever side its own key would put it) shares nearly all of them."""
+    import random
+
+    rng = random.Random(5)
+    words = [f"w{k}" for k in range(5000)]
+    originals = [" ".join(rng.choice(words) for _ in range(150)) for _ in range(60)]
+    copies = [doc.replace(doc.split()[40], "changed", 1) for doc in originals]
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(originals + copies) + "\n", encoding="utf-8")
+    built = build_tiny(tmp_path / "b", corpus, tiny_tokenizer_path, workers=2, shard_bytes=20000, dedup="near",
+                       validation_fraction=0.3, decontaminate=True)
+    contamination = json.loads((built / "manifest.json").read_text())["corpus"]["stats"]["contamination"]
+    assert json.loads((built / "manifest.json").read_text())["corpus"]["stats"]["dedup"]["documents_dropped"] == 60
+    before = held_sides(originals, 0.3)
+    assert 5 < before.count("validation") < 55
+    assert contamination["documents_moved"] == 0 and contamination["before"]["documents_with_ngram"] == 0
+    stats = None
+    for side, split in (("train", "windows"), ("validation", "validation-windows")):
+        rows, stats = reference_rows([d for d, s in zip(originals, before) if s == side], tiny_tokenizer_path, {},
+                                     stats)
+        got = split_rows(built, split)
+        assert np.array_equal(got.offsets, rows.offsets) and np.array_equal(got.values, rows.values), split
 
 
 def test_no_decontaminate_keeps_the_held_out_documents(tmp_path, licences, tiny_tokenizer_path):
@@ -318,3 +368,47 @@ def test_a_shard_hashed_again_has_the_hashes_of_its_reading(tmp_path, licences, 
                           "trained_windows"}
     assert len(again["candidates"]) > 10 and len(again["trained_ngrams"]) > 1000
     assert all(np.array_equal(read[key], again[key]) for key in again)
+
+
+def test_the_driver_holds_the_validation_sets_hashes_and_spills_the_rest(tmp_path):
+    """Shard results as the reading tasks return them (split_hashes of random n-grams, a few shared with validation
+    documents): while the shards come in, the driver's Selection holds about the validation candidates' hashes, not
+    the training documents' (spilled to disk, each shard's read back alone at the end), and it moves exactly the
+    documents overlap.decontaminate moves given every hash at once."""
+    import tracemalloc
+
+    from mlmprep.builder.overlap import decontaminate
+    from mlmprep.builder.selection import MOVED, Selection, split_hashes
+    from mlmprep.config import BuildConfig
+
+    cfg = BuildConfig(corpus=("x",), dedup="off", validation_fraction=0.05, decontaminate=True)
+    rng = np.random.default_rng(3)
+    shards, documents, grams = 8, 400, 500
+    per_doc = np.full(documents, grams, np.int64)
+    results = []
+    for _ in range(shards):
+        hashes = rng.integers(0, 1 << 62, documents * grams, dtype=np.uint64)
+        shared = rng.random(len(hashes)) < np.repeat(rng.uniform(0, 0.4, documents), grams)  # 0-40% of each doc's
+        hashes[shared] = rng.integers(0, 5000, shared.sum(), dtype=np.uint64)  # from a pool every shard draws on
+        results.append({"keys": rng.integers(0, 1 << 62, documents, dtype=np.uint64), "doc_chars": per_doc * 6,
+                        "doc_tokens": per_doc, "ngrams": hashes, "ngram_counts": per_doc})
+    everything = {k: np.concatenate([r[k] for r in results]) for k in ("keys", "ngrams", "ngram_counts")}
+    held = held_documents(everything["keys"], cfg.validation_fraction, cfg.seed)
+    expected, _, _ = decontaminate(held, ~held, everything["ngrams"], everything["ngram_counts"],
+                                   cfg.decontaminate_threshold)
+    assert 0 < expected.sum() < held.sum()  # some move, some stay: the comparison means something
+    selection = Selection(cfg, shards, tmp_path)
+    tracemalloc.start()
+    try:
+        for s, result in enumerate(results[:-1]):
+            selection.add(s, split_hashes(dict(result), cfg))
+        held_now = tracemalloc.get_traced_memory()[0]
+        selection.add(shards - 1, split_hashes(dict(results[-1]), cfg))
+    finally:
+        tracemalloc.stop()
+    training_bytes = (~held[: documents * (shards - 1)]).sum() * grams * 8
+    assert held_now < training_bytes / 10, (held_now, training_bytes)  # 14 MB of training hashes went to disk
+    assert list(tmp_path.iterdir()) == []  # read back, and removed
+    moved = np.concatenate([np.isin(np.arange(documents), selection.candidates[s][selection.fates[s][
+        selection.candidates[s]] == MOVED]) for s in range(shards)])
+    assert np.array_equal(moved, expected), (moved.sum(), expected.sum())
