@@ -840,6 +840,10 @@ MUTANTS = [
            ("tests/builder/test_mask.py", "tests/cli/test_errors.py")),
     Mutant("long-document-cut-before-any-whitespace", "mlmprep.tokenizer.encode:whitespace_pieces",  # a T5 tokenizer's extra '▁' at a cut
            "        cut = clean_cut(text, start + 1, start + size)\n", "        cut = -1\n", ("tests/builder/test_determinism.py",)),
+    Mutant("repeated-piece-takes-the-last-ids", "mlmprep.tokenizer.encode:encode_pieces",  # a repeat's ids misplaced
+           "copy_of = [first.setdefault(piece, len(first)) for piece in pieces[start:stop]]",
+           "copy_of = [first.setdefault(piece, len(first)) for piece in pieces[start:stop]][::-1]",
+           ("tests/builder/test_determinism.py",)),
     Mutant("verify-trusts-the-manifest-tokenizer-ids", "mlmprep.builder.verify:check_tokenizer",  # pad_id 7 in the manifest: train crashes
            "        if getattr(record, key) != value:\n", "        if False:\n", ("tests/builder/test_verify.py",)),
     Mutant("verify-trusts-window-lengths", "mlmprep.builder.verify:verify",

@@ -51,7 +51,9 @@ def encode(tok, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
 
 
 def encode_pieces(tok, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """encode() without the special-token check."""
+    """encode() without the special-token check. Each distinct piece of a call is encoded once: a repeated one
+    (boilerplate, a heading, a line of code) takes its first copy's ids, since a piece's ids depend on its text
+    alone."""
     if max(map(len, texts), default=0) <= PIECE_CHARS:  # the usual case: each document is one piece
         pieces, owners = texts, range(len(texts))
     else:
@@ -62,9 +64,12 @@ def encode_pieces(tok, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
                 owners.append(i)
     arrays, piece_lengths = [], []
     for start, stop in call_groups([len(p) for p in pieces], CALL_CHARS):
+        first: dict[str, int] = {}  # each distinct piece -> its place among them
+        copy_of = [first.setdefault(piece, len(first)) for piece in pieces[start:stop]]
+        encoded = [e.ids for e in tok.encode_batch_fast(list(first), add_special_tokens=False)]
         ids: list[int] = []  # one list per call, converted once: the cheapest way out of Encoding objects
-        for e in tok.encode_batch_fast(pieces[start:stop], add_special_tokens=False):
-            piece_ids = e.ids
+        for k in copy_of:
+            piece_ids = encoded[k]
             ids += piece_ids
             piece_lengths.append(len(piece_ids))
         arrays.append(np.array(ids, dtype=np.int32))

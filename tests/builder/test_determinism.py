@@ -48,9 +48,10 @@ def byte_level_bpe():
 def test_how_documents_are_grouped_into_tokenizer_calls_does_not_change_their_ids(tiny_tokenizer, wordpiece_path,
                                                                                    monkeypatch, kind, call_chars,
                                                                                    piece_chars):
-    """encode() groups documents into calls of about CALL_CHARS characters and cuts longer ones into pieces at
-    whitespace: the ids must be each document's own, as one plain call gives them, for documents whose lines,
-    runs of spaces and tabs fall where a piece could be cut."""
+    """encode() groups documents into calls of about CALL_CHARS characters, cuts longer ones into pieces at
+    whitespace and encodes a call's repeated pieces once: the ids must be each document's own, as one plain call
+    gives them, for documents whose lines, runs of spaces and tabs fall where a piece could be cut, and for
+    documents (and pieces of one) that repeat."""
     import numpy as np
     from tokenizers import Tokenizer
 
@@ -59,7 +60,8 @@ def test_how_documents_are_grouped_into_tokenizer_calls_does_not_change_their_id
 
     sentences = tiny_documents(60)
     docs = sentences[:40] + [" ".join(sentences[:30]), "\n".join(sentences[:30]), "  ".join(sentences[:20]),
-                             " \n ".join(sentences[:20]), "\t".join(sentences[:20])]
+                             " \n ".join(sentences[:20]), "\t".join(sentences[:20]),
+                             *sentences[5:15], " ".join([sentences[3]] * 12), sentences[7]]  # repeats
     tok = {"unigram": lambda: tiny_tokenizer, "wordpiece": lambda: Tokenizer.from_file(str(wordpiece_path)),
            "byte-level-bpe": byte_level_bpe}[kind]()
     monkeypatch.setattr(tokenize, "CALL_CHARS", call_chars)
