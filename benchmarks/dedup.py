@@ -18,7 +18,8 @@ and a twentieth near copies of earlier ones), each built with --dedup exact and 
 --partitions partitions (--dedup-partitions), each in a child process in turn; the wall and CPU time, the peak
 memory (VmHWM) of the driver and of the largest worker, and the partitions' scratch disk at its most: the figure
 "peak at N / at N/10" says whether memory grows with the corpus, and the driver's growth per million documents is
-what dedup holds there (the rest of a build streams).
+what dedup holds there (the rest of a build streams), with --no-decontaminate dedup's alone (decontamination, on by
+default, also holds the validation candidates' hashes there).
 --write-docs writes the figures into the `dedup` section of docs/benchmarks.md.
 """
 
@@ -269,12 +270,14 @@ def measured_build(options: dict) -> dict:
             "scratch_mb": scratch / 1e6, "documents": dedup["documents"], "dropped": dedup["documents_dropped"]}
 
 
-def run_scale(megabytes: float, tokenizer: str | None, workers: int, partitions: int) -> dict:
+def run_scale(megabytes: float, tokenizer: str | None, workers: int, partitions: int,
+              decontaminate: bool = True) -> dict:
     """The scale mode (see the module docstring): corpora of `megabytes` and a tenth of it, exact and near, each in
-    the driver and in `partitions` partitions, in turn."""
+    the driver and in `partitions` partitions, in turn (without decontamination: the driver's figures dedup's
+    alone)."""
     from mlmprep.tokenizer.train import train_tokenizer
 
-    result = {"scale_mb": megabytes, "partitions": partitions, "runs": {}}
+    result = {"scale_mb": megabytes, "partitions": partitions, "decontaminate": decontaminate, "runs": {}}
     with tempfile.TemporaryDirectory(prefix="mlmprep-bench-dedup-scale-") as tmp:
         work = Path(tmp)
         for size in (megabytes / 10, megabytes):
@@ -292,7 +295,7 @@ def run_scale(megabytes: float, tokenizer: str | None, workers: int, partitions:
                 for parts in (0, partitions):
                     options = {"corpus": [str(corpus)], "tokenizer": tokenizer, "out": str(work / f"out-{dedup}"),
                                "dedup": dedup, "force": True, "input_length": 128, "seeds": 1, "workers": workers,
-                               "dedup_partitions": parts}
+                               "dedup_partitions": parts, "decontaminate": decontaminate}
                     print(f"building {corpus.name} with --dedup {dedup} --dedup-partitions {parts} ...",
                           file=sys.stderr, flush=True)
                     run = {**measured_build(options), **made}
@@ -309,7 +312,7 @@ def scale_figures(r: dict) -> list[Figure]:
     million documents against the targets, the scratch disk per million documents."""
     big, small, parts = r["scale_mb"], r["scale_mb"] / 10, r["partitions"]
     targets = {"exact": 50, "near": 100}  # MB of driver growth per million documents, in partitions
-    rows = []
+    rows = [Figure("decontamination (the default)", "on" if r.get("decontaminate", True) else "off")]
     peak = lambda a, b, key: f"{a[key]:,.0f} / {b[key]:,.0f} MB ({a[key] / b[key]:.2f}x)"  # noqa: E731
     per_million = lambda a, b, key: (a[key] - b[key]) / (a["documents"] - b["documents"]) * 1e6  # noqa: E731
     for dedup in ("exact", "near"):
@@ -429,6 +432,9 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=0, help="with --scale-mb: build processes (0: all cores)")
     parser.add_argument("--partitions", type=int, default=16, help="with --scale-mb or --simulate-documents: "
                                                                    "--dedup-partitions")
+    parser.add_argument("--no-decontaminate", action="store_true",
+                        help="with --scale-mb: build without decontamination (on by default), so that the driver's "
+                             "memory is dedup's alone")
     parser.add_argument("--simulate-documents", type=int, metavar="N",
                         help="instead: near dedup in --partitions partitions of N documents of generated signatures, "
                              "without their text (memory, CPU time and disk of the dedup alone)")
@@ -438,7 +444,8 @@ def main() -> None:
         print_figures(simulated_figures(simulate(args.simulate_documents, args.partitions)))
         return
     if args.scale_mb:
-        print_figures(scale_figures(run_scale(args.scale_mb, args.tokenizer, args.workers, args.partitions)))
+        print_figures(scale_figures(run_scale(args.scale_mb, args.tokenizer, args.workers, args.partitions,
+                                              not args.no_decontaminate)))
         return
     result = run(args.quick)
     print_figures(figures(result))
