@@ -489,6 +489,9 @@ MUTANTS = [
     Mutant("dedup-union-not-at-root", "mlmprep.builder._dedup_kernels:_union",  # links the element, not its root
            "        parent[ry] = rx\n    elif ry < rx:\n        parent[rx] = ry",
            "        parent[y] = rx\n    elif ry < rx:\n        parent[x] = ry", ("tests/builder/test_dedup_kernels.py",)),
+    Mutant("largest-clusters-ties-later-first", "mlmprep.builder.selection:Selection.largest",  # ties by last cluster
+           "np.lexsort((firsts, -sizes))", "np.lexsort((-firsts, -sizes))",
+           ("tests/builder/test_dedup.py::test_exact_dedup_keeps_what_a_set_of_normalised_texts_keeps",)),
     Mutant("dedup-representative-largest", "mlmprep.builder._dedup_kernels:_union",  # the larger root wins
            "    if rx < ry:\n        parent[ry] = rx\n    elif ry < rx:",
            "    if rx > ry:\n        parent[ry] = rx\n    elif ry > rx:", ("tests/builder/test_dedup_kernels.py",)),

@@ -26,7 +26,6 @@ duplicates alone.
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Callable
 from pathlib import Path
 
@@ -157,7 +156,8 @@ class Selection:
         self.decided = 0  # shards before this one have their fates
         self.first: dict[int, int] = {}  # --dedup exact: key -> global index of its first document
         self.copies: list[np.ndarray] = []  # --dedup exact: per decided shard, the first document of each copy
-        self.sizes: dict[int, int] = {}  # global index of a first document -> copies (only those with copies)
+        # the clusters of two or more documents: each one's first document (global index) and its size, int64 arrays
+        self.clusters: tuple[np.ndarray, np.ndarray] = (np.zeros(0, np.int64), np.zeros(0, np.int64))
         self.documents = 0  # documents of the decided shards
         self.signatures = JoinedRows(shards)  # --dedup near
         self.contamination: dict | None = None  # --decontaminate: what it found and moved
@@ -191,7 +191,7 @@ class Selection:
         if self.decided == len(self.results) and start < self.decided:  # the last shard's turn: once
             if self.copies:
                 firsts, counts = np.unique(np.concatenate(self.copies), return_counts=True)
-                self.sizes = dict(zip(firsts.tolist(), (counts + 1).tolist()))
+                self.clusters = firsts.astype(np.int64), counts.astype(np.int64) + 1
             if decontaminating(self.cfg):
                 self.decontaminate()
         return list(range(start, self.decided))
@@ -239,7 +239,8 @@ class Selection:
         fates = fates.astype(np.uint8)
         fates[first != np.arange(len(first))] = DROPPED
         sizes = np.bincount(first, minlength=len(first)) if len(first) else np.zeros(0, np.int64)
-        self.sizes = {int(i): int(sizes[i]) for i in np.flatnonzero(sizes > 1)}
+        at = np.flatnonzero(sizes > 1)
+        self.clusters = at.astype(np.int64), sizes[at].astype(np.int64)
         self.fates = np.split(fates, np.cumsum(counts)[:-1]) if counts else []
         self.decided, self.documents = len(self.results), len(keys)
 
@@ -248,7 +249,7 @@ class Selection:
         kept (dedup_partitions.join), the side of a kept one by its own key."""
         documents, first, sizes = join(links, firsts=self.cfg.dedup == "exact")
         kept = documents == first
-        self.sizes = dict(zip(documents[kept].tolist(), sizes[kept].tolist()))
+        self.clusters = documents[kept].astype(np.int64), sizes[kept].astype(np.int64)
         dropped, at = documents[~kept], 0
         for s, result in enumerate(self.results):
             keys = result["keys"]
@@ -315,8 +316,9 @@ class Selection:
 
     def largest(self) -> list[tuple[int, int]]:
         """(size, global index of the first document) of the largest clusters, largest first."""
-        top = heapq.nlargest(LARGEST, ((size, -first) for first, size in self.sizes.items()))
-        return [(size, -negated) for size, negated in top]  # ties: the earlier cluster first
+        firsts, sizes = self.clusters
+        top = np.lexsort((firsts, -sizes))[:LARGEST]  # ties: the earlier cluster first
+        return [(int(sizes[k]), int(firsts[k])) for k in top]
 
     def summary(self) -> dict:
         """corpus.stats.dedup, less the largest clusters' excerpts (see largest)."""
@@ -334,7 +336,7 @@ class Selection:
             "documents_dropped": counts["dropped"],
             "characters_dropped": counts["characters_dropped"],
             "tokens_dropped": counts["tokens_dropped"],
-            "clusters": len(self.sizes),  # groups of two or more documents
+            "clusters": len(self.clusters[0]),  # groups of two or more documents
             "validation_documents": counts["validation"],
             "largest_clusters": [],
         }
