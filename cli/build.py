@@ -266,8 +266,7 @@ def inspect_build(
         # what the summary shows of each split is checked against its files (from a store: the split fetched)
         check_splits(local, manifest, [name for name in (split,) if name in manifest.splits] if remote else None)
         summary = build_summary(local, manifest)
-        # show_examples checks the split's files (or names the splits there are): nothing is shown if damaged
-        text = f"{summary}\n{show_examples(local, manifest, split=split, n=examples)}"
+        text = f"{summary}\n{show_examples(local, manifest, split=split, n=examples)}"  # names the splits if not one
     typer.echo(text.replace(str(local), directory.rstrip("/")) if remote else text)
 
 

@@ -808,8 +808,9 @@ MUTANTS = [
     Mutant("remask-unchecked-windows", "mlmprep.builder.pipeline:remask_file",  # masks of changed windows would look sound
            "if problem := file_problem(Path(name), record):", "if problem := None:",
            ("tests/format/test_damaged_builds.py",)),
-    Mutant("inspect-unchecked-split", "mlmprep.format.report:show_examples",  # a split with a missing file: a traceback
-           "    check_split_files(out, manifest, split)\n", "",
+    Mutant("inspect-unchecked-split", "mlmprep.cli.build:inspect_build",  # a split with a missing file: a traceback
+           "check_splits(local, manifest, [name for name in (split,) if name in manifest.splits] if remote else None)",
+           "pass",
            ("tests/format/test_damaged_builds.py",)),
     Mutant("remask-keeps-ignored-options", "mlmprep.builder.remask:add_seeds",  # an older build's stored whole_word under span
            'BuildConfig.used(manifest.config)', 'manifest.config',

@@ -370,7 +370,7 @@ def first_rows(split_dir: Path, column: str, n: int) -> list[np.ndarray]:
 def show_examples(out: Path, manifest: Manifest, *, split: str = "seed-0", n: int = 3) -> str:
     """Decode the first `n` rows of `split`: model input, targets, and the text with masked spans in [[ ]]."""
     from mlmprep.errors import CacheError, ConfigError
-    from mlmprep.format.load import build_tokenizer, check_split_files
+    from mlmprep.format.load import build_tokenizer
     from mlmprep.tokenizer.load import special_ids
 
     if n < 0:
@@ -378,8 +378,7 @@ def show_examples(out: Path, manifest: Manifest, *, split: str = "seed-0", n: in
     if split not in manifest.splits:
         raise CacheError(f"--split {split}: not in {out}; "
                          f"splits: {', '.join(sorted(manifest.splits, key=split_order))}")
-    tok = build_tokenizer(out, manifest)
-    check_split_files(out, manifest, split)
+    tok = build_tokenizer(out, manifest)  # the caller has checked the split's files (load.check_splits)
     if split.endswith("windows"):  # the stored windows before masking: one `tokens` column
         return "\n".join(f"--- {split} row {i} ({len(x)} tokens)\n"
                          f"tokens:  {tok.decode(x.tolist(), skip_special_tokens=False)}"
