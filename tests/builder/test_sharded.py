@@ -108,9 +108,10 @@ def test_the_driver_tokenizes_with_the_tokenizer_it_has_loaded(tmp_path, tiny_co
     assert loads == []
 
 
-@pytest.mark.parametrize("case", ["tokens-stream-span", "text-span"])
+@pytest.mark.parametrize("case, workers", [("tokens-stream-span", 2), ("text-span", 2),
+                                            ("tokens-stream-span", 1)])  # one: files are written before reading ends
 def test_the_bar_never_goes_back_and_every_stage_ends_full(tmp_path, corpus_with_blanks, tiny_tokenizer_path,
-                                                           case, monkeypatch):
+                                                           case, workers, monkeypatch):
     """On a terminal: stages in order, each with a total fixed when it starts (reading: the input's bytes, then
     the text segments, then one per output file), each ending with every unit counted once; the drawn
     percentage of a stage never falls."""
@@ -125,7 +126,7 @@ def test_the_bar_never_goes_back_and_every_stage_ends_full(tmp_path, corpus_with
 
     class Recorded(Stages):
         def stage(self, desc, total, unit, done=0):
-            stages.append([desc, total, unit, done])
+            stages.append([desc, total, unit, done, done])  # ... and the units done before the stage began
             super().stage(desc, total, unit, done)
 
         def update(self, n=1, note=None, tokens=None):
@@ -135,7 +136,7 @@ def test_the_bar_never_goes_back_and_every_stage_ends_full(tmp_path, corpus_with
     terminal = FakeTerminal()
     monkeypatch.setattr("sys.stderr", terminal)
     monkeypatch.setattr(mlmprep.builder.run, "Stages", Recorded)
-    options = {"input_length": 32, "seeds": 2, "validation_fraction": 0.1, "workers": 2, **CASES[case], **SMALL}
+    options = {"input_length": 32, "seeds": 2, "validation_fraction": 0.1, "workers": workers, **CASES[case], **SMALL}
     mlmprep.builder.run.build(BuildConfig(corpus=(str(corpus_with_blanks),), tokenizer=str(tiny_tokenizer_path),
                                         out=str(tmp_path / "b"), **options), log=lambda line: None)
     files = len(list((tmp_path / "b" / "windows").glob("data-*.arrow")))
@@ -145,7 +146,8 @@ def test_the_bar_never_goes_back_and_every_stage_ends_full(tmp_path, corpus_with
         expected.append(["cut, tokenize text segments", 2, "task"])
     expected.append(["window, mask, write", files + validation_files, "output file"])
     assert [s[:3] for s in stages] == expected and files >= 3
-    assert all(done == total for _, total, _, done in stages)
+    assert all(done == total for _, total, _, done, _ in stages)
+    assert workers > 1 or stages[-1][4] > 0  # in one process, write tasks run as soon as their shards are read
     drawn = [(f.split(":")[0], int(m.group(1))) for f in re.split(r"[\r\n]", terminal.getvalue())
              if (m := re.search(r"(\d+)%\|", f))]
     for desc, frames in itertools.groupby(drawn, key=lambda frame: frame[0]):
