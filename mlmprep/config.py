@@ -121,8 +121,9 @@ class BuildConfig:
     c4_min_sentences: int = opt(3, "--filters c4: sentences a page's kept lines need.", panel="Filters")
     c4_max_word_chars: int = opt(1000, "--filters c4: a line with a longer word is removed.", panel="Filters")
     c4_max_chars: int = opt(190_000, "--filters c4: a longer page is dropped.", panel="Filters")
-    c4_badwords: str | None = opt(None, "--filters c4: a file of bad words, one a line (such as LDNOOBW's list); a "
-                                  "page with one in a kept line is dropped. None: no bad-words rule.",
+    c4_badwords: str | None = opt(None, "--filters c4: a file (or an object's URL) of bad words, one a line (such as "
+                                  "LDNOOBW's list); a page with one in a kept line is dropped; the list's content "
+                                  "identifies the build. None: no bad-words rule.",
                                   panel="Filters", metavar="FILE")
     gopher_min_words: int = opt(50, "--filters gopher: words (not only punctuation) a document needs.",
                                 panel="Filters")
@@ -276,7 +277,7 @@ class BuildConfig:
                 raise ConfigError(f"--objective {self.objective} cuts its rows from the token stream; leave out "
                                   "--method text and --pack doc")
         if self.engine == "ray":  # every node must find the same files at the same paths: URLs, or shared disk
-            paths = [self.out, *self.corpus, *filter(None, [self.c4_badwords])]
+            paths = [self.out, *self.corpus, *self.exclude, *filter(None, [self.c4_badwords])]
             if self.dataset and Path(self.dataset.partition(":")[0]).exists():  # a save_to_disk directory
                 paths.append(self.dataset.partition(":")[0])
             for path in paths:

@@ -174,7 +174,7 @@ MUTANTS = [
            "path = shard.source if storage.is_url(shard.source) else Path(shard.source)",
            "path = Path(shard.source)",
            ("tests/test_storage.py::test_corpus_urls_are_read_in_place_shard_by_shard",)),
-    Mutant("remote-corpus-failure-unnamed", "mlmprep.corpus.documents:_sha256_file",  # a failing store read as a local error
+    Mutant("remote-corpus-failure-unnamed", "mlmprep.corpus.documents:file_digest",  # a failing store read as a local error
            "        with storage.errors(path, CorpusError), storage.open_corpus_url(path, block=HASH_BLOCK) as f:",
            "        with storage.open_corpus_url(path, block=HASH_BLOCK) as f:",
            ("tests/test_storage.py::test_a_store_that_keeps_failing_while_an_object_is_read_in_place_is_one_line_"
@@ -452,6 +452,22 @@ MUTANTS = [
     Mutant("exclude-ten-pieces-dropped", "mlmprep.builder.overlap:cut_matches",  # 10 pieces taken as too many
            "if len(kept) > EXCLUDE_MAX_PIECES:", "if len(kept) >= EXCLUDE_MAX_PIECES:",
            ("tests/builder/test_exclude.py::test_the_cut_is_200_characters_each_side_and_its_limits_exact",)),
+    Mutant("option-files-not-compared", "mlmprep.format.publish:judge_existing",  # an edited evaluation set "up to date"
+           '        differences += changed_files(manifest.corpus.stats.get("option_files", {}), option_files)\n', "",
+           ("tests/format/test_write.py::test_read_existing_refuses_foreign_or_different_outputs",
+            "tests/builder/test_exclude.py::test_an_edited_evaluation_set_is_another_build",
+            "tests/builder/test_filters.py::test_an_edited_badwords_list_is_another_build")),
+    Mutant("option-files-content-ignored", "mlmprep.format.publish:changed_files",  # only the names compared
+           "        if before != now:", "        if [f['path'] for f in before] != [f['path'] for f in now]:",
+           ("tests/format/test_write.py::test_read_existing_refuses_foreign_or_different_outputs",
+            "tests/builder/test_exclude.py::test_an_edited_evaluation_set_is_another_build",
+            "tests/builder/test_filters.py::test_an_edited_badwords_list_is_another_build")),
+    Mutant("option-files-not-recorded", "mlmprep.builder.run:write_build",  # the manifest holds no digest to compare
+           '({"option_files": option_files} if option_files else {})', "{}",
+           ("tests/builder/test_exclude.py::test_an_edited_evaluation_set_is_another_build",)),
+    Mutant("badwords-list-cached", "mlmprep.builder.filters:badwords_file",  # a list edited since is read as it was
+           "    badwords_pattern.cache_clear()\n", "",
+           ("tests/builder/test_filters.py::test_an_edited_badwords_list_is_another_build",)),
     Mutant("exclude-counts-pieces-before-dropping", "mlmprep.builder.overlap:excluded",  # pieces not counted
            '            counts["pieces"] += len(pieces)\n', "",
            ("tests/builder/test_exclude.py::test_a_build_with_exclude_is_the_build_of_the_pieces",)),

@@ -323,6 +323,13 @@ CORPUS_STATS["exclusion"] = (
     "an object of files, documents, ngrams, ngram, margin, documents_matched, documents_dropped, pieces and "
     "characters_removed")
 
+FILE_RECORD = {"path": (lambda v: isinstance(v, str) and len(v) <= MAX_TEXT, "a string"), "bytes": COUNT,
+               "sha256": (lambda v: isinstance(v, str) and SHA256.fullmatch(v), "a sha256 in hex")}
+CORPUS_STATS["option_files"] = (
+    lambda v: isinstance(v, dict) and all(isinstance(files, list) and all(
+        typed_object(f, FILE_RECORD, required=FILE_RECORD) for f in files) for files in v.values()),
+    "an object of options, each a list of files (path, bytes, sha256)")
+
 FILTER_COUNTS = {"documents": COUNT, "characters": COUNT,
                  "example": (lambda v: isinstance(v, str) and len(v) <= MAX_TEXT, "a string")}
 CORPUS_STATS["filters"] = (

@@ -4,8 +4,11 @@ reference of tests.ngrams (sets of word tuples, characters struck out one by one
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 import random
+import re
 from pathlib import Path
 
 import numpy as np
@@ -89,10 +92,9 @@ def test_the_cut_is_200_characters_each_side_and_its_limits_exact():
         assert pieces == excluded_pieces(block * count, {tuple(gram.split())})
 
 
-def test_a_build_with_exclude_is_the_build_of_the_pieces(tmp_path, corpus, tiny_tokenizer_path):
-    """The training windows are those of the reference's pieces, each a document; the manifest counts them."""
-    path, evaluation, docs, passages = corpus
-    grams = {g for p in passages for g in word_ngrams(p)}
+def reference_documents(docs: list[str], grams: set[tuple[str, ...]]) -> tuple[list[str], int, int]:
+    """(the training documents a build with --exclude streams: each matched document's reference pieces, the others
+    whole; documents matched; documents dropped)."""
     expected, matched, dropped = [], 0, 0
     for doc in docs:
         hit = any(g in grams for g in word_ngrams(doc))
@@ -100,15 +102,27 @@ def test_a_build_with_exclude_is_the_build_of_the_pieces(tmp_path, corpus, tiny_
         matched += hit
         dropped += hit and not pieces
         expected += pieces
-    assert 10 < matched < len(docs) and dropped > 3 and len(expected) > len(docs) - dropped  # every case arises
-    built = build_tiny(tmp_path / "b", path, tiny_tokenizer_path, validation_fraction=0.0, dedup="off",
-                       exclude=(str(evaluation),), workers=2, shard_bytes=6000, rows_per_file=40)
+    return expected, matched, dropped
+
+
+def assert_training_windows_of(built: Path, expected: list[str], tokenizer: Path) -> None:
     from mlmprep.format.rows import concat_rows
     from mlmprep.format.write import iter_rows
 
-    rows, _ = reference_rows(expected, tiny_tokenizer_path, {})
+    rows, _ = reference_rows(expected, tokenizer, {})
     got = concat_rows(list(iter_rows(built / "windows", "tokens")))
     assert np.array_equal(got.offsets, rows.offsets) and np.array_equal(got.values, rows.values)
+
+
+def test_a_build_with_exclude_is_the_build_of_the_pieces(tmp_path, corpus, tiny_tokenizer_path):
+    """The training windows are those of the reference's pieces, each a document; the manifest counts them."""
+    path, evaluation, docs, passages = corpus
+    grams = {g for p in passages for g in word_ngrams(p)}
+    expected, matched, dropped = reference_documents(docs, grams)
+    assert 10 < matched < len(docs) and dropped > 3 and len(expected) > len(docs) - dropped  # every case arises
+    built = build_tiny(tmp_path / "b", path, tiny_tokenizer_path, validation_fraction=0.0, dedup="off",
+                       exclude=(str(evaluation),), workers=2, shard_bytes=6000, rows_per_file=40)
+    assert_training_windows_of(built, expected, tiny_tokenizer_path)
     stats = json.loads((built / "manifest.json").read_text())["corpus"]["stats"]["exclusion"]
     assert stats == {"files": [str(evaluation)], "documents": len(passages), "ngrams": len(grams), "ngram": 13,
                      "margin": 200, "documents_matched": matched, "documents_dropped": dropped,
@@ -119,6 +133,45 @@ def test_a_build_with_exclude_is_the_build_of_the_pieces(tmp_path, corpus, tiny_
 
     assert (f"excluded: {len(passages)} evaluation documents ({len(grams):,} distinct 13-word n-grams) matched "
             f"{matched} documents") in build_summary(built, read_manifest(built))
+
+
+def test_an_edited_evaluation_set_is_another_build(tmp_path, corpus, tiny_tokenizer_path):
+    """The manifest records the evaluation set's size and sha256; the same build again is up to date; once the set
+    is edited (to the same size), the build is refused as made differently until --force rebuilds it, and then the
+    new text is what is cut out."""
+    from mlmprep.builder.run import build
+    from mlmprep.config import BuildConfig
+    from mlmprep.errors import CacheError
+
+    path, _, docs, passages = corpus
+    first, second = passages[:6], passages[6:-1]  # of 20 words or more: 13-grams
+
+    def flipped(passage: str) -> str:  # the same characters, none of the passage's 13-grams
+        return " ".join(reversed(passage.split()))
+
+    evaluation = tmp_path / "eval.txt"
+    options = BuildConfig(corpus=(str(path),), tokenizer=str(tiny_tokenizer_path), out=str(tmp_path / "b"),
+                          input_length=32, seeds=1, validation_fraction=0.0, dedup="off", rows_per_file=40,
+                          exclude=(str(evaluation),))
+    built = {}
+    for text in (first + [flipped(p) for p in second], [flipped(p) for p in first] + second):
+        evaluation.write_text("\n".join(text) + "\n", encoding="utf-8")
+        content = evaluation.read_bytes()
+        if built:
+            assert len(content) == built["bytes"]
+            changed = re.escape(f"holds a build made differently (--exclude {evaluation} changed); pass --force")
+            with pytest.raises(CacheError, match=changed):
+                build(options, log=lambda _: None)
+        result = build(dataclasses.replace(options, force=bool(built)), log=lambda _: None)
+        assert not result.up_to_date
+        recorded = json.loads((tmp_path / "b" / "manifest.json").read_text())["corpus"]["stats"]["option_files"]
+        built = {"path": str(evaluation), "bytes": len(content), "sha256": hashlib.sha256(content).hexdigest()}
+        assert recorded == {"exclude": [built]}
+        assert build(options, log=lambda _: None).up_to_date  # the same command again
+        excluded = text[:6] if text[0] == first[0] else text[6:]
+        assert_training_windows_of(tmp_path / "b", reference_documents(docs, {g for p in excluded
+                                                                              for g in word_ngrams(p)})[0],
+                                   tiny_tokenizer_path)
 
 
 def test_keep_dropped_holds_what_exclude_cut_from_each_matched_document(tmp_path, corpus, tiny_tokenizer_path):
@@ -157,3 +210,40 @@ def test_a_bad_evaluation_set_is_one_line_and_exit_2(tmp_path, tiny_corpus, tiny
     assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
     assert result.stderr.startswith("error: " + message.format(path=path)), result.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_evaluation_sets_and_badwords_on_object_storage_identify_the_build(s3, tmp_path, tiny_tokenizer_path):
+    """--exclude and --c4-badwords given as s3:// URLs (moto's server): read in place, recorded by URL, size and
+    sha256; the same build again is up to date, an object edited since is a different build, and one put back as
+    it was is up to date again (the content, not the upload, identifies it)."""
+    from mlmprep.builder.run import build
+    from mlmprep.config import BuildConfig
+    from mlmprep.errors import CacheError
+    from tests.builder.test_filters import corpus_pages
+
+    pages = corpus_pages(120, seed=13)
+    corpus = tmp_path / "pages.jsonl"
+    corpus.write_text("".join(json.dumps({"text": p}) + "\n" for p in pages), encoding="utf-8")
+    bucket, fs = s3.bucket(), s3.fs()
+    contents = {"eval.jsonl": "".join(json.dumps({"text": p}) + "\n" for p in pages[:4]).encode(),
+                "bad.txt": b"mill\n"}
+    for name, data in contents.items():
+        fs.pipe(f"{bucket}/{name}", data)
+    options = BuildConfig(corpus=(str(corpus),), tokenizer=str(tiny_tokenizer_path), out=str(tmp_path / "b"),
+                          input_length=32, seeds=1, filters="c4", exclude=(f"s3://{bucket}/eval.jsonl",),
+                          c4_badwords=f"s3://{bucket}/bad.txt")
+    assert not build(options, log=lambda _: None).up_to_date
+    recorded = json.loads((tmp_path / "b" / "manifest.json").read_text())["corpus"]["stats"]
+    assert recorded["option_files"] == {
+        option: [{"path": f"s3://{bucket}/{name}", "bytes": len(contents[name]),
+                  "sha256": hashlib.sha256(contents[name]).hexdigest()}]
+        for option, name in (("exclude", "eval.jsonl"), ("c4_badwords", "bad.txt"))}
+    assert recorded["exclusion"]["documents_matched"] >= 4 and recorded["filters"]["c4_badword"]["documents"] > 0
+    assert build(options, log=lambda _: None).up_to_date
+    for name, option, edited in (("bad.txt", "--c4-badwords", b"noon\n"),
+                                 ("eval.jsonl", "--exclude", contents["eval.jsonl"].replace(b"Page", b"Sage"))):
+        fs.pipe(f"{bucket}/{name}", edited)
+        with pytest.raises(CacheError, match=re.escape(f"({option} s3://{bucket}/{name} changed); pass --force")):
+            build(options, log=lambda _: None)
+        fs.pipe(f"{bucket}/{name}", contents[name])
+        assert build(options, log=lambda _: None).up_to_date
