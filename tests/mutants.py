@@ -45,6 +45,8 @@ class Mutant(NamedTuple):
     tests: tuple[str, ...]  # pytest arguments that should catch it
 
 
+EXAMPLES = ("tests/builder/test_overlap.py::"
+            "test_the_summary_inspect_and_the_report_show_an_example_of_what_each_rule_removed")
 PARTITIONS = "tests/builder/test_dedup.py::test_dedup_in_partitions_builds_the_bytes_of_dedup_in_the_driver"
 RAY_S3 = ("tests/builder/test_ray.py::"
           "test_a_build_from_and_to_s3_on_nodes_that_share_no_disk_with_the_driver_equals_the_local_build")
@@ -437,14 +439,14 @@ MUTANTS = [
            ("tests/builder/test_overlap.py::test_seen_lines_remove_what_a_set_of_earlier_n_grams_removes",
             "tests/builder/test_exclude.py::test_cut_matches_leaves_the_reference_pieces")),
     Mutant("exclude-margin-short-by-one", "mlmprep.builder.overlap:cut_matches",  # 199 characters cut before a match
-           "lo, hi = max(words[i][0] - EXCLUDE_MARGIN, at)", "lo, hi = max(words[i][0] - EXCLUDE_MARGIN + 1, at)",
+           "lo, hi = max(start - EXCLUDE_MARGIN, at)", "lo, hi = max(start - EXCLUDE_MARGIN + 1, at)",
            ("tests/builder/test_exclude.py::test_the_cut_is_200_characters_each_side_and_its_limits_exact",)),
-    Mutant("exclude-cut-ends-a-word-early", "mlmprep.builder.overlap:cut_matches",  # the n-gram's last word not counted
-           "words[i + n - 1][1] + EXCLUDE_MARGIN", "words[i + n - 2][1] + EXCLUDE_MARGIN",
+    Mutant("exclude-cut-ends-a-word-early", "mlmprep.builder.overlap:match_spans",  # the n-gram's last word not counted
+           "words[i + n - 1][1])", "words[i + n - 2][1])",
            ("tests/builder/test_exclude.py::test_cut_matches_leaves_the_reference_pieces",)),
-    Mutant("exclude-first-match-only", "mlmprep.builder.overlap:cut_matches",  # later matches of a document left in
-           "for i in np.flatnonzero(member(hashes, table)).tolist():",
-           "for i in np.flatnonzero(member(hashes, table)).tolist()[:1]:",
+    Mutant("exclude-first-match-only", "mlmprep.builder.overlap:match_spans",  # later matches of a document left in
+           "for i in np.flatnonzero(member(hashes, table)).tolist()]",
+           "for i in np.flatnonzero(member(hashes, table)).tolist()[:1]]",
            ("tests/builder/test_exclude.py::test_cut_matches_leaves_the_reference_pieces",)),
     Mutant("exclude-short-piece-kept", "mlmprep.builder.overlap:cut_matches",  # a piece of 199 characters stays
            "len(p) >= EXCLUDE_MIN_PIECE and", "len(p) >= EXCLUDE_MIN_PIECE - 1 and",
@@ -468,6 +470,15 @@ MUTANTS = [
     Mutant("badwords-list-cached", "mlmprep.builder.filters:badwords_file",  # a list edited since is read as it was
            "    badwords_pattern.cache_clear()\n", "",
            ("tests/builder/test_filters.py::test_an_edited_badwords_list_is_another_build",)),
+    Mutant("paragraph-example-last-shard", "mlmprep.builder.run:BuildTasks.corpus_stats",  # depends on the shards
+           'next((r["lines"]["example"] for r in read if', 'next((r["lines"]["example"] for r in reversed(read) if',
+           (EXAMPLES,)),
+    Mutant("paragraph-example-a-kept-line", "mlmprep.builder.overlap:trimmed",  # the example is a line that stays
+           "excerpt(lines[int(np.argmax(gone))])", "excerpt(lines[int(np.argmin(gone))])",
+           (EXAMPLES,)),
+    Mutant("exclude-example-last-match", "mlmprep.builder.overlap:excluded",  # the shard's last match, not its first
+           '            if not counts.get("example"):', '            if True:',
+           (EXAMPLES,)),
     Mutant("exclude-counts-pieces-before-dropping", "mlmprep.builder.overlap:excluded",  # pieces not counted
            '            counts["pieces"] += len(pieces)\n', "",
            ("tests/builder/test_exclude.py::test_a_build_with_exclude_is_the_build_of_the_pieces",)),

@@ -17,21 +17,27 @@ def word_ngrams(text: str, n: int = NGRAM) -> list[tuple[str, ...]]:
     return [tuple(words[i : i + n]) for i in range(len(words) - n + 1)]
 
 
-def without_repeated_lines(docs: list[str], threshold: float) -> tuple[list[str], int, int]:
-    """Each document less its lines whose n-grams were at least `threshold` in some earlier line of the corpus
-    (every earlier line counts, removed or not); (the documents, blank ones left out; lines removed; characters
-    removed, line breaks included)."""
+def line_fates(docs: list[str], threshold: float) -> list[list[tuple[str, bool]]]:
+    """Each document's lines, each with whether it goes: its n-grams were at least `threshold` in some earlier line
+    of the corpus (every earlier line counts, removed or not)."""
     seen: set[tuple[str, ...]] = set()
-    out, removed, chars = [], 0, 0
+    fates = []
     for doc in docs:
-        kept = []
+        fates.append([])
         for line in doc.split("\n"):
             grams = word_ngrams(line)
-            if grams and sum(g in seen for g in grams) >= threshold * len(grams):
-                removed += 1
-            else:
-                kept.append(line)
+            fates[-1].append((line, bool(grams) and sum(g in seen for g in grams) >= threshold * len(grams)))
             seen.update(grams)
+    return fates
+
+
+def without_repeated_lines(docs: list[str], threshold: float) -> tuple[list[str], int, int]:
+    """Each document less its lines that go (line_fates); (the documents, blank ones left out; lines removed;
+    characters removed, line breaks included)."""
+    out, removed, chars = [], 0, 0
+    for doc, lines in zip(docs, line_fates(docs, threshold)):
+        kept = [line for line, gone in lines if not gone]
+        removed += len(lines) - len(kept)
         text = "\n".join(kept)
         chars += len(doc) - len(text)
         if text.strip():

@@ -33,6 +33,8 @@ from collections.abc import Iterable, Iterator
 
 import numpy as np
 
+from mlmprep.builder.filters import excerpt
+
 NGRAM = 13  # words per n-gram
 MATCH_TOKENS = 50  # tokens of an exact match (Lee et al.)
 FIRST_TABLE = 1 << 16  # slots of the paragraph table at first; it doubles when half full
@@ -128,7 +130,8 @@ class SeenLines:
 
 def trimmed(batches: Iterable[list[str]], removed: np.ndarray, counts: dict, drops=None) -> Iterator[list[str]]:
     """The documents of `batches` less the lines `removed` flags (bool, every line of every document in order);
-    documents left blank are left out. Counts lines and characters removed and documents emptied. With `drops`
+    documents left blank are left out. Counts lines and characters removed and documents emptied, and notes the
+    first line removed as counts["example"] (filters.excerpt) unless one is there. With `drops`
     (dropped.ShardDrops), the removed lines are kept there, and each list's document numbers taken from
     drops.pending and those of the documents passed on queued back in their place."""
     at = 0
@@ -143,6 +146,8 @@ def trimmed(batches: Iterable[list[str]], removed: np.ndarray, counts: dict, dro
             if touch:  # only documents that lose a line are split into lines
                 lines, gone = doc.split("\n"), removed[start : start + count]
                 counts["lines_removed"] += int(gone.sum())
+                if not counts.get("example"):
+                    counts["example"] = excerpt(lines[int(np.argmax(gone))])
                 text = "\n".join(line for line, g in zip(lines, gone) if not g)
                 counts["characters_removed"] += len(doc) - len(text)
                 if drops is not None:
@@ -266,7 +271,8 @@ def exclusion_table(batches: Iterable[list[str]]) -> np.ndarray:
 def excluded(batches: Iterable[list[str]], table: np.ndarray, counts: dict, drops=None) -> Iterator[list[str]]:
     """The documents of `batches` with the text around every n-gram in `table` cut out (cut_matches): each piece
     left becomes a document (of the same number); the others pass untouched. Counts documents matched and
-    dropped, pieces kept and characters removed. With `drops` (dropped.ShardDrops), each matched document's
+    dropped, pieces kept and characters removed, and notes the words of the first match as counts["example"]
+    (filters.excerpt) unless one is there. With `drops` (dropped.ShardDrops), each matched document's
     removed text is kept there, and each list's document numbers taken from drops.pending and those passed on
     queued back in their place."""
     for docs in batches:
@@ -281,6 +287,9 @@ def excluded(batches: Iterable[list[str]], table: np.ndarray, counts: dict, drop
                 passed.append(k)
                 continue
             pieces, removed = cut_matches(doc, table)
+            if not counts.get("example"):  # the shard's first match: the evaluation text found
+                start, end = match_spans(doc, table)[0]
+                counts["example"] = excerpt(doc[start:end])
             counts["documents_matched"] += 1
             counts["documents_dropped"] += not pieces
             counts["pieces"] += len(pieces)
@@ -295,16 +304,21 @@ def excluded(batches: Iterable[list[str]], table: np.ndarray, counts: dict, drop
             yield kept
 
 
+def match_spans(doc: str, table: np.ndarray) -> list[tuple[int, int]]:
+    """Where each n-gram of `doc` found in `table` lies, in order: (its first word's start, its last word's end)."""
+    words = [m.span() for m in re.finditer(r"\S+", doc)]  # \S: not str.isspace(), as the n-grams split words
+    hashes, _ = ngram_hashes([doc])
+    n = min(NGRAM, len(words))
+    return [(words[i][0], words[i + n - 1][1]) for i in np.flatnonzero(member(hashes, table)).tolist()]
+
+
 def cut_matches(doc: str, table: np.ndarray) -> tuple[list[str], list[str]]:
     """(the pieces of `doc` left, the text removed): every n-gram of the document in `table` is cut out with
     EXCLUDE_MARGIN characters on each side; pieces shorter than EXCLUDE_MIN_PIECE (or blank) go too, and all of
     them when more than EXCLUDE_MAX_PIECES are left. The one place that knows what exclusion removes."""
-    words = [m.span() for m in re.finditer(r"\S+", doc)]  # \S: not str.isspace(), as the n-grams split words
-    hashes, _ = ngram_hashes([doc])
-    n = min(NGRAM, len(words))
     pieces, removed, at = [], [], 0
-    for i in np.flatnonzero(member(hashes, table)).tolist():
-        lo, hi = max(words[i][0] - EXCLUDE_MARGIN, at), words[i + n - 1][1] + EXCLUDE_MARGIN
+    for start, end in match_spans(doc, table):
+        lo, hi = max(start - EXCLUDE_MARGIN, at), end + EXCLUDE_MARGIN
         if lo > at:  # a match apart from the one before: the text between is a piece
             pieces.append(doc[at:lo])
         removed.append(doc[lo:hi])

@@ -286,8 +286,8 @@ def tokenize_shard(task: TokenizeTask) -> dict:
     worker = worker_tokenizer(layout)
     stats = CorpusStats()
     clean = {"characters_removed": 0, "documents_emptied": 0}
-    lines = {"lines_removed": 0, "characters_removed": 0, "documents_emptied": 0}
-    cut = dict.fromkeys(EXCLUDED, 0)
+    lines = {"lines_removed": 0, "characters_removed": 0, "documents_emptied": 0, "example": ""}
+    cut = {**dict.fromkeys(EXCLUDED, 0), "example": ""}
     hashed = task.hashed and decontaminating(cfg)
     # With threads to spare, reading and cleaning run in a thread of their own and two threads tokenize (one
     # call's ids become arrays while the other keeps the cores busy); a one-core worker does each in turn.

@@ -361,12 +361,16 @@ class BuildTasks:
         if self.cfg.dedup_paragraphs:
             stats["paragraphs"] = self.paragraphs | {key: sum(r["lines"][key] for r in read) for key in
                                                      ("lines_removed", "characters_removed", "documents_emptied")}
+            # the first line removed in corpus order: the first shard's that has one, whatever the shards
+            stats["paragraphs"]["example"] = next((r["lines"]["example"] for r in read if r["lines"]["example"]), "")
         if self.selection.contamination is not None:
             stats["contamination"] = self.selection.contamination
         if self.exclusion is not None:
             stats["exclusion"] = {"files": list(self.cfg.exclude), "documents": self.exclusion["documents"],
                                   "ngrams": len(self.exclusion["table"]), "ngram": NGRAM, "margin": EXCLUDE_MARGIN,
-                                  **{key: sum(r["excluded"][key] for r in read) for key in EXCLUDED}}
+                                  **{key: sum(r["excluded"][key] for r in read) for key in EXCLUDED},
+                                  "example": next((r["excluded"]["example"] for r in read if r["excluded"]["example"]),
+                                                  "")}
         return stats
 
 

@@ -127,7 +127,8 @@ def test_a_build_with_exclude_is_the_build_of_the_pieces(tmp_path, corpus, tiny_
     assert stats == {"files": [str(evaluation)], "documents": len(passages), "ngrams": len(grams), "ngram": 13,
                      "margin": 200, "documents_matched": matched, "documents_dropped": dropped,
                      "pieces": len(expected) - (len(docs) - matched),
-                     "characters_removed": sum(map(len, docs)) - sum(map(len, expected))}
+                     "characters_removed": sum(map(len, docs)) - sum(map(len, expected)),
+                     "example": next(" ".join(g) for doc in docs for g in word_ngrams(doc) if g in grams)}
     from mlmprep.format.load import read_manifest
     from mlmprep.format.report import build_summary
 
