@@ -45,6 +45,7 @@ class Mutant(NamedTuple):
     tests: tuple[str, ...]  # pytest arguments that should catch it
 
 
+EXCLUDE_CUT = "tests/builder/test_exclude.py::test_cut_matches_leaves_the_reference_pieces"
 EXAMPLES = ("tests/builder/test_overlap.py::"
             "test_the_summary_inspect_and_the_report_show_an_example_of_what_each_rule_removed")
 PARTITIONS = "tests/builder/test_dedup.py::test_dedup_in_partitions_builds_the_bytes_of_dedup_in_the_driver"
@@ -395,7 +396,7 @@ MUTANTS = [
            "                while scanned:\n                    lines = scanned.pop(max(scanned))",
            ("tests/builder/test_overlap.py::test_paragraph_dedup_builds_what_the_corpus_less_its_repeated_lines_builds",)),
     Mutant("paragraph-short-line-unhashed", "mlmprep.builder._dedup_kernels:shingle_hashes",  # a short line has no n-gram
-           "        if 0 < counts[d] < ngram:\n", "        if False:\n",
+           "        if whole and 0 < counts[d] < ngram:\n", "        if False:\n",
            ("tests/builder/test_overlap.py::test_seen_lines_remove_what_a_set_of_earlier_n_grams_removes",)),
     Mutant("paragraph-line-starts-unsorted", "mlmprep.builder.overlap:line_hashes",  # lines of a shard out of order
            "starts = np.sort(np.concatenate([offsets[:-1], breaks + 1]))", "starts = np.concatenate([offsets[:-1], "
@@ -445,8 +446,7 @@ MUTANTS = [
            "words[i + n - 1][1])", "words[i + n - 2][1])",
            ("tests/builder/test_exclude.py::test_cut_matches_leaves_the_reference_pieces",)),
     Mutant("exclude-first-match-only", "mlmprep.builder.overlap:match_spans",  # later matches of a document left in
-           "for i in np.flatnonzero(member(hashes, table)).tolist()]",
-           "for i in np.flatnonzero(member(hashes, table)).tolist()[:1]]",
+           "    return sorted(spans)\n", "    return sorted(spans)[:1]\n",
            ("tests/builder/test_exclude.py::test_cut_matches_leaves_the_reference_pieces",)),
     Mutant("exclude-short-piece-kept", "mlmprep.builder.overlap:cut_matches",  # a piece of 199 characters stays
            "len(p) >= EXCLUDE_MIN_PIECE and", "len(p) >= EXCLUDE_MIN_PIECE - 1 and",
@@ -479,6 +479,17 @@ MUTANTS = [
     Mutant("exclude-example-last-match", "mlmprep.builder.overlap:excluded",  # the shard's last match, not its first
            '            if not counts.get("example"):', '            if True:',
            (EXAMPLES,)),
+    Mutant("exclude-short-texts-unmatched", "mlmprep.builder.overlap:exclusion_table",  # Megatron's short texts never found
+           "lengths.update(short.tolist(), [NGRAM]", "lengths.update([], [NGRAM]",
+           (EXCLUDE_CUT, "tests/builder/test_exclude.py::test_a_build_with_exclude_is_the_build_of_the_pieces")),
+    Mutant("exclude-min-words-exclusive", "mlmprep.builder.overlap:exclusion_table",  # a text of exactly the minimum missed
+           "short = per_text[(per_text >= shortest) & (per_text < NGRAM)]",
+           "short = per_text[(per_text > shortest) & (per_text < NGRAM)]", (EXCLUDE_CUT,)),
+    Mutant("exclude-short-texts-as-13-grams-only", "mlmprep.builder.overlap:matched",  # a document's runs of 13 alone
+           "    for n in evaluation.lengths:\n", "    for n in (NGRAM,):\n", (EXCLUDE_CUT,)),
+    Mutant("exclude-nested-match-rewinds", "mlmprep.builder.overlap:cut_matches",  # a match inside a cut moves it back
+           "        if hi <= at:  # a shorter match inside the cut before\n            continue\n", "",
+           ("tests/builder/test_exclude.py::test_a_shorter_match_inside_a_longer_ones_cut_changes_nothing", EXCLUDE_CUT)),
     Mutant("exclude-counts-pieces-before-dropping", "mlmprep.builder.overlap:excluded",  # pieces not counted
            '            counts["pieces"] += len(pieces)\n', "",
            ("tests/builder/test_exclude.py::test_a_build_with_exclude_is_the_build_of_the_pieces",)),

@@ -234,7 +234,7 @@ class BuildTasks:
         self.selection = Selection(cfg, len(self.shards), self.dedup_partitions)
         self.paragraphs = {"threshold": cfg.paragraph_threshold, "lines": 0}  # --dedup-paragraphs: lines with words
         self.removed: list[np.ndarray | None] = [None] * len(self.shards)  # ... and each shard's lines it removes
-        self.exclusion: dict | None = None  # --exclude: the evaluation sets' n-gram table and documents
+        self.exclusion: dict | None = None  # --exclude: the evaluation sets' n-grams and documents
         self.reads: list[TokenizeTask] = []
         self.calls: list[tuple[str, int]] = []  # (side, file) of each write task, in the order they were queued
         self.writes: dict[int, int] = {}  # the run's index of a write task -> its place in calls
@@ -250,8 +250,8 @@ class BuildTasks:
         if self.cfg.exclude:  # the evaluation sets' n-grams, hashed on a worker
             self.exclusion = run_tasks(exclusion_hashes, [ExcludeTask(self.layout)], engine=self.engine)[0]
         bar.stage("read, clean, tokenize", sum(self.sizes), "B" if self.corpus.bytes else "shard")
-        table = self.exclusion["table"] if self.exclusion else None
-        self.reads = reads = [TokenizeTask(self.layout, shard, lines, excluded=table)
+        evaluation = self.exclusion["ngrams"] if self.exclusion else None
+        self.reads = reads = [TokenizeTask(self.layout, shard, lines, excluded=evaluation)
                               for shard, lines in zip(self.shards, self.removed)]
         hashing: dict[int, tuple[int, dict]] = {}  # a hash_shard call -> (its shard, the shard's unhashed result)
         with TaskRun(*self.staging.calls(tokenize_shard, reads), engine=self.engine,
@@ -366,8 +366,11 @@ class BuildTasks:
         if self.selection.contamination is not None:
             stats["contamination"] = self.selection.contamination
         if self.exclusion is not None:
-            stats["exclusion"] = {"files": list(self.cfg.exclude), "documents": self.exclusion["documents"],
-                                  "ngrams": len(self.exclusion["table"]), "ngram": NGRAM, "margin": EXCLUDE_MARGIN,
+            x = self.exclusion
+            stats["exclusion"] = {"files": list(self.cfg.exclude), "documents": x["documents"],
+                                  "documents_short": x["documents_short"], "documents_ignored": x["documents_ignored"],
+                                  "min_words": self.cfg.exclude_min_words, "ngrams": len(x["ngrams"].table),
+                                  "ngram": NGRAM, "margin": EXCLUDE_MARGIN,
                                   **{key: sum(r["excluded"][key] for r in read) for key in EXCLUDED},
                                   "example": next((r["excluded"]["example"] for r in read if r["excluded"]["example"]),
                                                   "")}

@@ -319,12 +319,15 @@ CORPUS_STATS["contamination"] = (
 
 EXCLUSION = {"files": (lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v), "a list of strings"),
              **dict.fromkeys(("documents", "ngrams", "ngram", "margin", "documents_matched", "documents_dropped",
-                              "pieces", "characters_removed"), COUNT), "example": EXAMPLE}
+                              "pieces", "characters_removed", "min_words", "documents_short", "documents_ignored"),
+                             COUNT), "example": EXAMPLE}
+EXCLUSION_LATER = {"example", "min_words", "documents_short", "documents_ignored"}  # absent in earlier builds
 CORPUS_STATS["exclusion"] = (
-    lambda v: typed_object(v, EXCLUSION, required=set(EXCLUSION) - {"example"})
-    and v["documents_dropped"] <= v["documents_matched"],
+    lambda v: typed_object(v, EXCLUSION, required=set(EXCLUSION) - EXCLUSION_LATER)
+    and v["documents_dropped"] <= v["documents_matched"]
+    and v.get("documents_short", 0) + v.get("documents_ignored", 0) <= v["documents"],
     "an object of files, documents, ngrams, ngram, margin, documents_matched, documents_dropped, pieces, "
-    "characters_removed and an example")
+    "characters_removed, min_words, documents_short, documents_ignored and an example")
 
 FILE_RECORD = {"path": (lambda v: isinstance(v, str) and len(v) <= MAX_TEXT, "a string"), "bytes": COUNT,
                "sha256": (lambda v: isinstance(v, str) and SHA256.fullmatch(v), "a sha256 in hex")}

@@ -290,8 +290,15 @@ def exclusion_lines(stats: dict) -> list[str]:
     x = stats.get("exclusion")
     if not x:
         return []
-    return [f"excluded: {x['documents']:,} evaluation documents ({x['ngrams']:,} distinct {x['ngram']}-word n-grams) "
-            f"matched {x['documents_matched']:,} documents; {x['characters_removed']:,} characters cut out "
+    grams = f"{x['ngrams']:,} distinct {x['ngram']}-word n-grams"  # a build of an earlier version: no shorter ones
+    if "min_words" in x:
+        short, ignored = x["documents_short"], x["documents_ignored"]
+        whole = (f", and {short:,} text{'s' * (short != 1)} of {x['min_words']} to {x['ngram'] - 1} words whole"
+                 if x["min_words"] < x["ngram"] else "")
+        grams = (f"{x['ngrams']:,} distinct n-grams: of {x['ngram']} words{whole}; {ignored:,} "
+                 f"text{'s' * (ignored != 1)} under {x['min_words']} words ignored")
+    return [f"excluded: {x['documents']:,} evaluation documents ({grams}) matched {x['documents_matched']:,} "
+            f"documents; {x['characters_removed']:,} characters cut out "
             f"({x['margin']} on each side of a match), {x['documents_dropped']:,} documents dropped whole, "
             f"{x['pieces']:,} pieces kept as documents",
             *([f"  first match: {x['example'][:100]!r}"] if x.get("example") else [])]
