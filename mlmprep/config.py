@@ -56,6 +56,7 @@ APPLIES_WITH = {
     "pack": ("--method tokens", lambda c: c["method"] == "tokens"),  # text segments: the same bytes either way
     "paragraph_threshold": ("--dedup-paragraphs", lambda c: c["dedup_paragraphs"]),
     "decontaminate_threshold": ("--decontaminate", lambda c: c["decontaminate"]),
+    "exclude_min_words": ("--exclude", lambda c: bool(c["exclude"])),
     "dedup_partitions": ("--dedup exact or near", lambda c: c["dedup"] != "off"),
     **{key: ("--dedup near", lambda c: c["dedup"] == "near")
        for key in ("dedup_threshold", "dedup_ngram", "dedup_bands", "dedup_rows")},
@@ -121,8 +122,9 @@ class BuildConfig:
     c4_min_sentences: int = opt(3, "--filters c4: sentences a page's kept lines need.", panel="Filters")
     c4_max_word_chars: int = opt(1000, "--filters c4: a line with a longer word is removed.", panel="Filters")
     c4_max_chars: int = opt(190_000, "--filters c4: a longer page is dropped.", panel="Filters")
-    c4_badwords: str | None = opt(None, "--filters c4: a file of bad words, one a line (such as LDNOOBW's list); a "
-                                  "page with one in a kept line is dropped. None: no bad-words rule.",
+    c4_badwords: str | None = opt(None, "--filters c4: a file (or an object's URL) of bad words, one a line (such as "
+                                  "LDNOOBW's list); a page with one in a kept line is dropped; the list's content "
+                                  "identifies the build. None: no bad-words rule.",
                                   panel="Filters", metavar="FILE")
     gopher_min_words: int = opt(50, "--filters gopher: words (not only punctuation) a document needs.",
                                 panel="Filters")
@@ -200,8 +202,11 @@ class BuildConfig:
                                    "the corpus's --text-column and --doc-sep) to keep out of the build, repeatable: "
                                    "the text around each of its word 13-grams found in a document is cut out, 200 "
                                    "characters on each side; pieces under 200 characters, and documents cut into "
-                                   "more than 10 pieces, are dropped.", panel="Output", metavar="FILE",
-                                   shown="none")
+                                   "more than 10 pieces, are dropped. Its content identifies the build.",
+                                   panel="Output", metavar="FILE", shown="none")
+    exclude_min_words: int = opt(8, "--exclude: an evaluation text of fewer than 13 words but at least this many is "
+                                 "matched whole, by any run of as many words (Megatron's filter_ngrams); a shorter "
+                                 "one is ignored. 13: only 13-grams.", panel="Output")
     keep_dropped: bool = opt(False, "Also write a `dropped` split of every text the build removed (duplicates, lines "
                              "--dedup-paragraphs removed, what --filters and --exclude removed): each row its "
                              "text, the rule and the document's number in the corpus.", panel="Output",
@@ -233,6 +238,7 @@ class BuildConfig:
         check_range("--seeds", self.seeds, low=1, high=MAX_SEEDS)
         check_range("--vocab-size", self.vocab_size, low=8, high=MAX_VOCAB)
         check_range("--threads", self.threads, low=0)
+        check_range("--exclude-min-words", self.exclude_min_words, low=1, high=13)
         check_range("--chunk-chars", self.chunk_chars, low=1)
         check_range("--tokenizer-train-chars", self.tokenizer_train_chars, low=1)
         check_range("--rows-per-file", self.rows_per_file, low=0)
@@ -276,7 +282,7 @@ class BuildConfig:
                 raise ConfigError(f"--objective {self.objective} cuts its rows from the token stream; leave out "
                                   "--method text and --pack doc")
         if self.engine == "ray":  # every node must find the same files at the same paths: URLs, or shared disk
-            paths = [self.out, *self.corpus, *filter(None, [self.c4_badwords])]
+            paths = [self.out, *self.corpus, *self.exclude, *filter(None, [self.c4_badwords])]
             if self.dataset and Path(self.dataset.partition(":")[0]).exists():  # a save_to_disk directory
                 paths.append(self.dataset.partition(":")[0])
             for path in paths:

@@ -45,6 +45,9 @@ class Mutant(NamedTuple):
     tests: tuple[str, ...]  # pytest arguments that should catch it
 
 
+EXCLUDE_CUT = "tests/builder/test_exclude.py::test_cut_matches_leaves_the_reference_pieces"
+EXAMPLES = ("tests/builder/test_overlap.py::"
+            "test_the_summary_inspect_and_the_report_show_an_example_of_what_each_rule_removed")
 PARTITIONS = "tests/builder/test_dedup.py::test_dedup_in_partitions_builds_the_bytes_of_dedup_in_the_driver"
 RAY_S3 = ("tests/builder/test_ray.py::"
           "test_a_build_from_and_to_s3_on_nodes_that_share_no_disk_with_the_driver_equals_the_local_build")
@@ -174,7 +177,7 @@ MUTANTS = [
            "path = shard.source if storage.is_url(shard.source) else Path(shard.source)",
            "path = Path(shard.source)",
            ("tests/test_storage.py::test_corpus_urls_are_read_in_place_shard_by_shard",)),
-    Mutant("remote-corpus-failure-unnamed", "mlmprep.corpus.documents:_sha256_file",  # a failing store read as a local error
+    Mutant("remote-corpus-failure-unnamed", "mlmprep.corpus.documents:file_digest",  # a failing store read as a local error
            "        with storage.errors(path, CorpusError), storage.open_corpus_url(path, block=HASH_BLOCK) as f:",
            "        with storage.open_corpus_url(path, block=HASH_BLOCK) as f:",
            ("tests/test_storage.py::test_a_store_that_keeps_failing_while_an_object_is_read_in_place_is_one_line_"
@@ -393,7 +396,7 @@ MUTANTS = [
            "                while scanned:\n                    lines = scanned.pop(max(scanned))",
            ("tests/builder/test_overlap.py::test_paragraph_dedup_builds_what_the_corpus_less_its_repeated_lines_builds",)),
     Mutant("paragraph-short-line-unhashed", "mlmprep.builder._dedup_kernels:shingle_hashes",  # a short line has no n-gram
-           "        if 0 < counts[d] < ngram:\n", "        if False:\n",
+           "        if whole and 0 < counts[d] < ngram:\n", "        if False:\n",
            ("tests/builder/test_overlap.py::test_seen_lines_remove_what_a_set_of_earlier_n_grams_removes",)),
     Mutant("paragraph-line-starts-unsorted", "mlmprep.builder.overlap:line_hashes",  # lines of a shard out of order
            "starts = np.sort(np.concatenate([offsets[:-1], breaks + 1]))", "starts = np.concatenate([offsets[:-1], "
@@ -444,14 +447,13 @@ MUTANTS = [
            ("tests/builder/test_overlap.py::test_seen_lines_remove_what_a_set_of_earlier_n_grams_removes",
             "tests/builder/test_exclude.py::test_cut_matches_leaves_the_reference_pieces")),
     Mutant("exclude-margin-short-by-one", "mlmprep.builder.overlap:cut_matches",  # 199 characters cut before a match
-           "lo, hi = max(words[i][0] - EXCLUDE_MARGIN, at)", "lo, hi = max(words[i][0] - EXCLUDE_MARGIN + 1, at)",
+           "lo, hi = max(start - EXCLUDE_MARGIN, at)", "lo, hi = max(start - EXCLUDE_MARGIN + 1, at)",
            ("tests/builder/test_exclude.py::test_the_cut_is_200_characters_each_side_and_its_limits_exact",)),
-    Mutant("exclude-cut-ends-a-word-early", "mlmprep.builder.overlap:cut_matches",  # the n-gram's last word not counted
-           "words[i + n - 1][1] + EXCLUDE_MARGIN", "words[i + n - 2][1] + EXCLUDE_MARGIN",
+    Mutant("exclude-cut-ends-a-word-early", "mlmprep.builder.overlap:match_spans",  # the n-gram's last word not counted
+           "words[i + n - 1][1])", "words[i + n - 2][1])",
            ("tests/builder/test_exclude.py::test_cut_matches_leaves_the_reference_pieces",)),
-    Mutant("exclude-first-match-only", "mlmprep.builder.overlap:cut_matches",  # later matches of a document left in
-           "for i in np.flatnonzero(member(hashes, table)).tolist():",
-           "for i in np.flatnonzero(member(hashes, table)).tolist()[:1]:",
+    Mutant("exclude-first-match-only", "mlmprep.builder.overlap:match_spans",  # later matches of a document left in
+           "    return sorted(spans)\n", "    return sorted(spans)[:1]\n",
            ("tests/builder/test_exclude.py::test_cut_matches_leaves_the_reference_pieces",)),
     Mutant("exclude-short-piece-kept", "mlmprep.builder.overlap:cut_matches",  # a piece of 199 characters stays
            "len(p) >= EXCLUDE_MIN_PIECE and", "len(p) >= EXCLUDE_MIN_PIECE - 1 and",
@@ -459,6 +461,42 @@ MUTANTS = [
     Mutant("exclude-ten-pieces-dropped", "mlmprep.builder.overlap:cut_matches",  # 10 pieces taken as too many
            "if len(kept) > EXCLUDE_MAX_PIECES:", "if len(kept) >= EXCLUDE_MAX_PIECES:",
            ("tests/builder/test_exclude.py::test_the_cut_is_200_characters_each_side_and_its_limits_exact",)),
+    Mutant("option-files-not-compared", "mlmprep.format.publish:judge_existing",  # an edited evaluation set "up to date"
+           '        differences += changed_files(manifest.corpus.stats.get("option_files", {}), option_files)\n', "",
+           ("tests/format/test_write.py::test_read_existing_refuses_foreign_or_different_outputs",
+            "tests/builder/test_exclude.py::test_an_edited_evaluation_set_is_another_build",
+            "tests/builder/test_filters.py::test_an_edited_badwords_list_is_another_build")),
+    Mutant("option-files-content-ignored", "mlmprep.format.publish:changed_files",  # only the names compared
+           "        if before != now:", "        if [f['path'] for f in before] != [f['path'] for f in now]:",
+           ("tests/format/test_write.py::test_read_existing_refuses_foreign_or_different_outputs",
+            "tests/builder/test_exclude.py::test_an_edited_evaluation_set_is_another_build",
+            "tests/builder/test_filters.py::test_an_edited_badwords_list_is_another_build")),
+    Mutant("option-files-not-recorded", "mlmprep.builder.run:write_build",  # the manifest holds no digest to compare
+           '({"option_files": option_files} if option_files else {})', "{}",
+           ("tests/builder/test_exclude.py::test_an_edited_evaluation_set_is_another_build",)),
+    Mutant("badwords-list-cached", "mlmprep.builder.filters:badwords_file",  # a list edited since is read as it was
+           "    badwords_pattern.cache_clear()\n", "",
+           ("tests/builder/test_filters.py::test_an_edited_badwords_list_is_another_build",)),
+    Mutant("paragraph-example-last-shard", "mlmprep.builder.run:BuildTasks.corpus_stats",  # depends on the shards
+           'next((r["lines"]["example"] for r in read if', 'next((r["lines"]["example"] for r in reversed(read) if',
+           (EXAMPLES,)),
+    Mutant("paragraph-example-a-kept-line", "mlmprep.builder.overlap:trimmed",  # the example is a line that stays
+           "excerpt(lines[int(np.argmax(gone))])", "excerpt(lines[int(np.argmin(gone))])",
+           (EXAMPLES,)),
+    Mutant("exclude-example-last-match", "mlmprep.builder.overlap:excluded",  # the shard's last match, not its first
+           '            if not counts.get("example"):', '            if True:',
+           (EXAMPLES,)),
+    Mutant("exclude-short-texts-unmatched", "mlmprep.builder.overlap:exclusion_table",  # Megatron's short texts never found
+           "lengths.update(short.tolist(), [NGRAM]", "lengths.update([], [NGRAM]",
+           (EXCLUDE_CUT, "tests/builder/test_exclude.py::test_a_build_with_exclude_is_the_build_of_the_pieces")),
+    Mutant("exclude-min-words-exclusive", "mlmprep.builder.overlap:exclusion_table",  # a text of exactly the minimum missed
+           "short = per_text[(per_text >= shortest) & (per_text < NGRAM)]",
+           "short = per_text[(per_text > shortest) & (per_text < NGRAM)]", (EXCLUDE_CUT,)),
+    Mutant("exclude-short-texts-as-13-grams-only", "mlmprep.builder.overlap:matched",  # a document's runs of 13 alone
+           "    for n in evaluation.lengths:\n", "    for n in (NGRAM,):\n", (EXCLUDE_CUT,)),
+    Mutant("exclude-nested-match-rewinds", "mlmprep.builder.overlap:cut_matches",  # a match inside a cut moves it back
+           "        if hi <= at:  # a shorter match inside the cut before\n            continue\n", "",
+           ("tests/builder/test_exclude.py::test_a_shorter_match_inside_a_longer_ones_cut_changes_nothing", EXCLUDE_CUT)),
     Mutant("exclude-counts-pieces-before-dropping", "mlmprep.builder.overlap:excluded",  # pieces not counted
            '            counts["pieces"] += len(pieces)\n', "",
            ("tests/builder/test_exclude.py::test_a_build_with_exclude_is_the_build_of_the_pieces",)),

@@ -17,21 +17,27 @@ def word_ngrams(text: str, n: int = NGRAM) -> list[tuple[str, ...]]:
     return [tuple(words[i : i + n]) for i in range(len(words) - n + 1)]
 
 
-def without_repeated_lines(docs: list[str], threshold: float) -> tuple[list[str], int, int]:
-    """Each document less its lines whose n-grams were at least `threshold` in some earlier line of the corpus
-    (every earlier line counts, removed or not); (the documents, blank ones left out; lines removed; characters
-    removed, line breaks included)."""
+def line_fates(docs: list[str], threshold: float) -> list[list[tuple[str, bool]]]:
+    """Each document's lines, each with whether it goes: its n-grams were at least `threshold` in some earlier line
+    of the corpus (every earlier line counts, removed or not)."""
     seen: set[tuple[str, ...]] = set()
-    out, removed, chars = [], 0, 0
+    fates = []
     for doc in docs:
-        kept = []
+        fates.append([])
         for line in doc.split("\n"):
             grams = word_ngrams(line)
-            if grams and sum(g in seen for g in grams) >= threshold * len(grams):
-                removed += 1
-            else:
-                kept.append(line)
+            fates[-1].append((line, bool(grams) and sum(g in seen for g in grams) >= threshold * len(grams)))
             seen.update(grams)
+    return fates
+
+
+def without_repeated_lines(docs: list[str], threshold: float) -> tuple[list[str], int, int]:
+    """Each document less its lines that go (line_fates); (the documents, blank ones left out; lines removed;
+    characters removed, line breaks included)."""
+    out, removed, chars = [], 0, 0
+    for doc, lines in zip(docs, line_fates(docs, threshold)):
+        kept = [line for line, gone in lines if not gone]
+        removed += len(lines) - len(kept)
         text = "\n".join(kept)
         chars += len(doc) - len(text)
         if text.strip():
@@ -83,11 +89,34 @@ def measures(validation: list[str], training: list[str], tokens_of) -> dict[str,
             "tokens": sum(len(tokens_of(doc)) for doc in validation), "tokens_in_match": covered}
 
 
+def evaluation_grams(texts: list[str], fewest: int = 8) -> set[tuple[str, ...]]:
+    """The n-grams --exclude looks for, as Megatron's filter_ngrams builds them from task texts: a text's 13-grams,
+    or, for a text of fewer words but at least `fewest`, the text's words whole; nothing of a shorter one."""
+    grams = set()
+    for text in texts:
+        words = tuple(unicodedata.normalize("NFC", text).split())
+        if len(words) >= NGRAM:
+            grams.update(words[i : i + NGRAM] for i in range(len(words) - NGRAM + 1))
+        elif len(words) >= fewest:
+            grams.add(words)
+    return grams
+
+
+def runs(words: list[str], grams: set[tuple[str, ...]]) -> list[tuple[int, int]]:
+    """(first word, word count) of every run of `words` that is one of `grams`, of any length they have."""
+    return [(k, n) for n in {len(g) for g in grams} for k in range(len(words) - n + 1)
+            if tuple(words[k : k + n]) in grams]
+
+
+def has_match(doc: str, grams: set[tuple[str, ...]]) -> bool:
+    return bool(runs(unicodedata.normalize("NFC", doc).split(), grams))
+
+
 def excluded_pieces(doc: str, grams: set[tuple[str, ...]], margin: int = 200, shortest: int = 200,
                     most: int = 10) -> list[str]:
-    """The runs of `doc`'s characters left once every character within `margin` of one of its n-grams in `grams`
-    is struck out (an n-gram spans its first word's first character to its last word's last), those of at least
-    `shortest` characters and not blank; none when more than `most` are left."""
+    """The runs of `doc`'s characters left once every character within `margin` of a run of its words in `grams`
+    (of any length they have) is struck out (a run spans its first word's first character to its last word's
+    last), those of at least `shortest` characters and not blank; none when more than `most` are left."""
     spans, i = [], 0  # each word's [start, end), words being runs of characters that are not str.isspace()
     while i < len(doc):
         if doc[i].isspace():
@@ -99,12 +128,10 @@ def excluded_pieces(doc: str, grams: set[tuple[str, ...]], margin: int = 200, sh
         spans.append((i, j))
         i = j
     words = [unicodedata.normalize("NFC", doc[a:b]) for a, b in spans]
-    n = min(NGRAM, len(words))
     struck = [False] * len(doc)
-    for k in range(len(words) - n + 1 if words else 0):
-        if tuple(words[k : k + n]) in grams:
-            for c in range(max(spans[k][0] - margin, 0), min(spans[k + n - 1][1] + margin, len(doc))):
-                struck[c] = True
+    for k, n in runs(words, grams):
+        for c in range(max(spans[k][0] - margin, 0), min(spans[k + n - 1][1] + margin, len(doc))):
+            struck[c] = True
     pieces, piece = [], []
     for ch, gone in zip(doc, struck):
         if gone:

@@ -131,10 +131,11 @@ def word_hashes(buf, offsets, out, counts):
 
 
 @njit(cache=True, nogil=True)
-def shingle_hashes(words, counts, ngram, starts, out):
-    """out[starts[i]:starts[i + 1]] = the hashes of text i's word n-grams in order (a text of fewer words, one hash
-    of them all), from its word hashes (words, counts: word_hashes): a polynomial of the word hashes mod 2**64
-    rolled along (one step per word, whatever `ngram`), then SplitMix64's finaliser."""
+def shingle_hashes(words, counts, ngram, starts, out, whole):
+    """out[starts[i]:starts[i + 1]] = the hashes of text i's word n-grams in order (a text of fewer words: with
+    `whole`, one hash of them all, else none), from its word hashes (words, counts: word_hashes): a polynomial of
+    the word hashes mod 2**64 rolled along (one step per word, whatever `ngram`), then SplitMix64's finaliser, so a
+    whole text of k words hashes as its k-gram does."""
     top = np.uint64(1)  # WINDOW_BASE ** (ngram - 1)
     for _ in range(ngram - 1):
         top *= WINDOW_BASE
@@ -148,7 +149,7 @@ def shingle_hashes(words, counts, ngram, starts, out):
             if j + 1 >= ngram:
                 out[k] = mix64(h ^ SHINGLE_TAG)
                 k += 1
-        if 0 < counts[d] < ngram:
+        if whole and 0 < counts[d] < ngram:
             out[k] = mix64(h ^ SHINGLE_TAG)
         at += counts[d]
 

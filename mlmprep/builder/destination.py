@@ -54,9 +54,11 @@ class Destination:
         """Held for the whole build: a second writer fails at once."""
         raise NotImplementedError
 
-    def existing(self, identity: dict, fingerprint: str, *, tokenizer_sha: str | None, force: bool) -> Manifest | None:
+    def existing(self, identity: dict, fingerprint: str, *, tokenizer_sha: str | None, option_files: dict,
+                 force: bool) -> Manifest | None:
         """The manifest if this very build is already there (nothing to do), else None; refuses (CacheError)
-        to replace what is not an mlmprep build, or a different build without `force`."""
+        to replace what is not an mlmprep build, or a different build without `force`. `option_files`: the
+        records ({path, bytes, sha256}) of the files options name, by option, which the build must have too."""
         raise NotImplementedError
 
     def staging(self, scratch: str) -> AbstractContextManager[Path]:
@@ -95,8 +97,10 @@ class LocalDirectory(Destination):
     def lock(self, *, force: bool = False) -> AbstractContextManager:
         return build_lock(self.out)
 
-    def existing(self, identity: dict, fingerprint: str, *, tokenizer_sha: str | None, force: bool) -> Manifest | None:
-        return read_existing(self.out, identity, fingerprint, tokenizer_sha=tokenizer_sha, force=force)
+    def existing(self, identity: dict, fingerprint: str, *, tokenizer_sha: str | None, option_files: dict,
+                 force: bool) -> Manifest | None:
+        return read_existing(self.out, identity, fingerprint, tokenizer_sha=tokenizer_sha, option_files=option_files,
+                             force=force)
 
     def staging(self, scratch: str) -> AbstractContextManager[Path]:
         return staging_dir(self.out)
@@ -128,13 +132,14 @@ class ObjectPrefix(Destination):
         with remote_lock(self.out, self.options, force=force, log=say) as self.after_dead:
             yield
 
-    def existing(self, identity: dict, fingerprint: str, *, tokenizer_sha: str | None, force: bool) -> Manifest | None:
+    def existing(self, identity: dict, fingerprint: str, *, tokenizer_sha: str | None, option_files: dict,
+                 force: bool) -> Manifest | None:
         self.present = remote_contents(self.out, self.options)
         if self.after_dead and self.present and MANIFEST not in self.present and not force:
             say(f"--out {self.out}: replacing the unfinished files that build left ({len(self.present)} objects)")
             force = True  # an unfinished build's files under its lock, not anyone's build: its own leftovers
         return read_existing_remote(self.out, self.present, self.options, identity, fingerprint,
-                                    tokenizer_sha=tokenizer_sha, force=force)
+                                    tokenizer_sha=tokenizer_sha, option_files=option_files, force=force)
 
     def staging(self, scratch: str) -> AbstractContextManager[Path]:
         return staging_dir(Path(scratch, "build"))

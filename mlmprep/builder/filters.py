@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mlmprep import storage
 from mlmprep.builder.filter_codes import (
     ALPHA,
     DIGIT,
@@ -66,7 +67,9 @@ from mlmprep.builder.filter_codes import (
     SYMBOL,
 )
 from mlmprep.config import BuildConfig, filter_sets
-from mlmprep.errors import ConfigError
+from mlmprep.corpus.documents import file_digest
+from mlmprep.errors import ConfigError, CorpusError, printable
+from mlmprep.format.regular import open_regular
 
 EXCERPT_CHARS = 200  # characters of each rule's example
 KINDS_SIZE = 0x40000  # code points classified: planes 0 to 3, every assigned letter, digit, space and symbol
@@ -130,10 +133,16 @@ def ngram_limits(text: str, option: str) -> np.ndarray:
 
 @functools.cache
 def badwords_pattern(path: str) -> re.Pattern:
-    """TFDS's bad-words expression of the list in `path` (one word or phrase a line): a listed word between two
-    characters that are not lower-case ASCII letters, in the lower-cased line."""
+    """TFDS's bad-words expression of the list in `path` (a file or an object's URL, one word or phrase a line): a
+    listed word between two characters that are not lower-case ASCII letters, in the lower-cased line."""
     try:
-        words = Path(path).expanduser().read_text(encoding="utf-8").splitlines()
+        if storage.is_url(path):  # read with the build's storage options (storage.use_corpus_options)
+            with storage.errors(f"--c4-badwords {path}", ConfigError), storage.open_corpus_url(path) as f:
+                data = f.read()
+        else:
+            with open_regular(Path(path).expanduser()) as f:  # never waits on a FIFO
+                data = f.read()
+        words = data.decode("utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(f"--c4-badwords {path}: cannot read it as a UTF-8 list of words, one a line ({e}); give "
                           "such a file, or leave the option out") from None
@@ -141,6 +150,19 @@ def badwords_pattern(path: str) -> re.Pattern:
     if not words:
         raise ConfigError(f"--c4-badwords {path} lists no word; give a file of words, one a line")
     return re.compile("[^a-z]({})[^a-z]".format("|".join(map(re.escape, words))))
+
+
+def badwords_file(path: str) -> dict:
+    """--c4-badwords as a build records it, {path, bytes, sha256}: its content identifies the build as its options
+    do. A list that cannot be read, or lists no word, is refused here, before any work. Read afresh: this process
+    may have read an earlier version of the list for an earlier build (worker processes start with each build)."""
+    badwords_pattern.cache_clear()
+    badwords_pattern(path)
+    try:
+        size, digest = file_digest(path)
+    except CorpusError as error:
+        raise ConfigError(f"--c4-badwords: {error}") from None
+    return {"path": printable(path), "bytes": size, "sha256": digest}
 
 
 class Removals:

@@ -22,7 +22,10 @@ more than --decontaminate-threshold of its n-grams in training to training (noth
 until none is left over the threshold, so a document moved makes its own n-grams training text too.
 
 Exclusion (GPT-3's filter) cuts out of a document the text around each of its n-grams found in the evaluation
-sets, EXCLUDE_MARGIN characters on each side; cut_matches is the one place that knows what it removes.
+sets, EXCLUDE_MARGIN characters on each side; cut_matches is the one place that knows what it removes. As
+Megatron's filter_ngrams takes task texts, an evaluation text of fewer than NGRAM words but at least
+--exclude-min-words (8, Megatron's) is one n-gram of its length, found in any run of that many words of a
+document; a shorter one is left out.
 """
 
 from __future__ import annotations
@@ -30,8 +33,11 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Iterable, Iterator
+from typing import NamedTuple
 
 import numpy as np
+
+from mlmprep.builder.filters import excerpt
 
 NGRAM = 13  # words per n-gram
 MATCH_TOKENS = 50  # tokens of an exact match (Lee et al.)
@@ -58,13 +64,27 @@ def ngram_hashes(texts: list[str], ngram: int = NGRAM) -> tuple[np.ndarray, np.n
 def text_ngrams(buf: np.ndarray, offsets: np.ndarray, ngram: int = NGRAM) -> tuple[np.ndarray, np.ndarray]:
     """ngram_hashes of the texts buf[offsets[i]:offsets[i + 1]] (UTF-8 of NFC text): one pass over the bytes for
     the word hashes, one over those for the n-grams."""
+    return shingles(*text_words(buf, offsets), ngram)
+
+
+def text_words(buf: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(uint64 hashes of the words of the texts buf[offsets[i]:offsets[i + 1]], one after another; int64 words per
+    text)."""
     from mlmprep.builder import _dedup_kernels as kernels
 
     words, per_text = np.empty(len(buf) // 2 + 1, np.uint64), np.empty(len(offsets) - 1, np.int64)
     kernels.word_hashes(buf, offsets, words, per_text)
-    counts = np.where(per_text >= ngram, per_text - (ngram - 1), np.minimum(per_text, 1))
+    return words, per_text
+
+
+def shingles(words: np.ndarray, per_text: np.ndarray, ngram: int, whole: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """(uint64 hashes of every text's word n-grams in order, int64 [n] n-grams per text) of text_words; a text of
+    fewer words has one n-gram of them all with `whole`, else none."""
+    from mlmprep.builder import _dedup_kernels as kernels
+
+    counts = np.where(per_text >= ngram, per_text - (ngram - 1), np.minimum(per_text, 1) if whole else 0)
     out = np.empty(int(counts.sum()), np.uint64)
-    kernels.shingle_hashes(words, per_text, ngram, starts_of(counts), out)
+    kernels.shingle_hashes(words, per_text, ngram, starts_of(counts), out, whole)
     return out, counts
 
 
@@ -128,7 +148,8 @@ class SeenLines:
 
 def trimmed(batches: Iterable[list[str]], removed: np.ndarray, counts: dict, drops=None) -> Iterator[list[str]]:
     """The documents of `batches` less the lines `removed` flags (bool, every line of every document in order);
-    documents left blank are left out. Counts lines and characters removed and documents emptied. With `drops`
+    documents left blank are left out. Counts lines and characters removed and documents emptied, and notes the
+    first line removed as counts["example"] (filters.excerpt) unless one is there. With `drops`
     (dropped.ShardDrops), the removed lines are kept there, and each list's document numbers taken from
     drops.pending and those of the documents passed on queued back in their place."""
     at = 0
@@ -143,6 +164,8 @@ def trimmed(batches: Iterable[list[str]], removed: np.ndarray, counts: dict, dro
             if touch:  # only documents that lose a line are split into lines
                 lines, gone = doc.split("\n"), removed[start : start + count]
                 counts["lines_removed"] += int(gone.sum())
+                if not counts.get("example"):
+                    counts["example"] = excerpt(lines[int(np.argmax(gone))])
                 text = "\n".join(line for line, g in zip(lines, gone) if not g)
                 counts["characters_removed"] += len(doc) - len(text)
                 if drops is not None:
@@ -257,22 +280,55 @@ EXCLUDE_MIN_PIECE = 200  # a piece left shorter than this is dropped
 EXCLUDE_MAX_PIECES = 10  # a document left in more pieces is dropped whole (taken as a copy of evaluation text)
 
 
-def exclusion_table(batches: Iterable[list[str]]) -> np.ndarray:
-    """The distinct n-gram hashes of the evaluation sets' documents (--exclude), sorted."""
-    parts = [ngram_hashes(docs)[0] for docs in batches]
-    return distinct(np.concatenate(parts)) if parts else np.zeros(0, np.uint64)
+class Evaluation(NamedTuple):
+    """The evaluation sets' n-grams (--exclude): their distinct hashes, sorted, and the lengths in words they come
+    in (NGRAM, and those of the shorter evaluation texts taken whole), which a document's runs are hashed at."""
+
+    table: np.ndarray
+    lengths: tuple[int, ...]
 
 
-def excluded(batches: Iterable[list[str]], table: np.ndarray, counts: dict, drops=None) -> Iterator[list[str]]:
-    """The documents of `batches` with the text around every n-gram in `table` cut out (cut_matches): each piece
+def exclusion_table(batches: Iterable[list[str]], shortest: int) -> tuple[Evaluation, dict[str, int]]:
+    """The evaluation sets' documents as Megatron's filter_ngrams takes its task texts: each one's NGRAM-grams, or,
+    of a text of fewer words but at least `shortest` (--exclude-min-words), the whole text as one n-gram of its
+    length; shorter texts are left out (a few words would match common phrases everywhere). With the counts of the
+    documents taken whole (`documents_short`) and of those left out (`documents_ignored`)."""
+    parts, lengths = [], set()
+    counts = {"documents_short": 0, "documents_ignored": 0}
+    for docs in batches:
+        words, per_text = text_words(*utf8_texts(docs))
+        kept = np.repeat(per_text >= shortest, per_text)  # the words of the texts not left out
+        hashes, _ = shingles(words[: len(kept)][kept], per_text[per_text >= shortest], NGRAM)
+        parts.append(hashes)
+        short = per_text[(per_text >= shortest) & (per_text < NGRAM)]
+        lengths.update(short.tolist(), [NGRAM] if (per_text >= NGRAM).any() else [])
+        counts["documents_short"] += len(short)
+        counts["documents_ignored"] += int(np.count_nonzero((per_text < shortest) & (per_text > 0)))
+    table = distinct(np.concatenate(parts)) if parts else np.zeros(0, np.uint64)
+    return Evaluation(table, tuple(sorted(lengths))), counts
+
+
+def matched(docs: list[str], evaluation: Evaluation) -> np.ndarray:
+    """bool [n]: whether a run of each document's words, of one of the evaluation n-grams' lengths, is one of them
+    (a document shorter than a length has no run of it)."""
+    words, per_text = text_words(*utf8_texts(docs))
+    hit = np.zeros(len(docs), bool)
+    for n in evaluation.lengths:
+        hashes, per_doc = shingles(words, per_text, n, whole=False)
+        hit |= np.bincount(np.repeat(np.arange(len(docs)), per_doc), weights=member(hashes, evaluation.table),
+                           minlength=len(docs)) > 0
+    return hit
+
+
+def excluded(batches: Iterable[list[str]], evaluation: Evaluation, counts: dict, drops=None) -> Iterator[list[str]]:
+    """The documents of `batches` with the text around every n-gram of `evaluation` cut out (cut_matches): each piece
     left becomes a document (of the same number); the others pass untouched. Counts documents matched and
-    dropped, pieces kept and characters removed. With `drops` (dropped.ShardDrops), each matched document's
+    dropped, pieces kept and characters removed, and notes the words of the first match as counts["example"]
+    (filters.excerpt) unless one is there. With `drops` (dropped.ShardDrops), each matched document's
     removed text is kept there, and each list's document numbers taken from drops.pending and those passed on
     queued back in their place."""
     for docs in batches:
-        hashes, per_doc = ngram_hashes(docs)
-        hit = np.bincount(np.repeat(np.arange(len(docs)), per_doc), weights=member(hashes, table),
-                          minlength=len(docs)) > 0
+        hit = matched(docs, evaluation)
         numbers = drops.pending.popleft() if drops is not None else None
         kept, passed = [], []
         for k, (doc, touch) in enumerate(zip(docs, hit.tolist())):
@@ -280,7 +336,10 @@ def excluded(batches: Iterable[list[str]], table: np.ndarray, counts: dict, drop
                 kept.append(doc)
                 passed.append(k)
                 continue
-            pieces, removed = cut_matches(doc, table)
+            pieces, removed = cut_matches(doc, evaluation)
+            if not counts.get("example"):  # the shard's first match: the evaluation text found
+                start, end = match_spans(doc, evaluation)[0]
+                counts["example"] = excerpt(doc[start:end])
             counts["documents_matched"] += 1
             counts["documents_dropped"] += not pieces
             counts["pieces"] += len(pieces)
@@ -295,20 +354,31 @@ def excluded(batches: Iterable[list[str]], table: np.ndarray, counts: dict, drop
             yield kept
 
 
-def cut_matches(doc: str, table: np.ndarray) -> tuple[list[str], list[str]]:
-    """(the pieces of `doc` left, the text removed): every n-gram of the document in `table` is cut out with
-    EXCLUDE_MARGIN characters on each side; pieces shorter than EXCLUDE_MIN_PIECE (or blank) go too, and all of
-    them when more than EXCLUDE_MAX_PIECES are left. The one place that knows what exclusion removes."""
+def match_spans(doc: str, evaluation: Evaluation) -> list[tuple[int, int]]:
+    """Where each run of `doc`'s words found among the evaluation n-grams lies, by its first word: (that word's
+    start, its last word's end)."""
     words = [m.span() for m in re.finditer(r"\S+", doc)]  # \S: not str.isspace(), as the n-grams split words
-    hashes, _ = ngram_hashes([doc])
-    n = min(NGRAM, len(words))
+    hashed, spans = text_words(*utf8_texts([doc])), []
+    for n in evaluation.lengths:
+        hashes, _ = shingles(*hashed, n, whole=False)
+        spans += [(words[i][0], words[i + n - 1][1]) for i in np.flatnonzero(member(hashes, evaluation.table)).tolist()]
+    return sorted(spans)
+
+
+def cut_matches(doc: str, evaluation: Evaluation) -> tuple[list[str], list[str]]:
+    """(the pieces of `doc` left, the text removed): every run of the document's words among the evaluation
+    n-grams is cut out with EXCLUDE_MARGIN characters on each side; pieces shorter than EXCLUDE_MIN_PIECE (or blank)
+    go too, and all of them when more than EXCLUDE_MAX_PIECES are left. The one place that knows what exclusion
+    removes."""
     pieces, removed, at = [], [], 0
-    for i in np.flatnonzero(member(hashes, table)).tolist():
-        lo, hi = max(words[i][0] - EXCLUDE_MARGIN, at), words[i + n - 1][1] + EXCLUDE_MARGIN
+    for start, end in match_spans(doc, evaluation):
+        lo, hi = max(start - EXCLUDE_MARGIN, at), end + EXCLUDE_MARGIN
+        if hi <= at:  # a shorter match inside the cut before
+            continue
         if lo > at:  # a match apart from the one before: the text between is a piece
             pieces.append(doc[at:lo])
         removed.append(doc[lo:hi])
-        at = max(at, hi)
+        at = hi
     pieces.append(doc[at:])
     kept = [p for p in pieces if len(p) >= EXCLUDE_MIN_PIECE and not p.isspace()]
     if len(kept) > EXCLUDE_MAX_PIECES:

@@ -47,7 +47,7 @@ from mlmprep.builder.engine.base import Shipped, fetched
 from mlmprep.builder.engine.local import PRELOAD_TOKENIZER, in_forkserver
 from mlmprep.builder.filters import Removals, add_totals, filter_texts
 from mlmprep.builder.masker import Masker, mask_part
-from mlmprep.builder.overlap import excluded, exclusion_table, line_hashes, trimmed, window_hashes
+from mlmprep.builder.overlap import Evaluation, excluded, exclusion_table, line_hashes, trimmed, window_hashes
 from mlmprep.builder.selection import (
     SIDES,
     document_keys,
@@ -230,7 +230,7 @@ class TokenizeTask:
     shard: Shard
     removed: np.ndarray | None = None  # --dedup-paragraphs: bool per line of the shard's documents, those to remove
     hashed: bool = True  # --decontaminate: hash the documents' n-grams and token windows (the driver's shards not)
-    excluded: np.ndarray | None = None  # --exclude: the evaluation sets' n-gram hashes, sorted (exclusion_hashes)
+    excluded: Evaluation | None = None  # --exclude: the evaluation sets' n-grams (exclusion_hashes)
 
     def describe(self) -> str:
         return self.shard.describe()
@@ -272,16 +272,19 @@ def evaluation_sets(cfg: BuildConfig) -> Iterator[Corpus]:
 
 
 def exclusion_hashes(task: ExcludeTask) -> dict:
-    """The evaluation sets read and cleaned as the corpus is: their documents and their n-grams' distinct hashes,
-    sorted (overlap.exclusion_table); an evaluation set without text is an error."""
+    """The evaluation sets read and cleaned as the corpus is: their n-grams (overlap.exclusion_table) and the
+    counts of their documents; an evaluation set without text to match is an error."""
     cfg = task.layout.cfg
     with evaluation_sets(cfg) as sets:
-        table = exclusion_table(cleaned_batches(sets.documents(), cfg, {"characters_removed": 0,
-                                                                        "documents_emptied": 0}))
-    if not len(table):
+        evaluation, counts = exclusion_table(cleaned_batches(sets.documents(), cfg, {"characters_removed": 0,
+                                                                                     "documents_emptied": 0}),
+                                             cfg.exclude_min_words)
+    if not len(evaluation.table):
+        shorter = (f", {counts['documents_ignored']} of fewer than --exclude-min-words {cfg.exclude_min_words} words"
+                   if counts["documents_ignored"] else "")
         raise CorpusError(f"--exclude {' '.join(cfg.exclude)}: no text to exclude (read {sets.stats.documents} "
-                          f"documents); check the files, --text-column and --doc-sep")
-    return {"table": table, "documents": sets.stats.documents}
+                          f"documents{shorter}); check the files, --text-column, --doc-sep and --exclude-min-words")
+    return {"ngrams": evaluation, "documents": sets.stats.documents, **counts}
 
 
 def tokenize_shard(task: TokenizeTask) -> dict:
@@ -292,8 +295,8 @@ def tokenize_shard(task: TokenizeTask) -> dict:
     worker = worker_tokenizer(layout)
     stats = CorpusStats()
     clean = {"characters_removed": 0, "documents_emptied": 0}
-    lines = {"lines_removed": 0, "characters_removed": 0, "documents_emptied": 0}
-    cut = dict.fromkeys(EXCLUDED, 0)
+    lines = {"lines_removed": 0, "characters_removed": 0, "documents_emptied": 0, "example": ""}
+    cut = {**dict.fromkeys(EXCLUDED, 0), "example": ""}
     hashed = task.hashed and decontaminating(cfg)
     # With threads to spare, reading and cleaning run in a thread of their own and two threads tokenize (one
     # call's ids become arrays while the other keeps the cores busy); a one-core worker does each in turn.

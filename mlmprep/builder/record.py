@@ -7,10 +7,10 @@ import itertools
 
 import mlmprep
 from mlmprep.builder import mask
-from mlmprep.builder.filters import add_totals
+from mlmprep.builder.filters import add_totals, excerpt
 from mlmprep.builder.lengths import Lengths
 from mlmprep.builder.pipeline import EXCLUDED, VALIDATION_SLOT, TokenizeTask, shard_documents
-from mlmprep.builder.selection import EXCERPT_CHARS, Selection
+from mlmprep.builder.selection import Selection
 from mlmprep.config import to_dict
 from mlmprep.corpus.documents import Corpus
 from mlmprep.corpus.files import CorpusStats, file_format
@@ -63,8 +63,7 @@ def dedup_stats(selection: Selection, reads: list[TokenizeTask]) -> dict:
         s, d = selection.locate(first)
         docs = itertools.chain.from_iterable(shard_documents(reads[s], CorpusStats(), counts, counts, counts))
         text = next(itertools.islice(docs, d, None), "")
-        summary["largest_clusters"].append({"size": size, "excerpt": " ".join(text[: 4 * EXCERPT_CHARS].split())
-                                            [:EXCERPT_CHARS]})
+        summary["largest_clusters"].append({"size": size, "excerpt": excerpt(text)})
     return summary
 
 

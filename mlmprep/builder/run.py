@@ -27,7 +27,7 @@ from mlmprep.builder.denoisers import add_mode_tokens, mode_tokens
 from mlmprep.builder.destination import build_destination
 from mlmprep.builder.engine import make_engine
 from mlmprep.builder.engine.base import Engine, TaskRun, run_tasks
-from mlmprep.builder.filters import badwords_pattern
+from mlmprep.builder.filters import badwords_file
 from mlmprep.builder.inputs import fetch_sources, fetch_tokenizer, named_as
 from mlmprep.builder.lengths import Lengths
 from mlmprep.builder.outputs import OutputFiles, Staging, counted_tasks, finish_splits, plan_rest, side_size
@@ -80,8 +80,9 @@ def build(cfg: BuildConfig, *, log: Callable[[str], None] = print) -> BuildResul
     """Build `cfg.out` (a directory, or a prefix on object storage), or report it up to date when it already
     holds this build of this corpus."""
     options = storage.parse_options(cfg.storage_options)
-    if cfg.c4_badwords:
-        badwords_pattern(cfg.c4_badwords)  # a list that cannot be read fails here, not in a worker
+    storage.use_corpus_options(options)  # for what the driver reads in place: corpus and --c4-badwords objects
+    # the content of the files options name (with --exclude's, below) identifies the build as its options do
+    option_files = {"c4_badwords": [badwords_file(cfg.c4_badwords)]} if cfg.c4_badwords else {}
     destination = build_destination(cfg.out, options)  # before reading the corpus or training a tokenizer
     lengths = Lengths.of_options(cfg)
     destination.check_outside(cfg.corpus)
@@ -89,7 +90,8 @@ def build(cfg: BuildConfig, *, log: Callable[[str], None] = print) -> BuildResul
         scratch = stack.enter_context(scratch_directory())  # remote inputs and stage
         stack.callback(let_go_streams)  # the compressed streams the tasks run here kept open
         engine = make_engine(cfg.engine, cfg.workers, cfg.ray_address)
-        corpus, tokenizer = open_inputs(cfg, engine, scratch, options, stack)
+        corpus, tokenizer, evaluation = open_inputs(cfg, engine, scratch, options, stack)
+        option_files |= {"exclude": evaluation} if evaluation else {}
         set_tokenizer_threads(cfg.threads, engine)
         # The workers' server starts now, to overlap what follows, unless a build there may be up to date: one
         # started for nothing costs a core-second and keeps this process's stdout open that long after it exits.
@@ -104,22 +106,22 @@ def build(cfg: BuildConfig, *, log: Callable[[str], None] = print) -> BuildResul
         with destination.lock(force=cfg.force):
             tokenizer_sha = tokenizer_sha256(given_tokenizer) if given_tokenizer else None
             existing = destination.existing(strict(cfg.identity()), corpus.fingerprint, tokenizer_sha=tokenizer_sha,
-                                            force=cfg.force)
+                                            option_files=option_files, force=cfg.force)
             if existing is not None:
                 return BuildResult(destination.out, existing, up_to_date=True)
             engine.prestart(corpus.bytes, cfg.shard_bytes, tokenize_shard.__module__, tokenizer)  # no-op if started
             # one Ray connection (or local instance, or local pool) for all the build's phases
             with destination.staging(scratch) as stage, engine.session():
                 manifest = write_build(cfg, corpus, given_tokenizer, stage, log, engine, lengths,
-                                       stages_apart=destination.stages_apart)
+                                       stages_apart=destination.stages_apart, option_files=option_files)
                 destination.commit(stage)
     return BuildResult(destination.out, manifest, up_to_date=False)
 
 
 def open_inputs(cfg: BuildConfig, engine: Engine, scratch: str, options: dict,
-                stack: contextlib.ExitStack) -> tuple[Corpus, str | None]:
-    """The corpus, opened (its errors, for as long as `stack` holds, naming the URLs given), and --tokenizer as a
-    local path."""
+                stack: contextlib.ExitStack) -> tuple[Corpus, str | None, list[dict]]:
+    """The corpus, opened (its errors, for as long as `stack` holds, naming the URLs given), --tokenizer as a
+    local path, and the --exclude evaluation sets' files ({path, bytes, sha256} each)."""
     # Corpus objects: copied to this machine's disk first (one transfer each, several at once), except where the
     # workers see no copy of the driver's (Ray nodes): there each task reads its shard of an object in place.
     paths, copies = (list(cfg.corpus), {}) if not engine.shares_disk else fetch_sources(
@@ -136,10 +138,11 @@ def open_inputs(cfg: BuildConfig, engine: Engine, scratch: str, options: dict,
     )
     for record in corpus.files:  # the manifest names what the user named
         record["path"] = copies.get(record["path"], record["path"])
-    if cfg.exclude:  # the evaluation sets are there before any work (a worker reads them)
-        with evaluation_sets(cfg):
-            pass
-    return corpus, fetch_tokenizer(cfg.tokenizer, Path(scratch, "tokenizer"), options)
+    evaluation = []
+    if cfg.exclude:  # the evaluation sets are there before any work (a worker reads them), hashed as the corpus is
+        with evaluation_sets(cfg) as sets:
+            evaluation = sets.files
+    return corpus, fetch_tokenizer(cfg.tokenizer, Path(scratch, "tokenizer"), options), evaluation
 
 
 def set_tokenizer_threads(threads: int, engine: Engine) -> None:
@@ -157,9 +160,10 @@ def cleaned_documents(corpus: Corpus, cfg: BuildConfig, counts: dict) -> Iterato
 
 
 def write_build(cfg: BuildConfig, corpus: Corpus, tok, stage: Path, log: Callable[[str], None], engine: Engine,
-                lengths: Lengths, *, stages_apart: bool) -> Manifest:
+                lengths: Lengths, *, stages_apart: bool, option_files: dict) -> Manifest:
     """Write every split and the manifest into `stage`; return the manifest. `stages_apart`: the stage is on
-    this machine's scratch disk, which Ray nodes do not see."""
+    this machine's scratch disk, which Ray nodes do not see; `option_files`: the files options name, by option,
+    recorded in corpus.stats."""
     timings: dict[str, float] = {}
     started = time.perf_counter()
     trained_on = None
@@ -182,8 +186,9 @@ def write_build(cfg: BuildConfig, corpus: Corpus, tok, stage: Path, log: Callabl
     shutil.rmtree(stage / STAGING)
     timings["pipeline_s"] = time.perf_counter() - pipeline_started
     timings["total_s"] = time.perf_counter() - started
+    corpus_stats = tasks.corpus_stats() | ({"option_files": option_files} if option_files else {})
     return finish_manifest(cfg, corpus, tok, ids, stage, splits, tasks.files["train"].seeds, tasks.stats, masker,
-                           tasks.corpus_stats(), timings, lengths=lengths, version=tasks.layout.format_version,
+                           corpus_stats, timings, lengths=lengths, version=tasks.layout.format_version,
                            trained_on=trained_on)
 
 
@@ -229,7 +234,7 @@ class BuildTasks:
         self.selection = Selection(cfg, len(self.shards), stage / STAGING, self.dedup_partitions)
         self.paragraphs = {"threshold": cfg.paragraph_threshold, "lines": 0}  # --dedup-paragraphs: lines with words
         self.removed: list[np.ndarray | None] = [None] * len(self.shards)  # ... and each shard's lines it removes
-        self.exclusion: dict | None = None  # --exclude: the evaluation sets' n-gram table and documents
+        self.exclusion: dict | None = None  # --exclude: the evaluation sets' n-grams and documents
         self.reads: list[TokenizeTask] = []
         self.calls: list[tuple[str, int]] = []  # (side, file) of each write task, in the order they were queued
         self.writes: dict[int, int] = {}  # the run's index of a write task -> its place in calls
@@ -245,8 +250,8 @@ class BuildTasks:
         if self.cfg.exclude:  # the evaluation sets' n-grams, hashed on a worker
             self.exclusion = run_tasks(exclusion_hashes, [ExcludeTask(self.layout)], engine=self.engine)[0]
         bar.stage("read, clean, tokenize", sum(self.sizes), "B" if self.corpus.bytes else "shard")
-        table = self.exclusion["table"] if self.exclusion else None
-        self.reads = reads = [TokenizeTask(self.layout, shard, lines, excluded=table)
+        evaluation = self.exclusion["ngrams"] if self.exclusion else None
+        self.reads = reads = [TokenizeTask(self.layout, shard, lines, excluded=evaluation)
                               for shard, lines in zip(self.shards, self.removed)]
         hashing: dict[int, tuple[int, dict]] = {}  # a hash_shard call -> (its shard, the shard's unhashed result)
         with TaskRun(*self.staging.calls(tokenize_shard, reads), engine=self.engine,
@@ -356,12 +361,19 @@ class BuildTasks:
         if self.cfg.dedup_paragraphs:
             stats["paragraphs"] = self.paragraphs | {key: sum(r["lines"][key] for r in read) for key in
                                                      ("lines_removed", "characters_removed", "documents_emptied")}
+            # the first line removed in corpus order: the first shard's that has one, whatever the shards
+            stats["paragraphs"]["example"] = next((r["lines"]["example"] for r in read if r["lines"]["example"]), "")
         if self.selection.contamination is not None:
             stats["contamination"] = self.selection.contamination
         if self.exclusion is not None:
-            stats["exclusion"] = {"files": list(self.cfg.exclude), "documents": self.exclusion["documents"],
-                                  "ngrams": len(self.exclusion["table"]), "ngram": NGRAM, "margin": EXCLUDE_MARGIN,
-                                  **{key: sum(r["excluded"][key] for r in read) for key in EXCLUDED}}
+            x = self.exclusion
+            stats["exclusion"] = {"files": list(self.cfg.exclude), "documents": x["documents"],
+                                  "documents_short": x["documents_short"], "documents_ignored": x["documents_ignored"],
+                                  "min_words": self.cfg.exclude_min_words, "ngrams": len(x["ngrams"].table),
+                                  "ngram": NGRAM, "margin": EXCLUDE_MARGIN,
+                                  **{key: sum(r["excluded"][key] for r in read) for key in EXCLUDED},
+                                  "example": next((r["excluded"]["example"] for r in read if r["excluded"]["example"]),
+                                                  "")}
         return stats
 
 

@@ -44,7 +44,6 @@ MOVED_PICKS = "moved"  # the picks of the documents moved to training, staged be
 HOLDOUT_SALT = 0x5EED_0F_0A1D  # keys the held-out choice apart from the mask seeds
 MINHASH_SEED = 0x5EED_D0C  # the MinHash functions: fixed, so signatures never depend on --seed
 LARGEST = 5  # clusters the manifest describes, each with an excerpt of its first document
-EXCERPT_CHARS = 200
 
 
 def document_keys(texts: list[str], cfg: BuildConfig, hashed: bool = True) -> dict[str, np.ndarray]:

@@ -54,9 +54,9 @@ class Corpus:
 # ------------------------------------------------------------------------------------------------ corpora
 
 
-def _sha256_file(path: Path | str) -> tuple[int, str]:
-    """(bytes read, sha256 hex), the name checked against the first bytes (compressed or not); hashlib releases
-    the GIL, so files hash in parallel threads."""
+def file_digest(path: Path | str) -> tuple[int, str]:
+    """(bytes read, sha256 hex) of a local file or an object read in place, the name checked against the first
+    bytes (compressed or not); hashlib releases the GIL, so files hash in parallel threads."""
     if storage.is_url(path):
         with storage.errors(path, CorpusError), storage.open_corpus_url(path, block=HASH_BLOCK) as f:
             return _sha256_open(path, f)
@@ -68,7 +68,7 @@ def _sha256_file(path: Path | str) -> tuple[int, str]:
 
 
 def _sha256_open(path: Path | str, f) -> tuple[int, str]:
-    """_sha256_file of a file opened, local or remote."""
+    """file_digest of a file opened, local or remote."""
     check_magic(path, f.read(8))
     f.seek(0)
     digest = hashlib.file_digest(f, "sha256")
@@ -99,7 +99,7 @@ def _file_corpus(paths: Sequence[str], opts: ReadOptions, storage_options: dict)
     suffixes = {file_format(path)[0] for path in files}
     _check_used(opts, fields=bool(suffixes - {".txt"}), lines=".txt" in suffixes)
     with ThreadPoolExecutor(max_workers=min(len(files), os.cpu_count() or 1)) as pool:
-        digests = list(pool.map(_sha256_file, files))
+        digests = list(pool.map(file_digest, files))
     h = hashlib.sha256()
     for i, (size, digest) in enumerate(digests):  # order, size and content; not names or locations
         h.update(f"{i} {size} {digest}\n".encode())
@@ -185,4 +185,4 @@ def open_corpus(
     return _sample_corpus()
 
 
-__all__ = ["Corpus", "CorpusStats", "ReadOptions", "open_corpus"]
+__all__ = ["Corpus", "CorpusStats", "ReadOptions", "file_digest", "open_corpus"]

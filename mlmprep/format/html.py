@@ -140,12 +140,14 @@ def summary(build: Path, manifest: Manifest) -> str:
                       f"{manifest.target_length})"),
         ("corpus", manifest.corpus.description),
         *(("dedup" if k == 0 else "", line.strip()) for k, line in enumerate(dedup_lines(stats))),  # clusters beneath
-        *(("paragraphs", line.removeprefix("paragraph dedup: ")) for line in paragraph_lines(stats)),
+        *(("paragraphs" if k == 0 else "", line.strip().removeprefix("paragraph dedup: "))
+          for k, line in enumerate(paragraph_lines(stats))),
         *(("filters" if k == 0 else "", line.strip().removeprefix("filters: ")) for k, line in
           enumerate(filter_lines(stats))),
         *(("contamination" if k == 0 else "", line.strip() if k else line.split(": ", 1)[1])
           for k, line in enumerate(contamination_lines(stats))),
-        *(("excluded", line.removeprefix("excluded: ")) for line in exclusion_lines(stats)),
+        *(("excluded" if k == 0 else "", line.strip().removeprefix("excluded: "))
+          for k, line in enumerate(exclusion_lines(stats))),
         ("tokenizer", tokenizer_line(manifest).removeprefix("tokenizer: ") + f"; sha256 {tok.sha256[:12]}…"),
         ("rows", f"{figure(w['rows'], ',')} windows; rows cut inside a word {figure(w['fragment_rate'], '.1%')}"),
         ("tokens", f"kept {figure(w['tokens_kept'], ',')}, dropped {figure(w['tokens_dropped'], ',')}, padded "

@@ -290,8 +290,9 @@ CORPUS_STATS = {  # corpus.stats fields the summary and the report read; other k
     "wrapped_prose": (lambda v: isinstance(v, dict) and set(v) == {"characters", "documents", "files", "lines"}
                       and all(COUNT[0](x) for x in v.values()), "an object of characters, documents, files, lines"),
 }
+EXAMPLE = (lambda v: isinstance(v, str) and len(v) <= MAX_TEXT, "a string")
 PARAGRAPHS = {"threshold": FRACTION, **dict.fromkeys(("lines", "lines_removed", "characters_removed",
-                                                      "documents_emptied"), COUNT)}
+                                                      "documents_emptied"), COUNT), "example": EXAMPLE}
 MEASURES = dict.fromkeys(("documents", "documents_with_ngram", "tokens", "tokens_in_match"), COUNT)
 
 
@@ -307,8 +308,9 @@ def measures(value) -> bool:
 CONTAMINATION = {"ngram": COUNT, "threshold": FRACTION, "documents_moved": COUNT, "characters_moved": COUNT,
                  "match_tokens": (lambda v: v is None or COUNT[0](v), "a count or null"),
                  "before": (measures, "measures"), "after": (measures, "measures")}
-CORPUS_STATS["paragraphs"] = (lambda v: typed_object(v, PARAGRAPHS, required=PARAGRAPHS),
-                              "an object of threshold, lines, lines_removed, characters_removed, documents_emptied")
+CORPUS_STATS["paragraphs"] = (lambda v: typed_object(v, PARAGRAPHS, required=set(PARAGRAPHS) - {"example"}),
+                              "an object of threshold, lines, lines_removed, characters_removed, documents_emptied "
+                              "and an example")
 CORPUS_STATS["contamination"] = (
     lambda v: typed_object(v, CONTAMINATION, required=CONTAMINATION)
     and all(("tokens" in v[when]) == (v["match_tokens"] is not None) for when in ("before", "after")),
@@ -317,14 +319,24 @@ CORPUS_STATS["contamination"] = (
 
 EXCLUSION = {"files": (lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v), "a list of strings"),
              **dict.fromkeys(("documents", "ngrams", "ngram", "margin", "documents_matched", "documents_dropped",
-                              "pieces", "characters_removed"), COUNT)}
+                              "pieces", "characters_removed", "min_words", "documents_short", "documents_ignored"),
+                             COUNT), "example": EXAMPLE}
+EXCLUSION_LATER = {"example", "min_words", "documents_short", "documents_ignored"}  # absent in earlier builds
 CORPUS_STATS["exclusion"] = (
-    lambda v: typed_object(v, EXCLUSION, required=EXCLUSION) and v["documents_dropped"] <= v["documents_matched"],
-    "an object of files, documents, ngrams, ngram, margin, documents_matched, documents_dropped, pieces and "
-    "characters_removed")
+    lambda v: typed_object(v, EXCLUSION, required=set(EXCLUSION) - EXCLUSION_LATER)
+    and v["documents_dropped"] <= v["documents_matched"]
+    and v.get("documents_short", 0) + v.get("documents_ignored", 0) <= v["documents"],
+    "an object of files, documents, ngrams, ngram, margin, documents_matched, documents_dropped, pieces, "
+    "characters_removed, min_words, documents_short, documents_ignored and an example")
 
-FILTER_COUNTS = {"documents": COUNT, "characters": COUNT,
-                 "example": (lambda v: isinstance(v, str) and len(v) <= MAX_TEXT, "a string")}
+FILE_RECORD = {"path": (lambda v: isinstance(v, str) and len(v) <= MAX_TEXT, "a string"), "bytes": COUNT,
+               "sha256": (lambda v: isinstance(v, str) and SHA256.fullmatch(v), "a sha256 in hex")}
+CORPUS_STATS["option_files"] = (
+    lambda v: isinstance(v, dict) and all(isinstance(files, list) and all(
+        typed_object(f, FILE_RECORD, required=FILE_RECORD) for f in files) for files in v.values()),
+    "an object of options, each a list of files (path, bytes, sha256)")
+
+FILTER_COUNTS = {"documents": COUNT, "characters": COUNT, "example": EXAMPLE}
 CORPUS_STATS["filters"] = (
     lambda v: isinstance(v, dict) and all(typed_object(c, FILTER_COUNTS, required=FILTER_COUNTS) for c in v.values()),
     "an object of rules, each an object of documents, characters and an example")

@@ -219,7 +219,7 @@ def exchange(a: Path, b: Path) -> bool:
     return renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0
 
 
-def read_existing(out: Path, identity: dict, fingerprint: str, *, tokenizer_sha: str | None,
+def read_existing(out: Path, identity: dict, fingerprint: str, *, tokenizer_sha: str | None, option_files: dict,
                   force: bool) -> dict | None:
     """The manifest of `out` if it already holds this very build (then there is nothing to do), else None.
 
@@ -239,14 +239,16 @@ def read_existing(out: Path, identity: dict, fingerprint: str, *, tokenizer_sha:
         manifest = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         manifest = None
-    return judge_existing(out, manifest, identity, fingerprint, tokenizer_sha=tokenizer_sha, force=force,
-                          intact=lambda m: files_intact(out, m))
+    return judge_existing(out, manifest, identity, fingerprint, tokenizer_sha=tokenizer_sha,
+                          option_files=option_files, force=force, intact=lambda m: files_intact(out, m))
 
 
 def judge_existing(out: Path | str, data, identity: dict, fingerprint: str, *, tokenizer_sha: str | None,
-                   force: bool, intact) -> Manifest | None:
+                   option_files: dict, force: bool, intact) -> Manifest | None:
     """The decision of read_existing on a read manifest `data` (None: unreadable) of `out`; `intact(manifest)`
-    says whether every file it lists is there at its size."""
+    says whether every file it lists is there at its size. `option_files`: by option, the records ({path, bytes,
+    sha256}) of the files it names (--exclude, --c4-badwords), which the build's corpus.stats.option_files must
+    hold: an evaluation set edited since is a different build, as an edited corpus file is."""
     if not isinstance(data, dict) or not {"format_version", "mlmprep_version"} <= data.keys():
         # not ours (or not readable as ours): --force does not replace it either
         raise CacheError(f"--out {out}: exists and is not an mlmprep build ({MANIFEST} is not an mlmprep manifest); "
@@ -266,6 +268,7 @@ def judge_existing(out: Path | str, data, identity: dict, fingerprint: str, *, t
             differences.append("the corpus changed")
         if tokenizer_sha is not None and manifest.tokenizer.sha256 != tokenizer_sha:
             differences.append("the tokenizer changed")
+        differences += changed_files(manifest.corpus.stats.get("option_files", {}), option_files)
     if not differences and intact(manifest):
         return None if force else manifest
     if force:
@@ -276,6 +279,18 @@ def judge_existing(out: Path | str, data, identity: dict, fingerprint: str, *, t
                          f"{identity['seeds']}` adds the others, or pass --force to rebuild it")
     raise CacheError(f"--out {out}: holds a build made differently ({what}); "
                      "pass --force to rebuild it or choose another --out")
+
+
+def changed_files(recorded: dict, given: dict) -> list[str]:
+    """What differs between the files options named for a build (`recorded`, its corpus.stats.option_files) and
+    for this one (`given`), option by option: the files whose content (or size, or name) changed."""
+    differences = []
+    for option in sorted(given.keys() | recorded.keys()):
+        before, now = recorded.get(option, []), given.get(option, [])
+        if before != now:
+            changed = [f["path"] for f in now if f not in before] or ["its files"]
+            differences.append(f"--{option.replace('_', '-')} {', '.join(changed[:3])} changed")
+    return differences
 
 
 def enough_seeds(key: str, manifest: Manifest, wanted) -> bool:
@@ -402,7 +417,7 @@ def remote_contents(url: str, options: dict) -> dict[str, int]:
 
 
 def read_existing_remote(url: str, present: dict[str, int], options: dict, identity: dict, fingerprint: str, *,
-                         tokenizer_sha: str | None, force: bool) -> dict | None:
+                         tokenizer_sha: str | None, option_files: dict, force: bool) -> dict | None:
     """read_existing for a prefix holding `present`. Objects without a manifest are an unfinished build (a killed
     one's files, which --force replaces) or not an mlmprep build (refused even with --force)."""
     if not present:
@@ -419,8 +434,8 @@ def read_existing_remote(url: str, present: dict[str, int], options: dict, ident
         manifest = json.loads(storage.read_bytes(storage.join(url, MANIFEST), options))
     except ValueError:
         manifest = None
-    return judge_existing(url, manifest, identity, fingerprint, tokenizer_sha=tokenizer_sha, force=force,
-                          intact=lambda m: listed_present(m, present))
+    return judge_existing(url, manifest, identity, fingerprint, tokenizer_sha=tokenizer_sha,
+                          option_files=option_files, force=force, intact=lambda m: listed_present(m, present))
 
 
 def listed_present(manifest: Manifest, present: dict[str, int]) -> bool:

@@ -273,24 +273,35 @@ def dedup_lines(stats: dict) -> list[str]:
 
 
 def paragraph_lines(stats: dict) -> list[str]:
-    """What --dedup-paragraphs removed; none for a build without it."""
+    """What --dedup-paragraphs removed, and the start of the first line it removed (a build of an earlier version
+    has none); none for a build without it."""
     p = stats.get("paragraphs")
     if not p:
         return []
     return [f"paragraph dedup: {p['lines_removed']:,} of {p['lines']:,} lines removed (at least "
             f"{p['threshold']:.0%} of their word 13-grams in earlier lines; {p['characters_removed']:,} characters), "
-            f"{p['documents_emptied']:,} documents left blank dropped"]
+            f"{p['documents_emptied']:,} documents left blank dropped",
+            *([f"  first removed: {p['example'][:100]!r}"] if p.get("example") else [])]
 
 
 def exclusion_lines(stats: dict) -> list[str]:
-    """What --exclude cut out of the corpus; none for a build without it."""
+    """What --exclude cut out of the corpus, and the words of its first match (a build of an earlier version has
+    none); none for a build without it."""
     x = stats.get("exclusion")
     if not x:
         return []
-    return [f"excluded: {x['documents']:,} evaluation documents ({x['ngrams']:,} distinct {x['ngram']}-word n-grams) "
-            f"matched {x['documents_matched']:,} documents; {x['characters_removed']:,} characters cut out "
+    grams = f"{x['ngrams']:,} distinct {x['ngram']}-word n-grams"  # a build of an earlier version: no shorter ones
+    if "min_words" in x:
+        short, ignored = x["documents_short"], x["documents_ignored"]
+        whole = (f", and {short:,} text{'s' * (short != 1)} of {x['min_words']} to {x['ngram'] - 1} words whole"
+                 if x["min_words"] < x["ngram"] else "")
+        grams = (f"{x['ngrams']:,} distinct n-grams: of {x['ngram']} words{whole}; {ignored:,} "
+                 f"text{'s' * (ignored != 1)} under {x['min_words']} words ignored")
+    return [f"excluded: {x['documents']:,} evaluation documents ({grams}) matched {x['documents_matched']:,} "
+            f"documents; {x['characters_removed']:,} characters cut out "
             f"({x['margin']} on each side of a match), {x['documents_dropped']:,} documents dropped whole, "
-            f"{x['pieces']:,} pieces kept as documents"]
+            f"{x['pieces']:,} pieces kept as documents",
+            *([f"  first match: {x['example'][:100]!r}"] if x.get("example") else [])]
 
 
 def filter_lines(stats: dict) -> list[str]:

@@ -10,6 +10,7 @@ import pytest
 
 from mlmprep.builder.destination import destination
 from mlmprep.errors import CacheError
+from tests.format.test_write import GIVEN
 
 
 @pytest.fixture(params=["local", "s3"])
@@ -30,7 +31,7 @@ def test_a_committed_build_is_there_and_given_back_one_writer_at_a_time(out, tmp
     with place.lock():
         with pytest.raises(CacheError, match="another mlmprep build is writing it"), destination(out, {}).lock():
             pass
-        assert place.existing(identity, fingerprint, tokenizer_sha=None, force=False) is None
+        assert place.existing(identity, fingerprint, **GIVEN, force=False) is None
         (tmp_path / "scratch").mkdir()
         with place.staging(str(tmp_path / "scratch")) as stage:
             shutil.copytree(tiny_build, stage, dirs_exist_ok=True)
@@ -38,7 +39,7 @@ def test_a_committed_build_is_there_and_given_back_one_writer_at_a_time(out, tmp
     again = destination(out, {})
     assert again.has_build()
     with again.lock():
-        assert again.existing(identity, fingerprint, tokenizer_sha=None, force=False).to_json() == manifest
-        assert again.existing(identity, fingerprint, tokenizer_sha=None, force=True) is None  # --force rebuilds
+        assert again.existing(identity, fingerprint, **GIVEN, force=False).to_json() == manifest
+        assert again.existing(identity, fingerprint, **GIVEN, force=True) is None  # --force rebuilds
         with pytest.raises(CacheError, match="made differently"):
-            again.existing({**identity, "seed": identity["seed"] + 1}, fingerprint, tokenizer_sha=None, force=False)
+            again.existing({**identity, "seed": identity["seed"] + 1}, fingerprint, **GIVEN, force=False)

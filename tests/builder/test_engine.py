@@ -711,6 +711,8 @@ def test_engine_options_change_no_build_identity_and_ray_needs_absolute_paths(tm
         BuildConfig(out="rel/out", engine="ray")
     with pytest.raises(ConfigError, match="--engine ray: corpus.txt is a relative path"):
         BuildConfig(corpus=("corpus.txt",), out=str(tmp_path), engine="ray")
+    with pytest.raises(ConfigError, match="--engine ray: eval.jsonl is a relative path"):  # a worker reads it
+        BuildConfig(exclude=("eval.jsonl",), out=str(tmp_path), engine="ray")
     with pytest.raises(ConfigError, match="--workers must be at least 0"):
         BuildConfig(workers=-1)
     BuildConfig(corpus=("s3://bucket/corpus/",), out="gs://bucket/out", engine="ray")  # what every node reaches

@@ -4,6 +4,8 @@ those lines, a build whose windows are those of the reference's pages, and the s
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 import random
 import re
@@ -238,6 +240,40 @@ def test_c4_badwords_file(tmp_path):
     (tmp_path / "empty.txt").write_text("\n", encoding="utf-8")
     with pytest.raises(ConfigError, match="empty.txt lists no word"):
         decisions(pages, filters="c4", c4_badwords=str(tmp_path / "empty.txt"))
+
+
+def test_an_edited_badwords_list_is_another_build(tmp_path, tiny_tokenizer_path):
+    """The manifest records the bad-words list's size and sha256; the same build again is up to date; once the list
+    is edited (to the same size), the build is refused as made differently until --force rebuilds it, and then the
+    new words are what drop pages."""
+    import datasets
+
+    from mlmprep.builder.run import build
+    from mlmprep.errors import CacheError
+
+    pages = corpus_pages(150, seed=12)
+    corpus = tmp_path / "pages.jsonl"
+    corpus.write_text("".join(json.dumps({"text": p}) + "\n" for p in pages), encoding="utf-8")
+    listed = tmp_path / "bad.txt"
+    options = BuildConfig(corpus=(str(corpus),), tokenizer=str(tiny_tokenizer_path), out=str(tmp_path / "b"),
+                          input_length=32, seeds=1, dedup="off", filters="c4", c4_badwords=str(listed),
+                          keep_dropped=True)
+    built = {}
+    for word in ("mill", "noon"):  # the same size
+        listed.write_text(word + "\n", encoding="utf-8")
+        if built:
+            with pytest.raises(CacheError, match=re.escape(f"(--c4-badwords {listed} changed); pass --force")):
+                build(options, log=lambda _: None)
+        assert not build(dataclasses.replace(options, force=bool(built)), log=lambda _: None).up_to_date
+        manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())
+        built = {"path": str(listed), "bytes": 5, "sha256": hashlib.sha256(f"{word}\n".encode()).hexdigest()}
+        assert manifest["corpus"]["stats"]["option_files"] == {"c4_badwords": [built]}
+        assert build(options, log=lambda _: None).up_to_date  # the same command again
+        pattern = re.compile(f"[^a-z]({word})[^a-z]")
+        expected = [k for k, page in enumerate(pages) if c4_reference(page, badwords=pattern)[1] == "c4_badword"]
+        split = datasets.load_from_disk(str(tmp_path / "b" / "dropped"))
+        assert len(expected) > 5 and [k for k, r in zip(split["document"], split["reason"])
+                                      if r == "c4_badword"] == expected, word
 
 
 VOCAB = ("river", "stone", "market", "window", "letter", "garden", "a", "I", "is", "on", "it", "extraordinary",

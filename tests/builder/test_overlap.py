@@ -18,7 +18,7 @@ from mlmprep.tokenizer.load import load_tokenizer
 from tests.builder.test_sharded import hashes, reference_rows
 from tests.conftest import build_tiny
 from tests.licences import licence_documents, write_licence_corpus
-from tests.ngrams import decontaminated, measures, side_streams, without_repeated_lines, word_ngrams
+from tests.ngrams import decontaminated, line_fates, measures, side_streams, without_repeated_lines, word_ngrams
 
 LICENCE = {"doc_sep": "blank", "rows_per_file": 40, "decontaminate": True}
 
@@ -62,8 +62,10 @@ def test_paragraph_dedup_builds_what_the_corpus_less_its_repeated_lines_builds(t
     assert hashes(built) == hashes(plain)
     stats = json.loads((built / "manifest.json").read_text())["corpus"]["stats"]
     lines = [line for doc in docs for line in doc.split("\n") if line.split()]
+    first = next(line for fates in line_fates(docs, 0.8) for line, gone in fates if gone)
     assert stats["paragraphs"] == {"threshold": 0.8, "lines": len(lines), "lines_removed": removed,
-                                   "characters_removed": removed_chars, "documents_emptied": len(docs) - len(trimmed)}
+                                   "characters_removed": removed_chars, "documents_emptied": len(docs) - len(trimmed),
+                                   "example": " ".join(first.split())[:200]}
     assert stats["dedup"]["documents"] == len(trimmed)
 
 
@@ -412,3 +414,55 @@ def test_the_driver_holds_the_validation_sets_hashes_and_spills_the_rest(tmp_pat
     moved = np.concatenate([np.isin(np.arange(documents), selection.candidates[s][selection.fates[s][
         selection.candidates[s]] == MOVED]) for s in range(shards)])
     assert np.array_equal(moved, expected), (moved.sum(), expected.sum())
+
+
+def test_the_summary_inspect_and_the_report_show_an_example_of_what_each_rule_removed(tmp_path, tiny_tokenizer_path):
+    """--dedup-paragraphs: the first line it removed in corpus order; --exclude: the words of its first match (after
+    the lines paragraph dedup removed), both by the brute-force references, the same on one worker and on two; in
+    the summary `build` and `inspect` print and in the HTML report, escaped there."""
+    import html
+    import random
+
+    from mlmprep.format.html import summary
+    from mlmprep.format.load import read_manifest
+    from mlmprep.format.report import build_summary
+    from tests.builder.test_exclude import words
+    from tests.cli.test_build import run_cli
+
+    rng = random.Random(5)
+    boilerplate = [f'<b>Notice {k}</b> & "terms": ' + words(rng, 16, "b") for k in range(6)]  # one first per shard
+    passage = "<i>eval</i> " + words(rng, 30, "e")
+    docs = []
+    for k in range(120):
+        lines = [words(rng, rng.randrange(14, 40), "t") for _ in range(rng.randrange(1, 4))]
+        if k % 3 == 0:
+            lines.insert(rng.randrange(len(lines) + 1), boilerplate[k // 3 % 6])
+        if k % 11 == 7:
+            cut = passage.split()
+            at = rng.randrange(len(cut) - 13)
+            lines.append(" ".join(words(rng, 3, "t").split() + cut[at : at + rng.randrange(13, 20)]))
+        docs.append("\n".join(lines))
+    corpus, evaluation = tmp_path / "corpus.txt", tmp_path / "eval.txt"
+    corpus.write_text("\n\n".join(docs) + "\n", encoding="utf-8")
+    evaluation.write_text(passage + "\n", encoding="utf-8")
+    first_removed = next(line for fates in line_fates(docs, 0.8) for line, gone in fates if gone)
+    assert first_removed == boilerplate[0]
+    grams = set(word_ngrams(passage))
+    first_match = next(" ".join(gram) for doc in without_repeated_lines(docs, 0.8)[0] for gram in word_ngrams(doc)
+                       if gram in grams)
+    expected = (" ".join(first_removed.split())[:200], first_match[:200])
+    options = {"doc_sep": "blank", "dedup_paragraphs": True, "exclude": (str(evaluation),), "rows_per_file": 40}
+    builds = [build_tiny(tmp_path / "one", corpus, tiny_tokenizer_path, workers=1, **options),
+              build_tiny(tmp_path / "two", corpus, tiny_tokenizer_path, workers=2, shard_bytes=3000, **options)]
+    for built in builds:
+        stats = json.loads((built / "manifest.json").read_text())["corpus"]["stats"]
+        assert (stats["paragraphs"]["example"], stats["exclusion"]["example"]) == expected
+    lines = (f"  first removed: {expected[0][:100]!r}", f"  first match: {expected[1][:100]!r}")
+    manifest = read_manifest(builds[1])
+    shown = build_summary(builds[1], manifest)
+    assert all(line in shown.split("\n") for line in lines), shown
+    inspected = run_cli("inspect", builds[1])
+    assert inspected.returncode == 0 and all(line in inspected.stdout.split("\n") for line in lines)
+    page = summary(builds[1], manifest)
+    assert all(f"<td>{html.escape(line.strip())}</td>" in page for line in lines)
+    assert "<b>Notice" not in page and "<i>eval" not in page

@@ -117,14 +117,17 @@ def test_a_failed_build_leaves_no_staging_directory_and_publish_replaces_atomica
             and not (out / "old").exists())
 
 
+GIVEN = {"tokenizer_sha": None, "option_files": {}}  # no tokenizer given, no file named by --exclude or --c4-badwords
+
+
 def test_read_existing_refuses_foreign_or_different_outputs(tmp_path):
     out = tmp_path / "data"
-    assert read_existing(out, {"seeds": 4}, "fp", tokenizer_sha=None, force=False) is None
+    assert read_existing(out, {"seeds": 4}, "fp", **GIVEN, force=False) is None
     out.mkdir()
     (out / "precious.txt").write_text("mine")
     for force in (False, True):
         with pytest.raises(CacheError, match="not an mlmprep build"):
-            read_existing(out, {"seeds": 4}, "fp", tokenizer_sha=None, force=force)
+            read_existing(out, {"seeds": 4}, "fp", **GIVEN, force=force)
     (out / "precious.txt").unlink()
     (out / "tokenizer.json").write_text("{}")
     tokenizer = {"file": "tokenizer.json", "sha256": "0" * 64, "vocab_size": 32000, "pad_id": 0, "eos_id": 1,
@@ -133,21 +136,33 @@ def test_read_existing_refuses_foreign_or_different_outputs(tmp_path):
                 "objective": "span", "input_length": 8, "window_length": 8, "target_length": 4,
                 "tokenizer": tokenizer, "format_version": 3, "mlmprep_version": "test"}
     (out / "manifest.json").write_text(json.dumps(manifest))
-    assert read_existing(out, {"seeds": 4}, "fp", tokenizer_sha=None, force=False).to_json() == manifest  # up to date
-    assert read_existing(out, {"seeds": 4}, "fp", tokenizer_sha=None, force=True) is None
+    assert read_existing(out, {"seeds": 4}, "fp", **GIVEN, force=False).to_json() == manifest  # up to date
+    assert read_existing(out, {"seeds": 4}, "fp", **GIVEN, force=True) is None
     with pytest.raises(CacheError, match=r"seeds: 4 -> 8.*--force"):
-        read_existing(out, {"seeds": 8}, "fp", tokenizer_sha=None, force=False)
+        read_existing(out, {"seeds": 8}, "fp", **GIVEN, force=False)
     with pytest.raises(CacheError, match="the corpus changed"):
-        read_existing(out, {"seeds": 4}, "other", tokenizer_sha=None, force=False)
+        read_existing(out, {"seeds": 4}, "other", **GIVEN, force=False)
+    # an evaluation set's content identifies the build as the corpus's does
+    record = {"path": "e.txt", "bytes": 4, "sha256": "a" * 64}
+    (out / "manifest.json").write_text(json.dumps({**manifest, "corpus": {"fingerprint": "fp", "stats": {
+        "option_files": {"exclude": [record]}}}}))
+    same = {"tokenizer_sha": None, "option_files": {"exclude": [record]}}
+    assert read_existing(out, {"seeds": 4}, "fp", **same, force=False) is not None
+    for edited in ({**record, "sha256": "b" * 64}, {**record, "bytes": 5}):
+        with pytest.raises(CacheError, match=r"\(--exclude e.txt changed\); pass --force"):
+            read_existing(out, {"seeds": 4}, "fp", tokenizer_sha=None, option_files={"exclude": [edited]}, force=False)
+        assert read_existing(out, {"seeds": 4}, "fp", tokenizer_sha=None, option_files={"exclude": [edited]},
+                             force=True) is None
+    (out / "manifest.json").write_text(json.dumps(manifest))
     # int32 columns (format 2) are what this vocabulary is built as no longer, and what a larger one still is
     for vocab, current in ((32000, False), (70000, True)):
         old = {**manifest, "format_version": 2, "tokenizer": {**tokenizer, "vocab_size": vocab}}
         (out / "manifest.json").write_text(json.dumps(old))
         if current:
-            assert read_existing(out, {"seeds": 4}, "fp", tokenizer_sha=None, force=False).to_json() == old
+            assert read_existing(out, {"seeds": 4}, "fp", **GIVEN, force=False).to_json() == old
         else:
             with pytest.raises(CacheError, match=r"format_version: 2 -> 3.*--force"):
-                read_existing(out, {"seeds": 4}, "fp", tokenizer_sha=None, force=False)
+                read_existing(out, {"seeds": 4}, "fp", **GIVEN, force=False)
 
 
 def test_paths_whose_names_are_not_utf8_build_read_back_and_are_refused_where_a_run_records_them(
