@@ -899,7 +899,8 @@ MUTANTS = [
            "else round(sp.get_score(i), SCORE_DECIMALS))", "else -1.0)", ("tests/builder/test_tokenizer_training.py",)),
     Mutant("unigram-scores-unrounded", "mlmprep.tokenizer.unigram:unigram_tokenizer",  # the build's tokenizer.json (reparsed) differs
            "round(sp.get_score(i), SCORE_DECIMALS)", "float(sp.get_score(i))",
-           ("tests/builder/test_sharded.py::test_tokenizer_train_learns_from_the_sample_build_takes",)),
+           ("tests/builder/test_sharded.py::test_tokenizer_train_learns_from_the_sample_build_takes",
+            "tests/train/test_training.py::test_cli_smoke_run_on_the_builtin_sample_learns")),
     Mutant("unigram-no-dummy-prefix", "mlmprep.tokenizer.unigram",  # trained without the "▁" the Metaspace adds
            "add_dummy_prefix=True", "add_dummy_prefix=False", ("tests/builder/test_tokenizer_training.py",)),
     Mutant("unigram-threads-from-the-machine", "mlmprep.tokenizer.unigram",  # other pieces on another machine
