@@ -187,13 +187,14 @@ def trimmed(batches: Iterable[list[str]], removed: np.ndarray, counts: dict, dro
 
 
 def decontaminate(validation: np.ndarray, training: np.ndarray, hashes: np.ndarray, counts: np.ndarray,
-                  threshold: float, windows: tuple | None = None, trained: list[np.ndarray] = ()
+                  threshold: float, windows: tuple | None = None, trained: Iterable[np.ndarray] = ()
                   ) -> tuple[np.ndarray, dict[str, int], dict[str, int]]:
     """(bool [documents]: the validation documents to move to training, the measures before, after).
 
     A validation document moves when more than `threshold` of its n-grams (hashes, counts per document) are
     training's: the `training` documents' or in a set of `trained` (sorted, distinct: the hashes of training
-    documents not given one by one); again until none is left, training taking each round's moved documents. The
+    documents not given one by one, each set taken in turn, once: they may be read from disk as they come); again
+    until none is left, training taking each round's moved documents. The
     measures (see measures) are of the validation documents against training before, and of those left against
     training and the moved after; `windows`: (hashes, counts, tokens) per document and, optionally, sets of
     trained windows, for Lee et al.'s. The training hashes are looked up among the validation's few (a binary
@@ -216,7 +217,7 @@ def decontaminate(validation: np.ndarray, training: np.ndarray, hashes: np.ndarr
 
 
 def validation_hashes(validation: np.ndarray, training: np.ndarray, hashes: np.ndarray, counts: np.ndarray,
-                      trained: list[np.ndarray] = ()) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                      trained: Iterable[np.ndarray] = ()) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(the validation documents' hashes in order, each one's document, whether it is training's: among the
     training documents' hashes or in one of the sorted sets `trained`)."""
     mine = hashes[np.repeat(validation, counts)]
