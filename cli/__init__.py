@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 import mlmprep
-from mlmprep.cli._util import INTERRUPTED, OneLineErrors
+from mlmprep.cli._util import INTERRUPTED, TERMINATED, OneLineErrors, stop_on_sigterm
 
 HELP = """Pretraining data for T5- and BERT-style models.
 
@@ -47,15 +47,16 @@ def main() -> None:
         from mlmprep.cli.build import start_workers_before_parsing
 
         start_workers_before_parsing(sys.argv[2:])
+    stop_on_sigterm()
     try:
         app()
     except SystemExit as exc:
         training = sys.modules.get("mlmprep.tokenizer.train")  # loaded only by commands that train a tokenizer
-        if exc.code == INTERRUPTED and training is not None and training.abandoned_calls():
+        if exc.code in (INTERRUPTED, TERMINATED) and training is not None and training.abandoned_calls():
             # Cleaned up by now, so end at once, without the interpreter's shutdown (see abandoned_calls).
             sys.stdout.flush()
             sys.stderr.flush()
-            os._exit(INTERRUPTED)
+            os._exit(exc.code)
         raise
     finally:
         # At exit the interpreter's last garbage collection walks every object Numba and its compiler made,

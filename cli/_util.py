@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import signal
 import sys
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -23,6 +24,28 @@ from mlmprep.errors import MlmprepError
 # --storage-options of the commands that read a build: the build command's own comes from BuildConfig
 StorageOptions = typer.Option("--storage-options", help=STORAGE_OPTIONS_HELP, metavar="JSON")
 INTERRUPTED = 130  # the exit code of a command stopped by Ctrl-C (128 + SIGINT, as shells report it)
+TERMINATED = 143  # ... and by SIGTERM (128 + SIGTERM)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (`kill`, `timeout`, a scheduler or container stopping the job): the command stops as Ctrl-C stops
+    it, and cleans up the same way."""
+
+
+def stop_on_sigterm() -> None:
+    """Make SIGTERM raise Terminated in the main thread, so a command stopped politely leaves what Ctrl-C leaves
+    (nothing partial) and its worker processes end with it; a SIGTERM ignored by whoever started it stays so."""
+    if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, raise_terminated)
+
+
+def raise_terminated(signum: int, frame: Any) -> None:
+    raise Terminated
+
+
+def stopped(exc: KeyboardInterrupt) -> tuple[str, int]:
+    """How a command stopped by `exc` says so: its word and its exit code."""
+    return ("terminated", TERMINATED) if isinstance(exc, Terminated) else ("interrupted", INTERRUPTED)
 
 
 def cli_errors(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -42,9 +65,10 @@ def cli_errors(command: Callable[..., Any]) -> Callable[..., Any]:
                 raise
             typer.echo(error_line(exc), err=True)  # not the input's fault: a worker died or a task hit a bug
             raise typer.Exit(code=1) from None
-        except KeyboardInterrupt:
-            typer.echo("interrupted; nothing was left under the output name", err=True)
-            raise typer.Exit(code=INTERRUPTED) from None
+        except KeyboardInterrupt as exc:
+            word, code = stopped(exc)
+            typer.echo(f"{word}; nothing was left under the output name", err=True)
+            raise typer.Exit(code=code) from None
 
     return run
 

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from mlmprep.cli import app
-from mlmprep.cli._util import INTERRUPTED, HelpCommand, cli_errors, note
+from mlmprep.cli._util import HelpCommand, cli_errors, note, stopped
 from mlmprep.cli.options import config_options
 from mlmprep.config import COMPARE_MODES, CompareConfig
 
@@ -80,9 +80,10 @@ def compare_methods(
     kept = Path(cfg.out).is_dir()  # a run that stops leaves --out as it was: an earlier result, or nothing
     try:
         results = compare(cfg, log=note)  # progress at a terminal only, so that an error stays one line
-    except KeyboardInterrupt:
-        typer.echo(f"interrupted; {cfg.out} is as it was before this run" if kept else
-                   "interrupted; nothing was left under the output name", err=True)
-        raise typer.Exit(code=INTERRUPTED) from None
+    except KeyboardInterrupt as exc:
+        word, code = stopped(exc)
+        typer.echo(f"{word}; {cfg.out} is as it was before this run" if kept else
+                   f"{word}; nothing was left under the output name", err=True)
+        raise typer.Exit(code=code) from None
     typer.echo(results_markdown(results))
     typer.echo(f"wrote {cfg.out}/results.json, results.md, {', '.join(results['plots'])}")

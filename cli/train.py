@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from mlmprep.cli import app
-from mlmprep.cli._util import INTERRUPTED, HelpCommand, cli_errors, error_line
+from mlmprep.cli._util import HelpCommand, cli_errors, error_line, stopped
 from mlmprep.cli.options import config_options
 from mlmprep.config import TrainConfig
 
@@ -52,9 +52,10 @@ def train(
     except Diverged as exc:  # not the user's input: exit 1, one line
         typer.echo(error_line(exc), err=True)
         raise typer.Exit(code=1) from None
-    except KeyboardInterrupt:
-        typer.echo(interrupted_line(Path(cfg.out)), err=True)
-        raise typer.Exit(code=INTERRUPTED) from None
+    except KeyboardInterrupt as exc:
+        word, code = stopped(exc)
+        typer.echo(interrupted_line(Path(cfg.out), word), err=True)
+        raise typer.Exit(code=code) from None
     if os.environ.get("RANK", "0") == "0":  # under torchrun, one line for the run, not one per rank
         typer.echo(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in final.items()))
 
@@ -108,15 +109,16 @@ def microbatch_default(given_values: dict) -> dict:
     return {"max_tokens_per_microbatch": min(TrainConfig.max_tokens_per_microbatch, batch)}
 
 
-def interrupted_line(run: Path) -> str:
-    """What Ctrl-C left of a run: nothing, or RUN with its last checkpoint, which --resume continues from."""
+def interrupted_line(run: Path, word: str = "interrupted") -> str:
+    """What Ctrl-C (or SIGTERM: `word`) left of a run: nothing, or RUN with its last checkpoint, which --resume
+    continues from."""
     from mlmprep.train.checkpoint import latest
 
     if not run.is_dir() or not any(run.iterdir()):
-        return "interrupted; nothing was left under the output name"
+        return f"{word}; nothing was left under the output name"
     last = latest(run)
     if last is None:
-        return (f"interrupted before the first checkpoint; {run} keeps the run's options: `mlmprep train --out {run} "
+        return (f"{word} before the first checkpoint; {run} keeps the run's options: `mlmprep train --out {run} "
                 "--resume` starts it again from step 0")
-    return (f"interrupted; {run} is kept (last checkpoint {last.name}): `mlmprep train --out {run} --resume` "
+    return (f"{word}; {run} is kept (last checkpoint {last.name}): `mlmprep train --out {run} --resume` "
             "continues the run")

@@ -546,6 +546,15 @@ MUTANTS = [
     Mutant("pool-made-with-ctrl-c-live", "mlmprep.builder.engine.local:LocalPool.__init__",  # a semaphore leaks
            "with ctrl_c_held():", "if True:",
            ("tests/builder/test_engine.py",)),
+    Mutant("sigterm-kills-outright", "mlmprep.cli:main",  # `kill PID` leaves .DIR.partial, a lock and running workers
+           "    stop_on_sigterm()\n", "",
+           ("tests/builder/test_interrupt.py::test_sigterm_to_the_build_alone_stops_it_and_its_workers_as_ctrl_c_does",)),
+    Mutant("sigterm-said-as-ctrl-c", "mlmprep.cli._util:stopped",  # a stopped job's exit code hides what stopped it
+           'return ("terminated", TERMINATED) if isinstance(exc, Terminated) else', 'return ("interrupted", 130) if True else',
+           ("tests/builder/test_interrupt.py::test_sigterm_to_the_build_alone_stops_it_and_its_workers_as_ctrl_c_does",)),
+    Mutant("sigterm-not-held-while-forking", "mlmprep.builder.engine.local:ctrl_c_held",  # a worker forked for a pool shut down
+           "HELD}", "HELD[:1]}",
+           ("tests/builder/test_engine.py",)),
     Mutant("no-watch-on-workers", "mlmprep.builder.engine.local:run_local",  # the driver trusts the executor to see every death
            "            if not done and pool.lost_a_worker():", "            if False:",
            ("tests/builder/test_engine.py",)),

@@ -291,13 +291,17 @@ def test_a_driver_hanging_up_while_asking_for_a_worker_leaves_no_traceback():
     assert err == ""
 
 
-def test_ctrl_c_while_the_pool_is_made_leaves_no_semaphore_without_its_clean_up(monkeypatch):
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_while_the_pool_is_made_leaves_no_semaphore_without_its_clean_up(monkeypatch, signum):
     """The pool's queues make named semaphores, each registered with the resource tracker and then given the
-    clean-up that unregisters it; a Ctrl-C landing between the two (here: sent to this process by the first
-    registration) would leave one that the tracker warns of at exit, below the build's one line."""
+    clean-up that unregisters it; a Ctrl-C (or a SIGTERM, which the CLI turns into the same stop) landing between
+    the two (here: sent to this process by the first registration) would leave one that the tracker warns of at
+    exit, below the build's one line."""
     import gc
     import multiprocessing
     from multiprocessing import resource_tracker
+
+    from mlmprep.cli._util import raise_terminated
 
     registered, unregistered = [], []
     register, unregister = resource_tracker.register, resource_tracker.unregister
@@ -306,19 +310,21 @@ def test_ctrl_c_while_the_pool_is_made_leaves_no_semaphore_without_its_clean_up(
         register(name, rtype)
         registered.append(name)
         if len(registered) == 1:
-            os.kill(os.getpid(), signal.SIGINT)  # acted on at Python's next check, in the caller's next steps
+            os.kill(os.getpid(), signum)  # acted on at Python's next check, in the caller's next steps
 
     monkeypatch.setattr(resource_tracker, "register", register_then_ctrl_c)
     monkeypatch.setattr(resource_tracker, "unregister", lambda name, rtype: unregistered.append(name) or
                         unregister(name, rtype))
     monkeypatch.setattr(mlmprep.builder.engine.local, "start_forkserver",
                         lambda module, tokenizer=None: multiprocessing.get_context("forkserver"))
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C raises KeyboardInterrupt
+    # as the CLI has them: Ctrl-C raises KeyboardInterrupt, SIGTERM its subclass Terminated
+    handler = signal.default_int_handler if signum == signal.SIGINT else raise_terminated
+    previous = signal.signal(signum, handler)
     try:
         with pytest.raises(KeyboardInterrupt):
             mlmprep.builder.engine.local.LocalPool(2, "mlmprep.builder.pipeline")
     finally:
-        signal.signal(signal.SIGINT, previous)
+        signal.signal(signum, previous)
     gc.collect()  # the pool never made: its queues' locks are cleaned up as they go (others' may go too)
     assert registered and set(registered) <= set(unregistered)
 

@@ -1,4 +1,5 @@
-"""Ctrl-C stops `mlmprep build` promptly in every stage, exit code 130, with nothing left under the output name.
+"""Ctrl-C stops `mlmprep build` promptly in every stage, exit code 130, with nothing left under the output name;
+SIGTERM to the build's process alone (`kill`, `timeout`, a scheduler) does the same, exit code 143.
 
 Each build runs as a real process in its own process group, and the group gets SIGINT (what Ctrl-C at a terminal
 sends: the build and its worker processes) once its staging directory `.DIR.partial` shows the stage:
@@ -30,6 +31,7 @@ from tests.cli.test_build import build_args, cli_command, cli_env, leftovers
 
 EXIT_BOUND_S = 30  # the process must end within this after SIGINT (the fix ends it within a second)
 INTERRUPTED_LINE = "interrupted; nothing was left under the output name"
+TERMINATED_LINE = "terminated; nothing was left under the output name"
 TRAINING_WAIT_S = 2.0  # into training before the signal: the corpus is read, the EM loop runs
 TRAINER_GONE_S = 2.0  # the tokenizer trainer's child process is gone this soon after the command ends
 TRAINER_CPU_S = 1.0  # the trainer's CPU seconds before Ctrl-C: past loading the sample, in its native training
@@ -73,15 +75,28 @@ def ctrl_c(proc: subprocess.Popen) -> subprocess.CompletedProcess:
     """Press Ctrl-C (SIGINT to the whole process group, as a terminal does); the process's result, with `pid`
     its process group's id."""
     os.killpg(proc.pid, signal.SIGINT)
+    return ended(proc)
+
+
+def terminate(proc: subprocess.Popen) -> subprocess.CompletedProcess:
+    """SIGTERM to the command's process alone, as `kill PID` or a job scheduler sends it (its workers get none);
+    its result as ctrl_c's."""
+    os.kill(proc.pid, signal.SIGTERM)
+    return ended(proc)
+
+
+def ended(proc: subprocess.Popen) -> subprocess.CompletedProcess:
     stdout, stderr = proc.communicate(timeout=EXIT_BOUND_S)
     result = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
     result.pid = proc.pid
     return result
 
 
-def interrupt_when(args: list, out: Path, point: Callable[[Path], bool],
-                   settle_s: float = 0.0) -> subprocess.CompletedProcess:
-    """Run a build, press Ctrl-C once `point(stage)` holds (and still holds `settle_s` later); return its result."""
+def interrupt_when(args: list, out: Path, point: Callable[[Path], bool], settle_s: float = 0.0,
+                   stop: Callable[[subprocess.Popen], subprocess.CompletedProcess] = ctrl_c
+                   ) -> subprocess.CompletedProcess:
+    """Run a build, press Ctrl-C (or `stop` it) once `point(stage)` holds (and still holds `settle_s` later); return
+    its result."""
     stage = stage_of(out)
     with running(args) as proc:
         while not point(stage):
@@ -89,7 +104,7 @@ def interrupt_when(args: list, out: Path, point: Callable[[Path], bool],
             time.sleep(POLL_S)
         time.sleep(settle_s)
         assert point(stage), f"past {point.__name__} before the signal"
-        return ctrl_c(proc)
+        return stop(proc)
 
 
 def group_gone(pgid: int, bound_s: float = EXIT_BOUND_S) -> bool:
@@ -107,10 +122,11 @@ def group_gone(pgid: int, bound_s: float = EXIT_BOUND_S) -> bool:
 PROGRESS_LINE = re.compile(r"[A-Za-z ,:]+: [\d.,]+ of [\d.,]+ [A-Za-z]+ \(\d+%, \d+ s\)")  # every 10 s, off a terminal
 
 
-def assert_interrupted(result: subprocess.CompletedProcess, out: Path) -> None:
-    assert result.returncode == 130, result.stderr
+def assert_interrupted(result: subprocess.CompletedProcess, out: Path, code: int = 130,
+                       expected: str = INTERRUPTED_LINE) -> None:
+    assert result.returncode == code, result.stderr
     # no traceback, no warning, no abort from a thread; a build slowed by a loaded machine logs its progress too
-    assert [line for line in result.stderr.splitlines() if not PROGRESS_LINE.match(line)] == [INTERRUPTED_LINE]
+    assert [line for line in result.stderr.splitlines() if not PROGRESS_LINE.match(line)] == [expected]
     assert leftovers(out) == []  # no DIR, no .DIR.partial, no .DIR.lock
     assert group_gone(result.pid), "processes of the build are still running"
 
@@ -126,6 +142,14 @@ def test_ctrl_c_while_tokenizing_or_writing_stops_the_build(tmp_path, big_corpus
     out = tmp_path / "out"
     # one line: the workers stopped mid-task leave no semaphore for multiprocessing's resource tracker to warn of
     assert_interrupted(interrupt_when(build_args(big_corpus, out, tok), out, point), out)
+
+
+@pytest.mark.parametrize("point", [tokenizing, writing], ids=lambda p: p.__name__)
+def test_sigterm_to_the_build_alone_stops_it_and_its_workers_as_ctrl_c_does(tmp_path, big_corpus, tok,  # noqa: F811
+                                                                            point):
+    out = tmp_path / "out"
+    result = interrupt_when(build_args(big_corpus, out, tok), out, point, stop=terminate)
+    assert_interrupted(result, out, code=143, expected=TERMINATED_LINE)  # the workers too: none is left running
 
 
 def trainer_process(proc: subprocess.Popen) -> psutil.Process | None:

@@ -114,25 +114,29 @@ def test_a_run_stopped_before_its_first_checkpoint_is_not_told_to_continue(tmp_p
                                      f"`mlmprep train --out {run} --resume` starts it again from step 0")
 
 
-def test_ctrl_c_in_train_says_what_is_kept_and_how_to_resume(tmp_path, span_data, monkeypatch):
+@pytest.mark.parametrize("stop", ["ctrl-c", "sigterm"])
+def test_ctrl_c_in_train_says_what_is_kept_and_how_to_resume(tmp_path, span_data, monkeypatch, stop):
+    """Ctrl-C, or SIGTERM (a scheduler preempting the job: the CLI raises Terminated for it), keeps the run."""
     from typer.testing import CliRunner
 
     import mlmprep.train.loop
     from mlmprep.cli import app
+    from mlmprep.cli._util import Terminated
 
     real_fit = mlmprep.train.loop.fit
+    word, code = ("interrupted", 130) if stop == "ctrl-c" else ("terminated", 143)
 
     def stop_at_step_3(step, k, rows, padding):
         if step == 3:
-            raise KeyboardInterrupt
+            raise KeyboardInterrupt if stop == "ctrl-c" else Terminated
 
     monkeypatch.setattr(mlmprep.train.loop, "fit", lambda cfg: real_fit(cfg, hook=stop_at_step_3))
     run = tmp_path / "run"
     args = ["--max-tokens-per-batch", "512", "--max-tokens-per-microbatch", "256", "--eval-every", "0"]
     result = CliRunner().invoke(app, ["train", str(span_data), "--out", str(run), "--max-steps", "4",
                                       "--save-every", "2", *args])
-    assert result.exit_code == 130
-    assert result.output.splitlines()[-1] == (f"interrupted; {run} is kept (last checkpoint checkpoint-2): "
+    assert result.exit_code == code
+    assert result.output.splitlines()[-1] == (f"{word}; {run} is kept (last checkpoint checkpoint-2): "
                              f"`mlmprep train --out {run} --resume` continues the run")
     monkeypatch.setattr(mlmprep.train.loop, "fit", real_fit)
     resumed = CliRunner().invoke(app, ["train", "--out", str(run), "--resume"])

@@ -259,23 +259,32 @@ def submit_first(run: TaskRun, pool: LocalPool, futures: dict,
     return later + list(range(*bounds))
 
 
+HELD = (signal.SIGINT, signal.SIGTERM)  # what ctrl_c_held holds: Ctrl-C, and SIGTERM, which the CLI treats alike
+
+
 @contextmanager
 def ctrl_c_held() -> Iterator[list]:
-    """Hold a Ctrl-C until the block ends, then act on it; the block is given a list that is not empty once
-    Ctrl-C was pressed. Interrupted while the forkserver is still forking it, a worker would start after the
+    """Hold a Ctrl-C (or a SIGTERM) until the block ends, then act on it; the block is given a list that is not
+    empty once one came. Interrupted while the forkserver is still forking it, a worker would start after the
     pool it belongs to was shut down, and fail with a traceback of its own. Only the main thread receives
-    Ctrl-C, so elsewhere there is nothing to hold."""
+    signals, so elsewhere there is nothing to hold."""
     pressed: list[int] = []
     if threading.current_thread() is not threading.main_thread():
         yield pressed
         return
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: pressed.append(signum))
+    previous = {signum: signal.signal(signum, lambda signum, frame: pressed.append(signum)) for signum in HELD}
     try:
         yield pressed
     finally:
-        signal.signal(signal.SIGINT, signal.default_int_handler if previous is None else previous)
-    if pressed and callable(previous):
-        previous(signal.SIGINT, None)  # Python's default handler raises KeyboardInterrupt
+        for signum, handler in previous.items():
+            default = signal.default_int_handler if signum == signal.SIGINT else signal.SIG_DFL
+            signal.signal(signum, default if handler is None else handler)
+    if pressed:
+        handler = previous[pressed[0]]
+        if callable(handler):
+            handler(pressed[0], None)  # Python's default SIGINT handler raises KeyboardInterrupt
+        elif handler == signal.SIG_DFL:
+            signal.raise_signal(pressed[0])  # what it would have done: a SIGTERM ends the process
 
 
 def drop(pool: LocalPool) -> None:
