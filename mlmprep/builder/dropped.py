@@ -67,8 +67,8 @@ class ShardDrops:
         """Stage the shard's records, document numbers and (if kept) texts."""
         records, numbers, text, sizes = (stage / STAGING / f"shard-{index:06d}{end}" for end in DRIVER_FILES)
         write_atomic(records, [json.dumps(r, ensure_ascii=False).encode() + b"\n" for r in self.records])
-        write_atomic(numbers, [(np.concatenate(self.numbers) if self.numbers else np.zeros(0)).astype(np.int64)
-                               .tobytes()])
+        staged = np.concatenate(self.numbers) if self.numbers else np.zeros(0, np.int64)
+        write_atomic(numbers, [staged.astype(np.int64).tobytes()])
         if self.texts:
             encoded = [t.encode("utf-8", "surrogatepass") for t in self.texts]
             write_atomic(text, encoded)
