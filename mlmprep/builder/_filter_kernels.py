@@ -532,11 +532,10 @@ def _ngram_fate(hashes, chars, length, top_ngrams, dup_ngrams):
     """R_TOP_NGRAM, R_DUP_NGRAM or R_KEPT for a document of `length` code points whose words have these hashes
     (chars: the code points of the words before each, and of all).
 
-    An n-gram can repeat an earlier one, or be more frequent than the first n-gram, only where it occurs more
-    than once, and an (n+1)-gram occurs more than once only where the n-grams at its first and second words do. So
-    every length from the shortest asked for is counted only at the places where the one before repeats: few,
-    past the shortest, in text that is not a list of repeats. Elsewhere the n-gram occurs once: never the
-    most frequent (unless all occur once: then the first is), never found in the table of those seen earlier."""
+    Only an n-gram that occurs more than once can repeat an earlier one or be the most frequent (unless none
+    does: then the first is), and an (n+1)-gram occurs more than once only where the n-grams at its first and
+    second words do. So each length past the shortest asked for is counted only at those places, which are few in
+    text not made of repeats."""
     words, shortest, longest, last_top = len(hashes), 1 << 30, 0, 0
     for rules in (top_ngrams, dup_ngrams):
         for k in range(len(rules)):
