@@ -45,10 +45,13 @@ class Mutant(NamedTuple):
     tests: tuple[str, ...]  # pytest arguments that should catch it
 
 
+STOP_WORDS = "tests/builder/test_filters.py::test_gopher_stop_words_are_the_words_exactly"
+GOPHER_NGRAMS = "tests/builder/test_filters.py::test_gopher_ngram_rules_match_the_reference_at_any_lengths"
 EXCLUDE_CUT = "tests/builder/test_exclude.py::test_cut_matches_leaves_the_reference_pieces"
 EXAMPLES = ("tests/builder/test_overlap.py::"
             "test_the_summary_inspect_and_the_report_show_an_example_of_what_each_rule_removed")
 PARTITIONS = "tests/builder/test_dedup.py::test_dedup_in_partitions_builds_the_bytes_of_dedup_in_the_driver"
+DETACHED_DROPPED = "tests/builder/test_detached.py::test_detached_tasks_keep_the_attached_build_s_dropped_split"
 RAY_S3 = ("tests/builder/test_ray.py::"
           "test_a_build_from_and_to_s3_on_nodes_that_share_no_disk_with_the_driver_equals_the_local_build")
 
@@ -171,8 +174,16 @@ MUTANTS = [
            '                self.held.pop(f"{STAGING}/{name}", None)', "                pass",
            ("tests/builder/test_detached.py::test_detached_tasks_build_the_attached_build_s_bytes",)),
     Mutant("ray-payload-dropped", "mlmprep.builder.engine.ray:run_ray",  # a Ray task's staged files never reach the driver
-           "yield index[ref], Shipped(result, payload, names) if names else result", "yield index[ref], result",
-           (RAY_S3,)),
+           "yield index[ref], replace(result, payload=payload) if isinstance(result, Shipped) else result",
+           "yield index[ref], result", (RAY_S3,)),
+    Mutant("ray-driver-files-dropped", "mlmprep.builder.engine.ray:attempt_apart",  # --keep-dropped's files lost on Ray
+           "return replace(result, payload=None), result.payload",
+           "return replace(result, payload=None, files={}), result.payload", (RAY_S3,)),
+    Mutant("dropped-files-in-the-payload", "mlmprep.builder.pipeline:run_detached",  # the driver never gets them
+           "names = tuple(name for name in made if not name.endswith(DRIVER_FILES))", "names = tuple(made)",
+           (DETACHED_DROPPED,)),
+    Mutant("driver-files-not-staged", "mlmprep.builder.outputs:Staging.take",  # sent back, then not written
+           "            (self.stage / name).write_bytes(content)", "            pass", (DETACHED_DROPPED,)),
     Mutant("remote-shard-as-path", "mlmprep.corpus.shards:read_shard",  # a URL shard mangled into a local path
            "path = shard.source if storage.is_url(shard.source) else Path(shard.source)",
            "path = Path(shard.source)",
@@ -1493,7 +1504,25 @@ MUTANTS = [
            'Q_HASHES: "gopher_hashes", Q_ELLIPSES: "gopher_ellipses"',
            'Q_HASHES: "gopher_ellipses", Q_ELLIPSES: "gopher_hashes"', ("tests/builder/test_filters.py",)),
     Mutant("gopher-dup-ngrams-overlap", "mlmprep.builder._filter_kernels:_ngram_fate",  # a repeat counted n times
-           "                g += n\n", "                g += 1\n", ("tests/builder/test_filters.py",)),
+           "                    free = g + n\n", "                    free = g + 1\n", ("tests/builder/test_filters.py",)),
+    Mutant("gopher-top-ngram-none-repeats", "mlmprep.builder._filter_kernels:_ngram_fate",  # no first n-gram then
+           "most, at = 1, 0", "most, at = 0, 0", (GOPHER_NGRAMS,)),
+    Mutant("gopher-ngram-last-place-left-out", "mlmprep.builder._filter_kernels:_ngram_fate",  # the last n-gram unseen
+           "if g + n <= words and", "if g + n < words and", (GOPHER_NGRAMS,)),
+    Mutant("gopher-ngram-not-lengthened", "mlmprep.builder._filter_kernels:_ngram_fate",  # (n-1)-grams taken for n
+           "                    grams[g] = _longer(grams[g], hashes[g + n - 1])\n", "", (GOPHER_NGRAMS,)),
+    Mutant("gopher-repeats-only-in-threes", "mlmprep.builder._filter_kernels:_repeats",  # a line repeated once unseen
+           "if shared[slots[k]] > 1 and", "if shared[slots[k]] > 2 and", ("tests/builder/test_filters.py",)),
+    Mutant("gopher-last-line-uncounted", "mlmprep.builder._filter_kernels:gopher_quality",  # shares of one line less
+           "    if b > a and cp[b - 1] != 10:", "    if False:", ("tests/builder/test_filters.py",)),
+    Mutant("gopher-blank-line-ends-in-an-ellipsis", "mlmprep.builder._filter_kernels:gopher_quality",
+           "                trailing += worded and ends_ellipsis\n                worded = False\n",
+           "                trailing += ends_ellipsis\n                worded = False\n",
+           ("tests/builder/test_filters.py",)),
+    Mutant("gopher-stop-word-past-ascii", "mlmprep.builder._filter_kernels:_stop_word",  # "t\0\u6865" is "the"
+           "        if cp[i] >= 128:\n            return 0\n", "", (STOP_WORDS,)),
+    Mutant("gopher-stop-word-unmarked", "mlmprep.builder._filter_kernels:_stop_word",  # "\0the" is "the"
+           "    key = 1\n", "    key = 0\n", (STOP_WORDS,)),
     Mutant("gopher-top-ngram-without-spaces", "mlmprep.builder._filter_kernels:_ngram_fate",
            "chars[at + n] - chars[at] + n - 1", "chars[at + n] - chars[at]", ("tests/builder/test_filters.py",)),
     Mutant("gopher-lines-from-stripped-text", "mlmprep.builder._filter_kernels:gopher_repetition",

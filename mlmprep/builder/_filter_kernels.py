@@ -9,6 +9,8 @@ of the others.
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 from numba import njit
 
@@ -61,8 +63,13 @@ PHRASE_PAIRS[[ord(p[0]) * 128 + ord(p[1]) for p in PHRASE_TEXT]] = True
 EDIT = np.array([ord(c) for c in "[edit]"], np.uint32)
 CITATION_NEEDED = np.array([ord(c) for c in "[citation needed]"], np.uint32)
 STOP_WORDS = ("the", "be", "to", "of", "and", "that", "have", "with")  # Gopher's, matched exactly (case too)
-STOP = np.array([ord(c) for c in "".join(STOP_WORDS)], np.uint32)
-STOP_STARTS = np.cumsum([0] + [len(w) for w in STOP_WORDS]).astype(np.int64)
+STOP_SHORTEST, STOP_LONGEST = min(map(len, STOP_WORDS)), max(map(len, STOP_WORDS))
+STOP_KEYS = [int.from_bytes(b"\1" + w.encode(), "big") for w in STOP_WORDS]  # a word's key: 1, then its bytes
+STOP_MODULUS = next(m for m in itertools.count(len(STOP_KEYS)) if len({k % m for k in STOP_KEYS}) == len(STOP_KEYS))
+STOP_TABLE = np.zeros(STOP_MODULUS, np.int64)  # each key at its remainder, and its bit (1 << its index) beside
+STOP_BITS = np.zeros(STOP_MODULUS, np.int64)
+STOP_TABLE[[k % STOP_MODULUS for k in STOP_KEYS]] = STOP_KEYS
+STOP_BITS[[k % STOP_MODULUS for k in STOP_KEYS]] = [1 << k for k in range(len(STOP_KEYS))]
 
 FNV_OFFSET = np.uint64(0xCBF29CE484222325)
 FNV_PRIME = np.uint64(0x100000001B3)
@@ -82,14 +89,26 @@ def _mix(x):
     return x ^ (x >> np.uint64(31))
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _step(h, c):
+    """FNV-1a's step: the hash h of a span, then code point c."""
+    return (h ^ np.uint64(c)) * FNV_PRIME
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _finished(h, length):
+    """A span's hash from its FNV-1a hash h and its length: nonzero, the empty-slot mark of the tables."""
+    h = _mix(h ^ np.uint64(length))
+    return h if h != 0 else np.uint64(1)
+
+
 @njit(cache=True, nogil=True)
 def _span_hash(cp, lo, hi):
     """A hash of the code points cp[lo:hi] (their length included): nonzero, the empty-slot mark of the tables."""
     h = FNV_OFFSET
     for i in range(lo, hi):
-        h = (h ^ np.uint64(cp[i])) * FNV_PRIME
-    h = _mix(h ^ np.uint64(hi - lo))
-    return h if h != 0 else np.uint64(1)
+        h = _step(h, cp[i])
+    return _finished(h, hi - lo)
 
 
 @njit(cache=True, nogil=True)
@@ -279,90 +298,127 @@ def c4_pages(cp, offsets, kinds, min_words, max_word, min_sentences, max_chars,
     return line
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _stop_word(cp, lo, hi):
-    """The index of Gopher's stop word cp[lo:hi] is (exactly), or -1."""
-    for k in range(len(STOP_STARTS) - 1):
-        if STOP_STARTS[k + 1] - STOP_STARTS[k] == hi - lo and _matches(cp, lo, hi, STOP, STOP_STARTS[k],
-                                                                         STOP_STARTS[k + 1], False):
-            return k
-    return -1
+    """The bit of Gopher's stop word cp[lo:hi] is (exactly: 1 << its index in STOP_WORDS), or 0; at most
+    STOP_LONGEST code points."""
+    key = 1
+    for i in range(lo, hi):
+        if cp[i] >= 128:
+            return 0
+        key = key << 8 | cp[i]
+    slot = key % STOP_MODULUS
+    return STOP_BITS[slot] if STOP_TABLE[slot] == key else 0
 
 
 @njit(cache=True, nogil=True)
-def gopher_quality(cp, starts, ends, kinds, limits, fates):
-    """Gopher's quality rules over the documents cp[starts[d]:ends[d]] (fates: Q_*). limits: min words, max words,
-    min and max mean word length, max '#' and ellipses per word, max share of lines starting with a bullet, of lines
-    ending with an ellipsis, min share of words holding a letter, min distinct stop words. Words that hold only
-    punctuation and symbols are left out of the word count and mean length (not the shares)."""
+def gopher_documents(cp, starts, ends, kinds, limits, repetition_limits, top_ngrams, dup_ngrams, quality,
+                     repetition):
+    """Gopher's rules over the documents cp[starts[d]:ends[d]]: its quality rules (quality: Q_*, see
+    gopher_quality), then on the documents they keep its repetition rules (repetition: R_*, see
+    gopher_repetition; R_KEPT for the others), which take the words the quality rules cut."""
+    longest = 0
     for d in range(len(starts)):
-        a, b = starts[d], ends[d]
-        words = plain = plain_chars = alpha = hashes = ellipses = 0
-        stops = np.zeros(len(STOP_STARTS) - 1, np.bool_)
-        i = a
-        while i < b:  # '#', '…' and "..." (str.count: k // 3 in a run of k dots)
-            if cp[i] == 46:
-                j = i
-                while j < b and cp[j] == 46:
-                    j += 1
-                ellipses += (j - i) // 3
-                i = j
-                continue
-            hashes += cp[i] == 35
-            ellipses += cp[i] == 0x2026
+        longest = max(longest, ends[d] - starts[d])
+    hashes = np.empty(longest // 2 + 1, np.uint64)  # the words of a document (at most one per two code points)
+    chars = np.empty(longest // 2 + 2, np.int64)
+    bounds = np.empty((longest + 2, 2), np.int64)  # its paragraphs or lines
+    for d in range(len(starts)):
+        quality[d], words = gopher_quality(cp, starts[d], ends[d], kinds, limits, hashes, chars)
+        repetition[d] = R_KEPT
+        if quality[d] == Q_KEPT:
+            repetition[d] = gopher_repetition(cp, starts[d], ends[d], kinds, repetition_limits, top_ngrams,
+                                              dup_ngrams, hashes[:words], chars[: words + 1], bounds)
+
+
+@njit(cache=True, nogil=True)
+def gopher_quality(cp, a, b, kinds, limits, hashes, chars):
+    """Gopher's quality rules over the document cp[a:b]: (its fate, Q_*; its words, their hashes written into
+    `hashes` and the code points of the words before each, and of all, into `chars`). limits: min words, max
+    words, min and max mean word length, max '#' and ellipses per word, max share of lines starting with a bullet,
+    of lines ending with an ellipsis, min share of words holding a letter, min distinct stop words. Words that hold
+    only punctuation and symbols are left out of the word count and mean length (not the shares). Lines are cut
+    at "\n" as str.splitlines() cuts them (no empty line after a final break); a line's first and last code
+    points past its spaces are its first word's first and its last word's last."""
+    words = plain = plain_chars = alpha = pounds = ellipses = stops = 0
+    lines = bullets = trailing = 0
+    worded, ends_ellipsis = False, False  # the line so far: whether it has a word, whether its last ends in one
+    chars[0] = 0
+    i = a
+    while i < b:
+        if _kind(kinds, cp[i]) & SPACE:
+            if cp[i] == 10:  # a line ends
+                lines += 1
+                trailing += worded and ends_ellipsis
+                worded = False
             i += 1
-        i = a
-        while i < b:
-            if _kind(kinds, cp[i]) & SPACE:
-                i += 1
-                continue
-            j, has_plain, has_alpha = i, False, False
-            while j < b and not _kind(kinds, cp[j]) & SPACE:
-                kind = _kind(kinds, cp[j])
-                has_plain |= not kind & SYMBOL
-                has_alpha |= (kind & ALPHA) != 0
-                j += 1
-            words += 1
-            plain += has_plain
-            plain_chars += (j - i) if has_plain else 0
-            alpha += has_alpha
-            k = _stop_word(cp, i, j)
-            if k >= 0:
-                stops[k] = True
-            i = j
-        lines = bullets = trailing = 0
-        s = a
-        while s < b:  # str.splitlines(): no empty line after a final break
-            e, lo, hi = _line(cp, kinds, s, b)
-            lines += 1
-            bullets += lo < hi and (cp[lo] == 0x2022 or cp[lo] == 45)
-            trailing += hi > lo and (cp[hi - 1] == 0x2026 or (hi - lo >= 3 and cp[hi - 1] == 46 and cp[hi - 2] == 46
-                                                               and cp[hi - 3] == 46))
-            s = e + 1
-        per_word = max(words, 1)
-        mean = plain_chars / plain if plain else np.nan
-        fate = Q_KEPT
-        if plain < limits[0]:
-            fate = Q_FEW_WORDS
-        elif plain > limits[1]:
-            fate = Q_MANY_WORDS
-        elif mean < limits[2]:
-            fate = Q_SHORT_WORDS
-        elif mean > limits[3]:
-            fate = Q_LONG_WORDS
-        elif hashes / per_word > limits[4]:
-            fate = Q_HASHES
-        elif ellipses / per_word > limits[4]:
-            fate = Q_ELLIPSES
-        elif lines and bullets / lines > limits[5]:
-            fate = Q_BULLET_LINES
-        elif lines and trailing / lines > limits[6]:
-            fate = Q_ELLIPSIS_LINES
-        elif alpha / per_word < limits[7]:
-            fate = Q_FEW_ALPHA_WORDS
-        elif stops.sum() < limits[8]:
-            fate = Q_FEW_STOP_WORDS
-        fates[d] = fate
+            continue
+        if not worded:
+            bullets += cp[i] == 0x2022 or cp[i] == 45
+            worded = True
+        # a word: its kinds, hash, '#', '…' and "..." (str.count: k // 3 in a run of k dots)
+        j, has_plain, has_alpha, dots, h = i, False, False, 0, FNV_OFFSET
+        while j < b:
+            c = cp[j]
+            kind = _kind(kinds, c)
+            if kind & SPACE:
+                break
+            has_plain |= not kind & SYMBOL
+            has_alpha |= (kind & ALPHA) != 0
+            h = _step(h, c)
+            if c == 46:
+                dots += 1
+            else:
+                if dots:
+                    ellipses += dots // 3
+                    dots = 0
+                if c == 35:
+                    pounds += 1
+                elif c == 0x2026:
+                    ellipses += 1
+            j += 1
+        ellipses += dots // 3
+        ends_ellipsis = cp[j - 1] == 0x2026 or dots >= 3
+        hashes[words] = _finished(h, j - i)
+        chars[words + 1] = chars[words] + j - i
+        words += 1
+        plain += has_plain
+        plain_chars += (j - i) if has_plain else 0
+        alpha += has_alpha
+        if STOP_SHORTEST <= j - i <= STOP_LONGEST:
+            stops |= _stop_word(cp, i, j)
+        i = j
+    if b > a and cp[b - 1] != 10:  # the last line, unless a break ends the text
+        lines += 1
+        trailing += worded and ends_ellipsis
+    distinct_stops = 0
+    while stops:
+        distinct_stops += stops & 1
+        stops >>= 1
+    per_word = max(words, 1)
+    mean = plain_chars / plain if plain else np.nan
+    fate = Q_KEPT
+    if plain < limits[0]:
+        fate = Q_FEW_WORDS
+    elif plain > limits[1]:
+        fate = Q_MANY_WORDS
+    elif mean < limits[2]:
+        fate = Q_SHORT_WORDS
+    elif mean > limits[3]:
+        fate = Q_LONG_WORDS
+    elif pounds / per_word > limits[4]:
+        fate = Q_HASHES
+    elif ellipses / per_word > limits[4]:
+        fate = Q_ELLIPSES
+    elif lines and bullets / lines > limits[5]:
+        fate = Q_BULLET_LINES
+    elif lines and trailing / lines > limits[6]:
+        fate = Q_ELLIPSIS_LINES
+    elif alpha / per_word < limits[7]:
+        fate = Q_FEW_ALPHA_WORDS
+    elif distinct_stops < limits[8]:
+        fate = Q_FEW_STOP_WORDS
+    return fate, words
 
 
 @njit(cache=True, nogil=True)
@@ -399,11 +455,23 @@ def _table(n):
 
 @njit(cache=True, nogil=True)
 def _repeats(cp, bounds, count):
-    """(segments equal to an earlier one, their code points): segments cp[bounds[k, 0]:bounds[k, 1]], k < count."""
+    """(segments equal to an earlier one, their code points): segments cp[bounds[k, 0]:bounds[k, 1]], k < count.
+    Only segments whose length and first, middle and last code points another shares can be equal to it: only
+    those are hashed whole."""
+    if count < 2:
+        return 0, 0
+    keys = _table(count)
+    shared = np.zeros(len(keys), np.int64)
+    slots = np.empty(count, np.int64)
+    for k in range(count):
+        lo, hi = bounds[k, 0], bounds[k, 1]
+        h = _step(_step(_step(FNV_OFFSET, cp[lo]), cp[(lo + hi) // 2]), cp[hi - 1]) if hi > lo else FNV_OFFSET
+        slots[k] = _slot(keys, _finished(h, hi - lo))
+        shared[slots[k]] += 1
     table = _table(count)
     repeated = chars = 0
     for k in range(count):
-        if _seen(table, _span_hash(cp, bounds[k, 0], bounds[k, 1])):
+        if shared[slots[k]] > 1 and _seen(table, _span_hash(cp, bounds[k, 0], bounds[k, 1])):
             repeated += 1
             chars += bounds[k, 1] - bounds[k, 0]
     return repeated, chars
@@ -431,102 +499,109 @@ def _split_breaks(cp, lo, hi, run, bounds):
 
 
 @njit(cache=True, nogil=True)
-def gopher_repetition(cp, starts, ends, kinds, limits, top_ngrams, dup_ngrams, fates):
-    """Gopher's repetition rules over the documents cp[starts[d]:ends[d]] (fates: R_*), each share of the
-    document's characters. limits: max share of paragraphs ("\\n\\n" apart, the text stripped) repeating an
-    earlier one, of their characters, the same of lines ("\\n" apart). top_ngrams [k, 2]: (n, max share) of the
-    most frequent word n-gram (its text, spaces between words, times its count); dup_ngrams [k, 2]: (n, max share)
-    of the words' characters in n-grams repeating an earlier one, taken left to right without overlap."""
-    for d in range(len(starts)):
-        a, b = starts[d], ends[d]
-        length = max(b - a, 1)
-        bounds = np.empty((b - a + 2, 2), np.int64)
-        lo, hi = a, b
-        while lo < hi and _kind(kinds, cp[lo]) & SPACE:
-            lo += 1
-        while hi > lo and _kind(kinds, cp[hi - 1]) & SPACE:
-            hi -= 1
-        count = _split_breaks(cp, lo, hi, 2, bounds)
-        repeated, chars = _repeats(cp, bounds, count)
-        fate = R_KEPT
-        if repeated / count > limits[0]:
-            fate = R_DUP_PARAGRAPHS
-        elif chars / length > limits[1]:
-            fate = R_DUP_PARAGRAPH_CHARS
-        else:
-            count = _split_breaks(cp, a, b, 1, bounds)
-            repeated, chars = _repeats(cp, bounds, count)
-            if repeated / count > limits[2]:
-                fate = R_DUP_LINES
-            elif chars / length > limits[3]:
-                fate = R_DUP_LINE_CHARS
-        if fate == R_KEPT:
-            fate = _ngram_fate(cp, a, b, kinds, length, top_ngrams, dup_ngrams, bounds)
-        fates[d] = fate
+def gopher_repetition(cp, a, b, kinds, limits, top_ngrams, dup_ngrams, hashes, chars, bounds):
+    """Gopher's repetition rules over the document cp[a:b] (R_*), each a share of the document's characters.
+    limits: max share of paragraphs ("\\n\\n" apart, the text stripped) repeating an earlier one, of their
+    characters, the same of lines ("\\n" apart). top_ngrams [k, 2]: (n, max share) of the most frequent word
+    n-gram (its text, spaces between words, times its count); dup_ngrams [k, 2]: (n, max share) of the words'
+    characters in n-grams repeating an earlier one, taken left to right without overlap. hashes, chars: its
+    words (gopher_quality); bounds: scratch for b - a + 2 pieces."""
+    length = max(b - a, 1)
+    lo, hi = a, b
+    while lo < hi and _kind(kinds, cp[lo]) & SPACE:
+        lo += 1
+    while hi > lo and _kind(kinds, cp[hi - 1]) & SPACE:
+        hi -= 1
+    count = _split_breaks(cp, lo, hi, 2, bounds)
+    repeated, repeated_chars = _repeats(cp, bounds, count)
+    if repeated / count > limits[0]:
+        return R_DUP_PARAGRAPHS
+    if repeated_chars / length > limits[1]:
+        return R_DUP_PARAGRAPH_CHARS
+    count = _split_breaks(cp, a, b, 1, bounds)
+    repeated, repeated_chars = _repeats(cp, bounds, count)
+    if repeated / count > limits[2]:
+        return R_DUP_LINES
+    if repeated_chars / length > limits[3]:
+        return R_DUP_LINE_CHARS
+    return _ngram_fate(hashes, chars, length, top_ngrams, dup_ngrams)
 
 
 @njit(cache=True, nogil=True)
-def _ngram_fate(cp, a, b, kinds, length, top_ngrams, dup_ngrams, bounds):
-    """R_TOP_NGRAM, R_DUP_NGRAM or R_KEPT for the document cp[a:b] (bounds: scratch for its words)."""
-    words, i = 0, a
-    while i < b:
-        if _kind(kinds, cp[i]) & SPACE:
-            i += 1
-            continue
-        j = i
-        while j < b and not _kind(kinds, cp[j]) & SPACE:
-            j += 1
-        bounds[words, 0], bounds[words, 1] = i, j
-        words += 1
-        i = j
-    hashes = np.empty(words, np.uint64)
-    chars = np.zeros(words + 1, np.int64)  # code points of the words before each
-    for w in range(words):
-        hashes[w] = _span_hash(cp, bounds[w, 0], bounds[w, 1])
-        chars[w + 1] = chars[w] + bounds[w, 1] - bounds[w, 0]
-    grams, level = hashes.copy(), 1  # the hashes of the runs of `level` words, each from the run one shorter
+def _ngram_fate(hashes, chars, length, top_ngrams, dup_ngrams):
+    """R_TOP_NGRAM, R_DUP_NGRAM or R_KEPT for a document of `length` code points whose words have these hashes
+    (chars: the code points of the words before each, and of all).
+
+    Only an n-gram that occurs more than once can repeat an earlier one or be the most frequent (unless none
+    does: then the first is), and an (n+1)-gram occurs more than once only where the n-grams at its first and
+    second words do. So each length past the shortest asked for is counted only at those places, which are few in
+    text not made of repeats."""
+    words, shortest, longest, last_top = len(hashes), 1 << 30, 0, 0
+    for rules in (top_ngrams, dup_ngrams):
+        for k in range(len(rules)):
+            shortest, longest = min(shortest, int(rules[k, 0])), max(longest, int(rules[k, 0]))
     for k in range(len(top_ngrams)):
-        n = int(top_ngrams[k, 0])
-        grams, level = _ngrams(hashes, grams, level, n)
-        if len(grams) == 0:
-            continue
-        keys = _table(len(grams))
+        last_top = max(last_top, int(top_ngrams[k, 0]))
+    if longest == 0 or words < shortest:
+        return R_KEPT
+    grams = hashes.copy()  # at each place, the hash of the n words there, each from that of the n - 1 words
+    for m in range(2, shortest + 1):
+        for g in range(words - m + 1):
+            grams[g] = _longer(grams[g], hashes[g + m - 1])
+    places = np.arange(words - shortest + 1)
+    count = len(places)
+    repeats_at = np.zeros(words + 1, np.int64)  # the longest n at which the n-gram at a place occurs more than once
+    dup = False
+    for n in range(shortest, longest + 1):
+        if n > shortest:  # where the (n - 1)-grams at the place and the next occur more than once
+            kept = 0
+            for k in range(count):
+                g = places[k]
+                if g + n <= words and repeats_at[g] == n - 1 and repeats_at[g + 1] == n - 1:
+                    grams[g] = _longer(grams[g], hashes[g + n - 1])
+                    places[kept] = g
+                    kept += 1
+            count = kept
+        keys = _table(count)
         counts = np.zeros(len(keys), np.int64)
-        for g in range(len(grams)):
-            counts[_slot(keys, grams[g])] += 1
-        most, at = 0, 0
-        for g in range(len(grams)):  # the most frequent, the first seen among equals (Counter.most_common)
-            c = counts[_slot(keys, grams[g])]
-            if c > most:
-                most, at = c, g
-        if most * (chars[at + n] - chars[at] + n - 1) / length > top_ngrams[k, 1]:
-            return R_TOP_NGRAM
-    for k in range(len(dup_ngrams)):
-        n = int(dup_ngrams[k, 0])
-        grams, level = _ngrams(hashes, grams, level, n)
-        table = _table(len(grams))
-        repeated, g = 0, 0
-        while g < len(grams):
-            if _seen(table, grams[g]):
-                repeated += chars[g + n] - chars[g]
-                g += n
-            else:
-                g += 1
-        if repeated / length > dup_ngrams[k, 1]:
+        slots = np.empty(count, np.int64)
+        for k in range(count):
+            slots[k] = _slot(keys, grams[places[k]])
+            counts[slots[k]] += 1
+        for k in range(count):
+            if counts[slots[k]] > 1:
+                repeats_at[places[k]] = n
+        for r in range(len(top_ngrams)):
+            if int(top_ngrams[r, 0]) != n or words < n:
+                continue
+            most, at = 1, 0  # every n-gram occurs once: the first (Counter.most_common)
+            for k in range(count):  # the most frequent, the first seen among equals
+                if counts[slots[k]] > most:
+                    most, at = counts[slots[k]], places[k]
+            if most * (chars[at + n] - chars[at] + n - 1) / length > top_ngrams[r, 1]:
+                return R_TOP_NGRAM
+        for r in range(len(dup_ngrams)):
+            if int(dup_ngrams[r, 0]) != n:
+                continue
+            seen = np.zeros(len(keys), np.bool_)
+            repeated, free = 0, 0  # the words of a repeat are not looked at again
+            for k in range(count):
+                g = places[k]
+                if g < free:
+                    continue
+                if seen[slots[k]]:
+                    repeated += chars[g + n] - chars[g]
+                    free = g + n
+                else:
+                    seen[slots[k]] = True
+            dup |= repeated / length > dup_ngrams[r, 1]
+        if dup and n >= last_top:
             return R_DUP_NGRAM
-    return R_KEPT
+    return R_DUP_NGRAM if dup else R_KEPT
 
 
-@njit(cache=True, nogil=True)
-def _ngrams(hashes, grams, level, n):
-    """(hashes of the runs of n word hashes, nonzero; n) from those of the runs of `level` words: each run's hash
-    is its one word shorter prefix's, mixed with its last word (from the words alone when n < level)."""
-    if n < level:
-        grams, level = hashes.copy(), 1
-    for m in range(level + 1, n + 1):
-        longer = np.empty(max(len(hashes) - m + 1, 0), np.uint64)
-        for g in range(len(longer)):
-            h = _mix(grams[g] * GOLDEN + hashes[g + m - 1])
-            longer[g] = h if h != 0 else np.uint64(1)
-        grams = longer
-    return grams, n
+@njit(cache=True, nogil=True, inline="always")
+def _longer(gram, word):
+    """The hash of a run of words from that of the run one word shorter and its last word's: nonzero."""
+    h = _mix(gram * GOLDEN + word)
+    return h if h != 0 else np.uint64(1)

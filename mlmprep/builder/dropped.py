@@ -11,7 +11,9 @@ cleaning left it; a duplicate's as the filters, paragraph dedup and --exclude le
 Each reading task keeps, for its shard, what the filters and paragraph dedup removed (`shard-N.dropped`, JSON
 lines), each staged document's number (`shard-N.numbers`) and, with --dedup exact or near, every staged document's
 text (`shard-N.text`, UTF-8, and `shard-N.textbytes`), since dedup decides in the driver once it has seen them
-all. The driver then writes the split in document order, ROWS_PER_FILE rows a data file (`write_split`).
+all. A task on a Ray node that shares no disk with the driver sends these files back with its result (see
+pipeline.run_detached). The driver then writes the split in document order, ROWS_PER_FILE rows a data file
+(`write_split`).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ SPLIT = "dropped"
 REASONS = (*RULES, "dedup_paragraphs", "exclude", "dedup_exact", "dedup_near")  # every reason, in the order applied
 COLUMNS = {"document": "int64", "reason": "string", "text": "string"}
 ROWS_PER_FILE = 10_000  # rows of each data file of the split
+DRIVER_FILES = (".dropped", ".numbers", ".text", ".textbytes")  # a shard's staged files: only the driver reads them
 
 
 class ShardDrops:
@@ -62,16 +65,14 @@ class ShardDrops:
 
     def write(self, stage: Path, index: int) -> None:
         """Stage the shard's records, document numbers and (if kept) texts."""
-        base = f"shard-{index:06d}"
-        write_atomic(stage / STAGING / f"{base}.dropped",
-                     [json.dumps(r, ensure_ascii=False).encode() + b"\n" for r in self.records])
-        numbers = np.concatenate(self.numbers) if self.numbers else np.zeros(0, np.int64)
-        write_atomic(stage / STAGING / f"{base}.numbers", [numbers.astype(np.int64).tobytes()])
+        records, numbers, text, sizes = (stage / STAGING / f"shard-{index:06d}{end}" for end in DRIVER_FILES)
+        write_atomic(records, [json.dumps(r, ensure_ascii=False).encode() + b"\n" for r in self.records])
+        staged = np.concatenate(self.numbers) if self.numbers else np.zeros(0, np.int64)
+        write_atomic(numbers, [staged.astype(np.int64).tobytes()])
         if self.texts:
             encoded = [t.encode("utf-8", "surrogatepass") for t in self.texts]
-            write_atomic(stage / STAGING / f"{base}.text", encoded)
-            write_atomic(stage / STAGING / f"{base}.textbytes", [np.array([len(e) for e in encoded], np.int64)
-                                                                  .tobytes()])
+            write_atomic(text, encoded)
+            write_atomic(sizes, [np.array([len(e) for e in encoded], np.int64).tobytes()])
 
 
 def shard_rows(stage: Path, index: int, duplicates: np.ndarray, method: str) -> list[tuple[int, str, str]]:

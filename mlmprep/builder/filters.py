@@ -283,24 +283,19 @@ def gopher_filter(texts: list[str], index: np.ndarray, cfg: BuildConfig,
                   removals: Removals) -> tuple[list[str], np.ndarray]:
     """Gopher's quality rules, then its repetition rules on the documents they keep; (kept, their indices)."""
     cp, offsets = code_points(texts)
-    kinds = kinds_table()
-    quality = np.empty(len(texts), np.int8)
+    quality, repetition = np.empty(len(texts), np.int8), np.empty(len(texts), np.int8)
     limits = np.array([cfg.gopher_min_words, cfg.gopher_max_words, cfg.gopher_min_mean_word,
                        cfg.gopher_max_mean_word, cfg.gopher_max_symbols, cfg.gopher_max_bullet_lines,
                        cfg.gopher_max_ellipsis_lines, cfg.gopher_min_alpha_words, cfg.gopher_min_stop_words],
                       np.float64)
     from mlmprep.builder import _filter_kernels as k
 
-    k.gopher_quality(cp, offsets[:-1], offsets[1:], kinds, limits, quality)
-    passed = np.flatnonzero(quality == Q_KEPT)
-    repetition = np.empty(len(passed), np.int8)
-    k.gopher_repetition(cp, offsets[:-1][passed], offsets[1:][passed], kinds,
-                        np.array([cfg.gopher_max_dup_paragraphs, cfg.gopher_max_dup_paragraph_chars,
-                                  cfg.gopher_max_dup_lines, cfg.gopher_max_dup_line_chars], np.float64),
-                        ngram_limits(cfg.gopher_top_ngrams, "--gopher-top-ngrams"),
-                        ngram_limits(cfg.gopher_dup_ngrams, "--gopher-dup-ngrams"), repetition)
-    fates = quality.astype(np.int64)
-    fates[passed] = np.where(repetition == R_KEPT, 0, 100 + repetition)
+    k.gopher_documents(cp, offsets[:-1], offsets[1:], kinds_table(), limits,
+                       np.array([cfg.gopher_max_dup_paragraphs, cfg.gopher_max_dup_paragraph_chars,
+                                 cfg.gopher_max_dup_lines, cfg.gopher_max_dup_line_chars], np.float64),
+                       ngram_limits(cfg.gopher_top_ngrams, "--gopher-top-ngrams"),
+                       ngram_limits(cfg.gopher_dup_ngrams, "--gopher-dup-ngrams"), quality, repetition)
+    fates = np.where(quality != Q_KEPT, quality, np.where(repetition == R_KEPT, 0, 100 + repetition.astype(np.int64)))
     for d in np.flatnonzero(fates).tolist():
         rule = GOPHER_QUALITY_RULES[fates[d]] if fates[d] < 100 else GOPHER_REPETITION_RULES[fates[d] - 100]
         removals.add(rule, 1, len(texts[d]))

@@ -266,17 +266,19 @@ class Staging:
         return run_detached, [Detached(fn, task, dict(self.held)) for task in tasks]
 
     def take(self, run: TaskRun, index: int) -> None:
-        """Keep what the finished task `index` staged; write the output files it made into the stage."""
+        """Keep what the finished task `index` staged; write the output files it made, and the staged files only
+        the driver reads (sent with its result), into the stage."""
         if index not in run.payloads:
             return
-        names, payload = run.payloads.pop(index)
-        outputs = [name for name in names if not name.startswith(f"{STAGING}/")]
-        self.held.update((name, payload) for name in names if name not in outputs)
-        if outputs:
-            data = fetched(payload)
-            for name in outputs:
-                (self.stage / name).parent.mkdir(parents=True, exist_ok=True)
-                (self.stage / name).write_bytes(data[name])
+        shipped = run.payloads.pop(index)
+        outputs = [name for name in shipped.names if not name.startswith(f"{STAGING}/")]
+        self.held.update((name, shipped.payload) for name in shipped.names if name not in outputs)
+        data = fetched(shipped.payload) if outputs else {}
+        for name in outputs:
+            (self.stage / name).parent.mkdir(parents=True, exist_ok=True)
+            (self.stage / name).write_bytes(data[name])
+        for name, content in shipped.files.items():
+            (self.stage / name).write_bytes(content)
 
     def stage_picks(self, shard: int, selection: Selection, sides: Iterable[str] = SIDES) -> None:
         """Stage `shard`'s document numbers on `sides` (`shard-N.train`, `shard-N.validation`, `shard-N.moved`), which

@@ -42,7 +42,7 @@ from mlmprep.builder import mask
 from mlmprep.builder.clean import clean_texts
 from mlmprep.builder.dedup_partitions import partitioned, stage_keys
 from mlmprep.builder.denoisers import SeedRows, row_offsets
-from mlmprep.builder.dropped import ShardDrops
+from mlmprep.builder.dropped import DRIVER_FILES, ShardDrops
 from mlmprep.builder.engine.base import Shipped, fetched
 from mlmprep.builder.engine.local import PRELOAD_TOKENIZER, in_forkserver
 from mlmprep.builder.filters import Removals, add_totals, filter_texts
@@ -93,7 +93,8 @@ class Detached:
     """A task for a worker that cannot see the build's staging directory (a Ray node sharing no disk with the
     driver): it runs in a staging directory of the worker's own, fetches the staged files it reads from the
     payloads of the tasks that made them (`inputs`: name in the stage -> payload, see engine.base.Shipped; the
-    tokenizer's too), and returns the files it writes as its own payload."""
+    tokenizer's too), and returns the files it writes as its own payload, but for those only the driver reads
+    (--keep-dropped's, dropped.DRIVER_FILES), which go with its result."""
 
     fn: Callable[[Any], Any]
     task: Any  # TokenizeTask, SegmentTask or WriteTask
@@ -107,7 +108,8 @@ WORKER_STAGES: dict[str, str] = {}  # driver's stage -> this worker's own for th
 
 
 def run_detached(detached: Detached) -> Shipped:
-    """Run a Detached task: the result, with the files it wrote (names relative to the stage) as payload."""
+    """Run a Detached task: the result, with the files it wrote (names relative to the stage) as payload, or as
+    files for the driver."""
     task = detached.task
     layout = task.plan.layout if isinstance(task, WriteTask) else task.layout
     own = worker_stage(layout.stage, detached.inputs["tokenizer.json"])
@@ -119,15 +121,17 @@ def run_detached(detached: Detached) -> Shipped:
     try:
         result = detached.fn(task)
         written = sorted(p.relative_to(own).as_posix() for p in Path(own).rglob("*") if p.is_file())
-        names = tuple(name for name in written if name != "tokenizer.json" and name not in FETCHED)
+        made = [name for name in written if name != "tokenizer.json" and name not in FETCHED]
+        names = tuple(name for name in made if not name.endswith(DRIVER_FILES))
         payload = {name: (Path(own) / name).read_bytes() for name in names}
+        files = {name: (Path(own) / name).read_bytes() for name in made if name not in names}
     finally:
         INPUTS.clear()
         FETCHED.clear()
         for entry in Path(own).iterdir():  # the next task starts from the tokenizer alone
             if entry.is_dir():
                 shutil.rmtree(entry)
-    return Shipped(result, payload, names)
+    return Shipped(result, payload, names, files)
 
 
 def worker_stage(stage: str, tokenizer: Any) -> str:

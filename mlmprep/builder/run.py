@@ -56,7 +56,6 @@ from mlmprep.builder.windows import WindowStats
 from mlmprep.config import BuildConfig
 from mlmprep.corpus.documents import Corpus, open_corpus
 from mlmprep.corpus.streams import let_go_streams
-from mlmprep.errors import ConfigError
 from mlmprep.format.manifest import Manifest
 from mlmprep.format.scratch import scratch_directory
 from mlmprep.format.write import format_version, strict, write_hf_tokenizer
@@ -223,10 +222,6 @@ class BuildTasks:
         # tasks on Ray nodes that share no disk with this process (which stages a build to object storage) are detached
         self.staging = Staging(stage, engine, detached=not engine.shares_disk and stages_apart,
                                apart=held_apart(cfg))
-        if cfg.keep_dropped and self.staging.detached:
-            raise ConfigError("--keep-dropped: the Ray nodes share no disk with this build's stage, where the removed "
-                              "text is gathered; stage the build on shared storage (an --out every node sees) or "
-                              "leave --keep-dropped out")
         self.stats = WindowStats(method=cfg.method, row_length=lengths.content, unk_id=ids.unk)
         self.files = {side: OutputFiles(self.layout, lengths.rows_per_file, len(self.shards),
                                         tuple(mask.row_seed(cfg.seed, k) for k in range(cfg.seeds)),

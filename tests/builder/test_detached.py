@@ -9,16 +9,18 @@ from __future__ import annotations
 import pytest
 
 from mlmprep.builder import run as build_run
+from mlmprep.builder.dropped import DRIVER_FILES, split_rows
 from mlmprep.builder.selection import SPILLED
 from mlmprep.builder.staged import STAGING
 from tests.cli.test_build import build_args, cli, data_files
+from tests.conftest import tiny_documents
 
 
 @pytest.fixture
 def detached(monkeypatch) -> list[tuple[list[str], int]]:
     """Every build's tasks detached; for each finished task, what the driver's staging subfolder held (besides the
-    driver's own spill files) and how many shards' token files the driver kept payloads of, just before it took the
-    task's payload."""
+    driver's own spill files and the --keep-dropped files the tasks send it) and how many shards' token files the
+    driver kept payloads of, just before it took the task's payload."""
     seen: list[tuple[list[str], int]] = []
 
     class Detached(build_run.Staging):
@@ -26,7 +28,8 @@ def detached(monkeypatch) -> list[tuple[list[str], int]]:
             super().__init__(stage, engine, detached=True, apart=apart)
 
         def take(self, run, index):
-            seen.append((sorted(p.name for p in (self.stage / STAGING).iterdir() if not p.name.endswith(SPILLED)),
+            seen.append((sorted(p.name for p in (self.stage / STAGING).iterdir()
+                                if not p.name.endswith((SPILLED, *DRIVER_FILES))),
                          sum(name.endswith(".ids") for name in self.held)))
             super().take(run, index)
 
@@ -56,3 +59,22 @@ def test_detached_tasks_build_the_attached_build_s_bytes(tmp_path, tiny_corpus, 
     # its validation candidates' tokens too (staged apart), which wait for the last shard, so every payload stays
     if "--no-decontaminate" in more:
         assert max(held for _, held in detached) <= shards // 2, (shards, str([held for _, held in detached]))
+
+
+def test_detached_tasks_keep_the_attached_build_s_dropped_split(tmp_path, tok, detached, monkeypatch):
+    """--keep-dropped with tasks that cannot write the driver's stage: what the filters, paragraph dedup and dedup
+    removed (a duplicate's text read back from its shard's) makes the attached build's `dropped` split."""
+    docs = tiny_documents(400, seed=3)
+    docs += docs[5:60:3] + [f"{doc} Once more, and again." for doc in docs[7:80:5]]  # copies, lines seen before
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(docs) + "\n", encoding="utf-8")
+    args = ("--shard-bytes", "4000", "--workers", "2", "--keep-dropped", "--filters", "c4", "--dedup", "near")
+    with monkeypatch.context() as attached:
+        attached.setattr(build_run, "Staging", build_run.Staging.__mro__[1])
+        assert cli(*build_args(corpus, tmp_path / "attached", tok, *args)).exit_code == 0
+    result = cli(*build_args(corpus, tmp_path / "detached", tok, *args))
+    assert result.exit_code == 0, result.stderr
+    assert data_files(tmp_path / "detached") == data_files(tmp_path / "attached")
+    assert all(staged == [] for staged, _ in detached), detached
+    reasons = {reason for _, reason, _ in split_rows(tmp_path / "detached")}
+    assert {"dedup_near", "c4_few_sentences"} <= reasons, reasons

@@ -333,6 +333,50 @@ def test_gopher_thresholds_act():
                                                                          for d in docs], options
 
 
+NGRAMS_ALONE = {"gopher_min_words": 0, "gopher_min_mean_word": 0.0, "gopher_max_mean_word": 1e9,
+                "gopher_max_symbols": 1e9, "gopher_max_bullet_lines": 1.0, "gopher_max_ellipsis_lines": 1.0,
+                "gopher_min_alpha_words": 0.0, "gopher_min_stop_words": 0, "gopher_max_dup_paragraphs": 1.0,
+                "gopher_max_dup_paragraph_chars": 1.0, "gopher_max_dup_lines": 1.0, "gopher_max_dup_line_chars": 1.0}
+
+
+@pytest.mark.parametrize("top, dup", [("2:0.2,3:0.18,4:0.16", "5:0.15,6:0.14,7:0.13,8:0.12,9:0.11,10:0.1"),
+                                      ("4:0.25,1:0.5", ""), ("3:0.3", ""), ("", "7:0.0,2:0.1"),
+                                      ("6:0.2", "3:0.02,9:0.01")])
+def test_gopher_ngram_rules_match_the_reference_at_any_lengths(top, dup):
+    """The n-gram rules alone, lengths in any order: documents of a few words repeated over and over, of words
+    never repeated, and between, with repeated phrases anywhere (the last words too), and documents whose
+    n-grams all occur once though shorter ones repeat (the first n-gram is then the most frequent)."""
+    rng = random.Random(12)
+    docs = ["abcdefghij y z w y z q", "y z w y z q abcdefghij", "a b c a b d a b e a b"]
+    for _ in range(500):
+        vocab = ["".join(rng.choices("abcdefgh", k=rng.randint(1, 9))) for _ in range(rng.randint(2, 40))]
+        words = rng.choices(vocab, k=rng.randint(1, 60))
+        for _ in range(rng.randint(0, 3)):
+            phrase, at = rng.sample(words, min(len(words), rng.randint(2, 9))), rng.randint(0, len(words))
+            words[at:at] = phrase * rng.randint(2, 3)
+        docs.append(" ".join(words))
+    reference = {"min_words": 0, "min_mean": 0.0, "max_mean": 1e9, "symbols": 1e9, "bullets": 1.0,
+                 "ellipsis_lines": 1.0, "alpha": 0.0, "stop": 0, "dup_paragraphs": 1.0, "dup_paragraph_chars": 1.0,
+                 "dup_lines": 1.0, "dup_line_chars": 1.0,
+                 "top": tuple((int(n), float(f)) for n, f in (r.split(":") for r in top.split(",") if r)),
+                 "dup": tuple((int(n), float(f)) for n, f in (r.split(":") for r in dup.split(",") if r))}
+    expected = [gopher_reference(d, **reference) for d in docs]
+    rules = decisions(docs, filters="gopher", gopher_top_ngrams=top, gopher_dup_ngrams=dup, **NGRAMS_ALONE)[1]
+    assert [rules.get(k, [None])[-1] for k in range(len(docs))] == expected
+    assert 50 < expected.count(None) < len(docs) - 50  # the rules keep some and drop some
+
+
+def test_gopher_stop_words_are_the_words_exactly():
+    """A stop word counts only as itself: not in capitals, not with any other character before or after it, not
+    with a letter past ASCII that shares its low bits."""
+    alike = ["The", "THE", "\x00the", "the\x00", "th\u00e9", "t\x00\u6865", "\x01\x00the", "wit", "withe", "\u0174he"]
+    docs = [" ".join(["river", "stone", "window"] * 20 + [word]) for word in [*alike, "the"]]
+    rules = decisions(docs, filters="gopher", gopher_min_stop_words=1, gopher_top_ngrams="", gopher_dup_ngrams="")[1]
+    expected = [gopher_reference(d, stop=1, top=(), dup=()) for d in docs]
+    assert [rules.get(k, [None])[-1] for k in range(len(docs))] == expected
+    assert expected == ["gopher_few_stop_words"] * len(alike) + [None]
+
+
 def test_c4_then_gopher_judges_the_page_c4_left():
     pages = random_pages(200, seed=8)
     got = decisions(pages, filters="gopher,c4")[0]

@@ -1,8 +1,9 @@
 """The Ray engine on a two-node cluster simulated on this machine, inside a fresh network namespace, so that
-Ray binds only to the namespace's loopback: the same bytes as the local engine (a span and a ul2 build), a task
-error arriving as itself, a worker killed mid-task retried to the same bytes, Ctrl-C. Skipped, with the reason,
-without Ray or without a network namespace (`unshare -n` as root, `unshare -rn` where user namespaces are
-allowed)."""
+Ray binds only to the namespace's loopback: the same bytes as the local engine (a span and a ul2 build, and
+builds with --exclude and --keep-dropped on nodes that share the driver's disk and on nodes that do not, from and
+to S3), a task error arriving as itself, a worker killed mid-task retried to the same bytes, Ctrl-C. Skipped, with
+the reason, without Ray or without a network namespace (`unshare -n` as root, `unshare -rn` where user
+namespaces are allowed)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from mlmprep.builder.dropped import split_rows
 from mlmprep.builder.engine.base import run_tasks
 from mlmprep.builder.engine.ray import RayEngine
 from mlmprep.errors import ConfigError
@@ -127,11 +129,13 @@ def s3_build(cfg, address):
         fs, bucket = s3.fs(), s3.bucket()
         fs.put(cfg["corpus"], f"{bucket}/corpus/corpus.txt")
         fs.put(cfg["tokenizer"], f"{bucket}/tokenizer.json")
+        fs.put(cfg["evaluation"], f"{bucket}/evaluation.txt")  # --exclude read in place too
+        args = [f"s3://{bucket}/evaluation.txt" if a == cfg["evaluation"] else a for a in cfg["s3_args"]]
         private = os.path.join(os.path.dirname(cfg["blocks"]), "driver-tmp")
         os.mkdir(private)
         command = ["unshare", "-m", "sh", "-c", 'mount -t tmpfs tmpfs "$TMPDIR" && exec "$0" "$@"', *cfg["cli"],
                    "build", f"s3://{bucket}/corpus/", "--out", f"s3://{bucket}/out", "--tokenizer",
-                   f"s3://{bucket}/tokenizer.json", *cfg["s3_args"], "--storage-options",
+                   f"s3://{bucket}/tokenizer.json", *args, "--storage-options",
                    json.dumps({"endpoint_url": s3.endpoint}), "--engine", "ray", "--ray-address", address]
         proc = subprocess.run(command, capture_output=True, text=True, timeout=300,
                               env={**os.environ, "TMPDIR": private})
@@ -276,8 +280,11 @@ def cluster_work(root: Path) -> tuple[Path, dict] | str:
     docs = tiny_documents(2000)
     docs += [f" {doc}  " for doc in docs[::9]] + [f"{doc} And so on." for doc in docs[1::9]]  # planted duplicates
     corpus.write_text("\n".join(docs) + "\n", encoding="utf-8")
+    evaluation = root / "evaluation.txt"  # --exclude: documents none of the planted copies repeats
+    evaluation.write_text("\n".join(docs[4:1800:180]) + "\n", encoding="utf-8")
     args = ["build", str(corpus), "--tokenizer", str(tok), "--input-length", "32", "--seeds", "2",
-            "--rows-per-file", "500", "--dedup", "near", "--dedup-paragraphs"]
+            "--rows-per-file", "500", "--dedup", "near", "--dedup-paragraphs", "--exclude", str(evaluation),
+            "--keep-dropped"]
     local = subprocess.run(cli_command(*args, "--out", root / "local", "--workers", "2"), env=cli_env(),
                            capture_output=True, text=True, timeout=300)
     assert local.returncode == 0, local.stderr
@@ -302,6 +309,7 @@ def cluster_work(root: Path) -> tuple[Path, dict] | str:
         "build_interrupted": cli_command(*args, "--out", root / "ray-interrupted"),
         "build_bad": cli_command(*bad_args, "--out", root / "ray-bad"),
         "cli": cli_command(), "tests": str(Path(__file__).parents[1]), "corpus": str(corpus), "tokenizer": str(tok),
+        "evaluation": str(evaluation),
         "s3_args": args[4:] + ["--shard-bytes", "40000", "--dedup-partitions", "3"], "s3_copy": str(root / "ray-s3"),
         "credentials": CREDENTIALS,
     }
@@ -382,6 +390,7 @@ def test_a_two_node_build_equals_the_local_engine_build(cluster_run):
     stats = manifest(root / "local")["corpus"]["stats"]
     assert stats["dedup"]["documents_dropped"] + stats["paragraphs"]["documents_emptied"] >= 223 + 100
     assert stats["paragraphs"]["documents_emptied"] >= 223 and stats["contamination"]["before"]["documents"] > 0
+    assert stats["exclusion"]["documents_matched"] >= 8  # --exclude cut the evaluation set's documents out
     assert comparable(manifest(root / "ray")) == comparable(manifest(root / "local"))
 
 
@@ -430,10 +439,14 @@ def test_ctrl_c_stops_a_build_on_the_cluster_and_publishes_nothing(cluster_run):
 
 @pytest.mark.slow  # the two-node cluster run: minutes of both cores
 def test_a_build_from_and_to_s3_on_nodes_that_share_no_disk_with_the_driver_equals_the_local_build(cluster_run):
+    """--exclude read from S3 and --keep-dropped too: the `dropped` split (the evaluation set's text, the lines
+    paragraph dedup removed, the near copies) is the local build's."""
     root, report = cluster_run
     built = report["build_s3"]
     assert built["rc"] == 0, built["stderr"]
     assert data_files(root / "ray-s3") == data_files(root / "local")
+    reasons = {reason for _, reason, _ in split_rows(root / "ray-s3")}
+    assert {"exclude", "dedup_paragraphs", "dedup_near"} <= reasons, reasons
     assert built["driver_tmp_left"] == []  # the driver's tmpfs, seen from outside its mount namespace: empty
 
 

@@ -19,7 +19,7 @@ import traceback
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 from mlmprep.errors import DISK_REASONS, CacheError, ConfigError, MlmprepError
@@ -91,11 +91,13 @@ class Engine(ABC):
 class Shipped:
     """What a task returns when it made data for later tasks: its `result`, which goes to the driver, and the
     `payload`, which on Ray stays in the cluster's object store (TaskRun.payloads holds a reference to it; see
-    fetched) with only the payload's `names` sent along."""
+    fetched) with only the payload's `names` sent along; `files`, data of its own that only the driver reads,
+    goes to the driver with the result."""
 
     result: Any
     payload: Any
     names: tuple[str, ...] = ()
+    files: dict[str, bytes] = field(default_factory=dict)
 
 
 def fetched(payload: Any) -> Any:
@@ -122,7 +124,7 @@ class TaskRun:
         self.calls = [(fn, task) for task in tasks]  # (function, task) by index: those given, then those added
         self.results: list = []  # by index; None for a call not finished
         self.new: list[int] = []  # calls added since the engine last took them
-        self.payloads: dict[int, tuple[tuple[str, ...], Any]] = {}  # by index: a Shipped result's (names, payload)
+        self.payloads: dict[int, Shipped] = {}  # by index: a Shipped result, less its result
         self.finished = finish_calls(self, engine, in_driver)
 
     def add(self, fn: Callable[[Any], Any], tasks: Iterable[Any]) -> None:
@@ -142,7 +144,7 @@ class TaskRun:
     def __next__(self) -> tuple[int, Any]:
         index, result = next(self.finished)
         if isinstance(result, Shipped):
-            self.payloads[index] = result.names, result.payload
+            self.payloads[index] = replace(result, result=None)
             result = result.result
         self.results += [None] * (len(self.calls) - len(self.results))
         self.results[index] = result

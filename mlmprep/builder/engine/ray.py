@@ -8,7 +8,7 @@ import socket
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 from mlmprep.builder.engine.base import Engine, Shipped, TaskFailed, TaskRun, attempt, name
@@ -74,13 +74,14 @@ class RayEngine(Engine):
         return run_ray(run, self)
 
 
-def attempt_apart(fn: Callable[[Any], Any], task: Any) -> tuple[tuple[Any, tuple[str, ...]], Any]:
-    """attempt as a Ray task of two returns: (the result and its payload's names) for the driver, and the
-    payload (None without one), which stays in the object store until a task or the driver fetches it."""
+def attempt_apart(fn: Callable[[Any], Any], task: Any) -> tuple[Shipped | Any, Any]:
+    """attempt as a Ray task of two returns: for the driver, the result (a Shipped without its payload, where it
+    ships one), and the payload (None without one), which stays in the object store until a task or the driver
+    fetches it."""
     result = attempt(fn, task)
     if isinstance(result, Shipped):
-        return (result.result, result.names), result.payload
-    return (result, ()), None
+        return replace(result, payload=None), result.payload
+    return result, None
 
 
 # Ray takes a node's address from the machine's interfaces, and its servers (GCS, raylet, object manager,
@@ -154,14 +155,14 @@ def run_ray(run: TaskRun, engine: RayEngine) -> Iterator[tuple[int, Any]]:
                 pending.append(ref)
             done, pending = ray.wait(pending, num_returns=1)
             for ref in done:
-                result, names = ray_result(ray, ref, run.calls[index[ref]][1])
+                result = ray_result(ray, ref, run.calls[index[ref]][1])
                 payload = payloads.pop(index[ref])
-                yield index[ref], Shipped(result, payload, names) if names else result
+                yield index[ref], replace(result, payload=payload) if isinstance(result, Shipped) else result
                 waiting[:0] = run.added()  # ahead of the first tasks not submitted
 
 
-def ray_result(ray: Any, ref: Any, task: Any) -> tuple[Any, tuple[str, ...]]:
-    """The (result, payload names) a finished Ray task returned; its failure as the task raised it (a
+def ray_result(ray: Any, ref: Any, task: Any) -> Any:
+    """What a finished Ray task returned for the driver (see attempt_apart); its failure as the task raised it (a
     MlmprepError, TaskFailed) or as one TaskFailed line."""
     try:
         return ray.get(ref)
