@@ -11,8 +11,8 @@ different puzzles. The step plan is one deterministic function of the sources, t
 seed and the world size (the same on every rank): it is cut into chunks of about CHUNK_BATCHES batches; a chunk
 takes from each source, at its cursor, rows worth its weight's share of the chunk's window tokens (what is left
 over is carried to the next chunk, so the achieved fractions track the weights to within a row), picks them
-into one split (mlmprep.format.load.pick_rows: a copy of just those rows, one buffer per column, which collates
-as fast as one build) and plans them as an epoch (plan_epoch: length-sorted in pools, token-budget batches).
+into one split (mlmprep.format.load.pick_rows: those rows read in place from the sources' mapped files, no token
+copied) and plans them as an epoch (plan_epoch: length-sorted in pools, token-budget batches).
 Weights may change at a step (a resume): a chunk running past that step is cut there, and the rows it had taken
 but not trained go back to the front of their sources' queues, so nothing is skipped or repeated.
 """
@@ -202,7 +202,10 @@ class Chunk:
     def progress(self, cursor: int, n_sources: int) -> tuple[np.ndarray, np.ndarray]:
         """Before step start + cursor: each source's window tokens trained, and the pass of its last row trained
         (-1: none yet); int64 [sources] each."""
-        rows = trained(self.plan[:cursor])
+        return self.totals(trained(self.plan[:cursor]), n_sources)
+
+    def totals(self, rows: np.ndarray | slice, n_sources: int) -> tuple[np.ndarray, np.ndarray]:
+        """progress once `rows` (of the chunk's, in any order; slice(None): all of them) have trained."""
         reading = self.reading_before.copy()
         np.maximum.at(reading, self.source[rows], self.pass_of[rows])
         tokens = np.bincount(self.source[rows], weights=self.window[rows], minlength=n_sources).astype(np.int64)
@@ -364,7 +367,8 @@ class MixturePlan:
             self.hand_back(parts, plan)
         chunk = Chunk(index=index, start=start, split=split, plan=plan, source=source, pass_of=pass_of, window=window,
                       before=self.done.copy(), passes=tuple(q.pass_ for q in self.queues), reading_before=self.read)
-        self.done, self.read = chunk.progress(len(plan), len(self.queues))
+        # an uncut plan trains every row of the chunk once: no need to list them
+        self.done, self.read = chunk.totals(slice(None) if cut is None else trained(plan), len(self.queues))
         self.last = chunk
         return chunk
 
