@@ -1203,17 +1203,14 @@ MUTANTS = [
            "schedule = [*(entry for entry in schedule if entry[0] < step), (step, mix.weights.tolist())]",
            "schedule = [(0, mix.weights.tolist())]",
            ("tests/train/test_mixture.py::test_resume_with_new_weights_repeats_and_skips_nothing",)),
-    Mutant("picked-rows-shifted", "mlmprep.format.load:pick_rows",  # each picked row starts one token late
-           "np.arange(len(length)), offsets[:-1], file, start\n", "np.arange(len(length)), offsets[:-1], file, start + 1\n",
+    Mutant("picked-rows-shifted", "mlmprep.format.load:_gather",  # each picked row starts one token late
+           "source = buf[starts[i] : starts[i] + lengths[i]]", "source = buf[starts[i] + 1 : starts[i] + 1 + lengths[i]]",
            ("tests/format/test_load.py::test_picked_rows_are_those_rows_of_their_splits_in_order",
             "tests/train/test_mixture.py::test_a_repeated_source_reads_a_new_seed_on_each_pass")),
-    Mutant("picked-rows-of-the-wrong-part", "mlmprep.format.load:pick_rows",  # every part's rows read in the first's files
-           "located.append((file + first_file[id(column)], start, length))", "located.append((file, start, length))",
+    Mutant("picked-rows-of-the-wrong-part", "mlmprep.format.load:pick_rows",  # every part's rows gathered to the first's slots
+           "located = [(buf, first + which, start, length)", "located = [(buf, which, start, length)",
            ("tests/format/test_load.py::test_picked_rows_are_those_rows_of_their_splits_in_order",
             "tests/train/test_mixture.py::test_a_repeated_source_reads_a_new_seed_on_each_pass")),
-    Mutant("picked-split-files-listed-again", "mlmprep.format.load:pick_rows",  # a split picked twice maps its files twice
-           "            if id(column) not in first_file:", "            if True:",
-           ("tests/format/test_load.py::test_picked_rows_are_those_rows_of_their_splits_in_order",)),
     Mutant("cut-chunk-counted-whole", "mlmprep.train.mixture:MixturePlan.next_chunk",  # a cut chunk's untrained rows count as trained
            "chunk.totals(slice(None) if cut is None else trained(plan), len(self.queues))",
            "chunk.totals(slice(None), len(self.queues))",

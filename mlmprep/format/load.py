@@ -173,9 +173,8 @@ class Column:
     """One list column of a split, read in place, its values in their stored type (`dtype`).
 
     Row i has offsets[i + 1] - offsets[i] tokens, numbered as if the column were one flat array. The
-    tokens live in `files` (each mapped data file viewed whole as `dtype`, zero-copy); entry c of `chunks` (a record
-    batch; a single row where rows are picked from several splits: pick_rows) holds rows from chunks[c, 0] on, whose
-    first token (number chunks[c, 1]) is files[chunks[c, 2]][chunks[c, 3]].
+    tokens live in `files` (each mapped data file viewed whole as `dtype`, zero-copy); record batch c holds
+    rows from chunks[c, 0] on, whose first token (number chunks[c, 1]) is files[chunks[c, 2]][chunks[c, 3]].
     """
 
     offsets: np.ndarray  # int64 [n + 1]
@@ -418,34 +417,43 @@ def _column(chunks: list[tuple[np.ndarray, int, int]], maps: list[pa.Buffer], dt
     return Column(offsets=offsets, files=files, chunks=table, dtype=dtype)
 
 
+@njit(cache=True, nogil=True)
+def _gather(buf, starts, lengths, out, out_starts):
+    """Copy buf[starts[i] : starts[i] + lengths[i]] to out[out_starts[i] :] for each i, row by row through views of
+    both: a loop without index arithmetic, which compiles to a vectorized copy."""
+    for i in range(len(starts)):
+        source = buf[starts[i] : starts[i] + lengths[i]]
+        target = out[out_starts[i] : out_starts[i] + lengths[i]]
+        for t in range(lengths[i]):
+            target[t] = source[t]
+
+
 def pick_rows(parts: list[tuple[Split, np.ndarray]], path: str | Path) -> Split:
-    """One Split of the given rows of several splits, in order (the rows of each (split, rows) part in turn), read in
-    place: its columns view the parts' mapped files (each split's once), with an entry per row of where its tokens
-    sit, so picking costs O(rows picked) and copies no token. `path` names it in messages. Parts must share their
-    objective and their columns' stored types."""
+    """One Split of the given rows of several splits, in order (the rows of each (split, rows) part in turn). Their
+    tokens are gathered into one array per column (a copy of just those rows), so that collating reads one buffer
+    as it does for a split of one file; the cost follows the rows picked, not the splits' sizes. `path` names it in
+    messages. Parts must share their objective and their columns' stored types."""
     objectives = {split.objective for split, _ in parts}
     if len(objectives) != 1:
         raise CacheError(f"{path}: cannot pick rows of {' and '.join(sorted(objectives))} splits together")
-    columns = {}
+    columns, firsts = {}, np.cumsum([0] + [len(rows) for _, rows in parts[:-1]]).tolist()
     for name in COLUMNS:
         dtypes = {getattr(split, name).dtype for split, _ in parts}
         if len(dtypes) != 1:
             raise CacheError(f"{path}: {name} stored as {' and '.join(sorted(map(str, dtypes)))} in the builds mixed; "
                              "rebuild the older ones with this mlmprep so that they match")
-        files, first_file, located = [], {}, []
-        for split, rows in parts:
-            column = getattr(split, name)
-            if id(column) not in first_file:  # a split picked from twice lists its files once
-                first_file[id(column)] = len(files)
-                files.extend(column.files)
-            file, start, length = column.locate(rows)
-            located.append((file + first_file[id(column)], start, length))
-        file, start, length = (np.concatenate(x) for x in zip(*located))
-        offsets = np.zeros(len(length) + 1, dtype=np.int64)
-        np.cumsum(length, out=offsets[1:])
-        table = np.empty((len(length), 4), dtype=np.int64)  # a row per entry: the row, its first token, file, position
-        table[:, 0], table[:, 1], table[:, 2], table[:, 3] = np.arange(len(length)), offsets[:-1], file, start
-        columns[name] = Column(offsets=offsets, files=tuple(files), chunks=table, dtype=dtypes.pop())
+        dtype = dtypes.pop()
+        located = [(buf, first + which, start, length) for first, (split, rows) in zip(firsts, parts)
+                   for buf, which, start, length in getattr(split, name).by_file(rows)]
+        lengths = np.zeros(firsts[-1] + len(parts[-1][1]), dtype=np.int64)
+        for _, at, _, length in located:
+            lengths[at] = length
+        offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        values = np.empty(int(offsets[-1]), dtype=dtype)
+        for buf, at, start, length in located:
+            _gather(buf, start, length, values, offsets[at])
+        columns[name] = Column(offsets=offsets, files=(values,), chunks=np.zeros((1, 4), np.int64), dtype=dtype)
     enc = np.concatenate([split.enc_lengths[rows] for split, rows in parts])
     dec = np.concatenate([split.dec_lengths[rows] for split, rows in parts])
     extra = {name: np.concatenate([getattr(split, name)[rows] for split, rows in parts]) for name in ROW_VALUES

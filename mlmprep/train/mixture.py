@@ -11,8 +11,8 @@ different puzzles. The step plan is one deterministic function of the sources, t
 seed and the world size (the same on every rank): it is cut into chunks of about CHUNK_BATCHES batches; a chunk
 takes from each source, at its cursor, rows worth its weight's share of the chunk's window tokens (what is left
 over is carried to the next chunk, so the achieved fractions track the weights to within a row), picks them
-into one split (mlmprep.format.load.pick_rows: those rows read in place from the sources' mapped files, no token
-copied) and plans them as an epoch (plan_epoch: length-sorted in pools, token-budget batches).
+into one split (mlmprep.format.load.pick_rows: a copy of just those rows, one buffer per column, which collates
+as fast as one build) and plans them as an epoch (plan_epoch: length-sorted in pools, token-budget batches).
 Weights may change at a step (a resume): a chunk running past that step is cut there, and the rows it had taken
 but not trained go back to the front of their sources' queues, so nothing is skipped or repeated.
 """
