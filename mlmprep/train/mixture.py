@@ -359,8 +359,9 @@ class MixturePlan:
                           f"{self.mixture.sources[0].path} mixture chunk {index}")
         plan = plan_epoch(split.enc_lengths, split.dec_lengths, self.budget, seed=self.seed, epoch=index,
                           world_size=self.world_size)
-        source = np.concatenate([np.full(len(rows), i, np.int64) for i, _, rows in parts])
-        pass_of = np.concatenate([np.full(len(rows), p, np.int64) for _, p, rows in parts])
+        sizes = [len(rows) for _, _, rows in parts]
+        source = np.repeat(np.array([i for i, _, _ in parts], np.int64), sizes)
+        pass_of = np.repeat(np.array([p for _, p, _ in parts], np.int64), sizes)
         window = np.concatenate([self.pass_data(i, p)[1][rows] for i, p, rows in parts])
         if cut := next((s - start for s, _ in self.schedule if start < s < start + len(plan)), None):
             plan = plan[:cut]
