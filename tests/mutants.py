@@ -1215,6 +1215,10 @@ MUTANTS = [
            "chunk.totals(slice(None) if cut is None else trained(plan), len(self.queues))",
            "chunk.totals(slice(None), len(self.queues))",
            ("tests/train/test_mixture.py::test_each_chunk_starts_from_the_window_tokens_and_passes_trained_before_it",)),
+    Mutant("chunk-sources-misaligned", "mlmprep.train.mixture:MixturePlan.next_chunk",  # rows credited to another source
+           "source = np.repeat(np.array([i for i, _, _ in parts], np.int64), sizes)",
+           "source = np.repeat(np.array([i for i, _, _ in parts], np.int64), sizes[::-1])",
+           ("tests/train/test_mixture.py::test_achieved_token_fractions_match_the_weights",)),
     Mutant("take-stops-at-the-first-head", "mlmprep.train.mixture:rows_within",  # a take never gives more than 1024 rows
            "        if head >= len(rows) or cum[-1] > quota:", "        if True:",
            ("tests/train/test_mixture.py::test_rows_a_source_gives_for_a_quota_follow_a_running_sum",)),
