@@ -15,7 +15,8 @@ truncate_raw_tokens_to), so a row of a shorter denoiser drops the rest; a ul2 bu
 rows, merged back, are the stream). Padding: enc + dec padded slots against real tokens, mlmprep's token-budget
 plan on seed-0 of the build, per denoiser (each row's own padding in its microbatch) and overall. Loader: plan +
 collate of epochs, real tokens per second of CPU time, the ul2 build against a span build of the same slice, in turn,
-with the machine's load average.
+with the machine's load average; beside them the ul2 build collated without its denoiser column, and each plan's
+real tokens per microbatch.
 --write-docs writes the figures into the `objectives` section of docs/benchmarks.md.
 """
 
@@ -204,20 +205,26 @@ def padding(split) -> dict[str, float]:
     return out
 
 
-def loader_rates(builds: dict[str, Path], repeats: int) -> dict[str, float]:
+def loader_rates(builds: dict[str, Path], repeats: int) -> tuple[dict[str, float], dict[str, float]]:
     """Real tokens per second through plan + collate of an epoch, ul2 and span, timed in turn in CPU time (one
     thread; a shared machine's wall time is noise), each timing LOADER_EPOCHS epochs back to back; the tokens are
-    the split's (every row is in one microbatch of rank 0's plan), counted outside the timing."""
+    the split's (every row is in one microbatch of rank 0's plan), counted outside the timing. Beside them, to show
+    where the ratio comes from: the ul2 split collated without its `denoiser` column (the one tensor a ul2
+    microbatch has more than a span one), and each build's real tokens per microbatch of its plan."""
+    from dataclasses import replace
+
     from mlmprep.format.load import open_epoch, read_manifest
     from mlmprep.train.collate import Collator
 
-    tokens, fns = {}, {}
+    tokens, fns, per_microbatch = {}, {}, {}
     for name, path in builds.items():
         split = open_epoch(path, 0)
         record = read_manifest(path).tokenizer
         collator = Collator(split.objective, record.pad_id, record.decoder_start_id,
                             pad_to_multiple_of=BUDGET.pad_to_multiple_of)
         tokens[name] = LOADER_EPOCHS * int(split.enc_lengths.sum() + split.dec_lengths.sum())
+        plan = plan_epoch(split.enc_lengths, split.dec_lengths, BUDGET, seed=0, epoch=1)
+        per_microbatch[name] = tokens[name] / LOADER_EPOCHS / sum(len(batch.ranks[0]) for batch in plan)
 
         def epochs(split=split, collator=collator):
             for epoch in range(1, LOADER_EPOCHS + 1):
@@ -226,8 +233,11 @@ def loader_rates(builds: dict[str, Path], repeats: int) -> dict[str, float]:
                         collator.from_split(split, mb.rows)
 
         fns[name] = epochs
+        if split.denoiser is not None:
+            tokens[f"{name} without denoiser"] = tokens[name]
+            fns[f"{name} without denoiser"] = lambda epochs=epochs, split=split: epochs(replace(split, denoiser=None))
     seconds = best_of_each(fns, repeats, clock=time.process_time)
-    return {name: tokens[name] / seconds[name] for name in builds}
+    return {name: tokens[name] / seconds[name] for name in fns}, per_microbatch
 
 
 def run(quick: bool = False) -> dict:
@@ -252,13 +262,13 @@ def run(quick: bool = False) -> dict:
         span = read_manifest(builds["span"]).window_stats
         pads = padding(open_split(builds["ul2"] / "seed-0"))
         load = os.getloadavg()[0]
-        loader = loader_rates(builds, 7 if quick else 15)
+        loader, per_microbatch = loader_rates(builds, 7 if quick else 15)
         load = (load + os.getloadavg()[0]) / 2
     result = {
         "source": source, "rates": rates, "tokens": windows, "dropped_ours": windows - in_rows,
         "dropped_span_build": span["tokens_dropped"] / (span["tokens_kept"] + span["tokens_dropped"]),
         "dropped_mosaic": mosaic_dropped(mixture), "padding": pads, "loader": loader,
-        "loader_ratio": loader["ul2"] / loader["span"], "load": load,
+        "loader_ratio": loader["ul2"] / loader["span"], "per_microbatch": per_microbatch, "load": load,
     }
     print_table(result)
     return result
@@ -275,6 +285,19 @@ def print_table(r: dict) -> None:
           ", ".join(f"{k} {v:.2%}" for k, v in r["padding"].items()))
     print(f"loader (CPU time): ul2 {r['loader']['ul2'] / 1e6:.0f} M tokens/s, span {r['loader']['span'] / 1e6:.0f} M "
           f"tokens/s ({r['loader_ratio']:.2f}x); load average {r['load']:.1f}")
+    print(f"  the ul2 build without its denoiser column: {bare_ratio(r):.2f}x span; real tokens per microbatch, ul2 / "
+          f"span: {r['per_microbatch']['ul2']:,.0f} / {r['per_microbatch']['span']:,.0f} ({microbatch_ratio(r):.2f})")
+
+
+def bare_ratio(r: dict) -> float:
+    """Loader tokens/s of the ul2 build collated without its denoiser column / the span build's."""
+    return r["loader"]["ul2 without denoiser"] / r["loader"]["span"]
+
+
+def microbatch_ratio(r: dict) -> float:
+    """Real tokens per microbatch of the ul2 plan / the span plan's: the loader's ratio where a microbatch's cost
+    is all fixed."""
+    return r["per_microbatch"]["ul2"] / r["per_microbatch"]["span"]
 
 
 def figures(r: dict) -> list[Figure]:
@@ -291,6 +314,9 @@ def figures(r: dict) -> list[Figure]:
                r["loader_ratio"] >= LOADER_TARGET),
         Figure("loader tokens/s, ul2 / span build", f"{r['loader']['ul2'] / 1e6:.0f} M / "
                f"{r['loader']['span'] / 1e6:.0f} M"),
+        Figure("loader tokens/s, ul2 without its denoiser column vs span", f"{bare_ratio(r):.2f}x"),
+        Figure("real tokens per microbatch, ul2 / span plan", f"{r['per_microbatch']['ul2']:,.0f} / "
+               f"{r['per_microbatch']['span']:,.0f} ({microbatch_ratio(r):.2f})"),
         Figure("load average during the loader pair", f"{r['load']:.1f}"),
     ]
 

@@ -1231,6 +1231,14 @@ MUTANTS = [
            "located = [(buf, first + which, start, length)", "located = [(buf, which, start, length)",
            ("tests/format/test_load.py::test_picked_rows_are_those_rows_of_their_splits_in_order",
             "tests/train/test_mixture.py::test_a_repeated_source_reads_a_new_seed_on_each_pass")),
+    Mutant("cut-chunk-counted-whole", "mlmprep.train.mixture:MixturePlan.next_chunk",  # a cut chunk's untrained rows count as trained
+           "chunk.totals(slice(None) if cut is None else trained(plan), len(self.queues))",
+           "chunk.totals(slice(None), len(self.queues))",
+           ("tests/train/test_mixture.py::test_each_chunk_starts_from_the_window_tokens_and_passes_trained_before_it",)),
+    Mutant("chunk-sources-misaligned", "mlmprep.train.mixture:MixturePlan.next_chunk",  # rows credited to another source
+           "source = np.repeat(np.array([i for i, _, _ in parts], np.int64), sizes)",
+           "source = np.repeat(np.array([i for i, _, _ in parts], np.int64), sizes[::-1])",
+           ("tests/train/test_mixture.py::test_achieved_token_fractions_match_the_weights",)),
     Mutant("take-stops-at-the-first-head", "mlmprep.train.mixture:rows_within",  # a take never gives more than 1024 rows
            "        if head >= len(rows) or cum[-1] > quota:", "        if True:",
            ("tests/train/test_mixture.py::test_rows_a_source_gives_for_a_quota_follow_a_running_sum",)),

@@ -202,7 +202,10 @@ class Chunk:
     def progress(self, cursor: int, n_sources: int) -> tuple[np.ndarray, np.ndarray]:
         """Before step start + cursor: each source's window tokens trained, and the pass of its last row trained
         (-1: none yet); int64 [sources] each."""
-        rows = trained(self.plan[:cursor])
+        return self.totals(trained(self.plan[:cursor]), n_sources)
+
+    def totals(self, rows: np.ndarray | slice, n_sources: int) -> tuple[np.ndarray, np.ndarray]:
+        """progress once `rows` (of the chunk's, in any order; slice(None): all of them) have trained."""
         reading = self.reading_before.copy()
         np.maximum.at(reading, self.source[rows], self.pass_of[rows])
         tokens = np.bincount(self.source[rows], weights=self.window[rows], minlength=n_sources).astype(np.int64)
@@ -356,15 +359,17 @@ class MixturePlan:
                           f"{self.mixture.sources[0].path} mixture chunk {index}")
         plan = plan_epoch(split.enc_lengths, split.dec_lengths, self.budget, seed=self.seed, epoch=index,
                           world_size=self.world_size)
-        source = np.concatenate([np.full(len(rows), i, np.int64) for i, _, rows in parts])
-        pass_of = np.concatenate([np.full(len(rows), p, np.int64) for _, p, rows in parts])
+        sizes = [len(rows) for _, _, rows in parts]
+        source = np.repeat(np.array([i for i, _, _ in parts], np.int64), sizes)
+        pass_of = np.repeat(np.array([p for _, p, _ in parts], np.int64), sizes)
         window = np.concatenate([self.pass_data(i, p)[1][rows] for i, p, rows in parts])
         if cut := next((s - start for s, _ in self.schedule if start < s < start + len(plan)), None):
             plan = plan[:cut]
             self.hand_back(parts, plan)
         chunk = Chunk(index=index, start=start, split=split, plan=plan, source=source, pass_of=pass_of, window=window,
                       before=self.done.copy(), passes=tuple(q.pass_ for q in self.queues), reading_before=self.read)
-        self.done, self.read = chunk.progress(len(plan), len(self.queues))
+        # an uncut plan trains every row of the chunk once: no need to list them
+        self.done, self.read = chunk.totals(slice(None) if cut is None else trained(plan), len(self.queues))
         self.last = chunk
         return chunk
 

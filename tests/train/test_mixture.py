@@ -125,6 +125,31 @@ def test_plan_is_the_same_for_the_same_seed_and_differs_for_another(builds):
     assert rows[0] == rows[1] != rows[2]
 
 
+def test_each_chunk_starts_from_the_window_tokens_and_passes_trained_before_it(builds, small_chunks):
+    """A chunk's `before` and `reading_before` are the window tokens and the last pass of the rows trained in the
+    chunks before it, added up here row by row over every real microbatch: across a chunk cut short where the
+    weights change (its untrained rows are not counted) and with two ranks (their stand-in rows are not)."""
+    for world, schedule in ((1, [(0, [0.5, 0.3, 0.2]), (9, [0.2, 0.3, 0.5])]), (2, None)):
+        plan = open_mixture(builds, weights=[0.5, 0.3, 0.2]).plan(Budget(512, 256, 8), seed=3, world_size=world,
+                                                                 schedule=schedule)
+        tokens, reading, ends, stand_ins = [0, 0, 0], [-1, -1, -1], [], 0
+        for k in range(8):
+            chunk = plan.chunk(k)
+            assert chunk.before.tolist() == tokens and chunk.reading_before.tolist() == reading
+            stand_ins += sum(mb.padding for batch in chunk.plan for rank in batch.ranks for mb in rank)
+            for mb in (mb for batch in chunk.plan for rank in batch.ranks for mb in rank if not mb.padding):
+                for r in mb.rows.tolist():
+                    source = int(chunk.source[r])
+                    tokens[source] += int(chunk.window[r])
+                    reading[source] = max(reading[source], int(chunk.pass_of[r]))
+            ends.append(chunk.start + len(chunk.plan))
+        assert max(reading) >= 1  # past a source's first pass
+        if schedule:
+            assert 9 in ends and 9 % mixture.CHUNK_BATCHES  # a chunk was cut at the change
+        else:
+            assert stand_ins  # a rank was short of microbatches in some step
+
+
 def row_identity(builds):
     """{(input_ids bytes, labels bytes): (source, seed split index, row)} of every seed split of every build; None
     for a row whose tokens another row has too (two seeds may mask a short window alike)."""
