@@ -9,16 +9,14 @@ from __future__ import annotations
 import pytest
 
 from mlmprep.builder import run as build_run
-from mlmprep.builder.selection import SPILLED
 from mlmprep.builder.staged import STAGING
 from tests.cli.test_build import build_args, cli, data_files
 
 
 @pytest.fixture
 def detached(monkeypatch) -> list[tuple[list[str], int]]:
-    """Every build's tasks detached; for each finished task, what the driver's staging subfolder held (besides the
-    driver's own spill files) and how many shards' token files the driver kept payloads of, just before it took the
-    task's payload."""
+    """Every build's tasks detached; for each finished task, what the driver's staging subfolder held and how many
+    shards' token files the driver kept payloads of, just before it took the task's payload."""
     seen: list[tuple[list[str], int]] = []
 
     class Detached(build_run.Staging):
@@ -26,7 +24,7 @@ def detached(monkeypatch) -> list[tuple[list[str], int]]:
             super().__init__(stage, engine, detached=True, apart=apart)
 
         def take(self, run, index):
-            seen.append((sorted(p.name for p in (self.stage / STAGING).iterdir() if not p.name.endswith(SPILLED)),
+            seen.append((sorted(p.name for p in (self.stage / STAGING).iterdir()),
                          sum(name.endswith(".ids") for name in self.held)))
             super().take(run, index)
 

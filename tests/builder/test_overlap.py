@@ -190,6 +190,34 @@ def test_a_validation_documents_dropped_near_copy_does_not_contaminate_it(tmp_pa
         assert np.array_equal(got.offsets, rows.offsets) and np.array_equal(got.values, rows.values), split
 
 
+def test_the_partition_tasks_files_are_removed_once_they_are_done(tmp_path, licences, tiny_tokenizer_path,
+                                                                    monkeypatch):
+    """The reading tasks' staged hashes and the driver's staged fates are there while the partition tasks run and
+    gone once they are done, before the build goes on to write; the build is the brute-force reference's."""
+    from mlmprep.builder import run as build_run
+    from mlmprep.builder.staged import STAGING
+
+    path, docs = licences
+    seen, real = [], build_run.BuildTasks.contamination_matches
+
+    def watched(self, fates):
+        def staged():
+            return sorted({p.suffix for p in (self.staging.stage / STAGING).iterdir()} & {".grams", ".runs", ".fates"})
+
+        for answer in real(self, fates):
+            seen.append(staged())
+            yield answer
+        seen.append(staged())
+
+    monkeypatch.setattr(build_run.BuildTasks, "contamination_matches", watched)
+    built = build_tiny(tmp_path / "b", path, tiny_tokenizer_path, workers=2, shard_bytes=5000, dedup="off",
+                       validation_fraction=0.2, dedup_partitions=3, **LICENCE)
+    assert seen[0] == [".fates", ".grams", ".runs"] and len(seen) == 3 + 1 and seen[-1] == []
+    stream = side_streams(docs, held_sides(docs, 0.2))
+    rows, _ = reference_rows(stream["validation"], tiny_tokenizer_path, {}, None)
+    assert np.array_equal(split_rows(built, "validation-windows").values, rows.values)
+
+
 def test_no_decontaminate_keeps_the_held_out_documents(tmp_path, licences, tiny_tokenizer_path):
     path, docs = licences
     built = build_tiny(tmp_path / "b", path, tiny_tokenizer_path, dedup="off", validation_fraction=0.2,
