@@ -429,7 +429,8 @@ MUTANTS = [
            ("tests/builder/test_overlap.py::test_decontamination_moves_what_a_brute_force_reference_moves",)),
     Mutant("decontaminate-last-shard-unread", "mlmprep.builder.contamination:kind_matches",  # a shard's training unread
            "for s in range(len(bases) - 1):  # training's", "for s in range(len(bases) - 2):  # training's",
-           ("tests/builder/test_overlap.py::test_decontamination_moves_what_a_brute_force_reference_moves",)),
+           ("tests/builder/test_overlap.py::"
+            "test_the_driver_holds_counts_not_hashes_and_moves_what_matching_every_hash_at_once_moves",)),
     Mutant("decontaminate-near-copies-are-training", "mlmprep.builder.contamination:kind_matches",  # dropped count
            "(refs >> np.uint64(LOCAL_BITS)).astype(np.int64)] == TRAIN]", "(refs >> np.uint64(LOCAL_BITS)).astype(np.int64)] != VALIDATION]",
            ("tests/builder/test_overlap.py::test_a_validation_documents_dropped_near_copy_does_not_contaminate_it",)),

@@ -63,7 +63,7 @@ def stage_hashes(layout: Layout, index: int, result: dict) -> dict:
 
 
 def staged_records(hashes: np.ndarray, per_doc: np.ndarray, candidates: np.ndarray, parts: int,
-                   with_documents: bool) -> list[bytes]:
+                   with_documents: bool) -> list:
     """The file of one kind of hashes: int64 [2, parts + 1], where each partition's records start among the
     candidates' and among the others'; the candidates' hashes and references (document << LOCAL_BITS | place in it);
     the others' hashes and, `with_documents`, references."""
@@ -74,8 +74,8 @@ def staged_records(hashes: np.ndarray, per_doc: np.ndarray, candidates: np.ndarr
     theirs = np.repeat(np.flatnonzero(~candidates).astype(np.uint64), per_doc[~candidates]) << np.uint64(LOCAL_BITS)
     first = bucketed(hashes[own], docs << np.uint64(LOCAL_BITS) | places, parts)
     second = bucketed(hashes[~own], theirs if with_documents else np.zeros(0, np.uint64), parts)
-    return [np.concatenate([first[0], second[0]]).astype("<i8").tobytes(),
-            *(a.astype("<u8").tobytes() for a in (*first[1:], *second[1:]))]
+    return [np.concatenate([first[0], second[0]]).astype("<i8").tobytes(),  # the arrays as written, not copied
+            *(memoryview(a.astype("<u8", copy=False)).cast("B") for a in (*first[1:], *second[1:]))]
 
 
 def bucketed(keys: np.ndarray, refs: np.ndarray, parts: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -19,7 +19,10 @@ Contamination is measured two standard ways on the validation documents: the sha
 (GPT-3's), and the share of their tokens inside a run of MATCH_TOKENS tokens that also occurs in training (Lee
 et al. 2022's exact-substring measure, on token windows). Decontamination moves every validation document with
 more than --decontaminate-threshold of its n-grams in training to training (nothing is lost), again and again
-until none is left over the threshold, so a document moved makes its own n-grams training text too.
+until none is left over the threshold, so a document moved makes its own n-grams training text too. The hashes are
+matched a range at a time by partition tasks (mlmprep.builder.contamination); the driver sums their answers
+(Matches) and makes the rounds and measures from those (decontaminate): counts, a bit per window, and the hashes that
+two or more validation documents share, which are all a round needs.
 
 Exclusion (GPT-3's filter) cuts out of a document the text around each of its n-grams found in the evaluation
 sets, EXCLUDE_MARGIN characters on each side; cut_matches is the one place that knows what it removes. As

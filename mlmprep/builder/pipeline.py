@@ -2,7 +2,8 @@
 
 Phase 1, one task per input shard (`tokenize_shard`): read, clean and tokenize the shard; write its token ids
 (int32) and document lengths (int64) to the staging directory; return its counts and each document's content key
-(and MinHash signature with --dedup near; n-gram and token-window hashes with --decontaminate). With --dedup-
+(and MinHash signature with --dedup near); with --decontaminate, stage its documents' n-gram and token-window hashes
+for the partition tasks that match the validation set against training (mlmprep.builder.contamination). With --dedup-
 paragraphs a pass before it (`scan_shard`) hashes every shard's lines for the driver, which chooses in corpus order
 the lines each phase-1 task then leaves out (mlmprep.builder.overlap). For `--method text` it writes the cleaned
 text instead (UTF-32, so any character range is one seek). The driver then decides each document's fate

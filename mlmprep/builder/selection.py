@@ -10,18 +10,16 @@ choice depends on the corpus and the options only, never on shards, workers or R
 Exact dedup decides a shard as soon as every shard before it is in (its earlier copies are all known); near
 dedup hashes each shard's LSH bands as it comes in and clusters the whole corpus once the last shard is in (a
 document kept so far may still be joined to an earlier one through a later document). Decontamination
-(mlmprep.builder.overlap) leaves training documents where they are: once the last shard is in, a validation
-document whose word 13-grams are in training becomes MOVED, training text placed after every shard's training
-documents, so training files are written as the shards come in and only the validation side waits. The driver
-holds the validation candidates' n-gram and token-window hashes (a document is on the validation side only when
-its own key is held out) until then; every other document's go to the stage's disk as each shard comes in (with
---dedup near per document, since only those left in training count), and are read back one shard at a time, so
-the driver's memory grows with the validation set, not the corpus. Driver memory: an exact
-key and a Python dict entry (about 100 bytes) per distinct document; with --dedup near, bands x rows x 4 bytes of
-signature and (bands + 1) x 8 bytes of LSH keys per document (680 MB per million documents at the default
-24 x 5) until the clustering is done. With --dedup-partitions the workers find the duplicates
-(mlmprep.builder.dedup_partitions) and the driver holds each document's key and fate (9 bytes) and the pairs of
-duplicates alone.
+(mlmprep.builder.contamination, overlap) leaves training documents where they are: once the last shard is in, a
+validation document whose word 13-grams are in training becomes MOVED, training text placed after every shard's
+training documents, so training files are written as the shards come in and only the validation side waits. The
+reading tasks stage the documents' hashes and partition tasks on the workers match them; the driver keeps each
+validation candidate's counts (about 40 bytes, and a bit per token window) and the hashes two or more validation
+documents share, not in training. Driver memory: an exact key and a Python dict entry (about 100 bytes) per distinct
+document; with --dedup near, bands x rows x 4 bytes of signature and (bands + 1) x 8 bytes of LSH keys per document
+(680 MB per million documents at the default 24 x 5) until the clustering is done. With --dedup-partitions the
+workers find the duplicates (mlmprep.builder.dedup_partitions) and the driver holds each document's key and fate (9
+bytes) and the pairs of duplicates alone.
 """
 
 from __future__ import annotations

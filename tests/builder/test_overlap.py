@@ -404,7 +404,7 @@ def shard_results(keys: np.ndarray, grams: list[list[int]], runs: list[list[int]
 def test_a_document_moved_to_training_can_take_another_with_it(tmp_path):
     """Validation document b shares its text with validation document a only; a, half of it training text, moves
     first, and then b does: rounds until none is left over the threshold, as the references', with each document in
-    a shard of its own."""
+    a shard of its own; b's windows are training text after, in the one left."""
     from mlmprep.builder.overlap import ngram_hashes
     from mlmprep.config import BuildConfig
 
@@ -414,10 +414,14 @@ def test_a_document_moved_to_training_can_take_another_with_it(tmp_path):
     sides = ["train", "validation", "validation", "validation"]
     hashes, counts = ngram_hashes(docs)
     grams = [part.tolist() for part in np.split(hashes, np.cumsum(counts)[:-1])]
-    cfg = BuildConfig(corpus=("x",), dedup="off", validation_fraction=0.5, method="text")
-    selection = selection_of(tmp_path, cfg, shard_results(keyed(sides, 0.5), grams, None, [0] * 4, 4))
+    runs = [[1, 2, 3], [4, 5], [6, 7], [7, 8]]  # windows: the one left shares one with b alone, training after b moves
+    lengths = [len(r) + 49 for r in runs]
+    cfg = BuildConfig(corpus=("x",), dedup="off", validation_fraction=0.5)
+    selection = selection_of(tmp_path, cfg, shard_results(keyed(sides, 0.5), grams, runs, lengths, 4))
     assert moved_of(selection).tolist() == [False, True, True, False]
-    assert hashed_decontamination(sides, grams, 0.2)[0] == [False, True, True, False]
+    moved, before, after = hashed_decontamination(sides, grams, 0.2, (runs, lengths))
+    assert moved == [False, True, True, False] and after["tokens_in_match"] == 50
+    assert selection.contamination["before"] == before and selection.contamination["after"] == after
     assert [s == "train" for s in decontaminated(sides, docs, 0.2)] == [True, True, True, False]
 
 
@@ -481,9 +485,9 @@ def test_a_shard_hashed_again_has_the_hashes_of_its_reading(tmp_path, licences, 
 def test_the_driver_holds_counts_not_hashes_and_moves_what_matching_every_hash_at_once_moves(tmp_path, dedup,
                                                                                               partitions):
     """Shard results of random n-grams and token windows, a few shared with validation documents and with each other
-    (from a pool every shard draws on, 0 among them): the driver's Selection never holds the hashes (the reading
-    tasks stage them, the partition tasks match them a range at a time), and it moves, and measures, exactly what
-    the reference moves given every hash at once; the staged files are gone at the end."""
+    (from a pool every shard draws on, or one of each shard's; the hash 0 too): the driver's Selection never holds
+    the hashes (the reading tasks stage them, the partition tasks match them a range at a time), and it moves, and
+    measures, exactly what the reference moves given every hash at once; the staged files are gone at the end."""
     from mlmprep.config import BuildConfig
 
     cfg = BuildConfig(corpus=("x",), dedup=dedup, validation_fraction=0.05, dedup_partitions=partitions)
@@ -498,11 +502,18 @@ def test_the_driver_holds_counts_not_hashes_and_moves_what_matching_every_hash_a
     def hashes(count: int) -> list[list[int]]:
         drawn = rng.integers(0, 1 << 62, (documents, count), dtype=np.uint64)
         shared = rng.random(drawn.shape) < rng.uniform(0, 0.4, documents)[:, None]  # 0-40% of each document's
-        drawn[shared] = rng.integers(0, 3000, shared.sum(), dtype=np.uint64)
+        local = np.repeat(np.arange(documents, dtype=np.uint64) // 300 + 1, count).reshape(drawn.shape) * 10**6
+        drawn[shared] = rng.integers(0, 3000, shared.sum(), dtype=np.uint64) + local[shared] * (rng.random(
+            shared.sum()) < 0.5)  # from a pool of the corpus's, or of the document's shard's: found there alone
         drawn[copies] = drawn[sources]
         return [row[: rng.integers(0, count + 1)].tolist() for row in drawn]
 
     ngrams, runs = hashes(grams), hashes(grams)
+    alone = [d for d in range(documents) if d not in set(sources) | set(copies)]
+    v, t = next(d for d in alone if picked[d]), next(d for d in alone if not picked[d])
+    for drawn in (ngrams, runs):  # the hash 0 held by one validation document and training alone
+        drawn[v] = rng.integers(1 << 61, 1 << 62, 40, dtype=np.uint64).tolist() + [0]
+        drawn[t] = drawn[t] + [0]
     lengths = [len(r) + 49 if r else int(rng.integers(0, 50)) for r in runs]
     held = held_documents(keys, cfg.validation_fraction, cfg.seed)
     first = {}
@@ -511,6 +522,7 @@ def test_the_driver_holds_counts_not_hashes_and_moves_what_matching_every_hash_a
     assert sides.count("dropped") == (16 if dedup == "exact" else 0)
     moved, before, after = hashed_decontamination(sides, ngrams, cfg.decontaminate_threshold, (runs, lengths))
     assert 0 < sum(moved) < sides.count("validation")  # some move, some stay: the comparison means something
+    assert sides[v] == "validation" and sides[t] == "train"
     selection = selection_of(tmp_path, cfg, shard_results(keys, ngrams, runs, lengths, 8))
     assert moved_of(selection).tolist() == moved
     assert selection.contamination["before"] == before and selection.contamination["after"] == after
