@@ -117,6 +117,7 @@ def range_matches(task: MatchTask) -> dict[str, dict[str, np.ndarray]]:
 
 
 def kind_matches(task: MatchTask, kind: str) -> dict[str, np.ndarray]:
+    """range_matches of one kind of hashes."""
     from mlmprep.builder import _dedup_kernels as kernels
 
     layout, bases, p = task.layout, task.bases, task.partition

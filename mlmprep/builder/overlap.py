@@ -301,7 +301,7 @@ def measures(documents: np.ndarray, found: np.ndarray, matches: Matches, bits: n
     return out
 
 
-CHUNK_TOKENS = 1 << 20  # tokens of validation documents matched_tokens takes at a time
+CHUNK_TOKENS = 1 << 16  # tokens of validation documents matched_tokens takes at a time (a few MB of arrays)
 
 
 def matched_tokens(bits: np.ndarray, counts: np.ndarray, lengths: np.ndarray, documents: np.ndarray,
