@@ -230,8 +230,8 @@ class BuildConfig:
                                 "each over a range of keys that the reading tasks stage to disk, so that the driver "
                                 "holds the duplicate pairs alone, not every document's keys (0: all in the driver; "
                                 "see docs/dedup.md for memory and disk per million documents). --decontaminate "
-                                "matches the validation set against training in as many tasks (0: 8). Never changes "
-                                "the output.", panel="Speed")
+                                "matches the validation set against training in as many tasks (0: one per 64 MB of "
+                                "corpus, up to 8). Never changes the output.", panel="Speed")
     chunk_chars: int = 1 << 20  # config file only: characters of text per tokenize/mask/write chunk, bounding memory
 
     def __post_init__(self) -> None:

@@ -435,7 +435,7 @@ MUTANTS = [
            "(refs >> np.uint64(LOCAL_BITS)).astype(np.int64)] == TRAIN]", "(refs >> np.uint64(LOCAL_BITS)).astype(np.int64)] != VALIDATION]",
            ("tests/builder/test_overlap.py::test_a_validation_documents_dropped_near_copy_does_not_contaminate_it",)),
     Mutant("decontaminate-a-range-unmatched", "mlmprep.builder.run:BuildTasks.contamination_matches",  # one task left out
-           "for p in range(contamination.partitions(self.cfg))]", "for p in range(1, contamination.partitions(self.cfg))]",
+           "for p in range(self.layout.partitions)]", "for p in range(1, self.layout.partitions)]",
            ("tests/builder/test_overlap.py::test_decontamination_moves_what_a_brute_force_reference_moves",)),
     Mutant("decontaminate-rounds-see-no-moved-text", "mlmprep.builder.overlap:decontaminate",  # rounds repeat the first
            "        found += np.bincount(owners[new], minlength=len(counts))\n", "",

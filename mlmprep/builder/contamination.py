@@ -17,7 +17,8 @@ of every shard's files: the range's validation hashes go into a hash table (_ded
 The driver sums the answers (overlap.Matches) and moves documents round after round (overlap.decontaminate): the same
 documents, measures and bytes as matching every hash at once. A candidate dropped as a duplicate is neither side.
 
-Partitions: --dedup-partitions, or PARTITIONS without it. A task holds its range of the validation candidates'
+Partitions: --dedup-partitions, or without it one per PARTITION_BYTES of the corpus, at most PARTITIONS (partitions;
+Layout.partitions). A task holds its range of the validation candidates'
 hashes (16 bytes each, and a table of 16 to 32 bytes per hash) and one shard's range of training's. Staged until
 the tasks are done, in the build's staging directory (removed with it on any failure): 8 bytes per n-gram and per
 token of every document (16 with --dedup near), 16 per one of a validation candidate, and a byte per document.
@@ -25,6 +26,7 @@ token of every document (16 with --dedup near), 16 per one of a validation candi
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,14 +37,18 @@ from mlmprep.builder.selection import TRAIN, VALIDATION, held_documents
 from mlmprep.builder.staged import Layout, read_array, write_atomic
 from mlmprep.config import BuildConfig
 
-PARTITIONS = 8  # partition tasks without --dedup-partitions: a few per worker of a small machine
+PARTITIONS = 8  # partition tasks without --dedup-partitions, at most: a few per worker of a small machine
+PARTITION_BYTES = 64 << 20  # ... one per this much of the corpus (a task reads every shard's file: few on little)
 KINDS = {"grams": ("ngrams", "ngram_counts"), "runs": ("windows", "window_counts")}  # file suffix: what it stages
 FATES = "fates"  # suffix of the shards' fates, which the driver stages for the tasks
 
 
-def partitions(cfg: BuildConfig) -> int:
-    """The partition tasks of decontamination."""
-    return cfg.dedup_partitions or PARTITIONS
+def partitions(cfg: BuildConfig, corpus_bytes: int) -> int:
+    """The partition tasks of decontamination: --dedup-partitions, or one per PARTITION_BYTES of the corpus (of
+    unknown size: PARTITIONS), 1 to PARTITIONS. Never changes the output."""
+    if cfg.dedup_partitions:
+        return cfg.dedup_partitions
+    return min(PARTITIONS, max(1, corpus_bytes // PARTITION_BYTES)) if corpus_bytes else PARTITIONS
 
 
 def stage_hashes(layout: Layout, index: int, result: dict) -> dict:
@@ -57,7 +63,7 @@ def stage_hashes(layout: Layout, index: int, result: dict) -> dict:
         if kind in result:
             hashes, per_doc = result.pop(kind), result.pop(counts)
             write_atomic(layout.staged(f"shard-{index:06d}.{suffix}"),
-                         staged_records(hashes, per_doc, candidates, partitions(cfg), cfg.dedup == "near"))
+                         staged_records(hashes, per_doc, candidates, layout.partitions, cfg.dedup == "near"))
             out[counts] = per_doc[candidates]
     return result | out
 
@@ -105,7 +111,7 @@ class MatchTask:
     bases: tuple[int, ...]
 
     def describe(self) -> str:
-        return f"decontamination partition {self.partition} of {partitions(self.layout.cfg)}"
+        return f"decontamination partition {self.partition} of {self.layout.partitions}"
 
 
 def range_matches(task: MatchTask) -> dict[str, dict[str, np.ndarray]]:
@@ -176,23 +182,29 @@ def shard_fates(layout: Layout, s: int, documents: int) -> np.ndarray:
 def range_records(layout: Layout, s: int, kind: str, p: int, documents: int,
                   candidates: bool) -> tuple[np.ndarray, np.ndarray]:
     """(hashes, references) of partition p of the candidates' or the others' records in shard s's staged file of
-    `kind`, checked against the file's own index and the shard's `documents` (the references may be empty)."""
+    `kind`, checked against the file's own index and the shard's `documents` (the references may be empty). One
+    open of the file: a task reads every shard's, so their count, not their size, sets its time on small builds."""
     path = layout.staged(f"shard-{s:06d}.{kind}")
-    parts, near = partitions(layout.cfg), layout.cfg.dedup == "near"
-    index = read_array(path, "<i8", 0, 2 * (parts + 1))
-    size = path.stat().st_size // 8 - 2 * (parts + 1)
-    mine, theirs = index[: parts + 1], index[parts + 1 :]
-    if (len(index) != 2 * (parts + 1) or mine[0] != 0 or theirs[0] != 0 or np.any(np.diff(mine) < 0)
-            or np.any(np.diff(theirs) < 0) or size != 2 * int(mine[-1]) + (2 if near else 1) * int(theirs[-1])):
-        raise changed(path, f"its index of {parts} partitions does not match its {size} hashes and references")
-    at = 2 * (parts + 1)
-    if candidates:
-        lo, hi, count = int(mine[p]), int(mine[p + 1]), int(mine[-1])
-        refs = read_array(path, "<u8", at + count + lo, at + count + hi)
-    else:
-        at += 2 * int(mine[-1])
-        lo, hi, count = int(theirs[p]), int(theirs[p + 1]), int(theirs[-1])
-        refs = read_array(path, "<u8", at + count + lo, at + count + hi) if near else np.zeros(0, np.uint64)
+    parts, near = layout.partitions, layout.cfg.dedup == "near"
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size // 8 - 2 * (parts + 1)
+        index = read_items(f, "<i8", 0, 2 * (parts + 1))
+        mine, theirs = index[: parts + 1], index[parts + 1 :]
+        if (len(index) != 2 * (parts + 1) or mine[0] != 0 or theirs[0] != 0 or np.any(np.diff(mine) < 0)
+                or np.any(np.diff(theirs) < 0) or size != 2 * int(mine[-1]) + (2 if near else 1) * int(theirs[-1])):
+            raise changed(path, f"its index of {parts} partitions does not match its {size} hashes and references")
+        at = 2 * (parts + 1) + (0 if candidates else 2 * int(mine[-1]))
+        offsets = mine if candidates else theirs
+        lo, hi, count = int(offsets[p]), int(offsets[p + 1]), int(offsets[-1])
+        hashes = read_items(f, "<u8", at + lo, hi - lo)
+        refs = read_items(f, "<u8", at + count + lo, hi - lo) if candidates or near else np.zeros(0, np.uint64)
     if np.any((refs >> np.uint64(LOCAL_BITS)) >= np.uint64(documents)):
         raise changed(path, f"a record names a document beyond its {documents}")
-    return read_array(path, "<u8", at + lo, at + hi), refs
+    return hashes, refs
+
+
+def read_items(f, dtype: str, at: int, count: int) -> np.ndarray:
+    """Items [at, at + count) of 8 bytes of an open file, as a writable array (shorter at the file's end)."""
+    f.seek(8 * at)
+    data = bytearray(8 * count)
+    return np.frombuffer(data, dtype)[: f.readinto(data) // 8]

@@ -218,7 +218,8 @@ class BuildTasks:
         self.layout = Layout(cfg, str(stage), engine.worker_threads(cfg.threads, len(self.shards)),
                              content_length=lengths.content, window_length=lengths.window, doc_eos=lengths.doc_eos,
                              format_version=format_version(ids.vocab_size), prefix=lengths.prefix,
-                             suffix=lengths.suffix, modes=lengths.modes)
+                             suffix=lengths.suffix, modes=lengths.modes,
+                             partitions=contamination.partitions(cfg, corpus.bytes))
         (stage / STAGING).mkdir()
         # tasks on Ray nodes that share no disk with this process (which stages a build to object storage) are detached
         self.staging = Staging(stage, engine, detached=not engine.shares_disk and stages_apart,
@@ -315,7 +316,7 @@ class BuildTasks:
         for s, shard in enumerate(fates):
             self.staging.stage_file(f"shard-{s:06d}.{contamination.FATES}", shard.astype(np.uint8).tobytes())
         bases = tuple(np.concatenate([[0], np.cumsum([len(f) for f in fates], dtype=np.int64)]).tolist())
-        tasks = [contamination.MatchTask(self.layout, p, bases) for p in range(contamination.partitions(self.cfg))]
+        tasks = [contamination.MatchTask(self.layout, p, bases) for p in range(self.layout.partitions)]
         with TaskRun(*self.staging.calls(contamination.range_matches, tasks), engine=self.engine) as run:
             for index, answer in run:
                 run.results[index] = None  # held once, in the sums

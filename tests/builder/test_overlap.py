@@ -359,14 +359,15 @@ def selection_of(tmp_path: Path, cfg, results: list[dict]):
     from mlmprep.builder.selection import Selection
     from mlmprep.builder.staged import STAGING, Layout
 
-    layout = Layout(cfg, str(tmp_path), 1, content_length=32, window_length=32, doc_eos=1, format_version=3)
+    layout = Layout(cfg, str(tmp_path), 1, content_length=32, window_length=32, doc_eos=1, format_version=3,
+                    partitions=partitions(cfg, 0))
     (tmp_path / STAGING).mkdir(exist_ok=True)
 
     def matches(fates):
         for s, shard in enumerate(fates):
             (tmp_path / STAGING / f"shard-{s:06d}.{FATES}").write_bytes(shard.tobytes())
         bases = tuple(np.concatenate([[0], np.cumsum([len(f) for f in fates])]).tolist())
-        for p in range(partitions(cfg)):
+        for p in range(layout.partitions):
             yield range_matches(MatchTask(layout, p, bases))
         for name in scratch_names(len(fates), cfg):
             (tmp_path / STAGING / name).unlink()
