@@ -231,7 +231,7 @@ class BuildConfig:
                                 "holds the duplicate pairs alone, not every document's keys (0: all in the driver; "
                                 "see docs/dedup.md for memory and disk per million documents). --decontaminate "
                                 "matches the validation set against training in as many tasks (0: one per 64 MB of "
-                                "corpus, 2 to 8). Never changes the output.", panel="Speed")
+                                "corpus, up to 8). Never changes the output.", panel="Speed")
     chunk_chars: int = 1 << 20  # config file only: characters of text per tokenize/mask/write chunk, bounding memory
 
     def __post_init__(self) -> None:

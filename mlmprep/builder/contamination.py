@@ -17,7 +17,7 @@ of every shard's files: the range's validation hashes go into a hash table (_ded
 The driver sums the answers (overlap.Matches) and moves documents round after round (overlap.decontaminate): the same
 documents, measures and bytes as matching every hash at once. A candidate dropped as a duplicate is neither side.
 
-Partitions: --dedup-partitions, or without it one per PARTITION_BYTES of the corpus, 2 to PARTITIONS (partitions;
+Partitions: --dedup-partitions, or without it one per PARTITION_BYTES of the corpus, 1 to PARTITIONS (partitions;
 Layout.partitions). A task holds its range of the validation candidates'
 hashes (16 bytes each, and a table of 16 to 32 bytes per hash) and one shard's range of training's. Staged until
 the tasks are done, in the build's staging directory (removed with it on any failure): 8 bytes per n-gram and per
@@ -45,11 +45,10 @@ FATES = "fates"  # suffix of the shards' fates, which the driver stages for the 
 
 def partitions(cfg: BuildConfig, corpus_bytes: int) -> int:
     """The partition tasks of decontamination: --dedup-partitions, or one per PARTITION_BYTES of the corpus (of
-    unknown size: PARTITIONS), 2 to PARTITIONS: a run of one task runs in the driver, which would load Numba. Never
-    changes the output."""
+    unknown size: PARTITIONS), 1 to PARTITIONS. Never changes the output."""
     if cfg.dedup_partitions:
         return cfg.dedup_partitions
-    return min(PARTITIONS, max(2, corpus_bytes // PARTITION_BYTES)) if corpus_bytes else PARTITIONS
+    return min(PARTITIONS, max(1, corpus_bytes // PARTITION_BYTES)) if corpus_bytes else PARTITIONS
 
 
 def stage_hashes(layout: Layout, index: int, result: dict) -> dict:
