@@ -446,6 +446,10 @@ MUTANTS = [
     Mutant("decontaminate-scratch-kept", "mlmprep.builder.run:BuildTasks.contamination_matches",  # staged till the end
            "        self.staging.drop(contamination.scratch_names(len(self.shards), self.cfg))\n", "",
            ("tests/builder/test_overlap.py::test_the_partition_tasks_files_are_removed_once_they_are_done",)),
+    Mutant("decontaminate-task-in-driver", "mlmprep.builder.engine.local:LocalEngine.results",  # the driver loads Numba
+           "if self.processes(len(run.calls)) == 1 and POOLS.get(self) is None:",
+           "if self.processes(len(run.calls)) == 1:",
+           ("tests/builder/test_engine.py::test_the_driver_of_a_build_on_workers_never_loads_numba_or_pyarrow",)),
     Mutant("decontaminate-zero-hash-empty", "mlmprep.builder._dedup_kernels:key_slots",  # the hash 0 taken for empty
            "        if h == 0:\n            slots[i] = table.size\n            continue\n", "",
            ("tests/builder/test_overlap.py::test_the_driver_holds_counts_not_hashes_and_moves_what_matching_every_hash_at_once_moves",)),
