@@ -16,10 +16,10 @@ The MinHash kernels against datatrove's are measured apart, by the kernels' own 
 --scale-mb N: a generated corpus of N MB and one of N/10 MB (numpy, seconds; a tenth of the documents exact copies
 and a twentieth near copies of earlier ones), each built with --dedup exact and near, in the driver and in
 --partitions partitions (--dedup-partitions), each in a child process in turn; the wall and CPU time, the peak
-memory (VmHWM) of the driver and of the largest worker, and the partitions' scratch disk at its most: the figure
-"peak at N / at N/10" says whether memory grows with the corpus, and the driver's growth per million documents is
-what dedup holds there (the rest of a build streams), with --no-decontaminate dedup's alone (decontamination, on by
-default, also holds the validation candidates' hashes there).
+memory (VmHWM) of the driver and of the largest worker, and the partitions' scratch disk at its most (dedup's and
+decontamination's staged files): the figure "peak at N / at N/10" says whether memory grows with the corpus, and the
+driver's growth per million documents is what dedup and decontamination (on by default, also in partition tasks:
+mlmprep.builder.contamination) hold there (the rest of a build streams); --no-decontaminate leaves dedup's alone.
 --write-docs writes the figures into the `dedup` section of docs/benchmarks.md.
 """
 
@@ -43,6 +43,7 @@ from benchmarks.common import CORPORA, Figure, best_of_each, print_figures, rati
 EXACT_TARGET = 1.05  # build time with --dedup exact / with --dedup off
 NEAR_TARGET = 1.30  # with --dedup near / off
 SHINGLE = 32  # tokens per shingle of the leakage figure
+SCRATCH = (".dedup", ".sig", ".grams", ".runs", ".fates")  # the partition tasks' staged files
 WORDS = ("river mountain library window teacher garden morning journey silver quiet ancient message build train "
          "token span model data cache seed epoch batch mask corpus walked carried opened noticed remembered "
          "explained measured wrote sang followed quickly slowly carefully often never always nearly together the "
@@ -255,7 +256,7 @@ def measured_build(options: dict) -> dict:
             except (OSError, StopIteration):  # ended while being read
                 pass
         try:
-            scratch = max(scratch, sum(p.stat().st_size for p in stage.iterdir() if p.suffix in (".dedup", ".sig")))
+            scratch = max(scratch, sum(p.stat().st_size for p in stage.iterdir() if p.suffix in SCRATCH))
         except OSError:  # no stage yet, or a file removed while listed
             pass
         time.sleep(0.5)
@@ -273,8 +274,7 @@ def measured_build(options: dict) -> dict:
 def run_scale(megabytes: float, tokenizer: str | None, workers: int, partitions: int,
               decontaminate: bool = True) -> dict:
     """The scale mode (see the module docstring): corpora of `megabytes` and a tenth of it, exact and near, each in
-    the driver and in `partitions` partitions, in turn (without decontamination: the driver's figures dedup's
-    alone)."""
+    the driver and in `partitions` partitions, in turn (without `decontaminate`: the figures dedup's alone)."""
     from mlmprep.tokenizer.train import train_tokenizer
 
     result = {"scale_mb": megabytes, "partitions": partitions, "decontaminate": decontaminate, "runs": {}}

@@ -57,7 +57,8 @@ APPLIES_WITH = {
     "paragraph_threshold": ("--dedup-paragraphs", lambda c: c["dedup_paragraphs"]),
     "decontaminate_threshold": ("--decontaminate", lambda c: c["decontaminate"]),
     "exclude_min_words": ("--exclude", lambda c: bool(c["exclude"])),
-    "dedup_partitions": ("--dedup exact or near", lambda c: c["dedup"] != "off"),
+    "dedup_partitions": ("--dedup exact or near, or --decontaminate",
+                         lambda c: c["dedup"] != "off" or c["decontaminate"]),
     **{key: ("--dedup near", lambda c: c["dedup"] == "near")
        for key in ("dedup_threshold", "dedup_ngram", "dedup_bands", "dedup_rows")},
 }
@@ -228,8 +229,9 @@ class BuildConfig:
     dedup_partitions: int = opt(0, "--dedup exact or near: find the duplicates in this many tasks on the workers, "
                                 "each over a range of keys that the reading tasks stage to disk, so that the driver "
                                 "holds the duplicate pairs alone, not every document's keys (0: all in the driver; "
-                                "see docs/dedup.md for memory and disk per million documents). Never changes the "
-                                "output.", panel="Speed")
+                                "see docs/dedup.md for memory and disk per million documents). --decontaminate "
+                                "matches the validation set against training in as many tasks (0: one per 64 MB of "
+                                "corpus, up to 8). Never changes the output.", panel="Speed")
     chunk_chars: int = 1 << 20  # config file only: characters of text per tokenize/mask/write chunk, bounding memory
 
     def __post_init__(self) -> None:

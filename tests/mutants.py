@@ -416,14 +416,15 @@ MUTANTS = [
            "shard_documents(reads[s], CorpusStats()", "shard_documents(TokenizeTask(reads[s].layout, reads[s].shard), "
            "CorpusStats()", ("tests/builder/test_overlap.py::test_the_same_bytes_on_one_worker_and_on_two",)),
     Mutant("decontaminate-threshold-inclusive", "mlmprep.builder.overlap:decontaminate",  # at 0, every document moves
-           "more = validation & ~moved & (share > threshold)", "more = validation & ~moved & (share >= threshold)",
+           "(found / np.maximum(counts, 1) > threshold)", "(found / np.maximum(counts, 1) >= threshold)",
            ("tests/builder/test_overlap.py::test_decontamination_moves_what_a_brute_force_reference_moves",)),
     Mutant("decontaminate-one-round", "mlmprep.builder.overlap:decontaminate",  # moved documents are not training text
-           "        moved |= more\n", "        return more\n",
+           "        moved |= more\n", "        moved |= more\n        break\n",
            ("tests/builder/test_overlap.py::test_a_document_moved_to_training_can_take_another_with_it",)),
-    Mutant("decontaminate-dropped-are-training", "mlmprep.builder.selection:Selection.decontaminate",  # dropped copies count
-           "decontaminate(fates == VALIDATION, fates == TRAIN,", "decontaminate(fates == VALIDATION, fates != VALIDATION,",
-           ("tests/builder/test_overlap.py::test_decontamination_moves_what_a_brute_force_reference_moves",)),
+    Mutant("decontaminate-dropped-are-training", "mlmprep.builder.contamination:kind_matches",  # dropped copies count
+           "trained.append(hashes[fate == TRAIN])", "trained.append(hashes[fate != VALIDATION])",
+           ("tests/builder/test_overlap.py::test_the_driver_holds_counts_not_hashes_and_moves_what_matching_every_hash_at_once_moves",
+            "tests/builder/test_overlap.py::test_decontamination_moves_what_a_brute_force_reference_moves")),
     Mutant("decontaminate-validation-not-waiting", "mlmprep.builder.run:BuildTasks.shard_read",  # validation files early
            "sides = SIDES[:1] if waits else SIDES", "sides = SIDES",
            ("tests/builder/test_overlap.py::test_decontamination_moves_what_a_brute_force_reference_moves",)),
@@ -437,16 +438,35 @@ MUTANTS = [
     Mutant("decontaminate-held-picks-by-shard-index", "mlmprep.builder.selection:Selection.staged_picks",  # apart files
            "return np.searchsorted(self.candidates[s], picked) if", "return picked if",  # read at the shard's numbers
            ("tests/builder/test_overlap.py::test_decontamination_moves_what_a_brute_force_reference_moves",)),
-    Mutant("decontaminate-trained-sets-ignored", "mlmprep.builder.overlap:validation_hashes",  # the shards' sets unread
-           "    for known in trained:\n        hit |= member(table, known)\n", "",
-           ("tests/builder/test_overlap.py::test_decontamination_moves_what_a_brute_force_reference_moves",)),
-    Mutant("decontaminate-near-copies-are-training", "mlmprep.builder.selection:Selection.trained",  # dropped count
-           "self.fates[s][others] == TRAIN", "self.fates[s][others] != VALIDATION",
+    Mutant("decontaminate-last-shard-unread", "mlmprep.builder.contamination:kind_matches",  # a shard's training unread
+           "for s in range(len(bases) - 1):  # training's", "for s in range(len(bases) - 2):  # training's",
+           ("tests/builder/test_overlap.py::"
+            "test_the_driver_holds_counts_not_hashes_and_moves_what_matching_every_hash_at_once_moves",)),
+    Mutant("decontaminate-near-copies-are-training", "mlmprep.builder.contamination:kind_matches",  # dropped count
+           "(refs >> np.uint64(LOCAL_BITS)).astype(np.int64)] == TRAIN]", "(refs >> np.uint64(LOCAL_BITS)).astype(np.int64)] != VALIDATION]",
            ("tests/builder/test_overlap.py::test_a_validation_documents_dropped_near_copy_does_not_contaminate_it",)),
-    Mutant("decontaminate-spill-unread", "mlmprep.builder.selection:Selection.trained",  # the shards' sets lost
-           'return unspilled(result.pop(f"trained_{kind}"))', "return np.zeros(0, np.uint64)",
-           ("tests/builder/test_overlap.py::test_the_driver_holds_the_validation_sets_hashes_and_spills_the_rest",
-            "tests/builder/test_overlap.py::test_decontamination_moves_what_a_brute_force_reference_moves")),
+    Mutant("decontaminate-a-range-unmatched", "mlmprep.builder.run:BuildTasks.contamination_matches",  # one task left out
+           "for p in range(self.layout.partitions)]", "for p in range(1, self.layout.partitions)]",
+           ("tests/builder/test_overlap.py::test_decontamination_moves_what_a_brute_force_reference_moves",)),
+    Mutant("decontaminate-rounds-see-no-moved-text", "mlmprep.builder.overlap:decontaminate",  # rounds repeat the first
+           "        found += np.bincount(owners[new], minlength=len(counts))\n", "",
+           ("tests/builder/test_overlap.py::test_a_document_moved_to_training_can_take_another_with_it",)),
+    Mutant("decontaminate-shared-by-one-document", "mlmprep.builder.contamination:held_by_two",  # sharing lost
+           "np.repeat(docs[starts] != docs[ends - 1], ends - starts)", "np.repeat(docs[starts] == docs[ends - 1], ends - starts)",
+           ("tests/builder/test_overlap.py::test_a_document_moved_to_training_can_take_another_with_it",)),
+    Mutant("decontaminate-scratch-kept", "mlmprep.builder.run:BuildTasks.contamination_matches",  # staged till the end
+           "        self.staging.drop(contamination.scratch_names(len(self.shards), self.cfg))\n", "",
+           ("tests/builder/test_overlap.py::test_the_partition_tasks_files_are_removed_once_they_are_done",)),
+    Mutant("decontaminate-task-in-driver", "mlmprep.builder.engine.local:LocalEngine.results",  # the driver loads Numba
+           "if self.processes(len(run.calls)) == 1 and POOLS.get(self) is None:",
+           "if self.processes(len(run.calls)) == 1:",
+           ("tests/builder/test_engine.py::test_the_driver_of_a_build_on_workers_never_loads_numba_or_pyarrow",)),
+    Mutant("decontaminate-zero-hash-empty", "mlmprep.builder._dedup_kernels:key_slots",  # the hash 0 taken for empty
+           "        if h == 0:\n            slots[i] = table.size\n            continue\n", "",
+           ("tests/builder/test_overlap.py::test_the_driver_holds_counts_not_hashes_and_moves_what_matching_every_hash_at_once_moves",)),
+    Mutant("decontaminate-bucket-unstable", "mlmprep.builder._dedup_kernels:bucket_records",  # references mixed up
+           "            out_refs[at[p]] = refs[i]", "            out_refs[at[p]] = refs[keys.size - 1 - i]",
+           ("tests/builder/test_overlap.py::test_the_driver_holds_counts_not_hashes_and_moves_what_matching_every_hash_at_once_moves",)),
     Mutant("decontaminate-driver-shard-untrimmed", "mlmprep.builder.pipeline:hash_shard",  # hashed as read, not trimmed
            "for docs in shard_documents(task, CorpusStats()", "for docs in shard_documents(replace(task, removed=None), "
            "CorpusStats()", ("tests/builder/test_overlap.py::test_a_shard_hashed_again_has_the_hashes_of_its_reading",)),
@@ -516,10 +536,10 @@ MUTANTS = [
            "return batches",
            ("tests/builder/test_exclude.py::test_a_build_with_exclude_is_the_build_of_the_pieces",)),
     Mutant("contamination-gpt3-any", "mlmprep.builder.overlap:measures",  # two shared n-grams needed, not one
-           "minlength=len(documents)) > 0", "minlength=len(documents)) > 1",
+           "np.count_nonzero((found > 0) & documents)", "np.count_nonzero((found > 1) & documents)",
            ("tests/builder/test_overlap.py::test_the_measures_count_one_shared_n_gram_and_each_covered_token_once",)),
     Mutant("contamination-after-without-moved", "mlmprep.builder.overlap:decontaminate",  # moved text not training after
-           "        found = found | moved_in(grams, moved)\n", "",
+           "        set_bits(after_bits, positions[member(hashes, distinct(hashes[moved[owners]]))])\n", "",
            ("tests/builder/test_overlap.py::test_a_document_moved_to_training_can_take_another_with_it",)),
     Mutant("member-right-side", "mlmprep.builder.overlap:member",  # an equal value is looked for one place too far
            "np.searchsorted(table, values)", "np.searchsorted(table, values, side=\"right\")",

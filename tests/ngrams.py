@@ -89,6 +89,41 @@ def measures(validation: list[str], training: list[str], tokens_of) -> dict[str,
             "tokens": sum(len(tokens_of(doc)) for doc in validation), "tokens_in_match": covered}
 
 
+def hashed_decontamination(sides: list[str], grams: list[list[int]], threshold: float,
+                           windows: tuple[list[list[int]], list[int]] | None = None) -> tuple[list[bool], dict, dict]:
+    """decontaminated on hashes given per document (sides: "train", "validation" or "dropped"), all at once in Python
+    sets: (moved, the measures before, after) as the build states them; `windows`: each document's token-window
+    hashes (a window of MATCH tokens at each token) and its tokens, for Lee et al.'s measure."""
+    runs, lengths = windows if windows is not None else ([[] for _ in sides], [0] * len(sides))
+
+    def training(per_doc: list[list[int]], moved: list[bool]) -> set[int]:
+        return {h for doc, side, m in zip(per_doc, sides, moved) if side == "train" or m for h in doc}
+
+    def measured(left: list[int], moved: list[bool]) -> dict[str, int]:
+        trained_grams, trained_runs, covered = training(grams, moved), training(runs, moved), 0
+        for d in left:
+            inside = set()
+            for i, h in enumerate(runs[d]):
+                if h in trained_runs:
+                    inside.update(range(i, i + MATCH))
+            covered += len(inside)
+        out = {"documents": len(left),
+               "documents_with_ngram": sum(any(h in trained_grams for h in grams[d]) for d in left)}
+        return out | ({"tokens": sum(lengths[d] for d in left), "tokens_in_match": covered} if windows else {})
+
+    moved = [False] * len(sides)
+    while True:
+        trained = training(grams, moved)
+        more = [d for d, side in enumerate(sides) if side == "validation" and not moved[d]
+                and sum(h in trained for h in grams[d]) / max(len(grams[d]), 1) > threshold]
+        if not more:
+            break
+        for d in more:
+            moved[d] = True
+    held = [d for d, side in enumerate(sides) if side == "validation"]
+    return moved, measured(held, [False] * len(sides)), measured([d for d in held if not moved[d]], moved)
+
+
 def evaluation_grams(texts: list[str], fewest: int = 8) -> set[tuple[str, ...]]:
     """The n-grams --exclude looks for, as Megatron's filter_ngrams builds them from task texts: a text's 13-grams,
     or, for a text of fewer words but at least `fewest`, the text's words whole; nothing of a shorter one."""

@@ -412,3 +412,62 @@ def join_pairs(a, b, parent):
     """Union a[i] and b[i] for every i: the driver's join of the partitions' links."""
     for i in range(a.size):
         _union(parent, a[i], b[i])
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _partition(key, parts):
+    """floor(top 32 bits of key x parts / 2**32): dedup_partitions.partition_of for one key."""
+    return np.int64(((key >> U32) * np.uint64(parts)) >> U32)
+
+
+@njit(cache=True, nogil=True)
+def bucket_records(keys, refs, parts, offsets, out_keys, out_refs):
+    """A counting sort of records (keys[i], and refs[i] unless refs is empty) by the partition of their key, stable:
+    out_keys (and out_refs) hold partition 0's records in order, then 1's, ...; offsets [parts + 1] where each
+    starts. Two passes over the keys, no comparison sort."""
+    offsets[:] = 0
+    for i in range(keys.size):
+        offsets[_partition(keys[i], parts) + 1] += 1
+    for p in range(parts):
+        offsets[p + 1] += offsets[p]
+    at = offsets[:-1].copy()
+    for i in range(keys.size):
+        p = _partition(keys[i], parts)
+        out_keys[at[p]] = keys[i]
+        if refs.size:
+            out_refs[at[p]] = refs[i]
+        at[p] += 1
+
+
+@njit(cache=True, nogil=True)
+def key_slots(keys, table, slots):
+    """Insert every key into `table` (uint64 open addressing, a power of two in size, 0: empty; linear probing,
+    at most half full: the caller sizes it) and note each one's slot in `slots`; the key 0 has slot table.size."""
+    mask = np.uint64(table.size - 1)
+    for i in range(keys.size):
+        h = keys[i]
+        if h == 0:
+            slots[i] = table.size
+            continue
+        j = h & mask  # the keys are SplitMix64 outputs: their low bits are as good as any
+        while table[j] != 0 and table[j] != h:
+            j = (j + np.uint64(1)) & mask
+        table[j] = h
+        slots[i] = np.int64(j)
+
+
+@njit(cache=True, nogil=True)
+def mark_found(keys, table, found):
+    """found[slot] = True for the slot of every key of `keys` that `table` holds (key_slots); the others are let
+    be: one probe or a few each."""
+    mask = np.uint64(table.size - 1)
+    for h in keys:
+        if h == 0:
+            found[table.size] = True
+            continue
+        j = h & mask
+        while table[j] != 0:
+            if table[j] == h:
+                found[j] = True
+                break
+            j = (j + np.uint64(1)) & mask

@@ -284,12 +284,15 @@ class Staging:
         """Stage `shard`'s document numbers on `sides` (`shard-N.train`, `shard-N.validation`, `shard-N.moved`), which
         phase 2 reads; detached, they travel as a payload of their own."""
         for side in sides:
-            name = f"{STAGING}/shard-{shard:06d}.{side}"
-            data = selection.staged_picks(shard, side).tobytes()
-            if self.detached:
-                self.held[name] = self.engine.put({name: data})
-            else:
-                (self.stage / name).write_bytes(data)
+            self.stage_file(f"shard-{shard:06d}.{side}", selection.staged_picks(shard, side).tobytes())
+
+    def stage_file(self, name: str, data: bytes) -> None:
+        """Stage a file the driver makes (a name in the staging subfolder) for tasks to read; detached, it travels as
+        a payload of its own."""
+        if self.detached:
+            self.held[f"{STAGING}/{name}"] = self.engine.put({f"{STAGING}/{name}": data})
+        else:
+            (self.stage / STAGING / name).write_bytes(data)
 
     def let_go(self, shards: Iterable[int]) -> None:
         """Drop the staged token files of `shards`, which no output file still to write reads."""

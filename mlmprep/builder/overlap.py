@@ -19,7 +19,10 @@ Contamination is measured two standard ways on the validation documents: the sha
 (GPT-3's), and the share of their tokens inside a run of MATCH_TOKENS tokens that also occurs in training (Lee
 et al. 2022's exact-substring measure, on token windows). Decontamination moves every validation document with
 more than --decontaminate-threshold of its n-grams in training to training (nothing is lost), again and again
-until none is left over the threshold, so a document moved makes its own n-grams training text too.
+until none is left over the threshold, so a document moved makes its own n-grams training text too. The hashes are
+matched a range at a time by partition tasks (mlmprep.builder.contamination); the driver sums their answers
+(Matches) and makes the rounds and measures from those (decontaminate): counts, a bit per window, and the hashes that
+two or more validation documents share, which are all a round needs.
 
 Exclusion (GPT-3's filter) cuts out of a document the text around each of its n-grams found in the evaluation
 sets, EXCLUDE_MARGIN characters on each side; cut_matches is the one place that knows what it removes. As
@@ -38,6 +41,7 @@ from typing import NamedTuple
 import numpy as np
 
 from mlmprep.builder.filters import excerpt
+from mlmprep.errors import CacheError
 
 NGRAM = 13  # words per n-gram
 MATCH_TOKENS = 50  # tokens of an exact match (Lee et al.)
@@ -186,53 +190,90 @@ def trimmed(batches: Iterable[list[str]], removed: np.ndarray, counts: dict, dro
 # ------------------------------------------------------------------------------------------ contamination
 
 
-def decontaminate(validation: np.ndarray, training: np.ndarray, hashes: np.ndarray, counts: np.ndarray,
-                  threshold: float, windows: tuple | None = None, trained: Iterable[np.ndarray] = ()
-                  ) -> tuple[np.ndarray, dict[str, int], dict[str, int]]:
-    """(bool [documents]: the validation documents to move to training, the measures before, after).
+class Matches:
+    """What the partition tasks (mlmprep.builder.contamination) found of the validation candidates' hashes in
+    training, summed in the driver as each task's answer comes in: per candidate, its n-grams found (a count), and
+    with `window_counts` (per candidate) a bit per token window, set when it was found; and the occurrences not found
+    whose hash two or more validation documents hold (hash, and the candidate or window), which become training
+    text when one of those documents moves. Candidates by their ordinal in corpus order (`documents`: their global
+    numbers, increasing)."""
 
-    A validation document moves when more than `threshold` of its n-grams (hashes, counts per document) are
-    training's: the `training` documents' or in a set of `trained` (sorted, distinct: the hashes of training
-    documents not given one by one, each set taken in turn, once: they may be read from disk as they come); again
-    until none is left, training taking each round's moved documents. The
-    measures (see measures) are of the validation documents against training before, and of those left against
-    training and the moved after; `windows`: (hashes, counts, tokens) per document and, optionally, sets of
-    trained windows, for Lee et al.'s. The training hashes are looked up among the validation's few (a binary
-    search each), the sets by a binary search of each validation hash; the rounds look at the validation
-    documents' alone."""
-    grams = validation_hashes(validation, training, hashes, counts, trained)
-    found, moved = grams[2], np.zeros(len(counts), bool)
+    def __init__(self, documents: np.ndarray, window_counts: np.ndarray | None = None):
+        self.documents = documents
+        self.found = np.zeros(len(documents), np.int64)
+        self.shared: list[tuple[np.ndarray, np.ndarray]] = []  # n-grams: (hashes, candidates)
+        self.window_starts = starts_of(window_counts) if window_counts is not None else None
+        self.bits = np.zeros((int(self.window_starts[-1]) + 7) // 8 if window_counts is not None else 0, np.uint8)
+        self.shared_windows: list[tuple[np.ndarray, np.ndarray]] = []  # windows: (hashes, positions)
+
+    def add(self, answer: dict[str, dict[str, np.ndarray]]) -> None:
+        """Take one partition task's answer (contamination.range_matches)."""
+        grams = answer["grams"]
+        self.found += np.bincount(self.ordinals(grams["documents"]), minlength=len(self.documents))
+        self.shared.append((grams["shared_hashes"], self.ordinals(grams["shared_documents"])))
+        if self.window_starts is not None:
+            runs = answer["runs"]
+            set_bits(self.bits, self.positions(runs["documents"], runs["places"]))
+            self.shared_windows.append((runs["shared_hashes"],
+                                        self.positions(runs["shared_documents"], runs["shared_places"])))
+
+    def ordinals(self, documents: np.ndarray) -> np.ndarray:
+        """The candidates' ordinals of global document numbers; one that is no candidate's is a changed stage."""
+        at = np.searchsorted(self.documents, documents)
+        if np.any(at >= len(self.documents)) or np.any(self.documents[np.minimum(at, len(self.documents) - 1)]
+                                                       != documents):
+            raise CacheError("the staged hashes of decontamination name a document that is no validation candidate; "
+                             "the build's staging directory was changed while the build ran; run the build again")
+        return at
+
+    def positions(self, documents: np.ndarray, places: np.ndarray) -> np.ndarray:
+        """The windows' places among every candidate's windows, checked against each candidate's count."""
+        at = self.ordinals(documents)
+        if np.any(places >= np.diff(self.window_starts)[at]):
+            raise CacheError("the staged hashes of decontamination name a token window beyond its document's; the "
+                             "build's staging directory was changed while the build ran; run the build again")
+        return self.window_starts[at] + places
+
+
+def set_bits(bits: np.ndarray, positions: np.ndarray) -> None:
+    """Set bit `positions` of a bit array (uint8, little-endian bit order: np.unpackbits(..., bitorder="little"))."""
+    np.bitwise_or.at(bits, positions >> 3, np.left_shift(1, positions & 7).astype(np.uint8))
+
+
+def decontaminate(validation: np.ndarray, counts: np.ndarray, matches: Matches, threshold: float,
+                  lengths: np.ndarray | None = None) -> tuple[np.ndarray, dict[str, int], dict[str, int]]:
+    """(bool [candidates]: the validation documents to move to training, the measures before, after).
+
+    A validation document moves when more than `threshold` of its n-grams (`counts` per candidate) are training's
+    (matches.found); again until none is left, training taking each round's moved documents: their hashes that
+    other validation documents share (matches.shared) become found in those. The measures (see measures) are of
+    the validation documents against training before, and of those left against training and the moved after;
+    `lengths` (tokens per candidate, with windows in `matches`): Lee et al.'s too."""
+    hashes, owners = joined_pairs(matches.shared)
+    found, moved, counted = matches.found.copy(), np.zeros(len(counts), bool), np.zeros(len(hashes), bool)
     while True:
-        share = np.bincount(grams[1], weights=found, minlength=len(counts)) / np.maximum(counts, 1)
-        more = validation & ~moved & (share > threshold)
+        more = validation & ~moved & (found / np.maximum(counts, 1) > threshold)
         if not more.any():
             break
         moved |= more
-        found = found | moved_in(grams, moved)
-    runs = validation_hashes(validation, training, *windows[:2], *windows[3:]) if windows is not None else None
-    before = measures(validation, grams, grams[2], runs, runs[2] if runs else None, windows)
-    after = measures(validation & ~moved, grams, found, runs, runs[2] | moved_in(runs, moved) if runs else None,
-                     windows)
-    return moved, before, after
+        new = ~counted & member(hashes, distinct(hashes[moved[owners]]))
+        found += np.bincount(owners[new], minlength=len(counts))
+        counted |= new
+    before = measures(validation, matches.found, matches, matches.bits, lengths)
+    after_bits = None
+    if lengths is not None:
+        hashes, positions = joined_pairs(matches.shared_windows)
+        owners = np.searchsorted(matches.window_starts, positions, side="right") - 1
+        after_bits = matches.bits.copy()
+        set_bits(after_bits, positions[member(hashes, distinct(hashes[moved[owners]]))])
+    return moved, before, measures(validation & ~moved, found, matches, after_bits, lengths)
 
 
-def validation_hashes(validation: np.ndarray, training: np.ndarray, hashes: np.ndarray, counts: np.ndarray,
-                      trained: Iterable[np.ndarray] = ()) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(the validation documents' hashes in order, each one's document, whether it is training's: among the
-    training documents' hashes or in one of the sorted sets `trained`)."""
-    mine = hashes[np.repeat(validation, counts)]
-    train = hashes[np.repeat(training, counts)]
-    table = distinct(mine)
-    hit = member(table, distinct(train[member(train, table)]))
-    for known in trained:
-        hit |= member(table, known)
-    return mine, np.repeat(np.flatnonzero(validation), counts[validation]), hit[np.searchsorted(table, mine)]
-
-
-def moved_in(view: tuple[np.ndarray, np.ndarray, np.ndarray], moved: np.ndarray) -> np.ndarray:
-    """Whether each validation hash of `view` (validation_hashes) is among the moved documents'."""
-    mine, owner, _ = view
-    return member(mine, distinct(mine[moved[owner]]))
+def joined_pairs(pairs: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """(hashes, int64 owners) of the partitions' pairs, joined."""
+    if not pairs:
+        return np.zeros(0, np.uint64), np.zeros(0, np.int64)
+    return np.concatenate([h for h, _ in pairs]), np.concatenate([o for _, o in pairs])
 
 
 def distinct(values: np.ndarray) -> np.ndarray:
@@ -248,23 +289,43 @@ def member(values: np.ndarray, table: np.ndarray) -> np.ndarray:
     return table[np.minimum(np.searchsorted(table, values), len(table) - 1)] == values
 
 
-def measures(documents: np.ndarray, grams, found: np.ndarray, runs, matched: np.ndarray | None,
-             windows) -> dict[str, int]:
-    """GPT-3's and Lee et al.'s measures of `documents` (bool, validation documents): those with any n-gram found
-    in training; their tokens, and those inside a MATCH_TOKENS-token window found there."""
-    hit = np.bincount(grams[1][found], minlength=len(documents)) > 0
-    out = {"documents": int(documents.sum()), "documents_with_ngram": int((hit & documents).sum())}
-    if runs is not None:
-        docs = np.flatnonzero(documents)
-        out |= {"tokens": int(windows[2][docs].sum()),
-                "tokens_in_match": covered_tokens(matched[documents[runs[1]]], windows[1][docs], windows[2][docs])}
+def measures(documents: np.ndarray, found: np.ndarray, matches: Matches, bits: np.ndarray | None,
+             lengths: np.ndarray | None) -> dict[str, int]:
+    """GPT-3's and Lee et al.'s measures of `documents` (bool, validation documents among the candidates): those with
+    any n-gram found in training (`found`: per candidate); their tokens, and those inside a MATCH_TOKENS-token window
+    found there (`bits`: one per window)."""
+    out = {"documents": int(documents.sum()), "documents_with_ngram": int(np.count_nonzero((found > 0) & documents))}
+    if lengths is not None:
+        out |= {"tokens": int(lengths[documents].sum()),
+                "tokens_in_match": matched_tokens(bits, np.diff(matches.window_starts), lengths, documents)}
     return out
+
+
+CHUNK_TOKENS = 1 << 16  # tokens of validation documents matched_tokens takes at a time (a few MB of arrays)
+
+
+def matched_tokens(bits: np.ndarray, counts: np.ndarray, lengths: np.ndarray, documents: np.ndarray,
+                   k: int = MATCH_TOKENS) -> int:
+    """covered_tokens of the `documents` (bool, per candidate) whose windows' bits (one per window of every
+    candidate, packed) are set, about CHUNK_TOKENS tokens of candidates at a time, so the working arrays stay small
+    however large the validation set."""
+    tokens, windows = starts_of(lengths), starts_of(counts)
+    cuts = np.unique(np.concatenate([[0], np.searchsorted(tokens, np.arange(CHUNK_TOKENS, tokens[-1], CHUNK_TOKENS)),
+                                     [len(lengths)]]))
+    total = 0
+    for a, b in zip(cuts[:-1].tolist(), cuts[1:].tolist()):
+        lo, hi = int(windows[a]), int(windows[b])
+        matched = np.unpackbits(bits[lo >> 3 : (hi + 7) >> 3], bitorder="little")[lo & 7 : (lo & 7) + hi - lo]
+        picked = documents[a:b]
+        total += covered_tokens(matched.astype(bool)[np.repeat(picked, counts[a:b])], counts[a:b][picked],
+                                lengths[a:b][picked], k)
+    return total
 
 
 def covered_tokens(matched: np.ndarray, counts: np.ndarray, lengths: np.ndarray, k: int = MATCH_TOKENS) -> int:
     """How many tokens of the documents (lengths) lie inside a matched window (matched: their windows of k tokens
     one after another, counts per document): token t of a document is when a window from t - k + 1 to t is. In
-    NumPy over the tokens (the validation set's: few), so the driver never loads Numba."""
+    NumPy over the tokens, so the driver never loads Numba."""
     ends = np.cumsum(matched, dtype=np.int64)
     ends = np.concatenate([np.zeros(1, np.int64), ends])  # matched windows before each
     first = np.repeat(starts_of(counts)[:-1], lengths)  # the document's first window, per token

@@ -2,7 +2,8 @@
 
 Phase 1, one task per input shard (`tokenize_shard`): read, clean and tokenize the shard; write its token ids
 (int32) and document lengths (int64) to the staging directory; return its counts and each document's content key
-(and MinHash signature with --dedup near; n-gram and token-window hashes with --decontaminate). With --dedup-
+(and MinHash signature with --dedup near); with --decontaminate, stage its documents' n-gram and token-window hashes
+for the partition tasks that match the validation set against training (mlmprep.builder.contamination). With --dedup-
 paragraphs a pass before it (`scan_shard`) hashes every shard's lines for the driver, which chooses in corpus order
 the lines each phase-1 task then leaves out (mlmprep.builder.overlap). For `--method text` it writes the cleaned
 text instead (UTF-32, so any character range is one seek). The driver then decides each document's fate
@@ -40,6 +41,7 @@ import numpy as np
 from mlmprep import storage
 from mlmprep.builder import mask
 from mlmprep.builder.clean import clean_texts
+from mlmprep.builder.contamination import stage_hashes
 from mlmprep.builder.dedup_partitions import partitioned, stage_keys
 from mlmprep.builder.denoisers import SeedRows, row_offsets
 from mlmprep.builder.dropped import DRIVER_FILES, ShardDrops
@@ -48,12 +50,7 @@ from mlmprep.builder.engine.local import PRELOAD_TOKENIZER, in_forkserver
 from mlmprep.builder.filters import Removals, add_totals, filter_texts
 from mlmprep.builder.masker import Masker, mask_part
 from mlmprep.builder.overlap import Evaluation, excluded, exclusion_table, line_hashes, trimmed, window_hashes
-from mlmprep.builder.selection import (
-    SIDES,
-    document_keys,
-    held_documents,
-    split_hashes,
-)
+from mlmprep.builder.selection import SIDES, document_keys, held_documents
 from mlmprep.builder.side_rows import Plan, doc_windows, piece, seed_stream_rows, stored_rows, stream_windows
 from mlmprep.builder.staged import (
     FETCHED,
@@ -332,7 +329,7 @@ def tokenize_shard(task: TokenizeTask) -> dict:
               **({"lines": lines} if task.removed is not None else {}),
               **({"excluded": cut} if task.excluded is not None else {}),
               **({"documents_read": drops.read} if drops is not None else {})}
-    return split_hashes(result, cfg) if hashed else result
+    return stage_hashes(layout, index, result) if hashed else result
 
 
 def joined(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
@@ -342,8 +339,8 @@ def joined(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
 
 def hash_shard(task: TokenizeTask) -> dict:
     """--decontaminate, for a shard the driver tokenized without hashing (so that it never loads Numba): the shard
-    read again as phase 1 read it, and what split_hashes returns of its documents' n-grams and staged token
-    windows."""
+    read again as phase 1 read it, its documents' n-grams and staged token windows staged for the partition tasks,
+    and what contamination.stage_hashes returns of them."""
     cfg, index = task.layout.cfg, task.shard.index
     read_urls_with_options(cfg)
     ignored = {key: 0 for key in ("documents_emptied", "lines_removed", *EXCLUDED)}
@@ -354,8 +351,8 @@ def hash_shard(task: TokenizeTask) -> dict:
         lengths = read_array(task.layout.staged(f"shard-{index:06d}.lens"), np.int64)
         ids = read_array(task.layout.staged(f"shard-{index:06d}.ids"), np.int32)
         result["windows"], result["window_counts"] = window_hashes(ids, lengths)
-    return {key: value for key, value in split_hashes(result, cfg).items() if key not in ("keys", "doc_chars",
-                                                                                         "signatures")}
+    return {key: value for key, value in stage_hashes(task.layout, index, result).items()
+            if key not in ("keys", "doc_chars", "signatures")}
 
 
 def describe_documents(docs: list[str], cfg: BuildConfig, hashed: bool) -> dict[str, np.ndarray]:

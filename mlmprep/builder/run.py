@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from mlmprep import storage
-from mlmprep.builder import dropped, mask
+from mlmprep.builder import contamination, dropped, mask
 from mlmprep.builder.dedup_partitions import PartitionTask, joined_links, partition_links, scratch_names
 from mlmprep.builder.denoisers import add_mode_tokens, mode_tokens
 from mlmprep.builder.destination import build_destination
@@ -217,7 +217,8 @@ class BuildTasks:
         self.layout = Layout(cfg, str(stage), engine.worker_threads(cfg.threads, len(self.shards)),
                              content_length=lengths.content, window_length=lengths.window, doc_eos=lengths.doc_eos,
                              format_version=format_version(ids.vocab_size), prefix=lengths.prefix,
-                             suffix=lengths.suffix, modes=lengths.modes)
+                             suffix=lengths.suffix, modes=lengths.modes,
+                             partitions=contamination.partitions(cfg, corpus.bytes))
         (stage / STAGING).mkdir()
         # tasks on Ray nodes that share no disk with this process (which stages a build to object storage) are detached
         self.staging = Staging(stage, engine, detached=not engine.shares_disk and stages_apart,
@@ -226,7 +227,7 @@ class BuildTasks:
         self.files = {side: OutputFiles(self.layout, lengths.rows_per_file, len(self.shards),
                                         tuple(mask.row_seed(cfg.seed, k) for k in range(cfg.seeds)),
                                         mask.row_seed(cfg.seed, VALIDATION_SLOT), side) for side in SIDES}
-        self.selection = Selection(cfg, len(self.shards), stage / STAGING, self.dedup_partitions)
+        self.selection = Selection(cfg, len(self.shards), self.dedup_partitions, self.contamination_matches)
         self.paragraphs = {"threshold": cfg.paragraph_threshold, "lines": 0}  # --dedup-paragraphs: lines with words
         self.removed: list[np.ndarray | None] = [None] * len(self.shards)  # ... and each shard's lines it removes
         self.exclusion: dict | None = None  # --exclude: the evaluation sets' n-grams and documents
@@ -302,6 +303,20 @@ class BuildTasks:
             links = joined_links(taken(run), firsts=self.cfg.dedup == "exact")
         self.staging.drop(scratch_names(len(self.shards)))
         return links
+
+    def contamination_matches(self, fates: list[np.ndarray]) -> Iterator[dict]:
+        """--decontaminate, every fate known (`fates`, per shard): the partition tasks' answers as they finish (see
+        mlmprep.builder.contamination), each shard's fates staged for them first; then the files they read are
+        deleted."""
+        for s, shard in enumerate(fates):
+            self.staging.stage_file(f"shard-{s:06d}.{contamination.FATES}", shard.astype(np.uint8).tobytes())
+        bases = tuple(np.concatenate([[0], np.cumsum([len(f) for f in fates], dtype=np.int64)]).tolist())
+        tasks = [contamination.MatchTask(self.layout, p, bases) for p in range(self.layout.partitions)]
+        with TaskRun(*self.staging.calls(contamination.range_matches, tasks), engine=self.engine) as run:
+            for index, answer in run:
+                run.results[index] = None  # held once, in the sums
+                yield answer
+        self.staging.drop(contamination.scratch_names(len(self.shards), self.cfg))
 
     def shard_read(self, index: int, result: dict, bar: Stages) -> list[WriteTask]:
         """Note shard `index` read; the write tasks that made ready (the last shard: every file left)."""

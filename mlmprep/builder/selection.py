@@ -10,31 +10,28 @@ choice depends on the corpus and the options only, never on shards, workers or R
 Exact dedup decides a shard as soon as every shard before it is in (its earlier copies are all known); near
 dedup hashes each shard's LSH bands as it comes in and clusters the whole corpus once the last shard is in (a
 document kept so far may still be joined to an earlier one through a later document). Decontamination
-(mlmprep.builder.overlap) leaves training documents where they are: once the last shard is in, a validation
-document whose word 13-grams are in training becomes MOVED, training text placed after every shard's training
-documents, so training files are written as the shards come in and only the validation side waits. The driver
-holds the validation candidates' n-gram and token-window hashes (a document is on the validation side only when
-its own key is held out) until then; every other document's go to the stage's disk as each shard comes in (with
---dedup near per document, since only those left in training count), and are read back one shard at a time, so
-the driver's memory grows with the validation set, not the corpus. Driver memory: an exact
-key and a Python dict entry (about 100 bytes) per distinct document; with --dedup near, bands x rows x 4 bytes of
-signature and (bands + 1) x 8 bytes of LSH keys per document (680 MB per million documents at the default
-24 x 5) until the clustering is done. With --dedup-partitions the workers find the duplicates
-(mlmprep.builder.dedup_partitions) and the driver holds each document's key and fate (9 bytes) and the pairs of
-duplicates alone.
+(mlmprep.builder.contamination, overlap) leaves training documents where they are: once the last shard is in, a
+validation document whose word 13-grams are in training becomes MOVED, training text placed after every shard's
+training documents, so training files are written as the shards come in and only the validation side waits. The
+reading tasks stage the documents' hashes and partition tasks on the workers match them; the driver keeps each
+validation candidate's counts (about 40 bytes, and a bit per token window) and the hashes two or more validation
+documents share, not in training. Driver memory: an exact key and a Python dict entry (about 100 bytes) per distinct
+document; with --dedup near, bands x rows x 4 bytes of signature and (bands + 1) x 8 bytes of LSH keys per document
+(680 MB per million documents at the default 24 x 5) until the clustering is done. With --dedup-partitions the
+workers find the duplicates (mlmprep.builder.dedup_partitions) and the driver holds each document's key and fate (9
+bytes) and the pairs of duplicates alone.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
+from collections.abc import Callable, Iterable
 
 import numpy as np
 
 from mlmprep.builder import randomness
 from mlmprep.builder.dedup import exact_keys, lsh_keys, minhash_signatures, near_duplicate_clusters, normalised_utf8
 from mlmprep.builder.dedup_partitions import join, partitioned
-from mlmprep.builder.overlap import MATCH_TOKENS, NGRAM, decontaminate, distinct, joined_bytes, text_ngrams
+from mlmprep.builder.overlap import MATCH_TOKENS, NGRAM, Matches, decontaminate, joined_bytes, text_ngrams
 from mlmprep.builder.staged import decontaminating, held_apart
 from mlmprep.config import BuildConfig
 
@@ -59,37 +56,6 @@ def document_keys(texts: list[str], cfg: BuildConfig, hashed: bool = True) -> di
     if hashed:
         out["ngrams"], out["ngram_counts"] = text_ngrams(*joined_bytes(encoded))
     return out
-
-
-HASHED = (("ngrams", "ngram_counts"), ("windows", "window_counts"))  # decontamination's hashes, and per document
-SPILLED = ".spilled.npy"  # the driver's own files in the stage: the training documents' hashes (Selection.add)
-
-
-def split_hashes(result: dict, cfg: BuildConfig) -> dict:
-    """A reading task's n-gram and token-window hashes (document_keys, pipeline.stage_ids) as the driver keeps them:
-    each validation candidate's own, in order (a held-out key: a kept document is its cluster's first, so its own
-    key decides its side, and a copy is dropped), and the other documents', which the driver spills to disk:
-    distinct and sorted (`trained_ngrams`, `trained_windows`), or with --dedup near per document (`other_ngrams`,
-    `other_ngram_counts`, ...), since a near copy is dropped and only the documents left in training count."""
-    candidates = held_documents(result["keys"], cfg.validation_fraction, cfg.seed)
-    out = {"candidates": np.flatnonzero(candidates)}
-    for kind, counts in HASHED:
-        if kind in result:
-            hashes, per_doc = result.pop(kind), result.pop(counts)
-            own = np.repeat(candidates, per_doc)
-            out |= {kind: hashes[own], counts: per_doc[candidates]}
-            if cfg.dedup == "near":
-                out |= {f"other_{kind}": hashes[~own], f"other_{counts}": per_doc[~candidates]}
-            else:
-                out[f"trained_{kind}"] = distinct(hashes[~own])
-    return result | out
-
-
-def unspilled(path: Path) -> np.ndarray:
-    """An array Selection.add spilled to disk, read back (and its file removed)."""
-    array = np.load(path)
-    path.unlink()
-    return array
 
 
 def held_documents(keys: np.ndarray, fraction: float, seed: int) -> np.ndarray:
@@ -144,12 +110,13 @@ class JoinedRows:
 class Selection:
     """The fates of the corpus's documents, shard by shard as the reading tasks' results come in (`add`)."""
 
-    def __init__(self, cfg: BuildConfig, shards: int, spill: Path,
-                 partitions: Callable[[list[int]], np.ndarray] | None = None):
+    def __init__(self, cfg: BuildConfig, shards: int, partitions: Callable[[list[int]], np.ndarray] | None = None,
+                 matches: Callable[[list[np.ndarray]], Iterable[dict]] | None = None):
         self.cfg = cfg
-        self.spill = spill  # --decontaminate: the directory where each shard's training hashes wait for the last shard
         # --dedup-partitions: given each shard's documents, runs the partition tasks; their links
         self.partitions = partitions
+        # --decontaminate: given each shard's fates, runs the partition tasks of contamination; their answers
+        self.matches = matches
         self.results: list[dict | None] = [None] * shards
         self.fates: list[np.ndarray | None] = [None] * shards  # per shard: uint8 per document
         self.decided = 0  # shards before this one have their fates
@@ -163,14 +130,10 @@ class Selection:
         self.candidates: list[np.ndarray] = []  # ... each shard's validation candidates, by index in the shard
 
     def add(self, index: int, result: dict) -> list[int]:
-        """Note shard `index`'s documents (result: keys, signatures, doc_chars, doc_tokens, split_hashes'); the
-        shards whose training documents that decides, in order (--decontaminate: their validation documents wait
-        for the last shard, see validation_waits)."""
+        """Note shard `index`'s documents (result: keys, signatures, doc_chars, doc_tokens, and
+        contamination.stage_hashes'); the shards whose training documents that decides, in order (--decontaminate:
+        their validation documents wait for the last shard, see validation_waits)."""
         self.results[index] = result
-        for name in [name for name in result if name.startswith(("trained_", "other_"))]:  # the corpus's size: on disk
-            path = self.spill / f"shard-{index:06d}.{name}{SPILLED}"
-            np.save(path, result[name])
-            result[name] = path
         waits = self.cfg.dedup == "near" or partitioned(self.cfg)  # decides every shard at once, at the end
         if partitioned(self.cfg):
             if any(r is None for r in self.results):
@@ -261,21 +224,21 @@ class Selection:
         self.decided, self.documents = len(self.results), at
 
     def decontaminate(self) -> None:
-        """Make MOVED the validation documents whose n-grams are in training (overlap.decontaminate); note the
-        contamination before and after. Lets go of the shards' hashes."""
+        """Make MOVED the validation documents whose n-grams are in training (the partition tasks' matches, then
+        overlap.decontaminate); note the contamination before and after."""
         results = self.results
         self.candidates = candidates = [r.pop("candidates") for r in results]
+        bases = np.cumsum([0] + [len(f) for f in self.fates[:-1]])
         fates = np.concatenate([f[c] for f, c in zip(self.fates, candidates)])
-        hashes, counts = (np.concatenate([r.pop(k) for r in results]) for k in HASHED[0])
-        trained = (self.trained(s, *HASHED[0]) for s in range(len(results)))
-        tokens = "windows" in results[0]
-        windows = None
-        if tokens:
-            lengths = np.concatenate([r["doc_tokens"][c] for r, c in zip(results, candidates)])
-            windows = (*(np.concatenate([r.pop(k) for r in results]) for k in HASHED[1]), lengths,
-                       (self.trained(s, *HASHED[1]) for s in range(len(results))))
-        moved, before, after = decontaminate(fates == VALIDATION, fates == TRAIN, hashes, counts,
-                                             self.cfg.decontaminate_threshold, windows, trained)
+        counts = np.concatenate([r.pop("ngram_counts") for r in results])
+        tokens = "window_counts" in results[0]
+        lengths = np.concatenate([r["doc_tokens"][c] for r, c in zip(results, candidates)]) if tokens else None
+        matches = Matches(np.concatenate([base + c for base, c in zip(bases.tolist(), candidates)]),
+                          np.concatenate([r.pop("window_counts") for r in results]) if tokens else None)
+        for answer in self.matches(self.fates):
+            matches.add(answer)
+        moved, before, after = decontaminate(fates == VALIDATION, counts, matches,
+                                             self.cfg.decontaminate_threshold, lengths)
         chars = 0
         for s, own in enumerate(np.split(moved, np.cumsum([len(c) for c in candidates])[:-1])):
             at = candidates[s][own]
@@ -284,17 +247,6 @@ class Selection:
         self.contamination = {"ngram": NGRAM, "match_tokens": MATCH_TOKENS if tokens else None,
                               "threshold": self.cfg.decontaminate_threshold, "documents_moved": int(moved.sum()),
                               "characters_moved": chars, "before": before, "after": after}
-
-    def trained(self, s: int, kind: str, counts: str) -> np.ndarray:
-        """Shard s's training documents' hashes of `kind` (split_hashes), distinct and sorted, read back from the
-        spill (and its file removed); with --dedup near, of the documents that are not candidates and stay TRAIN."""
-        result = self.results[s]
-        if f"trained_{kind}" in result:
-            return unspilled(result.pop(f"trained_{kind}"))
-        hashes, per_doc = unspilled(result.pop(f"other_{kind}")), unspilled(result.pop(f"other_{counts}"))
-        others = np.ones(len(self.fates[s]), bool)
-        others[self.candidates[s]] = False
-        return distinct(hashes[np.repeat(self.fates[s][others] == TRAIN, per_doc)])
 
     def picked(self, s: int, side: str) -> np.ndarray:
         """Shard s's documents on `side` (or MOVED_PICKS), by their index in the shard (int64)."""

@@ -50,6 +50,7 @@ class Layout:
     prefix: tuple[int, ...] = ()  # the MLM frame around every row ([CLS] ... [SEP])
     suffix: tuple[int, ...] = ()
     modes: tuple[int, ...] = ()  # ul2: each denoiser's mode token id (-1: none)
+    partitions: int = 1  # --decontaminate: the partition tasks that match the validation set (contamination.partitions)
 
     @property
     def fixed(self) -> bool:

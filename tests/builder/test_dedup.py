@@ -346,9 +346,10 @@ def test_a_partition_file_changed_in_the_stage_is_one_line_and_nothing_is_left(t
 
 def test_dedup_options_are_refused_where_they_do_nothing(tmp_path, tiny_corpus, tok):
     result = run_cli("build", tiny_corpus, "--out", tmp_path / "b", "--tokenizer", tok, "--dedup", "off",
-                     "--dedup-partitions", "4")
+                     "--no-decontaminate", "--dedup-partitions", "4")
     assert result.returncode == 2 and result.stderr.strip() == (
-        "error: --dedup-partitions applies to --dedup exact or near only; leave it out or use --dedup exact or near")
+        "error: --dedup-partitions applies to --dedup exact or near, or --decontaminate only; leave it out or use "
+        "--dedup exact or near, or --decontaminate")
     result = run_cli("build", tiny_corpus, "--out", tmp_path / "b", "--tokenizer", tok, "--dedup-partitions", "-1")
     assert result.returncode == 2 and "--dedup-partitions must be at least 0" in result.stderr
     result = run_cli("build", tiny_corpus, "--out", tmp_path / "b", "--tokenizer", tok, "--dedup-threshold", "0.9")

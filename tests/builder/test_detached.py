@@ -10,7 +10,6 @@ import pytest
 
 from mlmprep.builder import run as build_run
 from mlmprep.builder.dropped import DRIVER_FILES, split_rows
-from mlmprep.builder.selection import SPILLED
 from mlmprep.builder.staged import STAGING
 from tests.cli.test_build import build_args, cli, data_files
 from tests.conftest import tiny_documents
@@ -19,8 +18,8 @@ from tests.conftest import tiny_documents
 @pytest.fixture
 def detached(monkeypatch) -> list[tuple[list[str], int]]:
     """Every build's tasks detached; for each finished task, what the driver's staging subfolder held (besides the
-    driver's own spill files and the --keep-dropped files the tasks send it) and how many shards' token files the
-    driver kept payloads of, just before it took the task's payload."""
+    --keep-dropped files the tasks send it) and how many shards' token files the driver kept payloads of, just
+    before it took the task's payload."""
     seen: list[tuple[list[str], int]] = []
 
     class Detached(build_run.Staging):
@@ -29,7 +28,7 @@ def detached(monkeypatch) -> list[tuple[list[str], int]]:
 
         def take(self, run, index):
             seen.append((sorted(p.name for p in (self.stage / STAGING).iterdir()
-                                if not p.name.endswith((SPILLED, *DRIVER_FILES))),
+                                if not p.name.endswith(DRIVER_FILES)),
                          sum(name.endswith(".ids") for name in self.held)))
             super().take(run, index)
 

@@ -18,7 +18,15 @@ from mlmprep.tokenizer.load import load_tokenizer
 from tests.builder.test_sharded import hashes, reference_rows
 from tests.conftest import build_tiny
 from tests.licences import licence_documents, write_licence_corpus
-from tests.ngrams import decontaminated, line_fates, measures, side_streams, without_repeated_lines, word_ngrams
+from tests.ngrams import (
+    decontaminated,
+    hashed_decontamination,
+    line_fates,
+    measures,
+    side_streams,
+    without_repeated_lines,
+    word_ngrams,
+)
 
 LICENCE = {"doc_sep": "blank", "rows_per_file": 40, "decontaminate": True}
 
@@ -182,6 +190,34 @@ def test_a_validation_documents_dropped_near_copy_does_not_contaminate_it(tmp_pa
         assert np.array_equal(got.offsets, rows.offsets) and np.array_equal(got.values, rows.values), split
 
 
+def test_the_partition_tasks_files_are_removed_once_they_are_done(tmp_path, licences, tiny_tokenizer_path,
+                                                                    monkeypatch):
+    """The reading tasks' staged hashes and the driver's staged fates are there while the partition tasks run and
+    gone once they are done, before the build goes on to write; the build is the brute-force reference's."""
+    from mlmprep.builder import run as build_run
+    from mlmprep.builder.staged import STAGING
+
+    path, docs = licences
+    seen, real = [], build_run.BuildTasks.contamination_matches
+
+    def watched(self, fates):
+        def staged():
+            return sorted({p.suffix for p in (self.staging.stage / STAGING).iterdir()} & {".grams", ".runs", ".fates"})
+
+        for answer in real(self, fates):
+            seen.append(staged())
+            yield answer
+        seen.append(staged())
+
+    monkeypatch.setattr(build_run.BuildTasks, "contamination_matches", watched)
+    built = build_tiny(tmp_path / "b", path, tiny_tokenizer_path, workers=2, shard_bytes=5000, dedup="off",
+                       validation_fraction=0.2, dedup_partitions=3, **LICENCE)
+    assert seen[0] == [".fates", ".grams", ".runs"] and len(seen) == 3 + 1 and seen[-1] == []
+    stream = side_streams(docs, held_sides(docs, 0.2))
+    rows, _ = reference_rows(stream["validation"], tiny_tokenizer_path, {}, None)
+    assert np.array_equal(split_rows(built, "validation-windows").values, rows.values)
+
+
 def test_no_decontaminate_keeps_the_held_out_documents(tmp_path, licences, tiny_tokenizer_path):
     path, docs = licences
     built = build_tiny(tmp_path / "b", path, tiny_tokenizer_path, dedup="off", validation_fraction=0.2,
@@ -305,26 +341,96 @@ def test_seen_lines_remove_what_a_set_of_earlier_n_grams_removes():
     assert 0.1 < np.mean(expected) < 0.9 and seen.table.size > FIRST_TABLE
 
 
-def test_a_document_moved_to_training_can_take_another_with_it():
+def keyed(sides: list[str], fraction: float) -> np.ndarray:
+    """Content keys whose hold-out hash puts each document on the side given (validation: held out)."""
+    keys, key = [], 0
+    for side in sides:
+        while bool(held_documents(np.array([key], np.uint64), fraction, 0)[0]) != (side == "validation"):
+            key += 1
+        keys.append(key)
+        key += 1
+    return np.array(keys, np.uint64)
+
+
+def selection_of(tmp_path: Path, cfg, results: list[dict]):
+    """The driver's Selection given shard results as the reading tasks make them (contamination.stage_hashes into a
+    stage in tmp_path), the partition tasks run in this process as the build runs them on its workers."""
+    from mlmprep.builder.contamination import FATES, MatchTask, partitions, range_matches, scratch_names, stage_hashes
+    from mlmprep.builder.selection import Selection
+    from mlmprep.builder.staged import STAGING, Layout
+
+    layout = Layout(cfg, str(tmp_path), 1, content_length=32, window_length=32, doc_eos=1, format_version=3,
+                    partitions=partitions(cfg, 0))
+    (tmp_path / STAGING).mkdir(exist_ok=True)
+
+    def matches(fates):
+        for s, shard in enumerate(fates):
+            (tmp_path / STAGING / f"shard-{s:06d}.{FATES}").write_bytes(shard.tobytes())
+        bases = tuple(np.concatenate([[0], np.cumsum([len(f) for f in fates])]).tolist())
+        for p in range(layout.partitions):
+            yield range_matches(MatchTask(layout, p, bases))
+        for name in scratch_names(len(fates), cfg):
+            (tmp_path / STAGING / name).unlink()
+
+    selection = Selection(cfg, len(results), matches=matches)
+    for s, result in enumerate(results):
+        selection.add(s, stage_hashes(layout, s, dict(result)))
+    return selection
+
+
+def moved_of(selection) -> np.ndarray:
+    """bool, per document of every shard: whether it was moved to training."""
+    from mlmprep.builder.selection import MOVED
+
+    return np.concatenate([fates == MOVED for fates in selection.fates])
+
+
+def shard_results(keys: np.ndarray, grams: list[list[int]], runs: list[list[int]] | None, lengths: list[int],
+                  shards: int) -> list[dict]:
+    """Reading tasks' results of the documents (in `shards` shards of about equal size) with these keys, n-gram hashes
+    and token-window hashes."""
+    out = []
+    for part in np.array_split(np.arange(len(keys)), shards):
+        result = {"keys": keys[part], "doc_chars": np.array([len(grams[d]) for d in part], np.int64),
+                  "doc_tokens": np.array([lengths[d] for d in part], np.int64),
+                  "ngrams": np.array([h for d in part for h in grams[d]], np.uint64),
+                  "ngram_counts": np.array([len(grams[d]) for d in part], np.int64)}
+        if runs is not None:
+            result |= {"windows": np.array([h for d in part for h in runs[d]], np.uint64),
+                       "window_counts": np.array([len(runs[d]) for d in part], np.int64)}
+        out.append(result)
+    return out
+
+
+def test_a_document_moved_to_training_can_take_another_with_it(tmp_path):
     """Validation document b shares its text with validation document a only; a, half of it training text, moves
-    first, and then b does: rounds until none is left over the threshold, as the reference's."""
-    from mlmprep.builder.overlap import decontaminate, ngram_hashes
+    first, and then b does: rounds until none is left over the threshold, as the references', with each document in
+    a shard of its own; b's windows are training text after, in the one left."""
+    from mlmprep.builder.overlap import ngram_hashes
+    from mlmprep.config import BuildConfig
 
     words = [f"w{k}" for k in range(400)]
     train, a_own, b_own = " ".join(words[:60]), " ".join(words[100:160]), " ".join(words[200:260])
     docs = [train, f"{train} {a_own}", f"{a_own} {b_own}", b_own.upper()]
     sides = ["train", "validation", "validation", "validation"]
     hashes, counts = ngram_hashes(docs)
-    moved, _, _ = decontaminate(np.array([s == "validation" for s in sides]),
-                                np.array([s == "train" for s in sides]), hashes, counts, 0.2)
-    assert moved.tolist() == [False, True, True, False]
+    grams = [part.tolist() for part in np.split(hashes, np.cumsum(counts)[:-1])]
+    runs = [[1, 2, 3], [4, 5], [6, 7], [7, 8]]  # windows: the one left shares one with b alone, training after b moves
+    lengths = [len(r) + 49 for r in runs]
+    cfg = BuildConfig(corpus=("x",), dedup="off", validation_fraction=0.5)
+    selection = selection_of(tmp_path, cfg, shard_results(keyed(sides, 0.5), grams, runs, lengths, 4))
+    assert moved_of(selection).tolist() == [False, True, True, False]
+    moved, before, after = hashed_decontamination(sides, grams, 0.2, (runs, lengths))
+    assert moved == [False, True, True, False] and after["tokens_in_match"] == 50
+    assert selection.contamination["before"] == before and selection.contamination["after"] == after
     assert [s == "train" for s in decontaminated(sides, docs, 0.2)] == [True, True, True, False]
 
 
-def test_the_measures_count_one_shared_n_gram_and_each_covered_token_once():
+def test_the_measures_count_one_shared_n_gram_and_each_covered_token_once(tmp_path):
     """A validation document sharing exactly one 13-gram with training counts (GPT-3's "any"); tokens inside two
     overlapping matching 50-token runs count once; both against the reference's sets."""
-    from mlmprep.builder.overlap import decontaminate, ngram_hashes, window_hashes
+    from mlmprep.builder.overlap import ngram_hashes, window_hashes
+    from mlmprep.config import BuildConfig
 
     words = [f"w{k}" for k in range(500)]
     docs = [" ".join(words[:120]),  # training
@@ -339,11 +445,14 @@ def test_the_measures_count_one_shared_n_gram_and_each_covered_token_once():
     ids = [tokens_of(d) for d in docs]
     hashes, counts = ngram_hashes(docs)
     windows, window_counts = window_hashes(np.concatenate(ids), np.array([len(t) for t in ids]))
-    validation, training = np.array([False, True, True, True]), np.array([True, False, False, False])
-    moved, got, after = decontaminate(validation, training, hashes, counts, 0.99,
-                                      (windows, window_counts, np.array([len(t) for t in ids])))
-    assert not moved.any() and after == got == measures(docs[1:], docs[:1], tokens_of)
-    assert got == {"documents": 3, "documents_with_ngram": 2, "tokens": 53 + 85 + 60, "tokens_in_match": 65}
+    grams = [part.tolist() for part in np.split(hashes, np.cumsum(counts)[:-1])]
+    runs = [part.tolist() for part in np.split(windows, np.cumsum(window_counts)[:-1])]
+    sides = ["train", "validation", "validation", "validation"]
+    cfg = BuildConfig(corpus=("x",), dedup="off", validation_fraction=0.5, decontaminate_threshold=0.99)
+    selection = selection_of(tmp_path, cfg, shard_results(keyed(sides, 0.5), grams, runs, list(map(len, ids)), 2))
+    got = selection.contamination
+    assert not moved_of(selection).any() and got["after"] == got["before"] == measures(docs[1:], docs[:1], tokens_of)
+    assert got["before"] == {"documents": 3, "documents_with_ngram": 2, "tokens": 53 + 85 + 60, "tokens_in_match": 65}
 
 
 def test_a_shard_hashed_again_has_the_hashes_of_its_reading(tmp_path, licences, tiny_tokenizer_path):
@@ -365,55 +474,62 @@ def test_a_shard_hashed_again_has_the_hashes_of_its_reading(tmp_path, licences, 
     lines = scan_shard(ScanTask(layout, shard))["counts"]
     removed = np.random.default_rng(3).random(len(lines)) < 0.3
     read = tokenize_shard(TokenizeTask(layout, shard, removed))
+    staged = {kind: (tmp_path / STAGING / f"shard-000000.{kind}").read_bytes() for kind in ("grams", "runs")}
     again = hash_shard(TokenizeTask(layout, shard, removed))
-    assert set(again) == {"candidates", "ngrams", "ngram_counts", "trained_ngrams", "windows", "window_counts",
-                          "trained_windows"}
-    assert len(again["candidates"]) > 10 and len(again["trained_ngrams"]) > 1000
+    assert set(again) == {"candidates", "ngram_counts", "window_counts"}
+    assert len(again["candidates"]) > 10 and len(staged["grams"]) > 8000
     assert all(np.array_equal(read[key], again[key]) for key in again)
+    assert all((tmp_path / STAGING / f"shard-000000.{kind}").read_bytes() == staged[kind] for kind in staged)
 
 
-def test_the_driver_holds_the_validation_sets_hashes_and_spills_the_rest(tmp_path):
-    """Shard results as the reading tasks return them (split_hashes of random n-grams, a few shared with validation
-    documents): while the shards come in, the driver's Selection holds about the validation candidates' hashes, not
-    the training documents' (spilled to disk, each shard's read back alone at the end), and it moves exactly the
-    documents overlap.decontaminate moves given every hash at once."""
-    import tracemalloc
-
-    from mlmprep.builder.overlap import decontaminate
-    from mlmprep.builder.selection import MOVED, Selection, split_hashes
+@pytest.mark.parametrize(("dedup", "partitions"), [("exact", 0), ("off", 1), ("off", 5)])
+def test_the_driver_holds_counts_not_hashes_and_moves_what_matching_every_hash_at_once_moves(tmp_path, dedup,
+                                                                                              partitions):
+    """Shard results of random n-grams and token windows, a few shared with validation documents and with each other
+    (from a pool every shard draws on, or one of each shard's; the hash 0 too): the driver's Selection never holds
+    the hashes (the reading tasks stage them, the partition tasks match them a range at a time), and it moves, and
+    measures, exactly what the reference moves given every hash at once; the staged files are gone at the end."""
     from mlmprep.config import BuildConfig
 
-    cfg = BuildConfig(corpus=("x",), dedup="off", validation_fraction=0.05, decontaminate=True)
+    cfg = BuildConfig(corpus=("x",), dedup=dedup, validation_fraction=0.05, dedup_partitions=partitions)
     rng = np.random.default_rng(3)
-    shards, documents, grams = 8, 400, 500
-    per_doc = np.full(documents, grams, np.int64)
-    results = []
-    for _ in range(shards):
-        hashes = rng.integers(0, 1 << 62, documents * grams, dtype=np.uint64)
-        shared = rng.random(len(hashes)) < np.repeat(rng.uniform(0, 0.4, documents), grams)  # 0-40% of each doc's
-        hashes[shared] = rng.integers(0, 5000, shared.sum(), dtype=np.uint64)  # from a pool every shard draws on
-        results.append({"keys": rng.integers(0, 1 << 62, documents, dtype=np.uint64), "doc_chars": per_doc * 6,
-                        "doc_tokens": per_doc, "ngrams": hashes, "ngram_counts": per_doc})
-    everything = {k: np.concatenate([r[k] for r in results]) for k in ("keys", "ngrams", "ngram_counts")}
-    held = held_documents(everything["keys"], cfg.validation_fraction, cfg.seed)
-    expected, _, _ = decontaminate(held, ~held, everything["ngrams"], everything["ngram_counts"],
-                                   cfg.decontaminate_threshold)
-    assert 0 < expected.sum() < held.sum()  # some move, some stay: the comparison means something
-    selection = Selection(cfg, shards, tmp_path)
-    tracemalloc.start()
-    try:
-        for s, result in enumerate(results[:-1]):
-            selection.add(s, split_hashes(dict(result), cfg))
-        held_now = tracemalloc.get_traced_memory()[0]
-        selection.add(shards - 1, split_hashes(dict(results[-1]), cfg))
-    finally:
-        tracemalloc.stop()
-    training_bytes = (~held[: documents * (shards - 1)]).sum() * grams * 8
-    assert held_now < training_bytes / 10, (held_now, training_bytes)  # 14 MB of training hashes went to disk
-    assert list(tmp_path.iterdir()) == []  # read back, and removed
-    moved = np.concatenate([np.isin(np.arange(documents), selection.candidates[s][selection.fates[s][
-        selection.candidates[s]] == MOVED]) for s in range(shards)])
-    assert np.array_equal(moved, expected), (moved.sum(), expected.sum())
+    documents, grams = 2400, 150
+    keys = rng.integers(0, 1 << 62, documents, dtype=np.uint64)
+    picked = held_documents(keys, cfg.validation_fraction, cfg.seed)
+    sources = np.concatenate([np.flatnonzero(picked)[:8], np.flatnonzero(~picked)[:8]])
+    copies = np.arange(documents - 16, documents)
+    keys[copies] = keys[sources]  # exact copies: dropped, neither side (with their sources' hashes, as copies have)
+
+    def hashes(count: int) -> list[list[int]]:
+        drawn = rng.integers(0, 1 << 62, (documents, count), dtype=np.uint64)
+        shared = rng.random(drawn.shape) < rng.uniform(0, 0.4, documents)[:, None]  # 0-40% of each document's
+        local = np.repeat(np.arange(documents, dtype=np.uint64) // 300 + 1, count).reshape(drawn.shape) * 10**6
+        drawn[shared] = rng.integers(0, 3000, shared.sum(), dtype=np.uint64) + local[shared] * (rng.random(
+            shared.sum()) < 0.5)  # from a pool of the corpus's, or of the document's shard's: found there alone
+        drawn[copies] = drawn[sources]
+        return [row[: rng.integers(0, count + 1)].tolist() for row in drawn]
+
+    ngrams, runs = hashes(grams), hashes(grams)
+    alone = [d for d in range(documents) if d not in set(sources) | set(copies)]
+    v, t = next(d for d in alone if picked[d]), next(d for d in alone if not picked[d])
+    for drawn in (ngrams, runs):  # the hash 0 held by one validation document and training alone
+        drawn[v] = rng.integers(1 << 61, 1 << 62, 40, dtype=np.uint64).tolist() + [0]
+        drawn[t] = drawn[t] + [0]
+    lengths = [len(r) + 49 if r else int(rng.integers(0, 50)) for r in runs]
+    held = held_documents(keys, cfg.validation_fraction, cfg.seed)
+    first = {}
+    sides = ["dropped" if first.setdefault(int(k), d) != d and dedup == "exact" else "validation" if h else "train"
+             for d, (k, h) in enumerate(zip(keys, held))]
+    assert sides.count("dropped") == (16 if dedup == "exact" else 0)
+    moved, before, after = hashed_decontamination(sides, ngrams, cfg.decontaminate_threshold, (runs, lengths))
+    assert 0 < sum(moved) < sides.count("validation")  # some move, some stay: the comparison means something
+    assert sides[v] == "validation" and sides[t] == "train"
+    selection = selection_of(tmp_path, cfg, shard_results(keys, ngrams, runs, lengths, 8))
+    assert moved_of(selection).tolist() == moved
+    assert selection.contamination["before"] == before and selection.contamination["after"] == after
+    assert list((tmp_path / "shards").iterdir()) == []  # every staged file removed
+    for result in selection.results:  # what the driver keeps of a shard: a few numbers per document
+        assert all(len(value) == len(result["keys"]) for value in result.values() if isinstance(value, np.ndarray))
 
 
 def test_the_summary_inspect_and_the_report_show_an_example_of_what_each_rule_removed(tmp_path, tiny_tokenizer_path):

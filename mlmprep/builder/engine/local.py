@@ -81,9 +81,9 @@ class LocalEngine(Engine):
                 pool.close()
 
     def results(self, run: TaskRun, in_driver: Callable[[Any], Any] | None) -> Iterator[tuple[int, Any]]:
-        """In the driver, in order, when one process is all the run gets (tasks added go before the rest); else
-        on the open session's pool, or on a pool of the run's own."""
-        if self.processes(len(run.calls)) == 1:
+        """In the driver, in order, when one process is all the run gets and the session has no workers up (tasks
+        added go before the rest); else on the open session's pool, or on a pool of the run's own."""
+        if self.processes(len(run.calls)) == 1 and POOLS.get(self) is None:
             waiting = deque(range(len(run.calls)))
             while waiting:
                 index = waiting.popleft()

@@ -1,0 +1,210 @@
+"""Decontamination in partitions (--decontaminate): the validation candidates' word n-grams and token windows
+matched against training's one range of hashes at a time, in tasks on the workers, so that the driver holds a few
+counts and a bit per window of each validation document, never the hashes.
+
+Each reading task stages its shard's hashes (stage_hashes) as `shard-N.grams` (word n-grams) and `shard-N.runs`
+(token windows, --method tokens): its validation candidates' (every occurrence, with its document and place in it)
+and the other documents' (with --dedup off or exact every one's, without documents; with --dedup near each with its
+document, since only those left in training count), each part in ranges of hashes (dedup_partitions.partition_of,
+by a counting sort: _dedup_kernels.bucket_records). Once every shard is read and every fate known, the driver
+stages each shard's fates (`shard-N.fates`, a byte per document) and partition task p (range_matches) reads range p
+of every shard's files: the range's validation hashes go into a hash table (_dedup_kernels.key_slots), training's
+(the other documents', and any candidate's whose fate is training) are streamed through it one shard at a time
+(mark_found), and the task returns
+- the validation occurrences found in training (document, place),
+- those not found whose hash two or more validation documents hold (hash, document, place): when one of them moves
+  to training, the others' occurrences become training text.
+The driver sums the answers (overlap.Matches) and moves documents round after round (overlap.decontaminate): the same
+documents, measures and bytes as matching every hash at once. A candidate dropped as a duplicate is neither side.
+
+Partitions: --dedup-partitions, or without it one per PARTITION_BYTES of the corpus, 1 to PARTITIONS (partitions;
+Layout.partitions). A task holds its range of the validation candidates'
+hashes (16 bytes each, and a table of 16 to 32 bytes per hash) and one shard's range of training's. Staged until
+the tasks are done, in the build's staging directory (removed with it on any failure): 8 bytes per n-gram and per
+token of every document (16 with --dedup near), 16 per one of a validation candidate, and a byte per document.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from mlmprep.builder.dedup_partitions import LOCAL_BITS, LOCAL_MASK, changed
+from mlmprep.builder.overlap import starts_of
+from mlmprep.builder.selection import TRAIN, VALIDATION, held_documents
+from mlmprep.builder.staged import Layout, read_array, write_atomic
+from mlmprep.config import BuildConfig
+
+PARTITIONS = 8  # partition tasks without --dedup-partitions, at most: a few per worker of a small machine
+PARTITION_BYTES = 64 << 20  # ... one per this much of the corpus (a task reads every shard's file: few on little)
+KINDS = {"grams": ("ngrams", "ngram_counts"), "runs": ("windows", "window_counts")}  # file suffix: what it stages
+FATES = "fates"  # suffix of the shards' fates, which the driver stages for the tasks
+
+
+def partitions(cfg: BuildConfig, corpus_bytes: int) -> int:
+    """The partition tasks of decontamination: --dedup-partitions, or one per PARTITION_BYTES of the corpus (of
+    unknown size: PARTITIONS), 1 to PARTITIONS. Never changes the output."""
+    if cfg.dedup_partitions:
+        return cfg.dedup_partitions
+    return min(PARTITIONS, max(1, corpus_bytes // PARTITION_BYTES)) if corpus_bytes else PARTITIONS
+
+
+def stage_hashes(layout: Layout, index: int, result: dict) -> dict:
+    """In the reading task of shard `index`: stage its documents' n-gram and token-window hashes (document_keys,
+    pipeline.stage_ids), taken out of `result`, for the partition tasks; what the driver keeps instead: the
+    validation candidates (a held-out key: a kept document is its cluster's first, so its own key decides its side,
+    and a copy is dropped) and each one's count of n-grams and windows."""
+    cfg = layout.cfg
+    candidates = held_documents(result["keys"], cfg.validation_fraction, cfg.seed)
+    out = {"candidates": np.flatnonzero(candidates)}
+    for suffix, (kind, counts) in KINDS.items():
+        if kind in result:
+            hashes, per_doc = result.pop(kind), result.pop(counts)
+            write_atomic(layout.staged(f"shard-{index:06d}.{suffix}"),
+                         staged_records(hashes, per_doc, candidates, layout.partitions, cfg.dedup == "near"))
+            out[counts] = per_doc[candidates]
+    return result | out
+
+
+def staged_records(hashes: np.ndarray, per_doc: np.ndarray, candidates: np.ndarray, parts: int,
+                   with_documents: bool) -> list:
+    """The file of one kind of hashes: int64 [2, parts + 1], where each partition's records start among the
+    candidates' and among the others'; the candidates' hashes and references (document << LOCAL_BITS | place in it);
+    the others' hashes and, `with_documents`, references."""
+    own = np.repeat(candidates, per_doc)
+    mine = per_doc[candidates]
+    docs = np.repeat(np.flatnonzero(candidates).astype(np.uint64), mine)
+    places = (np.arange(len(docs)) - np.repeat(starts_of(mine)[:-1], mine)).astype(np.uint64)
+    theirs = np.repeat(np.flatnonzero(~candidates).astype(np.uint64), per_doc[~candidates]) << np.uint64(LOCAL_BITS)
+    first = bucketed(hashes[own], docs << np.uint64(LOCAL_BITS) | places, parts)
+    second = bucketed(hashes[~own], theirs if with_documents else np.zeros(0, np.uint64), parts)
+    return [np.concatenate([first[0], second[0]]).astype("<i8").tobytes(),  # the arrays as written, not copied
+            *(memoryview(a.astype("<u8", copy=False)).cast("B") for a in (*first[1:], *second[1:]))]
+
+
+def bucketed(keys: np.ndarray, refs: np.ndarray, parts: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(offsets [parts + 1], keys, refs) of records sorted by partition (refs may be empty)."""
+    from mlmprep.builder import _dedup_kernels as kernels
+
+    offsets = np.empty(parts + 1, np.int64)
+    out_keys, out_refs = np.empty_like(keys), np.empty_like(refs)
+    kernels.bucket_records(np.ascontiguousarray(keys, np.uint64), np.ascontiguousarray(refs, np.uint64), parts,
+                           offsets, out_keys, out_refs)
+    return offsets, out_keys, out_refs
+
+
+def scratch_names(shards: int, cfg: BuildConfig) -> list[str]:
+    """The names in the staging subfolder of the files the partition tasks read."""
+    suffixes = ["grams", "runs", FATES] if cfg.method == "tokens" else ["grams", FATES]
+    return [f"shard-{s:06d}.{suffix}" for s in range(shards) for suffix in suffixes]
+
+
+@dataclass(frozen=True)
+class MatchTask:
+    """One range of hashes of every shard's staged files; bases[s], shard s's first document in corpus order (the
+    last: the documents in all)."""
+
+    layout: Layout
+    partition: int
+    bases: tuple[int, ...]
+
+    def describe(self) -> str:
+        return f"decontamination partition {self.partition} of {self.layout.partitions}"
+
+
+def range_matches(task: MatchTask) -> dict[str, dict[str, np.ndarray]]:
+    """For each kind of hashes (`grams`, and `runs` with --method tokens): the validation occurrences of the task's
+    range found in training (`documents`, `places`) and those not found whose hash two or more validation documents
+    hold (`shared_hashes`, `shared_documents`, `shared_places`); documents by global number."""
+    kinds = ("grams", "runs") if task.layout.cfg.method == "tokens" else ("grams",)
+    return {kind: kind_matches(task, kind) for kind in kinds}
+
+
+def kind_matches(task: MatchTask, kind: str) -> dict[str, np.ndarray]:
+    """range_matches of one kind of hashes."""
+    from mlmprep.builder import _dedup_kernels as kernels
+
+    layout, bases, p = task.layout, task.bases, task.partition
+    keys, docs, places, trained = [], [], [], []
+    for s in range(len(bases) - 1):  # the validation candidates' hashes of the range
+        fates = shard_fates(layout, s, bases[s + 1] - bases[s])
+        hashes, refs = range_records(layout, s, kind, p, bases[s + 1] - bases[s], candidates=True)
+        doc = (refs >> np.uint64(LOCAL_BITS)).astype(np.int64)
+        fate = fates[doc]
+        keys.append(hashes[fate == VALIDATION])
+        docs.append(doc[fate == VALIDATION] + bases[s])
+        places.append((refs[fate == VALIDATION] & np.uint64(LOCAL_MASK)).astype(np.int64))
+        trained.append(hashes[fate == TRAIN])
+    keys, docs, places = (np.concatenate(a) for a in (keys, docs, places))
+    table = np.zeros(1 << max(int(2 * len(keys)).bit_length(), 4), np.uint64)  # at most half full
+    slots = np.empty(len(keys), np.int64)
+    kernels.key_slots(keys, table, slots)
+    found = np.zeros(table.size + 1, bool)
+    for hashes in trained:
+        kernels.mark_found(hashes, table, found)
+    near = layout.cfg.dedup == "near"
+    for s in range(len(bases) - 1):  # training's, one shard at a time
+        hashes, refs = range_records(layout, s, kind, p, bases[s + 1] - bases[s], candidates=False)
+        if near:  # only the documents left in training count
+            hashes = hashes[shard_fates(layout, s, bases[s + 1] - bases[s])[
+                (refs >> np.uint64(LOCAL_BITS)).astype(np.int64)] == TRAIN]
+        kernels.mark_found(hashes, table, found)
+    hit = found[slots]
+    shared = ~hit & held_by_two(slots, docs)
+    return {"documents": docs[hit], "places": places[hit], "shared_hashes": keys[shared],
+            "shared_documents": docs[shared], "shared_places": places[shared]}
+
+
+def held_by_two(slots: np.ndarray, docs: np.ndarray) -> np.ndarray:
+    """bool: whether each occurrence's hash (by its slot) is held by two or more documents."""
+    if not len(slots):
+        return np.zeros(0, bool)
+    order = np.lexsort((docs, slots))
+    slots, docs = slots[order], docs[order]
+    starts = np.flatnonzero(np.concatenate([[True], slots[1:] != slots[:-1]]))
+    ends = np.append(starts[1:], len(slots))
+    out = np.empty(len(slots), bool)
+    out[order] = np.repeat(docs[starts] != docs[ends - 1], ends - starts)  # sorted by document within a slot
+    return out
+
+
+def shard_fates(layout: Layout, s: int, documents: int) -> np.ndarray:
+    """Shard s's fates (selection: a byte per document), as the driver staged them."""
+    path = layout.staged(f"shard-{s:06d}.{FATES}")
+    fates = read_array(path, np.uint8)
+    if len(fates) != documents:
+        raise changed(path, f"it holds {len(fates)} fates, not those of {documents} documents")
+    return fates
+
+
+def range_records(layout: Layout, s: int, kind: str, p: int, documents: int,
+                  candidates: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(hashes, references) of partition p of the candidates' or the others' records in shard s's staged file of
+    `kind`, checked against the file's own index and the shard's `documents` (the references may be empty). One
+    open of the file: a task reads every shard's, so their count, not their size, sets its time on small builds."""
+    path = layout.staged(f"shard-{s:06d}.{kind}")
+    parts, near = layout.partitions, layout.cfg.dedup == "near"
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size // 8 - 2 * (parts + 1)
+        index = read_items(f, "<i8", 0, 2 * (parts + 1))
+        mine, theirs = index[: parts + 1], index[parts + 1 :]
+        if (len(index) != 2 * (parts + 1) or mine[0] != 0 or theirs[0] != 0 or np.any(np.diff(mine) < 0)
+                or np.any(np.diff(theirs) < 0) or size != 2 * int(mine[-1]) + (2 if near else 1) * int(theirs[-1])):
+            raise changed(path, f"its index of {parts} partitions does not match its {size} hashes and references")
+        at = 2 * (parts + 1) + (0 if candidates else 2 * int(mine[-1]))
+        offsets = mine if candidates else theirs
+        lo, hi, count = int(offsets[p]), int(offsets[p + 1]), int(offsets[-1])
+        hashes = read_items(f, "<u8", at + lo, hi - lo)
+        refs = read_items(f, "<u8", at + count + lo, hi - lo) if candidates or near else np.zeros(0, np.uint64)
+    if np.any((refs >> np.uint64(LOCAL_BITS)) >= np.uint64(documents)):
+        raise changed(path, f"a record names a document beyond its {documents}")
+    return hashes, refs
+
+
+def read_items(f, dtype: str, at: int, count: int) -> np.ndarray:
+    """Items [at, at + count) of 8 bytes of an open file, as a writable array (shorter at the file's end)."""
+    f.seek(8 * at)
+    data = bytearray(8 * count)
+    return np.frombuffer(data, dtype)[: f.readinto(data) // 8]
