@@ -364,7 +364,8 @@ MUTANTS = [
            "shared = np.repeat(sizes > 2, sizes)\ndocs, sizes = docs[shared], sizes[sizes > 2]", (PARTITIONS,)),
     Mutant("dedup-partition-links-not-joined", "mlmprep.builder.dedup_partitions:joined_links",  # earlier partitions' lost
            "documents, first, _ = join(np.concatenate(held, axis=1))", "documents, first, _ = join(links)",
-           (PARTITIONS,)),
+           ("tests/builder/test_dedup.py::"
+            "test_the_partitions_links_joined_as_they_come_give_the_clusters_of_all_links_at_once", PARTITIONS)),
     Mutant("dedup-partition-keeps-later-copy", "mlmprep.builder.selection:Selection.join",  # the first dropped, a copy kept
            "dropped, at = documents[~kept], 0", "dropped, at = first[~kept], 0", (PARTITIONS,)),
     Mutant("dedup-partition-exact-keeps-last", "mlmprep.builder.dedup_partitions:first_copies",  # a key's last copy kept

@@ -386,3 +386,30 @@ def test_the_summary_inspect_and_the_page_say_what_dedup_removed(tmp_path, tiny_
     assert html.escape("7 copies: '<b>Licence</b> & terms, repeated.'") in page and "<b>Licence" not in page
     result = run_cli("inspect", build, "--examples", "1")
     assert result.returncode == 0 and text[line] in result.stdout
+
+
+def test_the_partitions_links_joined_as_they_come_give_the_clusters_of_all_links_at_once(monkeypatch):
+    """Chains whose links are spread over many partitions, each partition's links given in turn and joined as they
+    come (JOIN_AT 0: at every partition): each linked document's cluster first is the smallest document it is
+    connected to through any partition's links, by a plain union-find in the test."""
+    from mlmprep.builder import dedup_partitions
+
+    monkeypatch.setattr(dedup_partitions, "JOIN_AT", 0)
+    rng = random.Random(5)
+    pairs = [(a, b) for a, b in ((rng.randrange(400), rng.randrange(400)) for _ in range(300)) if a != b]
+    parts = [np.array(pairs[k::9], np.int64).T.reshape(2, -1) for k in range(9)]  # link k in partition k % 9
+    parent = list(range(400))
+
+    def root(x: int) -> int:
+        while parent[x] != x:
+            x = parent[x]
+        return x
+
+    for a, b in pairs:
+        ra, rb = root(a), root(b)
+        parent[max(ra, rb)] = min(ra, rb)
+    links = dedup_partitions.joined_links(iter(parts))
+    documents, first, _ = dedup_partitions.join(links)
+    linked = sorted({d for pair in pairs for d in pair})
+    assert documents.tolist() == linked
+    assert first.tolist() == [root(d) for d in linked]
