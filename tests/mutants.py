@@ -128,10 +128,13 @@ MUTANTS = [
     Mutant("remote-force-keeps-old-files", "mlmprep.format.publish:commit_remote",  # --force leaves the old build's files
            "    storage.remove([storage.join(url, name) for name in present if name != MANIFEST], options)\n", "",
            ("tests/test_storage.py::test_force_never_leaves_old_files_beside_the_new_manifest",)),
-    Mutant("remote-failure-keeps-uploads", "mlmprep.format.publish:commit_remote",  # a failed upload leaves its files
-           "            storage.remove([remote for _, remote in pairs] + ([manifest] if names is None else []), options)",
-           "            pass",
+    Mutant("remote-failure-keeps-uploads", "mlmprep.format.publish:take_back",  # a failed upload leaves its files
+           "        storage.remove(uploaded, options)\n        for wait in SETTLE:", "        for wait in ():",
            ("tests/test_storage.py::test_a_failed_upload_leaves_nothing_that_reads_as_a_build",)),
+    Mutant("take-back-trusts-its-removal", "mlmprep.format.publish:take_back",  # a cancelled upload landing after it stays
+           "        storage.remove(uploaded, options)\n", "        storage.remove(uploaded, options)\n        return True\n",
+           ("tests/test_storage_faults.py::test_an_upload_the_store_finishes_after_its_build_gave_up_is_taken_back_or_"
+            "left_under_the_lock",)),
     Mutant("remote-lock-unconditional", "mlmprep.storage:create",  # the lock object simply overwritten
            'fs.pipe_file(path, data, mode="create")', "fs.pipe_file(path, data)",
            ("tests/test_storage.py::test_two_builds_into_one_prefix_cannot_both_win",)),

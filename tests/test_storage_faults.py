@@ -216,6 +216,56 @@ def test_a_build_stopped_between_its_commit_and_its_lock_removal_leaves_a_lock_t
     assert_refused(refused.returncode, refused.stderr, "locked by a build of pid", "--force")
 
 
+@pytest.mark.parametrize("lands_for", [0.0, 6.0])
+def test_an_upload_the_store_finishes_after_its_build_gave_up_is_taken_back_or_left_under_the_lock(
+        s3, tiny_corpus, tok, local_reference, monkeypatch, lands_for):  # noqa: F811
+    """A failed upload's cancelled requests can land a moment after the build took its files back (the store had
+    their bodies): the build looks again and removes them, so nothing is left, lock included; one that keeps
+    landing past the last look leaves its files under the lock, which the next build takes over with them. Either
+    way the next build succeeds without --force."""
+    from mlmprep import storage
+    from mlmprep.errors import CacheError
+    from tests.cli.test_build import cli
+
+    out = f"s3://{s3.bucket()}/data"
+    put, fs = storage.put, s3.fs()
+
+    def cut_short(pairs, options=None):
+        if len(pairs) < 2:
+            return put(pairs, options)
+        put(pairs[:-1], options)
+        local, remote = pairs[-1]
+        body, until = local.read_bytes(), time.monotonic() + lands_for
+
+        def lands():  # after 0.2 s, and again and again until `lands_for` has passed
+            time.sleep(0.2)
+            fs.pipe(remote.removeprefix("s3://"), body)
+            while time.monotonic() < until:
+                fs.pipe(remote.removeprefix("s3://"), body)
+                time.sleep(0.1)
+        threading.Thread(target=lands, daemon=True).start()
+        raise CacheError(f"{remote}: the store did not answer in 5 attempts per request (planted)")
+
+    monkeypatch.setattr(storage, "put", cut_short)
+    failed = cli(*build_args(tiny_corpus, out, tok))
+    assert failed.exit_code == 2 and "planted" in failed.stderr
+    time.sleep(lands_for + 0.5)  # whatever was landing has landed
+    fs.invalidate_cache()
+    if lands_for:
+        assert ".mlmprep-lock" in listing(s3, out) and len(listing(s3, out)) > 1
+        gone = subprocess.Popen(["true"])  # the failed build's process exits, as a command's does
+        gone.wait()
+        lock = out.removeprefix("s3://") + "/.mlmprep-lock"
+        fs.pipe(lock, json.dumps({**json.loads(fs.cat(lock)), "pid": gone.pid}).encode())
+    else:
+        assert listing(s3, out) == []
+    monkeypatch.setattr(storage, "put", put)
+    again = run(*build_args(tiny_corpus, out, tok), env={})
+    assert again.returncode == 0, again.stderr
+    assert ("replacing the unfinished files that build left" in again.stderr) == bool(lands_for)
+    assert remote_files(s3, out) == data_files(local_reference) and ".mlmprep-lock" not in listing(s3, out)
+
+
 def test_a_store_gone_silent_is_one_line_after_the_read_timeout(s3, switch_proxy, monkeypatch):
     """A store that accepts and reads but never answers or closes (a black hole): an upload (which would wait for
     "100 Continue" for ever) and a read each fail in one attempt of the read timeout, mlmprep's own (READ_TIMEOUT)

@@ -463,15 +463,32 @@ def commit_remote(stage: Path, url: str, present: dict[str, int], options: dict,
         storage.put(pairs, options)
         mark_committing(url, options, (stage / MANIFEST).read_bytes())
         storage.put([(stage / MANIFEST, manifest)], options)
-    except BaseException:
-        try:  # a whole build's manifest goes too; one only added to stays
-            storage.remove([remote for _, remote in pairs] + ([manifest] if names is None else []), options)
-        except CacheError:  # the store still away: the lock stays, so the next build knows these for leftovers
-            UNCLEAN.add(url)
+    except BaseException:  # a whole build's manifest goes too; one only added to stays
+        if not take_back(url, [remote for _, remote in pairs] + ([manifest] if names is None else []), options):
+            UNCLEAN.add(url)  # the lock stays, so the next build knows what is there for leftovers
         raise
 
 
 UNCLEAN: set[str] = set()  # prefixes whose failed upload could not be taken back: remote_lock keeps their lock
+SETTLE = (0.5, 2.0)  # seconds before each look for an upload the store finished after its client gave up on it
+
+
+def take_back(url: str, uploaded: list[str], options: dict) -> bool:
+    """Remove what a failed upload may have put (`uploaded`, URLs under `url`), then look again after a moment,
+    twice: an upload cancelled once the store had its body lands a little after its client gave up. Whether none
+    of them is left (not when the store is still away, or one was still landing at the last look)."""
+    ours = {remote.removeprefix(url + "/") for remote in uploaded}
+    try:
+        storage.remove(uploaded, options)
+        for wait in SETTLE:
+            time.sleep(wait)
+            landed = [storage.join(url, name) for name in remote_contents(url, options) if name in ours]
+            if not landed:
+                return True
+            storage.remove(landed, options)
+    except CacheError:
+        pass
+    return False
 
 
 @contextlib.contextmanager
