@@ -15,8 +15,7 @@ truncate_raw_tokens_to), so a row of a shorter denoiser drops the rest; a ul2 bu
 rows, merged back, are the stream). Padding: enc + dec padded slots against real tokens, mlmprep's token-budget
 plan on seed-0 of the build, per denoiser (each row's own padding in its microbatch) and overall. Loader: plan +
 collate of epochs, real tokens per second of CPU time, the ul2 build against a span build of the same slice, in turn,
-with the machine's load average; beside them the ul2 build collated without its denoiser column, and each plan's
-real tokens per microbatch.
+with the machine's load average; beside them each plan's real tokens per microbatch.
 --write-docs writes the figures into the `objectives` section of docs/benchmarks.md.
 """
 
@@ -209,10 +208,7 @@ def loader_rates(builds: dict[str, Path], repeats: int) -> tuple[dict[str, float
     """Real tokens per second through plan + collate of an epoch, ul2 and span, timed in turn in CPU time (one
     thread; a shared machine's wall time is noise), each timing LOADER_EPOCHS epochs back to back; the tokens are
     the split's (every row is in one microbatch of rank 0's plan), counted outside the timing. Beside them, to show
-    where the ratio comes from: the ul2 split collated without its `denoiser` column (the one tensor a ul2
-    microbatch has more than a span one), and each build's real tokens per microbatch of its plan."""
-    from dataclasses import replace
-
+    where the ratio comes from: each build's real tokens per microbatch of its plan."""
     from mlmprep.format.load import open_epoch, read_manifest
     from mlmprep.train.collate import Collator
 
@@ -233,9 +229,6 @@ def loader_rates(builds: dict[str, Path], repeats: int) -> tuple[dict[str, float
                         collator.from_split(split, mb.rows)
 
         fns[name] = epochs
-        if split.denoiser is not None:
-            tokens[f"{name} without denoiser"] = tokens[name]
-            fns[f"{name} without denoiser"] = lambda epochs=epochs, split=split: epochs(replace(split, denoiser=None))
     seconds = best_of_each(fns, repeats, clock=time.process_time)
     return {name: tokens[name] / seconds[name] for name in fns}, per_microbatch
 
@@ -285,13 +278,8 @@ def print_table(r: dict) -> None:
           ", ".join(f"{k} {v:.2%}" for k, v in r["padding"].items()))
     print(f"loader (CPU time): ul2 {r['loader']['ul2'] / 1e6:.0f} M tokens/s, span {r['loader']['span'] / 1e6:.0f} M "
           f"tokens/s ({r['loader_ratio']:.2f}x); load average {r['load']:.1f}")
-    print(f"  the ul2 build without its denoiser column: {bare_ratio(r):.2f}x span; real tokens per microbatch, ul2 / "
-          f"span: {r['per_microbatch']['ul2']:,.0f} / {r['per_microbatch']['span']:,.0f} ({microbatch_ratio(r):.2f})")
-
-
-def bare_ratio(r: dict) -> float:
-    """Loader tokens/s of the ul2 build collated without its denoiser column / the span build's."""
-    return r["loader"]["ul2 without denoiser"] / r["loader"]["span"]
+    print(f"  real tokens per microbatch, ul2 / span: {r['per_microbatch']['ul2']:,.0f} / "
+          f"{r['per_microbatch']['span']:,.0f} ({microbatch_ratio(r):.2f})")
 
 
 def microbatch_ratio(r: dict) -> float:
@@ -314,7 +302,6 @@ def figures(r: dict) -> list[Figure]:
                r["loader_ratio"] >= LOADER_TARGET),
         Figure("loader tokens/s, ul2 / span build", f"{r['loader']['ul2'] / 1e6:.0f} M / "
                f"{r['loader']['span'] / 1e6:.0f} M"),
-        Figure("loader tokens/s, ul2 without its denoiser column vs span", f"{bare_ratio(r):.2f}x"),
         Figure("real tokens per microbatch, ul2 / span plan", f"{r['per_microbatch']['ul2']:,.0f} / "
                f"{r['per_microbatch']['span']:,.0f} ({microbatch_ratio(r):.2f})"),
         Figure("load average during the loader pair", f"{r['load']:.1f}"),

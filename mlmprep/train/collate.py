@@ -142,7 +142,9 @@ class Collator:
 
     def from_split(self, split: Split, rows: np.ndarray) -> dict[str, torch.Tensor]:
         """Collate `rows` of a memory-mapped split, gathering tokens straight from the mapped files (an mlm split's
-        columns have rows of equal lengths: open_split checks them)."""
+        columns have rows of equal lengths: open_split checks them), and an mdlm row's `rate`, which its loss
+        weighs by. A ul2 row's `denoiser` is not made into a tensor: nothing on the device reads it, and the
+        trainer groups losses by `split.denoiser[rows]`."""
         rows = np.asarray(rows, dtype=np.int64)
         batch, bad = self._collate(rows, split.input_ids, split.labels)
         if bad is not None:
@@ -150,9 +152,8 @@ class Collator:
                 f"{split.path}: row {rows[bad[0]]} holds token id {bad[1]}, outside the tokenizer's "
                 f"{self.vocab_size} ids (a damaged data file); run mlmprep verify {split.path.parent}, then rebuild"
             )
-        for name in ROW_VALUES:
-            if (values := getattr(split, name)) is not None:
-                batch[name] = torch.from_numpy(values[rows])
+        if split.rate is not None:
+            batch["rate"] = torch.from_numpy(split.rate[rows])
         return batch
 
     def _collate(self, rows: np.ndarray, enc: Column, dec: Column) -> tuple[dict[str, torch.Tensor], tuple | None]:
