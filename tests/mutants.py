@@ -1460,7 +1460,9 @@ MUTANTS = [
            ("tests/format/test_damaged_builds.py::test_training_checks_every_file_it_needs_before_its_first_step",)),
     Mutant("asyncio-task-noise", "mlmprep.storage:_filesystem",  # dropped connections' tasks printed on stderr
            "        loop.set_exception_handler(quiet_dropped_connections)", "        pass",
-           ("tests/test_storage_faults.py::test_a_store_that_goes_down_mid_upload_and_comes_back_leaves_only_mlmprep_lines",)),
+           ("tests/test_storage_faults.py::test_a_dropped_connections_failed_task_is_not_printed_and_any_other_task_"
+            "failure_is",
+            "tests/test_storage_faults.py::test_a_store_that_goes_down_mid_upload_and_comes_back_leaves_only_mlmprep_lines")),
     Mutant("lock-not-marked-before-commit", "mlmprep.format.publish:commit_remote",  # a killed build's lock looks live
            "        mark_committing(url, options, (stage / MANIFEST).read_bytes())\n", "",
            ("tests/test_storage_faults.py::test_a_build_stopped_between_its_commit_and_its_lock_removal_leaves_a_lock_the_next_build_removes",)),

@@ -331,3 +331,34 @@ def test_a_build_whose_store_goes_silent_mid_upload_fails_in_bounded_time_and_le
     assert again.returncode == 0, again.stderr
     assert remote_files(s3, out) == data_files(local_reference) and ".mlmprep-lock" not in listing(s3, out)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_dropped_connections_failed_task_is_not_printed_and_any_other_task_failure_is(s3, caplog):
+    """The file system's event loop: an HTTP client task that failed on a dropped connection and was never awaited
+    (aiohttp's "Cannot write to closing transport", met while a store is down) prints nothing when it is collected,
+    since its request is retried or fails as one line; a task that failed on anything else is printed as asyncio
+    prints it."""
+    import asyncio
+    import gc
+    import logging
+
+    import aiohttp
+
+    from mlmprep import storage
+
+    fs, _ = storage.filesystem(f"s3://{s3.bucket()}/x")
+
+    async def orphan(exc: BaseException) -> None:
+        async def fail() -> None:
+            raise exc
+        task = asyncio.ensure_future(fail())
+        await asyncio.sleep(0.01)  # it runs and fails; nobody awaits it
+        assert task.done()
+
+    caplog.set_level(logging.ERROR, logger="asyncio")
+    for exc in (aiohttp.ClientConnectionError("Cannot write to closing transport"), ValueError("a bug of its own")):
+        asyncio.run_coroutine_threadsafe(orphan(exc), fs.loop).result(10)
+        gc.collect()  # the task is collected: "Task exception was never retrieved", unless the handler drops it
+    printed = [record.getMessage() + repr(record.exc_info) for record in caplog.records]
+    assert not any("closing transport" in line for line in printed), printed
+    assert any("a bug of its own" in line for line in printed), printed
