@@ -449,6 +449,14 @@ MUTANTS = [
     Mutant("decontaminate-near-copies-are-training", "mlmprep.builder.contamination:kind_matches",  # dropped count
            "(refs >> np.uint64(LOCAL_BITS)).astype(np.int64)] == TRAIN]", "(refs >> np.uint64(LOCAL_BITS)).astype(np.int64)] != VALIDATION]",
            ("tests/builder/test_overlap.py::test_a_validation_documents_dropped_near_copy_does_not_contaminate_it",)),
+    Mutant("decontaminate-windows-read-as-n-grams", "mlmprep.builder.contamination:range_records",  # one section
+           "at = width * len(staged) + int(sections[:k].sum())", "at = width * len(staged)",
+           ("tests/builder/test_overlap.py::"
+            "test_the_driver_holds_counts_not_hashes_and_moves_what_matching_every_hash_at_once_moves",)),
+    Mutant("decontaminate-first-shards-fates-for-all", "mlmprep.builder.contamination:kind_matches",  # one fates file
+           "fates = all_fates[bases[s] : bases[s + 1]]", "fates = all_fates[: bases[s + 1] - bases[s]]",
+           ("tests/builder/test_overlap.py::"
+            "test_the_driver_holds_counts_not_hashes_and_moves_what_matching_every_hash_at_once_moves",)),
     Mutant("decontaminate-a-range-unmatched", "mlmprep.builder.run:BuildTasks.contamination_matches",  # one task left out
            "for p in range(self.layout.partitions)]", "for p in range(1, self.layout.partitions)]",
            ("tests/builder/test_overlap.py::test_decontamination_moves_what_a_brute_force_reference_moves",)),
@@ -459,7 +467,7 @@ MUTANTS = [
            "np.repeat(docs[starts] != docs[ends - 1], ends - starts)", "np.repeat(docs[starts] == docs[ends - 1], ends - starts)",
            ("tests/builder/test_overlap.py::test_a_document_moved_to_training_can_take_another_with_it",)),
     Mutant("decontaminate-scratch-kept", "mlmprep.builder.run:BuildTasks.contamination_matches",  # staged till the end
-           "        self.staging.drop(contamination.scratch_names(len(self.shards), self.cfg))\n", "",
+           "        self.staging.drop(contamination.scratch_names(len(self.shards)))\n", "",
            ("tests/builder/test_overlap.py::test_the_partition_tasks_files_are_removed_once_they_are_done",)),
     Mutant("decontaminate-task-in-driver", "mlmprep.builder.engine.local:LocalEngine.results",  # the driver loads Numba
            "if self.processes(len(run.calls)) == 1 and POOLS.get(self) is None:",

@@ -202,7 +202,7 @@ def test_the_partition_tasks_files_are_removed_once_they_are_done(tmp_path, lice
 
     def watched(self, fates):
         def staged():
-            return sorted({p.suffix for p in (self.staging.stage / STAGING).iterdir()} & {".grams", ".runs", ".fates"})
+            return sorted({p.suffix for p in (self.staging.stage / STAGING).iterdir()} & {".hashes", ".fates"})
 
         for answer in real(self, fates):
             seen.append(staged())
@@ -212,7 +212,7 @@ def test_the_partition_tasks_files_are_removed_once_they_are_done(tmp_path, lice
     monkeypatch.setattr(build_run.BuildTasks, "contamination_matches", watched)
     built = build_tiny(tmp_path / "b", path, tiny_tokenizer_path, workers=2, shard_bytes=5000, dedup="off",
                        validation_fraction=0.2, dedup_partitions=3, **LICENCE)
-    assert seen[0] == [".fates", ".grams", ".runs"] and len(seen) == 3 + 1 and seen[-1] == []
+    assert seen[0] == [".fates", ".hashes"] and len(seen) == 3 + 1 and seen[-1] == []
     stream = side_streams(docs, held_sides(docs, 0.2))
     rows, _ = reference_rows(stream["validation"], tiny_tokenizer_path, {}, None)
     assert np.array_equal(split_rows(built, "validation-windows").values, rows.values)
@@ -364,12 +364,11 @@ def selection_of(tmp_path: Path, cfg, results: list[dict]):
     (tmp_path / STAGING).mkdir(exist_ok=True)
 
     def matches(fates):
-        for s, shard in enumerate(fates):
-            (tmp_path / STAGING / f"shard-{s:06d}.{FATES}").write_bytes(shard.tobytes())
+        (tmp_path / STAGING / FATES).write_bytes(b"".join(shard.tobytes() for shard in fates))
         bases = tuple(np.concatenate([[0], np.cumsum([len(f) for f in fates])]).tolist())
         for p in range(layout.partitions):
             yield range_matches(MatchTask(layout, p, bases))
-        for name in scratch_names(len(fates), cfg):
+        for name in scratch_names(len(fates)):
             (tmp_path / STAGING / name).unlink()
 
     selection = Selection(cfg, len(results), matches=matches)
@@ -474,12 +473,12 @@ def test_a_shard_hashed_again_has_the_hashes_of_its_reading(tmp_path, licences, 
     lines = scan_shard(ScanTask(layout, shard))["counts"]
     removed = np.random.default_rng(3).random(len(lines)) < 0.3
     read = tokenize_shard(TokenizeTask(layout, shard, removed))
-    staged = {kind: (tmp_path / STAGING / f"shard-000000.{kind}").read_bytes() for kind in ("grams", "runs")}
+    staged = (tmp_path / STAGING / "shard-000000.hashes").read_bytes()
     again = hash_shard(TokenizeTask(layout, shard, removed))
     assert set(again) == {"candidates", "ngram_counts", "window_counts"}
-    assert len(again["candidates"]) > 10 and len(staged["grams"]) > 8000
+    assert len(again["candidates"]) > 10 and len(staged) > 8000
     assert all(np.array_equal(read[key], again[key]) for key in again)
-    assert all((tmp_path / STAGING / f"shard-000000.{kind}").read_bytes() == staged[kind] for kind in staged)
+    assert (tmp_path / STAGING / "shard-000000.hashes").read_bytes() == staged
 
 
 @pytest.mark.parametrize(("dedup", "partitions"), [("exact", 0), ("off", 1), ("off", 5)])
