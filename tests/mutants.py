@@ -479,9 +479,14 @@ MUTANTS = [
     Mutant("decontaminate-bucket-unstable", "mlmprep.builder._dedup_kernels:bucket_records",  # references mixed up
            "            out_refs[at[p]] = refs[i]", "            out_refs[at[p]] = refs[keys.size - 1 - i]",
            ("tests/builder/test_overlap.py::test_the_driver_holds_counts_not_hashes_and_moves_what_matching_every_hash_at_once_moves",)),
-    Mutant("decontaminate-driver-shard-untrimmed", "mlmprep.builder.pipeline:hash_shard",  # hashed as read, not trimmed
-           "for docs in shard_documents(task, CorpusStats()", "for docs in shard_documents(replace(task, removed=None), "
-           "CorpusStats()", ("tests/builder/test_overlap.py::test_a_shard_hashed_again_has_the_hashes_of_its_reading",)),
+    Mutant("decontaminate-driver-texts-with-their-sizes", "mlmprep.builder.pipeline:hash_shard",  # header hashed
+           "text_ngrams(data[8 * documents :], starts_of(sizes))", "text_ngrams(data, starts_of(sizes))",
+           ("tests/builder/test_overlap.py::"
+            "test_a_shard_the_driver_tokenized_is_hashed_as_its_reading_task_hashes_it",)),
+    Mutant("decontaminate-driver-texts-unstaged", "mlmprep.builder.pipeline:tokenize_shard",  # none to hash
+           "    later = not task.hashed and decontaminating(cfg)", "    later = False",
+           ("tests/builder/test_overlap.py::"
+            "test_a_shard_the_driver_tokenized_is_hashed_as_its_reading_task_hashes_it",)),
     Mutant("decontaminate-held-apart-let-go", "mlmprep.builder.outputs:Staging.__init__",  # apart picks deleted early
            'self.suffixes = ("ids", "lens", SIDES[0]) if apart else', 'self.suffixes = ("ids", "lens", *SIDES) if apart else',
            ("tests/builder/test_overlap.py::test_decontamination_moves_what_a_brute_force_reference_moves",)),

@@ -34,8 +34,10 @@ from mlmprep.builder.outputs import OutputFiles, Staging, counted_tasks, finish_
 from mlmprep.builder.overlap import EXCLUDE_MARGIN, NGRAM, SeenLines
 from mlmprep.builder.pipeline import (
     EXCLUDED,
+    NORMALISED,
     VALIDATION_SLOT,
     ExcludeTask,
+    HashTask,
     ScanTask,
     TokenizeTask,
     WriteTask,
@@ -258,10 +260,11 @@ class BuildTasks:
                     self.file_written(self.writes[index], bar)
                 elif index in hashing:
                     shard, unhashed = hashing.pop(index)
+                    self.staging.drop([f"shard-{shard:06d}.{NORMALISED}"])
                     self.queue(run, self.shard_read(shard, unhashed | result, bar))
                 elif decontaminating(self.cfg) and "candidates" not in result:  # the driver's: hashed on a worker
                     hashing[len(run.calls)] = index, result
-                    run.add(*self.staging.calls(hash_shard, [reads[index]]))
+                    run.add(*self.staging.calls(hash_shard, [HashTask(self.layout, index, result["keys"])]))
                 else:
                     self.queue(run, self.shard_read(index, result, bar))
         if self.cfg.method == "text":  # no file is ready before its side's whole text is

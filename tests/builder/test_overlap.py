@@ -454,18 +454,31 @@ def test_the_measures_count_one_shared_n_gram_and_each_covered_token_once(tmp_pa
     assert got["before"] == {"documents": 3, "documents_with_ngram": 2, "tokens": 53 + 85 + 60, "tokens_in_match": 65}
 
 
-def test_a_shard_hashed_again_has_the_hashes_of_its_reading(tmp_path, licences, tiny_tokenizer_path):
-    """The shards the driver tokenizes without hashing are hashed by hash_shard, which reads them again: as the
-    reading task read them (cleaned, less the lines paragraph dedup removes), with the same candidates and hashes."""
+@pytest.mark.parametrize("method", ["tokens", "text"])
+def test_a_shard_the_driver_tokenized_is_hashed_as_its_reading_task_hashes_it(tmp_path, licences, tiny_tokenizer_path,
+                                                                              method):
+    """A shard the driver tokenizes (without Numba) stages its documents' normalised texts, as it read them (cleaned,
+    less the lines paragraph dedup removes), and hash_shard hashes those: the same candidates, counts and staged
+    bytes as the reading task's own hashing; the n-grams, those of a brute-force reference."""
     import shutil
 
-    from mlmprep.builder.pipeline import ScanTask, TokenizeTask, hash_shard, scan_shard, tokenize_shard
+    from mlmprep.builder.contamination import HASHES
+    from mlmprep.builder.pipeline import (
+        NORMALISED,
+        HashTask,
+        ScanTask,
+        TokenizeTask,
+        hash_shard,
+        scan_shard,
+        tokenize_shard,
+        tokenize_shard_in_driver,
+    )
     from mlmprep.builder.staged import STAGING, Layout
     from mlmprep.config import BuildConfig
     from mlmprep.corpus.shards import file_shards
 
     path, _ = licences
-    cfg = BuildConfig(corpus=(str(path),), doc_sep="blank", validation_fraction=0.2)
+    cfg = BuildConfig(corpus=(str(path),), doc_sep="blank", validation_fraction=0.2, method=method)
     (tmp_path / STAGING).mkdir()
     shutil.copy(tiny_tokenizer_path, tmp_path / "tokenizer.json")
     layout = Layout(cfg, str(tmp_path), 1, content_length=32, window_length=32, doc_eos=1, format_version=3)
@@ -473,12 +486,24 @@ def test_a_shard_hashed_again_has_the_hashes_of_its_reading(tmp_path, licences, 
     lines = scan_shard(ScanTask(layout, shard))["counts"]
     removed = np.random.default_rng(3).random(len(lines)) < 0.3
     read = tokenize_shard(TokenizeTask(layout, shard, removed))
-    staged = (tmp_path / STAGING / "shard-000000.hashes").read_bytes()
-    again = hash_shard(TokenizeTask(layout, shard, removed))
-    assert set(again) == {"candidates", "ngram_counts", "window_counts"}
+    hashes, texts = tmp_path / STAGING / f"shard-000000.{HASHES}", tmp_path / STAGING / f"shard-000000.{NORMALISED}"
+    staged = hashes.read_bytes()
+    assert not texts.exists()
+    hashes.unlink()
+    driver = tokenize_shard_in_driver(TokenizeTask(layout, shard, removed))
+    assert not hashes.exists() and "candidates" not in driver and np.array_equal(driver["keys"], read["keys"])
+    data = texts.read_bytes()
+    sizes = np.frombuffer(data[: 8 * len(driver["keys"])], "<i8")
+    assert np.array_equal(sizes, read["doc_chars"])  # the documents as read (ASCII: a byte a character)
+    documents = np.split(np.frombuffer(data[8 * len(sizes) :], np.uint8), np.cumsum(sizes)[:-1])
+    again = hash_shard(HashTask(layout, 0, driver["keys"]))
+    expected = {"candidates", "ngram_counts"} | ({"window_counts"} if method == "tokens" else set())
+    assert set(again) == expected
     assert len(again["candidates"]) > 10 and len(staged) > 8000
+    words = [len(documents[d].tobytes().split()) for d in again["candidates"]]  # a brute-force count of n-grams
+    assert again["ngram_counts"].tolist() == [max(n - 12, min(n, 1)) for n in words]
     assert all(np.array_equal(read[key], again[key]) for key in again)
-    assert (tmp_path / STAGING / "shard-000000.hashes").read_bytes() == staged
+    assert hashes.read_bytes() == staged
 
 
 @pytest.mark.parametrize(("dedup", "partitions"), [("exact", 0), ("off", 1), ("off", 5)])
