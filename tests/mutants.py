@@ -457,6 +457,9 @@ MUTANTS = [
            "fates = all_fates[bases[s] : bases[s + 1]]", "fates = all_fates[: bases[s + 1] - bases[s]]",
            ("tests/builder/test_overlap.py::"
             "test_the_driver_holds_counts_not_hashes_and_moves_what_matching_every_hash_at_once_moves",)),
+    Mutant("decontaminate-two-partitions-taken-as-one", "mlmprep.builder.contamination:bucketed",  # left unsorted
+           "    if parts == 1:\n", "    if parts <= 2:\n",
+           ("tests/builder/test_overlap.py::test_staged_records_are_sorted_by_partition_stably",)),
     Mutant("decontaminate-a-range-unmatched", "mlmprep.builder.run:BuildTasks.contamination_matches",  # one task left out
            "for p in range(self.layout.partitions)]", "for p in range(1, self.layout.partitions)]",
            ("tests/builder/test_overlap.py::test_decontamination_moves_what_a_brute_force_reference_moves",)),

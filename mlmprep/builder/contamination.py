@@ -96,9 +96,12 @@ def staged_records(hashes: np.ndarray, per_doc: np.ndarray, candidates: np.ndarr
 
 
 def bucketed(keys: np.ndarray, refs: np.ndarray, parts: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(offsets [parts + 1], keys, refs) of records sorted by partition (refs may be empty)."""
+    """(offsets [parts + 1], keys, refs) of records sorted by partition (refs may be empty); one partition takes
+    them as they are."""
     from mlmprep.builder import _dedup_kernels as kernels
 
+    if parts == 1:
+        return np.array([0, len(keys)], np.int64), keys, refs
     offsets = np.empty(parts + 1, np.int64)
     out_keys, out_refs = np.empty_like(keys), np.empty_like(refs)
     kernels.bucket_records(np.ascontiguousarray(keys, np.uint64), np.ascontiguousarray(refs, np.uint64), parts,

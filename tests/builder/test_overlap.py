@@ -506,6 +506,24 @@ def test_a_shard_the_driver_tokenized_is_hashed_as_its_reading_task_hashes_it(tm
     assert hashes.read_bytes() == staged
 
 
+@pytest.mark.parametrize("parts", [1, 2, 7])
+def test_staged_records_are_sorted_by_partition_stably(parts):
+    """A kind's staged records (hashes and references) are in the order of a stable sort by partition (the top 32
+    bits of the hash scaled to the partitions), each partition where the offsets say, one partition too."""
+    from mlmprep.builder.contamination import bucketed
+
+    rng = np.random.default_rng(parts)
+    keys = rng.integers(0, 1 << 63, 5000, dtype=np.uint64) * np.uint64(2) + rng.integers(0, 2, 5000, dtype=np.uint64)
+    refs = np.arange(5000, dtype=np.uint64)
+    offsets, out_keys, out_refs = bucketed(keys, refs, parts)
+    part = [int(k) >> 32 for k in keys.tolist()]
+    order = sorted(range(len(keys)), key=lambda i: part[i] * parts >> 32)  # Python's sort is stable
+    assert out_keys.tolist() == keys[order].tolist() and out_refs.tolist() == refs[order].tolist()
+    counts = np.bincount([part[i] * parts >> 32 for i in range(len(keys))], minlength=parts)
+    assert offsets.tolist() == [0, *np.cumsum(counts).tolist()]
+    assert bucketed(keys, np.zeros(0, np.uint64), parts)[2].size == 0
+
+
 @pytest.mark.parametrize(("dedup", "partitions"), [("exact", 0), ("off", 1), ("off", 5)])
 def test_the_driver_holds_counts_not_hashes_and_moves_what_matching_every_hash_at_once_moves(tmp_path, dedup,
                                                                                               partitions):
