@@ -460,6 +460,9 @@ MUTANTS = [
     Mutant("decontaminate-two-partitions-taken-as-one", "mlmprep.builder.contamination:bucketed",  # left unsorted
            "    if parts == 1:\n", "    if parts <= 2:\n",
            ("tests/builder/test_overlap.py::test_staged_records_are_sorted_by_partition_stably",)),
+    Mutant("decontaminate-kernels-loaded-in-each-worker", "mlmprep.builder.pipeline",  # each worker loads them
+           "        contamination.warm_up()  # what a default", "        pass  # what a default",
+           ("tests/builder/test_engine.py::test_build_workers_start_with_numba_loaded_once_in_the_forkserver",)),
     Mutant("decontaminate-a-range-unmatched", "mlmprep.builder.run:BuildTasks.contamination_matches",  # one task left out
            "for p in range(self.layout.partitions)]", "for p in range(1, self.layout.partitions)]",
            ("tests/builder/test_overlap.py::test_decontamination_moves_what_a_brute_force_reference_moves",)),

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mlmprep.builder.dedup_partitions import LOCAL_BITS, LOCAL_MASK, changed
-from mlmprep.builder.overlap import starts_of
+from mlmprep.builder.overlap import MATCH_TOKENS, joined_bytes, starts_of, text_ngrams, window_hashes
 from mlmprep.builder.selection import TRAIN, VALIDATION, held_documents
 from mlmprep.builder.staged import Layout, read_array, write_atomic
 from mlmprep.config import BuildConfig
@@ -219,6 +219,18 @@ def range_records(layout: Layout, s: int, kind: str, p: int, documents: int,
     if np.any((refs >> np.uint64(LOCAL_BITS)) >= np.uint64(documents)):
         raise changed(path, f"a record names a document beyond its {documents}")
     return hashes, refs
+
+
+def warm_up() -> None:
+    """Load the kernels that hash and match decontamination's n-grams and windows from Numba's cache, as the reading
+    and partition tasks call them: a forkserver does it once for every worker it forks."""
+    from mlmprep.builder import _dedup_kernels as kernels
+
+    text_ngrams(*joined_bytes([b"a b"]))
+    window_hashes(np.zeros(MATCH_TOKENS, np.int32), np.array([MATCH_TOKENS], np.int64))
+    table = np.zeros(16, np.uint64)
+    kernels.key_slots(np.ones(1, np.uint64), table, np.empty(1, np.int64))
+    kernels.mark_found(np.ones(1, np.uint64), table, np.zeros(table.size + 1, bool))
 
 
 def read_items(f, dtype: str, at: int, count: int) -> np.ndarray:

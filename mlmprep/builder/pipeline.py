@@ -39,9 +39,8 @@ from typing import Any
 import numpy as np
 
 from mlmprep import storage
-from mlmprep.builder import mask
+from mlmprep.builder import contamination, mask
 from mlmprep.builder.clean import clean_texts
-from mlmprep.builder.contamination import stage_hashes
 from mlmprep.builder.dedup_partitions import changed, partitioned, stage_keys
 from mlmprep.builder.denoisers import SeedRows, row_offsets
 from mlmprep.builder.dropped import DRIVER_FILES, ShardDrops
@@ -343,7 +342,7 @@ def tokenize_shard(task: TokenizeTask) -> dict:
               **({"lines": lines} if task.removed is not None else {}),
               **({"excluded": cut} if task.excluded is not None else {}),
               **({"documents_read": drops.read} if drops is not None else {})}
-    return stage_hashes(layout, index, result) if hashed else result
+    return contamination.stage_hashes(layout, index, result) if hashed else result
 
 
 def joined(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
@@ -380,7 +379,8 @@ def hash_shard(task: HashTask) -> dict:
         lengths = read_array(layout.staged(f"shard-{index:06d}.lens"), np.int64)
         ids = read_array(layout.staged(f"shard-{index:06d}.ids"), np.int32)
         result["windows"], result["window_counts"] = window_hashes(ids, lengths)
-    return {key: value for key, value in stage_hashes(layout, index, result).items() if key != "keys"}
+    return {key: value for key, value in contamination.stage_hashes(layout, index, result).items()
+            if key != "keys"}
 
 
 def describe_documents(docs: list[str], cfg: BuildConfig, hashed: bool,
@@ -662,6 +662,7 @@ if in_forkserver():  # load tokenizers, Numba and its compiler once, for every w
     sys.modules.update(dict.fromkeys(hidden))  # importing them raises ImportError
     try:
         _kernels.warm_up()  # a serial kernel: no Numba thread pool is started before the server forks
+        contamination.warm_up()  # what a default build's tasks call (--decontaminate is on by default)
     finally:
         for name in hidden:
             del sys.modules[name]
