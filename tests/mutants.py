@@ -450,7 +450,7 @@ MUTANTS = [
            "(refs >> np.uint64(LOCAL_BITS)).astype(np.int64)] == TRAIN]", "(refs >> np.uint64(LOCAL_BITS)).astype(np.int64)] != VALIDATION]",
            ("tests/builder/test_overlap.py::test_a_validation_documents_dropped_near_copy_does_not_contaminate_it",)),
     Mutant("decontaminate-windows-read-as-n-grams", "mlmprep.builder.contamination:range_records",  # one section
-           "at = width * len(staged) + int(sections[:k].sum())", "at = width * len(staged)",
+           "at = int(sections[:k].sum()) + (", "at = 0 + (",
            ("tests/builder/test_overlap.py::"
             "test_the_driver_holds_counts_not_hashes_and_moves_what_matching_every_hash_at_once_moves",)),
     Mutant("decontaminate-first-shards-fates-for-all", "mlmprep.builder.contamination:kind_matches",  # one fates file
@@ -463,6 +463,12 @@ MUTANTS = [
     Mutant("decontaminate-kernels-loaded-in-each-worker", "mlmprep.builder.pipeline",  # each worker loads them
            "        contamination.warm_up()  # what a default", "        pass  # what a default",
            ("tests/builder/test_engine.py::test_build_workers_start_with_numba_loaded_once_in_the_forkserver",)),
+    Mutant("decontaminate-staged-size-unchecked", "mlmprep.builder.contamination:range_records",  # a short file
+           "or size != int(sections.sum())):", "or False):",
+           ("tests/builder/test_overlap.py::test_a_changed_staged_file_of_decontamination_is_a_one_line_error",)),
+    Mutant("decontaminate-staged-references-unchecked", "mlmprep.builder.contamination:range_records",  # any document
+           "    if np.any((refs >> np.uint64(LOCAL_BITS)) >= np.uint64(documents)):", "    if False:",
+           ("tests/builder/test_overlap.py::test_a_changed_staged_file_of_decontamination_is_a_one_line_error",)),
     Mutant("decontaminate-a-range-unmatched", "mlmprep.builder.run:BuildTasks.contamination_matches",  # one task left out
            "for p in range(self.layout.partitions)]", "for p in range(1, self.layout.partitions)]",
            ("tests/builder/test_overlap.py::test_decontamination_moves_what_a_brute_force_reference_moves",)),

@@ -3,14 +3,14 @@ matched against training's one range of hashes at a time, in tasks on the worker
 counts and a bit per window of each validation document, never the hashes.
 
 Each reading task stages its shard's hashes (stage_hashes) as one file, `shard-N.hashes`, of each kind in turn (word
-n-grams, and token windows with --method tokens): its validation candidates' (every occurrence, with its document
-and place in it) and the other documents' (with --dedup off or exact every one's, without documents; with --dedup
-near each with its document, since only those left in training count), each part in ranges of hashes
-(dedup_partitions.partition_of, by a counting sort: _dedup_kernels.bucket_records). Once every shard is read and
-every fate known, the driver stages every document's fate (`decontamination.fates`, a byte per document in corpus
-order) and partition task p (range_matches) reads range p of every shard's file: the range's validation hashes go
-into a hash table (_dedup_kernels.key_slots), training's (the other documents', and any candidate's whose fate is
-training) are streamed through it one shard at a time (mark_found), and the task returns
+n-grams, and token windows with --method tokens; the index of every kind's parts last): its validation candidates'
+(every occurrence, with its document and place in it) and the other documents' (with --dedup off or exact every
+one's, without documents; with --dedup near each with its document, since only those left in training count), each
+part in ranges of hashes (dedup_partitions.partition_of, by a counting sort: _dedup_kernels.bucket_records). Once
+every shard is read and every fate known, the driver stages every document's fate (`decontamination.fates`, a byte
+per document in corpus order) and partition task p (range_matches) reads range p of every shard's file: the range's
+validation hashes go into a hash table (_dedup_kernels.key_slots), training's (the other documents', and any
+candidate's whose fate is training) are streamed through it one shard at a time (mark_found), and the task returns
 - the validation occurrences found in training (document, place),
 - those not found whose hash two or more validation documents hold (hash, document, place): when one of them moves
   to training, the others' occurrences become training text.
@@ -29,6 +29,7 @@ token of every document (16 with --dedup near), 16 per one of a validation candi
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -66,24 +67,30 @@ def stage_hashes(layout: Layout, index: int, result: dict) -> dict:
     and a copy is dropped) and each one's count of n-grams and windows."""
     cfg = layout.cfg
     candidates = held_documents(result["keys"], cfg.validation_fraction, cfg.seed)
-    out, index_of, sections = {"candidates": np.flatnonzero(candidates)}, [], []
-    for kind in kinds(cfg):
-        hashes_of, counts = KINDS[kind]
-        hashes, per_doc = result.pop(hashes_of), result.pop(counts)
-        offsets, arrays = staged_records(hashes, per_doc, candidates, layout.partitions, cfg.dedup == "near")
-        index_of.append(offsets)
-        sections += arrays
-        out[counts] = per_doc[candidates]
-    write_atomic(layout.staged(f"shard-{index:06d}.{HASHES}"),
-                 [np.concatenate(index_of).astype("<i8").tobytes(), *sections])
+    out, index_of = {"candidates": np.flatnonzero(candidates)}, []
+
+    def sections() -> Iterator[memoryview | bytes]:  # a kind's records written before the next kind's are made
+        for kind in kinds(cfg):
+            hashes_of, counts = KINDS[kind]
+            per_doc = result.pop(counts)
+            offsets, arrays = staged_records(result.pop(hashes_of), per_doc, candidates, layout.partitions,
+                                             cfg.dedup == "near")
+            index_of.append(offsets)
+            out[counts] = per_doc[candidates]
+            yield from arrays
+            del arrays
+        yield np.concatenate(index_of).astype("<i8").tobytes()  # the index last
+
+    write_atomic(layout.staged(f"shard-{index:06d}.{HASHES}"), sections())
     return result | out
 
 
 def staged_records(hashes: np.ndarray, per_doc: np.ndarray, candidates: np.ndarray, parts: int,
                    with_documents: bool) -> tuple[np.ndarray, list]:
-    """One kind's section of a shard's file: (int64 [2, parts + 1], where each partition's records start among the
-    candidates' and among the others'; the candidates' hashes and references (document << LOCAL_BITS | place in it),
-    the others' hashes and, `with_documents`, references, as bytes to write)."""
+    """One kind's section of a shard's file: (its part of the index that ends the file, int64 [2, parts + 1], where
+    each partition's records start among the candidates' and among the others'; the candidates' hashes and
+    references (document << LOCAL_BITS | place in it), the others' hashes and, `with_documents`, references, as bytes
+    to write)."""
     own = np.repeat(candidates, per_doc)
     mine = per_doc[candidates]
     docs = np.repeat(np.flatnonzero(candidates).astype(np.uint64), mine)
@@ -91,8 +98,8 @@ def staged_records(hashes: np.ndarray, per_doc: np.ndarray, candidates: np.ndarr
     theirs = np.repeat(np.flatnonzero(~candidates).astype(np.uint64), per_doc[~candidates]) << np.uint64(LOCAL_BITS)
     first = bucketed(hashes[own], docs << np.uint64(LOCAL_BITS) | places, parts)
     second = bucketed(hashes[~own], theirs if with_documents else np.zeros(0, np.uint64), parts)
-    return (np.concatenate([first[0], second[0]]),  # the arrays as written, not copied
-            [memoryview(a.astype("<u8", copy=False)).cast("B") for a in (*first[1:], *second[1:])])
+    return (np.concatenate([first[0], second[0]]),
+            [memoryview(a.astype("<u8", copy=False)).cast("B") for a in (*first[1:], *second[1:])])  # not copied
 
 
 def bucketed(keys: np.ndarray, refs: np.ndarray, parts: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -199,11 +206,11 @@ def range_records(layout: Layout, s: int, kind: str, p: int, documents: int,
     of the file: a task reads every shard's, so their count, not their size, sets its time on small builds."""
     path = layout.staged(f"shard-{s:06d}.{HASHES}")
     parts, near, staged = layout.partitions, layout.cfg.dedup == "near", kinds(layout.cfg)
-    width = 2 * (parts + 1)
+    width = 2 * (parts + 1) * len(staged)
     with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size // 8 - width * len(staged)
-        index = read_items(f, "<i8", 0, width * len(staged))
-        index = index.reshape(-1, 2, parts + 1) if len(index) == width * len(staged) else np.zeros((0, 2, 1), np.int64)
+        size = os.fstat(f.fileno()).st_size // 8 - width
+        index = read_items(f, "<i8", max(size, 0), width)  # at the file's end
+        index = index.reshape(-1, 2, parts + 1) if len(index) == width else np.zeros((0, 2, 1), np.int64)
         mine, theirs = index[:, 0], index[:, 1]
         sections = 2 * mine[:, -1] + (2 if near else 1) * theirs[:, -1]
         if (len(index) != len(staged) or np.any(mine[:, 0] != 0) or np.any(theirs[:, 0] != 0)
@@ -211,7 +218,7 @@ def range_records(layout: Layout, s: int, kind: str, p: int, documents: int,
             raise changed(path, f"its index of {parts} partitions of {len(staged)} kinds does not match its {size} "
                                 "hashes and references")
         k = staged.index(kind)
-        at = width * len(staged) + int(sections[:k].sum()) + (0 if candidates else 2 * int(mine[k, -1]))
+        at = int(sections[:k].sum()) + (0 if candidates else 2 * int(mine[k, -1]))
         offsets = mine[k] if candidates else theirs[k]
         lo, hi, count = int(offsets[p]), int(offsets[p + 1]), int(offsets[-1])
         hashes = read_items(f, "<u8", at + lo, hi - lo)

@@ -506,6 +506,48 @@ def test_a_shard_the_driver_tokenized_is_hashed_as_its_reading_task_hashes_it(tm
     assert hashes.read_bytes() == staged
 
 
+@pytest.mark.parametrize("damage", ["truncated", "index", "reference", "fates"])
+def test_a_changed_staged_file_of_decontamination_is_a_one_line_error(tmp_path, damage):
+    """A partition task that finds a shard's staged hashes (or the staged fates) other than they were written says
+    so in one line naming the file (CacheError: exit 2), rather than match what it holds."""
+    from mlmprep.builder.contamination import FATES, HASHES, MatchTask, range_matches, stage_hashes
+    from mlmprep.builder.staged import STAGING, Layout
+    from mlmprep.config import BuildConfig
+    from mlmprep.errors import CacheError
+
+    cfg = BuildConfig(corpus=("x",), dedup="off", validation_fraction=0.3)
+    layout = Layout(cfg, str(tmp_path), 1, content_length=32, window_length=32, doc_eos=1, format_version=3,
+                    partitions=2)
+    (tmp_path / STAGING).mkdir()
+    rng = np.random.default_rng(5)
+    documents = 40
+    result = {"keys": rng.integers(0, 1 << 62, documents, dtype=np.uint64),
+              "ngrams": rng.integers(1, 1 << 64, 400, dtype=np.uint64), "ngram_counts": np.full(documents, 10),
+              "windows": rng.integers(1, 1 << 64, 200, dtype=np.uint64), "window_counts": np.full(documents, 5)}
+    staged = stage_hashes(layout, 0, result)
+    assert 0 < len(staged["candidates"]) < documents
+    (tmp_path / STAGING / FATES).write_bytes(bytes(documents))
+    task = MatchTask(layout, 1, (0, documents))
+    assert set(range_matches(task)) == {"grams", "runs"}  # sound files: an answer
+    path = tmp_path / STAGING / f"shard-000000.{HASHES}"
+    data = bytearray(path.read_bytes())
+    index = np.frombuffer(bytes(data[-8 * 12 :]), "<i8").reshape(2, 2, 3)  # (kind, candidates or not, offsets)
+    if damage == "truncated":  # the last record lost, the index whole
+        del data[-8 * 13 : -8 * 12]
+    elif damage == "index":  # the n-grams' candidates one more than their records
+        data[-8 * 12 + 8 * 2 : -8 * 12 + 8 * 3] = int(index[0, 0, 2] + 1).to_bytes(8, "little")
+    elif damage == "reference":  # the first candidate record of the task's partition names document 1000
+        assert index[0, 0, 1] < index[0, 0, 2]
+        at = 8 * int(index[0, 0, 2] + index[0, 0, 1])  # the candidates' references follow their hashes
+        data[at : at + 8] = (1000 << 32).to_bytes(8, "little")
+    else:
+        (tmp_path / STAGING / FATES).write_bytes(bytes(documents - 1))
+    path.write_bytes(bytes(data))
+    with pytest.raises(CacheError, match=r"staging directory was changed") as error:
+        range_matches(task)
+    assert "\n" not in str(error.value) and (FATES if damage == "fates" else HASHES) in str(error.value)
+
+
 @pytest.mark.parametrize("parts", [1, 2, 7])
 def test_staged_records_are_sorted_by_partition_stably(parts):
     """A kind's staged records (hashes and references) are in the order of a stable sort by partition (the top 32
