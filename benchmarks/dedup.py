@@ -43,7 +43,7 @@ from benchmarks.common import CORPORA, Figure, best_of_each, print_figures, rati
 EXACT_TARGET = 1.05  # build time with --dedup exact / with --dedup off
 NEAR_TARGET = 1.30  # with --dedup near / off
 SHINGLE = 32  # tokens per shingle of the leakage figure
-SCRATCH = (".dedup", ".sig", ".grams", ".runs", ".fates")  # the partition tasks' staged files
+SCRATCH = (".dedup", ".sig", ".hashes", ".fates")  # the partition tasks' staged files
 WORDS = ("river mountain library window teacher garden morning journey silver quiet ancient message build train "
          "token span model data cache seed epoch batch mask corpus walked carried opened noticed remembered "
          "explained measured wrote sang followed quickly slowly carefully often never always nearly together the "

@@ -449,6 +449,26 @@ MUTANTS = [
     Mutant("decontaminate-near-copies-are-training", "mlmprep.builder.contamination:kind_matches",  # dropped count
            "(refs >> np.uint64(LOCAL_BITS)).astype(np.int64)] == TRAIN]", "(refs >> np.uint64(LOCAL_BITS)).astype(np.int64)] != VALIDATION]",
            ("tests/builder/test_overlap.py::test_a_validation_documents_dropped_near_copy_does_not_contaminate_it",)),
+    Mutant("decontaminate-windows-read-as-n-grams", "mlmprep.builder.contamination:range_records",  # one section
+           "at = int(sections[:k].sum()) + (", "at = 0 + (",
+           ("tests/builder/test_overlap.py::"
+            "test_the_driver_holds_counts_not_hashes_and_moves_what_matching_every_hash_at_once_moves",)),
+    Mutant("decontaminate-first-shards-fates-for-all", "mlmprep.builder.contamination:kind_matches",  # one fates file
+           "fates = all_fates[bases[s] : bases[s + 1]]", "fates = all_fates[: bases[s + 1] - bases[s]]",
+           ("tests/builder/test_overlap.py::"
+            "test_the_driver_holds_counts_not_hashes_and_moves_what_matching_every_hash_at_once_moves",)),
+    Mutant("decontaminate-two-partitions-taken-as-one", "mlmprep.builder.contamination:bucketed",  # left unsorted
+           "    if parts == 1:\n", "    if parts <= 2:\n",
+           ("tests/builder/test_overlap.py::test_staged_records_are_sorted_by_partition_stably",)),
+    Mutant("decontaminate-kernels-loaded-in-each-worker", "mlmprep.builder.pipeline",  # each worker loads them
+           "        contamination.warm_up()  # what a default", "        pass  # what a default",
+           ("tests/builder/test_engine.py::test_build_workers_start_with_numba_loaded_once_in_the_forkserver",)),
+    Mutant("decontaminate-staged-size-unchecked", "mlmprep.builder.contamination:range_records",  # a short file
+           "or size != int(sections.sum())):", "or False):",
+           ("tests/builder/test_overlap.py::test_a_changed_staged_file_of_decontamination_is_a_one_line_error",)),
+    Mutant("decontaminate-staged-references-unchecked", "mlmprep.builder.contamination:range_records",  # any document
+           "    if np.any((refs >> np.uint64(LOCAL_BITS)) >= np.uint64(documents)):", "    if False:",
+           ("tests/builder/test_overlap.py::test_a_changed_staged_file_of_decontamination_is_a_one_line_error",)),
     Mutant("decontaminate-a-range-unmatched", "mlmprep.builder.run:BuildTasks.contamination_matches",  # one task left out
            "for p in range(self.layout.partitions)]", "for p in range(1, self.layout.partitions)]",
            ("tests/builder/test_overlap.py::test_decontamination_moves_what_a_brute_force_reference_moves",)),
@@ -459,7 +479,7 @@ MUTANTS = [
            "np.repeat(docs[starts] != docs[ends - 1], ends - starts)", "np.repeat(docs[starts] == docs[ends - 1], ends - starts)",
            ("tests/builder/test_overlap.py::test_a_document_moved_to_training_can_take_another_with_it",)),
     Mutant("decontaminate-scratch-kept", "mlmprep.builder.run:BuildTasks.contamination_matches",  # staged till the end
-           "        self.staging.drop(contamination.scratch_names(len(self.shards), self.cfg))\n", "",
+           "        self.staging.drop(contamination.scratch_names(len(self.shards)))\n", "",
            ("tests/builder/test_overlap.py::test_the_partition_tasks_files_are_removed_once_they_are_done",)),
     Mutant("decontaminate-task-in-driver", "mlmprep.builder.engine.local:LocalEngine.results",  # the driver loads Numba
            "if self.processes(len(run.calls)) == 1 and POOLS.get(self) is None:",
@@ -471,9 +491,14 @@ MUTANTS = [
     Mutant("decontaminate-bucket-unstable", "mlmprep.builder._dedup_kernels:bucket_records",  # references mixed up
            "            out_refs[at[p]] = refs[i]", "            out_refs[at[p]] = refs[keys.size - 1 - i]",
            ("tests/builder/test_overlap.py::test_the_driver_holds_counts_not_hashes_and_moves_what_matching_every_hash_at_once_moves",)),
-    Mutant("decontaminate-driver-shard-untrimmed", "mlmprep.builder.pipeline:hash_shard",  # hashed as read, not trimmed
-           "for docs in shard_documents(task, CorpusStats()", "for docs in shard_documents(replace(task, removed=None), "
-           "CorpusStats()", ("tests/builder/test_overlap.py::test_a_shard_hashed_again_has_the_hashes_of_its_reading",)),
+    Mutant("decontaminate-driver-texts-with-their-sizes", "mlmprep.builder.pipeline:hash_shard",  # header hashed
+           "text_ngrams(data[8 * documents :], starts_of(sizes))", "text_ngrams(data, starts_of(sizes))",
+           ("tests/builder/test_overlap.py::"
+            "test_a_shard_the_driver_tokenized_is_hashed_as_its_reading_task_hashes_it",)),
+    Mutant("decontaminate-driver-texts-unstaged", "mlmprep.builder.pipeline:tokenize_shard",  # none to hash
+           "    later = not task.hashed and decontaminating(cfg)", "    later = False",
+           ("tests/builder/test_overlap.py::"
+            "test_a_shard_the_driver_tokenized_is_hashed_as_its_reading_task_hashes_it",)),
     Mutant("decontaminate-held-apart-let-go", "mlmprep.builder.outputs:Staging.__init__",  # apart picks deleted early
            'self.suffixes = ("ids", "lens", SIDES[0]) if apart else', 'self.suffixes = ("ids", "lens", *SIDES) if apart else',
            ("tests/builder/test_overlap.py::test_decontamination_moves_what_a_brute_force_reference_moves",)),

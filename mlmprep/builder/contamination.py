@@ -2,20 +2,22 @@
 matched against training's one range of hashes at a time, in tasks on the workers, so that the driver holds a few
 counts and a bit per window of each validation document, never the hashes.
 
-Each reading task stages its shard's hashes (stage_hashes) as `shard-N.grams` (word n-grams) and `shard-N.runs`
-(token windows, --method tokens): its validation candidates' (every occurrence, with its document and place in it)
-and the other documents' (with --dedup off or exact every one's, without documents; with --dedup near each with its
-document, since only those left in training count), each part in ranges of hashes (dedup_partitions.partition_of,
-by a counting sort: _dedup_kernels.bucket_records). Once every shard is read and every fate known, the driver
-stages each shard's fates (`shard-N.fates`, a byte per document) and partition task p (range_matches) reads range p
-of every shard's files: the range's validation hashes go into a hash table (_dedup_kernels.key_slots), training's
-(the other documents', and any candidate's whose fate is training) are streamed through it one shard at a time
-(mark_found), and the task returns
+Each reading task stages its shard's hashes (stage_hashes) as one file, `shard-N.hashes`, of each kind in turn (word
+n-grams, and token windows with --method tokens; the index of every kind's parts last): its validation candidates'
+(every occurrence, with its document and place in it) and the other documents' (with --dedup off or exact every
+one's, without documents; with --dedup near each with its document, since only those left in training count), each
+part in ranges of hashes (dedup_partitions.partition_of, by a counting sort: _dedup_kernels.bucket_records). Once
+every shard is read and every fate known, the driver stages every document's fate (`decontamination.fates`, a byte
+per document in corpus order) and partition task p (range_matches) reads range p of every shard's file: the range's
+validation hashes go into a hash table (_dedup_kernels.key_slots), training's (the other documents', and any
+candidate's whose fate is training) are streamed through it one shard at a time (mark_found), and the task returns
 - the validation occurrences found in training (document, place),
 - those not found whose hash two or more validation documents hold (hash, document, place): when one of them moves
   to training, the others' occurrences become training text.
 The driver sums the answers (overlap.Matches) and moves documents round after round (overlap.decontaminate): the same
 documents, measures and bytes as matching every hash at once. A candidate dropped as a duplicate is neither side.
+A file per shard of every kind, and one of fates for all, since on a small build creating the files costs more
+than writing their bytes.
 
 Partitions: --dedup-partitions, or without it one per PARTITION_BYTES of the corpus, 1 to PARTITIONS (partitions;
 Layout.partitions). A task holds its range of the validation candidates'
@@ -27,20 +29,22 @@ token of every document (16 with --dedup near), 16 per one of a validation candi
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
 
 from mlmprep.builder.dedup_partitions import LOCAL_BITS, LOCAL_MASK, changed
-from mlmprep.builder.overlap import starts_of
+from mlmprep.builder.overlap import MATCH_TOKENS, joined_bytes, starts_of, text_ngrams, window_hashes
 from mlmprep.builder.selection import TRAIN, VALIDATION, held_documents
 from mlmprep.builder.staged import Layout, read_array, write_atomic
 from mlmprep.config import BuildConfig
 
 PARTITIONS = 8  # partition tasks without --dedup-partitions, at most: a few per worker of a small machine
 PARTITION_BYTES = 64 << 20  # ... one per this much of the corpus (a task reads every shard's file: few on little)
-KINDS = {"grams": ("ngrams", "ngram_counts"), "runs": ("windows", "window_counts")}  # file suffix: what it stages
-FATES = "fates"  # suffix of the shards' fates, which the driver stages for the tasks
+KINDS = {"grams": ("ngrams", "ngram_counts"), "runs": ("windows", "window_counts")}  # a kind: what it stages
+HASHES = "hashes"  # suffix of each shard's staged hashes
+FATES = "decontamination.fates"  # every document's fate, which the driver stages for the tasks
 
 
 def partitions(cfg: BuildConfig, corpus_bytes: int) -> int:
@@ -51,6 +55,11 @@ def partitions(cfg: BuildConfig, corpus_bytes: int) -> int:
     return min(PARTITIONS, max(1, corpus_bytes // PARTITION_BYTES)) if corpus_bytes else PARTITIONS
 
 
+def kinds(cfg: BuildConfig) -> tuple[str, ...]:
+    """The kinds of hashes a build stages, in the order of their sections in a shard's file."""
+    return ("grams", "runs") if cfg.method == "tokens" else ("grams",)
+
+
 def stage_hashes(layout: Layout, index: int, result: dict) -> dict:
     """In the reading task of shard `index`: stage its documents' n-gram and token-window hashes (document_keys,
     pipeline.stage_ids), taken out of `result`, for the partition tasks; what the driver keeps instead: the
@@ -58,21 +67,30 @@ def stage_hashes(layout: Layout, index: int, result: dict) -> dict:
     and a copy is dropped) and each one's count of n-grams and windows."""
     cfg = layout.cfg
     candidates = held_documents(result["keys"], cfg.validation_fraction, cfg.seed)
-    out = {"candidates": np.flatnonzero(candidates)}
-    for suffix, (kind, counts) in KINDS.items():
-        if kind in result:
-            hashes, per_doc = result.pop(kind), result.pop(counts)
-            write_atomic(layout.staged(f"shard-{index:06d}.{suffix}"),
-                         staged_records(hashes, per_doc, candidates, layout.partitions, cfg.dedup == "near"))
+    out, index_of = {"candidates": np.flatnonzero(candidates)}, []
+
+    def sections() -> Iterator[memoryview | bytes]:  # a kind's records written before the next kind's are made
+        for kind in kinds(cfg):
+            hashes_of, counts = KINDS[kind]
+            per_doc = result.pop(counts)
+            offsets, arrays = staged_records(result.pop(hashes_of), per_doc, candidates, layout.partitions,
+                                             cfg.dedup == "near")
+            index_of.append(offsets)
             out[counts] = per_doc[candidates]
+            yield from arrays
+            del arrays
+        yield np.concatenate(index_of).astype("<i8").tobytes()  # the index last
+
+    write_atomic(layout.staged(f"shard-{index:06d}.{HASHES}"), sections())
     return result | out
 
 
 def staged_records(hashes: np.ndarray, per_doc: np.ndarray, candidates: np.ndarray, parts: int,
-                   with_documents: bool) -> list:
-    """The file of one kind of hashes: int64 [2, parts + 1], where each partition's records start among the
-    candidates' and among the others'; the candidates' hashes and references (document << LOCAL_BITS | place in it);
-    the others' hashes and, `with_documents`, references."""
+                   with_documents: bool) -> tuple[np.ndarray, list]:
+    """One kind's section of a shard's file: (its part of the index that ends the file, int64 [2, parts + 1], where
+    each partition's records start among the candidates' and among the others'; the candidates' hashes and
+    references (document << LOCAL_BITS | place in it), the others' hashes and, `with_documents`, references, as bytes
+    to write)."""
     own = np.repeat(candidates, per_doc)
     mine = per_doc[candidates]
     docs = np.repeat(np.flatnonzero(candidates).astype(np.uint64), mine)
@@ -80,14 +98,17 @@ def staged_records(hashes: np.ndarray, per_doc: np.ndarray, candidates: np.ndarr
     theirs = np.repeat(np.flatnonzero(~candidates).astype(np.uint64), per_doc[~candidates]) << np.uint64(LOCAL_BITS)
     first = bucketed(hashes[own], docs << np.uint64(LOCAL_BITS) | places, parts)
     second = bucketed(hashes[~own], theirs if with_documents else np.zeros(0, np.uint64), parts)
-    return [np.concatenate([first[0], second[0]]).astype("<i8").tobytes(),  # the arrays as written, not copied
-            *(memoryview(a.astype("<u8", copy=False)).cast("B") for a in (*first[1:], *second[1:]))]
+    return (np.concatenate([first[0], second[0]]),
+            [memoryview(a.astype("<u8", copy=False)).cast("B") for a in (*first[1:], *second[1:])])  # not copied
 
 
 def bucketed(keys: np.ndarray, refs: np.ndarray, parts: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(offsets [parts + 1], keys, refs) of records sorted by partition (refs may be empty)."""
+    """(offsets [parts + 1], keys, refs) of records sorted by partition (refs may be empty); one partition takes
+    them as they are."""
     from mlmprep.builder import _dedup_kernels as kernels
 
+    if parts == 1:
+        return np.array([0, len(keys)], np.int64), keys, refs
     offsets = np.empty(parts + 1, np.int64)
     out_keys, out_refs = np.empty_like(keys), np.empty_like(refs)
     kernels.bucket_records(np.ascontiguousarray(keys, np.uint64), np.ascontiguousarray(refs, np.uint64), parts,
@@ -95,10 +116,9 @@ def bucketed(keys: np.ndarray, refs: np.ndarray, parts: int) -> tuple[np.ndarray
     return offsets, out_keys, out_refs
 
 
-def scratch_names(shards: int, cfg: BuildConfig) -> list[str]:
+def scratch_names(shards: int) -> list[str]:
     """The names in the staging subfolder of the files the partition tasks read."""
-    suffixes = ["grams", "runs", FATES] if cfg.method == "tokens" else ["grams", FATES]
-    return [f"shard-{s:06d}.{suffix}" for s in range(shards) for suffix in suffixes]
+    return [f"shard-{s:06d}.{HASHES}" for s in range(shards)] + [FATES]
 
 
 @dataclass(frozen=True)
@@ -118,18 +138,18 @@ def range_matches(task: MatchTask) -> dict[str, dict[str, np.ndarray]]:
     """For each kind of hashes (`grams`, and `runs` with --method tokens): the validation occurrences of the task's
     range found in training (`documents`, `places`) and those not found whose hash two or more validation documents
     hold (`shared_hashes`, `shared_documents`, `shared_places`); documents by global number."""
-    kinds = ("grams", "runs") if task.layout.cfg.method == "tokens" else ("grams",)
-    return {kind: kind_matches(task, kind) for kind in kinds}
+    fates = staged_fates(task.layout, task.bases[-1])
+    return {kind: kind_matches(task, kind, fates) for kind in kinds(task.layout.cfg)}
 
 
-def kind_matches(task: MatchTask, kind: str) -> dict[str, np.ndarray]:
-    """range_matches of one kind of hashes."""
+def kind_matches(task: MatchTask, kind: str, all_fates: np.ndarray) -> dict[str, np.ndarray]:
+    """range_matches of one kind of hashes, given every document's fate."""
     from mlmprep.builder import _dedup_kernels as kernels
 
     layout, bases, p = task.layout, task.bases, task.partition
     keys, docs, places, trained = [], [], [], []
     for s in range(len(bases) - 1):  # the validation candidates' hashes of the range
-        fates = shard_fates(layout, s, bases[s + 1] - bases[s])
+        fates = all_fates[bases[s] : bases[s + 1]]
         hashes, refs = range_records(layout, s, kind, p, bases[s + 1] - bases[s], candidates=True)
         doc = (refs >> np.uint64(LOCAL_BITS)).astype(np.int64)
         fate = fates[doc]
@@ -148,7 +168,7 @@ def kind_matches(task: MatchTask, kind: str) -> dict[str, np.ndarray]:
     for s in range(len(bases) - 1):  # training's, one shard at a time
         hashes, refs = range_records(layout, s, kind, p, bases[s + 1] - bases[s], candidates=False)
         if near:  # only the documents left in training count
-            hashes = hashes[shard_fates(layout, s, bases[s + 1] - bases[s])[
+            hashes = hashes[all_fates[bases[s] : bases[s + 1]][
                 (refs >> np.uint64(LOCAL_BITS)).astype(np.int64)] == TRAIN]
         kernels.mark_found(hashes, table, found)
     hit = found[slots]
@@ -170,9 +190,9 @@ def held_by_two(slots: np.ndarray, docs: np.ndarray) -> np.ndarray:
     return out
 
 
-def shard_fates(layout: Layout, s: int, documents: int) -> np.ndarray:
-    """Shard s's fates (selection: a byte per document), as the driver staged them."""
-    path = layout.staged(f"shard-{s:06d}.{FATES}")
+def staged_fates(layout: Layout, documents: int) -> np.ndarray:
+    """Every document's fate (selection: a byte per document, corpus order), as the driver staged them."""
+    path = layout.staged(FATES)
     fates = read_array(path, np.uint8)
     if len(fates) != documents:
         raise changed(path, f"it holds {len(fates)} fates, not those of {documents} documents")
@@ -181,26 +201,43 @@ def shard_fates(layout: Layout, s: int, documents: int) -> np.ndarray:
 
 def range_records(layout: Layout, s: int, kind: str, p: int, documents: int,
                   candidates: bool) -> tuple[np.ndarray, np.ndarray]:
-    """(hashes, references) of partition p of the candidates' or the others' records in shard s's staged file of
-    `kind`, checked against the file's own index and the shard's `documents` (the references may be empty). One
-    open of the file: a task reads every shard's, so their count, not their size, sets its time on small builds."""
-    path = layout.staged(f"shard-{s:06d}.{kind}")
-    parts, near = layout.partitions, layout.cfg.dedup == "near"
+    """(hashes, references) of partition p of the candidates' or the others' records of `kind` in shard s's staged
+    file, checked against the file's own index and the shard's `documents` (the references may be empty). One open
+    of the file: a task reads every shard's, so their count, not their size, sets its time on small builds."""
+    path = layout.staged(f"shard-{s:06d}.{HASHES}")
+    parts, near, staged = layout.partitions, layout.cfg.dedup == "near", kinds(layout.cfg)
+    width = 2 * (parts + 1) * len(staged)
     with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size // 8 - 2 * (parts + 1)
-        index = read_items(f, "<i8", 0, 2 * (parts + 1))
-        mine, theirs = index[: parts + 1], index[parts + 1 :]
-        if (len(index) != 2 * (parts + 1) or mine[0] != 0 or theirs[0] != 0 or np.any(np.diff(mine) < 0)
-                or np.any(np.diff(theirs) < 0) or size != 2 * int(mine[-1]) + (2 if near else 1) * int(theirs[-1])):
-            raise changed(path, f"its index of {parts} partitions does not match its {size} hashes and references")
-        at = 2 * (parts + 1) + (0 if candidates else 2 * int(mine[-1]))
-        offsets = mine if candidates else theirs
+        size = os.fstat(f.fileno()).st_size // 8 - width
+        index = read_items(f, "<i8", max(size, 0), width)  # at the file's end
+        index = index.reshape(-1, 2, parts + 1) if len(index) == width else np.zeros((0, 2, 1), np.int64)
+        mine, theirs = index[:, 0], index[:, 1]
+        sections = 2 * mine[:, -1] + (2 if near else 1) * theirs[:, -1]
+        if (len(index) != len(staged) or np.any(mine[:, 0] != 0) or np.any(theirs[:, 0] != 0)
+                or np.any(np.diff(mine) < 0) or np.any(np.diff(theirs) < 0) or size != int(sections.sum())):
+            raise changed(path, f"its index of {parts} partitions of {len(staged)} kinds does not match its {size} "
+                                "hashes and references")
+        k = staged.index(kind)
+        at = int(sections[:k].sum()) + (0 if candidates else 2 * int(mine[k, -1]))
+        offsets = mine[k] if candidates else theirs[k]
         lo, hi, count = int(offsets[p]), int(offsets[p + 1]), int(offsets[-1])
         hashes = read_items(f, "<u8", at + lo, hi - lo)
         refs = read_items(f, "<u8", at + count + lo, hi - lo) if candidates or near else np.zeros(0, np.uint64)
     if np.any((refs >> np.uint64(LOCAL_BITS)) >= np.uint64(documents)):
         raise changed(path, f"a record names a document beyond its {documents}")
     return hashes, refs
+
+
+def warm_up() -> None:
+    """Load the kernels that hash and match decontamination's n-grams and windows from Numba's cache, as the reading
+    and partition tasks call them: a forkserver does it once for every worker it forks."""
+    from mlmprep.builder import _dedup_kernels as kernels
+
+    text_ngrams(*joined_bytes([b"a b"]))
+    window_hashes(np.zeros(MATCH_TOKENS, np.int32), np.array([MATCH_TOKENS], np.int64))
+    table = np.zeros(16, np.uint64)
+    kernels.key_slots(np.ones(1, np.uint64), table, np.empty(1, np.int64))
+    kernels.mark_found(np.ones(1, np.uint64), table, np.zeros(table.size + 1, bool))
 
 
 def read_items(f, dtype: str, at: int, count: int) -> np.ndarray:

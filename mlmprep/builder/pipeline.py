@@ -39,17 +39,25 @@ from typing import Any
 import numpy as np
 
 from mlmprep import storage
-from mlmprep.builder import mask
+from mlmprep.builder import contamination, mask
 from mlmprep.builder.clean import clean_texts
-from mlmprep.builder.contamination import stage_hashes
-from mlmprep.builder.dedup_partitions import partitioned, stage_keys
+from mlmprep.builder.dedup_partitions import changed, partitioned, stage_keys
 from mlmprep.builder.denoisers import SeedRows, row_offsets
 from mlmprep.builder.dropped import DRIVER_FILES, ShardDrops
 from mlmprep.builder.engine.base import Shipped, fetched
 from mlmprep.builder.engine.local import PRELOAD_TOKENIZER, in_forkserver
 from mlmprep.builder.filters import Removals, add_totals, filter_texts
 from mlmprep.builder.masker import Masker, mask_part
-from mlmprep.builder.overlap import Evaluation, excluded, exclusion_table, line_hashes, trimmed, window_hashes
+from mlmprep.builder.overlap import (
+    Evaluation,
+    excluded,
+    exclusion_table,
+    line_hashes,
+    starts_of,
+    text_ngrams,
+    trimmed,
+    window_hashes,
+)
 from mlmprep.builder.selection import SIDES, document_keys, held_documents
 from mlmprep.builder.side_rows import Plan, doc_windows, piece, seed_stream_rows, stored_rows, stream_windows
 from mlmprep.builder.staged import (
@@ -78,6 +86,7 @@ from mlmprep.format.write import damaged, iter_rows_of_file, part_path, write_pa
 from mlmprep.progress import prefetch, prefetch_map
 from mlmprep.tokenizer.encode import encode
 
+NORMALISED = "normalised"  # suffix of the texts a shard the driver tokenized stages for hash_shard
 VALIDATION_SLOT = 1 << 20  # the validation split is masked once, with the seed of this (never trained) slot
 SEGMENT_TASK_CHARS = 4 << 20  # characters of text per segmenting task (--method text)
 
@@ -299,6 +308,7 @@ def tokenize_shard(task: TokenizeTask) -> dict:
     lines = {"lines_removed": 0, "characters_removed": 0, "documents_emptied": 0, "example": ""}
     cut = {**dict.fromkeys(EXCLUDED, 0), "example": ""}
     hashed = task.hashed and decontaminating(cfg)
+    later = not task.hashed and decontaminating(cfg)  # the driver's: its texts staged for a worker to hash
     # With threads to spare, reading and cleaning run in a thread of their own and two threads tokenize (one
     # call's ids become arrays while the other keeps the cores busy); a one-core worker does each in turn.
     overlap = layout.threads != 1
@@ -307,7 +317,7 @@ def tokenize_shard(task: TokenizeTask) -> dict:
 
     def described_batches() -> Iterator[list[str]]:
         for docs in shard_documents(task, stats, clean, lines, cut, drops):
-            described.append(describe_documents(docs, cfg, hashed))
+            described.append(describe_documents(docs, cfg, hashed, later))
             if drops is not None:
                 drops.staged(docs, drops.pending.popleft(), keep_text=cfg.dedup != "off")
             yield docs
@@ -319,7 +329,10 @@ def tokenize_shard(task: TokenizeTask) -> dict:
         held = (lambda k: held_documents(described[k]["keys"], cfg.validation_fraction, cfg.seed)
                 ) if held_apart(cfg) else None  # the k-th batch's validation candidates
         out = stage_ids(layout, index, batches, worker.tok, overlap, windows=hashed, held=held)
-    per_doc = joined(described) if described else describe_documents([], cfg, hashed)
+    per_doc = joined(described) if described else describe_documents([], cfg, hashed, later)
+    if later:
+        write_atomic(layout.staged(f"shard-{index:06d}.{NORMALISED}"),
+                     [per_doc.pop("normalised_bytes").astype("<i8").tobytes(), per_doc.pop("normalised").tobytes()])
     if partitioned(cfg):
         stage_keys(layout, index, per_doc)
     stats.files, stats.files_skipped = 0, []
@@ -329,7 +342,7 @@ def tokenize_shard(task: TokenizeTask) -> dict:
               **({"lines": lines} if task.removed is not None else {}),
               **({"excluded": cut} if task.excluded is not None else {}),
               **({"documents_read": drops.read} if drops is not None else {})}
-    return stage_hashes(layout, index, result) if hashed else result
+    return contamination.stage_hashes(layout, index, result) if hashed else result
 
 
 def joined(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
@@ -337,28 +350,44 @@ def joined(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
     return {key: np.concatenate([p[key] for p in parts]) for key in parts[0]}
 
 
-def hash_shard(task: TokenizeTask) -> dict:
-    """--decontaminate, for a shard the driver tokenized without hashing (so that it never loads Numba): the shard
-    read again as phase 1 read it, its documents' n-grams and staged token windows staged for the partition tasks,
-    and what contamination.stage_hashes returns of them."""
-    cfg, index = task.layout.cfg, task.shard.index
-    read_urls_with_options(cfg)
-    ignored = {key: 0 for key in ("documents_emptied", "lines_removed", *EXCLUDED)}
-    parts = [describe_documents(docs, cfg, True)
-             for docs in shard_documents(task, CorpusStats(), ignored, ignored, ignored)]
-    result = joined(parts) if parts else describe_documents([], cfg, True)
-    if cfg.method == "tokens":
-        lengths = read_array(task.layout.staged(f"shard-{index:06d}.lens"), np.int64)
-        ids = read_array(task.layout.staged(f"shard-{index:06d}.ids"), np.int32)
+@dataclass(frozen=True)
+class HashTask:
+    """--decontaminate: the hashes of a shard the driver tokenized (tokenize_shard_in_driver), whose documents' keys
+    it has (`keys`)."""
+
+    layout: Layout
+    index: int
+    keys: np.ndarray
+
+    def describe(self) -> str:
+        return f"decontamination hashes of shard {self.index}"
+
+
+def hash_shard(task: HashTask) -> dict:
+    """--decontaminate, for a shard the driver tokenized without hashing (so that it never loads Numba): the n-grams
+    of the texts it staged as `shard-N.normalised` (as a reading task hashes them: document_keys) and its staged
+    token windows, staged for the partition tasks; what contamination.stage_hashes returns of them."""
+    layout, index, documents = task.layout, task.index, len(task.keys)
+    path = layout.staged(f"shard-{index:06d}.{NORMALISED}")
+    data = read_array(path, np.uint8)
+    sizes = np.frombuffer(data[: 8 * documents], "<i8") if len(data) >= 8 * documents else np.zeros(0, np.int64)
+    if len(sizes) != documents or np.any(sizes < 0) or int(sizes.sum()) != len(data) - 8 * documents:
+        raise changed(path, f"it does not hold the texts of {documents} documents")
+    result = {"keys": task.keys}
+    result["ngrams"], result["ngram_counts"] = text_ngrams(data[8 * documents :], starts_of(sizes))
+    if layout.cfg.method == "tokens":
+        lengths = read_array(layout.staged(f"shard-{index:06d}.lens"), np.int64)
+        ids = read_array(layout.staged(f"shard-{index:06d}.ids"), np.int32)
         result["windows"], result["window_counts"] = window_hashes(ids, lengths)
-    return {key: value for key, value in stage_hashes(task.layout, index, result).items()
-            if key not in ("keys", "doc_chars", "signatures")}
+    return {key: value for key, value in contamination.stage_hashes(layout, index, result).items()
+            if key != "keys"}
 
 
-def describe_documents(docs: list[str], cfg: BuildConfig, hashed: bool) -> dict[str, np.ndarray]:
+def describe_documents(docs: list[str], cfg: BuildConfig, hashed: bool,
+                       normalised: bool = False) -> dict[str, np.ndarray]:
     """What the driver's choice needs of a batch of documents: content keys (and signatures, n-gram hashes given
-    `hashed`: selection.document_keys) and characters."""
-    return {**document_keys(docs, cfg, hashed), "doc_chars": np.array([len(d) for d in docs], np.int64)}
+    `hashed`, the normalised texts given `normalised`: selection.document_keys) and characters."""
+    return {**document_keys(docs, cfg, hashed, normalised), "doc_chars": np.array([len(d) for d in docs], np.int64)}
 
 
 def stage_text(layout: Layout, index: int, batches: Iterable[list[str]]) -> dict:
@@ -420,7 +449,7 @@ def stage_ids(layout: Layout, index: int, batches: Iterable[list[str]], tok, ove
 def tokenize_shard_in_driver(task: TokenizeTask) -> dict:
     """tokenize_shard in the driver, while its workers start: on the driver's own tokenizer threads (see
     build.set_tokenizer_threads), not on one worker's share of the cores; without --decontaminate's hashes, which
-    need Numba (a worker's hash_shard adds them)."""
+    need Numba (a worker's hash_shard adds them from the texts it stages)."""
     return tokenize_shard(replace(task, layout=replace(task.layout, threads=0), hashed=False))
 
 
@@ -633,6 +662,7 @@ if in_forkserver():  # load tokenizers, Numba and its compiler once, for every w
     sys.modules.update(dict.fromkeys(hidden))  # importing them raises ImportError
     try:
         _kernels.warm_up()  # a serial kernel: no Numba thread pool is started before the server forks
+        contamination.warm_up()  # what a default build's tasks call (--decontaminate is on by default)
     finally:
         for name in hidden:
             del sys.modules[name]

@@ -34,8 +34,10 @@ from mlmprep.builder.outputs import OutputFiles, Staging, counted_tasks, finish_
 from mlmprep.builder.overlap import EXCLUDE_MARGIN, NGRAM, SeenLines
 from mlmprep.builder.pipeline import (
     EXCLUDED,
+    NORMALISED,
     VALIDATION_SLOT,
     ExcludeTask,
+    HashTask,
     ScanTask,
     TokenizeTask,
     WriteTask,
@@ -258,10 +260,11 @@ class BuildTasks:
                     self.file_written(self.writes[index], bar)
                 elif index in hashing:
                     shard, unhashed = hashing.pop(index)
+                    self.staging.drop([f"shard-{shard:06d}.{NORMALISED}"])
                     self.queue(run, self.shard_read(shard, unhashed | result, bar))
                 elif decontaminating(self.cfg) and "candidates" not in result:  # the driver's: hashed on a worker
                     hashing[len(run.calls)] = index, result
-                    run.add(*self.staging.calls(hash_shard, [reads[index]]))
+                    run.add(*self.staging.calls(hash_shard, [HashTask(self.layout, index, result["keys"])]))
                 else:
                     self.queue(run, self.shard_read(index, result, bar))
         if self.cfg.method == "text":  # no file is ready before its side's whole text is
@@ -306,17 +309,16 @@ class BuildTasks:
 
     def contamination_matches(self, fates: list[np.ndarray]) -> Iterator[dict]:
         """--decontaminate, every fate known (`fates`, per shard): the partition tasks' answers as they finish (see
-        mlmprep.builder.contamination), each shard's fates staged for them first; then the files they read are
+        mlmprep.builder.contamination), every fate staged for them first; then the files they read are
         deleted."""
-        for s, shard in enumerate(fates):
-            self.staging.stage_file(f"shard-{s:06d}.{contamination.FATES}", shard.astype(np.uint8).tobytes())
+        self.staging.stage_file(contamination.FATES, b"".join(shard.astype(np.uint8).tobytes() for shard in fates))
         bases = tuple(np.concatenate([[0], np.cumsum([len(f) for f in fates], dtype=np.int64)]).tolist())
         tasks = [contamination.MatchTask(self.layout, p, bases) for p in range(self.layout.partitions)]
         with TaskRun(*self.staging.calls(contamination.range_matches, tasks), engine=self.engine) as run:
             for index, answer in run:
                 run.results[index] = None  # held once, in the sums
                 yield answer
-        self.staging.drop(contamination.scratch_names(len(self.shards), self.cfg))
+        self.staging.drop(contamination.scratch_names(len(self.shards)))
 
     def shard_read(self, index: int, result: dict, bar: Stages) -> list[WriteTask]:
         """Note shard `index` read; the write tasks that made ready (the last shard: every file left)."""

@@ -43,18 +43,24 @@ MINHASH_SEED = 0x5EED_D0C  # the MinHash functions: fixed, so signatures never d
 LARGEST = 5  # clusters the manifest describes, each with an excerpt of its first document
 
 
-def document_keys(texts: list[str], cfg: BuildConfig, hashed: bool = True) -> dict[str, np.ndarray]:
+def document_keys(texts: list[str], cfg: BuildConfig, hashed: bool = True,
+                  normalised: bool = False) -> dict[str, np.ndarray]:
     """What a reading task returns about its documents for the driver's choice: content keys, signatures (on the
     reading thread alone: the worker's other cores tokenize, and every other worker has cores of its own), and
-    given `hashed`, n-gram hashes for decontamination."""
+    given `hashed`, n-gram hashes for decontamination; given `normalised`, the texts the n-grams are of instead
+    (`normalised`, their UTF-8 one after another, and `normalised_bytes`, each one's), for a worker to hash."""
     hashed = hashed and decontaminating(cfg)
-    encoded = normalised_utf8(texts) if hashed else None  # its words are the n-grams' (NFC, split at whitespace)
+    # its words are the n-grams' (NFC, split at whitespace)
+    encoded = normalised_utf8(texts) if hashed or normalised else None
     out = {"keys": exact_keys(texts, encoded)}
     if cfg.dedup == "near":
         out["signatures"] = minhash_signatures(texts, ngram=cfg.dedup_ngram, num_hashes=cfg.dedup_bands *
                                                cfg.dedup_rows, seed=MINHASH_SEED, threads=1)
     if hashed:
         out["ngrams"], out["ngram_counts"] = text_ngrams(*joined_bytes(encoded))
+    elif normalised:
+        buf, offsets = joined_bytes(encoded)
+        out["normalised"], out["normalised_bytes"] = buf, np.diff(offsets)
     return out
 
 

@@ -238,7 +238,7 @@ def test_each_worker_gets_the_threads_asked_for_at_most_the_cores(monkeypatch, t
 
 
 def numba_in_worker(_: int) -> tuple[bool, bool, bool, bool, bool]:
-    """(whether Numba's compiler was started before this task, whether a kernel was loaded, whether
+    """(whether Numba's compiler was started before this task, whether the kernels were loaded, whether
     scipy.linalg and cffi are importable as usual, whether what the first tasks would import was there,
     whether the server spared itself tqdm, which only the driver's bar uses, and froze what it loaded out of
     the worker's garbage collections) in a worker."""
@@ -248,10 +248,14 @@ def numba_in_worker(_: int) -> tuple[bool, bool, bool, bool, bool]:
     first_imports = ("mlmprep.progress", "fsspec.implementations.local", "numpy.ma", "pyarrow")  # first tasks' imports
     progress_loaded = all(name in sys.modules for name in first_imports)
     no_tqdm = "tqdm" not in sys.modules and gc.get_freeze_count() > 0
+    from mlmprep.builder import _dedup_kernels as dedup
     from mlmprep.builder import _kernels
 
+    # the kernels of decontamination's hashing and matching, which a default build's tasks call, loaded too
+    loaded = all(kernel.signatures for kernel in (_kernels.warm_up, dedup.word_hashes, dedup.shingle_hashes,
+                                                  dedup.window_hashes, dedup.key_slots, dedup.mark_found))
     importable = all(sys.modules.get(name, "absent") is not None for name in ("scipy.linalg", "cffi"))
-    return numba_loaded, bool(_kernels.warm_up.signatures), importable, progress_loaded, no_tqdm
+    return numba_loaded, loaded, importable, progress_loaded, no_tqdm
 
 
 def test_build_workers_start_with_numba_loaded_once_in_the_forkserver():

@@ -202,7 +202,7 @@ def test_the_partition_tasks_files_are_removed_once_they_are_done(tmp_path, lice
 
     def watched(self, fates):
         def staged():
-            return sorted({p.suffix for p in (self.staging.stage / STAGING).iterdir()} & {".grams", ".runs", ".fates"})
+            return sorted({p.suffix for p in (self.staging.stage / STAGING).iterdir()} & {".hashes", ".fates"})
 
         for answer in real(self, fates):
             seen.append(staged())
@@ -212,7 +212,7 @@ def test_the_partition_tasks_files_are_removed_once_they_are_done(tmp_path, lice
     monkeypatch.setattr(build_run.BuildTasks, "contamination_matches", watched)
     built = build_tiny(tmp_path / "b", path, tiny_tokenizer_path, workers=2, shard_bytes=5000, dedup="off",
                        validation_fraction=0.2, dedup_partitions=3, **LICENCE)
-    assert seen[0] == [".fates", ".grams", ".runs"] and len(seen) == 3 + 1 and seen[-1] == []
+    assert seen[0] == [".fates", ".hashes"] and len(seen) == 3 + 1 and seen[-1] == []
     stream = side_streams(docs, held_sides(docs, 0.2))
     rows, _ = reference_rows(stream["validation"], tiny_tokenizer_path, {}, None)
     assert np.array_equal(split_rows(built, "validation-windows").values, rows.values)
@@ -364,12 +364,11 @@ def selection_of(tmp_path: Path, cfg, results: list[dict]):
     (tmp_path / STAGING).mkdir(exist_ok=True)
 
     def matches(fates):
-        for s, shard in enumerate(fates):
-            (tmp_path / STAGING / f"shard-{s:06d}.{FATES}").write_bytes(shard.tobytes())
+        (tmp_path / STAGING / FATES).write_bytes(b"".join(shard.tobytes() for shard in fates))
         bases = tuple(np.concatenate([[0], np.cumsum([len(f) for f in fates])]).tolist())
         for p in range(layout.partitions):
             yield range_matches(MatchTask(layout, p, bases))
-        for name in scratch_names(len(fates), cfg):
+        for name in scratch_names(len(fates)):
             (tmp_path / STAGING / name).unlink()
 
     selection = Selection(cfg, len(results), matches=matches)
@@ -455,18 +454,31 @@ def test_the_measures_count_one_shared_n_gram_and_each_covered_token_once(tmp_pa
     assert got["before"] == {"documents": 3, "documents_with_ngram": 2, "tokens": 53 + 85 + 60, "tokens_in_match": 65}
 
 
-def test_a_shard_hashed_again_has_the_hashes_of_its_reading(tmp_path, licences, tiny_tokenizer_path):
-    """The shards the driver tokenizes without hashing are hashed by hash_shard, which reads them again: as the
-    reading task read them (cleaned, less the lines paragraph dedup removes), with the same candidates and hashes."""
+@pytest.mark.parametrize("method", ["tokens", "text"])
+def test_a_shard_the_driver_tokenized_is_hashed_as_its_reading_task_hashes_it(tmp_path, licences, tiny_tokenizer_path,
+                                                                              method):
+    """A shard the driver tokenizes (without Numba) stages its documents' normalised texts, as it read them (cleaned,
+    less the lines paragraph dedup removes), and hash_shard hashes those: the same candidates, counts and staged
+    bytes as the reading task's own hashing; the n-grams, those of a brute-force reference."""
     import shutil
 
-    from mlmprep.builder.pipeline import ScanTask, TokenizeTask, hash_shard, scan_shard, tokenize_shard
+    from mlmprep.builder.contamination import HASHES
+    from mlmprep.builder.pipeline import (
+        NORMALISED,
+        HashTask,
+        ScanTask,
+        TokenizeTask,
+        hash_shard,
+        scan_shard,
+        tokenize_shard,
+        tokenize_shard_in_driver,
+    )
     from mlmprep.builder.staged import STAGING, Layout
     from mlmprep.config import BuildConfig
     from mlmprep.corpus.shards import file_shards
 
     path, _ = licences
-    cfg = BuildConfig(corpus=(str(path),), doc_sep="blank", validation_fraction=0.2)
+    cfg = BuildConfig(corpus=(str(path),), doc_sep="blank", validation_fraction=0.2, method=method)
     (tmp_path / STAGING).mkdir()
     shutil.copy(tiny_tokenizer_path, tmp_path / "tokenizer.json")
     layout = Layout(cfg, str(tmp_path), 1, content_length=32, window_length=32, doc_eos=1, format_version=3)
@@ -474,12 +486,84 @@ def test_a_shard_hashed_again_has_the_hashes_of_its_reading(tmp_path, licences, 
     lines = scan_shard(ScanTask(layout, shard))["counts"]
     removed = np.random.default_rng(3).random(len(lines)) < 0.3
     read = tokenize_shard(TokenizeTask(layout, shard, removed))
-    staged = {kind: (tmp_path / STAGING / f"shard-000000.{kind}").read_bytes() for kind in ("grams", "runs")}
-    again = hash_shard(TokenizeTask(layout, shard, removed))
-    assert set(again) == {"candidates", "ngram_counts", "window_counts"}
-    assert len(again["candidates"]) > 10 and len(staged["grams"]) > 8000
+    hashes, texts = tmp_path / STAGING / f"shard-000000.{HASHES}", tmp_path / STAGING / f"shard-000000.{NORMALISED}"
+    staged = hashes.read_bytes()
+    assert not texts.exists()
+    hashes.unlink()
+    driver = tokenize_shard_in_driver(TokenizeTask(layout, shard, removed))
+    assert not hashes.exists() and "candidates" not in driver and np.array_equal(driver["keys"], read["keys"])
+    data = texts.read_bytes()
+    sizes = np.frombuffer(data[: 8 * len(driver["keys"])], "<i8")
+    assert np.array_equal(sizes, read["doc_chars"])  # the documents as read (ASCII: a byte a character)
+    documents = np.split(np.frombuffer(data[8 * len(sizes) :], np.uint8), np.cumsum(sizes)[:-1])
+    again = hash_shard(HashTask(layout, 0, driver["keys"]))
+    expected = {"candidates", "ngram_counts"} | ({"window_counts"} if method == "tokens" else set())
+    assert set(again) == expected
+    assert len(again["candidates"]) > 10 and len(staged) > 8000
+    words = [len(documents[d].tobytes().split()) for d in again["candidates"]]  # a brute-force count of n-grams
+    assert again["ngram_counts"].tolist() == [max(n - 12, min(n, 1)) for n in words]
     assert all(np.array_equal(read[key], again[key]) for key in again)
-    assert all((tmp_path / STAGING / f"shard-000000.{kind}").read_bytes() == staged[kind] for kind in staged)
+    assert hashes.read_bytes() == staged
+
+
+@pytest.mark.parametrize("damage", ["truncated", "index", "reference", "fates"])
+def test_a_changed_staged_file_of_decontamination_is_a_one_line_error(tmp_path, damage):
+    """A partition task that finds a shard's staged hashes (or the staged fates) other than they were written says
+    so in one line naming the file (CacheError: exit 2), rather than match what it holds."""
+    from mlmprep.builder.contamination import FATES, HASHES, MatchTask, range_matches, stage_hashes
+    from mlmprep.builder.staged import STAGING, Layout
+    from mlmprep.config import BuildConfig
+    from mlmprep.errors import CacheError
+
+    cfg = BuildConfig(corpus=("x",), dedup="off", validation_fraction=0.3)
+    layout = Layout(cfg, str(tmp_path), 1, content_length=32, window_length=32, doc_eos=1, format_version=3,
+                    partitions=2)
+    (tmp_path / STAGING).mkdir()
+    rng = np.random.default_rng(5)
+    documents = 40
+    result = {"keys": rng.integers(0, 1 << 62, documents, dtype=np.uint64),
+              "ngrams": rng.integers(1, 1 << 64, 400, dtype=np.uint64), "ngram_counts": np.full(documents, 10),
+              "windows": rng.integers(1, 1 << 64, 200, dtype=np.uint64), "window_counts": np.full(documents, 5)}
+    staged = stage_hashes(layout, 0, result)
+    assert 0 < len(staged["candidates"]) < documents
+    (tmp_path / STAGING / FATES).write_bytes(bytes(documents))
+    task = MatchTask(layout, 1, (0, documents))
+    assert set(range_matches(task)) == {"grams", "runs"}  # sound files: an answer
+    path = tmp_path / STAGING / f"shard-000000.{HASHES}"
+    data = bytearray(path.read_bytes())
+    index = np.frombuffer(bytes(data[-8 * 12 :]), "<i8").reshape(2, 2, 3)  # (kind, candidates or not, offsets)
+    if damage == "truncated":  # the last record lost, the index whole
+        del data[-8 * 13 : -8 * 12]
+    elif damage == "index":  # the n-grams' candidates one more than their records
+        data[-8 * 12 + 8 * 2 : -8 * 12 + 8 * 3] = int(index[0, 0, 2] + 1).to_bytes(8, "little")
+    elif damage == "reference":  # the first candidate record of the task's partition names document 1000
+        assert index[0, 0, 1] < index[0, 0, 2]
+        at = 8 * int(index[0, 0, 2] + index[0, 0, 1])  # the candidates' references follow their hashes
+        data[at : at + 8] = (1000 << 32).to_bytes(8, "little")
+    else:
+        (tmp_path / STAGING / FATES).write_bytes(bytes(documents - 1))
+    path.write_bytes(bytes(data))
+    with pytest.raises(CacheError, match=r"staging directory was changed") as error:
+        range_matches(task)
+    assert "\n" not in str(error.value) and (FATES if damage == "fates" else HASHES) in str(error.value)
+
+
+@pytest.mark.parametrize("parts", [1, 2, 7])
+def test_staged_records_are_sorted_by_partition_stably(parts):
+    """A kind's staged records (hashes and references) are in the order of a stable sort by partition (the top 32
+    bits of the hash scaled to the partitions), each partition where the offsets say, one partition too."""
+    from mlmprep.builder.contamination import bucketed
+
+    rng = np.random.default_rng(parts)
+    keys = rng.integers(0, 1 << 63, 5000, dtype=np.uint64) * np.uint64(2) + rng.integers(0, 2, 5000, dtype=np.uint64)
+    refs = np.arange(5000, dtype=np.uint64)
+    offsets, out_keys, out_refs = bucketed(keys, refs, parts)
+    part = [int(k) >> 32 for k in keys.tolist()]
+    order = sorted(range(len(keys)), key=lambda i: part[i] * parts >> 32)  # Python's sort is stable
+    assert out_keys.tolist() == keys[order].tolist() and out_refs.tolist() == refs[order].tolist()
+    counts = np.bincount([part[i] * parts >> 32 for i in range(len(keys))], minlength=parts)
+    assert offsets.tolist() == [0, *np.cumsum(counts).tolist()]
+    assert bucketed(keys, np.zeros(0, np.uint64), parts)[2].size == 0
 
 
 @pytest.mark.parametrize(("dedup", "partitions"), [("exact", 0), ("off", 1), ("off", 5)])
