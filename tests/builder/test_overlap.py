@@ -528,8 +528,11 @@ def test_the_driver_holds_counts_not_hashes_and_moves_what_matching_every_hash_a
     assert moved_of(selection).tolist() == moved
     assert selection.contamination["before"] == before and selection.contamination["after"] == after
     assert list((tmp_path / "shards").iterdir()) == []  # every staged file removed
-    for result in selection.results:  # what the driver keeps of a shard: a few numbers per document
-        assert all(len(value) == len(result["keys"]) for value in result.values() if isinstance(value, np.ndarray))
+    for result, fates in zip(selection.results, selection.fates):  # what the driver keeps of a shard: its
+        # documents' fates, characters and tokens (int32: they fit), 9 bytes a document; the keys let go
+        arrays = [value for value in result.values() if isinstance(value, np.ndarray)]
+        assert "keys" not in result and all(len(value) == len(fates) for value in arrays)
+        assert fates.itemsize + sum(value.itemsize for value in arrays) == 9
 
 
 def test_the_summary_inspect_and_the_report_show_an_example_of_what_each_rule_removed(tmp_path, tiny_tokenizer_path):
