@@ -212,15 +212,14 @@ class Selection:
 
     def cluster(self) -> None:
         """Fates of every document (--dedup near): MinHash clusters of the whole corpus, the first kept, on its own
-        side (self.fates: each document's side, from add)."""
+        key's side (self.fates: each document's side, from add)."""
         cfg, counts = self.cfg, [len(f) for f in self.fates]
         sides = np.concatenate(self.fates) if counts else np.zeros(0, np.uint8)
         first = (near_duplicate_clusters(self.signatures.joined(), bands=cfg.dedup_bands, rows=cfg.dedup_rows,
                                          threshold=cfg.dedup_threshold, keys=[r.pop("lsh_keys") for r in self.results])
                  if len(sides) else np.zeros(0, np.int64))
         self.signatures = JoinedRows(0)
-        fates = sides[first]
-        fates[first != np.arange(len(first))] = DROPPED
+        fates = np.where(first == np.arange(len(first)), sides, DROPPED).astype(np.uint8)
         sizes = np.bincount(first, minlength=len(first)) if len(first) else np.zeros(0, np.int64)
         at = np.flatnonzero(sizes > 1)
         self.clusters = at.astype(np.int64), sizes[at].astype(np.int64)
