@@ -66,8 +66,8 @@ def stage_keys(layout: Layout, index: int, described: dict[str, np.ndarray]) -> 
     order = np.argsort(part, kind="stable")  # within a partition, by band then document
     offsets = np.zeros(cfg.dedup_partitions + 1, np.int64)
     np.cumsum(np.bincount(part, minlength=cfg.dedup_partitions), out=offsets[1:])
-    write_atomic(layout.staged(f"shard-{index:06d}.dedup"),
-                 [offsets.tobytes(), keys[order].astype("<u8").tobytes(), refs[order].astype("<u8").tobytes()])
+    write_atomic(layout.staged(f"shard-{index:06d}.dedup"),  # the sorted arrays as written, not copied again
+                 [offsets.tobytes(), *(memoryview(a[order].astype("<u8", copy=False)).cast("B") for a in (keys, refs))])
 
 
 def changed(path: Path, problem: str) -> CacheError:

@@ -15,11 +15,12 @@ validation document whose word 13-grams are in training becomes MOVED, training 
 training documents, so training files are written as the shards come in and only the validation side waits. The
 reading tasks stage the documents' hashes and partition tasks on the workers match them; the driver keeps each
 validation candidate's counts (about 40 bytes, and a bit per token window) and the hashes two or more validation
-documents share, not in training. Driver memory: an exact key and a Python dict entry (about 100 bytes) per distinct
-document; with --dedup near, bands x rows x 4 bytes of signature and (bands + 1) x 8 bytes of LSH keys per document
-(680 MB per million documents at the default 24 x 5) until the clustering is done. With --dedup-partitions the
-workers find the duplicates (mlmprep.builder.dedup_partitions) and the driver holds each document's key and fate (9
-bytes) and the pairs of duplicates alone.
+documents share, not in training. Driver memory: every build keeps 9 bytes per document (its fate, and its
+characters and tokens as int32 where they fit; its key is let go once its side is known); --dedup exact in the
+driver, a Python dict entry (about 100 bytes) per distinct document; --dedup near in the driver, bands x rows x 4
+bytes of signature and (bands + 1) x 8 bytes of LSH keys per document (680 MB per million documents at the default
+24 x 5) until the clustering is done. With --dedup-partitions the workers find the duplicates
+(mlmprep.builder.dedup_partitions) and the driver holds the pairs of duplicates alone beside the 9 bytes.
 """
 
 from __future__ import annotations
