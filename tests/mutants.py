@@ -378,6 +378,9 @@ MUTANTS = [
     Mutant("dedup-partition-shard-edge", "mlmprep.builder.selection:Selection.join",  # a shard's last duplicate kept
            "np.searchsorted(dropped, [at, at + len(fates)])", "np.searchsorted(dropped, [at, at + len(fates) - 1])",
            (PARTITIONS,)),
+    Mutant("dedup-partition-refs-unsorted", "mlmprep.builder.dedup_partitions:stage_keys",  # band keys point elsewhere
+           "offsets, keys, refs = bucketed(bands.reshape(-1), refs, parts)",
+           "offsets, keys, _ = bucketed(bands.reshape(-1), refs, parts)", (PARTITIONS,)),
     Mutant("driver-keeps-keys", "mlmprep.builder.selection:Selection.add",  # 8 bytes a document for nothing, to the end
            'self.fates[index] = self.sides(result.pop("keys"))', 'self.fates[index] = self.sides(result["keys"])',
            ("tests/builder/test_dedup.py::"
