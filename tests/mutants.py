@@ -51,6 +51,8 @@ EXCLUDE_CUT = "tests/builder/test_exclude.py::test_cut_matches_leaves_the_refere
 EXAMPLES = ("tests/builder/test_overlap.py::"
             "test_the_summary_inspect_and_the_report_show_an_example_of_what_each_rule_removed")
 PARTITIONS = "tests/builder/test_dedup.py::test_dedup_in_partitions_builds_the_bytes_of_dedup_in_the_driver"
+DRIVER_BATCHES = ("tests/builder/test_sharded.py::"
+                  "test_the_driver_reads_its_shards_in_small_batches_and_stages_what_a_worker_stages")
 DETACHED_DROPPED = "tests/builder/test_detached.py::test_detached_tasks_keep_the_attached_build_s_dropped_split"
 RAY_S3 = ("tests/builder/test_ray.py::"
           "test_a_build_from_and_to_s3_on_nodes_that_share_no_disk_with_the_driver_equals_the_local_build")
@@ -177,8 +179,8 @@ MUTANTS = [
            '                self.held.pop(f"{STAGING}/{name}", None)', "                pass",
            ("tests/builder/test_detached.py::test_detached_tasks_build_the_attached_build_s_bytes",)),
     Mutant("ray-payload-dropped", "mlmprep.builder.engine.ray:run_ray",  # a Ray task's staged files never reach the driver
-           "yield index[ref], replace(result, payload=payload) if isinstance(result, Shipped) else result",
-           "yield index[ref], result", (RAY_S3,)),
+           "yield i, replace(result, payload=payload) if isinstance(result, Shipped) else result",
+           "yield i, result", (RAY_S3,)),
     Mutant("ray-driver-files-dropped", "mlmprep.builder.engine.ray:attempt_apart",  # --keep-dropped's files lost on Ray
            "return replace(result, payload=None), result.payload",
            "return replace(result, payload=None, files={}), result.payload", (RAY_S3,)),
@@ -374,8 +376,38 @@ MUTANTS = [
     Mutant("dedup-partition-exact-keeps-last", "mlmprep.builder.dedup_partitions:first_copies",  # a key's last copy kept
            "order = np.lexsort((docs, keys))", "order = np.lexsort((-docs, keys))", (PARTITIONS,)),
     Mutant("dedup-partition-shard-edge", "mlmprep.builder.selection:Selection.join",  # a shard's last duplicate kept
-           "np.searchsorted(dropped, [at, at + len(keys)])", "np.searchsorted(dropped, [at, at + len(keys) - 1])",
+           "np.searchsorted(dropped, [at, at + len(fates)])", "np.searchsorted(dropped, [at, at + len(fates) - 1])",
            (PARTITIONS,)),
+    Mutant("dedup-partition-refs-unsorted", "mlmprep.builder.dedup_partitions:stage_keys",  # band keys point elsewhere
+           "offsets, keys, refs = bucketed(bands.reshape(-1), refs, parts)",
+           "offsets, keys, _ = bucketed(bands.reshape(-1), refs, parts)", (PARTITIONS,)),
+    Mutant("driver-keeps-keys", "mlmprep.builder.selection:Selection.add",  # 8 bytes a document for nothing, to the end
+           'self.fates[index] = self.sides(result.pop("keys"))', 'self.fates[index] = self.sides(result["keys"])',
+           ("tests/builder/test_dedup.py::"
+            "test_the_driver_keeps_a_side_per_document_not_its_key_and_decides_what_a_plain_reference_does",)),
+    Mutant("driver-counts-int64", "mlmprep.builder.selection:Selection.add",  # 8 bytes a count where 4 hold it
+           "result[key] = narrowed(result[key])", "result[key] = result[key]",
+           ("tests/builder/test_dedup.py::"
+            "test_the_driver_keeps_a_side_per_document_not_its_key_and_decides_what_a_plain_reference_does",)),
+    Mutant("driver-counts-wrapped", "mlmprep.builder.selection:narrowed",  # a count past int32 wraps negative
+           "    if len(counts) and (int(counts.min()) <= -NARROW_BELOW or int(counts.max()) >= NARROW_BELOW):",
+           "    if False:",
+           ("tests/builder/test_dedup.py::test_counts_that_do_not_fit_int32_are_kept_whole_and_every_sum_is_exact",)),
+    Mutant("driver-counts-summed-narrow", "mlmprep.builder.outputs:side_size",  # a side's stream past 2**31 wraps
+           "int(lengths.sum(dtype=np.int64)) + len(lengths), 0", "int(lengths.sum(dtype=lengths.dtype)) + len(lengths), 0",
+           ("tests/builder/test_dedup.py::test_counts_that_do_not_fit_int32_are_kept_whole_and_every_sum_is_exact",)),
+    Mutant("dedup-dropped-summed-narrow", "mlmprep.builder.selection:Selection.summary",  # characters dropped wrap
+           'int(result["doc_chars"][dropped].sum(dtype=np.int64))', 'int(result["doc_chars"][dropped].sum(dtype=np.int32))',
+           ("tests/builder/test_dedup.py::test_counts_that_do_not_fit_int32_are_kept_whole_and_every_sum_is_exact",)),
+    Mutant("driver-batches-of-chunk-chars", "mlmprep.builder.pipeline:driver_task",  # the driver's arenas keep 1 MiB batches
+           "cfg = replace(cfg, chunk_chars=DRIVER_CHUNK_CHARS) if cfg.chunk_chars > DRIVER_CHUNK_CHARS else cfg",
+           "cfg = cfg", (DRIVER_BATCHES,)),
+    Mutant("driver-excerpts-in-chunk-chars", "mlmprep.builder.record:dedup_stats",  # the excerpts' shard in 1 MiB batches
+           "shard_documents(driver_task(reads[s]), CorpusStats()", "shard_documents(reads[s], CorpusStats()",
+           (DRIVER_BATCHES,)),
+    Mutant("engine-holds-finished-results", "mlmprep.builder.engine.local:run_local",  # every answer held to the end
+           "yield futures.pop(future), future.result()", "yield futures[future], future.result()",
+           ("tests/builder/test_engine.py::test_a_result_the_caller_lets_go_is_freed_before_the_next_comes_in",)),
     Mutant("dedup-first-band-skipped", "mlmprep.builder.dedup:near_duplicate_clusters",  # band 0's candidates never linked
            "    for band in range(1, bands + 1):", "    for band in range(2, bands + 1):",
            ("tests/builder/test_dedup_kernels.py",)),
@@ -417,8 +449,8 @@ MUTANTS = [
            "starts = np.sort(np.concatenate([offsets[:-1], breaks + 1]))", "starts = np.concatenate([offsets[:-1], "
            "breaks + 1])", ("tests/builder/test_overlap.py::test_seen_lines_remove_what_a_set_of_earlier_n_grams_removes",)),
     Mutant("paragraph-excerpt-untrimmed", "mlmprep.builder.record:dedup_stats",  # a cluster shown by another document
-           "shard_documents(reads[s], CorpusStats()", "shard_documents(TokenizeTask(reads[s].layout, reads[s].shard), "
-           "CorpusStats()", ("tests/builder/test_overlap.py::test_the_same_bytes_on_one_worker_and_on_two",)),
+           "shard_documents(driver_task(reads[s]), CorpusStats()",
+           "shard_documents(driver_task(TokenizeTask(reads[s].layout, reads[s].shard)), CorpusStats()", ("tests/builder/test_overlap.py::test_the_same_bytes_on_one_worker_and_on_two",)),
     Mutant("decontaminate-threshold-inclusive", "mlmprep.builder.overlap:decontaminate",  # at 0, every document moves
            "(found / np.maximum(counts, 1) > threshold)", "(found / np.maximum(counts, 1) >= threshold)",
            ("tests/builder/test_overlap.py::test_decontamination_moves_what_a_brute_force_reference_moves",)),
@@ -457,7 +489,7 @@ MUTANTS = [
            "fates = all_fates[bases[s] : bases[s + 1]]", "fates = all_fates[: bases[s + 1] - bases[s]]",
            ("tests/builder/test_overlap.py::"
             "test_the_driver_holds_counts_not_hashes_and_moves_what_matching_every_hash_at_once_moves",)),
-    Mutant("decontaminate-two-partitions-taken-as-one", "mlmprep.builder.contamination:bucketed",  # left unsorted
+    Mutant("decontaminate-two-partitions-taken-as-one", "mlmprep.builder.dedup_partitions:bucketed",  # left unsorted
            "    if parts == 1:\n", "    if parts <= 2:\n",
            ("tests/builder/test_overlap.py::test_staged_records_are_sorted_by_partition_stably",)),
     Mutant("decontaminate-kernels-loaded-in-each-worker", "mlmprep.builder.pipeline",  # each worker loads them
@@ -708,7 +740,7 @@ MUTANTS = [
            "            done, pending = wait(pending, timeout=WATCH_S, return_when=FIRST_COMPLETED)\n"
            "            drain(pool.started, running)\n"
            "            for future in sorted(done, key=futures.get):\n"
-           "                yield futures[future], future.result()\n"
+           "                yield futures.pop(future), future.result()  # the result is the caller's alone to keep\n"
            "                queue.extendleft(reversed(run.added()))\n",
            "        top_up()\n        held = []\n        while pending or held:\n"
            "            if not pending:\n                queue.extend(held)\n                held = []\n"
@@ -716,7 +748,7 @@ MUTANTS = [
            "            done, pending = wait(pending, timeout=WATCH_S, return_when=FIRST_COMPLETED)\n"
            "            drain(pool.started, running)\n"
            "            for future in sorted(done, key=futures.get):\n"
-           "                yield futures[future], future.result()\n"
+           "                yield futures.pop(future), future.result()\n"
            "                held += run.added()\n",
            ("tests/builder/test_engine.py",)),
     Mutant("driver-tokenizer-reloaded", "mlmprep.builder.run:stage_tokenizer",  # the driver loads the staged tokenizer again
@@ -1326,15 +1358,15 @@ MUTANTS = [
            "        for key in here.keys() & self.first.keys():", "        for key in ():",
            ("tests/builder/test_dedup.py::test_exact_dedup_keeps_what_a_set_of_normalised_texts_keeps",)),
     Mutant("dedup-near-drops-the-first", "mlmprep.builder.selection:Selection.cluster",  # each cluster keeps all but its first
-           "fates[first != np.arange(len(first))] = DROPPED", "fates[first == np.arange(len(first))] = DROPPED",
+           "np.where(first == np.arange(len(first)), sides, DROPPED)",
+           "np.where(first != np.arange(len(first)), sides, DROPPED)",
            ("tests/builder/test_dedup.py::test_near_dedup_keeps_the_first_of_each_cluster_brute_force_jaccard_confirms",)),
     Mutant("dedup-near-ignored", "mlmprep.builder.selection:Selection.add",  # --dedup near decided as off
            "        elif waits:\n            # the shard's", "        elif False:\n            # the shard's",
            ("tests/builder/test_dedup.py::test_near_dedup_keeps_the_first_of_each_cluster_brute_force_jaccard_confirms",)),
     Mutant("holdout-by-document-number", "mlmprep.builder.selection:Selection.decide",  # copies land on both sides
-           "fates = np.where(held_documents(keys, self.cfg.validation_fraction, self.cfg.seed), VALIDATION, TRAIN)",
-           "fates = np.where(held_documents(np.arange(self.documents, self.documents + len(keys), dtype=np.uint64),"
-           " self.cfg.validation_fraction, self.cfg.seed), VALIDATION, TRAIN)",
+           "fates = self.sides(keys)",
+           "fates = self.sides(np.arange(self.documents, self.documents + len(keys), dtype=np.uint64))",
            ("tests/builder/test_dedup.py::test_no_validation_window_shares_a_document_with_a_training_window", "tests/builder/test_sharded.py::test_windows_equal_a_one_pass_reference")),
     Mutant("side-picks-every-kept-document", "mlmprep.builder.selection:Selection.picked",  # validation documents trained on
            "return np.flatnonzero(self.fates[s] == fate).astype(np.int64)",

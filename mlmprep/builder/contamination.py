@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mlmprep.builder.dedup_partitions import LOCAL_BITS, LOCAL_MASK, changed
+from mlmprep.builder.dedup_partitions import LOCAL_BITS, LOCAL_MASK, bucketed, changed
 from mlmprep.builder.overlap import MATCH_TOKENS, joined_bytes, starts_of, text_ngrams, window_hashes
 from mlmprep.builder.selection import TRAIN, VALIDATION, held_documents
 from mlmprep.builder.staged import Layout, read_array, write_atomic
@@ -100,20 +100,6 @@ def staged_records(hashes: np.ndarray, per_doc: np.ndarray, candidates: np.ndarr
     second = bucketed(hashes[~own], theirs if with_documents else np.zeros(0, np.uint64), parts)
     return (np.concatenate([first[0], second[0]]),
             [memoryview(a.astype("<u8", copy=False)).cast("B") for a in (*first[1:], *second[1:])])  # not copied
-
-
-def bucketed(keys: np.ndarray, refs: np.ndarray, parts: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(offsets [parts + 1], keys, refs) of records sorted by partition (refs may be empty); one partition takes
-    them as they are."""
-    from mlmprep.builder import _dedup_kernels as kernels
-
-    if parts == 1:
-        return np.array([0, len(keys)], np.int64), keys, refs
-    offsets = np.empty(parts + 1, np.int64)
-    out_keys, out_refs = np.empty_like(keys), np.empty_like(refs)
-    kernels.bucket_records(np.ascontiguousarray(keys, np.uint64), np.ascontiguousarray(refs, np.uint64), parts,
-                           offsets, out_keys, out_refs)
-    return offsets, out_keys, out_refs
 
 
 def scratch_names(shards: int) -> list[str]:

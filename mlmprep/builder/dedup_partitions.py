@@ -49,25 +49,42 @@ def partition_of(keys: np.ndarray, partitions: int) -> np.ndarray:
 
 
 def stage_keys(layout: Layout, index: int, described: dict[str, np.ndarray]) -> None:
-    """In the reading task of shard `index`: stage its documents' keys by partition (and with --dedup near, take
-    the signatures out of `described` into `shard-N.sig`), which the partition tasks read."""
-    cfg = layout.cfg
+    """In the reading task of shard `index`: stage its documents' keys by partition, in order within one (and with
+    --dedup near, take the signatures out of `described` into `shard-N.sig`), which the partition tasks read. Near
+    dedup's band keys (bands a document) go by a counting sort, whose memory is the keys twice (the task loads Numba
+    for the signatures anyway); exact dedup's one key a document by NumPy, so that a driver reading shards itself
+    never loads Numba for it."""
+    cfg, parts = layout.cfg, layout.cfg.dedup_partitions
     if cfg.dedup == "near":
         sig = described.pop("signatures")
         bands = lsh_keys(sig, bands=cfg.dedup_bands, rows=cfg.dedup_rows)[1:]
-        keys = bands.reshape(-1)
         refs = ((np.arange(bands.shape[0], dtype=np.uint64)[:, None] << np.uint64(LOCAL_BITS))
                 | np.arange(bands.shape[1], dtype=np.uint64)[None, :]).reshape(-1)
         write_atomic(layout.staged(f"shard-{index:06d}.sig"), [np.ascontiguousarray(sig, np.uint32).tobytes()])
+        offsets, keys, refs = bucketed(bands.reshape(-1), refs, parts)  # within a partition: by band, then document
     else:
         keys = described["keys"]
-        refs = np.arange(len(keys), dtype=np.uint64)
-    part = partition_of(keys, cfg.dedup_partitions)
-    order = np.argsort(part, kind="stable")  # within a partition, by band then document
-    offsets = np.zeros(cfg.dedup_partitions + 1, np.int64)
-    np.cumsum(np.bincount(part, minlength=cfg.dedup_partitions), out=offsets[1:])
-    write_atomic(layout.staged(f"shard-{index:06d}.dedup"),
-                 [offsets.tobytes(), keys[order].astype("<u8").tobytes(), refs[order].astype("<u8").tobytes()])
+        part = partition_of(keys, parts)
+        order = np.argsort(part, kind="stable")
+        offsets = np.zeros(parts + 1, np.int64)
+        np.cumsum(np.bincount(part, minlength=parts), out=offsets[1:])
+        keys, refs = keys[order], order.astype(np.uint64)
+    write_atomic(layout.staged(f"shard-{index:06d}.dedup"),  # the sorted arrays as written, not copied again
+                 [offsets.tobytes(), *(memoryview(a.astype("<u8", copy=False)).cast("B") for a in (keys, refs))])
+
+
+def bucketed(keys: np.ndarray, refs: np.ndarray, parts: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(offsets [parts + 1], keys, refs) of records sorted by partition (partition_of), stable (refs may be
+    empty); one partition takes them as they are."""
+    from mlmprep.builder import _dedup_kernels as kernels
+
+    if parts == 1:
+        return np.array([0, len(keys)], np.int64), keys, refs
+    offsets = np.empty(parts + 1, np.int64)
+    out_keys, out_refs = np.empty_like(keys), np.empty_like(refs)
+    kernels.bucket_records(np.ascontiguousarray(keys, np.uint64), np.ascontiguousarray(refs, np.uint64), parts,
+                           offsets, out_keys, out_refs)
+    return offsets, out_keys, out_refs
 
 
 def changed(path: Path, problem: str) -> CacheError:

@@ -146,12 +146,12 @@ def side_size(layout: Layout, result: dict, picked: np.ndarray) -> tuple[int, in
     stream tokens (each document and its EOS) with --pack stream, rows with --pack doc, characters of joined
     text (each document and its space) with --method text."""
     if layout.cfg.method == "text":
-        return int(result["doc_chars"][picked].sum()) + len(picked), 0
-    lengths = result["doc_tokens"][picked]
+        return int(result["doc_chars"][picked].sum(dtype=np.int64)) + len(picked), 0
+    lengths = result["doc_tokens"][picked]  # int32 where they fit (selection.narrowed): sums taken as int64
     if layout.cfg.pack == "stream":
-        return int(lengths.sum()) + len(lengths), 0
+        return int(lengths.sum(dtype=np.int64)) + len(lengths), 0
     rows, dropped = doc_rows_per_document(lengths, layout.content_length, layout.doc_eos is not None)
-    return int(rows.sum()), dropped
+    return int(rows.sum(dtype=np.int64)), dropped
 
 
 def plan_rest(corpus: Corpus, layout: Layout, files: dict[str, OutputFiles], read: list[dict], selection: Selection,

@@ -9,7 +9,7 @@ import mlmprep
 from mlmprep.builder import mask
 from mlmprep.builder.filters import add_totals, excerpt
 from mlmprep.builder.lengths import Lengths
-from mlmprep.builder.pipeline import EXCLUDED, VALIDATION_SLOT, TokenizeTask, shard_documents
+from mlmprep.builder.pipeline import EXCLUDED, VALIDATION_SLOT, TokenizeTask, driver_task, shard_documents
 from mlmprep.builder.selection import Selection
 from mlmprep.config import to_dict
 from mlmprep.corpus.documents import Corpus
@@ -56,12 +56,14 @@ def wrapped_prose(shards: list, read: list[dict]) -> dict:
 
 def dedup_stats(selection: Selection, reads: list[TokenizeTask]) -> dict:
     """corpus.stats.dedup: what dedup removed and the largest clusters, each with the start of its first document
-    (read again from its shard as its reading task read it: only these few documents' texts are ever needed)."""
+    (read again from its shard as its reading task read it, in the driver's batches: only these few documents'
+    texts are ever needed)."""
     summary = selection.summary()
     counts = {key: 0 for key in ("documents_emptied", "lines_removed", *EXCLUDED)}
     for size, first in selection.largest():
         s, d = selection.locate(first)
-        docs = itertools.chain.from_iterable(shard_documents(reads[s], CorpusStats(), counts, counts, counts))
+        docs = itertools.chain.from_iterable(shard_documents(driver_task(reads[s]), CorpusStats(), counts, counts,
+                                                                counts))
         text = next(itertools.islice(docs, d, None), "")
         summary["largest_clusters"].append({"size": size, "excerpt": excerpt(text)})
     return summary

@@ -15,11 +15,12 @@ validation document whose word 13-grams are in training becomes MOVED, training 
 training documents, so training files are written as the shards come in and only the validation side waits. The
 reading tasks stage the documents' hashes and partition tasks on the workers match them; the driver keeps each
 validation candidate's counts (about 40 bytes, and a bit per token window) and the hashes two or more validation
-documents share, not in training. Driver memory: an exact key and a Python dict entry (about 100 bytes) per distinct
-document; with --dedup near, bands x rows x 4 bytes of signature and (bands + 1) x 8 bytes of LSH keys per document
-(680 MB per million documents at the default 24 x 5) until the clustering is done. With --dedup-partitions the
-workers find the duplicates (mlmprep.builder.dedup_partitions) and the driver holds each document's key and fate (9
-bytes) and the pairs of duplicates alone.
+documents share, not in training. Driver memory: every build keeps 9 bytes per document (its fate, and its
+characters and tokens as int32 where they fit; its key is let go once its side is known); --dedup exact in the
+driver, a Python dict entry (about 100 bytes) per distinct document; --dedup near in the driver, bands x rows x 4
+bytes of signature and (bands + 1) x 8 bytes of LSH keys per document (680 MB per million documents at the default
+24 x 5) until the clustering is done. With --dedup-partitions the workers find the duplicates
+(mlmprep.builder.dedup_partitions) and the driver holds the pairs of duplicates alone beside the 9 bytes.
 """
 
 from __future__ import annotations
@@ -41,6 +42,9 @@ MOVED_PICKS = "moved"  # the picks of the documents moved to training, staged be
 HOLDOUT_SALT = 0x5EED_0F_0A1D  # keys the held-out choice apart from the mask seeds
 MINHASH_SEED = 0x5EED_D0C  # the MinHash functions: fixed, so signatures never depend on --seed
 LARGEST = 5  # clusters the manifest describes, each with an excerpt of its first document
+COUNTS = ("doc_chars", "doc_tokens")  # a reading task's counts per document (int64), which the driver keeps
+NARROW_BELOW = 1 << 30  # ... as int32 where every one of a shard's is below this: a count plus one still fits, and
+# every sum of them is taken as int64
 
 
 def document_keys(texts: list[str], cfg: BuildConfig, hashed: bool = True,
@@ -72,6 +76,14 @@ def held_documents(keys: np.ndarray, fraction: float, seed: int) -> np.ndarray:
     with np.errstate(over="ignore"):  # SplitMix64 finaliser: wrapping uint64 arithmetic is the point
         x = randomness.mix64((keys.astype(np.uint64) + np.uint64(HOLDOUT_SALT)) ^ np.uint64(seed & (2**64 - 1)))
     return (x >> np.uint64(11)).astype(np.float64) * 2.0**-53 < fraction
+
+
+def narrowed(counts: np.ndarray) -> np.ndarray:
+    """Per-document counts as int32 when every one is in (-NARROW_BELOW, NARROW_BELOW), else as they are (int64):
+    the driver keeps them for every document of the corpus until the end of the build."""
+    if len(counts) and (int(counts.min()) <= -NARROW_BELOW or int(counts.max()) >= NARROW_BELOW):
+        return counts
+    return counts.astype(np.int32)
 
 
 class JoinedRows:
@@ -138,13 +150,19 @@ class Selection:
     def add(self, index: int, result: dict) -> list[int]:
         """Note shard `index`'s documents (result: keys, signatures, doc_chars, doc_tokens, and
         contamination.stage_hashes'); the shards whose training documents that decides, in order (--decontaminate:
-        their validation documents wait for the last shard, see validation_waits)."""
+        their validation documents wait for the last shard, see validation_waits). Each document's key is let go as
+        soon as its side is known, and its characters and tokens are held as int32 where they fit (narrowed)."""
         self.results[index] = result
+        for key in COUNTS:
+            if key in result:
+                result[key] = narrowed(result[key])
         waits = self.cfg.dedup == "near" or partitioned(self.cfg)  # decides every shard at once, at the end
+        if waits:  # each document's side now: a kept one is its cluster's first, whose own key decides it
+            self.fates[index] = self.sides(result.pop("keys"))
         if partitioned(self.cfg):
             if any(r is None for r in self.results):
                 return []
-            self.join(self.partitions([len(r["keys"]) for r in self.results]))
+            self.join(self.partitions([len(f) for f in self.fates]))
         elif waits:
             # the shard's LSH keys now, while the other shards are still read: the clustering at the end only links
             result["lsh_keys"] = lsh_keys(result["signatures"], bands=self.cfg.dedup_bands, rows=self.cfg.dedup_rows)
@@ -169,11 +187,15 @@ class Selection:
         """Whether the validation side's fates wait for the last shard (--decontaminate)."""
         return decontaminating(self.cfg)
 
+    def sides(self, keys: np.ndarray) -> np.ndarray:
+        """uint8: VALIDATION for the documents whose key is held out (held_documents), else TRAIN."""
+        held = held_documents(keys, self.cfg.validation_fraction, self.cfg.seed)
+        return np.where(held, VALIDATION, TRAIN).astype(np.uint8)
+
     def decide(self, s: int) -> None:
         """Fates of shard s's documents (--dedup off or exact), every earlier shard decided."""
-        keys = self.results[s]["keys"]
-        fates = np.where(held_documents(keys, self.cfg.validation_fraction, self.cfg.seed), VALIDATION, TRAIN)
-        fates = fates.astype(np.uint8)
+        keys = self.results[s].pop("keys")
+        fates = self.sides(keys)
         if self.cfg.dedup == "exact":
             copy_of = self.copies_of(keys)
             fates[copy_of >= 0] = DROPPED
@@ -196,37 +218,33 @@ class Selection:
         return copy_of
 
     def cluster(self) -> None:
-        """Fates of every document (--dedup near): MinHash clusters of the whole corpus, the first kept."""
-        cfg, counts = self.cfg, [len(r["keys"]) for r in self.results]
-        keys = np.concatenate([r["keys"] for r in self.results]) if counts else np.zeros(0, np.uint64)
+        """Fates of every document (--dedup near): MinHash clusters of the whole corpus, the first kept, on its own
+        key's side (self.fates: each document's side, from add)."""
+        cfg, counts = self.cfg, [len(f) for f in self.fates]
+        sides = np.concatenate(self.fates) if counts else np.zeros(0, np.uint8)
         first = (near_duplicate_clusters(self.signatures.joined(), bands=cfg.dedup_bands, rows=cfg.dedup_rows,
                                          threshold=cfg.dedup_threshold, keys=[r.pop("lsh_keys") for r in self.results])
-                 if len(keys) else np.zeros(0, np.int64))
+                 if len(sides) else np.zeros(0, np.int64))
         self.signatures = JoinedRows(0)
-        fates = np.where(held_documents(keys[first], cfg.validation_fraction, cfg.seed), VALIDATION, TRAIN)
-        fates = fates.astype(np.uint8)
-        fates[first != np.arange(len(first))] = DROPPED
+        fates = np.where(first == np.arange(len(first)), sides, DROPPED).astype(np.uint8)
         sizes = np.bincount(first, minlength=len(first)) if len(first) else np.zeros(0, np.int64)
         at = np.flatnonzero(sizes > 1)
         self.clusters = at.astype(np.int64), sizes[at].astype(np.int64)
         self.fates = np.split(fates, np.cumsum(counts)[:-1]) if counts else []
-        self.decided, self.documents = len(self.results), len(keys)
+        self.decided, self.documents = len(self.results), len(sides)
 
     def join(self, links: np.ndarray) -> None:
         """Fates of every document (--dedup-partitions) from the partition tasks' links: the first of each cluster
-        kept (dedup_partitions.join), the side of a kept one by its own key."""
+        kept (dedup_partitions.join), the side of a kept one by its own key (self.fates: each document's side, from
+        add)."""
         documents, first, sizes = join(links, firsts=self.cfg.dedup == "exact")
         kept = documents == first
         self.clusters = documents[kept].astype(np.int64), sizes[kept].astype(np.int64)
         dropped, at = documents[~kept], 0
-        for s, result in enumerate(self.results):
-            keys = result["keys"]
-            fates = np.where(held_documents(keys, self.cfg.validation_fraction, self.cfg.seed), VALIDATION, TRAIN)
-            fates = fates.astype(np.uint8)
-            lo, hi = np.searchsorted(dropped, [at, at + len(keys)])
+        for fates in self.fates:
+            lo, hi = np.searchsorted(dropped, [at, at + len(fates)])
             fates[dropped[lo:hi] - at] = DROPPED
-            self.fates[s] = fates
-            at += len(keys)
+            at += len(fates)
         self.decided, self.documents = len(self.results), at
 
     def decontaminate(self) -> None:
@@ -238,7 +256,8 @@ class Selection:
         fates = np.concatenate([f[c] for f, c in zip(self.fates, candidates)])
         counts = np.concatenate([r.pop("ngram_counts") for r in results])
         tokens = "window_counts" in results[0]
-        lengths = np.concatenate([r["doc_tokens"][c] for r, c in zip(results, candidates)]) if tokens else None
+        lengths = np.concatenate([r["doc_tokens"][c].astype(np.int64) for r, c in zip(results, candidates)]
+                                 ) if tokens else None
         matches = Matches(np.concatenate([base + c for base, c in zip(bases.tolist(), candidates)]),
                           np.concatenate([r.pop("window_counts") for r in results]) if tokens else None)
         for answer in self.matches(self.fates):
@@ -249,7 +268,7 @@ class Selection:
         for s, own in enumerate(np.split(moved, np.cumsum([len(c) for c in candidates])[:-1])):
             at = candidates[s][own]
             self.fates[s][at] = MOVED
-            chars += int(results[s]["doc_chars"][at].sum())
+            chars += int(results[s]["doc_chars"][at].sum(dtype=np.int64))
         self.contamination = {"ngram": NGRAM, "match_tokens": MATCH_TOKENS if tokens else None,
                               "threshold": self.cfg.decontaminate_threshold, "documents_moved": int(moved.sum()),
                               "characters_moved": chars, "before": before, "after": after}
@@ -283,9 +302,9 @@ class Selection:
         for result, fates in zip(self.results, self.fates):
             dropped = fates == DROPPED
             counts["dropped"] += int(dropped.sum())
-            counts["characters_dropped"] += int(result["doc_chars"][dropped].sum())
+            counts["characters_dropped"] += int(result["doc_chars"][dropped].sum(dtype=np.int64))
             if "doc_tokens" in result:
-                counts["tokens_dropped"] += int(result["doc_tokens"][dropped].sum())
+                counts["tokens_dropped"] += int(result["doc_tokens"][dropped].sum(dtype=np.int64))
             counts["validation"] += int((fates == VALIDATION).sum())
         return {
             "method": self.cfg.dedup,

@@ -413,3 +413,67 @@ def test_the_partitions_links_joined_as_they_come_give_the_clusters_of_all_links
     linked = sorted({d for pair in pairs for d in pair})
     assert documents.tolist() == linked
     assert first.tolist() == [root(d) for d in linked]
+
+
+@pytest.mark.parametrize("partitions", [0, 3])
+def test_the_driver_keeps_a_side_per_document_not_its_key_and_decides_what_a_plain_reference_does(partitions):
+    """--dedup exact over shards arriving out of order, in the driver and in partitions (the partition tasks' links
+    by a dict of first copies in the test): each later copy dropped, each kept document on its own key's side, as a
+    plain reference over every key decides; what the driver keeps of a shard once it is decided is 9 bytes a
+    document (a fate, and its characters and tokens as int32), its keys let go."""
+    from mlmprep.builder.selection import DROPPED, TRAIN, VALIDATION, Selection
+
+    cfg = BuildConfig(corpus=("x",), dedup="exact", dedup_partitions=partitions, validation_fraction=0.3,
+                      decontaminate=False)
+    rng = np.random.default_rng(8)
+    keys = rng.integers(0, 1 << 63, 600, dtype=np.uint64)
+    keys[rng.integers(100, 600, 150)] = keys[rng.integers(0, 100, 150)]  # copies of early documents, later
+    cuts = [0, 90, 250, 251, 430, 600]
+    first: dict[int, int] = {}
+    expected = [DROPPED if first.setdefault(int(k), d) != d else VALIDATION if held else TRAIN
+                for d, (k, held) in enumerate(zip(keys, held_documents(keys, 0.3, cfg.seed)))]
+    links = np.array([[d, first[int(k)]] for d, k in enumerate(keys) if first[int(k)] != d], np.int64).T
+
+    def partition_links(documents: list[int]) -> np.ndarray:
+        assert documents == np.diff(cuts).tolist()
+        return links
+
+    selection = Selection(cfg, len(cuts) - 1, partition_links)
+    decided = []
+    for s in (3, 1, 4, 0, 2):
+        part = slice(cuts[s], cuts[s + 1])
+        decided += selection.add(s, {"keys": keys[part], "doc_chars": np.arange(600, dtype=np.int64)[part] * 7,
+                                     "doc_tokens": np.arange(600, dtype=np.int64)[part]})
+    assert sorted(decided) == list(range(5))
+    assert np.concatenate(selection.fates).tolist() == expected
+    assert selection.summary()["characters_dropped"] == sum(7 * d for d, fate in enumerate(expected) if fate == DROPPED)
+    for result, fates in zip(selection.results, selection.fates):
+        arrays = [value for value in result.values() if isinstance(value, np.ndarray)]
+        assert "keys" not in result and fates.itemsize + sum(value.itemsize for value in arrays) == 9
+
+
+def test_counts_that_do_not_fit_int32_are_kept_whole_and_every_sum_is_exact():
+    """The driver's per-document counts go to int32 only where every one of a shard's is below NARROW_BELOW; a shard
+    with a larger one keeps int64, never wraps; sums past 2**31 (a side's stream, what dedup dropped) are exact."""
+    from mlmprep.builder.outputs import side_size
+    from mlmprep.builder.selection import NARROW_BELOW, Selection, narrowed
+    from mlmprep.builder.staged import Layout
+
+    fits = np.array([7, NARROW_BELOW - 1, NARROW_BELOW - 1, NARROW_BELOW - 1, 15], np.int64)  # each + 1: rows of 8
+    assert narrowed(fits).dtype == np.int32 and narrowed(fits).tolist() == fits.tolist()
+    for larger in (NARROW_BELOW, 1 << 31, 1 << 40, -NARROW_BELOW):
+        kept = narrowed(np.array([3, larger], np.int64))
+        assert kept.dtype == np.int64 and kept.tolist() == [3, larger]
+    cfg = BuildConfig(corpus=("x",), dedup="exact", validation_fraction=0.0, decontaminate=False)
+    selection = Selection(cfg, 1)
+    selection.add(0, {"keys": np.array([9, 9, 9, 9, 4], np.uint64), "doc_chars": fits.copy(),
+                      "doc_tokens": fits.copy()})
+    summary = selection.summary()
+    assert summary["documents_dropped"] == 3
+    assert summary["characters_dropped"] == summary["tokens_dropped"] == 3 * (NARROW_BELOW - 1)  # > 2**31
+    result = selection.results[0]
+    assert result["doc_tokens"].dtype == np.int32
+    for pack, expected in (("stream", sum(fits.tolist()) + 5), ("doc", sum((n + 1) // 8 for n in fits.tolist()))):
+        layout = Layout(BuildConfig(corpus=("x",), pack=pack), "stage", 1, content_length=8, window_length=8, doc_eos=1,
+                        format_version=3)
+        assert side_size(layout, result, np.arange(5))[0] == expected

@@ -4,6 +4,7 @@ ending the run with one line and no process left behind."""
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import os
 import signal
@@ -11,10 +12,12 @@ import subprocess
 import sys
 import textwrap
 import time
+import weakref
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import psutil
 import pytest
 import typer
@@ -68,6 +71,35 @@ def test_results_come_in_task_order_with_each_index_reported_once():
     assert sorted(seen) == list(enumerate(run.results))
     cubes = [cube for cube, _ in run_tasks(cube_later, shards, engine=LocalEngine(workers=2))]
     assert cubes == [i**3 for i in range(6)]
+
+
+def array_when_told(shard: Shard) -> np.ndarray:
+    """An array of the shard's index, once the file `go-<index>` is in shard.marker (at most 60 s), so that the
+    tasks end one at a time, in the order the caller lets them."""
+    go, deadline = Path(shard.marker, f"go-{shard.index}"), time.monotonic() + 60
+    while not go.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return np.full(1000, shard.index)
+
+
+@pytest.mark.parametrize("session", [False, True])
+def test_a_result_the_caller_lets_go_is_freed_before_the_next_comes_in(tmp_path, session):
+    """The engine holds no finished task's result for the rest of the run: the driver sums partition tasks' large
+    answers as they come and drops each (TaskRun.results[index] = None), so one held for every task would be every
+    answer at once."""
+    engine = LocalEngine(workers=2)
+    taken: list[weakref.ref] = []
+    (tmp_path / "go-0").touch()
+    with engine.session() if session else contextlib.nullcontext():
+        with TaskRun(array_when_told, [Shard(i, marker=str(tmp_path)) for i in range(5)], engine=engine) as run:
+            for index, result in run:
+                assert [ref() for ref in taken] == [None] * len(taken)  # every earlier result freed
+                assert result.tolist() == [index] * 1000
+                taken.append(weakref.ref(result))
+                run.results[index] = None
+                del result
+                (tmp_path / f"go-{index + 1}").touch()
+    assert len(taken) == 5
 
 
 def test_workers_run_in_at_most_n_other_processes_and_one_worker_runs_in_process():

@@ -552,7 +552,7 @@ def test_a_changed_staged_file_of_decontamination_is_a_one_line_error(tmp_path, 
 def test_staged_records_are_sorted_by_partition_stably(parts):
     """A kind's staged records (hashes and references) are in the order of a stable sort by partition (the top 32
     bits of the hash scaled to the partitions), each partition where the offsets say, one partition too."""
-    from mlmprep.builder.contamination import bucketed
+    from mlmprep.builder.dedup_partitions import bucketed
 
     rng = np.random.default_rng(parts)
     keys = rng.integers(0, 1 << 63, 5000, dtype=np.uint64) * np.uint64(2) + rng.integers(0, 2, 5000, dtype=np.uint64)
@@ -612,8 +612,11 @@ def test_the_driver_holds_counts_not_hashes_and_moves_what_matching_every_hash_a
     assert moved_of(selection).tolist() == moved
     assert selection.contamination["before"] == before and selection.contamination["after"] == after
     assert list((tmp_path / "shards").iterdir()) == []  # every staged file removed
-    for result in selection.results:  # what the driver keeps of a shard: a few numbers per document
-        assert all(len(value) == len(result["keys"]) for value in result.values() if isinstance(value, np.ndarray))
+    for result, fates in zip(selection.results, selection.fates):  # what the driver keeps of a shard: its
+        # documents' fates, characters and tokens (int32: they fit), 9 bytes a document; the keys let go
+        arrays = [value for value in result.values() if isinstance(value, np.ndarray)]
+        assert "keys" not in result and all(len(value) == len(fates) for value in arrays)
+        assert fates.itemsize + sum(value.itemsize for value in arrays) == 9
 
 
 def test_the_summary_inspect_and_the_report_show_an_example_of_what_each_rule_removed(tmp_path, tiny_tokenizer_path):

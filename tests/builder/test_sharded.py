@@ -547,3 +547,69 @@ def test_a_dataset_corpus_in_row_range_shards_builds_the_same_windows_as_its_tex
     one = run("d1", dataset=str(tmp_path / "ds"), workers=1, shard_bytes=1 << 20)
     assert run("d2", dataset=str(tmp_path / "ds"), workers=2, shard_bytes=2000) == one
     assert run("t", corpus=(str(tmp_path / "c.txt"),), workers=2, shard_bytes=2000) == one
+
+
+def test_the_driver_reads_its_shards_in_small_batches_and_stages_what_a_worker_stages(tmp_path, tiny_corpus,
+                                                                                       tiny_tokenizer_path,
+                                                                                       monkeypatch):
+    """A shard the driver reads itself (tokenize_shard_in_driver, and dedup_stats's excerpts, through driver_task) goes
+    in batches of at most DRIVER_CHUNK_CHARS characters (each threshold crossed by its last document), whatever
+    --chunk-chars, which a worker's batches follow: the driver's threads would keep the larger batches' memory all
+    build. Its staged files and per-document arrays are a worker's to the byte."""
+    import shutil
+    from dataclasses import replace
+
+    import mlmprep.builder.pipeline as pipeline
+    from mlmprep.builder.filters import excerpt
+    from mlmprep.builder.record import dedup_stats
+    from mlmprep.builder.staged import STAGING, Layout
+    from mlmprep.config import BuildConfig
+    from mlmprep.corpus.documents import open_corpus
+
+    monkeypatch.setattr(pipeline, "DRIVER_CHUNK_CHARS", 2000)
+    batches: list[list[int]] = []
+    plain = pipeline.batched
+
+    def recorded(texts, max_chars):
+        for batch in plain(texts, max_chars):
+            batches.append([len(text) for text in batch])
+            yield batch
+
+    monkeypatch.setattr(pipeline, "batched", recorded)
+    cfg = BuildConfig(corpus=(str(tiny_corpus),), dedup="exact", decontaminate=False)
+    assert cfg.chunk_chars > 20 * 2000
+    shard = open_corpus(list(cfg.corpus)).shards(1 << 20, 1)[0]
+    staged, results, sizes = {}, {}, {}
+    for who in ("driver", "worker"):
+        stage = tmp_path / who
+        (stage / STAGING).mkdir(parents=True)
+        shutil.copy(tiny_tokenizer_path, stage / "tokenizer.json")
+        layout = Layout(cfg, str(stage), 1, content_length=32, window_length=32, doc_eos=1, format_version=3)
+        task = pipeline.TokenizeTask(layout, shard)
+        batches.clear()
+        results[who] = (pipeline.tokenize_shard_in_driver(task) if who == "driver" else
+                        pipeline.tokenize_shard(replace(task, hashed=False)))
+        sizes[who] = list(batches)
+        staged[who] = {p.name: p.read_bytes() for p in sorted((stage / STAGING).iterdir())}
+    assert len(sizes["driver"]) > 20 and all(sum(b[:-1]) < 2000 for b in sizes["driver"])
+    assert max(sum(b) for b in sizes["worker"]) > 10 * 2000  # the worker's batches are --chunk-chars'
+    assert staged["driver"] == staged["worker"] and set(staged["driver"]) == {"shard-000000.ids", "shard-000000.lens"}
+    driver, worker = results["driver"], results["worker"]
+    assert driver.keys() == worker.keys() and driver["documents"] == 300
+    assert all(np.array_equal(driver[k], worker[k]) if isinstance(driver[k], np.ndarray) else driver[k] == worker[k]
+               for k in driver)
+
+    class Largest:  # a Selection whose largest cluster starts at document 250
+        def summary(self) -> dict:
+            return {"largest_clusters": []}
+
+        def largest(self) -> list[tuple[int, int]]:
+            return [(2, 250)]
+
+        def locate(self, document: int) -> tuple[int, int]:
+            return 0, document
+
+    batches.clear()
+    shown = dedup_stats(Largest(), [task])["largest_clusters"]
+    assert shown == [{"size": 2, "excerpt": excerpt(tiny_documents()[250])}]
+    assert len(batches) > 10 and all(sum(b[:-1]) < 2000 for b in batches)

@@ -192,7 +192,7 @@ def run_local(run: TaskRun, pool: LocalPool, in_driver: Callable[[Any], Any] | N
             done, pending = wait(pending, timeout=WATCH_S, return_when=FIRST_COMPLETED)
             drain(pool.started, running)
             for future in sorted(done, key=futures.get):
-                yield futures[future], future.result()
+                yield futures.pop(future), future.result()  # the result is the caller's alone to keep
                 queue.extendleft(reversed(run.added()))
             top_up()
             if not done and pool.lost_a_worker():

@@ -155,9 +155,10 @@ def run_ray(run: TaskRun, engine: RayEngine) -> Iterator[tuple[int, Any]]:
                 pending.append(ref)
             done, pending = ray.wait(pending, num_returns=1)
             for ref in done:
-                result = ray_result(ray, ref, run.calls[index[ref]][1])
-                payload = payloads.pop(index[ref])
-                yield index[ref], replace(result, payload=payload) if isinstance(result, Shipped) else result
+                i = index.pop(ref)  # the result is the caller's alone to keep
+                result = ray_result(ray, ref, run.calls[i][1])
+                payload = payloads.pop(i)
+                yield i, replace(result, payload=payload) if isinstance(result, Shipped) else result
                 waiting[:0] = run.added()  # ahead of the first tasks not submitted
 
 
