@@ -60,11 +60,15 @@ def test_the_same_build_rewritten_in_place_trains_on(tmp_path):
 
 
 def flip_a_token(split_dir) -> None:
-    """Change one byte of a split's data file, keeping its size (an edit only a hash finds)."""
+    """Change one byte of a split's data file in place, keeping its size (an edit only a hash finds). Never through
+    a truncating write: a run reading the file's map at that moment would die of SIGBUS past its new end."""
     path = split_dir / "data-00000-of-00001.arrow"
-    data = bytearray(path.read_bytes())
-    data[len(data) // 2] ^= 1
-    path.write_bytes(bytes(data))
+    middle = path.stat().st_size // 2
+    with path.open("r+b") as f:
+        f.seek(middle)
+        byte = f.read(1)[0]
+        f.seek(middle)
+        f.write(bytes([byte ^ 1]))
 
 
 def last_state(run) -> dict:
