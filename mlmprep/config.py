@@ -33,6 +33,9 @@ STORAGE_OPTIONS_HELP = ("fsspec options for the URLs among the paths (s3://, gs:
                         "and endpoint from the environment (AWS_* variables, ~/.aws, AWS_ENDPOINT_URL).")
 MAX_DEDUP_PARTITIONS = 1 << 16  # each partition task opens every shard's staged keys: more only adds their cost
 MIN_SHARD_BYTES = 1024  # the smallest --shard-bytes: tests cut tiny corpora into a few KB
+# The most input a reading task gets unless --shard-bytes says otherwise: a task holds its shard's staged arrays
+# (tokens, keys, n-gram hashes: about 9 bytes per input byte), so this, not the corpus, sets a reader's memory.
+MAX_SHARD_BYTES = 4 << 20
 MIX_WEIGHT = "a source's weight is the fraction of training tokens (window tokens, before masking) it contributes"
 MAX_TOKENS = 2**40  # the largest train token budget: batch planning counts tokens in int64
 MAX_SEEDS = 10_000  # each seed is a whole masked copy of the training data; far more is a typo
@@ -218,7 +221,8 @@ class BuildConfig:
     threads: int = opt(0, "Tokenizer and masking threads inside each worker, at most the cores (0: the cores shared "
                        "among the workers; with --workers 1, all); never changes the output.", panel="Speed")
     shard_bytes: int = opt(0, f"Input bytes per reading task, at least {MIN_SHARD_BYTES} (0: from the corpus size and "
-                           "--workers); never changes the output.", panel="Speed")
+                           f"--workers, at most {MAX_SHARD_BYTES >> 20} MiB: a task's memory grows with its shard); "
+                           "never changes the output.", panel="Speed")
     workers: int = opt(0, "Build processes (0: all cores; 1: in-process, for debugging); with --engine ray, tasks in "
                        "flight on the cluster (0: two per CPU it has). Never changes the output.", panel="Speed")
     engine: Literal["local", "ray"] = opt("local", "'local' worker processes, or 'ray' tasks on a Ray cluster (pip "

@@ -807,6 +807,10 @@ MUTANTS = [
     Mutant("compressed-file-decompressed-whole", "mlmprep.corpus.streams:_whole_lines",  # a worker holds the whole text
            "            block = f.read(STREAM_BYTES)", "            block = f.read()",
            ("tests/corpus/test_compressed.py::test_peak_memory_does_not_grow_with_the_compressed_file",)),
+    Mutant("shards-grow-with-the-corpus", "mlmprep.builder.engine.base:Engine.shard_bytes",  # readers' memory unbounded
+           "min(MAX_SHARD_BYTES, max(256 << 10, even))", "min(64 << 20, max(256 << 10, even))",
+           ("tests/builder/test_engine.py::"
+            "test_a_large_corpus_is_read_in_shards_of_at_most_4_mib_so_a_readers_memory_is_not_set_by_the_corpus",)),
     Mutant("compressed-file-one-shard", "mlmprep.corpus.shards:_stream_parts",  # one large .gz keeps one worker busy
            "parts = max(1, min(streams, -(-text // max(shard_bytes, 1))))", "parts = 1",
            ("tests/corpus/test_compressed.py",)),

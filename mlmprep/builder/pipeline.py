@@ -91,8 +91,8 @@ VALIDATION_SLOT = 1 << 20  # the validation split is masked once, with the seed 
 SEGMENT_TASK_CHARS = 4 << 20  # characters of text per segmenting task (--method text)
 # Characters per batch of the shards the driver reads itself. Its reading thread and two tokenizing threads each
 # hold a few batches, and each thread's malloc arena keeps its high-water mark for the rest of the build: with
-# --chunk-chars' 1 MiB the driver peaked 37 MB higher on 20 MB shards than with this, and grew with the shard size
-# (which grows with the corpus up to 64 MiB); the batches are only groups of documents, so the bytes are the same.
+# --chunk-chars' 1 MiB the driver peaked 37 MB higher on 20 MB shards than with this, and grew with the shard size;
+# the batches are only groups of documents, so the bytes are the same.
 DRIVER_CHUNK_CHARS = 1 << 17
 
 

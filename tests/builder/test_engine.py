@@ -787,3 +787,19 @@ def test_describe_names_the_engine():
     assert LocalEngine(workers=1).describe() == "in-process"
     assert LocalEngine(workers=3).describe() == "local, 3 workers"
     assert RayEngine(ray_address="10.0.0.1:6379").describe() == "ray (10.0.0.1:6379)"
+
+
+@pytest.mark.parametrize("engine", [LocalEngine(workers=2), LocalEngine(workers=16), RayEngine(workers=64)])
+def test_a_large_corpus_is_read_in_shards_of_at_most_4_mib_so_a_readers_memory_is_not_set_by_the_corpus(
+        tmp_path, engine):
+    from mlmprep.corpus.shards import file_shards
+
+    corpus = tmp_path / "big.txt"
+    with open(corpus, "wb") as f:  # sparse: planning never reads a byte
+        f.truncate(3 << 30)
+    shards = file_shards([(corpus, corpus.stat().st_size)], engine.shard_bytes(corpus.stat().st_size))
+    assert max(s.nbytes for s in shards) <= 4 << 20 and len(shards) == (3 << 30) // (4 << 20)
+    assert sum(s.nbytes for s in shards) == 3 << 30
+    small = 12_000_000  # below the cap, tasks are still shared out evenly: 24 a worker
+    assert engine.shard_bytes(small) == max(256 << 10, small // (24 * engine.parallelism()))
+    assert engine.shard_bytes(3 << 30, given=64 << 20) == 64 << 20  # --shard-bytes is the user's to raise

@@ -22,6 +22,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
+from mlmprep.config import MAX_SHARD_BYTES
 from mlmprep.errors import DISK_REASONS, CacheError, ConfigError, MlmprepError
 
 TASKS_PER_WORKER = 24  # reading tasks per worker (at most): the last round, uneven, leaves a core idle for 1/24 of it
@@ -74,9 +75,10 @@ class Engine(ABC):
 
     def shard_bytes(self, input_bytes: int, given: int = 0) -> int:
         """Input bytes per reading task: `given` (--shard-bytes), or TASKS_PER_WORKER tasks per worker, so that the
-        last round of uneven shards leaves workers idle briefly; 256 KiB to 64 MiB (every task has a fixed cost of
-        its own)."""
-        return given or int(min(64 << 20, max(256 << 10, input_bytes // (TASKS_PER_WORKER * self.parallelism()))))
+        last round of uneven shards leaves workers idle briefly; at least 256 KiB (every task has a fixed cost of its
+        own) and at most MAX_SHARD_BYTES (a task's memory grows with its shard)."""
+        even = input_bytes // (TASKS_PER_WORKER * self.parallelism())
+        return given or int(min(MAX_SHARD_BYTES, max(256 << 10, even)))
 
     def driver_threads(self, threads: int) -> int:
         """The driver's tokenizer threads for --threads `threads` (0: all cores)."""
