@@ -34,7 +34,7 @@ STORAGE_OPTIONS_HELP = ("fsspec options for the URLs among the paths (s3://, gs:
 MAX_DEDUP_PARTITIONS = 1 << 16  # each partition task opens every shard's staged keys: more only adds their cost
 MIN_SHARD_BYTES = 1024  # the smallest --shard-bytes: tests cut tiny corpora into a few KB
 # The most input a reading task gets unless --shard-bytes says otherwise: a task holds its shard's staged arrays
-# (tokens, keys, n-gram hashes: about 9 bytes per input byte), so this, not the corpus, sets a reader's memory.
+# (tokens, keys, n-gram hashes: about 10 bytes per input byte), so this, not the corpus, sets a reader's memory.
 MAX_SHARD_BYTES = 4 << 20
 MIX_WEIGHT = "a source's weight is the fraction of training tokens (window tokens, before masking) it contributes"
 MAX_TOKENS = 2**40  # the largest train token budget: batch planning counts tokens in int64

@@ -811,8 +811,12 @@ MUTANTS = [
            "min(MAX_SHARD_BYTES, max(256 << 10, even))", "min(64 << 20, max(256 << 10, even))",
            ("tests/builder/test_engine.py::"
             "test_a_large_corpus_is_read_in_shards_of_at_most_4_mib_so_a_readers_memory_is_not_set_by_the_corpus",)),
+    Mutant("compressed-parts-unbounded", "mlmprep.corpus.shards:_stream_parts",  # a C4 json.gz: one task's memory
+           "-(-text // MAX_PART_TEXT) if quick else 1)", "1)",
+           ("tests/corpus/test_compressed.py::"
+            "test_a_large_gzip_or_zstd_file_is_cut_into_parts_of_at_most_32_mib_of_text_whatever_the_workers",)),
     Mutant("compressed-file-one-shard", "mlmprep.corpus.shards:_stream_parts",  # one large .gz keeps one worker busy
-           "parts = max(1, min(streams, -(-text // max(shard_bytes, 1))))", "parts = 1",
+           "max(1, min(streams, -(-text // max(shard_bytes, 1))),", "max(1,",
            ("tests/corpus/test_compressed.py",)),
     Mutant("astral-scan-skipped", "mlmprep.builder.clean:_has_astral",  # texts with astral characters scanned as if they had none
            'return not text.isascii() and len(text.encode("utf-16-le", "surrogatepass")) != 2 * len(text)',

@@ -12,8 +12,9 @@ A compressed text file cannot be entered in the middle: its shards are ranges of
 read by decompressing from the start and skipping to the range (decompressing runs 10-50 times faster than
 tokenizing, bz2 excepted; a process goes on from the stream its last part of the file stopped in, so it skips
 about once per file), so the compressed files are cut into about `streams` shards together (the build asks
-for two per worker). Their sizes come from an estimate of the text's size (the ratio of its first compressed MiB);
-the last shard of a file reads to its end.
+for two per worker), a gzip or zstd file into parts of at most MAX_PART_TEXT all the same. Their sizes come
+from an estimate of the text's size (the ratio of its first compressed MiB); the last shard of a file reads to
+its end.
 """
 
 from __future__ import annotations
@@ -44,6 +45,10 @@ ESTIMATE_BYTES = 1 << 20  # compressed bytes whose decompressed size estimates a
 # up to once a part; bzip2 and xz decompress too slowly for more than the workers ask.
 MIN_STREAMS = 16
 QUICK_CODECS = ("gzip", "zstd")
+# ... and at most this much text a part, however many files there are: a reading task holds about 10 bytes per byte
+# of its text, and a part taken by a worker new to its file decompresses the text before it (gzip decompresses
+# about 100 times faster than tokenizing, so the file about parts / 2 times over costs some 5% at 300 MB of text).
+MAX_PART_TEXT = 32 << 20
 
 
 @dataclass(frozen=True)
@@ -136,20 +141,22 @@ def file_shards(files: list[tuple[Path | str, int]], shard_bytes: int, streams: 
     for (path, size), digest in zip(files, digests or [""] * len(files)):
         codec = file_format(path)[1]
         wanted = max(streams, MIN_STREAMS) if streams > 1 and codec in QUICK_CODECS else streams
-        parts = (_stream_parts(path, size, shard_bytes, max(1, wanted // compressed)) if codec
+        parts = (_stream_parts(path, size, shard_bytes, max(1, wanted // compressed), codec in QUICK_CODECS) if codec
                  else _file_parts(path, size, shard_bytes))
         for start, end, weight in parts:
             shards.append(Shard(len(shards), "file", str(path), start, end, size, nbytes=weight, digest=digest))
     return shards
 
 
-def _stream_parts(path: Path | str, size: int, shard_bytes: int, streams: int) -> list[tuple[int, int | None, int]]:
-    """(start, end, compressed bytes) of each part of a compressed file: ranges of its text, estimated."""
+def _stream_parts(path: Path | str, size: int, shard_bytes: int, streams: int,
+                  quick: bool) -> list[tuple[int, int | None, int]]:
+    """(start, end, compressed bytes) of each part of a compressed file: ranges of its text, estimated; a `quick`
+    codec's in parts of MAX_PART_TEXT at most."""
     suffix, _ = file_format(path)
-    if not (suffix in BYTE_RANGED or (suffix == ".json" and not whole_json(path))) or streams <= 1:
+    if not (suffix in BYTE_RANGED or (suffix == ".json" and not whole_json(path))) or (streams <= 1 and not quick):
         return [(0, None, size)]
     text = text_estimate(path, size)
-    parts = max(1, min(streams, -(-text // max(shard_bytes, 1))))
+    parts = max(1, min(streams, -(-text // max(shard_bytes, 1))), -(-text // MAX_PART_TEXT) if quick else 1)
     step = -(-text // parts)
     marks = [size * k // parts for k in range(parts + 1)]
     return [(k * step, (k + 1) * step if k < parts - 1 else None, marks[k + 1] - marks[k]) for k in range(parts)]

@@ -480,3 +480,26 @@ def test_gzip_and_zstd_files_are_read_in_many_parts_bzip2_and_xz_in_what_the_wor
         path.write_bytes(compress(text))
         parts[ending] = [len(shards.file_shards([(path, path.stat().st_size)], 1024, streams)) for streams in (1, 4)]
     assert parts == {"gz": [1, 16], "zst": [1, 16], "bz2": [1, 4], "xz": [1, 4]}
+
+
+def test_a_large_gzip_or_zstd_file_is_cut_into_parts_of_at_most_32_mib_of_text_whatever_the_workers(tmp_path):
+    """A reading task holds its part's arrays, so a large compressed file is never one task, even among many files
+    or in one process; bzip2 and xz, too slow to decompress the text before a part again, are not cut for it."""
+    text = b"the same line of a few words\n" * 2_400_000  # 69.6 MB: under a MiB compressed, so estimated exactly
+    for ending, compress in {"gz": lambda b: gzip.compress(b, 1, mtime=0), "zst": zstandard.ZstdCompressor().compress,
+                             "bz2": bz2.compress}.items():
+        path = tmp_path / f"big.txt.{ending}"
+        path.write_bytes(compress(text))
+        for asked in (1, 2):
+            plans = shards.file_shards([(path, path.stat().st_size)], 1 << 30, asked)
+            if ending == "bz2":  # a 1 GiB shard asked for: one part
+                assert len(plans) == 1
+                continue
+            assert len(plans) == 3  # ceil(69.6 MB / 32 MiB)
+            ends = [s.end if s.end is not None else len(text) for s in plans]
+            assert [s.start for s in plans] == [0, *ends[:-1]]
+            assert max(e - s.start for s, e in zip(plans, ends)) <= 32 << 20
+    many = [(path.with_name(f"{k}.txt.gz"), 0) for k in range(6)]
+    for p, _ in many:
+        p.write_bytes(gzip.compress(text, 1, mtime=0))
+    assert len(shards.file_shards(many, 1 << 30, streams=4)) == 18  # more files than streams: still 3 parts each
