@@ -11,7 +11,7 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
-from mlmprep.builder.engine.base import Engine, Shipped, TaskFailed, TaskRun, attempt, name
+from mlmprep.builder.engine.base import Engine, Shipped, TaskFailed, TaskRun, attempt, name, parts
 from mlmprep.errors import ConfigError, MlmprepError
 
 RAY_RETRIES = 3  # attempts after the first when a Ray worker dies mid-task
@@ -74,14 +74,15 @@ class RayEngine(Engine):
         return run_ray(run, self)
 
 
-def attempt_apart(fn: Callable[[Any], Any], task: Any) -> tuple[Shipped | Any, Any]:
-    """attempt as a Ray task of two returns: for the driver, the result (a Shipped without its payload, where it
-    ships one), and the payload (None without one), which stays in the object store until a task or the driver
-    fetches it."""
+def attempt_apart(fn: Callable[[Any], Any], task: Any) -> tuple:
+    """attempt as a Ray task of 1 + parts(task) returns: for the driver, the result (a Shipped without its payload,
+    where it ships one), then each part of the payload (None without one), which stays in the object store until a
+    task or the driver fetches it. Returns, not objects the task puts: the driver owns them, and Ray makes one lost
+    with its node again by running the task again."""
     result = attempt(fn, task)
     if isinstance(result, Shipped):
-        return replace(result, payload=None), result.payload
-    return result, None
+        return replace(result, payload=()), *result.payload
+    return result, *[None] * parts(task)
 
 
 # Ray takes a node's address from the machine's interfaces, and its servers (GCS, raylet, object manager,
@@ -135,8 +136,8 @@ def run_ray(run: TaskRun, engine: RayEngine) -> Iterator[tuple[int, Any]]:
     results come in."""
     ray = import_ray()
     with engine.session():
-        remote = ray.remote(max_retries=RAY_RETRIES, retry_exceptions=False, num_returns=2)(attempt_apart)
-        payloads: dict = {}  # call index -> the reference to its payload
+        remote = ray.remote(max_retries=RAY_RETRIES, retry_exceptions=False)(attempt_apart)
+        payloads: dict = {}  # call index -> the references to its payload's parts
         index: dict = {}  # ref -> call index
         waiting: list[int] = list(range(len(run.calls)))  # not submitted yet, in order
         pending: list = []
@@ -150,14 +151,15 @@ def run_ray(run: TaskRun, engine: RayEngine) -> Iterator[tuple[int, Any]]:
             while waiting and len(pending) < limit:
                 i = waiting.pop(0)
                 fn, task = run.calls[i]
-                ref, payloads[i] = remote.options(name=f"mlmprep {name(task)}").remote(fn, task)
+                ref, *payloads[i] = remote.options(name=f"mlmprep {name(task)}",
+                                                   num_returns=1 + parts(task)).remote(fn, task)
                 index[ref] = i
                 pending.append(ref)
             done, pending = ray.wait(pending, num_returns=1)
             for ref in done:
                 i = index.pop(ref)  # the result is the caller's alone to keep
                 result = ray_result(ray, ref, run.calls[i][1])
-                payload = payloads.pop(i)
+                payload = tuple(payloads.pop(i))
                 yield i, replace(result, payload=payload) if isinstance(result, Shipped) else result
                 waiting[:0] = run.added()  # ahead of the first tasks not submitted
 
