@@ -400,8 +400,8 @@ MUTANTS = [
            "data[int(a) * width : (int(b) + 1) * width]", "data[int(a) * width : int(b) * width]",
            (DETACHED_FETCHES, "tests/builder/test_detached.py::test_detached_tasks_build_the_attached_build_s_bytes")),
     Mutant("detached-signatures-of-another-partition", "mlmprep.builder.run:BuildTasks.cut_signatures",  # p's rows to p + 1
-           "rows[s][p] = members[cuts[s]:cuts[s + 1]] - bases[s]",
-           "rows[s][(p + 1) % len(tasks)] = members[cuts[s]:cuts[s + 1]] - bases[s]",
+           "rows[s][p] = (members[cuts[s]:cuts[s + 1]] - bases[s])",
+           "rows[s][(p + 1) % len(tasks)] = (members[cuts[s]:cuts[s + 1]] - bases[s])",
            (DETACHED_FETCHES, "tests/builder/test_detached.py::test_detached_tasks_build_the_attached_build_s_bytes")),
     Mutant("detached-partition-given-slice-zero", "mlmprep.builder.outputs:Staging.inputs",  # every task partition 0's
            "held[partition] if isinstance(held, tuple)", "held[0] if isinstance(held, tuple)",

@@ -16,7 +16,9 @@ as the in-driver clustering: the same documents are kept and the build's bytes a
 Staged per million documents: exact 16 MB (key, document); near (bands x 16 B of keys and references plus bands x
 rows x 4 B of signature) 864 MB at 24 x 5. A partition task holds its share of every shard's records (16 B each)
 and the signatures of the documents whose band key recurs. The staged files are in the build's staging directory,
-removed once the partitions are done, and with the stage on any failure.
+removed once the partitions are done, and with the stage on any failure. On Ray nodes that share no disk, a task is
+sent its partition's slice of each file alone (partition_ranges), and with --dedup near the rows of the signatures it
+compares, cut from each shard's by a task of their own (partition_members, signature_slices).
 """
 
 from __future__ import annotations
@@ -222,7 +224,7 @@ def signatures_of(layout: Layout, docs: np.ndarray, bases: tuple[int, ...]) -> n
 class SignatureTask:
     """Detached near dedup: shard `shard`'s staged signatures (`source`, the payload part its reading task shipped
     them in; `documents` of them) to cut into the rows each partition's task reads (`rows[p]`, the shard's own
-    document numbers, increasing)."""
+    document numbers, increasing, uint32 as LOCAL_BITS holds them)."""
 
     layout: Layout
     shard: int
@@ -249,7 +251,7 @@ def signature_slices(task: SignatureTask) -> Shipped:
         raise changed(Path(task.layout.stage) / name, f"it holds {len(data)} bytes, not the signatures of "
                                                       f"{task.documents} documents")
     parts = []
-    for rows in task.rows:
+    for rows in (np.asarray(r, np.int64) for r in task.rows):
         runs = np.flatnonzero(np.diff(rows, prepend=-2, append=-2) != 1)  # where each run of consecutive rows starts
         parts.append({name: (len(data), tuple((int(a) * width, data[int(a) * width : (int(b) + 1) * width])
                                               for a, b in zip(rows[runs[:-1]], rows[runs[1:] - 1])))})

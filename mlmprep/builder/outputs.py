@@ -247,8 +247,9 @@ def finish_splits(stage: Path, layout: Layout, ids, written: dict[str, list[dict
 class Staging:
     """How the tasks reach the staging directory: directly (one machine, or a disk every Ray node sees), or, when
     `detached` (Ray nodes that share no disk with the driver), through Ray's object store: each task runs as a
-    pipeline.Detached, the files it stages stay in the object store as its payload until no task still to come
-    reads them, and the output files it writes come back into the driver's stage."""
+    pipeline.Detached, the files it stages stay in the object store as its payload's parts until no task still to
+    come reads them (a partition task is given its own partition's slices alone), and the output files it writes
+    come back into the driver's stage."""
 
     def __init__(self, stage: Path, engine: Engine, detached: bool, apart: bool = False):
         self.stage, self.engine, self.detached = stage, engine, detached

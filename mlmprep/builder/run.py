@@ -329,7 +329,7 @@ class BuildTasks:
             for p, members in run:
                 cuts = np.searchsorted(members, bases)
                 for s in range(len(bases) - 1):
-                    rows[s][p] = members[cuts[s]:cuts[s + 1]] - bases[s]
+                    rows[s][p] = (members[cuts[s]:cuts[s + 1]] - bases[s]).astype(np.uint32)  # LOCAL_BITS
                 run.results[p] = None
         cutting = [SignatureTask(self.layout, s, int(bases[s + 1] - bases[s]),
                                  self.staging.held[f"{STAGING}/shard-{s:06d}.sig"], tuple(rows[s]))
