@@ -406,6 +406,9 @@ MUTANTS = [
     Mutant("detached-partition-given-slice-zero", "mlmprep.builder.outputs:Staging.inputs",  # every task partition 0's
            "held[partition] if isinstance(held, tuple)", "held[0] if isinstance(held, tuple)",
            (DETACHED_FETCHES, "tests/builder/test_detached.py::test_detached_tasks_build_the_attached_build_s_bytes")),
+    Mutant("ray-small-parts-inline", "mlmprep.builder.engine.ray:RayEngine.session",  # slices held by the driver
+           'runtime_env={"env_vars": WORKER_ENV},', "",
+           ("tests/builder/test_ray.py::test_a_small_payload_part_is_in_the_object_store_not_the_driver_s_memory",)),
     Mutant("driver-keeps-keys", "mlmprep.builder.selection:Selection.add",  # 8 bytes a document for nothing, to the end
            'self.fates[index] = self.sides(result.pop("keys"))', 'self.fates[index] = self.sides(result["keys"])',
            ("tests/builder/test_dedup.py::"

@@ -78,6 +78,13 @@ def sleep_for(task):
     return name, started
 
 
+def ship_small(i):
+    """A task that ships a payload part of 1 KB, which Ray would return inline into the driver's memory."""
+    from mlmprep.builder.engine.base import Shipped
+
+    return Shipped(i, ({"part": bytes(1000)},), (("part",),))
+
+
 def refuse_7(i):
     if i == 7:
         raise CorpusError(f"corpus.txt at byte {i}: not UTF-8")
@@ -178,6 +185,11 @@ def main(cfg):
                     if i == 0:
                         run.add(sleep_for, [("write", 0.0)])
             report["added"] = [started for _, started in run.results[:12]], run.results[12]
+            with TaskRun(ship_small, [0], engine=engine) as run:
+                part = [run.payloads[i].payload[0] for i, _ in run][0]
+            import ray
+
+            report["small_part_nodes"] = len(ray.experimental.get_object_locations([part])[part]["node_ids"])
             try:
                 run_tasks(refuse_7, [6, 7, 8], engine=engine)
             except CorpusError as exc:
@@ -429,6 +441,14 @@ def test_a_task_made_ready_goes_ahead_of_the_tasks_not_submitted(cluster_run):
     _, report = cluster_run
     reads, (name, write_started) = report["added"]
     assert name == "write" and sum(started > write_started for started in reads) >= 6, report["added"]
+
+
+@pytest.mark.slow  # the two-node cluster run: minutes of both cores
+def test_a_small_payload_part_is_in_the_object_store_not_the_driver_s_memory(cluster_run):
+    """Ray returns an object of 100 KB or less inline to the driver, which would then hold every partition's small
+    slice of every shard; the build's workers put them in the object store (on a node: not inline)."""
+    _, report = cluster_run
+    assert report["small_part_nodes"] == 1
 
 
 @pytest.mark.slow  # the two-node cluster run: minutes of both cores

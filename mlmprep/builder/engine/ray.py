@@ -18,6 +18,9 @@ RAY_RETRIES = 3  # attempts after the first when a Ray worker dies mid-task
 RAY_AHEAD_PER_CPU = 2  # tasks in flight with --workers 0, per CPU of the cluster (looked up again every RAY_RESIZE_S)
 RAY_RESIZE_S = 5.0
 PLANNED_PARALLELISM = 16  # tasks taken to run at once on a cluster, when sizing the reading tasks
+# the build's workers put every return in the object store: Ray returns one of 100 KB or less inline to its owner,
+# the driver, which would hold each small payload part (a shard's slice for one partition) in its own memory
+WORKER_ENV = {"RAY_max_direct_call_object_size": "0"}
 
 
 @dataclass(frozen=True)
@@ -58,7 +61,8 @@ class RayEngine(Engine):
         with loopback_only(ray) if local else nullcontext():
             try:
                 ray.init(address=self.ray_address, include_dashboard=False, log_to_driver=False,
-                         logging_level="ERROR", **({"_node_ip_address": "127.0.0.1"} if local else {}))
+                         logging_level="ERROR", runtime_env={"env_vars": WORKER_ENV},
+                         **({"_node_ip_address": "127.0.0.1"} if local else {}))
             except (ConnectionError, ray.exceptions.AuthenticationError) as exc:
                 raise ConfigError(f"--ray-address {self.ray_address}: cannot join the Ray cluster there "
                                   f"({str(exc).splitlines()[0]}); with token authentication on, set "
