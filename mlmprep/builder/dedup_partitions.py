@@ -133,8 +133,9 @@ def records_of(task: PartitionTask) -> tuple[np.ndarray, np.ndarray, np.ndarray]
         keys.append(k)
         docs.append((refs & np.uint64(LOCAL_MASK)).astype(np.int64) + task.bases[s])
         bands.append((refs >> np.uint64(LOCAL_BITS)).astype(np.int32))
-    return tuple(np.concatenate(a) if a else np.zeros(0, t)  # type: ignore[return-value]
-                 for a, t in ((keys, np.uint64), (bands, np.int32), (docs, np.int64)))
+    keys, bands, docs = (np.concatenate(a) if a else np.zeros(0, t)
+                         for a, t in ((keys, np.uint64), (bands, np.int32), (docs, np.int64)))
+    return keys, bands, docs
 
 
 def partition_records(layout: Layout, s: int, p: int, documents: int) -> tuple[np.ndarray, np.ndarray]:
