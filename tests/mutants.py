@@ -54,6 +54,8 @@ PARTITIONS = "tests/builder/test_dedup.py::test_dedup_in_partitions_builds_the_b
 DRIVER_BATCHES = ("tests/builder/test_sharded.py::"
                   "test_the_driver_reads_its_shards_in_small_batches_and_stages_what_a_worker_stages")
 DETACHED_DROPPED = "tests/builder/test_detached.py::test_detached_tasks_keep_the_attached_build_s_dropped_split"
+DETACHED_FETCHES = ("tests/builder/test_detached.py::"
+                    "test_a_detached_partition_task_fetches_its_own_partition_s_records_alone")
 RAY_S3 = ("tests/builder/test_ray.py::"
           "test_a_build_from_and_to_s3_on_nodes_that_share_no_disk_with_the_driver_equals_the_local_build")
 
@@ -182,10 +184,10 @@ MUTANTS = [
            "yield i, replace(result, payload=payload) if isinstance(result, Shipped) else result",
            "yield i, result", (RAY_S3,)),
     Mutant("ray-driver-files-dropped", "mlmprep.builder.engine.ray:attempt_apart",  # --keep-dropped's files lost on Ray
-           "return replace(result, payload=None), result.payload",
-           "return replace(result, payload=None, files={}), result.payload", (RAY_S3,)),
+           "return replace(result, payload=()), *result.payload",
+           "return replace(result, payload=(), files={}), *result.payload", (RAY_S3,)),
     Mutant("dropped-files-in-the-payload", "mlmprep.builder.pipeline:run_detached",  # the driver never gets them
-           "names = tuple(name for name in made if not name.endswith(DRIVER_FILES))", "names = tuple(made)",
+           "names = [name for name in made if not name.endswith(DRIVER_FILES)]", "names = list(made)",
            (DETACHED_DROPPED,)),
     Mutant("driver-files-not-staged", "mlmprep.builder.outputs:Staging.take",  # sent back, then not written
            "            (self.stage / name).write_bytes(content)", "            pass", (DETACHED_DROPPED,)),
@@ -363,10 +365,9 @@ MUTANTS = [
     Mutant("dedup-last-partition-never-run", "mlmprep.builder.run:BuildTasks.dedup_partitions",  # one range off by one
            "for p in range(self.cfg.dedup_partitions)]", "for p in range(self.cfg.dedup_partitions - 1)]",
            (PARTITIONS,)),
-    Mutant("dedup-partition-pairs-of-two-skipped", "mlmprep.builder.dedup_partitions:near_links",  # a band shared by 2 alone
-           "shared = np.repeat(sizes > 1, sizes)  # the records of groups of two or more\n"
-           "docs, sizes = docs[shared], sizes[sizes > 1]",
-           "shared = np.repeat(sizes > 2, sizes)\ndocs, sizes = docs[shared], sizes[sizes > 2]", (PARTITIONS,)),
+    Mutant("dedup-partition-pairs-of-two-skipped", "mlmprep.builder.dedup_partitions:candidate_groups",  # 2 alone
+           "return docs[np.repeat(sizes > 1, sizes)], sizes[sizes > 1]",
+           "return docs[np.repeat(sizes > 2, sizes)], sizes[sizes > 2]", (PARTITIONS,)),
     Mutant("dedup-partition-links-not-joined", "mlmprep.builder.dedup_partitions:joined_links",  # earlier partitions' lost
            "documents, first, _ = join(np.concatenate(held, axis=1))", "documents, first, _ = join(links)",
            ("tests/builder/test_dedup.py::"
@@ -381,6 +382,33 @@ MUTANTS = [
     Mutant("dedup-partition-refs-unsorted", "mlmprep.builder.dedup_partitions:stage_keys",  # band keys point elsewhere
            "offsets, keys, refs = bucketed(bands.reshape(-1), refs, parts)",
            "offsets, keys, _ = bucketed(bands.reshape(-1), refs, parts)", (PARTITIONS,)),
+    # ------------------------------------------- what a detached partition task is sent (Ray nodes sharing no disk)
+    Mutant("detached-slice-off-by-one-partition", "mlmprep.builder.dedup_partitions:partition_ranges",  # p gets p + 1's
+           "for lo, hi in zip(offsets[:-1], offsets[1:])]", "for lo, hi in zip(offsets[1:] + offsets[:1], offsets[1:])]",
+           (DETACHED_FETCHES, "tests/builder/test_detached.py::test_detached_tasks_build_the_attached_build_s_bytes")),
+    Mutant("detached-partition-fed-the-whole-file", "mlmprep.builder.dedup_partitions:partition_ranges",  # O(corpus)
+           "return [[(0, 8 * head), (8 * (head + lo), 8 * (head + hi)), (8 * (head + records + lo), 8 * (head + records + hi))]",
+           "return [[(0, 8 * (head + 2 * records))]", (DETACHED_FETCHES,)),
+    Mutant("detached-hashes-slice-misses-references", "mlmprep.builder.contamination:partition_ranges",  # refs a hole
+           "for at in ((first, refs_at) if candidates or near else (first,))]", "for at in (first,)]",
+           (DETACHED_FETCHES,)),
+    Mutant("detached-hashes-whole", "mlmprep.builder.pipeline:shipped_parts",  # every partition gets every hash
+           "if suffix not in PARTITION_RANGES:", "if True:", (DETACHED_FETCHES,)),
+    Mutant("detached-whole-signatures", "mlmprep.builder.run:BuildTasks.dedup_partitions",  # a partition gets every .sig
+           'if self.staging.detached and self.cfg.dedup == "near":', "if False:", (DETACHED_FETCHES,)),
+    Mutant("detached-signature-run-short", "mlmprep.builder.dedup_partitions:signature_slices",  # a run's last row lost
+           "data[int(a) * width : (int(b) + 1) * width]", "data[int(a) * width : int(b) * width]",
+           (DETACHED_FETCHES, "tests/builder/test_detached.py::test_detached_tasks_build_the_attached_build_s_bytes")),
+    Mutant("detached-signatures-of-another-partition", "mlmprep.builder.run:BuildTasks.cut_signatures",  # p's rows to p + 1
+           "rows[s][p] = (members[cuts[s]:cuts[s + 1]] - bases[s])",
+           "rows[s][(p + 1) % len(tasks)] = (members[cuts[s]:cuts[s + 1]] - bases[s])",
+           (DETACHED_FETCHES, "tests/builder/test_detached.py::test_detached_tasks_build_the_attached_build_s_bytes")),
+    Mutant("detached-partition-given-slice-zero", "mlmprep.builder.outputs:Staging.inputs",  # every task partition 0's
+           "held[partition] if isinstance(held, tuple)", "held[0] if isinstance(held, tuple)",
+           (DETACHED_FETCHES, "tests/builder/test_detached.py::test_detached_tasks_build_the_attached_build_s_bytes")),
+    Mutant("ray-small-parts-inline", "mlmprep.builder.engine.ray:RayEngine.session",  # slices held by the driver
+           'runtime_env={"env_vars": WORKER_ENV},', "",
+           ("tests/builder/test_ray.py::test_a_small_payload_part_is_in_the_object_store_not_the_driver_s_memory",)),
     Mutant("driver-keeps-keys", "mlmprep.builder.selection:Selection.add",  # 8 bytes a document for nothing, to the end
            'self.fates[index] = self.sides(result.pop("keys"))', 'self.fates[index] = self.sides(result["keys"])',
            ("tests/builder/test_dedup.py::"
@@ -481,7 +509,7 @@ MUTANTS = [
     Mutant("decontaminate-near-copies-are-training", "mlmprep.builder.contamination:kind_matches",  # dropped count
            "(refs >> np.uint64(LOCAL_BITS)).astype(np.int64)] == TRAIN]", "(refs >> np.uint64(LOCAL_BITS)).astype(np.int64)] != VALIDATION]",
            ("tests/builder/test_overlap.py::test_a_validation_documents_dropped_near_copy_does_not_contaminate_it",)),
-    Mutant("decontaminate-windows-read-as-n-grams", "mlmprep.builder.contamination:range_records",  # one section
+    Mutant("decontaminate-windows-read-as-n-grams", "mlmprep.builder.contamination:records_at",  # one section
            "at = int(sections[:k].sum()) + (", "at = 0 + (",
            ("tests/builder/test_overlap.py::"
             "test_the_driver_holds_counts_not_hashes_and_moves_what_matching_every_hash_at_once_moves",)),

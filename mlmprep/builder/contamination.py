@@ -203,15 +203,41 @@ def range_records(layout: Layout, s: int, kind: str, p: int, documents: int,
                 or np.any(np.diff(mine) < 0) or np.any(np.diff(theirs) < 0) or size != int(sections.sum())):
             raise changed(path, f"its index of {parts} partitions of {len(staged)} kinds does not match its {size} "
                                 "hashes and references")
-        k = staged.index(kind)
-        at = int(sections[:k].sum()) + (0 if candidates else 2 * int(mine[k, -1]))
-        offsets = mine[k] if candidates else theirs[k]
-        lo, hi, count = int(offsets[p]), int(offsets[p + 1]), int(offsets[-1])
-        hashes = read_items(f, "<u8", at + lo, hi - lo)
-        refs = read_items(f, "<u8", at + count + lo, hi - lo) if candidates or near else np.zeros(0, np.uint64)
+        first, refs_at, count = records_at(index, near, staged.index(kind), candidates, p)
+        hashes = read_items(f, "<u8", first, count)
+        refs = read_items(f, "<u8", refs_at, count) if candidates or near else np.zeros(0, np.uint64)
     if np.any((refs >> np.uint64(LOCAL_BITS)) >= np.uint64(documents)):
         raise changed(path, f"a record names a document beyond its {documents}")
     return hashes, refs
+
+
+def records_at(index: np.ndarray, near: bool, k: int, candidates: bool, p: int) -> tuple[int, int, int]:
+    """(first hash, first reference, count) in 8-byte items from a shard's file's start: partition p's records of
+    the k-th kind it stages, the candidates' or the others' (`index`, the file's, [kinds, 2, parts + 1])."""
+    mine, theirs = index[:, 0], index[:, 1]
+    sections = 2 * mine[:, -1] + (2 if near else 1) * theirs[:, -1]
+    at = int(sections[:k].sum()) + (0 if candidates else 2 * int(mine[k, -1]))
+    offsets = mine[k] if candidates else theirs[k]
+    lo = int(offsets[p])
+    return at + lo, at + int(offsets[-1]) + lo, int(offsets[p + 1]) - lo
+
+
+def partition_ranges(layout: Layout, path) -> list[list[tuple[int, int]]]:
+    """For each partition, the byte ranges [start, stop) of a shard's staged hashes (as its reading task wrote them)
+    that the partition's task reads (range_records): the index, and of each kind the partition's records."""
+    parts, near, staged = layout.partitions, layout.cfg.dedup == "near", kinds(layout.cfg)
+    size = os.stat(path).st_size // 8
+    width = 2 * (parts + 1) * len(staged)
+    index = read_array(path, "<i8", size - width, size).reshape(-1, 2, parts + 1)
+    out = []
+    for p in range(parts):
+        ranges = [(8 * (size - width), 8 * size)]
+        for k in range(len(staged)):
+            for candidates in (True, False):
+                first, refs_at, count = records_at(index, near, k, candidates, p)
+                ranges += [(8 * at, 8 * (at + count)) for at in ((first, refs_at) if candidates or near else (first,))]
+        out.append(ranges)
+    return out
 
 
 def warm_up() -> None:

@@ -16,7 +16,9 @@ as the in-driver clustering: the same documents are kept and the build's bytes a
 Staged per million documents: exact 16 MB (key, document); near (bands x 16 B of keys and references plus bands x
 rows x 4 B of signature) 864 MB at 24 x 5. A partition task holds its share of every shard's records (16 B each)
 and the signatures of the documents whose band key recurs. The staged files are in the build's staging directory,
-removed once the partitions are done, and with the stage on any failure.
+removed once the partitions are done, and with the stage on any failure. On Ray nodes that share no disk, a task is
+sent its partition's slice of each file alone (partition_ranges), and with --dedup near the rows of the signatures it
+compares, cut from each shard's by a task of their own (partition_members, signature_slices).
 """
 
 from __future__ import annotations
@@ -24,11 +26,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from mlmprep.builder.dedup import lsh_keys
-from mlmprep.builder.staged import Layout, read_array, write_atomic
+from mlmprep.builder.engine.base import Shipped, fetched
+from mlmprep.builder.staged import STAGING, Layout, read_array, write_atomic
 from mlmprep.config import BuildConfig
 from mlmprep.errors import CacheError
 
@@ -109,17 +113,29 @@ class PartitionTask:
 def partition_links(task: PartitionTask) -> np.ndarray:
     """int64 [2, links]: pairs of documents (corpus order) of one cluster of duplicates, found in the task's
     partition; their connected components are the partition's share of the clusters."""
-    layout, bases = task.layout, task.bases
-    keys, docs, bands = [], [], []
-    for s in range(len(bases) - 1):  # each shard's references split as they are read, never all held as read
-        k, refs = partition_records(layout, s, task.partition, bases[s + 1] - bases[s])
-        keys.append(k)
-        docs.append((refs & np.uint64(LOCAL_MASK)).astype(np.int64) + bases[s])
-        bands.append((refs >> np.uint64(LOCAL_BITS)).astype(np.int32))
-    keys, docs = (np.concatenate(a) if a else np.zeros(0, t) for a, t in ((keys, np.uint64), (docs, np.int64)))
-    if layout.cfg.dedup == "exact":
+    keys, bands, docs = records_of(task)
+    if task.layout.cfg.dedup == "exact":
         return first_copies(keys, docs)
-    return near_links(layout, keys, np.concatenate(bands) if bands else np.zeros(0, np.int32), docs, bases)
+    return near_links(task.layout, *candidate_groups(keys, bands, docs), task.bases)
+
+
+def partition_members(task: PartitionTask) -> np.ndarray:
+    """--dedup near: the documents (corpus order, increasing) whose signatures the task's partition_links reads,
+    those of its groups of two or more."""
+    return np.unique(candidate_groups(*records_of(task))[0])
+
+
+def records_of(task: PartitionTask) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(keys, bands, documents in corpus order) of the task's partition of every shard's staged records."""
+    keys, bands, docs = [], [], []
+    for s in range(len(task.bases) - 1):  # each shard's references split as they are read, never all held as read
+        k, refs = partition_records(task.layout, s, task.partition, task.bases[s + 1] - task.bases[s])
+        keys.append(k)
+        docs.append((refs & np.uint64(LOCAL_MASK)).astype(np.int64) + task.bases[s])
+        bands.append((refs >> np.uint64(LOCAL_BITS)).astype(np.int32))
+    keys, bands, docs = (np.concatenate(a) if a else np.zeros(0, t)
+                         for a, t in ((keys, np.uint64), (bands, np.int32), (docs, np.int64)))
+    return keys, bands, docs
 
 
 def partition_records(layout: Layout, s: int, p: int, documents: int) -> tuple[np.ndarray, np.ndarray]:
@@ -141,6 +157,16 @@ def partition_records(layout: Layout, s: int, p: int, documents: int) -> tuple[n
     return read_array(path, "<u8", lo, hi), refs
 
 
+def partition_ranges(layout: Layout, path: Path) -> list[list[tuple[int, int]]]:
+    """For each partition, the byte ranges [start, stop) of a shard's staged `.dedup` file (as its reading task wrote
+    it) that the partition's task reads (partition_records): the index, and the partition's keys and references."""
+    parts = layout.cfg.dedup_partitions
+    offsets = read_array(path, "<i8", 0, parts + 1).tolist()
+    head, records = parts + 1, offsets[-1]
+    return [[(0, 8 * head), (8 * (head + lo), 8 * (head + hi)), (8 * (head + records + lo), 8 * (head + records + hi))]
+            for lo, hi in zip(offsets[:-1], offsets[1:])]
+
+
 def first_copies(keys: np.ndarray, docs: np.ndarray) -> np.ndarray:
     """--dedup exact: (each later copy, the first document of its key)."""
     order = np.lexsort((docs, keys))
@@ -151,20 +177,23 @@ def first_copies(keys: np.ndarray, docs: np.ndarray) -> np.ndarray:
     return np.stack([docs[~new], first[~new]])
 
 
-def near_links(layout: Layout, keys: np.ndarray, bands: np.ndarray, docs: np.ndarray,
-               bases: tuple[int, ...]) -> np.ndarray:
-    """--dedup near: links between documents of equal (band, band key) whose estimated Jaccard reaches the
-    threshold (_dedup_kernels.link_groups), from the signatures of the documents in such groups alone."""
-    from mlmprep.builder import _dedup_kernels as kernels
-
+def candidate_groups(keys: np.ndarray, bands: np.ndarray, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """--dedup near: (documents, sizes) of the groups of equal (band, band key) of two or more records, one group
+    after another, each in corpus order."""
     order = np.lexsort((docs, keys, bands))
     keys, bands, docs = keys[order], bands[order], docs[order]
     new = np.ones(len(keys) + 1, bool)
     new[1:-1] = (keys[1:] != keys[:-1]) | (bands[1:] != bands[:-1])
     starts = np.flatnonzero(new)
     sizes = np.diff(starts)
-    shared = np.repeat(sizes > 1, sizes)  # the records of groups of two or more
-    docs, sizes = docs[shared], sizes[sizes > 1]
+    return docs[np.repeat(sizes > 1, sizes)], sizes[sizes > 1]
+
+
+def near_links(layout: Layout, docs: np.ndarray, sizes: np.ndarray, bases: tuple[int, ...]) -> np.ndarray:
+    """--dedup near: links between the documents of each candidate group (candidate_groups) whose estimated Jaccard
+    reaches the threshold (_dedup_kernels.link_groups), from the signatures of those documents alone."""
+    from mlmprep.builder import _dedup_kernels as kernels
+
     members = np.unique(docs)  # the documents compared, in corpus order
     sig = signatures_of(layout, members, bases)
     parent = np.arange(len(members), dtype=np.int64)
@@ -190,6 +219,44 @@ def signatures_of(layout: Layout, docs: np.ndarray, bases: tuple[int, ...]) -> n
         out[cuts[s]:cuts[s + 1]] = rows[docs[cuts[s]:cuts[s + 1]] - bases[s]]
         del rows
     return out
+
+
+@dataclass(frozen=True)
+class SignatureTask:
+    """Detached near dedup: shard `shard`'s staged signatures (`source`, the payload part its reading task shipped
+    them in; `documents` of them) to cut into the rows each partition's task reads (`rows[p]`, the shard's own
+    document numbers, increasing, uint32 as LOCAL_BITS holds them)."""
+
+    layout: Layout
+    shard: int
+    documents: int
+    source: Any
+    rows: tuple[np.ndarray, ...]
+
+    @property
+    def parts(self) -> int:
+        return len(self.rows)
+
+    def describe(self) -> str:
+        return f"signatures of shard {self.shard} cut for {len(self.rows)} dedup partitions"
+
+
+def signature_slices(task: SignatureTask) -> Shipped:
+    """The shard's `shard-N.sig` as one part per partition: part p, the rows of task.rows[p] alone (a slice,
+    staged.write_fetched: the file's size, a run of consecutive rows a range), so that partition task p fetches the
+    signatures it compares, never a whole file."""
+    name = f"{STAGING}/shard-{task.shard:06d}.sig"
+    data = fetched(task.source)[name]
+    width = 4 * task.layout.cfg.dedup_bands * task.layout.cfg.dedup_rows
+    if len(data) != task.documents * width:
+        raise changed(Path(task.layout.stage) / name, f"it holds {len(data)} bytes, not the signatures of "
+                                                      f"{task.documents} documents")
+    parts = []
+    for rows in (np.asarray(r, np.int64) for r in task.rows):
+        runs = np.flatnonzero(np.diff(rows, prepend=-2, append=-2) != 1)  # where each run of consecutive rows starts
+        parts.append({name: (len(data), tuple((int(a) * width, data[int(a) * width : (int(b) + 1) * width])
+                                              for a, b in zip(rows[runs[:-1]], rows[runs[1:] - 1])))})
+    return Shipped(None, tuple(parts), tuple((name,) for _ in parts))
 
 
 def join(pairs: np.ndarray, firsts: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -247,33 +247,49 @@ def finish_splits(stage: Path, layout: Layout, ids, written: dict[str, list[dict
 class Staging:
     """How the tasks reach the staging directory: directly (one machine, or a disk every Ray node sees), or, when
     `detached` (Ray nodes that share no disk with the driver), through Ray's object store: each task runs as a
-    pipeline.Detached, the files it stages stay in the object store as its payload until no task still to come
-    reads them, and the output files it writes come back into the driver's stage."""
+    pipeline.Detached, the files it stages stay in the object store as its payload's parts until no task still to
+    come reads them (a partition task is given its own partition's slices alone), and the output files it writes
+    come back into the driver's stage."""
 
     def __init__(self, stage: Path, engine: Engine, detached: bool, apart: bool = False):
         self.stage, self.engine, self.detached = stage, engine, detached
         # a shard let go takes its token files and picks with it, but its validation candidates' files (held_apart)
-        self.held: dict[str, object] = {}  # staged name -> the payload holding it (detached)
+        self.held: dict[str, object] = {}  # staged name -> the payload part holding it, or a tuple, one per partition
         self.suffixes = ("ids", "lens", SIDES[0]) if apart else ("ids", "lens", *SIDES, MOVED_PICKS)
         self.released = 0  # shards before this one are let go
         if detached:
             self.held["tokenizer.json"] = engine.put((stage / "tokenizer.json").read_bytes())
 
-    def calls(self, fn: Callable, tasks: Iterable) -> tuple[Callable, list]:
-        """(function, tasks) that run fn(task) for each task where the engine runs them."""
+    def calls(self, fn: Callable, tasks: Iterable, slices: tuple[tuple[str, int], ...] = (),
+              partitioned: bool = False) -> tuple[Callable, list]:
+        """(function, tasks) that run fn(task) for each task where the engine runs them. Detached, the task ships the
+        staged files `slices` names apart (pipeline.reading_slices), and a partition task (`partitioned`: it has
+        a `partition`) is given its own slice of those shipped one per partition."""
         if not self.detached:
             return fn, list(tasks)
-        return run_detached, [Detached(fn, task, dict(self.held)) for task in tasks]
+        return run_detached, [Detached(fn, task, self.inputs(task.partition if partitioned else None), slices)
+                              for task in tasks]
+
+    def inputs(self, partition: int | None) -> dict[str, object]:
+        """The payloads the staged files are in, by name: those held whole, and of those held one per partition,
+        the slice of `partition` (None: none)."""
+        return {name: held[partition] if isinstance(held, tuple) else held for name, held in self.held.items()
+                if partition is not None or not isinstance(held, tuple)}
 
     def take(self, run: TaskRun, index: int) -> None:
-        """Keep what the finished task `index` staged; write the output files it made, and the staged files only
-        the driver reads (sent with its result), into the stage."""
+        """Keep what the finished task `index` staged (a file in one part, whole, or in one part per partition, a
+        slice in each); write the output files it made, and the staged files only the driver reads (sent with its
+        result), into the stage."""
         if index not in run.payloads:
             return
-        shipped = run.payloads.pop(index)
-        outputs = [name for name in shipped.names if not name.startswith(f"{STAGING}/")]
-        self.held.update((name, shipped.payload) for name in shipped.names if name not in outputs)
-        data = fetched(shipped.payload) if outputs else {}
+        shipped, parts = run.payloads.pop(index), {}
+        for names, payload in zip(shipped.names, shipped.payload):
+            for name in names:
+                parts.setdefault(name, []).append(payload)
+        outputs = [name for name in parts if not name.startswith(f"{STAGING}/")]
+        self.held.update((name, held[0] if len(held) == 1 else tuple(held)) for name, held in parts.items()
+                         if name not in outputs)
+        data = fetched(shipped.payload[0]) if outputs else {}
         for name in outputs:
             (self.stage / name).parent.mkdir(parents=True, exist_ok=True)
             (self.stage / name).write_bytes(data[name])

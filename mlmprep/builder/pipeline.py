@@ -41,7 +41,7 @@ import numpy as np
 from mlmprep import storage
 from mlmprep.builder import contamination, mask
 from mlmprep.builder.clean import clean_texts
-from mlmprep.builder.dedup_partitions import changed, partitioned, stage_keys
+from mlmprep.builder.dedup_partitions import changed, partition_ranges, partitioned, stage_keys
 from mlmprep.builder.denoisers import SeedRows, row_offsets
 from mlmprep.builder.dropped import DRIVER_FILES, ShardDrops
 from mlmprep.builder.engine.base import Shipped, fetched
@@ -110,9 +110,57 @@ class Detached:
     fn: Callable[[Any], Any]
     task: Any  # TokenizeTask, SegmentTask or WriteTask
     inputs: dict[str, Any]
+    slices: tuple[tuple[str, int], ...] = ()  # staged files it makes that partition tasks read (see shipped_parts)
 
     def describe(self) -> str:
         return self.task.describe()
+
+    @property
+    def parts(self) -> int:
+        """The objects its payload is shipped as (engine.base.parts): the files whole, then each of `slices`."""
+        return 1 + sum(count for _, count in self.slices)
+
+
+# suffix of a staged file -> the byte ranges each partition task reads of it; a suffix of reading_slices not here
+# goes whole, in a part of its own
+PARTITION_RANGES = {"dedup": partition_ranges, contamination.HASHES: contamination.partition_ranges}
+
+
+def reading_slices(layout: Layout) -> tuple[tuple[str, int], ...]:
+    """The staged files of a reading task that a detached one ships apart from its token files, by suffix, and the
+    parts each goes in: one per partition task (dedup's keys, decontamination's hashes), near dedup's signatures
+    whole (dedup_partitions.signature_slices cuts them for the partitions)."""
+    cfg, out = layout.cfg, []
+    if partitioned(cfg):
+        out += [("dedup", cfg.dedup_partitions)] + ([("sig", 1)] if cfg.dedup == "near" else [])
+    if decontaminating(cfg):
+        out += [(contamination.HASHES, layout.partitions)]
+    return tuple(out)
+
+
+def shipped_parts(layout: Layout, own: Path, names: Iterable[str],
+                  slices: tuple[tuple[str, int], ...]) -> tuple[dict, ...]:
+    """The files `names` a detached task made in its stage `own`, as the parts of its payload, so that each later
+    task fetches what it reads alone: every file whole but those `slices` names by suffix; then for each of these,
+    `count` parts, the k-th holding what partition k's task reads of every such file (a slice, see
+    staged.write_fetched)."""
+    def suffixed(name: str) -> str | None:
+        return next((suffix for suffix, _ in slices if name.endswith(f".{suffix}")), None)
+
+    parts = [{name: (own / name).read_bytes() for name in names if suffixed(name) is None}]
+    for suffix, count in slices:
+        cut: list[dict] = [{} for _ in range(count)]
+        for name in (name for name in names if suffixed(name) == suffix):
+            path = own / name
+            if suffix not in PARTITION_RANGES:
+                cut[0][name] = path.read_bytes()
+                continue
+            with open(path, "rb") as f:
+                for part, ranges in zip(cut, PARTITION_RANGES[suffix](layout, path)):
+                    part[name] = (path.stat().st_size, tuple((a, os.pread(f.fileno(), b - a, a)) for a, b in ranges
+                                                             if b > a))
+        parts += cut
+    return tuple(parts)
 
 
 WORKER_STAGES: dict[str, str] = {}  # driver's stage -> this worker's own for that build (one build's at a time)
@@ -133,8 +181,8 @@ def run_detached(detached: Detached) -> Shipped:
         result = detached.fn(task)
         written = sorted(p.relative_to(own).as_posix() for p in Path(own).rglob("*") if p.is_file())
         made = [name for name in written if name != "tokenizer.json" and name not in FETCHED]
-        names = tuple(name for name in made if not name.endswith(DRIVER_FILES))
-        payload = {name: (Path(own) / name).read_bytes() for name in names}
+        names = [name for name in made if not name.endswith(DRIVER_FILES)]
+        payload = shipped_parts(moved, Path(own), names, detached.slices)
         files = {name: (Path(own) / name).read_bytes() for name in made if name not in names}
     finally:
         INPUTS.clear()
@@ -142,7 +190,7 @@ def run_detached(detached: Detached) -> Shipped:
         for entry in Path(own).iterdir():  # the next task starts from the tokenizer alone
             if entry.is_dir():
                 shutil.rmtree(entry)
-    return Shipped(result, payload, names, files)
+    return Shipped(result, payload, tuple(tuple(part) for part in payload), files)
 
 
 def worker_stage(stage: str, tokenizer: Any) -> str:

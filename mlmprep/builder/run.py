@@ -22,7 +22,15 @@ import numpy as np
 
 from mlmprep import storage
 from mlmprep.builder import contamination, dropped, mask
-from mlmprep.builder.dedup_partitions import PartitionTask, joined_links, partition_links, scratch_names
+from mlmprep.builder.dedup_partitions import (
+    PartitionTask,
+    SignatureTask,
+    joined_links,
+    partition_links,
+    partition_members,
+    scratch_names,
+    signature_slices,
+)
 from mlmprep.builder.denoisers import add_mode_tokens, mode_tokens
 from mlmprep.builder.destination import build_destination
 from mlmprep.builder.engine import make_engine
@@ -45,6 +53,7 @@ from mlmprep.builder.pipeline import (
     evaluation_sets,
     exclusion_hashes,
     hash_shard,
+    reading_slices,
     scan_shard,
     tokenize_shard,
     tokenize_shard_in_driver,
@@ -252,7 +261,8 @@ class BuildTasks:
         self.reads = reads = [TokenizeTask(self.layout, shard, lines, excluded=evaluation)
                               for shard, lines in zip(self.shards, self.removed)]
         hashing: dict[int, tuple[int, dict]] = {}  # a hash_shard call -> (its shard, the shard's unhashed result)
-        with TaskRun(*self.staging.calls(tokenize_shard, reads), engine=self.engine,
+        slices = reading_slices(self.layout)
+        with TaskRun(*self.staging.calls(tokenize_shard, reads, slices), engine=self.engine,
                      in_driver=None if self.staging.detached else tokenize_shard_in_driver) as run:
             for index, result in run:  # as each task ends
                 self.staging.take(run, index)
@@ -264,7 +274,7 @@ class BuildTasks:
                     self.queue(run, self.shard_read(shard, unhashed | result, bar))
                 elif decontaminating(self.cfg) and "candidates" not in result:  # the driver's: hashed on a worker
                     hashing[len(run.calls)] = index, result
-                    run.add(*self.staging.calls(hash_shard, [HashTask(self.layout, index, result["keys"])]))
+                    run.add(*self.staging.calls(hash_shard, [HashTask(self.layout, index, result["keys"])], slices))
                 else:
                     self.queue(run, self.shard_read(index, result, bar))
         if self.cfg.method == "text":  # no file is ready before its side's whole text is
@@ -296,16 +306,37 @@ class BuildTasks:
         come in; then the files they read are deleted."""
         bases = tuple(np.concatenate([[0], np.cumsum(documents, dtype=np.int64)]).tolist())
         tasks = [PartitionTask(self.layout, p, bases) for p in range(self.cfg.dedup_partitions)]
+        if self.staging.detached and self.cfg.dedup == "near":
+            self.cut_signatures(tasks)
 
         def taken(run: TaskRun) -> Iterator[np.ndarray]:
             for index, links in run:
                 run.results[index] = None  # held once, in the join
                 yield links
 
-        with TaskRun(*self.staging.calls(partition_links, tasks), engine=self.engine) as run:
+        with TaskRun(*self.staging.calls(partition_links, tasks, partitioned=True), engine=self.engine) as run:
             links = joined_links(taken(run), firsts=self.cfg.dedup == "exact")
         self.staging.drop(scratch_names(len(self.shards)))
         return links
+
+    def cut_signatures(self, tasks: list[PartitionTask]) -> None:
+        """Detached near dedup: each partition task's members (partition_members) found first, then each shard's
+        signatures cut on a worker into the rows of each partition's members (signature_slices), which the
+        partition tasks are given in place of the shards' whole signatures."""
+        bases = np.asarray(tasks[0].bases)
+        rows: list[list] = [[None] * len(tasks) for _ in range(len(bases) - 1)]  # [shard][partition]
+        with TaskRun(*self.staging.calls(partition_members, tasks, partitioned=True), engine=self.engine) as run:
+            for p, members in run:
+                cuts = np.searchsorted(members, bases)
+                for s in range(len(bases) - 1):
+                    rows[s][p] = (members[cuts[s]:cuts[s + 1]] - bases[s]).astype(np.uint32)  # LOCAL_BITS
+                run.results[p] = None
+        cutting = [SignatureTask(self.layout, s, int(bases[s + 1] - bases[s]),
+                                 self.staging.held[f"{STAGING}/shard-{s:06d}.sig"], tuple(rows[s]))
+                   for s in range(len(bases) - 1)]
+        with TaskRun(signature_slices, cutting, engine=self.engine) as run:
+            for index, _ in run:
+                self.staging.take(run, index)
 
     def contamination_matches(self, fates: list[np.ndarray]) -> Iterator[dict]:
         """--decontaminate, every fate known (`fates`, per shard): the partition tasks' answers as they finish (see
@@ -314,7 +345,8 @@ class BuildTasks:
         self.staging.stage_file(contamination.FATES, b"".join(shard.astype(np.uint8).tobytes() for shard in fates))
         bases = tuple(np.concatenate([[0], np.cumsum([len(f) for f in fates], dtype=np.int64)]).tolist())
         tasks = [contamination.MatchTask(self.layout, p, bases) for p in range(self.layout.partitions)]
-        with TaskRun(*self.staging.calls(contamination.range_matches, tasks), engine=self.engine) as run:
+        with TaskRun(*self.staging.calls(contamination.range_matches, tasks, partitioned=True),
+                     engine=self.engine) as run:
             for index, answer in run:
                 run.results[index] = None  # held once, in the sums
                 yield answer

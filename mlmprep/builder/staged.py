@@ -71,8 +71,8 @@ class Layout:
         """A file of the staging subfolder; in a detached task, one it reads is fetched when first asked for."""
         path = Path(self.stage) / STAGING / name
         if (key := f"{STAGING}/{name}") in INPUTS and not path.exists():
-            for file, data in fetched(INPUTS[key]).items():  # the files of the task that made it, together
-                write_atomic(Path(self.stage) / file, [data])
+            for file, data in fetched(INPUTS[key]).items():  # the files of the part that holds it, together
+                write_fetched(Path(self.stage) / file, data)
                 FETCHED.append(file)
         return path
 
@@ -145,6 +145,23 @@ def write_atomic(path: Path, chunks: Iterable[bytes]) -> None:
     with open(tmp, "wb") as f:
         for chunk in chunks:
             f.write(chunk)
+    os.replace(tmp, path)
+
+
+def write_fetched(path: Path, data: bytes | tuple[int, tuple[tuple[int, bytes], ...]]) -> None:
+    """Write a staged file a detached task fetched: whole (bytes), or a slice, (size, ((start, bytes), ...)), the
+    ranges one partition task reads (see pipeline.shipped_parts): a file of the whole's size whose other bytes are a
+    hole, which takes no disk, so that the task reads it as it reads the whole."""
+    if isinstance(data, bytes):
+        write_atomic(path, [data])
+        return
+    size, pieces = data
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        f.truncate(size)
+        for start, piece in pieces:
+            f.seek(start)
+            f.write(piece)
     os.replace(tmp, path)
 
 

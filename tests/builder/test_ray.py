@@ -78,6 +78,13 @@ def sleep_for(task):
     return name, started
 
 
+def ship_small(i):
+    """A task that ships a payload part of 1 KB, which Ray would return inline into the driver's memory."""
+    from mlmprep.builder.engine.base import Shipped
+
+    return Shipped(i, ({"part": bytes(1000)},), (("part",),))
+
+
 def refuse_7(i):
     if i == 7:
         raise CorpusError(f"corpus.txt at byte {i}: not UTF-8")
@@ -118,10 +125,10 @@ def with_a_kill(work):
         killer.join()
 
 
-def s3_build(cfg, address):
+def s3_build(cfg, address, s3_args, copy):
     """A build from and to S3 (moto, on this namespace's loopback; the nodes are told its endpoint only by
     --storage-options) whose driver stages in a tmpfs of its own mount namespace, which no node sees; the build
-    is then copied here for comparison."""
+    is then copied here (`copy`) for comparison, with what its detached tasks fetched (see FETCH_LOG)."""
     sys.path.insert(0, cfg["tests"])
     from s3server import s3_server
 
@@ -130,8 +137,8 @@ def s3_build(cfg, address):
         fs.put(cfg["corpus"], f"{bucket}/corpus/corpus.txt")
         fs.put(cfg["tokenizer"], f"{bucket}/tokenizer.json")
         fs.put(cfg["evaluation"], f"{bucket}/evaluation.txt")  # --exclude read in place too
-        args = [f"s3://{bucket}/evaluation.txt" if a == cfg["evaluation"] else a for a in cfg["s3_args"]]
-        private = os.path.join(os.path.dirname(cfg["blocks"]), "driver-tmp")
+        args = [f"s3://{bucket}/evaluation.txt" if a == cfg["evaluation"] else a for a in s3_args]
+        private = os.path.join(os.path.dirname(cfg["blocks"]), f"driver-tmp-{os.path.basename(copy)}")
         os.mkdir(private)
         command = ["unshare", "-m", "sh", "-c", 'mount -t tmpfs tmpfs "$TMPDIR" && exec "$0" "$@"', *cfg["cli"],
                    "build", f"s3://{bucket}/corpus/", "--out", f"s3://{bucket}/out", "--tokenizer",
@@ -140,14 +147,22 @@ def s3_build(cfg, address):
         proc = subprocess.run(command, capture_output=True, text=True, timeout=300,
                               env={**os.environ, "TMPDIR": private})
         if proc.returncode == 0:
-            fs.get(f"{bucket}/out/", cfg["s3_copy"] + "/", recursive=True)
-        return {"rc": proc.returncode, "stderr": proc.stderr[-3000:], "driver_tmp_left": os.listdir(private)}
+            fs.get(f"{bucket}/out/", copy + "/", recursive=True)
+        fetches = []
+        if os.path.isdir(os.environ["MLMPREP_FETCH_LOG"]):
+            os.rename(os.environ["MLMPREP_FETCH_LOG"], copy + ".fetches")
+            for log in os.listdir(copy + ".fetches"):
+                with open(os.path.join(copy + ".fetches", log)) as f:
+                    fetches += [line.rstrip("\n").split("\t") for line in f]
+        return {"rc": proc.returncode, "stderr": proc.stderr[-3000:], "driver_tmp_left": os.listdir(private),
+                "fetches": fetches}
 
 
 def main(cfg):
     started = time.monotonic()
-    # the nodes' environment: credentials, and an endpoint where nothing listens
-    os.environ.update({**cfg["credentials"], "AWS_ENDPOINT_URL": "http://127.0.0.1:9"})
+    # the nodes' environment: credentials, an endpoint where nothing listens, and the hook that logs fetches
+    os.environ.update({**cfg["credentials"], "AWS_ENDPOINT_URL": "http://127.0.0.1:9", "PYTHONPATH": os.pathsep.join(
+        [cfg["site"], *filter(None, [os.environ.get("PYTHONPATH")])]), "MLMPREP_FETCH_LOG": cfg["fetch_log"]})
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
     cluster.add_node(num_cpus=1)
     cluster.wait_for_nodes()
@@ -170,6 +185,11 @@ def main(cfg):
                     if i == 0:
                         run.add(sleep_for, [("write", 0.0)])
             report["added"] = [started for _, started in run.results[:12]], run.results[12]
+            with TaskRun(ship_small, [0], engine=engine) as run:
+                part = [run.payloads[i].payload[0] for i, _ in run][0]
+            import ray
+
+            report["small_part_nodes"] = len(ray.experimental.get_object_locations([part])[part]["node_ids"])
             try:
                 run_tasks(refuse_7, [6, 7, 8], engine=engine)
             except CorpusError as exc:
@@ -190,8 +210,10 @@ def main(cfg):
         _, err = proc.communicate(timeout=120)
         report["build_interrupted"] = {"rc": proc.returncode, "stderr": err[-3000:], "during": title}
         lap("build_interrupted")
-        report["build_s3"] = s3_build(cfg, cluster.address)
+        report["build_s3"] = s3_build(cfg, cluster.address, cfg["s3_args"], cfg["s3_copy"])
         lap("build_s3")
+        report["build_s3_exact"] = s3_build(cfg, cluster.address, cfg["s3_exact_args"], cfg["s3_exact_copy"])
+        lap("build_s3_exact")
     finally:
         cluster.shutdown()
     lap("shutdown")
@@ -199,6 +221,45 @@ def main(cfg):
 
 
 main(json.loads(sys.argv[1]))
+'''
+
+
+# On the cluster's processes (as sitecustomize, on PYTHONPATH): each staged file a detached task fetches, logged as
+# (task, file, bytes sent, file size) to a file per process under $MLMPREP_FETCH_LOG.
+FETCH_LOG = r'''
+import importlib.abc, importlib.util, os, sys
+
+
+class LogFetches(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name != "mlmprep.builder.staged":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        execute = spec.loader.exec_module
+
+        def exec_module(module):
+            execute(module)
+            write = module.write_fetched
+
+            def write_fetched(path, data):
+                import ray
+
+                size, pieces = (len(data), [(0, data)]) if isinstance(data, bytes) else data
+                os.makedirs(os.environ["MLMPREP_FETCH_LOG"], exist_ok=True)
+                with open(os.path.join(os.environ["MLMPREP_FETCH_LOG"], str(os.getpid())), "a") as f:
+                    f.write(f"{ray.get_runtime_context().get_task_name()}\t{path.name}\t"
+                            f"{sum(len(p) for _, p in pieces)}\t{size}\n")
+                write(path, data)
+
+            module.write_fetched = write_fetched
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+if os.environ.get("MLMPREP_FETCH_LOG"):
+    sys.meta_path.insert(0, LogFetches())
 '''
 
 
@@ -299,7 +360,13 @@ def cluster_work(root: Path) -> tuple[Path, dict] | str:
     local_bad = subprocess.run(cli_command(*bad_args, "--out", root / "local-bad", "--workers", "2"), env=cli_env(),
                                capture_output=True, text=True, timeout=300)
     assert local_bad.returncode == 2, local_bad.stderr
+    exact_args = ["exact" if a == "near" else a for a in args]
+    local_exact = subprocess.run(cli_command(*exact_args, "--out", root / "local-exact", "--workers", "2"),
+                                 env=cli_env(), capture_output=True, text=True, timeout=300)
+    assert local_exact.returncode == 0, local_exact.stderr
     (root / "blocks").mkdir()
+    (root / "site").mkdir()
+    (root / "site" / "sitecustomize.py").write_text(FETCH_LOG, encoding="utf-8")
     cfg = {
         "blocks": str(root / "blocks"), "n_blocks": BLOCKS,
         # ~10 reading tasks; near dedup in partition tasks, held against the local build's in the driver
@@ -311,6 +378,8 @@ def cluster_work(root: Path) -> tuple[Path, dict] | str:
         "cli": cli_command(), "tests": str(Path(__file__).parents[1]), "corpus": str(corpus), "tokenizer": str(tok),
         "evaluation": str(evaluation),
         "s3_args": args[4:] + ["--shard-bytes", "40000", "--dedup-partitions", "3"], "s3_copy": str(root / "ray-s3"),
+        "s3_exact_args": exact_args[4:] + ["--shard-bytes", "40000", "--dedup-partitions", "3"],
+        "s3_exact_copy": str(root / "ray-s3-exact"), "site": str(root / "site"), "fetch_log": str(root / "fetches"),
         "credentials": CREDENTIALS,
     }
     (root / "script.py").write_text(SCRIPT, encoding="utf-8")
@@ -372,6 +441,14 @@ def test_a_task_made_ready_goes_ahead_of_the_tasks_not_submitted(cluster_run):
     _, report = cluster_run
     reads, (name, write_started) = report["added"]
     assert name == "write" and sum(started > write_started for started in reads) >= 6, report["added"]
+
+
+@pytest.mark.slow  # the two-node cluster run: minutes of both cores
+def test_a_small_payload_part_is_in_the_object_store_not_the_driver_s_memory(cluster_run):
+    """Ray returns an object of 100 KB or less inline to the driver, which would then hold every partition's small
+    slice of every shard; the build's workers put them in the object store (on a node: not inline)."""
+    _, report = cluster_run
+    assert report["small_part_nodes"] == 1
 
 
 @pytest.mark.slow  # the two-node cluster run: minutes of both cores
@@ -448,6 +525,47 @@ def test_a_build_from_and_to_s3_on_nodes_that_share_no_disk_with_the_driver_equa
     reasons = {reason for _, reason, _ in split_rows(root / "ray-s3")}
     assert {"exclude", "dedup_paragraphs", "dedup_near"} <= reasons, reasons
     assert built["driver_tmp_left"] == []  # the driver's tmpfs, seen from outside its mount namespace: empty
+
+
+@pytest.mark.slow  # the two-node cluster run: minutes of both cores
+@pytest.mark.parametrize("dedup", ["near", "exact"])
+def test_a_partition_task_on_nodes_that_share_no_disk_fetches_its_own_partition_s_share(cluster_run, dedup):
+    """The detached builds from and to S3, with --dedup near or exact, 3 partitions and decontamination: the local
+    build's bytes; each partition task fetched scratch files alone, never a token file, and of each a slice: every
+    shard's `.dedup` and `.hashes` split among the 3 partition tasks (the index sent to each), about a third each;
+    near dedup's signatures, the rows of the documents compared (a part of each shard's); a write task, no scratch
+    file. Near dedup's partition tasks read their slices twice: for the documents whose signatures they need, then
+    for the links."""
+    root, report = cluster_run
+    built = report["build_s3" if dedup == "near" else "build_s3_exact"]
+    assert built["rc"] == 0, built["stderr"]
+    assert data_files(root / ("ray-s3" if dedup == "near" else "ray-s3-exact")) == data_files(
+        root / ("local" if dedup == "near" else "local-exact"))
+    parts, index = 3, {"dedup": 8 * 4, "hashes": 16 * 4 * 2}  # --dedup-partitions 3; two kinds of hashes
+    sent: dict[str, list[tuple[int, int]]] = {}  # file -> (bytes sent, its size) of each partition task's fetch
+    signatures: dict[str, int] = {}  # partition task -> signature bytes it was sent
+    for task, file, got, size in built["fetches"]:
+        scratch = file.endswith((".dedup", ".sig", ".hashes", ".fates"))
+        assert scratch == (" partition " in task), (task, file)  # a token file to a partition task, or the reverse
+        if scratch and not file.endswith(".fates"):
+            sent.setdefault(file, []).append((int(got), int(size)))
+        if file.endswith(".sig"):
+            signatures[task] = signatures.get(task, 0) + int(got)
+    partition_tasks = {task for task, *_ in built["fetches"] if " partition " in task}
+    assert len(partition_tasks) == 2 * parts, partition_tasks  # dedup's and decontamination's
+    shards = {file.rsplit(".", 1)[0] for file in sent}
+    assert len(shards) >= 8, shards
+    # near: a third of the documents are planted copies or their originals, each compared in every partition
+    whole = sum(fetched[0][1] for file, fetched in sent.items() if file.endswith(".sig"))
+    assert len(signatures) == (parts if dedup == "near" else 0), signatures
+    assert all(0 < got < whole / 2 for got in signatures.values()), (whole, signatures)
+    for file, fetched in sent.items():
+        suffix = file.rsplit(".", 1)[1]
+        if suffix == "sig":
+            continue
+        times = 2 if suffix == "dedup" and dedup == "near" else 1  # near: read for its members, then for its links
+        assert len(fetched) == times * parts and all(got < 0.6 * size for got, size in fetched), (file, fetched)
+        assert sum(got for got, _ in fetched) == times * (fetched[0][1] + (parts - 1) * index[suffix]), (file, fetched)
 
 
 @pytest.mark.slow  # the two-node cluster run: minutes of both cores

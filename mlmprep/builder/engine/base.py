@@ -92,14 +92,21 @@ class Engine(ABC):
 @dataclass(frozen=True)
 class Shipped:
     """What a task returns when it made data for later tasks: its `result`, which goes to the driver, and the
-    `payload`, which on Ray stays in the cluster's object store (TaskRun.payloads holds a reference to it; see
-    fetched) with only the payload's `names` sent along; `files`, data of its own that only the driver reads,
+    `payload`, parts(task) objects (a tuple), each of which on Ray stays in the cluster's object store as a return of
+    its own (TaskRun.payloads holds references to them; see fetched), so that a later task fetches only the parts it
+    reads; `names`, the names each part holds, are sent along. `files`, data of its own that only the driver reads,
     goes to the driver with the result."""
 
     result: Any
-    payload: Any
-    names: tuple[str, ...] = ()
+    payload: tuple
+    names: tuple[tuple[str, ...], ...] = ()
     files: dict[str, bytes] = field(default_factory=dict)
+
+
+def parts(task: Any) -> int:
+    """The objects a task's payload is shipped as: its `parts` where it says (a Shipped's payload has that many),
+    else one."""
+    return getattr(task, "parts", 1)
 
 
 def fetched(payload: Any) -> Any:

@@ -11,13 +11,16 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
-from mlmprep.builder.engine.base import Engine, Shipped, TaskFailed, TaskRun, attempt, name
+from mlmprep.builder.engine.base import Engine, Shipped, TaskFailed, TaskRun, attempt, name, parts
 from mlmprep.errors import ConfigError, MlmprepError
 
 RAY_RETRIES = 3  # attempts after the first when a Ray worker dies mid-task
 RAY_AHEAD_PER_CPU = 2  # tasks in flight with --workers 0, per CPU of the cluster (looked up again every RAY_RESIZE_S)
 RAY_RESIZE_S = 5.0
 PLANNED_PARALLELISM = 16  # tasks taken to run at once on a cluster, when sizing the reading tasks
+# the build's workers put every return in the object store: Ray returns one of 100 KB or less inline to its owner,
+# the driver, which would hold each small payload part (a shard's slice for one partition) in its own memory
+WORKER_ENV = {"RAY_max_direct_call_object_size": "0"}
 
 
 @dataclass(frozen=True)
@@ -58,7 +61,8 @@ class RayEngine(Engine):
         with loopback_only(ray) if local else nullcontext():
             try:
                 ray.init(address=self.ray_address, include_dashboard=False, log_to_driver=False,
-                         logging_level="ERROR", **({"_node_ip_address": "127.0.0.1"} if local else {}))
+                         logging_level="ERROR", runtime_env={"env_vars": WORKER_ENV},
+                         **({"_node_ip_address": "127.0.0.1"} if local else {}))
             except (ConnectionError, ray.exceptions.AuthenticationError) as exc:
                 raise ConfigError(f"--ray-address {self.ray_address}: cannot join the Ray cluster there "
                                   f"({str(exc).splitlines()[0]}); with token authentication on, set "
@@ -74,14 +78,15 @@ class RayEngine(Engine):
         return run_ray(run, self)
 
 
-def attempt_apart(fn: Callable[[Any], Any], task: Any) -> tuple[Shipped | Any, Any]:
-    """attempt as a Ray task of two returns: for the driver, the result (a Shipped without its payload, where it
-    ships one), and the payload (None without one), which stays in the object store until a task or the driver
-    fetches it."""
+def attempt_apart(fn: Callable[[Any], Any], task: Any) -> tuple:
+    """attempt as a Ray task of 1 + parts(task) returns: for the driver, the result (a Shipped without its payload,
+    where it ships one), then each part of the payload (None without one), which stays in the object store until a
+    task or the driver fetches it. Returns, not objects the task puts: the driver owns them, and Ray makes one lost
+    with its node again by running the task again."""
     result = attempt(fn, task)
     if isinstance(result, Shipped):
-        return replace(result, payload=None), result.payload
-    return result, None
+        return replace(result, payload=()), *result.payload
+    return result, *[None] * parts(task)
 
 
 # Ray takes a node's address from the machine's interfaces, and its servers (GCS, raylet, object manager,
@@ -135,8 +140,8 @@ def run_ray(run: TaskRun, engine: RayEngine) -> Iterator[tuple[int, Any]]:
     results come in."""
     ray = import_ray()
     with engine.session():
-        remote = ray.remote(max_retries=RAY_RETRIES, retry_exceptions=False, num_returns=2)(attempt_apart)
-        payloads: dict = {}  # call index -> the reference to its payload
+        remote = ray.remote(max_retries=RAY_RETRIES, retry_exceptions=False)(attempt_apart)
+        payloads: dict = {}  # call index -> the references to its payload's parts
         index: dict = {}  # ref -> call index
         waiting: list[int] = list(range(len(run.calls)))  # not submitted yet, in order
         pending: list = []
@@ -150,14 +155,15 @@ def run_ray(run: TaskRun, engine: RayEngine) -> Iterator[tuple[int, Any]]:
             while waiting and len(pending) < limit:
                 i = waiting.pop(0)
                 fn, task = run.calls[i]
-                ref, payloads[i] = remote.options(name=f"mlmprep {name(task)}").remote(fn, task)
+                ref, *payloads[i] = remote.options(name=f"mlmprep {name(task)}",
+                                                   num_returns=1 + parts(task)).remote(fn, task)
                 index[ref] = i
                 pending.append(ref)
             done, pending = ray.wait(pending, num_returns=1)
             for ref in done:
                 i = index.pop(ref)  # the result is the caller's alone to keep
                 result = ray_result(ray, ref, run.calls[i][1])
-                payload = payloads.pop(i)
+                payload = tuple(payloads.pop(i))
                 yield i, replace(result, payload=payload) if isinstance(result, Shipped) else result
                 waiting[:0] = run.added()  # ahead of the first tasks not submitted
 
