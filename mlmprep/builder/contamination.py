@@ -34,10 +34,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mlmprep.builder.dedup_partitions import LOCAL_BITS, LOCAL_MASK, bucketed, changed
+from mlmprep.builder.dedup_partitions import LOCAL_BITS, LOCAL_MASK, bucketed
 from mlmprep.builder.overlap import MATCH_TOKENS, joined_bytes, starts_of, text_ngrams, window_hashes
 from mlmprep.builder.selection import TRAIN, VALIDATION, held_documents
-from mlmprep.builder.staged import Layout, read_array, write_atomic
+from mlmprep.builder.staged import Layout, changed, read_array, write_atomic
 from mlmprep.config import BuildConfig
 
 PARTITIONS = 8  # partition tasks without --dedup-partitions, at most: a few per worker of a small machine

@@ -32,9 +32,8 @@ import numpy as np
 
 from mlmprep.builder.dedup import lsh_keys
 from mlmprep.builder.engine.base import Shipped, fetched
-from mlmprep.builder.staged import STAGING, Layout, read_array, write_atomic
+from mlmprep.builder.staged import STAGING, Layout, changed, read_array, write_atomic
 from mlmprep.config import BuildConfig
-from mlmprep.errors import CacheError
 
 LOCAL_BITS = 32  # a near record's reference: band << LOCAL_BITS | the document's index in its shard
 LOCAL_MASK = (1 << LOCAL_BITS) - 1
@@ -89,12 +88,6 @@ def bucketed(keys: np.ndarray, refs: np.ndarray, parts: int) -> tuple[np.ndarray
     kernels.bucket_records(np.ascontiguousarray(keys, np.uint64), np.ascontiguousarray(refs, np.uint64), parts,
                            offsets, out_keys, out_refs)
     return offsets, out_keys, out_refs
-
-
-def changed(path: Path, problem: str) -> CacheError:
-    """The one-line error for a staged file that is not what its reading task wrote."""
-    return CacheError(f"{path}: {problem}; the build's staging directory was changed while the build ran (by "
-                      "another process, or a failing disk); run the build again")
 
 
 @dataclass(frozen=True)

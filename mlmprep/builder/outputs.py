@@ -28,7 +28,7 @@ from mlmprep.builder.pipeline import (
 from mlmprep.builder.record import corpus_counts
 from mlmprep.builder.selection import MOVED_PICKS, SIDES, Selection
 from mlmprep.builder.side_rows import Plan
-from mlmprep.builder.staged import STAGING, Layout, decontaminating, held_apart
+from mlmprep.builder.staged import STAGING, Layout, decontaminating, held_apart, picks_bytes
 from mlmprep.builder.windows import WindowStats, doc_rows_per_document, segment_chars
 from mlmprep.corpus.documents import Corpus
 from mlmprep.corpus.jsonl import missing_field_error, no_text_error
@@ -255,7 +255,7 @@ class Staging:
         self.stage, self.engine, self.detached = stage, engine, detached
         # a shard let go takes its token files and picks with it, but its validation candidates' files (held_apart)
         self.held: dict[str, object] = {}  # staged name -> the payload part holding it, or a tuple, one per partition
-        self.suffixes = ("ids", "lens", SIDES[0]) if apart else ("ids", "lens", *SIDES, MOVED_PICKS)
+        self.suffixes = ("ids", "lens", SIDES[0]) if apart else ("ids", "lens", *SIDES)
         self.released = 0  # shards before this one are let go
         if detached:
             self.held["tokenizer.json"] = engine.put((stage / "tokenizer.json").read_bytes())
@@ -297,10 +297,12 @@ class Staging:
             (self.stage / name).write_bytes(content)
 
     def stage_picks(self, shard: int, selection: Selection, sides: Iterable[str] = SIDES) -> None:
-        """Stage `shard`'s document numbers on `sides` (`shard-N.train`, `shard-N.validation`, `shard-N.moved`), which
-        phase 2 reads; detached, they travel as a payload of their own."""
+        """Stage `shard`'s document numbers on `sides` (`shard-N.train`, `shard-N.validation` with the documents moved
+        from validation to training: staged.picks_bytes), which phase 2 reads; detached, they travel as a payload of
+        their own."""
         for side in sides:
-            self.stage_file(f"shard-{shard:06d}.{side}", selection.staged_picks(shard, side).tobytes())
+            moved = selection.staged_picks(shard, MOVED_PICKS) if side == SIDES[1] else None
+            self.stage_file(f"shard-{shard:06d}.{side}", picks_bytes(selection.staged_picks(shard, side), moved))
 
     def stage_file(self, name: str, data: bytes) -> None:
         """Stage a file the driver makes (a name in the staging subfolder) for tasks to read; detached, it travels as

@@ -41,7 +41,7 @@ import numpy as np
 from mlmprep import storage
 from mlmprep.builder import contamination, mask
 from mlmprep.builder.clean import clean_texts
-from mlmprep.builder.dedup_partitions import changed, partition_ranges, partitioned, stage_keys
+from mlmprep.builder.dedup_partitions import partition_ranges, partitioned, stage_keys
 from mlmprep.builder.denoisers import SeedRows, row_offsets
 from mlmprep.builder.dropped import DRIVER_FILES, ShardDrops
 from mlmprep.builder.engine.base import Shipped, fetched
@@ -62,12 +62,15 @@ from mlmprep.builder.selection import SIDES, document_keys, held_documents
 from mlmprep.builder.side_rows import Plan, doc_windows, piece, seed_stream_rows, stored_rows, stream_windows
 from mlmprep.builder.staged import (
     FETCHED,
+    HELD,
     INPUTS,
     STAGING,
     Layout,
+    changed,
     decontaminating,
     gather,
     held_apart,
+    held_bytes,
     preload_tokenizer,
     read_array,
     side_documents,
@@ -467,7 +470,7 @@ def stage_ids(layout: Layout, index: int, batches: Iterable[list[str]], tok, ove
     """Tokenize the batches (two calls at a time, given `overlap`) and stage shard `index`'s token ids as
     `shard-N.ids` and its documents' lengths as `shard-N.lens`; returns their counts and the lengths (and, given
     `windows`, the hashes of each document's token windows: overlap.window_hashes). `held(k)`: the k-th batch's
-    documents staged apart as well, as `shard-N.held.ids` and `.lens` (staged.held_apart)."""
+    documents staged apart as well, as `shard-N.held` (staged.held_apart, held_bytes)."""
     out = {"documents": 0, "tokens": 0, "chars": 0}
     lengths_written: list[np.ndarray] = []
     hashed: list[tuple[np.ndarray, np.ndarray]] = []
@@ -489,9 +492,7 @@ def stage_ids(layout: Layout, index: int, batches: Iterable[list[str]], tok, ove
     write_atomic(layout.staged(f"shard-{index:06d}.ids"), id_chunks())
     write_atomic(layout.staged(f"shard-{index:06d}.lens"), [a.tobytes() for a in lengths_written])
     if held is not None:
-        write_atomic(layout.staged(f"shard-{index:06d}.held.ids"),
-                     [ids.astype(np.int32, copy=False).tobytes() for ids, _ in apart])
-        write_atomic(layout.staged(f"shard-{index:06d}.held.lens"), [lengths.tobytes() for _, lengths in apart])
+        write_atomic(layout.staged(f"shard-{index:06d}.{HELD}"), held_bytes(apart))
     out["doc_tokens"] = np.concatenate(lengths_written) if lengths_written else np.zeros(0, np.int64)
     if windows:
         out["windows"] = np.concatenate([h for h, _ in hashed]) if hashed else np.zeros(0, np.uint64)

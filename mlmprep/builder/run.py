@@ -60,7 +60,7 @@ from mlmprep.builder.pipeline import (
     write_file,
 )
 from mlmprep.builder.record import corpus_counts, dedup_stats, finish_manifest, wrapped_prose
-from mlmprep.builder.selection import DROPPED, MOVED_PICKS, SIDES, Selection
+from mlmprep.builder.selection import DROPPED, SIDES, Selection
 from mlmprep.builder.staged import STAGING, Layout, adopt_tokenizer, decontaminating, held_apart
 from mlmprep.builder.tokenizer_file import train_for_build
 from mlmprep.builder.windows import WindowStats
@@ -368,7 +368,7 @@ class BuildTasks:
                     s, side_size(self.layout, self.reading.results[s], self.selection.picked(s, side))[0])]
         if waits and self.reading.done:  # the moves are made: each shard's validation and moved documents
             for s in range(len(self.shards)):
-                self.staging.stage_picks(s, self.selection, (SIDES[1], MOVED_PICKS))
+                self.staging.stage_picks(s, self.selection, SIDES[1:])
         if self.reading.done and self.cfg.method == "tokens":  # the last shard makes every file left ready
             return self.queued(ready) + self.rest(bar)
         return self.queued(ready)

@@ -49,7 +49,7 @@ def stream_slice(plan: Plan, start: int, stop: int) -> np.ndarray:
         lengths, begins = side_documents(layout, shard, picks, "lens")
         ends = np.cumsum(lengths + 1)  # each document's end in the shard's stream, EOS included
         d0, d1 = (int(np.searchsorted(ends, x, side="right")) for x in (a, b - 1))
-        tokens = gather(layout.staged(f"{layout.stem(shard, picks)}.ids"), np.int32, lengths, begins, d0, d1)
+        tokens = gather(layout.tokens(shard, picks), np.int32, lengths, begins, d0, d1)
         run, _ = with_eos(tokens, lengths[d0 : d1 + 1], layout.doc_eos)
         base = int(ends[d0] - lengths[d0] - 1)
         parts.append(run[a - base : b - base])
@@ -99,7 +99,7 @@ def doc_windows(plan: Plan, first: int, count: int, tables) -> tuple[Rows, int]:
         per_doc, _ = doc_rows_per_document(lengths, layout.content_length, layout.doc_eos is not None)
         row_ends = np.cumsum(per_doc)
         d0, d1 = (int(np.searchsorted(row_ends, x, side="right")) for x in (a, b - 1))
-        tokens = gather(layout.staged(f"{layout.stem(shard, picks)}.ids"), np.int32, lengths, begins, d0, d1)
+        tokens = gather(layout.tokens(shard, picks), np.int32, lengths, begins, d0, d1)
         rows, begins, ends, _ = doc_rows(tokens, lengths[d0 : d1 + 1], length=layout.content_length,
                                          eos_id=layout.doc_eos, tables=tables)
         base = int(row_ends[d0] - per_doc[d0])

@@ -16,6 +16,7 @@ import numpy as np
 
 from mlmprep.builder.engine.base import fetched
 from mlmprep.config import BuildConfig
+from mlmprep.errors import CacheError
 from mlmprep.format.write import hf_tokenizer_json
 from mlmprep.tokenizer.encode import plain_encoder, word_tables
 from mlmprep.tokenizer.load import load_tokenizer, special_ids
@@ -29,10 +30,10 @@ def decontaminating(cfg: BuildConfig) -> bool:
 
 
 def held_apart(cfg: BuildConfig) -> bool:
-    """Whether each shard's validation candidates (held_documents) are staged apart as well (`shard-N.held.ids`,
-    `.lens`), for the validation side and the moved documents to read: with --decontaminate, those wait for the last
-    shard, and so would every shard's whole staged tokens. Not with --dedup near, which waits for it anyway (every
-    document a candidate), nor --method text, whose files all wait for it."""
+    """Whether each shard's validation candidates (held_documents) are staged apart as well (`shard-N.held`, see
+    held_bytes), for the validation side and the moved documents to read: with --decontaminate, those wait for the
+    last shard, and so would every shard's whole staged tokens. Not with --dedup near, which waits for it anyway
+    (every document a candidate), nor --method text, whose files all wait for it."""
     return decontaminating(cfg) and cfg.dedup != "near" and cfg.method == "tokens"
 
 
@@ -62,10 +63,14 @@ class Layout:
         stream in windows of content_length tokens, the last one shorter."""
         return self.cfg.objective in ("ul2", "prefix")
 
-    def stem(self, shard: int, side: str) -> str:
-        """The name (less its suffix) of the staged files that `shard`'s documents on `side` (a picks name:
-        selection.MOVED_PICKS too) are read from: the shard's, or its validation candidates' (held_apart)."""
-        return f"shard-{shard:06d}.held" if side != "train" and held_apart(self.cfg) else f"shard-{shard:06d}"
+    def held(self, side: str) -> bool:
+        """Whether a shard's documents on `side` (a picks name: selection.MOVED_PICKS too) are read from its
+        validation candidates' file (held_apart), not from the shard's own token files."""
+        return side != "train" and held_apart(self.cfg)
+
+    def tokens(self, shard: int, side: str) -> Path:
+        """The staged file that `shard`'s token ids on `side` are read from (side_documents gives where in it)."""
+        return self.staged(f"shard-{shard:06d}.{HELD if self.held(side) else 'ids'}")
 
     def staged(self, name: str) -> Path:
         """A file of the staging subfolder; in a detached task, one it reads is fetched when first asked for."""
@@ -77,6 +82,7 @@ class Layout:
         return path
 
 
+HELD = "held"  # suffix of a shard's validation candidates' file (held_apart)
 INPUTS: dict[str, Any] = {}  # in a detached task: its inputs (see Layout.staged, pipeline.run_detached)
 FETCHED: list[str] = []  # ... and those it has fetched so far
 
@@ -175,20 +181,72 @@ def read_array(path: Path, dtype, start: int = 0, stop: int | None = None) -> np
 
 
 def side_documents(layout: Layout, s: int, side: str, sizes: str) -> tuple[np.ndarray, np.ndarray]:
-    """(sizes, where each starts in the staged data file) of staged shard s's documents on `side`: the driver
-    stages each side's document numbers as `shard-N.train` / `shard-N.validation` / `shard-N.moved`, into the files
-    of Layout.stem; `sizes` names the per-document
-    sizes file (`lens`: tokens, `chars`: characters of --method text, each with its space)."""
-    return _side_documents(identity(layout.staged(f"{layout.stem(s, side)}.{sizes}")),
-                           identity(layout.staged(f"shard-{s:06d}.{side}")))
+    """(sizes, where each starts in the staged data file, Layout.tokens) of staged shard s's documents on `side`:
+    the driver stages each side's document numbers (picks_bytes) as `shard-N.train` and `shard-N.validation` (which
+    holds selection.MOVED_PICKS' too), numbers in the shard's files, or with Layout.held in its validation
+    candidates' file; `sizes` names the shard's per-document sizes file (`lens`: tokens, `chars`: characters of
+    --method text, each with its space)."""
+    picks = identity(layout.staged(f"shard-{s:06d}.{'train' if side == 'train' else 'validation'}"))
+    if layout.held(side):
+        return _side_documents(identity(layout.tokens(s, side)), picks, side, True)
+    return _side_documents(identity(layout.staged(f"shard-{s:06d}.{sizes}")), picks, side, False)
 
 
 @functools.lru_cache(maxsize=8)
-def _side_documents(sizes_key: tuple, picked_key: tuple) -> tuple[np.ndarray, np.ndarray]:
-    sizes = read_array(Path(sizes_key[0]), np.int64)
-    starts = np.cumsum(sizes) - sizes
-    picked = read_array(Path(picked_key[0]), np.int64)
+def _side_documents(sizes_key: tuple, picked_key: tuple, side: str, held: bool) -> tuple[np.ndarray, np.ndarray]:
+    sizes, first = held_index(Path(sizes_key[0])) if held else (read_array(Path(sizes_key[0]), np.int64), 0)
+    starts = np.cumsum(sizes) - sizes + first
+    picked = side_picks(Path(picked_key[0]), side, len(sizes))
     return sizes[picked], starts[picked]
+
+
+def picks_bytes(first: np.ndarray, moved: np.ndarray | None = None) -> bytes:
+    """A side's staged picks, int64: training's numbers as they are; validation's count, its numbers, then the
+    numbers of the documents moved from it to training (`moved`), one file for both."""
+    if moved is None:
+        return first.astype("<i8").tobytes()
+    return np.concatenate([[len(first)], first, moved]).astype("<i8").tobytes()
+
+
+def side_picks(path: Path, side: str, documents: int) -> np.ndarray:
+    """The numbers of one side's documents (or selection.MOVED_PICKS') in a staged picks file (picks_bytes), checked
+    against the `documents` they number."""
+    picks = read_array(path, "<i8")
+    if side != "train":
+        count = int(picks[0]) if len(picks) else -1
+        if not 0 <= count < len(picks):
+            raise changed(path, "its count of validation documents does not match its length")
+        picks = picks[1 : 1 + count] if side == "validation" else picks[1 + count :]
+    if len(picks) and (int(picks.min()) < 0 or int(picks.max()) >= documents):
+        raise changed(path, f"it names a document beyond the {documents} staged")
+    return picks
+
+
+def held_bytes(parts: list[tuple[np.ndarray, np.ndarray]]) -> list[bytes]:
+    """A shard's validation candidates' file (held_apart) from each batch's (token ids, tokens per document): their
+    count and tokens (int64 each), each one's tokens (int64), then their token ids (int32); one file rather than two,
+    since on a small build creating a file costs more than writing its bytes."""
+    lens = np.concatenate([n for _, n in parts]).astype("<i8") if parts else np.zeros(0, "<i8")
+    tokens = np.concatenate([t for t, _ in parts]).astype("<i4") if parts else np.zeros(0, "<i4")
+    return [np.array([len(lens), len(tokens)], "<i8").tobytes(), lens.tobytes(), tokens.tobytes()]
+
+
+def held_index(path: Path) -> tuple[np.ndarray, int]:
+    """(each validation candidate's tokens, where the first one's ids start: an int32 item) of a held file
+    (held_bytes), checked against its size."""
+    head = read_array(path, "<i8", 0, 2)
+    count, tokens = (int(head[0]), int(head[1])) if len(head) == 2 else (-1, -1)
+    lengths = read_array(path, "<i8", 2, 2 + count) if count >= 0 else np.zeros(0, np.int64)
+    if (count < 0 or len(lengths) != count or (count and int(lengths.min()) < 0) or int(lengths.sum()) != tokens
+            or path.stat().st_size != 16 + 8 * count + 4 * tokens):
+        raise changed(path, "its count, lengths and tokens of validation candidates do not match its size")
+    return lengths, 4 + 2 * count
+
+
+def changed(path: Path, problem: str) -> CacheError:
+    """The one-line error for a staged file that is not what its task wrote."""
+    return CacheError(f"{path}: {problem}; the build's staging directory was changed while the build ran (by "
+                      "another process, or a failing disk); run the build again")
 
 
 def gather(path: Path, dtype, sizes: np.ndarray, begins: np.ndarray, d0: int, d1: int) -> np.ndarray:
