@@ -95,9 +95,10 @@ def staged_records(hashes: np.ndarray, per_doc: np.ndarray, candidates: np.ndarr
     mine = per_doc[candidates]
     docs = np.repeat(np.flatnonzero(candidates).astype(np.uint64), mine)
     places = (np.arange(len(docs)) - np.repeat(starts_of(mine)[:-1], mine)).astype(np.uint64)
-    theirs = np.repeat(np.flatnonzero(~candidates).astype(np.uint64), per_doc[~candidates]) << np.uint64(LOCAL_BITS)
+    theirs = (np.repeat(np.flatnonzero(~candidates).astype(np.uint64), per_doc[~candidates]) << np.uint64(LOCAL_BITS)
+              if with_documents else np.zeros(0, np.uint64))  # made only where written
     first = bucketed(hashes[own], docs << np.uint64(LOCAL_BITS) | places, parts)
-    second = bucketed(hashes[~own], theirs if with_documents else np.zeros(0, np.uint64), parts)
+    second = bucketed(hashes[~own], theirs, parts)
     return (np.concatenate([first[0], second[0]]),
             [memoryview(a.astype("<u8", copy=False)).cast("B") for a in (*first[1:], *second[1:])])  # not copied
 
@@ -253,7 +254,8 @@ def warm_up() -> None:
 
 
 def read_items(f, dtype: str, at: int, count: int) -> np.ndarray:
-    """Items [at, at + count) of 8 bytes of an open file, as a writable array (shorter at the file's end)."""
+    """Items [at, at + count) of 8 bytes of an open file, as a writable array (shorter at the file's end), read into
+    memory not zeroed first."""
     f.seek(8 * at)
-    data = bytearray(8 * count)
-    return np.frombuffer(data, dtype)[: f.readinto(data) // 8]
+    data = np.empty(count, dtype)
+    return data[: f.readinto(memoryview(data).cast("B")) // 8]
