@@ -538,6 +538,19 @@ MUTANTS = [
     Mutant("decontaminate-shared-by-one-document", "mlmprep.builder.contamination:held_by_two",  # sharing lost
            "np.repeat(docs[starts] != docs[ends - 1], ends - starts)", "np.repeat(docs[starts] == docs[ends - 1], ends - starts)",
            ("tests/builder/test_overlap.py::test_a_document_moved_to_training_can_take_another_with_it",)),
+    Mutant("staging-held-size-unchecked", "mlmprep.builder.staged:held_index",  # ids past a short file's end
+           "            or path.stat().st_size != 16 + 8 * count + 4 * tokens):", "            or False):",
+           ("tests/builder/test_sharded.py::test_a_changed_held_file_or_picks_file_is_a_one_line_error",)),
+    Mutant("staging-picks-unchecked", "mlmprep.builder.staged:side_picks",  # a number beyond the documents
+           "    if len(picks) and (int(picks.min()) < 0 or int(picks.max()) >= documents):", "    if False:",
+           ("tests/builder/test_sharded.py::test_a_changed_held_file_or_picks_file_is_a_one_line_error",)),
+    Mutant("decontaminate-held-ids-misplaced", "mlmprep.builder.staged:held_index",  # ids read from the lengths
+           "return lengths, 4 + 2 * count", "return lengths, 2 + 2 * count",
+           ("tests/builder/test_overlap.py::test_decontamination_moves_what_a_brute_force_reference_moves",)),
+    Mutant("decontaminate-moved-picks-are-validation", "mlmprep.builder.staged:side_picks",  # one file, two sides
+           'picks = picks[1 : 1 + count] if side == "validation" else picks[1 + count :]',
+           'picks = picks[1 : 1 + count]',
+           ("tests/builder/test_overlap.py::test_decontamination_moves_what_a_brute_force_reference_moves",)),
     Mutant("decontaminate-scratch-kept", "mlmprep.builder.run:BuildTasks.contamination_matches",  # staged till the end
            "        self.staging.drop(contamination.scratch_names(len(self.shards)))\n", "",
            ("tests/builder/test_overlap.py::test_the_partition_tasks_files_are_removed_once_they_are_done",)),

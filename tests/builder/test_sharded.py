@@ -613,3 +613,33 @@ def test_the_driver_reads_its_shards_in_small_batches_and_stages_what_a_worker_s
     shown = dedup_stats(Largest(), [task])["largest_clusters"]
     assert shown == [{"size": 2, "excerpt": excerpt(tiny_documents()[250])}]
     assert len(batches) > 10 and all(sum(b[:-1]) < 2000 for b in batches)
+
+
+def test_a_changed_held_file_or_picks_file_is_a_one_line_error(tmp_path):
+    """A shard's validation candidates' file (count, tokens, lengths, int32 ids) reads back as written, the ids where
+    it says; a head or a side's numbers other than written is a one-line CacheError naming the file, not rows read
+    from the wrong place."""
+    from mlmprep.builder.staged import held_bytes, held_index, picks_bytes, side_picks, write_atomic
+    from mlmprep.errors import CacheError
+
+    ids = [np.array([5, 6, 7], np.int32), np.array([8, 9], np.int32)]
+    held = tmp_path / "shard-000000.held"
+    write_atomic(held, held_bytes([(ids[0], np.array([1, 2])), (ids[1], np.array([2]))]))
+    lengths, first = held_index(held)
+    data = np.frombuffer(held.read_bytes(), "<i4")  # a head of 2 + 3 int64 items, then the 5 ids
+    assert lengths.tolist() == [1, 2, 2] and data[first:].tolist() == [5, 6, 7, 8, 9] and first == 10
+    picks = tmp_path / "shard-000000.validation"
+    picks.write_bytes(picks_bytes(np.array([0, 2]), np.array([1])))
+    assert side_picks(picks, "validation", 3).tolist() == [0, 2] and side_picks(picks, "moved", 3).tolist() == [1]
+    picks.write_bytes(picks_bytes(np.array([1, 2])))
+    assert side_picks(picks, "train", 3).tolist() == [1, 2]
+    whole = held.read_bytes()
+    for path, data, read in ((held, np.array([3, 6], "<i8").tobytes() + whole[16:], lambda: held_index(held)),  # 6 ids
+                             (held, whole[:32], lambda: held_index(held)),  # cut in the lengths
+                             (held, whole[:-4], lambda: held_index(held)),  # cut in the ids
+                             (picks, np.array([4, 0, 2], "<i8").tobytes(), lambda: side_picks(picks, "moved", 3)),
+                             (picks, np.array([1, 0, 3], "<i8").tobytes(), lambda: side_picks(picks, "moved", 3))):
+        path.write_bytes(data)
+        with pytest.raises(CacheError, match="staging directory was changed") as error:
+            read()
+        assert "\n" not in str(error.value) and path.name in str(error.value)
