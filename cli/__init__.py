@@ -41,8 +41,16 @@ def app_options(
     """Options of `mlmprep` itself, before the command."""
 
 
+NO_MATRICES = ("build", "remask", "inspect", "verify", "tokenizer", "cache")  # commands that multiply no matrices
+
+
 def main() -> None:
     as_package_main()
+    if sys.argv[1:2] and sys.argv[1] in NO_MATRICES:
+        # NumPy's OpenBLAS starts a thread per core as it is imported, which spins a while on a core of its own in
+        # every process that imports NumPy (here, the build's driver and its workers' server, which starts with
+        # this environment); these commands multiply no matrices. A value the user set is kept.
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     if sys.argv[1:2] == ["build"]:
         from mlmprep.cli.build import start_workers_before_parsing
 

@@ -697,6 +697,12 @@ MUTANTS = [
     Mutant("forkserver-skips-numba", "mlmprep.builder.pipeline",  # every worker loads Numba itself in phase 2
            "if in_forkserver():  # load", "if False:  # load",
            ("tests/builder/test_engine.py",)),
+    Mutant("worker-collector-off", "mlmprep.builder.engine.local:init_pool_worker",  # the server's collector stays off: cycles never freed
+           "    gc.freeze()\n    gc.enable()\n", "    gc.freeze()\n",
+           ("tests/builder/test_engine.py::test_build_workers_start_with_numba_loaded_once_in_the_forkserver",)),
+    Mutant("worker-walks-the-server-objects", "mlmprep.builder.engine.local:init_pool_worker",  # every collection walks Numba's objects
+           "    gc.freeze()\n    gc.enable()\n", "    gc.enable()\n",
+           ("tests/builder/test_engine.py::test_build_workers_start_with_numba_loaded_once_in_the_forkserver",)),
     Mutant("driver-loads-numba", "mlmprep.builder.mask:row_seed",  # slot seeds through a kernel: Numba in the driver at the barrier
            '    with np.errstate(over="ignore"):\n        return int(stream_key(',
            '    from mlmprep import _kernels\n\n    _kernels.warm_up()\n    with np.errstate(over="ignore"):\n        return int(stream_key(',
@@ -979,6 +985,15 @@ MUTANTS = [
     Mutant("out-inside-corpus", "mlmprep.builder.run:build",  # an --out inside a corpus directory is accepted
            "    destination.check_outside(cfg.corpus)\n", "    pass\n",
            ("tests/cli/test_build.py::test_an_out_inside_a_corpus_directory_is_refused",)),
+    Mutant("blas-threads-spin", "mlmprep.cli:main",  # NumPy's BLAS threads spin in the driver and the workers' server
+           '        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")\n', "        pass\n",
+           ("tests/cli/test_help.py::test_commands_that_multiply_no_matrices_start_numpy_without_blas_threads",)),
+    Mutant("blas-off-for-training", "mlmprep.cli",  # CPU training's matrix products on one BLAS thread
+           'NO_MATRICES = ("build",', 'NO_MATRICES = ("train", "compare-methods", "build",',
+           ("tests/cli/test_help.py::test_commands_that_multiply_no_matrices_start_numpy_without_blas_threads",)),
+    Mutant("blas-user-value-overridden", "mlmprep.cli:main",  # the user's OPENBLAS_NUM_THREADS replaced
+           '        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")\n', '        os.environ["OPENBLAS_NUM_THREADS"] = "1"\n',
+           ("tests/cli/test_help.py::test_commands_that_multiply_no_matrices_start_numpy_without_blas_threads",)),
     Mutant("worker-named-semaphores", "mlmprep.builder.engine.local:init_pool_worker",  # Numba's lock in a killed worker: the tracker warns
            '    multiprocessing.set_start_method("fork", force=True)\n', "",
            ("tests/builder/test_engine.py::test_a_worker_killed_after_masking_leaves_the_resource_tracker_nothing_to_warn_about",)),

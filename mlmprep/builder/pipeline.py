@@ -26,7 +26,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import functools
-import gc
 import os
 import shutil
 import sys
@@ -730,6 +729,3 @@ if in_forkserver():  # load tokenizers, Numba and its compiler once, for every w
             del sys.modules[name]
     if os.environ.get(PRELOAD_TOKENIZER):
         preload_tokenizer(os.environ[PRELOAD_TOKENIZER])  # loading starts no tokenizer threads
-    # What the server loaded (mostly Numba's objects) lives as long as the workers: their garbage
-    # collections leave it alone, rather than walk it at every full collection and copy its pages.
-    gc.freeze()

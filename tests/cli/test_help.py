@@ -5,6 +5,7 @@ checked in tests/repo/test_docs.py)."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -264,3 +265,31 @@ def test_every_flag_a_config_file_can_set_the_command_line_can_unset(words):
     `deterministic: true` is turned off for one run with --no-deterministic)."""
     one_way = [p.opts[0] for p in command(*words).params if getattr(p, "is_flag", False) and not p.secondary_opts]
     assert one_way == []
+
+
+BLAS_IN_CHILD = """
+import os, sys
+from mlmprep.cli import main
+sys.argv = ["mlmprep", *sys.argv[1:], "--help"]
+try:
+    main()
+except SystemExit:
+    pass
+print(os.environ.get("OPENBLAS_NUM_THREADS"), file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize(("words", "given", "expected"), [
+    (("build",), None, "1"), (("inspect",), None, "1"), (("tokenizer", "train"), None, "1"),
+    (("train",), None, "None"), (("compare-methods",), None, "None"), (("build",), "4", "4"),
+])
+def test_commands_that_multiply_no_matrices_start_numpy_without_blas_threads(words, given, expected):
+    """NumPy's OpenBLAS threads spin on a core of their own after the import; commands that multiply no matrices
+    (the build's driver, and its workers' server, which inherits the environment) start with one BLAS thread,
+    training keeps them all, and a value the user set is kept."""
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if given is not None:
+        env["OPENBLAS_NUM_THREADS"] = given
+    done = subprocess.run([sys.executable, "-c", BLAS_IN_CHILD, *words], capture_output=True, text=True, env=env,
+                          timeout=120)
+    assert done.stderr.strip().splitlines()[-1] == expected, done.stderr

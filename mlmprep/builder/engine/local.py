@@ -3,6 +3,7 @@ the pipeline once, with the driver running tasks itself while they start; a dead
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import multiprocessing.connection
 import os
@@ -298,6 +299,10 @@ def init_pool_worker(driver: int, started: Any) -> None:
     """A pool worker's start-up: ignore Ctrl-C (the driver stops the workers itself), end with the driver even if it
     is killed (a pool's workers would wait for work forever), keep the task-start queue."""
     global STARTED
+    # What the server loaded lives as long as the worker: frozen, it is left out of every collection (which would
+    # walk it, and copy its pages from the server's); the collector the server kept off is turned on.
+    gc.freeze()
+    gc.enable()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     sys.excepthook = sys.__excepthook__  # not the server's
     # Numba's threading layer takes a lock from the default context as it starts. A "fork" one is anonymous;
@@ -372,3 +377,7 @@ def quiet_when_hung_up(kind: type[BaseException], value: BaseException, tb: Any)
 
 if in_forkserver():
     sys.excepthook = quiet_when_hung_up
+    # The server imports the tasks' module next (Numba, PyArrow, tokenizers), objects that live as long as the
+    # workers: with the collector off, its full collections do not walk them again and again as they load,
+    # before the first worker can start. Each worker turns it on (init_pool_worker).
+    gc.disable()
