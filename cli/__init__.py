@@ -46,6 +46,7 @@ NO_MATRICES = ("build", "remask", "inspect", "verify", "tokenizer", "cache")  # 
 
 def main() -> None:
     as_package_main()
+    gc.set_threshold(mlmprep.GC_YOUNG, *gc.get_threshold()[1:])
     if sys.argv[1:2] and sys.argv[1] in NO_MATRICES:
         # NumPy's OpenBLAS starts a thread per core as it is imported, which spins a while on a core of its own in
         # every process that imports NumPy (here, the build's driver and its workers' server, which starts with

@@ -698,10 +698,10 @@ MUTANTS = [
            "if in_forkserver():  # load", "if False:  # load",
            ("tests/builder/test_engine.py",)),
     Mutant("worker-collector-off", "mlmprep.builder.engine.local:init_pool_worker",  # the server's collector stays off: cycles never freed
-           "    gc.freeze()\n    gc.enable()\n", "    gc.freeze()\n",
+           "    gc.enable()\n", "",
            ("tests/builder/test_engine.py::test_build_workers_start_with_numba_loaded_once_in_the_forkserver",)),
     Mutant("worker-walks-the-server-objects", "mlmprep.builder.engine.local:init_pool_worker",  # every collection walks Numba's objects
-           "    gc.freeze()\n    gc.enable()\n", "    gc.enable()\n",
+           "    gc.freeze()\n", "",
            ("tests/builder/test_engine.py::test_build_workers_start_with_numba_loaded_once_in_the_forkserver",)),
     Mutant("driver-loads-numba", "mlmprep.builder.mask:row_seed",  # slot seeds through a kernel: Numba in the driver at the barrier
            '    with np.errstate(over="ignore"):\n        return int(stream_key(',
@@ -985,6 +985,12 @@ MUTANTS = [
     Mutant("out-inside-corpus", "mlmprep.builder.run:build",  # an --out inside a corpus directory is accepted
            "    destination.check_outside(cfg.corpus)\n", "    pass\n",
            ("tests/cli/test_build.py::test_an_out_inside_a_corpus_directory_is_refused",)),
+    Mutant("cli-collects-at-700", "mlmprep.cli:main",  # the CLI's collector walks every import's objects again and again
+           "    gc.set_threshold(mlmprep.GC_YOUNG, *gc.get_threshold()[1:])\n", "",
+           ("tests/cli/test_help.py::test_commands_that_multiply_no_matrices_start_numpy_without_blas_threads",)),
+    Mutant("worker-collects-at-700", "mlmprep.builder.engine.local:init_pool_worker",  # a worker collects every 700 objects
+           "    gc.set_threshold(mlmprep.GC_YOUNG, *gc.get_threshold()[1:])\n", "",
+           ("tests/builder/test_engine.py::test_build_workers_start_with_numba_loaded_once_in_the_forkserver",)),
     Mutant("blas-threads-spin", "mlmprep.cli:main",  # NumPy's BLAS threads spin in the driver and the workers' server
            '        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")\n', "        pass\n",
            ("tests/cli/test_help.py::test_commands_that_multiply_no_matrices_start_numpy_without_blas_threads",)),

@@ -273,13 +273,16 @@ def numba_in_worker(_: int) -> tuple[bool, bool, bool, bool, bool]:
     """(whether Numba's compiler was started before this task, whether the kernels were loaded, whether
     scipy.linalg and cffi are importable as usual, whether what the first tasks would import was there,
     whether the server spared itself tqdm, which only the driver's bar uses, and froze what it loaded out of
-    the worker's garbage collections, with the worker's collector on) in a worker."""
+    the worker's garbage collections, with the worker's collector on at mlmprep's threshold) in a worker."""
     import gc
 
     numba_loaded = "numba" in sys.modules
     first_imports = ("mlmprep.progress", "fsspec.implementations.local", "numpy.ma", "pyarrow")  # first tasks' imports
     progress_loaded = all(name in sys.modules for name in first_imports)
-    no_tqdm = "tqdm" not in sys.modules and gc.get_freeze_count() > 0 and gc.isenabled()
+    import mlmprep
+
+    no_tqdm = ("tqdm" not in sys.modules and gc.get_freeze_count() > 0 and gc.isenabled()
+               and gc.get_threshold()[0] == mlmprep.GC_YOUNG)
     from mlmprep.builder import _dedup_kernels as dedup
     from mlmprep.builder import _kernels
 

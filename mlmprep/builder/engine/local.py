@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 
 import psutil
 
+import mlmprep
 from mlmprep.builder.engine.base import Engine, TaskFailed, TaskRun, attempt, name
 from mlmprep.format.scratch import multiprocessing_in_scratch
 
@@ -302,6 +303,7 @@ def init_pool_worker(driver: int, started: Any) -> None:
     # What the server loaded lives as long as the worker: frozen, it is left out of every collection (which would
     # walk it, and copy its pages from the server's); the collector the server kept off is turned on.
     gc.freeze()
+    gc.set_threshold(mlmprep.GC_YOUNG, *gc.get_threshold()[1:])
     gc.enable()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     sys.excepthook = sys.__excepthook__  # not the server's
