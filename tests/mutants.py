@@ -772,7 +772,7 @@ MUTANTS = [
            "            while in_driver is not None and submitter.is_alive():\n",
            ("tests/builder/test_engine.py",)),
     Mutant("workers-rerun-the-script", "mlmprep.cli:main",  # each worker imports the whole CLI again at its start
-           "    as_package_main()\n    if sys.argv", "    if sys.argv", ("tests/builder/test_engine.py",)),
+           "    as_package_main()\n    gc.set_threshold", "    gc.set_threshold", ("tests/builder/test_engine.py",)),
     Mutant("files-wait-for-every-shard", "mlmprep.builder.outputs:OutputFiles.shard_done",  # phase 2 starts only once phase 1 is over
            "        while self.needs(len(self.tasks) + 1) <= self.offsets[-1]:\n",
            "        while False:\n", ("tests/builder/test_sharded.py",)),
