@@ -72,7 +72,7 @@ CODECS = {  # what a published corpus uses: gzip -6, zstd -3, bzip2 -9, xz -6
 
 TOKENIZE_ONLY = """
 import os, sys
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # as mlmprep build starts: no BLAS threads spinning after NumPy's import
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # as mlmprep build starts: no BLAS threads spinning
 from mlmprep.tokenizer.load import load_tokenizer
 tok = load_tokenizer(sys.argv[1])
 batch, size = [], 0
