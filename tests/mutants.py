@@ -67,6 +67,8 @@ MUTANTS = [
     Mutant("store-attempts-fixed", "mlmprep.storage:attempts_per_request",  # AWS_MAX_ATTEMPTS does not act
            "    return int(given) if given.isdigit() and int(given) > 0 else RETRIES", "    return RETRIES",
            ("tests/test_storage_faults.py::test_a_long_outage_is_one_line_and_the_next_build_takes_the_lock_over",)),
+    Mutant("store-no-retries", "mlmprep.storage", "RETRIES = 5", "RETRIES = 1",  # a short outage fails a build
+           ("tests/test_storage_faults.py::test_a_short_outage_mid_upload_is_retried_quietly",)),
     Mutant("store-expect-kept", "mlmprep.storage:send_without_expect",  # uploads wait for "100 Continue" for ever
            '    request.headers.pop("Expect", None)', "    pass",
            ("tests/test_storage_faults.py::test_a_store_gone_silent_is_one_line_after_the_read_timeout",
