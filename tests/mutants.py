@@ -525,7 +525,7 @@ MUTANTS = [
     Mutant("decontaminate-kernels-loaded-in-each-worker", "mlmprep.builder.pipeline",  # each worker loads them
            "        contamination.warm_up()  # what a default", "        pass  # what a default",
            ("tests/builder/test_engine.py::test_build_workers_start_with_numba_loaded_once_in_the_forkserver",)),
-    Mutant("decontaminate-staged-size-unchecked", "mlmprep.builder.contamination:range_records",  # a short file
+    Mutant("decontaminate-staged-size-unchecked", "mlmprep.builder.contamination:mapped_hashes",  # a short file
            "or size != int(sections.sum())):", "or False):",
            ("tests/builder/test_overlap.py::test_a_changed_staged_file_of_decontamination_is_a_one_line_error",)),
     Mutant("decontaminate-staged-references-unchecked", "mlmprep.builder.contamination:range_records",  # any document

@@ -28,9 +28,11 @@ token of every document (16 with --dedup near), 16 per one of a validation candi
 
 from __future__ import annotations
 
+import mmap
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -126,18 +128,19 @@ def range_matches(task: MatchTask) -> dict[str, dict[str, np.ndarray]]:
     range found in training (`documents`, `places`) and those not found whose hash two or more validation documents
     hold (`shared_hashes`, `shared_documents`, `shared_places`); documents by global number."""
     fates = staged_fates(task.layout, task.bases[-1])
-    return {kind: kind_matches(task, kind, fates) for kind in kinds(task.layout.cfg)}
+    files = [mapped_hashes(task.layout, s) for s in range(len(task.bases) - 1)]
+    return {kind: kind_matches(task, kind, fates, files) for kind in kinds(task.layout.cfg)}
 
 
-def kind_matches(task: MatchTask, kind: str, all_fates: np.ndarray) -> dict[str, np.ndarray]:
-    """range_matches of one kind of hashes, given every document's fate."""
+def kind_matches(task: MatchTask, kind: str, all_fates: np.ndarray, files: list[MappedHashes]) -> dict[str, np.ndarray]:
+    """range_matches of one kind of hashes, given every document's fate and every shard's staged file."""
     from mlmprep.builder import _dedup_kernels as kernels
 
     layout, bases, p = task.layout, task.bases, task.partition
     keys, docs, places, trained = [], [], [], []
     for s in range(len(bases) - 1):  # the validation candidates' hashes of the range
         fates = all_fates[bases[s] : bases[s + 1]]
-        hashes, refs = range_records(layout, s, kind, p, bases[s + 1] - bases[s], candidates=True)
+        hashes, refs = range_records(files[s], layout, kind, p, bases[s + 1] - bases[s], candidates=True)
         doc = (refs >> np.uint64(LOCAL_BITS)).astype(np.int64)
         fate = fates[doc]
         keys.append(hashes[fate == VALIDATION])
@@ -153,7 +156,7 @@ def kind_matches(task: MatchTask, kind: str, all_fates: np.ndarray) -> dict[str,
         kernels.mark_found(hashes, table, found)
     near = layout.cfg.dedup == "near"
     for s in range(len(bases) - 1):  # training's, one shard at a time
-        hashes, refs = range_records(layout, s, kind, p, bases[s + 1] - bases[s], candidates=False)
+        hashes, refs = range_records(files[s], layout, kind, p, bases[s + 1] - bases[s], candidates=False)
         if near:  # only the documents left in training count
             hashes = hashes[all_fates[bases[s] : bases[s + 1]][
                 (refs >> np.uint64(LOCAL_BITS)).astype(np.int64)] == TRAIN]
@@ -186,29 +189,48 @@ def staged_fates(layout: Layout, documents: int) -> np.ndarray:
     return fates
 
 
-def range_records(layout: Layout, s: int, kind: str, p: int, documents: int,
-                  candidates: bool) -> tuple[np.ndarray, np.ndarray]:
-    """(hashes, references) of partition p of the candidates' or the others' records of `kind` in shard s's staged
-    file, checked against the file's own index and the shard's `documents` (the references may be empty). One open
-    of the file: a task reads every shard's, so their count, not their size, sets its time on small builds."""
+@dataclass(frozen=True)
+class MappedHashes:
+    """A shard's staged hashes as a partition task reads them: the file mapped (copy-on-write: nothing a task does
+    reaches the file, and nothing is copied in before it is read), and its index, checked against its size."""
+
+    path: Path
+    index: np.ndarray  # int64 [kinds, 2, parts + 1] (see staged_records)
+    items: np.ndarray  # the file's 8-byte items, the index's last
+
+
+def mapped_hashes(layout: Layout, s: int) -> MappedHashes:
+    """Shard s's staged hashes, mapped, its index checked against the file's size. One open of the file for every
+    kind and side: a task reads every shard's, so their count, not their size, sets its time on small builds."""
     path = layout.staged(f"shard-{s:06d}.{HASHES}")
     parts, near, staged = layout.partitions, layout.cfg.dedup == "near", kinds(layout.cfg)
     width = 2 * (parts + 1) * len(staged)
     with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size // 8 - width
-        index = read_items(f, "<i8", max(size, 0), width)  # at the file's end
-        index = index.reshape(-1, 2, parts + 1) if len(index) == width else np.zeros((0, 2, 1), np.int64)
-        mine, theirs = index[:, 0], index[:, 1]
-        sections = 2 * mine[:, -1] + (2 if near else 1) * theirs[:, -1]
-        if (len(index) != len(staged) or np.any(mine[:, 0] != 0) or np.any(theirs[:, 0] != 0)
-                or np.any(np.diff(mine) < 0) or np.any(np.diff(theirs) < 0) or size != int(sections.sum())):
-            raise changed(path, f"its index of {parts} partitions of {len(staged)} kinds does not match its {size} "
-                                "hashes and references")
-        first, refs_at, count = records_at(index, near, staged.index(kind), candidates, p)
-        hashes = read_items(f, "<u8", first, count)
-        refs = read_items(f, "<u8", refs_at, count) if candidates or near else np.zeros(0, np.uint64)
+        count = os.fstat(f.fileno()).st_size // 8
+        items = (np.frombuffer(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY), "<u8", count=count) if count
+                 else np.zeros(0, "<u8"))
+    size = count - width
+    index = items[max(size, 0) :].view("<i8")  # at the file's end
+    index = index.reshape(-1, 2, parts + 1) if len(index) == width else np.zeros((0, 2, 1), np.int64)
+    mine, theirs = index[:, 0], index[:, 1]
+    sections = 2 * mine[:, -1] + (2 if near else 1) * theirs[:, -1]
+    if (len(index) != len(staged) or np.any(mine[:, 0] != 0) or np.any(theirs[:, 0] != 0)
+            or np.any(np.diff(mine) < 0) or np.any(np.diff(theirs) < 0) or size != int(sections.sum())):
+        raise changed(path, f"its index of {parts} partitions of {len(staged)} kinds does not match its {max(size, 0)} "
+                            "hashes and references")
+    return MappedHashes(path, index, items)
+
+
+def range_records(file: MappedHashes, layout: Layout, kind: str, p: int, documents: int,
+                  candidates: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(hashes, references) of partition p of the candidates' or the others' records of `kind` in a shard's staged
+    `file`, the references checked against the shard's `documents` (they may be empty)."""
+    near = layout.cfg.dedup == "near"
+    first, refs_at, count = records_at(file.index, near, kinds(layout.cfg).index(kind), candidates, p)
+    hashes = file.items[first : first + count]
+    refs = file.items[refs_at : refs_at + count] if candidates or near else np.zeros(0, np.uint64)
     if np.any((refs >> np.uint64(LOCAL_BITS)) >= np.uint64(documents)):
-        raise changed(path, f"a record names a document beyond its {documents}")
+        raise changed(file.path, f"a record names a document beyond its {documents}")
     return hashes, refs
 
 
@@ -251,11 +273,3 @@ def warm_up() -> None:
     table = np.zeros(16, np.uint64)
     kernels.key_slots(np.ones(1, np.uint64), table, np.empty(1, np.int64))
     kernels.mark_found(np.ones(1, np.uint64), table, np.zeros(table.size + 1, bool))
-
-
-def read_items(f, dtype: str, at: int, count: int) -> np.ndarray:
-    """Items [at, at + count) of 8 bytes of an open file, as a writable array (shorter at the file's end), read into
-    memory not zeroed first."""
-    f.seek(8 * at)
-    data = np.empty(count, dtype)
-    return data[: f.readinto(memoryview(data).cast("B")) // 8]
