@@ -563,6 +563,13 @@ MUTANTS = [
     Mutant("decontaminate-zero-hash-empty", "mlmprep.builder._dedup_kernels:key_slots",  # the hash 0 taken for empty
            "        if h == 0:\n            slots[i] = table.size\n            continue\n", "",
            ("tests/builder/test_overlap.py::test_the_driver_holds_counts_not_hashes_and_moves_what_matching_every_hash_at_once_moves",)),
+    Mutant("decontaminate-filter-unset", "mlmprep.builder._dedup_kernels:key_slots",  # every training hash let pass
+           "        bits[b >> np.uint64(6)] |= np.uint64(1) << (b & np.uint64(63))\n", "",
+           ("tests/builder/test_overlap.py::test_the_driver_holds_counts_not_hashes_and_moves_what_matching_every_hash_at_once_moves",)),
+    Mutant("decontaminate-filter-other-bit", "mlmprep.builder._dedup_kernels:mark_found",  # a neighbour's bit tested
+           "if (bits[b >> np.uint64(6)] >> (b & np.uint64(63))) & np.uint64(1) == 0:",
+           "if (bits[b >> np.uint64(6)] >> ((b + np.uint64(1)) & np.uint64(63))) & np.uint64(1) == 0:",
+           ("tests/builder/test_overlap.py::test_the_driver_holds_counts_not_hashes_and_moves_what_matching_every_hash_at_once_moves",)),
     Mutant("decontaminate-bucket-unstable", "mlmprep.builder._dedup_kernels:bucket_records",  # references mixed up
            "            out_refs[at[p]] = refs[i]", "            out_refs[at[p]] = refs[keys.size - 1 - i]",
            ("tests/builder/test_overlap.py::test_the_driver_holds_counts_not_hashes_and_moves_what_matching_every_hash_at_once_moves",)),

@@ -23,6 +23,7 @@ FNV_PRIME = np.uint64(0x100000001B3)
 SHINGLE_TAG = np.uint64(0x5B1E_6A7E_D0C5_0001)  # starts the chain of a shingle's word hashes
 BAND_TAG = np.uint64(0xBA2D_5EED_0000_0001)
 WINDOW_BASE = np.uint64(0x100000001B3)  # odd: the rolling hashes of token windows and word n-grams
+FILTER_MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)  # odd (2**64 / the golden ratio): a key's place in a key filter
 
 mix64 = register_jitable(inline="always")(randomness.mix64)
 
@@ -440,15 +441,29 @@ def bucket_records(keys, refs, parts, offsets, out_keys, out_refs):
 
 
 @njit(cache=True, nogil=True)
-def key_slots(keys, table, slots):
+def _filter_shift(bits):
+    """How far a key's product with FILTER_MULTIPLIER is shifted to give its place among the 64 * bits.size (a power
+    of two) bits of a key filter."""
+    width = 0
+    while (np.uint64(1) << np.uint64(width)) < np.uint64(64 * bits.size):
+        width += 1
+    return np.uint64(64 - width)
+
+
+@njit(cache=True, nogil=True)
+def key_slots(keys, table, slots, bits):
     """Insert every key into `table` (uint64 open addressing, a power of two in size, 0: empty; linear probing,
-    at most half full: the caller sizes it) and note each one's slot in `slots`; the key 0 has slot table.size."""
+    at most half full: the caller sizes it) and note each one's slot in `slots`; the key 0 has slot table.size.
+    Each key also sets its bit of `bits` (uint64 words, a power of two of them), the filter mark_found tests first."""
     mask = np.uint64(table.size - 1)
+    shift = _filter_shift(bits)
     for i in range(keys.size):
         h = keys[i]
         if h == 0:
             slots[i] = table.size
             continue
+        b = (h * FILTER_MULTIPLIER) >> shift
+        bits[b >> np.uint64(6)] |= np.uint64(1) << (b & np.uint64(63))
         j = h & mask  # the keys are SplitMix64 outputs: their low bits are as good as any
         while table[j] != 0 and table[j] != h:
             j = (j + np.uint64(1)) & mask
@@ -457,13 +472,18 @@ def key_slots(keys, table, slots):
 
 
 @njit(cache=True, nogil=True)
-def mark_found(keys, table, found):
+def mark_found(keys, table, found, bits):
     """found[slot] = True for the slot of every key of `keys` that `table` holds (key_slots); the others are let
-    be: one probe or a few each."""
+    be. A key whose bit of `bits` (key_slots') is clear is not in the table: most of them, tested in a filter of
+    32 bits or more per key that stays in cache, where the table's probes would miss it."""
     mask = np.uint64(table.size - 1)
+    shift = _filter_shift(bits)
     for h in keys:
         if h == 0:
             found[table.size] = True
+            continue
+        b = (h * FILTER_MULTIPLIER) >> shift
+        if (bits[b >> np.uint64(6)] >> (b & np.uint64(63))) & np.uint64(1) == 0:
             continue
         j = h & mask
         while table[j] != 0:

@@ -20,10 +20,10 @@ A file per shard of every kind, and one of fates for all, since on a small build
 than writing their bytes.
 
 Partitions: --dedup-partitions, or without it one per PARTITION_BYTES of the corpus, 1 to PARTITIONS (partitions;
-Layout.partitions). A task holds its range of the validation candidates'
-hashes (16 bytes each, and a table of 16 to 32 bytes per hash) and one shard's range of training's. Staged until
-the tasks are done, in the build's staging directory (removed with it on any failure): 8 bytes per n-gram and per
-token of every document (16 with --dedup near), 16 per one of a validation candidate, and a byte per document.
+Layout.partitions). A task holds its range of the validation candidates' hashes (16 bytes each, and a table and its
+filter of 20 to 40 bytes per hash) and one shard's range of training's. Staged until the tasks are done, in the
+build's staging directory (removed with it on any failure): 8 bytes per n-gram and per token of every document (16
+with --dedup near), 16 per one of a validation candidate, and a byte per document.
 """
 
 from __future__ import annotations
@@ -149,18 +149,19 @@ def kind_matches(task: MatchTask, kind: str, all_fates: np.ndarray, files: list[
         trained.append(hashes[fate == TRAIN])
     keys, docs, places = (np.concatenate(a) for a in (keys, docs, places))
     table = np.zeros(1 << max(int(2 * len(keys)).bit_length(), 4), np.uint64)  # at most half full
+    bits = np.zeros(table.size // 4, np.uint64)  # 16 filter bits a slot: 32 or more a key
     slots = np.empty(len(keys), np.int64)
-    kernels.key_slots(keys, table, slots)
+    kernels.key_slots(keys, table, slots, bits)
     found = np.zeros(table.size + 1, bool)
     for hashes in trained:
-        kernels.mark_found(hashes, table, found)
+        kernels.mark_found(hashes, table, found, bits)
     near = layout.cfg.dedup == "near"
     for s in range(len(bases) - 1):  # training's, one shard at a time
         hashes, refs = range_records(files[s], layout, kind, p, bases[s + 1] - bases[s], candidates=False)
         if near:  # only the documents left in training count
             hashes = hashes[all_fates[bases[s] : bases[s + 1]][
                 (refs >> np.uint64(LOCAL_BITS)).astype(np.int64)] == TRAIN]
-        kernels.mark_found(hashes, table, found)
+        kernels.mark_found(hashes, table, found, bits)
     hit = found[slots]
     shared = ~hit & held_by_two(slots, docs)
     return {"documents": docs[hit], "places": places[hit], "shared_hashes": keys[shared],
@@ -270,6 +271,6 @@ def warm_up() -> None:
 
     text_ngrams(*joined_bytes([b"a b"]))
     window_hashes(np.zeros(MATCH_TOKENS, np.int32), np.array([MATCH_TOKENS], np.int64))
-    table = np.zeros(16, np.uint64)
-    kernels.key_slots(np.ones(1, np.uint64), table, np.empty(1, np.int64))
-    kernels.mark_found(np.ones(1, np.uint64), table, np.zeros(table.size + 1, bool))
+    table, bits = np.zeros(16, np.uint64), np.zeros(4, np.uint64)
+    kernels.key_slots(np.ones(1, np.uint64), table, np.empty(1, np.int64), bits)
+    kernels.mark_found(np.ones(1, np.uint64), table, np.zeros(table.size + 1, bool), bits)
