@@ -3,6 +3,7 @@ function, and how to time and measure a child process."""
 
 from __future__ import annotations
 
+import statistics
 import subprocess
 import time
 from collections.abc import Callable
@@ -52,18 +53,31 @@ def best_seconds(fn: Callable[[], object], repeats: int) -> float:
 
 def best_of_each(fns: dict[str, Callable[[], object]], repeats: int,
                  clock: Callable[[], float] = time.perf_counter) -> dict[str, float]:
-    """best_seconds of each function, timed in turn (a, b, a, b, ...), so that a shared machine whose speed
-    drifts during the run slows all of them alike and their ratio stays fair; `clock`: wall time, or
-    time.process_time for the CPU time of this process's threads (a loaded machine's wall time is noise)."""
+    """best_seconds of each function, timed in turn (times_in_turn)."""
+    return {name: min(t) for name, t in times_in_turn(fns, repeats, clock).items()}
+
+
+def times_in_turn(fns: dict[str, Callable[[], object]], rounds: int,
+                  clock: Callable[[], float] = time.perf_counter) -> dict[str, list[float]]:
+    """Each function's seconds in each of `rounds` rounds, after one untimed warm-up of each, the functions timed in
+    turn (a, b, a, b, ...), so that a shared machine whose speed drifts during the run slows all of them alike and
+    their ratio stays fair; `clock`: wall time, or time.process_time for the CPU time of this process's threads (a
+    loaded machine's wall time is noise)."""
     for fn in fns.values():
         fn()
     times: dict[str, list[float]] = {name: [] for name in fns}
-    for _ in range(repeats):
+    for _ in range(rounds):
         for name, fn in fns.items():
             start = clock()
             fn()
             times[name].append(clock() - start)
-    return {name: min(t) for name, t in times.items()}
+    return times
+
+
+def median_ratio(times: dict[str, list[float]], name: str, base: str) -> float:
+    """The median over the rounds of times_in_turn of `name`'s seconds over `base`'s in the same round: a cost of a
+    few percent that the best of each, taken apart, would let one lucky run hide or invent."""
+    return statistics.median(a / b for a, b in zip(times[name], times[base]))
 
 
 class Run(NamedTuple):
