@@ -863,6 +863,9 @@ MUTANTS = [
     Mutant("compressed-file-decompressed-whole", "mlmprep.corpus.streams:_whole_lines",  # a worker holds the whole text
            "            block = f.read(STREAM_BYTES)", "            block = f.read()",
            ("tests/corpus/test_compressed.py::test_peak_memory_does_not_grow_with_the_compressed_file",)),
+    Mutant("one-process-shards-as-a-workers", "mlmprep.builder.engine.base:Engine.shard_bytes",  # 24 tasks' costs
+           "(TASKS_PER_WORKER * parallelism if parallelism > 1 else 1)", "(TASKS_PER_WORKER * parallelism)",
+           ("tests/builder/test_engine.py::test_one_process_reads_a_corpus_in_as_few_shards_as_their_memory_allows",)),
     Mutant("shards-grow-with-the-corpus", "mlmprep.builder.engine.base:Engine.shard_bytes",  # readers' memory unbounded
            "min(MAX_SHARD_BYTES, max(256 << 10, even))", "min(64 << 20, max(256 << 10, even))",
            ("tests/builder/test_engine.py::"

@@ -792,6 +792,15 @@ def test_describe_names_the_engine():
     assert RayEngine(ray_address="10.0.0.1:6379").describe() == "ray (10.0.0.1:6379)"
 
 
+def test_one_process_reads_a_corpus_in_as_few_shards_as_their_memory_allows():
+    """With one process there is no last round of tasks to even out among workers: each task's fixed cost is paid
+    as few times as the cap on a shard's size lets it be, where workers get 24 tasks each."""
+    one, two = LocalEngine(workers=1), LocalEngine(workers=2)
+    assert one.shard_bytes(3_000_000) == 3_000_000 and one.shard_bytes(12_000_000) == 4 << 20
+    assert one.shard_bytes(100_000) == 256 << 10 and one.shard_bytes(12_000_000, given=5000) == 5000
+    assert two.shard_bytes(12_000_000) == 12_000_000 // 48
+
+
 @pytest.mark.parametrize("engine", [LocalEngine(workers=2), LocalEngine(workers=16), RayEngine(workers=64)])
 def test_a_large_corpus_is_read_in_shards_of_at_most_4_mib_so_a_readers_memory_is_not_set_by_the_corpus(
         tmp_path, engine):

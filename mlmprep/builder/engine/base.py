@@ -75,9 +75,11 @@ class Engine(ABC):
 
     def shard_bytes(self, input_bytes: int, given: int = 0) -> int:
         """Input bytes per reading task: `given` (--shard-bytes), or TASKS_PER_WORKER tasks per worker, so that the
-        last round of uneven shards leaves workers idle briefly; at least 256 KiB (every task has a fixed cost of its
-        own) and at most MAX_SHARD_BYTES (a task's memory grows with its shard)."""
-        even = input_bytes // (TASKS_PER_WORKER * self.parallelism())
+        last round of uneven shards leaves workers idle briefly (with one process there is no last round to even out:
+        as few tasks as can be); at least 256 KiB (every task has a fixed cost of its own) and at most MAX_SHARD_BYTES
+        (a task's memory grows with its shard)."""
+        parallelism = self.parallelism()
+        even = input_bytes // (TASKS_PER_WORKER * parallelism if parallelism > 1 else 1)
         return given or int(min(MAX_SHARD_BYTES, max(256 << 10, even)))
 
     def driver_threads(self, threads: int) -> int:
