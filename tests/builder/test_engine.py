@@ -798,7 +798,7 @@ def test_one_process_reads_a_corpus_in_as_few_shards_as_their_memory_allows():
     one, two = LocalEngine(workers=1), LocalEngine(workers=2)
     assert one.shard_bytes(3_000_000) == 3_000_000 and one.shard_bytes(12_000_000) == 4 << 20
     assert one.shard_bytes(100_000) == 256 << 10 and one.shard_bytes(12_000_000, given=5000) == 5000
-    assert two.shard_bytes(12_000_000) == 12_000_000 // 48
+    assert two.shard_bytes(24_000_000) == 24_000_000 // 48
 
 
 @pytest.mark.parametrize("engine", [LocalEngine(workers=2), LocalEngine(workers=16), RayEngine(workers=64)])
