@@ -137,11 +137,12 @@ def train_one(trainer: str, train: list[str], vocab: int):
 
     import sentencepiece as spm
 
-    from mlmprep.tokenizer.unigram import unigram_options
+    from mlmprep.tokenizer.unigram import SPM_OPTIONS, seed_pieces
 
     model = io.BytesIO()
     spm.SentencePieceTrainer.train(sentence_iterator=iter(train), model_writer=model, vocab_size=vocab,
-                                   **{**unigram_options(vocab), "minloglevel": 2})
+                                   **{**SPM_OPTIONS, "minloglevel": 2,
+                                      "seed_sentencepiece_size": seed_pieces(vocab, sum(map(len, train)))})
     sp = spm.SentencePieceProcessor(model_proto=model.getvalue())
     return lambda texts: sum(map(len, sp.encode(texts))), sp.get_piece_size()
 

@@ -1099,11 +1099,17 @@ MUTANTS = [
            "shrinking_factor=SHRINK, ", "", ("tests/builder/test_tokenizer_training.py",)),
     Mutant("unigram-shrink-reverted", "mlmprep.tokenizer.unigram",  # the progress counts 0.75's rounds, trained so
            "SHRINK = 0.6 ", "SHRINK = 0.75 ", ("tests/builder/test_tokenizer_training.py",)),
-    Mutant("unigram-seeds-as-sentencepiece-seeds", "mlmprep.tokenizer.unigram:unigram_options",  # 1,000,000: slower
-           '"seed_sentencepiece_size": max(SEED_PIECES, SEEDS_PER_PIECE * n_pieces)', '"minloglevel": 0',
+    Mutant("unigram-seeds-as-sentencepiece-seeds", "mlmprep.tokenizer.unigram:main",  # 1,000,000: slower
+           'options.setdefault("seed_sentencepiece_size"', 'options.get("seed_sentencepiece_size"',
            ("tests/builder/test_tokenizer_training.py",)),
-    Mutant("unigram-seeds-whatever-the-vocabulary", "mlmprep.tokenizer.unigram:unigram_options",  # too few for 64k
-           "max(SEED_PIECES, SEEDS_PER_PIECE * n_pieces)", "SEED_PIECES", ("tests/builder/test_tokenizer_training.py",)),
+    Mutant("unigram-seeds-whatever-the-vocabulary", "mlmprep.tokenizer.unigram:seed_pieces",  # too few for 64k
+           "max(SEEDS_PER_PIECE * n_pieces, min(SEED_PIECES, chars // CHARS_PER_SEED))",
+           "min(SEED_PIECES, chars // CHARS_PER_SEED)", ("tests/builder/test_tokenizer_training.py",)),
+    Mutant("unigram-seeds-whatever-the-sample", "mlmprep.tokenizer.unigram:seed_pieces",  # small samples: slower, worse
+           "min(SEED_PIECES, chars // CHARS_PER_SEED)", "SEED_PIECES", ("tests/builder/test_tokenizer_training.py",)),
+    Mutant("unigram-seeds-by-the-sentences", "mlmprep.tokenizer.unigram:main",  # their count, not their characters
+           "seed_pieces(int(n_pieces), sum(map(len, sentences)))", "seed_pieces(int(n_pieces), len(sentences))",
+           ("tests/builder/test_tokenizer_training.py",)),
     Mutant("unigram-two-em-rounds-a-pruning", "mlmprep.tokenizer.unigram",  # SentencePiece's 2: a third more CPU
            "num_sub_iterations=1,", "num_sub_iterations=2,", ("tests/builder/test_tokenizer_training.py",)),
     Mutant("unigram-blank-sample-sent-to-the-trainer", "mlmprep.tokenizer.unigram:train_model",  # SentencePiece's error

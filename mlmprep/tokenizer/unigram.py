@@ -2,8 +2,8 @@
 pass, and Ctrl-C ends it at once), and the model converted exactly into the `tokenizers` Unigram layout. The same
 child runs SentencePiece's BPE trainer for WordPiece vocabularies (mlmprep.tokenizer.wordpiece).
 
-Run as `python -m mlmprep.tokenizer.unigram MODEL PIECES KIND`: train a KIND (unigram or wordpiece) model on the
-sentences of stdin (one JSON string a line) and write the SentencePiece model to MODEL.
+Run as `python -m mlmprep.tokenizer.unigram MODEL PIECES OPTIONS`: train a model of PIECES pieces with SentencePiece's
+OPTIONS (JSON) on the sentences of stdin (one JSON string a line) and write the SentencePiece model to MODEL.
 """
 
 from __future__ import annotations
@@ -14,21 +14,22 @@ import re
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 SENTENCE_CHARS = 4096  # a document is given to the trainer in whitespace-aligned sentences of at most this many
 SPM_THREADS = 8  # fixed, never the cores: SentencePiece's EM sums per-thread counts, so its pieces depend on it
 SCORE_DECIMALS = 6  # scores are rounded: a float's full digits do not survive tokenizers' JSON round trip
 SHRINK = 0.6  # SentencePiece's shrinking_factor: each pruning round keeps this share of the pieces
-SEED_PIECES, SEEDS_PER_PIECE = 200_000, 6  # the EM starts from max(these, 6 per piece wanted) of the commonest pieces
+SEED_PIECES, SEEDS_PER_PIECE, CHARS_PER_SEED = 200_000, 6, 50  # the EM's seed pieces: see seed_pieces
 # T5's layout and the Metaspace pre-tokenizer of mlmprep's tokenizer.json: no normalisation, every character kept.
 # Pieces may cross scripts and digits (split_by_*: off), as the tokenizers trainer's could: splitting them costs
 # tokens per character. The cost is the EM rounds, each about one pass over the sample's words whatever the pieces
 # left, the first (over every seed piece) the dearest: one EM round per pruning round (num_sub_iterations),
 # pruning to 0.6 of the pieces (SentencePiece's 0.75) and fewer seed pieces (seed_pieces; SentencePiece's
 # 1,000,000) take less time for as good a vocabulary, which pieces of up to SentencePiece's 16 characters make
-# better (docs/building.md and benchmarks.tokenizer give the measurements).
+# better (docs/building.md and benchmarks.tokenizer give the measurements). Unigram's seed_sentencepiece_size is
+# set by the child, which knows the sample's size once it has read it.
 SPM_OPTIONS = dict(
     model_type="unigram", pad_id=0, eos_id=1, unk_id=2, bos_id=-1, control_symbols=["<mask>"],
     normalization_rule_name="identity", add_dummy_prefix=True, remove_extra_whitespaces=False,
@@ -44,16 +45,19 @@ INFO = re.compile(r"I\d{4} ")  # an information line of the trainer's log (absl 
 STAGE_WORDS = (("Extracting seed", "find seed pieces"), ("Extracting frequent sub strings", "find seed pieces"))
 
 
-def unigram_options(n_pieces: int) -> dict:
-    """SPM_OPTIONS for a vocabulary of `n_pieces`: with its number of seed pieces."""
-    return {**SPM_OPTIONS, "seed_sentencepiece_size": max(SEED_PIECES, SEEDS_PER_PIECE * n_pieces)}
+def seed_pieces(n_pieces: int, chars: int) -> int:
+    """How many of the sample's commonest pieces the EM starts from: one per CHARS_PER_SEED of its `chars`, at most
+    SEED_PIECES, and at least SEEDS_PER_PIECE per piece wanted. On a small sample most of a large seed set is pieces
+    seen a few times, which cost EM time and, measured, tokens per character."""
+    return max(SEEDS_PER_PIECE * n_pieces, min(SEED_PIECES, chars // CHARS_PER_SEED))
 
 
 def train_model(texts: Iterable[str], n_pieces: int, *, options: dict | None = None,
                 on_stage: Callable[[str, int], None] | None = None,
                 on_round: Callable[[int, int], None] | None = None) -> bytes:
     """The SentencePiece model (bytes) of a Unigram vocabulary of `n_pieces`, <pad> </s> <unk> <mask> first,
-    learnt from `texts` (with mlmprep.tokenizer.wordpiece's BPE_OPTIONS: a BPE one learnt from its word counts).
+    learnt from `texts` (SPM_OPTIONS; with mlmprep.tokenizer.wordpiece's BPE_OPTIONS: a BPE one learnt from
+    its word counts).
     `on_stage(name, rounds)` hears each stage begin (rounds: the pruning rounds or merges to go, once known),
     `on_round(rounds, size)` each EM round or hundred merges (the rounds done, the pieces reached).
     Raises ValueError with the trainer's last words where it fails, EmptySample where `texts` hold no text."""
@@ -62,7 +66,7 @@ def train_model(texts: Iterable[str], n_pieces: int, *, options: dict | None = N
         # the child starts and loads the sentences while this process still reads the corpus for them; it logs
         # nothing that could fill its stderr pipe before its stdin ends
         args = [sys.executable, "-m", "mlmprep.tokenizer.unigram", str(model), str(n_pieces),
-                json.dumps(unigram_options(n_pieces) if options is None else options)]
+                json.dumps(SPM_OPTIONS if options is None else options)]
         proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                 encoding="utf-8", errors="replace")
         try:
@@ -155,13 +159,26 @@ def unigram_tokenizer(model: bytes):
 
 
 def main(argv: list[str]) -> None:
+    """The child: every sentence read first (as SentencePiece reads them anyway), so that a Unigram model's seed
+    pieces follow the sample's size."""
     import sentencepiece as spm
 
     model, n_pieces, options = argv
-    stdin = open(sys.stdin.fileno(), encoding="utf-8", closefd=False)
+    with open(sys.stdin.fileno(), encoding="utf-8", closefd=False) as stdin:
+        sentences = [json.loads(line) for line in stdin]
+    options = json.loads(options)
+    if options["model_type"] == "unigram":
+        options.setdefault("seed_sentencepiece_size", seed_pieces(int(n_pieces), sum(map(len, sentences))))
     with open(model, "wb") as out:
-        spm.SentencePieceTrainer.train(sentence_iterator=(json.loads(line) for line in stdin), model_writer=out,
-                                       vocab_size=int(n_pieces), **json.loads(options))
+        spm.SentencePieceTrainer.train(sentence_iterator=drained(sentences), model_writer=out,
+                                       vocab_size=int(n_pieces), **options)
+
+
+def drained(items: list) -> Iterator:
+    """The items in order, each let go once taken (SentencePiece keeps its own copy: the sample is not held twice)."""
+    for i in range(len(items)):
+        yield items[i]
+        items[i] = None
 
 
 if __name__ == "__main__":

@@ -222,13 +222,21 @@ def test_each_pruning_round_keeps_six_tenths_of_the_pieces(corpora):
     assert len(shares) >= 3 and all(abs(share - 0.6) < 0.01 for share in shares), sizes
 
 
-@pytest.mark.parametrize(("floor", "n_pieces", "seeds"), [(2000, 100, 2000), (100, 300, 1800)])
-def test_the_em_starts_from_the_seed_floor_or_six_seeds_a_piece_whichever_is_more(corpora, monkeypatch, floor,
-                                                                                  n_pieces, seeds):
-    from mlmprep.tokenizer import unigram
+@pytest.mark.parametrize(("n_pieces", "chars", "seeds"), [(4000, 1_000_000, 24_000), (1000, 1_000_000, 20_000),
+                                                       (4000, 5_400_000, 108_000), (4000, 10**9, 200_000),
+                                                       (40_000, 10**9, 240_000)])
+def test_the_seed_pieces_follow_the_sample_up_to_the_cap_and_the_pieces_wanted(n_pieces, chars, seeds):
+    from mlmprep.tokenizer.unigram import seed_pieces
 
-    monkeypatch.setattr(unigram, "SEED_PIECES", floor)  # below the text's candidates, so that the limit acts
+    assert seed_pieces(n_pieces, chars) == seeds  # one per 50 characters, at most 200,000, at least 6 a piece
+
+
+@pytest.mark.parametrize(("n_pieces", "seeds"), [(100, 6000), (1500, 9000)])
+def test_the_trainer_starts_its_em_from_the_seeds_its_sample_gives(corpora, n_pieces, seeds):
+    """300,000 characters of kjv hold more candidate pieces than either count: 6,000 (a seed per 50 characters)
+    for 100 pieces, 9,000 (six a piece) for 1,500; the trainer's own log gives the seeds it started from."""
     train, _ = held_out(corpora / "kjv.txt", 300_000, 0)
+    assert 300_000 <= sum(map(len, train)) < 300_500
     stages = []
     train_model(train, n_pieces, on_stage=lambda name, rounds: stages.append((name, rounds)))
     rounds = round(math.log(seeds / (n_pieces * 1.1)) / math.log(1 / 0.6))  # each round keeps 0.6 of the pieces
