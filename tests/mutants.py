@@ -1467,12 +1467,16 @@ MUTANTS = [
            "self.staging.let_go(range(self.staging.released, min(f.reading_from for f in self.files.values())))",
            "self.staging.let_go(range(self.staging.released, self.files[\"train\"].reading_from))",
            ("tests/builder/test_sharded.py::test_staged_shards_are_let_go_as_the_files_that_read_them_are_written", "tests/builder/test_sharded.py::test_windows_equal_a_one_pass_reference")),
-    Mutant("sample-keeps-copies", "mlmprep.builder.tokenizer_file:training_sample",  # the copies of boilerplate crowd the tokenizer's sample
-           "if key in keys or (total >= budget and key > -chosen[0][0]):",
-           "if total >= budget and key > -chosen[0][0]:",
+    Mutant("sample-keeps-copies", "mlmprep.builder.tokenizer_file:smallest_keys",  # the copies of boilerplate crowd the tokenizer's sample
+           "    keys, first = np.unique(keys, return_index=True)\n",
+           "    first = np.argsort(keys, kind=\"stable\")\n    keys = keys[first]\n",
            ("tests/builder/test_sharded.py::test_the_tokenizer_sample_is_the_smallest_keys_of_the_distinct_documents_whatever_the_files",)),
-    Mutant("sample-in-heap-order", "mlmprep.builder.tokenizer_file:training_sample",  # the sample's order is the heap's, not the keys'
-           "    for _, text in sorted(chosen, reverse=True):", "    for _, text in chosen:",
+    Mutant("sample-in-corpus-order", "mlmprep.builder.tokenizer_file:smallest_keys",  # the sample's order is the corpus's, not the keys'
+           "list(map(texts.__getitem__, first[:reach].tolist()))",
+           "list(map(texts.__getitem__, np.sort(first[:reach]).tolist()))",
+           ("tests/builder/test_sharded.py::test_the_tokenizer_sample_is_the_smallest_keys_of_the_distinct_documents_whatever_the_files",)),
+    Mutant("sample-one-short", "mlmprep.builder.tokenizer_file:smallest_keys",  # the text that reaches the budget left out
+           "budget)) + 1  # the texts up to", "budget))  # the texts up to",
            ("tests/builder/test_sharded.py::test_the_tokenizer_sample_is_the_smallest_keys_of_the_distinct_documents_whatever_the_files",)),
     Mutant("dedup-summary-silent", "mlmprep.format.report:build_summary",  # the summary and inspect hide what dedup removed
            "        *dedup_lines(manifest.corpus.stats),\n", "",

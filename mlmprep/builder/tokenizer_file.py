@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Callable, Iterable, Iterator
+from itertools import compress
 from pathlib import Path
+
+import numpy as np
 
 from mlmprep.builder.dedup import exact_keys
 from mlmprep.builder.denoisers import add_mode_tokens, mode_tokens, sentinels_needed
@@ -26,28 +28,40 @@ def training_sample(corpus: Corpus, cfg: BuildConfig, used: dict) -> Iterator[st
     dedup.exact_keys) with the smallest keys whose characters reach cfg.tokenizer_train_chars, in key order, the
     last one cut; the whole corpus, each text once, when it holds fewer. Keys are hashes of the texts, so the
     sample is spread over the whole corpus and depends on its documents only, never on files, compression or
-    shards; the copies of a text count once. `used` counts documents and characters."""
+    shards; the copies of a text count once. `used` counts documents and characters. Batch by batch, in NumPy:
+    the texts under the smallest keys found so far are held until they hold twice the budget, then cut back to
+    the shortest run of smallest keys that reaches it (smallest_keys), whose largest key then bars every larger."""
     counts = {"characters_removed": 0, "documents_emptied": 0}
     budget = cfg.tokenizer_train_chars
-    chosen: list[tuple[int, str]] = []  # (-key, text): a heap with the largest key on top
-    keys: set[int] = set()  # the keys in `chosen`
-    total = 0
+    keys, lengths, texts = np.zeros(0, np.uint64), np.zeros(0, np.int64), []
+    limit = None  # once the texts held reach the budget: the largest key they need
     for batch in cleaned_batches(corpus.documents(), cfg, counts):
-        for key, text in zip(exact_keys(batch).tolist(), batch):
-            if key in keys or (total >= budget and key > -chosen[0][0]):
-                continue
-            heapq.heappush(chosen, (-key, text))
-            keys.add(key)
-            total += len(text)
-            while total - len(chosen[0][1]) >= budget:  # enough without the largest key's text
-                key, text = heapq.heappop(chosen)
-                keys.discard(-key)
-                total -= len(text)
-    for _, text in sorted(chosen, reverse=True):
+        batch_keys = exact_keys(batch)
+        batch_lengths = np.fromiter(map(len, batch), np.int64, len(batch))
+        if limit is not None:
+            below = batch_keys < limit
+            batch_keys, batch_lengths, batch = batch_keys[below], batch_lengths[below], list(compress(batch, below))
+        keys, lengths = np.concatenate([keys, batch_keys]), np.concatenate([lengths, batch_lengths])
+        texts += batch
+        if int(lengths.sum()) >= 2 * budget:
+            keys, lengths, texts, limit = smallest_keys(keys, lengths, texts, budget)
+    keys, lengths, texts, _ = smallest_keys(keys, lengths, texts, budget)
+    for text in texts:
         text = text[: budget - used["characters"]]
         used["documents"] += 1
         used["characters"] += len(text)
         yield text
+
+
+def smallest_keys(keys: np.ndarray, lengths: np.ndarray, texts: list[str],
+                  budget: int) -> tuple[np.ndarray, np.ndarray, list[str], int | None]:
+    """The distinct texts (the first of each key) in key order, as few of the smallest keys as reach `budget`
+    characters (all when they do not), and the largest key kept where they do (None where they do not)."""
+    keys, first = np.unique(keys, return_index=True)
+    lengths = lengths[first]
+    reach = int(np.searchsorted(np.cumsum(lengths), budget)) + 1  # the texts up to the one that reaches it
+    limit = keys[reach - 1] if reach <= len(keys) else None
+    return keys[:reach], lengths[:reach], list(map(texts.__getitem__, first[:reach].tolist())), limit
 
 
 def logged_sample(texts: Iterator[str], bar: Stages, total: int) -> Iterator[str]:

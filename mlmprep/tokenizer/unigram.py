@@ -15,10 +15,13 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
+from itertools import islice
+from json.encoder import encode_basestring  # a str as JSON writes it (ensure_ascii off)
 from pathlib import Path
 
 SENTENCE_CHARS = 4096  # a document is given to the trainer in whitespace-aligned sentences of at most this many
 SPM_THREADS = 8  # fixed, never the cores: SentencePiece's EM sums per-thread counts, so its pieces depend on it
+PARSED_LINES = 10_000  # the child parses the sentences this many lines at a time
 SCORE_DECIMALS = 6  # scores are rounded: a float's full digits do not survive tokenizers' JSON round trip
 SHRINK = 0.6  # SentencePiece's shrinking_factor: each pruning round keeps this share of the pieces
 SEED_PIECES, SEEDS_PER_PIECE, CHARS_PER_SEED = 200_000, 6, 50  # the EM's seed pieces: see seed_pieces
@@ -94,10 +97,10 @@ def feed(stdin, texts: Iterable[str]) -> int:
     try:
         with stdin:
             for text in texts:
-                for sentence in whitespace_pieces(text, SENTENCE_CHARS):
-                    if sentence.strip():
-                        stdin.write(json.dumps(sentence, ensure_ascii=False) + "\n")
-                        lines += 1
+                sentences = [encode_basestring(s) for s in whitespace_pieces(text, SENTENCE_CHARS) if s.strip()]
+                if sentences:
+                    stdin.write("\n".join(sentences) + "\n")
+                    lines += len(sentences)
     except BrokenPipeError:
         pass
     return lines
@@ -164,8 +167,10 @@ def main(argv: list[str]) -> None:
     import sentencepiece as spm
 
     model, n_pieces, options = argv
+    sentences: list[str] = []
     with open(sys.stdin.fileno(), encoding="utf-8", closefd=False) as stdin:
-        sentences = [json.loads(line) for line in stdin]
+        while lines := list(islice(stdin, PARSED_LINES)):  # a JSON array of many at a time: one parse, not each
+            sentences += json.loads("[" + ",".join(lines) + "]")
     options = json.loads(options)
     if options["model_type"] == "unigram":
         options.setdefault("seed_sentencepiece_size", seed_pieces(int(n_pieces), sum(map(len, sentences))))
