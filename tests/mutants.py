@@ -1090,7 +1090,7 @@ MUTANTS = [
            "num_threads=SPM_THREADS,", "num_threads=len(__import__('os').sched_getaffinity(0)),",
            ("tests/builder/test_tokenizer_training.py",)),
     Mutant("unigram-long-documents-uncut", "mlmprep.tokenizer.unigram:feed",  # the trainer skips sentences over its limit
-           "for sentence in whitespace_pieces(text, SENTENCE_CHARS):", "for sentence in [text]:",
+           "for s in whitespace_pieces(text, SENTENCE_CHARS) if s.strip()", "for s in [text] if s.strip()",
            ("tests/builder/test_tokenizer_training.py",)),
     Mutant("unigram-pieces-of-12-characters", "mlmprep.tokenizer.unigram",  # more tokens per character
            "num_sub_iterations=1,", "num_sub_iterations=1, max_sentencepiece_length=12,",
