@@ -1468,8 +1468,9 @@ MUTANTS = [
            "self.staging.let_go(range(self.staging.released, self.files[\"train\"].reading_from))",
            ("tests/builder/test_sharded.py::test_staged_shards_are_let_go_as_the_files_that_read_them_are_written", "tests/builder/test_sharded.py::test_windows_equal_a_one_pass_reference")),
     Mutant("sample-keeps-copies", "mlmprep.builder.tokenizer_file:smallest_keys",  # the copies of boilerplate crowd the tokenizer's sample
-           "    keys, first = np.unique(keys, return_index=True)\n",
-           "    first = np.argsort(keys, kind=\"stable\")\n    keys = keys[first]\n",
+           "    keys, first = np.unique(np.concatenate([np.zeros(0, np.uint64), *keys]), return_index=True)\n",
+           "    keys = np.concatenate([np.zeros(0, np.uint64), *keys])\n    first = np.argsort(keys, kind=\"stable\")\n"
+           "    keys = keys[first]\n",
            ("tests/builder/test_sharded.py::test_the_tokenizer_sample_is_the_smallest_keys_of_the_distinct_documents_whatever_the_files",)),
     Mutant("sample-in-corpus-order", "mlmprep.builder.tokenizer_file:smallest_keys",  # the sample's order is the corpus's, not the keys'
            "list(map(texts.__getitem__, first[:reach].tolist()))",

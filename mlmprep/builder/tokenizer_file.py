@@ -33,7 +33,7 @@ def training_sample(corpus: Corpus, cfg: BuildConfig, used: dict) -> Iterator[st
     the shortest run of smallest keys that reaches it (smallest_keys), whose largest key then bars every larger."""
     counts = {"characters_removed": 0, "documents_emptied": 0}
     budget = cfg.tokenizer_train_chars
-    keys, lengths, texts = np.zeros(0, np.uint64), np.zeros(0, np.int64), []
+    keys, lengths, texts, held = [], [], [], 0  # the batches' keys and lengths, joined when cut back
     limit = None  # once the texts held reach the budget: the largest key they need
     for batch in cleaned_batches(corpus.documents(), cfg, counts):
         batch_keys = exact_keys(batch)
@@ -41,11 +41,14 @@ def training_sample(corpus: Corpus, cfg: BuildConfig, used: dict) -> Iterator[st
         if limit is not None:
             below = batch_keys < limit
             batch_keys, batch_lengths, batch = batch_keys[below], batch_lengths[below], list(compress(batch, below))
-        keys, lengths = np.concatenate([keys, batch_keys]), np.concatenate([lengths, batch_lengths])
+        keys.append(batch_keys)
+        lengths.append(batch_lengths)
         texts += batch
-        if int(lengths.sum()) >= 2 * budget:
-            keys, lengths, texts, limit = smallest_keys(keys, lengths, texts, budget)
-    keys, lengths, texts, _ = smallest_keys(keys, lengths, texts, budget)
+        held += int(batch_lengths.sum())
+        if held >= 2 * budget:
+            kept_keys, kept_lengths, texts, limit = smallest_keys(keys, lengths, texts, budget)
+            keys, lengths, held = [kept_keys], [kept_lengths], int(kept_lengths.sum())
+    _, _, texts, _ = smallest_keys(keys, lengths, texts, budget)
     for text in texts:
         text = text[: budget - used["characters"]]
         used["documents"] += 1
@@ -53,12 +56,13 @@ def training_sample(corpus: Corpus, cfg: BuildConfig, used: dict) -> Iterator[st
         yield text
 
 
-def smallest_keys(keys: np.ndarray, lengths: np.ndarray, texts: list[str],
+def smallest_keys(keys: list[np.ndarray], lengths: list[np.ndarray], texts: list[str],
                   budget: int) -> tuple[np.ndarray, np.ndarray, list[str], int | None]:
-    """The distinct texts (the first of each key) in key order, as few of the smallest keys as reach `budget`
-    characters (all when they do not), and the largest key kept where they do (None where they do not)."""
-    keys, first = np.unique(keys, return_index=True)
-    lengths = lengths[first]
+    """Of `texts` (their keys and lengths in arrays one after another), the distinct ones (the first of each key)
+    in key order, as few of the smallest keys as reach `budget` characters (all when they do not): their keys,
+    lengths and texts, and the largest key kept where they reach it (None where they do not)."""
+    keys, first = np.unique(np.concatenate([np.zeros(0, np.uint64), *keys]), return_index=True)
+    lengths = np.concatenate([np.zeros(0, np.int64), *lengths])[first]
     reach = int(np.searchsorted(np.cumsum(lengths), budget)) + 1  # the texts up to the one that reaches it
     limit = keys[reach - 1] if reach <= len(keys) else None
     return keys[:reach], lengths[:reach], list(map(texts.__getitem__, first[:reach].tolist())), limit
