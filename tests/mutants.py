@@ -1110,6 +1110,9 @@ MUTANTS = [
     Mutant("unigram-seeds-by-the-sentences", "mlmprep.tokenizer.unigram:main",  # their count, not their characters
            "seed_pieces(int(n_pieces), sum(map(len, sentences)))", "seed_pieces(int(n_pieces), len(sentences))",
            ("tests/builder/test_tokenizer_training.py",)),
+    Mutant("unigram-sentences-of-the-last-lines", "mlmprep.tokenizer.unigram:read_sentences",  # the sample's start lost
+           'sentences += json.loads("[" + ",".join(lines) + "]")', 'sentences = json.loads("[" + ",".join(lines) + "]")',
+           ("tests/builder/test_tokenizer_training.py",)),
     Mutant("unigram-two-em-rounds-a-pruning", "mlmprep.tokenizer.unigram",  # SentencePiece's 2: a third more CPU
            "num_sub_iterations=1,", "num_sub_iterations=2,", ("tests/builder/test_tokenizer_training.py",)),
     Mutant("unigram-blank-sample-sent-to-the-trainer", "mlmprep.tokenizer.unigram:train_model",  # SentencePiece's error
@@ -1475,6 +1478,9 @@ MUTANTS = [
     Mutant("sample-in-corpus-order", "mlmprep.builder.tokenizer_file:smallest_keys",  # the sample's order is the corpus's, not the keys'
            "list(map(texts.__getitem__, first[:reach].tolist()))",
            "list(map(texts.__getitem__, np.sort(first[:reach]).tolist()))",
+           ("tests/builder/test_sharded.py::test_the_tokenizer_sample_is_the_smallest_keys_of_the_distinct_documents_whatever_the_files",)),
+    Mutant("sample-limit-bars-the-smaller", "mlmprep.builder.tokenizer_file:training_sample",  # the wrong side barred
+           "below = batch_keys < limit", "below = batch_keys > limit",
            ("tests/builder/test_sharded.py::test_the_tokenizer_sample_is_the_smallest_keys_of_the_distinct_documents_whatever_the_files",)),
     Mutant("sample-one-short", "mlmprep.builder.tokenizer_file:smallest_keys",  # the text that reaches the budget left out
            "budget)) + 1  # the texts up to", "budget))  # the texts up to",

@@ -167,16 +167,23 @@ def main(argv: list[str]) -> None:
     import sentencepiece as spm
 
     model, n_pieces, options = argv
-    sentences: list[str] = []
     with open(sys.stdin.fileno(), encoding="utf-8", closefd=False) as stdin:
-        while lines := list(islice(stdin, PARSED_LINES)):  # a JSON array of many at a time: one parse, not each
-            sentences += json.loads("[" + ",".join(lines) + "]")
+        sentences = read_sentences(stdin)
     options = json.loads(options)
     if options["model_type"] == "unigram":
         options.setdefault("seed_sentencepiece_size", seed_pieces(int(n_pieces), sum(map(len, sentences))))
     with open(model, "wb") as out:
         spm.SentencePieceTrainer.train(sentence_iterator=drained(sentences), model_writer=out,
                                        vocab_size=int(n_pieces), **options)
+
+
+def read_sentences(stream, lines_at_once: int = PARSED_LINES) -> list[str]:
+    """The sentences `feed` wrote to `stream` (one JSON string a line), parsed `lines_at_once` lines at a time as
+    one JSON array: one parse for many, not one each."""
+    sentences: list[str] = []
+    while lines := list(islice(stream, lines_at_once)):
+        sentences += json.loads("[" + ",".join(lines) + "]")
+    return sentences
 
 
 def drained(items: list) -> Iterator:

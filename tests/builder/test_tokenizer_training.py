@@ -222,6 +222,29 @@ def test_each_pruning_round_keeps_six_tenths_of_the_pieces(corpora):
     assert len(shares) >= 3 and all(abs(share - 0.6) < 0.01 for share in shares), sizes
 
 
+def test_the_sentences_reach_the_trainer_as_they_were_cut_whatever_they_hold():
+    """feed's JSON lines, parsed a few lines at a time as the child parses them, are the documents' non-blank
+    sentences in order: quotes, backslashes, tabs, line and paragraph separators and lone escapes included."""
+    import io
+
+    from mlmprep.tokenizer.encode import whitespace_pieces
+    from mlmprep.tokenizer.unigram import SENTENCE_CHARS, feed, read_sentences
+
+    texts = ['say "hi"\tthere', "back\\slash \\n", "line\u2028sep and\u2029para", "   ", "é 漢字 \x7f",
+             "word " * 2000, "new\nline", "", "last"]
+
+    class Kept(io.StringIO):
+        def close(self):  # feed closes the trainer's stdin; keep what it wrote
+            self.written = self.getvalue()
+
+    stream = Kept()
+    lines = feed(stream, texts)
+    expected = [s for t in texts for s in whitespace_pieces(t, SENTENCE_CHARS) if s.strip()]
+    assert lines == len(expected) > len(texts) - 3  # the long text is cut in pieces, the blank ones dropped
+    for at_once in (1, 3, 10_000):
+        assert read_sentences(io.StringIO(stream.written), at_once) == expected
+
+
 @pytest.mark.parametrize(("n_pieces", "chars", "seeds"), [(4000, 1_000_000, 24_000), (1000, 1_000_000, 20_000),
                                                        (4000, 5_400_000, 108_000), (4000, 10**9, 200_000),
                                                        (40_000, 10**9, 240_000)])
