@@ -462,7 +462,7 @@ MUTANTS = [
            "        if table[j] == h:\n            return -1\n", "        if table[j] == h and j == h & mask:\n"
            "            return -1\n",
            ("tests/builder/test_overlap.py::test_seen_lines_remove_what_a_set_of_earlier_n_grams_removes",)),
-    Mutant("paragraph-table-grown-empty", "mlmprep.builder.overlap:SeenLines.decide",  # growing forgets what was seen
+    Mutant("paragraph-table-grown-empty", "mlmprep.builder.overlap:HashSet.add",  # growing forgets what was seen
            "            kernels.rehash(self.table, bigger)\n", "",
            ("tests/builder/test_overlap.py::test_seen_lines_remove_what_a_set_of_earlier_n_grams_removes",)),
     Mutant("paragraph-lines-misaligned", "mlmprep.builder.overlap:trimmed",  # a document's flags taken from the next line
@@ -574,9 +574,24 @@ MUTANTS = [
            "            out_refs[at[p]] = refs[i]", "            out_refs[at[p]] = refs[keys.size - 1 - i]",
            ("tests/builder/test_overlap.py::test_the_driver_holds_counts_not_hashes_and_moves_what_matching_every_hash_at_once_moves",)),
     Mutant("decontaminate-driver-texts-with-their-sizes", "mlmprep.builder.pipeline:hash_shard",  # header hashed
-           "text_ngrams(data[8 * documents :], starts_of(sizes))", "text_ngrams(data, starts_of(sizes))",
+           "text_ngrams(data[8 * documents :], starts_of(sizes),", "text_ngrams(data, starts_of(sizes),",
            ("tests/builder/test_overlap.py::"
             "test_a_shard_the_driver_tokenized_is_hashed_as_its_reading_task_hashes_it",)),
+    Mutant("decontaminate-copies-of-candidates-unhashed", "mlmprep.builder.selection:to_hash",  # --dedup off: a
+           # validation text's second copy has no n-grams, so it neither moves nor counts
+           "    return copies(keys) | held_documents(keys, cfg.validation_fraction, cfg.seed)",
+           "    return copies(keys)",
+           ("tests/builder/test_overlap.py::test_a_texts_later_copies_in_a_shard_are_not_hashed_and_change_nothing",)),
+    Mutant("decontaminate-copies-last-hashed", "mlmprep.builder.selection:FirstCopies.__call__",  # --dedup near: the
+           # copy hashed is one the build drops, so the text is not training's
+           "        return self.seen.add(keys, np.arange(len(keys) + 1)) == 0",
+           "        return (self.seen.add(keys[::-1], np.arange(len(keys) + 1)) == 0)[::-1]",
+           ("tests/builder/test_overlap.py::test_a_texts_later_copies_in_a_shard_are_not_hashed_and_change_nothing",)),
+    Mutant("decontaminate-copies-of-the-batch-alone", "mlmprep.builder.selection:FirstCopies.__call__",  # a copy
+           # in a later batch hashed again: no error, the time lost
+           "        return self.seen.add(keys, np.arange(len(keys) + 1)) == 0",
+           "        return HashSet().add(keys, np.arange(len(keys) + 1)) == 0",
+           ("tests/builder/test_overlap.py::test_first_copies_marks_the_first_occurrence_of_each_key_over_every_batch",)),
     Mutant("decontaminate-driver-texts-unstaged", "mlmprep.builder.pipeline:tokenize_shard",  # none to hash
            "    later = not task.hashed and decontaminating(cfg)", "    later = False",
            ("tests/builder/test_overlap.py::"

@@ -103,12 +103,15 @@ def _signature(buf, start, end, ngram, a, b, ring, sig):
 
 
 @njit(cache=True, nogil=True)
-def word_hashes(buf, offsets, out, counts):
-    """The hash of every word of every text (buf[offsets[i]:offsets[i + 1]]) into out, one after another, and each
-    text's words into counts; returns the words in all. out needs room for len(buf) // 2 + 1 words. The words and
-    hashes of _word, in one pass over the bytes with ASCII tested inline."""
+def word_hashes(buf, offsets, keep, out, counts):
+    """The hash of every word of every kept text (buf[offsets[i]:offsets[i + 1]] where keep[i]; the others have
+    none) into out, one after another, and each text's words into counts; returns the words in all. out needs room
+    for len(buf) // 2 + 1 words. The words and hashes of _word, in one pass over the bytes with ASCII tested inline."""
     k = 0
     for d in range(offsets.size - 1):
+        if not keep[d]:
+            counts[d] = 0
+            continue
         first, i, end = k, offsets[d], offsets[d + 1]
         h, inside = FNV_OFFSET, False
         while i < end:
@@ -156,15 +159,19 @@ def shingle_hashes(words, counts, ngram, starts, out, whole):
 
 
 @njit(cache=True, nogil=True)
-def window_hashes(ids, lengths, k, starts, out):
-    """out[starts[d]:starts[d + 1]] = a hash of each run of k consecutive tokens of document d (ids: the documents'
-    tokens one after another), in order: a polynomial hash mod 2**64 rolled along, then SplitMix64's finaliser."""
+def window_hashes(ids, lengths, keep, k, starts, out):
+    """out[starts[d]:starts[d + 1]] = a hash of each run of k consecutive tokens of each kept document d (ids: the
+    documents' tokens one after another), in order: a polynomial hash mod 2**64 rolled along, then SplitMix64's
+    finaliser."""
     top = np.uint64(1)  # WINDOW_BASE ** (k - 1)
     for _ in range(k - 1):
         top *= WINDOW_BASE
     at = 0
     for d in range(lengths.size):
         n, h, w = lengths[d], np.uint64(0), starts[d]
+        if not keep[d]:
+            at += n
+            continue
         for j in range(n):
             if j >= k:
                 h -= np.uint64(ids[at + j - k] + 1) * top

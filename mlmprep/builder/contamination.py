@@ -4,8 +4,9 @@ counts and a bit per window of each validation document, never the hashes.
 
 Each reading task stages its shard's hashes (stage_hashes) as one file, `shard-N.hashes`, of each kind in turn (word
 n-grams, and token windows with --method tokens; the index of every kind's parts last): its validation candidates'
-(every occurrence, with its document and place in it) and the other documents' (with --dedup off or exact every
-one's, without documents; with --dedup near each with its document, since only those left in training count), each
+(every occurrence, with its document and place in it) and the other documents' (the first copy of each text in the
+shard, selection.to_hash; with --dedup off or exact without documents, with --dedup near each with its document,
+since only those left in training count), each
 part in ranges of hashes (dedup_partitions.partition_of, by a counting sort: _dedup_kernels.bucket_records). Once
 every shard is read and every fate known, the driver stages every document's fate (`decontamination.fates`, a byte
 per document in corpus order) and partition task p (range_matches) reads range p of every shard's file: the range's
@@ -38,7 +39,7 @@ import numpy as np
 
 from mlmprep.builder.dedup_partitions import LOCAL_BITS, LOCAL_MASK, bucketed
 from mlmprep.builder.overlap import MATCH_TOKENS, joined_bytes, starts_of, text_ngrams, window_hashes
-from mlmprep.builder.selection import TRAIN, VALIDATION, held_documents
+from mlmprep.builder.selection import TRAIN, VALIDATION, FirstCopies, held_documents
 from mlmprep.builder.staged import Layout, changed, read_array, write_atomic
 from mlmprep.config import BuildConfig
 
@@ -270,6 +271,7 @@ def warm_up() -> None:
     from mlmprep.builder import _dedup_kernels as kernels
 
     text_ngrams(*joined_bytes([b"a b"]))
+    FirstCopies()(np.ones(1, np.uint64))
     window_hashes(np.zeros(MATCH_TOKENS, np.int32), np.array([MATCH_TOKENS], np.int64))
     table, bits = np.zeros(16, np.uint64), np.zeros(4, np.uint64)
     kernels.key_slots(np.ones(1, np.uint64), table, np.empty(1, np.int64), bits)

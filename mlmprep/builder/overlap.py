@@ -65,19 +65,20 @@ def ngram_hashes(texts: list[str], ngram: int = NGRAM) -> tuple[np.ndarray, np.n
     return text_ngrams(*utf8_texts(texts), ngram)
 
 
-def text_ngrams(buf: np.ndarray, offsets: np.ndarray, ngram: int = NGRAM) -> tuple[np.ndarray, np.ndarray]:
-    """ngram_hashes of the texts buf[offsets[i]:offsets[i + 1]] (UTF-8 of NFC text): one pass over the bytes for
-    the word hashes, one over those for the n-grams."""
-    return shingles(*text_words(buf, offsets), ngram)
+def text_ngrams(buf: np.ndarray, offsets: np.ndarray, ngram: int = NGRAM,
+                keep: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """ngram_hashes of the texts buf[offsets[i]:offsets[i + 1]] (UTF-8 of NFC text), of those `keep` marks (bool per
+    text; the others have none): one pass over the bytes for the word hashes, one over those for the n-grams."""
+    return shingles(*text_words(buf, offsets, keep), ngram)
 
 
-def text_words(buf: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(uint64 hashes of the words of the texts buf[offsets[i]:offsets[i + 1]], one after another; int64 words per
-    text)."""
+def text_words(buf: np.ndarray, offsets: np.ndarray, keep: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(uint64 hashes of the words of the texts buf[offsets[i]:offsets[i + 1]] that `keep` marks (all by default),
+    one after another; int64 words per text, 0 for the others)."""
     from mlmprep.builder import _dedup_kernels as kernels
 
     words, per_text = np.empty(len(buf) // 2 + 1, np.uint64), np.empty(len(offsets) - 1, np.int64)
-    kernels.word_hashes(buf, offsets, words, per_text)
+    kernels.word_hashes(buf, offsets, all_of(len(per_text)) if keep is None else keep, words, per_text)
     return words, per_text
 
 
@@ -92,15 +93,23 @@ def shingles(words: np.ndarray, per_text: np.ndarray, ngram: int, whole: bool = 
     return out, counts
 
 
-def window_hashes(ids: np.ndarray, lengths: np.ndarray, k: int = MATCH_TOKENS) -> tuple[np.ndarray, np.ndarray]:
-    """(uint64 hashes of each document's runs of k tokens in order, int64 [n] runs per document); ids: the
-    documents' tokens one after another."""
+def window_hashes(ids: np.ndarray, lengths: np.ndarray, k: int = MATCH_TOKENS,
+                  keep: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(uint64 hashes of each document's runs of k tokens in order, int64 [n] runs per document) of the documents
+    `keep` marks (bool per document, all by default; the others have none); ids: the documents' tokens one after
+    another, int32 as a build has them (any integers)."""
     from mlmprep.builder import _dedup_kernels as kernels
 
-    counts = np.maximum(lengths.astype(np.int64) - (k - 1), 0)
+    keep = all_of(len(lengths)) if keep is None else keep
+    counts = np.where(keep, np.maximum(lengths.astype(np.int64) - (k - 1), 0), 0)
     out = np.empty(int(counts.sum()), np.uint64)
-    kernels.window_hashes(np.ascontiguousarray(ids, np.int64), lengths.astype(np.int64), k, starts_of(counts), out)
+    kernels.window_hashes(np.ascontiguousarray(ids), lengths.astype(np.int64), keep, k, starts_of(counts), out)
     return out, counts
+
+
+def all_of(n: int) -> np.ndarray:
+    """bool [n], every one True: hash every text."""
+    return np.ones(n, dtype=bool)
 
 
 def starts_of(counts: np.ndarray) -> np.ndarray:
@@ -125,28 +134,41 @@ def line_hashes(documents: list[str]) -> dict[str, np.ndarray]:
     return {"hashes": hashes, "counts": counts}
 
 
+class HashSet:
+    """An exact set of uint64 hashes, taken run by run: an open-addressing table (_dedup_kernels.first_seen) that
+    doubles to stay at most half full."""
+
+    def __init__(self) -> None:
+        self.table = np.zeros(FIRST_TABLE, np.uint64)
+        self.used = np.zeros(1, np.int64)
+
+    def add(self, hashes: np.ndarray, starts: np.ndarray) -> np.ndarray:
+        """int64 [runs]: how many of each run hashes[starts[p]:starts[p + 1]] the set held before it (its earlier
+        runs included); every run then joins the set."""
+        from mlmprep.builder import _dedup_kernels as kernels
+
+        size = self.table.size
+        while 2 * (int(self.used[0]) + len(hashes)) > size:  # half full at most, even if every hash is new
+            size *= 2
+        if size != self.table.size:
+            bigger = np.zeros(size, np.uint64)
+            kernels.rehash(self.table, bigger)
+            self.table = bigger
+        return kernels.first_seen(hashes, starts, self.table, self.used)
+
+
 class SeenLines:
     """The driver's exact set of every n-gram seen so far, taking shards in corpus order: each shard's lines to
     remove (`decide`)."""
 
     def __init__(self, threshold: float):
         self.threshold = threshold
-        self.table = np.zeros(FIRST_TABLE, np.uint64)
-        self.used = np.zeros(1, np.int64)
+        self.grams = HashSet()
 
     def decide(self, hashes: np.ndarray, counts: np.ndarray) -> np.ndarray:
         """bool [lines]: the shard's lines whose n-grams were at least `threshold` seen in earlier lines (lines
         without words stay); their n-grams join the set."""
-        from mlmprep.builder import _dedup_kernels as kernels
-
-        size = self.table.size
-        while 2 * (int(self.used[0]) + len(hashes)) > size:  # half full at most, even if every n-gram is new
-            size *= 2
-        if size != self.table.size:
-            bigger = np.zeros(size, np.uint64)
-            kernels.rehash(self.table, bigger)
-            self.table = bigger
-        seen = kernels.first_seen(hashes, starts_of(counts), self.table, self.used)
+        seen = self.grams.add(hashes, starts_of(counts))
         return (counts > 0) & (seen >= self.threshold * counts)
 
 

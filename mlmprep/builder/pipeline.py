@@ -57,7 +57,7 @@ from mlmprep.builder.overlap import (
     trimmed,
     window_hashes,
 )
-from mlmprep.builder.selection import SIDES, document_keys, held_documents
+from mlmprep.builder.selection import SIDES, FirstCopies, document_keys, held_documents, to_hash
 from mlmprep.builder.side_rows import Plan, doc_windows, piece, seed_stream_rows, stored_rows, stream_windows
 from mlmprep.builder.staged import (
     FETCHED,
@@ -368,11 +368,14 @@ def tokenize_shard(task: TokenizeTask) -> dict:
     # call's ids become arrays while the other keeps the cores busy); a one-core worker does each in turn.
     overlap = layout.threads != 1
     described: list[dict[str, np.ndarray]] = []  # each batch's document keys and character counts
+    hashing: list[np.ndarray] = []  # each batch's documents whose windows decontamination needs (selection.to_hash)
+    copies = FirstCopies()
     drops = ShardDrops() if cfg.keep_dropped else None
 
     def described_batches() -> Iterator[list[str]]:
         for docs in shard_documents(task, stats, clean, lines, cut, drops):
-            described.append(describe_documents(docs, cfg, hashed, later))
+            described.append(describe_documents(docs, cfg, hashed, later, copies))
+            hashing.append(described[-1].pop("hashed", None))
             if drops is not None:
                 drops.staged(docs, drops.pending.popleft(), keep_text=cfg.dedup != "off")
             yield docs
@@ -383,7 +386,8 @@ def tokenize_shard(task: TokenizeTask) -> dict:
     else:
         held = (lambda k: held_documents(described[k]["keys"], cfg.validation_fraction, cfg.seed)
                 ) if held_apart(cfg) else None  # the k-th batch's validation candidates
-        out = stage_ids(layout, index, batches, worker.tok, overlap, windows=hashed, held=held)
+        out = stage_ids(layout, index, batches, worker.tok, overlap, windows=hashing.__getitem__ if hashed else None,
+                        held=held)
     per_doc = joined(described) if described else describe_documents([], cfg, hashed, later)
     if later:
         write_atomic(layout.staged(f"shard-{index:06d}.{NORMALISED}"),
@@ -428,21 +432,22 @@ def hash_shard(task: HashTask) -> dict:
     sizes = np.frombuffer(data[: 8 * documents], "<i8") if len(data) >= 8 * documents else np.zeros(0, np.int64)
     if len(sizes) != documents or np.any(sizes < 0) or int(sizes.sum()) != len(data) - 8 * documents:
         raise changed(path, f"it does not hold the texts of {documents} documents")
-    result = {"keys": task.keys}
-    result["ngrams"], result["ngram_counts"] = text_ngrams(data[8 * documents :], starts_of(sizes))
+    result, keep = {"keys": task.keys}, to_hash(task.keys, layout.cfg, FirstCopies())
+    result["ngrams"], result["ngram_counts"] = text_ngrams(data[8 * documents :], starts_of(sizes), keep=keep)
     if layout.cfg.method == "tokens":
         lengths = read_array(layout.staged(f"shard-{index:06d}.lens"), np.int64)
         ids = read_array(layout.staged(f"shard-{index:06d}.ids"), np.int32)
-        result["windows"], result["window_counts"] = window_hashes(ids, lengths)
+        result["windows"], result["window_counts"] = window_hashes(ids, lengths, keep=keep)
     return {key: value for key, value in contamination.stage_hashes(layout, index, result).items()
             if key != "keys"}
 
 
-def describe_documents(docs: list[str], cfg: BuildConfig, hashed: bool,
-                       normalised: bool = False) -> dict[str, np.ndarray]:
+def describe_documents(docs: list[str], cfg: BuildConfig, hashed: bool, normalised: bool = False,
+                       copies: FirstCopies | None = None) -> dict[str, np.ndarray]:
     """What the driver's choice needs of a batch of documents: content keys (and signatures, n-gram hashes given
     `hashed`, the normalised texts given `normalised`: selection.document_keys) and characters."""
-    return {**document_keys(docs, cfg, hashed, normalised), "doc_chars": np.array([len(d) for d in docs], np.int64)}
+    return {**document_keys(docs, cfg, hashed, normalised, copies),
+            "doc_chars": np.array([len(d) for d in docs], np.int64)}
 
 
 def stage_text(layout: Layout, index: int, batches: Iterable[list[str]]) -> dict:
@@ -465,11 +470,13 @@ def stage_text(layout: Layout, index: int, batches: Iterable[list[str]]) -> dict
 
 
 def stage_ids(layout: Layout, index: int, batches: Iterable[list[str]], tok, overlap: bool, *,
-              windows: bool = False, held: Callable[[int], np.ndarray] | None = None) -> dict:
+              windows: Callable[[int], np.ndarray] | None = None,
+              held: Callable[[int], np.ndarray] | None = None) -> dict:
     """Tokenize the batches (two calls at a time, given `overlap`) and stage shard `index`'s token ids as
     `shard-N.ids` and its documents' lengths as `shard-N.lens`; returns their counts and the lengths (and, given
-    `windows`, the hashes of each document's token windows: overlap.window_hashes). `held(k)`: the k-th batch's
-    documents staged apart as well, as `shard-N.held` (staged.held_apart, held_bytes)."""
+    `windows`, the hashes of the token windows of the k-th batch's documents windows(k) marks:
+    overlap.window_hashes). `held(k)`: the k-th batch's documents staged apart as well, as `shard-N.held`
+    (staged.held_apart, held_bytes)."""
     out = {"documents": 0, "tokens": 0, "chars": 0}
     lengths_written: list[np.ndarray] = []
     hashed: list[tuple[np.ndarray, np.ndarray]] = []
@@ -481,8 +488,8 @@ def stage_ids(layout: Layout, index: int, batches: Iterable[list[str]], tok, ove
             out["documents"] += len(lengths)
             out["tokens"] += len(flat)
             lengths_written.append(lengths.astype(np.int64))
-            if windows:
-                hashed.append(window_hashes(flat, lengths))
+            if windows is not None:
+                hashed.append(window_hashes(flat, lengths, keep=windows(k)))
             if held is not None:
                 picked = held(k)
                 apart.append((flat[np.repeat(picked, lengths)], lengths_written[-1][picked]))
@@ -493,7 +500,7 @@ def stage_ids(layout: Layout, index: int, batches: Iterable[list[str]], tok, ove
     if held is not None:
         write_atomic(layout.staged(f"shard-{index:06d}.{HELD}"), held_bytes(apart))
     out["doc_tokens"] = np.concatenate(lengths_written) if lengths_written else np.zeros(0, np.int64)
-    if windows:
+    if windows is not None:
         out["windows"] = np.concatenate([h for h, _ in hashed]) if hashed else np.zeros(0, np.uint64)
         out["window_counts"] = np.concatenate([c for _, c in hashed]) if hashed else np.zeros(0, np.int64)
     return out

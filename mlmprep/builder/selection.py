@@ -32,7 +32,7 @@ import numpy as np
 from mlmprep.builder import randomness
 from mlmprep.builder.dedup import exact_keys, lsh_keys, minhash_signatures, near_duplicate_clusters, normalised_utf8
 from mlmprep.builder.dedup_partitions import join, partitioned
-from mlmprep.builder.overlap import MATCH_TOKENS, NGRAM, Matches, decontaminate, joined_bytes, text_ngrams
+from mlmprep.builder.overlap import MATCH_TOKENS, NGRAM, HashSet, Matches, decontaminate, joined_bytes, text_ngrams
 from mlmprep.builder.staged import decontaminating, held_apart
 from mlmprep.config import BuildConfig
 
@@ -47,12 +47,13 @@ NARROW_BELOW = 1 << 30  # ... as int32 where every one of a shard's is below thi
 # every sum of them is taken as int64
 
 
-def document_keys(texts: list[str], cfg: BuildConfig, hashed: bool = True,
-                  normalised: bool = False) -> dict[str, np.ndarray]:
+def document_keys(texts: list[str], cfg: BuildConfig, hashed: bool = True, normalised: bool = False,
+                  copies: FirstCopies | None = None) -> dict[str, np.ndarray]:
     """What a reading task returns about its documents for the driver's choice: content keys, signatures (on the
     reading thread alone: the worker's other cores tokenize, and every other worker has cores of its own), and
-    given `hashed`, n-gram hashes for decontamination; given `normalised`, the texts the n-grams are of instead
-    (`normalised`, their UTF-8 one after another, and `normalised_bytes`, each one's), for a worker to hash."""
+    given `hashed`, n-gram hashes for decontamination of the documents to_hash marks (`hashed`, bool per document;
+    `copies`: the shard's earlier batches); given `normalised`, the texts the n-grams are of instead (`normalised`,
+    their UTF-8 one after another, and `normalised_bytes`, each one's), for a worker to hash."""
     hashed = hashed and decontaminating(cfg)
     # its words are the n-grams' (NFC, split at whitespace)
     encoded = normalised_utf8(texts) if hashed or normalised else None
@@ -61,11 +62,31 @@ def document_keys(texts: list[str], cfg: BuildConfig, hashed: bool = True,
         out["signatures"] = minhash_signatures(texts, ngram=cfg.dedup_ngram, num_hashes=cfg.dedup_bands *
                                                cfg.dedup_rows, seed=MINHASH_SEED, threads=1)
     if hashed:
-        out["ngrams"], out["ngram_counts"] = text_ngrams(*joined_bytes(encoded))
+        out["hashed"] = to_hash(out["keys"], cfg, FirstCopies() if copies is None else copies)
+        out["ngrams"], out["ngram_counts"] = text_ngrams(*joined_bytes(encoded), keep=out["hashed"])
     elif normalised:
         buf, offsets = joined_bytes(encoded)
         out["normalised"], out["normalised_bytes"] = buf, np.diff(offsets)
     return out
+
+
+class FirstCopies:
+    """Which documents of a shard, read batch by batch, are the first of their text (content key) in it."""
+
+    def __init__(self) -> None:
+        self.seen = HashSet()  # the keys of the batches so far
+
+    def __call__(self, keys: np.ndarray) -> np.ndarray:
+        """bool per key of the next batch: the first of its value in the shard."""
+        return self.seen.add(keys, np.arange(len(keys) + 1)) == 0  # each key a run of its own
+
+
+def to_hash(keys: np.ndarray, cfg: BuildConfig, copies: FirstCopies) -> np.ndarray:
+    """The documents whose n-grams and token windows decontamination needs (bool per key of the next batch of a
+    shard): every validation candidate, and the first copy of every other text in the shard. A later copy's hashes
+    are the first's, and training's count only as a set of hashes of documents it keeps: with --dedup off the first
+    copy is kept too, with exact or near a later copy never is. Corpora hold many copies: their hashing was wasted."""
+    return copies(keys) | held_documents(keys, cfg.validation_fraction, cfg.seed)
 
 
 def held_documents(keys: np.ndarray, fraction: float, seed: int) -> np.ndarray:

@@ -140,6 +140,69 @@ def test_decontamination_moves_what_a_brute_force_reference_moves(tmp_path, lice
         assert contamination["after"]["documents_with_ngram"] == 0
 
 
+def test_first_copies_marks_the_first_occurrence_of_each_key_over_every_batch():
+    """FirstCopies, batch by batch, marks exactly the documents whose key no earlier one (in its batch or an
+    earlier batch) had, as a set of the keys seen so far says."""
+    from mlmprep.builder.selection import FirstCopies
+
+    rng = np.random.default_rng(4)
+    pool = rng.integers(2, 1 << 63, 300, dtype=np.uint64)  # content keys (BLAKE2b's first 8 bytes: never 0 or 1)
+    keys = pool[rng.integers(0, 300, 2000)]  # many repeats, within and across batches
+    cuts = np.sort(rng.choice(np.arange(1, 2000), 30, replace=False))
+    copies, seen, got, want = FirstCopies(), set(), [], []
+    for batch in np.split(keys, cuts):
+        got += copies(batch).tolist()
+        for key in batch.tolist():
+            want.append(key not in seen)
+            seen.add(key)
+    assert got == want and 0 < sum(got) < len(got)
+    assert copies(np.zeros(0, np.uint64)).tolist() == []
+
+
+@pytest.mark.parametrize("dedup", ["off", "exact", "near"])
+def test_a_texts_later_copies_in_a_shard_are_not_hashed_and_change_nothing(tmp_path, tiny_tokenizer_path, dedup):
+    """Decontamination hashes the first copy of a training text in a shard and skips its later ones, read in other
+    batches: the moves, the measures and the rows are the brute-force reference's, with each copy a document of its
+    own (--dedup off: on its first copy's side, a validation copy moved or measured with it) or dropped (exact,
+    near). Texts of random words, each copied later, and documents quoting half of one of them."""
+    import random
+
+    rng = random.Random(7)
+    words = [f"w{k}" for k in range(3000)]
+    texts = [" ".join(rng.choice(words) for _ in range(60)) for _ in range(40)]
+    quotes = [" ".join(t.split()[10:40] + [rng.choice(words) for _ in range(30)]) for t in texts]
+    # a copy of each of the first 20 texts a batch or more after it (--chunk-chars 2000), of each other one next to
+    # it, in the same batch; one shard
+    docs = texts[:20] + texts[:20] + [t for t in texts[20:] for _ in range(2)] + quotes
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(docs) + "\n", encoding="utf-8")
+    assert corpus.stat().st_size < 1 << 19
+    built = build_tiny(tmp_path / "b", corpus, tiny_tokenizer_path, dedup=dedup, chunk_chars=2000, shard_bytes=1 << 19,
+                       validation_fraction=0.3, decontaminate=True)
+    kept = docs if dedup == "off" else texts + quotes
+    before = held_sides(kept, 0.3)
+    after = decontaminated(before, kept, 0.2)
+    moved = [d for d, b, a in zip(kept, before, after) if b != a]
+    assert any(d in texts for d in moved) and any(d in quotes for d in moved)  # both ways: copies count
+    tok = load_tokenizer(tiny_tokenizer_path)
+
+    def side(sides, name):
+        return [d for d, s in zip(kept, sides) if s == name]
+
+    def tokens_of(doc: str) -> list[int]:
+        return encode(tok, [doc])[0].tolist()
+
+    contamination = json.loads((built / "manifest.json").read_text())["corpus"]["stats"]["contamination"]
+    assert contamination["documents_moved"] == len(moved)
+    assert contamination["before"] == measures(side(before, "validation"), side(before, "train"), tokens_of)
+    assert contamination["after"] == measures(side(after, "validation"), side(after, "train"), tokens_of)
+    stream, stats = side_streams(kept, before), None
+    for name, split in (("train", "windows"), ("validation", "validation-windows")):
+        rows, stats = reference_rows(stream[name], tiny_tokenizer_path, {}, stats)
+        got = split_rows(built, split)
+        assert np.array_equal(got.offsets, rows.offsets) and np.array_equal(got.values, rows.values), split
+
+
 def test_with_near_dedup_only_the_documents_left_in_training_contaminate(tmp_path, licences, tiny_tokenizer_path):
     """--dedup near drops many licence paragraphs as near copies of others: the validation documents move by the
     brute-force reference over the documents the build kept (those its dropped split does not list), the dropped
@@ -338,7 +401,7 @@ def test_seen_lines_remove_what_a_set_of_earlier_n_grams_removes():
         expected.append(bool(grams) and sum(g in grams_seen for g in grams) >= 0.8 * len(grams))
         grams_seen.update(grams)
     assert np.concatenate(removed).tolist() == expected
-    assert 0.1 < np.mean(expected) < 0.9 and seen.table.size > FIRST_TABLE
+    assert 0.1 < np.mean(expected) < 0.9 and seen.grams.table.size > FIRST_TABLE
 
 
 def keyed(sides: list[str], fraction: float) -> np.ndarray:
