@@ -17,7 +17,7 @@ import pytest
 from mlmprep.errors import TokenizerError
 from mlmprep.tokenizer.load import N_SENTINELS, load_tokenizer, special_ids
 from mlmprep.tokenizer.train import train_tokenizer
-from mlmprep.tokenizer.unigram import follow_log, train_model, unigram_tokenizer
+from mlmprep.tokenizer.unigram import SPM_OPTIONS, follow_log, train_model, unigram_tokenizer
 
 KINDS = ("unigram", "wordpiece", "bpe")
 
@@ -167,7 +167,7 @@ class Bar:
 def test_the_build_shows_the_training_stages_and_rounds(tmp_path, corpora):
     bar = Bar()
     train, _ = held_out(corpora / "kjv.txt", 300_000, 0)
-    train_tokenizer(train, 600, bar=bar)
+    train_tokenizer(train, 180, bar=bar)  # 80 pieces: 600 seeds (one per 500 characters), four pruning rounds
     names = [line[0] for line in bar.lines if isinstance(line[0], str)]
     assert names == ["train tokenizer: find seed pieces", "train tokenizer: EM rounds, pruning pieces"]
     total = bar.lines[1][1]
@@ -217,7 +217,8 @@ def test_pieces_reach_sentencepieces_16_characters_where_long_words_are_common()
 def test_each_pruning_round_keeps_six_tenths_of_the_pieces(corpora):
     train, _ = held_out(corpora / "kjv.txt", 300_000, 0)
     sizes = []
-    train_model(train, 300, on_round=lambda rounds, size: sizes.append(size))
+    train_model(train, 300, options={**SPM_OPTIONS, "seed_sentencepiece_size": 6000},  # rounds down to 330
+                on_round=lambda rounds, size: sizes.append(size))
     shares = [after / before for before, after in zip(sizes, sizes[1:-1])]  # the last prunes to the vocabulary
     assert len(shares) >= 3 and all(abs(share - 0.6) < 0.01 for share in shares), sizes
 
@@ -245,19 +246,19 @@ def test_the_sentences_reach_the_trainer_as_they_were_cut_whatever_they_hold():
         assert read_sentences(io.StringIO(stream.written), at_once) == expected
 
 
-@pytest.mark.parametrize(("n_pieces", "chars", "seeds"), [(4000, 1_000_000, 24_000), (1000, 1_000_000, 20_000),
-                                                       (4000, 5_400_000, 108_000), (4000, 10**9, 200_000),
-                                                       (40_000, 10**9, 240_000)])
-def test_the_seed_pieces_follow_the_sample_up_to_the_cap_and_the_pieces_wanted(n_pieces, chars, seeds):
+@pytest.mark.parametrize(("n_pieces", "chars", "seeds"), [(4000, 1_000_000, 16_000), (32_000, 10**7, 128_000),
+                                                       (4000, 5_400_000, 16_000), (1000, 5_000_000, 10_000),
+                                                       (4000, 10**9, 200_000), (64_000, 10**9, 256_000)])
+def test_the_seed_pieces_follow_the_pieces_wanted_and_a_large_sample_up_to_the_cap(n_pieces, chars, seeds):
     from mlmprep.tokenizer.unigram import seed_pieces
 
-    assert seed_pieces(n_pieces, chars) == seeds  # one per 50 characters, at most 200,000, at least 6 a piece
+    assert seed_pieces(n_pieces, chars) == seeds  # 4 a piece, or one per 500 characters up to 200,000 if more
 
 
-@pytest.mark.parametrize(("n_pieces", "seeds"), [(100, 6000), (1500, 9000)])
+@pytest.mark.parametrize(("n_pieces", "seeds"), [(80, 600), (1500, 6000)])
 def test_the_trainer_starts_its_em_from_the_seeds_its_sample_gives(corpora, n_pieces, seeds):
-    """300,000 characters of kjv hold more candidate pieces than either count: 6,000 (a seed per 50 characters)
-    for 100 pieces, 9,000 (six a piece) for 1,500; the trainer's own log gives the seeds it started from."""
+    """300,000 characters of kjv hold more candidate pieces than either count: 600 (a seed per 500 characters)
+    for 80 pieces, 6,000 (four a piece) for 1,500; the trainer's own log gives the seeds it started from."""
     train, _ = held_out(corpora / "kjv.txt", 300_000, 0)
     assert 300_000 <= sum(map(len, train)) < 300_500
     stages = []
