@@ -85,7 +85,7 @@ def to_hash(keys: np.ndarray, cfg: BuildConfig, copies: FirstCopies) -> np.ndarr
     """The documents whose n-grams and token windows decontamination needs (bool per key of the next batch of a
     shard): every validation candidate, and the first copy of every other text in the shard. A later copy's hashes
     are the first's, and training's count only as a set of hashes of documents it keeps: with --dedup off the first
-    copy is kept too, with exact or near a later copy never is. Corpora hold many copies: their hashing was wasted."""
+    copy is kept too, with exact or near a later copy never is. Corpora hold many copies (boilerplate, mirrors)."""
     return copies(keys) | held_documents(keys, cfg.validation_fraction, cfg.seed)
 
 
