@@ -587,6 +587,15 @@ MUTANTS = [
            "        return self.seen.add(keys, np.arange(len(keys) + 1)) == 0",
            "        return (self.seen.add(keys[::-1], np.arange(len(keys) + 1)) == 0)[::-1]",
            ("tests/builder/test_overlap.py::test_a_texts_later_copies_in_a_shard_are_not_hashed_and_change_nothing",)),
+    Mutant("decontaminate-others-runs-hold-the-candidates", "mlmprep.builder.contamination:staged_records",
+           "zip(np.append(0, starts[chosen + 1]),", "zip(np.append(0, starts[chosen]),",
+           ("tests/builder/test_overlap.py::test_a_shards_staged_section_holds_the_candidates_records_then_the_others",)),
+    Mutant("decontaminate-others-runs-under-near", "mlmprep.builder.contamination:staged_records",
+           "if parts == 1 and not with_documents and", "if parts == 1 and",  # near's references not written
+           ("tests/builder/test_overlap.py::test_a_shards_staged_section_holds_the_candidates_records_then_the_others",)),
+    Mutant("held-apart-spans-of-the-wrong-documents", "mlmprep.builder.pipeline:stage_ids",
+           "starts_of(lengths_written[-1])[:-1][picked]", "starts_of(lengths_written[-1])[1:][picked]",
+           ("tests/builder/test_dedup.py::test_exact_dedup_keeps_what_a_set_of_normalised_texts_keeps",)),
     Mutant("decontaminate-copies-of-the-batch-alone", "mlmprep.builder.selection:FirstCopies.__call__",  # a copy
            # in a later batch hashed again: no error, the time lost
            "        return self.seen.add(keys, np.arange(len(keys) + 1)) == 0",

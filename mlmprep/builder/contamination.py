@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from mlmprep.builder.dedup_partitions import LOCAL_BITS, LOCAL_MASK, bucketed
-from mlmprep.builder.overlap import MATCH_TOKENS, joined_bytes, starts_of, text_ngrams, window_hashes
+from mlmprep.builder.overlap import MATCH_TOKENS, joined_bytes, span_indices, starts_of, text_ngrams, window_hashes
 from mlmprep.builder.selection import TRAIN, VALIDATION, FirstCopies, held_documents
 from mlmprep.builder.staged import Layout, changed, read_array, write_atomic
 from mlmprep.config import BuildConfig
@@ -48,6 +48,7 @@ PARTITION_BYTES = 64 << 20  # ... one per this much of the corpus (a task reads 
 KINDS = {"grams": ("ngrams", "ngram_counts"), "runs": ("windows", "window_counts")}  # a kind: what it stages
 HASHES = "hashes"  # suffix of each shard's staged hashes
 FATES = "decontamination.fates"  # every document's fate, which the driver stages for the tasks
+RUN_HASHES = 256  # the others' hashes are written as runs, uncopied, where there are this many a candidate or more
 
 
 def partitions(cfg: BuildConfig, corpus_bytes: int) -> int:
@@ -93,15 +94,23 @@ def staged_records(hashes: np.ndarray, per_doc: np.ndarray, candidates: np.ndarr
     """One kind's section of a shard's file: (its part of the index that ends the file, int64 [2, parts + 1], where
     each partition's records start among the candidates' and among the others'; the candidates' hashes and
     references (document << LOCAL_BITS | place in it), the others' hashes and, `with_documents`, references, as bytes
-    to write)."""
-    own = np.repeat(candidates, per_doc)
-    mine = per_doc[candidates]
-    docs = np.repeat(np.flatnonzero(candidates).astype(np.uint64), mine)
-    places = (np.arange(len(docs)) - np.repeat(starts_of(mine)[:-1], mine)).astype(np.uint64)
-    theirs = (np.repeat(np.flatnonzero(~candidates).astype(np.uint64), per_doc[~candidates]) << np.uint64(LOCAL_BITS)
-              if with_documents else np.zeros(0, np.uint64))  # made only where written
-    first = bucketed(hashes[own], docs << np.uint64(LOCAL_BITS) | places, parts)
-    second = bucketed(hashes[~own], theirs, parts)
+    to write). The candidates' records are gathered; in one partition without references, where the candidates are
+    few (RUN_HASHES), the others' are written as the runs between them, uncopied."""
+    starts, chosen = starts_of(per_doc), np.flatnonzero(candidates)
+    mine = per_doc[chosen]
+    at = span_indices(starts[chosen], mine)
+    docs = np.repeat(chosen.astype(np.uint64), mine)
+    places = (at - np.repeat(starts[chosen], mine)).astype(np.uint64)
+    first = bucketed(hashes[at], docs << np.uint64(LOCAL_BITS) | places, parts)
+    if parts == 1 and not with_documents and len(chosen) <= len(hashes) // RUN_HASHES:
+        runs = [hashes[a:b] for a, b in zip(np.append(0, starts[chosen + 1]), np.append(starts[chosen], len(hashes)))
+                if b > a]
+        second = [np.array([0, len(hashes) - len(at)], np.int64), *runs]
+    else:
+        others = np.flatnonzero(~candidates)
+        theirs = (np.repeat(others.astype(np.uint64), per_doc[others]) << np.uint64(LOCAL_BITS) if with_documents
+                  else np.zeros(0, np.uint64))  # made only where written
+        second = bucketed(np.delete(hashes, at), theirs, parts)
     return (np.concatenate([first[0], second[0]]),
             [memoryview(a.astype("<u8", copy=False)).cast("B") for a in (*first[1:], *second[1:])])  # not copied
 

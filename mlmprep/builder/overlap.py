@@ -119,6 +119,12 @@ def starts_of(counts: np.ndarray) -> np.ndarray:
     return starts
 
 
+def span_indices(starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """int64: the indices of the spans [starts[i], starts[i] + sizes[i]) one after another; its work is theirs, not
+    the array's they index."""
+    return np.arange(int(sizes.sum())) + np.repeat(starts - starts_of(sizes)[:-1], sizes)
+
+
 # ------------------------------------------------------------------------------------------ paragraphs
 
 

@@ -52,6 +52,7 @@ from mlmprep.builder.overlap import (
     excluded,
     exclusion_table,
     line_hashes,
+    span_indices,
     starts_of,
     text_ngrams,
     trimmed,
@@ -492,7 +493,8 @@ def stage_ids(layout: Layout, index: int, batches: Iterable[list[str]], tok, ove
                 hashed.append(window_hashes(flat, lengths, keep=windows(k)))
             if held is not None:
                 picked = held(k)
-                apart.append((flat[np.repeat(picked, lengths)], lengths_written[-1][picked]))
+                sizes = lengths_written[-1][picked]
+                apart.append((flat[span_indices(starts_of(lengths_written[-1])[:-1][picked], sizes)], sizes))
             yield flat.astype(np.int32, copy=False).tobytes()
 
     write_atomic(layout.staged(f"shard-{index:06d}.ids"), id_chunks())

@@ -629,6 +629,39 @@ def test_staged_records_are_sorted_by_partition_stably(parts):
     assert bucketed(keys, np.zeros(0, np.uint64), parts)[2].size == 0
 
 
+@pytest.mark.parametrize(("parts", "near", "share"), [(1, False, 0.002), (1, False, 0.5), (1, True, 0.002),
+                                                     (3, False, 0.002), (3, True, 0.5)])
+def test_a_shards_staged_section_holds_the_candidates_records_then_the_others(parts, near, share):
+    """A kind's section of a shard's staged file, as bytes in order: the candidates' hashes and references (document
+    << 32 | place), then the others' hashes (and references under near), each side sorted stably by partition, the
+    index saying where each partition starts; with few candidates (the others written as runs between them) or many,
+    documents without hashes among them."""
+    from mlmprep.builder.contamination import staged_records
+
+    rng = np.random.default_rng(parts + int(near) + int(1000 * share))
+    per_doc = rng.integers(0, 40, 3000) * (rng.random(3000) < 0.9)
+    candidates = rng.random(3000) < share
+    candidates[[0, -1]] = True, bool(share > 0.1)  # a candidate first, and last or not
+    hashes = rng.integers(0, 1 << 63, int(per_doc.sum()), dtype=np.uint64) * np.uint64(2)
+    sides: dict[bool, list[tuple[int, int]]] = {True: [], False: []}
+    at = 0
+    for d, n in enumerate(per_doc.tolist()):
+        for j in range(n):
+            sides[bool(candidates[d])].append((int(hashes[at]), d << 32 | (j if candidates[d] else 0)))
+            at += 1
+    expected, offsets = b"", []
+    for mine in (True, False):
+        records = sorted(sides[mine], key=lambda r: (r[0] >> 32) * parts >> 32)  # stable
+        counts = np.bincount([(h >> 32) * parts >> 32 for h, _ in records], minlength=parts)
+        offsets.append([0, *np.cumsum(counts).tolist()])
+        expected += np.array([h for h, _ in records], "<u8").tobytes()
+        if mine or near:
+            expected += np.array([r for _, r in records], "<u8").tobytes()
+    index, arrays = staged_records(hashes, per_doc, candidates, parts, near)
+    assert np.asarray(index).tolist() == offsets[0] + offsets[1]
+    assert b"".join(bytes(a) for a in arrays) == expected
+
+
 @pytest.mark.parametrize(("dedup", "partitions"), [("exact", 0), ("off", 1), ("off", 5)])
 def test_the_driver_holds_counts_not_hashes_and_moves_what_matching_every_hash_at_once_moves(tmp_path, dedup,
                                                                                               partitions):
