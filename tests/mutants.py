@@ -931,6 +931,15 @@ MUTANTS = [
     Mutant("cost-ignores-alpha", "mlmprep.train.batch:padded_cost",  # decoder tokens cost as much as encoder ones
            "return float(len(rows) * enc + budget.alpha * len(rows) * dec)", "return float(len(rows) * (enc + dec))",
            ("tests/train/test_batch.py", "tests/train/test_options.py")),
+    Mutant("plan-pools-sorted-by-their-top-byte", "mlmprep.train.batch:_sort_pools",  # costs in order of magnitude
+           "if ((every ^ some) >> shift) & np.uint64(255) == 0:", "if p < 6:",
+           ("tests/train/test_batch.py",)),
+    Mutant("plan-sorted-across-pools", "mlmprep.train.batch:_sort_pools",  # an epoch sorted whole, batches alike
+           "b = min(a + pool, n)", "b = n",
+           ("tests/train/test_batch.py",)),
+    Mutant("plan-pool-ties-reversed", "mlmprep.train.batch:_sort_pools",  # the scatter is not stable
+           "for i in range(a, b):  # a stable scatter", "for i in range(b - 1, a - 1, -1):  # a stable scatter",
+           ("tests/train/test_batch.py",)),
     Mutant("collate-no-pad-multiple", "mlmprep.train.collate:_pad",  # widths not rounded up to the multiple
            "width = -(-width // multiple) * multiple", "width = width",
            ("tests/train/test_collate.py", "tests/train/test_options.py")),

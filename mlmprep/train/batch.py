@@ -51,7 +51,7 @@ class Budget:
             raise ConfigError(f"--alpha must be a number >= 0, got {self.alpha!r}; 2.0 weighs decoder tokens double")
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(eq=False, slots=True)  # not frozen: a plan makes one per microbatch, and a frozen one costs 3x to make
 class Microbatch:
     """Rows for one forward/backward pass on one rank.
 
@@ -85,6 +85,40 @@ def padded_cost(enc_lengths: np.ndarray, dec_lengths: np.ndarray, rows: np.ndarr
     enc = _roundup(int(enc_lengths[rows].max()), m)
     dec = _roundup(int(dec_lengths[rows].max()), m)
     return float(len(rows) * enc + budget.alpha * len(rows) * dec)
+
+
+@njit(cache=True)
+def _sort_pools(order, key, pool):
+    """`order` (int64 [n]) with each run of `pool` rows stably sorted by key[row] (float64 >= 0): an LSD radix sort
+    of the keys' bits, which for numbers >= 0 order as the numbers do, skipping the bytes every row of a pool shares
+    (integer costs vary in two or three)."""
+    n = len(order)
+    rows, bits = order.copy(), key[order].view(np.uint64)
+    rows_out, bits_out = np.empty_like(rows), np.empty_like(bits)
+    count = np.empty(257, dtype=np.int64)
+    for a in range(0, n, pool):
+        b = min(a + pool, n)
+        every, some = ~np.uint64(0), np.uint64(0)
+        for i in range(a, b):
+            every &= bits[i]
+            some |= bits[i]
+        for p in range(8):
+            shift = np.uint64(8 * p)
+            if ((every ^ some) >> shift) & np.uint64(255) == 0:
+                continue
+            count[:] = 0
+            for i in range(a, b):
+                count[((bits[i] >> shift) & np.uint64(255)) + 1] += 1
+            for d in range(256):
+                count[d + 1] += count[d]
+            for i in range(a, b):  # a stable scatter: rows with the same byte keep their order
+                d = (bits[i] >> shift) & np.uint64(255)
+                rows_out[a + count[d]] = rows[i]
+                bits_out[a + count[d]] = bits[i]
+                count[d] += 1
+            rows[a:b] = rows_out[a:b]
+            bits[a:b] = bits_out[a:b]
+    return rows
 
 
 @njit(cache=True)
@@ -201,8 +235,7 @@ def plan_epoch(enc_lengths: np.ndarray, dec_lengths: np.ndarray, budget: Budget,
     cap = min(budget.max_tokens_per_microbatch, budget.max_tokens_per_batch // world_size)
     pool = max(1, int(POOL_BATCHES * budget.max_tokens_per_batch / max(key.mean(), 1.0)))
 
-    order = rng.permutation(n)
-    order = order[np.lexsort((key[order], np.arange(n) // pool))]  # length-sorted inside each pool
+    order = _sort_pools(rng.permutation(n), key, pool)
     ends, costs = _cut(enc[order], dec[order], budget.pad_to_multiple_of, float(budget.alpha), float(cap),
                        budget.max_examples_per_microbatch, pool)
     shuffle = rng.permutation(len(ends))
@@ -214,13 +247,12 @@ def plan_epoch(enc_lengths: np.ndarray, dec_lengths: np.ndarray, budget: Budget,
     if oversize.any():
         log.warning("%d rows cost more than --max-tokens-per-microbatch %d on their own; each trains alone",
                     int(oversize.sum()), budget.max_tokens_per_microbatch)
-    mbs = [Microbatch(rows=order[a:b], oversize=o)
-           for a, b, o in zip(starts.tolist(), ends.tolist(), oversize.tolist())]
+    mbs = [Microbatch(order[a:b], oversize=o) for a, b, o in zip(starts.tolist(), ends.tolist(), oversize.tolist())]
     plan, start = [], 0
     for end in batch_ends.tolist():
         per_rank = [[] for _ in range(world_size)]
-        for j in range(start, end):
-            per_rank[rank[j]].append(mbs[j])
+        for mb, r in zip(mbs[start:end], rank[start:end]):
+            per_rank[r].append(mb)
         room = -(-(end - start) // world_size)
         if room * world_size != end - start:  # a stand-in: the shortest row of the batch's cheapest microbatch
             stand_in = Microbatch(rows=mbs[start + int(np.argmin(costs[start:end]))].rows[:1], padding=True)

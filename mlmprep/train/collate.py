@@ -13,7 +13,7 @@ Under mlm the labels are cut the same way as input_ids, so they stay aligned pos
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -104,6 +104,7 @@ class Collator:
     max_decoder_len: int | None = None
     pad_to_multiple_of: int = 1
     vocab_size: int | None = None
+    _settings: tuple = field(init=False, repr=False, compare=False)  # _collate_rows' arguments after the columns'
 
     def __post_init__(self) -> None:
         if self.objective not in OBJECTIVES:
@@ -117,6 +118,10 @@ class Collator:
                     f"--{option.replace('_', '-')} {cap} must be a positive multiple of "
                     f"--pad-to-multiple-of {self.pad_to_multiple_of}"
                 )
+        seq2seq = self.objective in SEQ2SEQ
+        object.__setattr__(self, "_settings", (
+            self.max_encoder_len or 0, (self.max_decoder_len if seq2seq else self.max_encoder_len) or 0,
+            self.pad_to_multiple_of, self.pad_id, self.decoder_start_id, seq2seq, self.vocab_size or 0))
 
     def __call__(self, examples: list[dict]) -> dict[str, torch.Tensor]:
         """Collate example dicts with `input_ids` and `labels` (lists or arrays of ints), and an mdlm row's `rate` and a
@@ -159,15 +164,13 @@ class Collator:
     def _collate(self, rows: np.ndarray, enc: Column, dec: Column) -> tuple[dict[str, torch.Tensor], tuple | None]:
         """Pad both columns' `rows`; the tensors and, with vocab_size, (row, id) of the first token outside
         [0, vocab_size) in input_ids, else in labels (IGNORE aside), or None."""
-        seq2seq = self.objective in SEQ2SEQ
         input_ids, attention_mask, labels, decoder_input_ids, bad_row, bad_id = _collate_rows(
-            rows, enc.buffers, enc.offsets, enc.chunks, dec.buffers, dec.offsets, dec.chunks,
-            self.max_encoder_len or 0, (self.max_decoder_len if seq2seq else self.max_encoder_len) or 0,
-            self.pad_to_multiple_of, self.pad_id, self.decoder_start_id, seq2seq, self.vocab_size or 0)
-        batch = {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
-        if seq2seq:
-            batch["decoder_input_ids"] = decoder_input_ids
-        return {k: torch.from_numpy(v) for k, v in batch.items()}, None if bad_row < 0 else (bad_row, bad_id)
+            rows, enc.buffers, enc.offsets, enc.chunks, dec.buffers, dec.offsets, dec.chunks, *self._settings)
+        batch = {"input_ids": torch.from_numpy(input_ids), "attention_mask": torch.from_numpy(attention_mask),
+                 "labels": torch.from_numpy(labels)}
+        if self.objective in SEQ2SEQ:
+            batch["decoder_input_ids"] = torch.from_numpy(decoder_input_ids)
+        return batch, None if bad_row < 0 else (bad_row, bad_id)
 
 
 __all__ = ["Collator"]

@@ -12,6 +12,7 @@ from mlmprep.errors import ConfigError
 from mlmprep.train.batch import (
     Budget,
     TokenBudgetBatchSampler,
+    _sort_pools,
     padded_cost,
     plan_epoch,
     plan_stats,
@@ -136,6 +137,20 @@ def test_plan_is_pure_and_varies_with_seed_and_epoch():
     assert base != rows_of(plan_epoch(enc, dec, budget, seed=4, epoch=1, world_size=2))
     # a NumPy integer seed (from a config array, np.random) is the same seed, not an OverflowError of `seed & mask`
     assert base == rows_of(plan_epoch(enc, dec, budget, seed=np.int64(3), epoch=np.int64(1), world_size=2))
+
+
+@pytest.mark.parametrize("alpha", [0.0, 1.0, 2.0, 1.5, 0.37])
+def test_each_pool_is_sorted_by_cost_and_ties_keep_their_shuffled_order(alpha):
+    """The planner's radix sort against Python's stable sorted(), pool by pool: costs with many ties, fractions,
+    zeros and large values, pools of one row, of a few, and larger than the epoch."""
+    rng = np.random.default_rng(int(alpha * 100))
+    for n, pool in [(0, 5), (1, 1), (7, 1), (50, 3), (400, 64), (400, 1000), (2000, 379)]:
+        enc = rng.choice([0, 1, 7, 512, 513, 1 << 20, 3 << 30], n) + rng.integers(0, 40, n)
+        key = enc + alpha * rng.integers(0, 300, n)
+        order = rng.permutation(n)
+        expected = [row for a in range(0, n, pool) for row in sorted(order[a : a + pool], key=lambda r: key[r])]
+        got = _sort_pools(order.copy(), key, pool)
+        assert got.tolist() == [int(r) for r in expected]
 
 
 @pytest.mark.parametrize("world_size", [2, 3])
