@@ -40,7 +40,7 @@ from mlmprep.train.batch import Budget, plan_epoch
 INPUT_LENGTH = 512
 CHUNK_TOKENS = 1 << 20
 KERNEL_TARGET, LOADER_TARGET, PADDING_TARGET = 50.0, 0.9, 0.03
-LOADER_EPOCHS = 5  # epochs per timing of the loader: one is a few milliseconds
+LOADER_MICROBATCHES = 600  # per timing of the loader, in whole epochs (4 MB: about 5, 1 MB: about 20)
 BUDGET = Budget(max_tokens_per_batch=65536, max_tokens_per_microbatch=16384, max_examples_per_microbatch=64,
                 pad_to_multiple_of=8)
 
@@ -206,29 +206,32 @@ def padding(split) -> dict[str, float]:
 
 def loader_rates(builds: dict[str, Path], repeats: int) -> tuple[dict[str, float], dict[str, float]]:
     """Real tokens per second through plan + collate of an epoch, ul2 and span, timed in turn in CPU time (one
-    thread; a shared machine's wall time is noise), each timing LOADER_EPOCHS epochs back to back; the tokens are
+    thread; a shared machine's wall time is noise), each timing epochs back to back, as many as make about
+    LOADER_MICROBATCHES microbatches of the span build (a timing of a few milliseconds is noise); the tokens are
     the split's (every row is in one microbatch of rank 0's plan), counted outside the timing. Beside them, to show
     where the ratio comes from: each build's real tokens per microbatch of its plan."""
     from mlmprep.format.load import open_epoch, read_manifest
     from mlmprep.train.collate import Collator
 
-    tokens, fns, per_microbatch = {}, {}, {}
-    for name, path in builds.items():
+    tokens, fns, per_microbatch, epochs = {}, {}, {}, None
+    for name, path in sorted(builds.items(), key=lambda item: item[0] != "span"):  # span first: it sets the epochs
         split = open_epoch(path, 0)
         record = read_manifest(path).tokenizer
         collator = Collator(split.objective, record.pad_id, record.decoder_start_id,
                             pad_to_multiple_of=BUDGET.pad_to_multiple_of)
-        tokens[name] = LOADER_EPOCHS * int(split.enc_lengths.sum() + split.dec_lengths.sum())
         plan = plan_epoch(split.enc_lengths, split.dec_lengths, BUDGET, seed=0, epoch=1)
-        per_microbatch[name] = tokens[name] / LOADER_EPOCHS / sum(len(batch.ranks[0]) for batch in plan)
+        microbatches = sum(len(batch.ranks[0]) for batch in plan)
+        epochs = epochs or max(1, round(LOADER_MICROBATCHES / microbatches))
+        tokens[name] = epochs * int(split.enc_lengths.sum() + split.dec_lengths.sum())
+        per_microbatch[name] = tokens[name] / epochs / microbatches
 
-        def epochs(split=split, collator=collator):
-            for epoch in range(1, LOADER_EPOCHS + 1):
+        def run(split=split, collator=collator, epochs=epochs):
+            for epoch in range(1, epochs + 1):
                 for batch in plan_epoch(split.enc_lengths, split.dec_lengths, BUDGET, seed=0, epoch=epoch):
                     for mb in batch.ranks[0]:
                         collator.from_split(split, mb.rows)
 
-        fns[name] = epochs
+        fns[name] = run
     seconds = best_of_each(fns, repeats, clock=time.process_time)
     return {name: tokens[name] / seconds[name] for name in fns}, per_microbatch
 
