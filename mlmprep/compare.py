@@ -35,7 +35,7 @@ from mlmprep.errors import CacheError, ConfigError, CorpusError
 from mlmprep.format.load import build_tokenizer
 from mlmprep.format.manifest import Manifest
 from mlmprep.format.publish import check_output_path
-from mlmprep.format.rows import Rows
+from mlmprep.format.rows import Rows, concat_rows, starts_of
 from mlmprep.format.write import iter_rows, write_json
 from mlmprep.tokenizer.encode import WordTables, encode, word_tables
 from mlmprep.tokenizer.load import special_ids
@@ -174,7 +174,7 @@ def text_row_cuts(build_cfg: BuildConfig, tok, tables: WordTables, window_length
     while chunk := list(islice(segments, SEGMENTS_PER_CALL)):
         flat, lengths = encode(tok, [text for text, _ in chunk])
         cut_after = np.array([cut for _, cut in chunk], dtype=bool)
-        starts = np.cumsum(lengths) - lengths
+        starts = starts_of(lengths)[:-1]
         kept = np.minimum(lengths, window_length)
         truncated = lengths > window_length
         last = starts + kept - 1
@@ -190,9 +190,7 @@ def text_row_cuts(build_cfg: BuildConfig, tok, tables: WordTables, window_length
 
 def read_rows(split_dir: Path, column: str) -> Rows:
     """One int32 list column of a split, whole."""
-    parts = list(iter_rows(split_dir, column))
-    lengths = np.concatenate([p.lengths() for p in parts])
-    return Rows(np.concatenate([p.values for p in parts]), np.append(0, np.cumsum(lengths)))
+    return concat_rows(list(iter_rows(split_dir, column)))
 
 
 def fragment_share(build_cfg: BuildConfig, manifest: Manifest) -> dict[str, float]:

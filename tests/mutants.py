@@ -338,8 +338,9 @@ MUTANTS = [
     Mutant("dedup-no-nfc", "mlmprep.builder.dedup:normalise",  # composed and decomposed accents are different texts
            '" ".join(unicodedata.normalize("NFC", text).split())', '" ".join(text.split())',
            ("tests/builder/test_dedup_kernels.py",)),
-    Mutant("dedup-signature-no-nfc", "mlmprep.builder.dedup:minhash_signatures",  # the kernel hashes the words as they came
-           'parts = [unicodedata.normalize("NFC", t).encode(', 'parts = [t.encode(', ("tests/builder/test_dedup_kernels.py",)),
+    Mutant("dedup-signature-no-nfc", "mlmprep.builder.overlap:utf8_texts",  # the kernels hash the words as they came
+           'joined_bytes([unicodedata.normalize("NFC", t).encode("utf-8", "surrogatepass") for t in texts])',
+           'joined_bytes([t.encode("utf-8", "surrogatepass") for t in texts])', ("tests/builder/test_dedup_kernels.py",)),
     Mutant("dedup-seed-ignored", "mlmprep.builder.dedup:permutations",  # every seed the same permutations
            "key = np.uint64((seed ^ _SIGNATURE_TAG) & randomness.MASK64)", "key = np.uint64(_SIGNATURE_TAG)",
            ("tests/builder/test_dedup_kernels.py",)),
@@ -931,6 +932,11 @@ MUTANTS = [
     Mutant("cost-ignores-alpha", "mlmprep.train.batch:padded_cost",  # decoder tokens cost as much as encoder ones
            "return float(len(rows) * enc + budget.alpha * len(rows) * dec)", "return float(len(rows) * (enc + dec))",
            ("tests/train/test_batch.py", "tests/train/test_options.py")),
+    Mutant("starts-of-each-runs-end", "mlmprep.format.rows:starts_of",  # offsets one run late: row i reads row i + 1
+           "np.cumsum(sizes, out=starts[1:])", "np.cumsum(sizes, out=starts[:-1])", ("tests/format/test_rows.py",)),
+    Mutant("span-indices-from-the-next-span", "mlmprep.format.rows:span_indices",  # every gather one span off
+           "np.repeat(starts - starts_of(sizes)[:-1], sizes)", "np.repeat(starts - starts_of(sizes)[1:], sizes)",
+           ("tests/format/test_rows.py",)),
     Mutant("plan-pools-sorted-by-their-top-byte", "mlmprep.train.batch:_sort_pools",  # costs in order of magnitude
            "if ((every ^ some) >> shift) & np.uint64(255) == 0:", "if p < 6:",
            ("tests/train/test_batch.py",)),

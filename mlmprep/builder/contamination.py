@@ -38,10 +38,11 @@ from pathlib import Path
 import numpy as np
 
 from mlmprep.builder.dedup_partitions import LOCAL_BITS, LOCAL_MASK, bucketed
-from mlmprep.builder.overlap import MATCH_TOKENS, joined_bytes, span_indices, starts_of, text_ngrams, window_hashes
+from mlmprep.builder.overlap import MATCH_TOKENS, joined_bytes, text_ngrams, window_hashes
 from mlmprep.builder.selection import TRAIN, VALIDATION, FirstCopies, held_documents
 from mlmprep.builder.staged import Layout, changed, read_array, write_atomic
 from mlmprep.config import BuildConfig
+from mlmprep.format.rows import span_indices, starts_of
 
 PARTITIONS = 8  # partition tasks without --dedup-partitions, at most: a few per worker of a small machine
 PARTITION_BYTES = 64 << 20  # ... one per this much of the corpus (a task reads every shard's file: few on little)

@@ -88,14 +88,11 @@ def minhash_signatures(texts: list[str], *, ngram: int, num_hashes: int, seed: i
     import numba
 
     from mlmprep.builder import _dedup_kernels
+    from mlmprep.builder.overlap import utf8_texts
 
-    # NFC only: the kernel splits words at every whitespace code point itself, as normalise() does
-    parts = [unicodedata.normalize("NFC", t).encode("utf-8", "surrogatepass") for t in texts]
-    offsets = np.zeros(len(parts) + 1, dtype=np.int64)
-    np.cumsum(np.fromiter(map(len, parts), dtype=np.int64, count=len(parts)), out=offsets[1:])
-    buf = np.frombuffer(b"".join(parts), dtype=np.uint8)
+    buf, offsets = utf8_texts(texts)  # NFC only: the kernel splits words at every whitespace code point itself
     a, b = permutations(num_hashes, seed)
-    out = np.empty((len(parts), num_hashes), dtype=np.uint32)
+    out = np.empty((len(texts), num_hashes), dtype=np.uint32)
     before = numba.get_num_threads()  # of this thread only
     numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS) if threads > 0 else before)
     try:

@@ -34,6 +34,7 @@ from mlmprep.builder.dedup import lsh_keys
 from mlmprep.builder.engine.base import Shipped, fetched
 from mlmprep.builder.staged import STAGING, Layout, changed, read_array, write_atomic
 from mlmprep.config import BuildConfig
+from mlmprep.format.rows import starts_of
 
 LOCAL_BITS = 32  # a near record's reference: band << LOCAL_BITS | the document's index in its shard
 LOCAL_MASK = (1 << LOCAL_BITS) - 1
@@ -69,8 +70,7 @@ def stage_keys(layout: Layout, index: int, described: dict[str, np.ndarray]) -> 
         keys = described["keys"]
         part = partition_of(keys, parts)
         order = np.argsort(part, kind="stable")
-        offsets = np.zeros(parts + 1, np.int64)
-        np.cumsum(np.bincount(part, minlength=parts), out=offsets[1:])
+        offsets = starts_of(np.bincount(part, minlength=parts))
         keys, refs = keys[order], order.astype(np.uint64)
     write_atomic(layout.staged(f"shard-{index:06d}.dedup"),  # the sorted arrays as written, not copied again
                  [offsets.tobytes(), *(memoryview(a.astype("<u8", copy=False)).cast("B") for a in (keys, refs))])
@@ -191,10 +191,8 @@ def near_links(layout: Layout, docs: np.ndarray, sizes: np.ndarray, bases: tuple
     sig = signatures_of(layout, members, bases)
     parent = np.arange(len(members), dtype=np.int64)
     edges = np.empty((2, max(len(members) - 1, 0)), np.int64)
-    starts = np.zeros(len(sizes) + 1, np.int64)
-    np.cumsum(sizes, out=starts[1:])
-    linked = kernels.link_groups(starts, np.searchsorted(members, docs), sig, layout.cfg.dedup_threshold, parent,
-                                 edges)
+    linked = kernels.link_groups(starts_of(sizes), np.searchsorted(members, docs), sig, layout.cfg.dedup_threshold,
+                                 parent, edges)
     return members[edges[:, :linked]]
 
 

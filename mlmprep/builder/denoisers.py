@@ -27,6 +27,7 @@ import numpy as np
 from mlmprep.builder import mask
 from mlmprep.builder.randomness import stream_key
 from mlmprep.errors import ConfigError
+from mlmprep.format.rows import starts_of
 
 MODE_TOKENS = {"R": "[NLU]", "X": "[NLG]", "S": "[S2S]"}
 PREFIX_RATIO = 0.25  # an S-denoiser's mean target share when its spec gives none (UL2's)
@@ -240,7 +241,7 @@ class Cursor:
         self.asked = x
         while True:
             _, lengths = self.mixture.plan(self.seed, self.row, CHUNK_ROWS)
-            starts = self.start + np.concatenate([[0], np.cumsum(lengths)])
+            starts = self.start + starts_of(lengths)
             k = int(np.searchsorted(starts, x, side="left"))
             if k <= CHUNK_ROWS:
                 self.row, self.start = self.row + k, int(starts[k])
@@ -273,7 +274,6 @@ def row_offsets(mixture: Mixture, seed: int, rows: SeedRows) -> tuple[np.ndarray
     """(denoiser index per row, offsets into tokens [rows.start, rows.stop)) of a SeedRows: the planned lengths,
     the last cut at the stop."""
     which, lengths = mixture.plan(seed, rows.first, rows.count)
-    offsets = np.zeros(rows.count + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
+    offsets = starts_of(lengths)
     offsets[-1] = min(offsets[-1], rows.stop - rows.start)
     return which, offsets

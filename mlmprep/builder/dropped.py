@@ -28,6 +28,7 @@ from mlmprep.builder.filters import DOCUMENT_RULES, RULES
 from mlmprep.builder.staged import STAGING, read_array, write_atomic
 from mlmprep.errors import CacheError
 from mlmprep.format.manifest import Manifest, MemberError
+from mlmprep.format.rows import starts_of
 from mlmprep.format.write import (
     damaged,
     data_files,
@@ -83,7 +84,7 @@ def shard_rows(stage: Path, index: int, duplicates: np.ndarray, method: str) -> 
     if len(duplicates):
         numbers = read_array(Path(f"{base}.numbers"), np.int64)
         sizes = read_array(Path(f"{base}.textbytes"), np.int64)
-        starts = np.cumsum(sizes) - sizes
+        starts = starts_of(sizes)
         with open(f"{base}.text", "rb") as f:
             for d in duplicates.tolist():
                 f.seek(int(starts[d]))

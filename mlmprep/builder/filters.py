@@ -70,6 +70,7 @@ from mlmprep.config import BuildConfig, filter_sets
 from mlmprep.corpus.documents import file_digest
 from mlmprep.errors import ConfigError, CorpusError, printable
 from mlmprep.format.regular import open_regular
+from mlmprep.format.rows import starts_of
 
 EXCERPT_CHARS = 200  # characters of each rule's example
 KINDS_SIZE = 0x40000  # code points classified: planes 0 to 3, every assigned letter, digit, space and symbol
@@ -106,8 +107,7 @@ def kinds_table() -> np.ndarray:
 
 def code_points(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
     """(the texts' code points one after another, uint32; int64 offsets [n + 1])."""
-    offsets = np.zeros(len(texts) + 1, np.int64)
-    np.cumsum(np.fromiter(map(len, texts), np.int64, len(texts)), out=offsets[1:])
+    offsets = starts_of(np.fromiter(map(len, texts), np.int64, len(texts)))
     joined = "".join(texts)
     if joined.isascii():  # a flag of the str: a copy of its bytes, four times faster than the UTF-32 codec
         return np.frombuffer(joined.encode("ascii"), np.uint8).astype(np.uint32), offsets

@@ -25,7 +25,7 @@ import numpy as np
 
 from mlmprep.builder.randomness import MASK64, stream_key
 from mlmprep.errors import ConfigError
-from mlmprep.format.rows import IGNORE
+from mlmprep.format.rows import IGNORE, starts_of
 
 # The kernels (mlmprep.builder._kernels) are imported where they are first called: importing Numba and loading
 # its cache takes about a second of one core, which a build spends while its tokenizer already runs.
@@ -176,12 +176,6 @@ def _check_seed(seed: int, first_row: int) -> None:
         raise ConfigError(f"first_row must be >= 0, got {first_row}")
 
 
-def _offsets(lengths: np.ndarray) -> np.ndarray:
-    out = np.zeros(lengths.size + 1, dtype=np.int64)
-    np.cumsum(lengths, out=out[1:])
-    return out
-
-
 def span_corrupt(values, offsets, *, seed: int, first_row: int, noise_density: float, mean_span_length: float,
                  sentinels: np.ndarray, eos_id: int, random_roll: bool = False) -> SpanCorrupted:
     """T5 span corruption of every row (see the module docstring); row i is keyed by (seed, first_row + i).
@@ -200,8 +194,8 @@ def span_corrupt(values, offsets, *, seed: int, first_row: int, noise_density: f
     noise, spans = span_counts(lengths, noise_density, mean_span_length)
     if lengths.size and spans.max() > sentinels.size:  # spans never decrease with length: the longest row decides
         check_span_settings(int(lengths.max()), noise_density, mean_span_length, sentinels.size)
-    enc_offsets = _offsets(lengths - noise + spans + 1)
-    label_offsets = _offsets(noise + spans + 1)
+    enc_offsets = starts_of(lengths - noise + spans + 1)
+    label_offsets = starts_of(noise + spans + 1)
     enc_values = np.empty(enc_offsets[-1], dtype=np.int32)  # [sum L_enc]
     label_values = np.empty(label_offsets[-1], dtype=np.int32)  # [sum L_label]
     _kernels.span_corrupt_rows(
@@ -249,8 +243,8 @@ def denoise(values, offsets, *, seed: int, first_row: int, which: np.ndarray, pr
                           "lower --input-length or use denoisers of longer spans")
     modes = np.asarray(mode_ids, dtype=np.int32)[which]
     extra = (modes >= 0).astype(np.int64)
-    enc_offsets = _offsets(np.where(kinds == 1, lengths - noise + 1, lengths - noise + spans + 1) + extra)
-    label_offsets = _offsets(np.where(kinds == 1, noise + 1, noise + spans + 1))
+    enc_offsets = starts_of(np.where(kinds == 1, lengths - noise + 1, lengths - noise + spans + 1) + extra)
+    label_offsets = starts_of(np.where(kinds == 1, noise + 1, noise + spans + 1))
     enc_values = np.empty(enc_offsets[-1], dtype=np.int32)  # [sum L_enc]
     label_values = np.empty(label_offsets[-1], dtype=np.int32)  # [sum L_label]
     _kernels.ul2_rows(values, offsets, kinds, noise, spans, modes, np.uint64(seed), np.int64(first_row), sentinels,

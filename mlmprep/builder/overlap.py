@@ -42,6 +42,7 @@ import numpy as np
 
 from mlmprep.builder.filters import excerpt
 from mlmprep.errors import CacheError
+from mlmprep.format.rows import span_indices, starts_of
 
 NGRAM = 13  # words per n-gram
 MATCH_TOKENS = 50  # tokens of an exact match (Lee et al.)
@@ -55,9 +56,8 @@ def utf8_texts(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
 
 def joined_bytes(parts: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
     """(the parts one after another, int64 offsets [n + 1])."""
-    offsets = np.zeros(len(parts) + 1, dtype=np.int64)
-    np.cumsum(np.fromiter(map(len, parts), dtype=np.int64, count=len(parts)), out=offsets[1:])
-    return np.frombuffer(b"".join(parts), dtype=np.uint8), offsets
+    sizes = np.fromiter(map(len, parts), dtype=np.int64, count=len(parts))
+    return np.frombuffer(b"".join(parts), dtype=np.uint8), starts_of(sizes)
 
 
 def ngram_hashes(texts: list[str], ngram: int = NGRAM) -> tuple[np.ndarray, np.ndarray]:
@@ -110,19 +110,6 @@ def window_hashes(ids: np.ndarray, lengths: np.ndarray, k: int = MATCH_TOKENS,
 def all_of(n: int) -> np.ndarray:
     """bool [n], every one True: hash every text."""
     return np.ones(n, dtype=bool)
-
-
-def starts_of(counts: np.ndarray) -> np.ndarray:
-    """int64 [n + 1]: where each of n runs of the given sizes starts, and the end."""
-    starts = np.zeros(len(counts) + 1, np.int64)
-    np.cumsum(counts, out=starts[1:])
-    return starts
-
-
-def span_indices(starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
-    """int64: the indices of the spans [starts[i], starts[i] + sizes[i]) one after another; its work is theirs, not
-    the array's they index."""
-    return np.arange(int(sizes.sum())) + np.repeat(starts - starts_of(sizes)[:-1], sizes)
 
 
 # ------------------------------------------------------------------------------------------ paragraphs
@@ -357,7 +344,7 @@ def covered_tokens(matched: np.ndarray, counts: np.ndarray, lengths: np.ndarray,
     ends = np.cumsum(matched, dtype=np.int64)
     ends = np.concatenate([np.zeros(1, np.int64), ends])  # matched windows before each
     first = np.repeat(starts_of(counts)[:-1], lengths)  # the document's first window, per token
-    t = np.arange(int(lengths.sum())) - np.repeat(starts_of(lengths)[:-1], lengths)
+    t = span_indices(0, lengths)  # each token's place in its document
     windows = np.repeat(counts, lengths)
     lo, hi = first + np.maximum(t - k + 1, 0), first + np.minimum(t, windows - 1) + 1
     return int(np.count_nonzero((windows > 0) & (ends[np.maximum(hi, lo)] > ends[lo])))

@@ -52,8 +52,6 @@ from mlmprep.builder.overlap import (
     excluded,
     exclusion_table,
     line_hashes,
-    span_indices,
-    starts_of,
     text_ngrams,
     trimmed,
     window_hashes,
@@ -84,7 +82,7 @@ from mlmprep.corpus.files import CorpusStats, ReadOptions
 from mlmprep.corpus.shards import Shard, read_shard
 from mlmprep.errors import CorpusError
 from mlmprep.format.manifest import FileRecord
-from mlmprep.format.rows import Rows, concat_rows
+from mlmprep.format.rows import Rows, concat_rows, span_indices, starts_of
 from mlmprep.format.write import damaged, iter_rows_of_file, part_path, write_part
 from mlmprep.progress import prefetch, prefetch_map
 from mlmprep.tokenizer.encode import encode

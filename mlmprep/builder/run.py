@@ -68,6 +68,7 @@ from mlmprep.config import BuildConfig
 from mlmprep.corpus.documents import Corpus, open_corpus
 from mlmprep.corpus.streams import let_go_streams
 from mlmprep.format.manifest import Manifest
+from mlmprep.format.rows import starts_of
 from mlmprep.format.scratch import scratch_directory
 from mlmprep.format.write import format_version, strict, write_hf_tokenizer
 from mlmprep.progress import Stages
@@ -304,7 +305,7 @@ class BuildTasks:
     def dedup_partitions(self, documents: list[int]) -> np.ndarray:
         """--dedup-partitions, every shard read (`documents` in each): the partition tasks' links, joined as they
         come in; then the files they read are deleted."""
-        bases = tuple(np.concatenate([[0], np.cumsum(documents, dtype=np.int64)]).tolist())
+        bases = tuple(starts_of(documents).tolist())
         tasks = [PartitionTask(self.layout, p, bases) for p in range(self.cfg.dedup_partitions)]
         if self.staging.detached and self.cfg.dedup == "near":
             self.cut_signatures(tasks)
@@ -343,7 +344,7 @@ class BuildTasks:
         mlmprep.builder.contamination), every fate staged for them first; then the files they read are
         deleted."""
         self.staging.stage_file(contamination.FATES, b"".join(shard.astype(np.uint8).tobytes() for shard in fates))
-        bases = tuple(np.concatenate([[0], np.cumsum([len(f) for f in fates], dtype=np.int64)]).tolist())
+        bases = tuple(starts_of([len(f) for f in fates]).tolist())
         tasks = [contamination.MatchTask(self.layout, p, bases) for p in range(self.layout.partitions)]
         with TaskRun(*self.staging.calls(contamination.range_matches, tasks, partitioned=True),
                      engine=self.engine) as run:

@@ -17,6 +17,7 @@ import numpy as np
 from mlmprep.builder.engine.base import fetched
 from mlmprep.config import BuildConfig
 from mlmprep.errors import CacheError
+from mlmprep.format.rows import span_indices, starts_of
 from mlmprep.format.write import hf_tokenizer_json
 from mlmprep.tokenizer.encode import plain_encoder, word_tables
 from mlmprep.tokenizer.load import load_tokenizer, special_ids
@@ -195,7 +196,7 @@ def side_documents(layout: Layout, s: int, side: str, sizes: str) -> tuple[np.nd
 @functools.lru_cache(maxsize=8)
 def _side_documents(sizes_key: tuple, picked_key: tuple, side: str, held: bool) -> tuple[np.ndarray, np.ndarray]:
     sizes, first = held_index(Path(sizes_key[0])) if held else (read_array(Path(sizes_key[0]), np.int64), 0)
-    starts = np.cumsum(sizes) - sizes + first
+    starts = starts_of(sizes)[:-1] + first
     picked = side_picks(Path(picked_key[0]), side, len(sizes))
     return sizes[picked], starts[picked]
 
@@ -259,8 +260,7 @@ def gather(path: Path, dtype, sizes: np.ndarray, begins: np.ndarray, d0: int, d1
     sizes = sizes[d0 : d1 + 1]
     if int(sizes.sum()) == hi - lo:  # no other side's or dropped document between them
         return raw
-    out_starts = np.cumsum(sizes) - sizes
-    return raw[np.arange(int(sizes.sum())) + np.repeat(begins[d0 : d1 + 1] - lo - out_starts, sizes)]
+    return raw[span_indices(begins[d0 : d1 + 1] - lo, sizes)]
 
 
 def document_index(path: Path) -> tuple[np.ndarray, np.ndarray]:
@@ -271,6 +271,4 @@ def document_index(path: Path) -> tuple[np.ndarray, np.ndarray]:
 @functools.lru_cache(maxsize=4)
 def _document_index(key: tuple) -> tuple[np.ndarray, np.ndarray]:
     lengths = read_array(Path(key[0]), np.int64)
-    starts = np.zeros(len(lengths) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=starts[1:])
-    return lengths, starts
+    return lengths, starts_of(lengths)

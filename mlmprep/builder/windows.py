@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mlmprep.errors import ConfigError
-from mlmprep.format.rows import Rows
+from mlmprep.format.rows import Rows, span_indices, starts_of
 from mlmprep.tokenizer.encode import WordTables
 
 MIN_ROW = 2  # the shortest row span corruption can mask (one noise and one kept token)
@@ -101,13 +101,11 @@ def doc_rows(flat, doc_lengths, *, length, eos_id, tables) -> tuple[Rows, np.nda
     has_tail = kept_tail > 0
     row_lengths[last_row[has_tail]] = kept_tail[has_tail]
     # gather: every kept row starts at its document start + k * length
-    doc_starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
-    k = np.arange(len(row_lengths)) - np.repeat(np.cumsum(rows_per_doc) - rows_per_doc, rows_per_doc)
+    doc_starts = starts_of(lengths)[:-1]
+    k = span_indices(0, rows_per_doc)  # each row's place in its document
     starts = np.repeat(doc_starts, rows_per_doc) + k * length
-    offsets = np.zeros(len(row_lengths) + 1, dtype=np.int64)
-    np.cumsum(row_lengths, out=offsets[1:])
-    index = np.repeat(starts - offsets[:-1], row_lengths) + np.arange(offsets[-1])
-    values = tokens[index]
+    offsets = starts_of(row_lengths)
+    values = tokens[span_indices(starts, row_lengths)]
     # a row that is not the first of its document begins where the previous row of that document ended
     later = k > 0
     begins = np.zeros(len(row_lengths), dtype=bool)
@@ -124,17 +122,14 @@ def frame_rows(rows: Rows, prefix: np.ndarray, suffix: np.ndarray) -> Rows:
     if not (len(prefix) or len(suffix)):
         return rows
     width = len(prefix) + len(suffix)
-    lengths = rows.lengths() + width
-    offsets = np.zeros(len(rows) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
+    offsets = starts_of(rows.lengths() + width)
     values = np.empty(int(offsets[-1]), dtype=np.int32)
     starts = offsets[:-1]
     for j, t in enumerate(prefix):
         values[starts + j] = t
     for j, t in enumerate(suffix):
         values[offsets[1:] - len(suffix) + j] = t
-    inner = np.repeat(starts + len(prefix) - rows.offsets[:-1], rows.lengths()) + np.arange(len(rows.values))
-    values[inner] = rows.values
+    values[span_indices(starts + len(prefix), rows.lengths())] = rows.values
     return Rows(values, offsets)
 
 
@@ -182,7 +177,7 @@ def segment_rows(
     Segments that tokenize to fewer than MIN_ROW tokens are dropped and counted.
     """
     kept_lengths = np.minimum(token_lengths, length)
-    starts = np.concatenate([[0], np.cumsum(token_lengths)[:-1]])
+    starts = starts_of(token_lengths)[:-1]
     begins = np.concatenate([[cut_before_first], cut_after[:-1]])  # where the text was cut before each row
     ends = cut_after.copy()
     truncated = token_lengths > length
@@ -190,9 +185,8 @@ def segment_rows(
     ends[truncated] = tables.cuts_word(token_flat[last - 1], token_flat[last])
     keep = kept_lengths >= MIN_ROW
     starts, kept_lengths = starts[keep], kept_lengths[keep]
-    offsets = np.zeros(len(kept_lengths) + 1, dtype=np.int64)
-    np.cumsum(kept_lengths, out=offsets[1:])
-    index = np.repeat(starts - offsets[:-1], kept_lengths) + np.arange(offsets[-1])
+    offsets = starts_of(kept_lengths)
+    index = span_indices(starts, kept_lengths)
     begins, ends = begins[keep], ends[keep]
     stats.rows += len(kept_lengths)
     stats.tokens_kept += int(offsets[-1])

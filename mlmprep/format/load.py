@@ -31,7 +31,7 @@ from mlmprep.format.manifest import (
     not_regular,
     read_json,
 )
-from mlmprep.format.rows import IGNORE
+from mlmprep.format.rows import IGNORE, starts_of
 from mlmprep.format.write import damaged, file_rows, manifest_path, read_batches
 from mlmprep.tokenizer.load import load_tokenizer, tokenizer_sha256
 
@@ -406,10 +406,8 @@ def _chunk(arr: pa.Array, mapped: pa.Buffer, file: int, where: str) -> tuple[tup
 def _column(chunks: list[tuple[np.ndarray, int, int]], maps: list[pa.Buffer], dtype: np.dtype) -> Column:
     """Join per-batch (lengths, file, position) into one Column over `maps` viewed as `dtype`; empty batches
     are left out of the table."""
-    lengths = np.concatenate([c[0] for c in chunks]) if chunks else np.zeros(0, np.int64)
-    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    rows = np.cumsum([0] + [len(c[0]) for c in chunks])[:-1].astype(np.int64)
+    offsets = starts_of(np.concatenate([c[0] for c in chunks]) if chunks else np.zeros(0, np.int64))
+    rows = starts_of([len(c[0]) for c in chunks])[:-1]
     table = np.array(
         [(r, offsets[r], f, pos) for r, (ls, f, pos) in zip(rows, chunks) if len(ls)], dtype=np.int64
     ).reshape(-1, 4)
@@ -448,8 +446,7 @@ def pick_rows(parts: list[tuple[Split, np.ndarray]], path: str | Path) -> Split:
         lengths = np.zeros(firsts[-1] + len(parts[-1][1]), dtype=np.int64)
         for _, at, _, length in located:
             lengths[at] = length
-        offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
-        np.cumsum(lengths, out=offsets[1:])
+        offsets = starts_of(lengths)
         values = np.empty(int(offsets[-1]), dtype=dtype)
         for buf, at, start, length in located:
             _gather(buf, start, length, values, offsets[at])

@@ -11,6 +11,20 @@ import numpy as np
 IGNORE = -100  # label of a position the MLM loss skips (PyTorch's CrossEntropyLoss ignore_index)
 
 
+def starts_of(sizes) -> np.ndarray:
+    """int64 [n + 1]: where each of n runs of the given sizes starts when they lie one after another, and the end
+    (the offsets of ragged rows of those lengths)."""
+    starts = np.zeros(len(sizes) + 1, np.int64)
+    np.cumsum(sizes, out=starts[1:])
+    return starts
+
+
+def span_indices(starts, sizes: np.ndarray) -> np.ndarray:
+    """int64: the indices of the spans [starts[i], starts[i] + sizes[i]) one after another (starts 0: each span's
+    own positions, 0 to sizes[i] - 1); its work is theirs, not the array's they index."""
+    return np.arange(int(sizes.sum())) + np.repeat(starts - starts_of(sizes)[:-1], sizes)
+
+
 class Rows(NamedTuple):
     """Ragged int32 rows: row i is values[offsets[i]:offsets[i + 1]]."""
 
@@ -40,8 +54,7 @@ class Rows(NamedTuple):
     def take(self, index: np.ndarray) -> Rows:
         """The rows at `index` (sorted or not), as new contiguous Rows."""
         lengths = self.lengths()[index]
-        offsets = np.zeros(len(index) + 1, dtype=np.int64)
-        np.cumsum(lengths, out=offsets[1:])
+        offsets = starts_of(lengths)
         if len(index) and np.all(lengths == lengths[0]):  # fixed length: one fancy-index gather
             width = int(lengths[0])
             cols = self.offsets[index][:, None] + np.arange(width)
@@ -56,7 +69,4 @@ def concat_rows(parts: list[Rows]) -> Rows:
         return parts[0]
     if not parts:
         return Rows(np.zeros(0, np.int32), np.zeros(1, np.int64))
-    lengths = np.concatenate([p.lengths() for p in parts])
-    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    return Rows(np.concatenate([p.values for p in parts]), offsets)
+    return Rows(np.concatenate([p.values for p in parts]), starts_of(np.concatenate([p.lengths() for p in parts])))

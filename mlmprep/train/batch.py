@@ -20,6 +20,7 @@ import torch.utils.data
 from numba import njit
 
 from mlmprep.errors import ConfigError
+from mlmprep.format.rows import starts_of
 
 log = logging.getLogger(__name__)
 
@@ -271,7 +272,7 @@ def plan_stats(plan: list[Batch], enc_lengths: np.ndarray, dec_lengths: np.ndarr
     tokens = int(enc_lengths[rows].sum() + dec_lengths[rows].sum())
     padded = 0
     if real:
-        starts = np.cumsum(sizes) - sizes
+        starts = starts_of(sizes)[:-1]
         for lengths in (enc_lengths, dec_lengths):
             padded += int((sizes * _roundup(np.maximum.reduceat(lengths[rows], starts),
                                             budget.pad_to_multiple_of)).sum())

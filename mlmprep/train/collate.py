@@ -22,7 +22,7 @@ from numba import njit
 from mlmprep.config import SEQ2SEQ
 from mlmprep.errors import CacheError, ConfigError
 from mlmprep.format.load import OBJECTIVES, ROW_VALUES, Column, Split, locate
-from mlmprep.format.rows import IGNORE
+from mlmprep.format.rows import IGNORE, starts_of
 
 NO_EXTRA, MASK, SHIFT = 0, 1, 2  # what _pad writes beside the padded rows
 
@@ -129,9 +129,8 @@ class Collator:
         columns = []
         for name in ("input_ids", "labels"):
             rows = [np.asarray(ex[name], dtype=np.int32) for ex in examples]
-            offsets = np.zeros(len(rows) + 1, dtype=np.int64)
-            np.cumsum([len(row) for row in rows], out=offsets[1:])
-            columns.append(Column(offsets=offsets, files=(np.concatenate(rows) if rows else np.zeros(0, np.int32),),
+            columns.append(Column(offsets=starts_of([len(row) for row in rows]),
+                                  files=(np.concatenate(rows) if rows else np.zeros(0, np.int32),),
                                   chunks=np.zeros((1, 4), np.int64), dtype=np.dtype(np.int32)))
         if self.objective not in SEQ2SEQ and not np.array_equal(*(c.lengths() for c in columns)):
             bad = int(np.flatnonzero(columns[0].lengths() != columns[1].lengths())[0])
