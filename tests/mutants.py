@@ -472,7 +472,9 @@ MUTANTS = [
     Mutant("paragraph-shards-in-arrival-order", "mlmprep.builder.run:BuildTasks.repeated_lines",  # not corpus order
            "                while len(removed) in scanned:\n                    lines = scanned.pop(len(removed))",
            "                while scanned:\n                    lines = scanned.pop(max(scanned))",
-           ("tests/builder/test_overlap.py::test_paragraph_dedup_builds_what_the_corpus_less_its_repeated_lines_builds",)),
+           ("tests/builder/test_overlap.py::test_paragraph_dedup_takes_the_shards_in_corpus_order_when_they_come_in_last_"
+            "first", "tests/builder/test_overlap.py::test_paragraph_dedup_builds_what_the_corpus_less_its_repeated_lines_"
+            "builds")),
     Mutant("paragraph-short-line-unhashed", "mlmprep.builder._dedup_kernels:shingle_hashes",  # a short line has no n-gram
            "        if whole and 0 < counts[d] < ngram:\n", "        if False:\n",
            ("tests/builder/test_overlap.py::test_seen_lines_remove_what_a_set_of_earlier_n_grams_removes",)),

@@ -77,6 +77,35 @@ def test_paragraph_dedup_builds_what_the_corpus_less_its_repeated_lines_builds(t
     assert stats["dedup"]["documents"] == len(trimmed)
 
 
+def test_paragraph_dedup_takes_the_shards_in_corpus_order_when_they_come_in_last_first(tmp_path, licences,
+                                                                                       tiny_tokenizer_path,
+                                                                                       monkeypatch):
+    """The shards' scans handed to the driver from the last to the first (one worker, so the engine runs in this
+    process and the order is the test's, not a race's): a line is still removed where it repeats an earlier one in
+    corpus order, and the build writes the bytes of the brute-force trimmed corpus."""
+    from mlmprep.builder import run as build_run
+    from mlmprep.builder.engine.local import LocalEngine
+
+    results, scans = LocalEngine.results, []
+
+    def last_first(self, run, in_driver):
+        if run.calls and run.calls[0][0] is build_run.scan_shard:
+            scans.append(list(results(self, run, in_driver))[::-1])
+            return iter(scans[-1])
+        return results(self, run, in_driver)
+
+    monkeypatch.setattr(LocalEngine, "results", last_first)
+    path, docs = licences
+    reference = tmp_path / "trimmed.txt"
+    reference.write_text("\n\n".join(without_repeated_lines(docs, 0.8)[0]) + "\n", encoding="utf-8")
+    options = {**LICENCE, "dedup": "off", "decontaminate": False}
+    built = build_tiny(tmp_path / "para", path, tiny_tokenizer_path, workers=1, shard_bytes=4000,
+                       dedup_paragraphs=True, **options)
+    assert len(scans) == 1 and len(scans[0]) > 3  # several shards' scans, handed on last first
+    assert hashes(built) == hashes(build_tiny(tmp_path / "plain", reference, tiny_tokenizer_path, workers=1,
+                                              **options))
+
+
 def test_paragraph_threshold_acts(tmp_path, licences, tiny_tokenizer_path):
     """A line is removed at --paragraph-threshold of its n-grams seen, not below: the licence paragraphs unwrapped,
     one a line, so that a shared paragraph with a holder's name of its own is seen in part."""
