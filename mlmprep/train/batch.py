@@ -52,7 +52,7 @@ class Budget:
             raise ConfigError(f"--alpha must be a number >= 0, got {self.alpha!r}; 2.0 weighs decoder tokens double")
 
 
-@dataclass(eq=False, slots=True)  # not frozen: a plan makes one per microbatch, and a frozen one costs 3x to make
+@dataclass(eq=False, slots=True)  # not frozen: a plan makes one per microbatch, and frozen fields are set slowly
 class Microbatch:
     """Rows for one forward/backward pass on one rank.
 
